@@ -1,0 +1,1307 @@
+//! Start-up log parser for `kvsim audit`.
+//!
+//! Reads the log of one or more sglang / vLLM server launches and extracts the
+//! KV-pool facts each engine prints while it starts: pool size in tokens, context
+//! length, page size, scheduler limits, disaggregation role and version. The
+//! result is one [`NodeFacts`] per (launch, DP rank) found in the file.
+//!
+//! Lines recognised (formats checked against the upstream sources):
+//!
+//! * sglang scheduler summary (`scheduler.py`):
+//!   `max_total_num_tokens=…, chunked_prefill_size=…, max_prefill_tokens=…,
+//!   max_running_requests=…, context_len=…, available_gpu_mem=… GB`
+//!   (older releases print a subset of these keys);
+//! * sglang memory pool (`memory_pool.py`): `KV Cache is allocated. #tokens: N, …`;
+//! * sglang `server_args=ServerArgs(…)` dump: `context_length=`, `page_size=`,
+//!   `chunked_prefill_size=`, `max_prefill_tokens=`, `disaggregation_mode=`;
+//! * sglang version lines: `sglang version: X`, `sglang: X`, and pip's
+//!   `Name: sglang` / `Version: X` pair (a bare `Version: X` only sets the version);
+//! * vLLM: `vLLM API server version X`, `non-default args: {…}` /
+//!   `args: Namespace(…)` (`max_model_len`, `block_size`, `kv_role`),
+//!   `Initializing a V1 LLM engine (vX) with config: … max_seq_len=N`,
+//!   `Using max model len N`, `Chunked prefill is enabled with max_num_batched_tokens=N`,
+//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`.
+//!
+//! Rules: ANSI colour escapes are stripped first; numbers may carry thousands
+//! separators (`681,280`); `None` and `-1` ("unset" / "disabled" in both engines'
+//! argument dumps) read as missing. Lines from different ranks may be interleaved:
+//! sglang's `[date time DP0 TP0 …]` prefix and vLLM's `(EngineCore_DP0 pid=…)`
+//! tag pick the rank, ranks are grouped by their DP index (the TP ranks of one DP
+//! group share one pool), and lines without a rank fill in for every rank of their
+//! launch. When a fact is reported more than once the more authoritative source
+//! wins (scheduler summary > allocation / resolved config > argument dump), then
+//! the rank-specific line, then the earlier line. Nothing is inferred: a fact the
+//! log does not print stays `None`.
+//!
+//! A new launch starts at a `server_args=ServerArgs(` dump, a vLLM argument dump,
+//! an engine version line or a `Starting sglang|vllm …` banner, once the current
+//! launch has already seen that kind of line or has got past its argument dumps.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+/// Serving engine that wrote the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// sglang (`python -m sglang.launch_server`).
+    Sglang,
+    /// vLLM (`vllm serve`).
+    Vllm,
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Engine::Sglang => "sglang",
+            Engine::Vllm => "vllm",
+        })
+    }
+}
+
+/// Disaggregation role of a node: from sglang's `disaggregation_mode` or vLLM's
+/// `kv_role` (`kv_producer` = prefill, `kv_consumer` = decode), or given by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Prefill node (`disaggregation_mode='prefill'`, `kv_role='kv_producer'`).
+    Prefill,
+    /// Decode node (`disaggregation_mode='decode'`, `kv_role='kv_consumer'`).
+    Decode,
+    /// Not disaggregated, `kv_both`, or not printed.
+    Unknown,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+            Role::Unknown => "unknown",
+        })
+    }
+}
+
+/// KV-pool facts of one (launch, DP rank) found in a log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeFacts {
+    /// File name given by the caller.
+    pub source: String,
+    /// 0-based index of the launch within the file.
+    pub launch: u32,
+    /// Rank prefix, e.g. `"DP0 TP0"` (sglang) or `"DP0"` (vLLM engine core).
+    pub rank: Option<String>,
+    /// Engine whose start-up lines were found.
+    pub engine: Option<Engine>,
+    /// Engine version, e.g. `"0.5.16"`.
+    pub version: Option<String>,
+    /// Disaggregation role; `Unknown` when not printed.
+    pub role: Role,
+    /// sglang `page_size`, vLLM `block_size`.
+    pub page_size: Option<u64>,
+    /// sglang `max_total_num_tokens` (else `KV Cache is allocated. #tokens`),
+    /// vLLM `GPU KV cache size`.
+    pub pool_tokens: Option<u64>,
+    /// sglang `context_len` (else `context_length`), vLLM `max_model_len`.
+    pub context_len: Option<u64>,
+    /// sglang `chunked_prefill_size`, vLLM `max_num_batched_tokens` of its
+    /// `Chunked prefill is enabled with …` line.
+    pub chunked_prefill_size: Option<u64>,
+    /// sglang `max_prefill_tokens`.
+    pub max_prefill_tokens: Option<u64>,
+    /// sglang `max_running_requests` of the scheduler summary.
+    pub max_running_requests: Option<u64>,
+    /// sglang `available_gpu_mem` (GB) of the scheduler summary.
+    pub available_gpu_mem_gb: Option<f64>,
+    /// vLLM `Maximum concurrency for N tokens per request: F x`.
+    pub vllm_max_concurrency: Option<f64>,
+    /// 1-based line that provided `pool_tokens`, else the first fact's line.
+    pub line: usize,
+}
+
+/// Why a log could not be parsed. `line` is 1-based; 0 means the whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParseError {
+    /// File name given by the caller.
+    pub source: String,
+    /// 1-based line, or 0 for the whole file.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.source, self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.source, self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// sglang's `max_req_input_len`: `min(context_len - 1, pool_tokens - 1) - 5`
+/// (saturating). The scheduler rejects a prompt of this length or longer.
+pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
+    context_len
+        .saturating_sub(1)
+        .min(pool_tokens.saturating_sub(1))
+        .saturating_sub(5)
+}
+
+/// Longest prompt sglang's scheduler accepts: it rejects `len >= max_req_input_len`,
+/// so this is `min(context_len - 1, pool_tokens - 1) - 6` (saturating; 0 also when
+/// `max_req_input_len` is 0 and nothing is accepted, which sglang refuses to start with).
+pub fn max_accepted_prompt(context_len: u64, pool_tokens: u64) -> u64 {
+    max_req_input_len(context_len, pool_tokens).saturating_sub(1)
+}
+
+/// Prompt lengths `lo..hi` (lo inclusive, hi exclusive) that sglang's tokenizer
+/// admits (it rejects `len >= context_len`) but the prefill scheduler rejects:
+/// `max_accepted_prompt + 1 .. context_len`, i.e. `lo = min(ctx - 1, pool - 1) - 5`.
+/// `None` when the band is empty.
+pub fn rejection_band(context_len: u64, pool_tokens: u64) -> Option<(u64, u64)> {
+    let lo = max_req_input_len(context_len, pool_tokens);
+    (lo < context_len).then_some((lo, context_len))
+}
+
+/// Parse one log file. `source` names it in the results and errors.
+///
+/// Errors only when no sglang or vLLM start-up line is found at all, or when a
+/// recognised line carries a malformed number.
+pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError> {
+    let p = patterns();
+    let mut launches = vec![Launch::default()];
+    let mut prev_name: Option<String> = None;
+
+    for (idx, raw) in text.lines().enumerate() {
+        let line_no = idx + 1;
+        let stripped = p.ansi.replace_all(raw, "");
+        let line: &str = &stripped;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let scope = rank_scope(p, line);
+        let msg = message(p, line);
+        let info = classify(p, line, msg, prev_name.as_deref()).map_err(|message| ParseError {
+            source: source.to_string(),
+            line: line_no,
+            message,
+        })?;
+        prev_name = p.pip_name.captures(msg).map(|c| c[1].to_ascii_lowercase());
+
+        if let Some(marker) = info.marker {
+            let starts_new = launches
+                .last()
+                .is_some_and(|l| l.progressed || l.seen.contains(&marker));
+            if starts_new {
+                launches.push(Launch::default());
+            }
+        }
+        let Some(launch) = launches.last_mut() else {
+            continue;
+        };
+        if let Some(marker) = info.marker {
+            launch.seen.insert(marker);
+        }
+        launch.progressed |= info.progressed;
+        if info.recognized {
+            launch.recognized = true;
+            launch.first_line.get_or_insert(line_no);
+        }
+        for (fact, prio) in info.facts {
+            launch.record(scope.as_ref(), fact, prio, line_no);
+        }
+    }
+
+    let mut out = Vec::new();
+    let mut index = 0u32;
+    for launch in launches {
+        if launch.recognized {
+            launch.emit(source, index, &mut out);
+            index += 1;
+        }
+    }
+    if out.is_empty() {
+        return Err(ParseError {
+            source: source.to_string(),
+            line: 0,
+            message: "no sglang or vLLM start-up lines found".to_string(),
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Facts and their sources
+
+/// Argument dumps: what the user asked for.
+const P_ARGS: u8 = 1;
+/// Values the engine resolved or allocated (KV allocation, engine config, version lines).
+const P_RESOLVED: u8 = 2;
+/// The engine's own summary of the pool it runs with.
+const P_SUMMARY: u8 = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Fact {
+    Engine(Engine),
+    Version(String),
+    Role(Role),
+    PageSize(u64),
+    Pool(u64),
+    Context(u64),
+    Chunk(u64),
+    MaxPrefill(u64),
+    MaxRunning(u64),
+    AvailMem(f64),
+    Concurrency(f64),
+}
+
+#[derive(Debug, Clone)]
+struct Entry<T> {
+    val: T,
+    prio: u8,
+    line: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Slot<T>(Option<Entry<T>>);
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot(None)
+    }
+}
+
+impl<T: Clone> Slot<T> {
+    /// Keep the higher-priority value; on a tie keep the one already there.
+    fn offer(&mut self, val: T, prio: u8, line: usize) {
+        if self.0.as_ref().is_none_or(|e| prio > e.prio) {
+            self.0 = Some(Entry { val, prio, line });
+        }
+    }
+
+    fn absorb(&mut self, other: &Slot<T>) {
+        if let Some(e) = &other.0 {
+            self.offer(e.val.clone(), e.prio, e.line);
+        }
+    }
+
+    /// `own` (rank-specific) wins ties against `fill` (launch-wide).
+    fn merged(own: &Slot<T>, fill: &Slot<T>) -> Slot<T> {
+        match (&own.0, &fill.0) {
+            (Some(a), Some(b)) if b.prio > a.prio => fill.clone(),
+            (Some(_), _) => own.clone(),
+            (None, _) => fill.clone(),
+        }
+    }
+
+    fn value(&self) -> Option<T> {
+        self.0.as_ref().map(|e| e.val.clone())
+    }
+
+    fn line(&self) -> Option<usize> {
+        self.0.as_ref().map(|e| e.line)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Facts {
+    engine: Slot<Engine>,
+    version: Slot<String>,
+    role: Slot<Role>,
+    page_size: Slot<u64>,
+    pool: Slot<u64>,
+    context: Slot<u64>,
+    chunk: Slot<u64>,
+    max_prefill: Slot<u64>,
+    max_running: Slot<u64>,
+    avail_mem: Slot<f64>,
+    concurrency: Slot<f64>,
+}
+
+impl Facts {
+    fn record(&mut self, fact: Fact, prio: u8, line: usize) {
+        match fact {
+            Fact::Engine(v) => self.engine.offer(v, prio, line),
+            Fact::Version(v) => self.version.offer(v, prio, line),
+            Fact::Role(v) => self.role.offer(v, prio, line),
+            Fact::PageSize(v) => self.page_size.offer(v, prio, line),
+            Fact::Pool(v) => self.pool.offer(v, prio, line),
+            Fact::Context(v) => self.context.offer(v, prio, line),
+            Fact::Chunk(v) => self.chunk.offer(v, prio, line),
+            Fact::MaxPrefill(v) => self.max_prefill.offer(v, prio, line),
+            Fact::MaxRunning(v) => self.max_running.offer(v, prio, line),
+            Fact::AvailMem(v) => self.avail_mem.offer(v, prio, line),
+            Fact::Concurrency(v) => self.concurrency.offer(v, prio, line),
+        }
+    }
+
+    fn absorb(&mut self, o: &Facts) {
+        self.engine.absorb(&o.engine);
+        self.version.absorb(&o.version);
+        self.role.absorb(&o.role);
+        self.page_size.absorb(&o.page_size);
+        self.pool.absorb(&o.pool);
+        self.context.absorb(&o.context);
+        self.chunk.absorb(&o.chunk);
+        self.max_prefill.absorb(&o.max_prefill);
+        self.max_running.absorb(&o.max_running);
+        self.avail_mem.absorb(&o.avail_mem);
+        self.concurrency.absorb(&o.concurrency);
+    }
+
+    fn merged(own: &Facts, fill: &Facts) -> Facts {
+        Facts {
+            engine: Slot::merged(&own.engine, &fill.engine),
+            version: Slot::merged(&own.version, &fill.version),
+            role: Slot::merged(&own.role, &fill.role),
+            page_size: Slot::merged(&own.page_size, &fill.page_size),
+            pool: Slot::merged(&own.pool, &fill.pool),
+            context: Slot::merged(&own.context, &fill.context),
+            chunk: Slot::merged(&own.chunk, &fill.chunk),
+            max_prefill: Slot::merged(&own.max_prefill, &fill.max_prefill),
+            max_running: Slot::merged(&own.max_running, &fill.max_running),
+            avail_mem: Slot::merged(&own.avail_mem, &fill.avail_mem),
+            concurrency: Slot::merged(&own.concurrency, &fill.concurrency),
+        }
+    }
+
+    fn first_line(&self) -> Option<usize> {
+        [
+            self.engine.line(),
+            self.version.line(),
+            self.role.line(),
+            self.page_size.line(),
+            self.pool.line(),
+            self.context.line(),
+            self.chunk.line(),
+            self.max_prefill.line(),
+            self.max_running.line(),
+            self.avail_mem.line(),
+            self.concurrency.line(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn node(&self, source: &str, launch: u32, rank: Option<String>, fallback: usize) -> NodeFacts {
+        NodeFacts {
+            source: source.to_string(),
+            launch,
+            rank,
+            engine: self.engine.value(),
+            version: self.version.value(),
+            role: self.role.value().unwrap_or(Role::Unknown),
+            page_size: self.page_size.value(),
+            pool_tokens: self.pool.value(),
+            context_len: self.context.value(),
+            chunked_prefill_size: self.chunk.value(),
+            max_prefill_tokens: self.max_prefill.value(),
+            max_running_requests: self.max_running.value(),
+            available_gpu_mem_gb: self.avail_mem.value(),
+            vllm_max_concurrency: self.concurrency.value(),
+            line: self
+                .pool
+                .line()
+                .or_else(|| self.first_line())
+                .unwrap_or(fallback),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Launches and ranks
+
+/// Lines that open a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Marker {
+    Banner,
+    Version,
+    ServerArgs,
+    VllmArgs,
+}
+
+/// Rank of a line: its DP index (None for a TP-only prefix), the prefix text and
+/// its numbers for ordering.
+#[derive(Debug, Clone)]
+struct Scope {
+    dp: Option<u32>,
+    label: String,
+    order: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    facts: Facts,
+    label: Option<(Vec<u32>, String)>,
+}
+
+#[derive(Debug, Default)]
+struct Launch {
+    general: Facts,
+    groups: BTreeMap<Option<u32>, Group>,
+    seen: HashSet<Marker>,
+    /// Past its argument dumps: a further launch marker opens a new launch.
+    progressed: bool,
+    recognized: bool,
+    first_line: Option<usize>,
+}
+
+impl Launch {
+    fn record(&mut self, scope: Option<&Scope>, fact: Fact, prio: u8, line: usize) {
+        match scope {
+            Some(s) if !matches!(fact, Fact::Engine(_)) => {
+                let group = self.groups.entry(s.dp).or_default();
+                group.facts.record(fact, prio, line);
+                if group.label.as_ref().is_none_or(|(o, _)| s.order < *o) {
+                    group.label = Some((s.order.clone(), s.label.clone()));
+                }
+            }
+            _ => self.general.record(fact, prio, line),
+        }
+    }
+
+    fn emit(mut self, source: &str, index: u32, out: &mut Vec<NodeFacts>) {
+        let fallback = self.first_line.unwrap_or(1);
+        // TP-only prefixes next to DP-prefixed ones cannot be tied to one DP rank:
+        // treat their facts as launch-wide.
+        if self.groups.keys().any(Option::is_some) {
+            if let Some(g) = self.groups.remove(&None) {
+                self.general.absorb(&g.facts);
+            }
+        }
+        if self.groups.is_empty() {
+            out.push(self.general.node(source, index, None, fallback));
+            return;
+        }
+        for group in self.groups.values() {
+            let facts = Facts::merged(&group.facts, &self.general);
+            let rank = group.label.as_ref().map(|(_, l)| l.clone());
+            out.push(facts.node(source, index, rank, fallback));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Line classification
+
+#[derive(Debug, Default)]
+struct LineInfo {
+    /// An sglang / vLLM start-up line.
+    recognized: bool,
+    /// A line printed after the argument dumps of a launch.
+    progressed: bool,
+    marker: Option<Marker>,
+    facts: Vec<(Fact, u8)>,
+}
+
+impl LineInfo {
+    fn engine(&mut self, engine: Engine, progressed: bool) {
+        self.recognized = true;
+        self.progressed |= progressed;
+        self.facts.push((Fact::Engine(engine), P_ARGS));
+    }
+
+    fn push(&mut self, fact: Option<Fact>, prio: u8) {
+        if let Some(f) = fact {
+            self.facts.push((f, prio));
+        }
+    }
+}
+
+struct Patterns {
+    ansi: Regex,
+    sgl_rank: Regex,
+    vllm_tag: Regex,
+    vllm_tag_dp: Regex,
+    lead_sgl: Regex,
+    lead_level: Regex,
+    kv_alloc: Regex,
+    sgl_version: Regex,
+    sgl_check_env: Regex,
+    pip_name: Regex,
+    pip_version: Regex,
+    banner: Regex,
+    vllm_version: Regex,
+    vllm_engine_init: Regex,
+    vllm_max_model_len: Regex,
+    vllm_chunked: Regex,
+    vllm_kv_size: Regex,
+    vllm_concurrency: Regex,
+    disagg_mode: Regex,
+    kv_role: Regex,
+    max_total_num_tokens: Regex,
+    chunked_prefill_size: Regex,
+    max_prefill_tokens: Regex,
+    max_running_requests: Regex,
+    context_len: Regex,
+    available_gpu_mem: Regex,
+    context_length: Regex,
+    page_size: Regex,
+    max_model_len: Regex,
+    block_size: Regex,
+    max_seq_len: Regex,
+}
+
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("audit log pattern compiles")
+}
+
+/// `key=value`, `key: value` or `'key': value`; the value starts at the match end.
+fn key(name: &str) -> Regex {
+    re(&format!(r#"\b{name}['"]?\s*[:=]\s*"#))
+}
+
+fn patterns() -> &'static Patterns {
+    static PATTERNS: OnceLock<Patterns> = OnceLock::new();
+    PATTERNS.get_or_init(|| Patterns {
+        ansi: re(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"),
+        sgl_rank: re(
+            r"\[\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)?((?:\s+[A-Z][A-Z_]*\d+)+)\]",
+        ),
+        vllm_tag: re(r"^\s*\(([A-Za-z][A-Za-z0-9_]*)(?:\s+rank=\d+)?\s+pid=\d+\)\s*"),
+        vllm_tag_dp: re(r"(?:^|_)DP(\d+)(?:_|$)|^EngineCore_(\d+)$"),
+        lead_sgl: re(r"^\s*\[\d{4}-\d{2}-\d{2}[^\]]*\]\s*"),
+        lead_level: re(
+            r"^(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+)?(?:\[[^\]]*\]|[\w.\-/]+\.py:\d+\]|[\w.\-/]+\.py:\d+:)\s*",
+        ),
+        kv_alloc: re(r"KV Cache is allocated\.[^#]*#tokens:\s*"),
+        sgl_version: re(r"(?i)\bsglang\s+version\s*[:=]?\s*v?(\d+\.\d+[\w.+\-]*)"),
+        sgl_check_env: re(r"(?i)^sglang\s*:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
+        pip_name: re(r"^\s*Name:\s*(\S+)\s*$"),
+        pip_version: re(r"^\s*Version:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
+        banner: re(r"(?i)^[\s=#*>\-]*starting\s+(?:the\s+)?(sglang|vllm)\b"),
+        vllm_version: re(r"\bvLLM API server version\s+v?(\S+)"),
+        vllm_engine_init: re(r"\bInitializing an? (?:V1 )?LLM engine \(v([^)\s]+)\)"),
+        vllm_max_model_len: re(r"\bUsing max model len\s+"),
+        vllm_chunked: re(r"\bChunked prefill is enabled with max_num_batched_tokens="),
+        vllm_kv_size: re(r"\bGPU KV cache size:\s*"),
+        vllm_concurrency: re(r"\bMaximum concurrency for\s+(\S+)\s+tokens per request:\s*(\S+)"),
+        disagg_mode: re(
+            r#"\bdisaggregation_mode\s*=\s*['"]?(?:DisaggregationMode\.)?([A-Za-z_]+)"#,
+        ),
+        kv_role: re(r#"\bkv_role['"]?\s*[:=]\s*['"]?(kv_producer|kv_consumer|kv_both)\b"#),
+        max_total_num_tokens: key("max_total_num_tokens"),
+        chunked_prefill_size: key("chunked_prefill_size"),
+        max_prefill_tokens: key("max_prefill_tokens"),
+        max_running_requests: key("max_running_requests"),
+        context_len: key("context_len"),
+        available_gpu_mem: key("available_gpu_mem"),
+        context_length: key("context_length"),
+        page_size: key("page_size"),
+        max_model_len: key("max_model_len"),
+        block_size: key("block_size"),
+        max_seq_len: key("max_seq_len"),
+    })
+}
+
+/// The rank a line was printed by, if its prefix names one.
+fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
+    if let Some(c) = p.vllm_tag.captures(line) {
+        let dp = p
+            .vllm_tag_dp
+            .captures(&c[1])
+            .and_then(|d| d.get(1).or_else(|| d.get(2)))
+            .and_then(|m| m.as_str().parse::<u32>().ok())?;
+        return Some(Scope {
+            dp: Some(dp),
+            label: format!("DP{dp}"),
+            order: vec![dp],
+        });
+    }
+    let c = p.sgl_rank.captures(line)?;
+    let mut dp = None;
+    let mut order = Vec::new();
+    let mut label = Vec::new();
+    for token in c[1].split_whitespace() {
+        let split = token.find(|ch: char| ch.is_ascii_digit())?;
+        let (name, num) = token.split_at(split);
+        let n = num.parse::<u32>().ok()?;
+        if name == "DP" {
+            dp = Some(n);
+        }
+        order.push(n);
+        label.push(token);
+    }
+    Some(Scope {
+        dp,
+        label: label.join(" "),
+        order,
+    })
+}
+
+/// The message of a line: without its process tag, timestamp prefix and level header.
+fn message<'a>(p: &Patterns, line: &'a str) -> &'a str {
+    let mut rest = line;
+    for lead in [&p.vllm_tag, &p.lead_sgl, &p.lead_level] {
+        if let Some(m) = lead.find(rest) {
+            rest = &rest[m.end()..];
+        }
+    }
+    rest
+}
+
+fn classify(
+    p: &Patterns,
+    line: &str,
+    msg: &str,
+    prev_name: Option<&str>,
+) -> Result<LineInfo, String> {
+    let mut info = LineInfo::default();
+
+    // sglang scheduler summary.
+    if line.contains("max_total_num_tokens=") && line.contains("max_prefill_tokens=") {
+        info.engine(Engine::Sglang, true);
+        let pool = count(line, &p.max_total_num_tokens, "max_total_num_tokens")?;
+        info.push(pool.map(Fact::Pool), P_SUMMARY);
+        let chunk = count(line, &p.chunked_prefill_size, "chunked_prefill_size")?;
+        info.push(chunk.map(Fact::Chunk), P_SUMMARY);
+        let prefill = count(line, &p.max_prefill_tokens, "max_prefill_tokens")?;
+        info.push(prefill.map(Fact::MaxPrefill), P_SUMMARY);
+        let running = count(line, &p.max_running_requests, "max_running_requests")?;
+        info.push(running.map(Fact::MaxRunning), P_SUMMARY);
+        let ctx = count(line, &p.context_len, "context_len")?;
+        info.push(ctx.map(Fact::Context), P_SUMMARY);
+        let mem = gigabytes(line, &p.available_gpu_mem, "available_gpu_mem")?;
+        info.push(mem.map(Fact::AvailMem), P_SUMMARY);
+    }
+
+    // sglang memory pool.
+    if line.contains("KV Cache is allocated") {
+        info.engine(Engine::Sglang, true);
+        let pool = count(line, &p.kv_alloc, "#tokens")?;
+        info.push(pool.map(Fact::Pool), P_RESOLVED);
+    }
+
+    // sglang argument dump.
+    if line.contains("ServerArgs(") {
+        info.engine(Engine::Sglang, false);
+        info.marker = Some(Marker::ServerArgs);
+        let ctx = count(line, &p.context_length, "context_length")?;
+        info.push(ctx.map(Fact::Context), P_ARGS);
+        let page = count(line, &p.page_size, "page_size")?;
+        info.push(page.map(Fact::PageSize), P_ARGS);
+        let chunk = count(line, &p.chunked_prefill_size, "chunked_prefill_size")?;
+        info.push(chunk.map(Fact::Chunk), P_ARGS);
+        let prefill = count(line, &p.max_prefill_tokens, "max_prefill_tokens")?;
+        info.push(prefill.map(Fact::MaxPrefill), P_ARGS);
+    }
+
+    if line.contains("The server is fired up and ready to roll") {
+        info.engine(Engine::Sglang, true);
+    }
+
+    // Version lines.
+    if let Some(c) = p
+        .sgl_version
+        .captures(msg)
+        .or_else(|| p.sgl_check_env.captures(msg))
+    {
+        info.engine(Engine::Sglang, false);
+        info.marker = Some(Marker::Version);
+        info.push(Some(Fact::Version(c[1].to_string())), P_RESOLVED);
+    } else if let Some(c) = p.pip_version.captures(msg) {
+        let version = Some(Fact::Version(c[1].to_string()));
+        match prev_name {
+            Some("sglang") => {
+                info.engine(Engine::Sglang, false);
+                info.marker = Some(Marker::Version);
+                info.push(version, P_RESOLVED);
+            }
+            Some("vllm") => {
+                info.engine(Engine::Vllm, false);
+                info.marker = Some(Marker::Version);
+                info.push(version, P_RESOLVED);
+            }
+            Some(_) => {}
+            None => {
+                info.marker = Some(Marker::Version);
+                info.push(version, P_ARGS);
+            }
+        }
+    }
+
+    // vLLM.
+    if let Some(c) = p.vllm_version.captures(line) {
+        info.engine(Engine::Vllm, false);
+        info.marker = Some(Marker::Version);
+        info.push(Some(Fact::Version(c[1].to_string())), P_RESOLVED);
+    }
+    if line.contains("non-default args:")
+        || (line.contains("args: Namespace(") && line.contains("max_model_len"))
+    {
+        info.engine(Engine::Vllm, false);
+        info.marker = Some(Marker::VllmArgs);
+        let ctx = count(line, &p.max_model_len, "max_model_len")?;
+        info.push(ctx.map(Fact::Context), P_ARGS);
+        let page = count(line, &p.block_size, "block_size")?;
+        info.push(page.map(Fact::PageSize), P_ARGS);
+    }
+    if let Some(c) = p.vllm_engine_init.captures(line) {
+        info.engine(Engine::Vllm, true);
+        info.push(Some(Fact::Version(c[1].to_string())), P_ARGS);
+        let ctx = count(line, &p.max_seq_len, "max_seq_len")?;
+        info.push(ctx.map(Fact::Context), P_RESOLVED);
+    }
+    if p.vllm_max_model_len.is_match(line) {
+        info.engine(Engine::Vllm, true);
+        let ctx = count(line, &p.vllm_max_model_len, "max model len")?;
+        info.push(ctx.map(Fact::Context), P_RESOLVED);
+    }
+    if p.vllm_chunked.is_match(line) {
+        info.engine(Engine::Vllm, true);
+        let chunk = count(line, &p.vllm_chunked, "max_num_batched_tokens")?;
+        info.push(chunk.map(Fact::Chunk), P_RESOLVED);
+    }
+    if p.vllm_kv_size.is_match(line) {
+        info.engine(Engine::Vllm, true);
+        let pool = count(line, &p.vllm_kv_size, "GPU KV cache size")?;
+        info.push(pool.map(Fact::Pool), P_SUMMARY);
+    }
+    if let Some(c) = p.vllm_concurrency.captures(line) {
+        info.engine(Engine::Vllm, true);
+        let ctx = parse_count(&c[1]).ok_or_else(|| malformed(&c[1], "tokens per request"))?;
+        info.push(ctx.map(Fact::Context), P_SUMMARY);
+        let raw = c[2].trim_end_matches(['.', ',']);
+        let factor = raw.strip_suffix('x').unwrap_or(raw);
+        let conc = parse_float(factor).ok_or_else(|| malformed(&c[2], "maximum concurrency"))?;
+        info.push(Some(Fact::Concurrency(conc)), P_SUMMARY);
+    }
+    if line.contains("Starting vLLM API server") {
+        info.engine(Engine::Vllm, true);
+    }
+
+    // Roles, wherever they are printed.
+    if let Some(c) = p.disagg_mode.captures(line) {
+        let role = match c[1].to_ascii_lowercase().as_str() {
+            "prefill" => Some(Role::Prefill),
+            "decode" => Some(Role::Decode),
+            "null" | "none" => Some(Role::Unknown),
+            _ => None,
+        };
+        info.push(role.map(Fact::Role), P_RESOLVED);
+    }
+    if let Some(c) = p.kv_role.captures(line) {
+        let role = match &c[1] {
+            "kv_producer" => Role::Prefill,
+            "kv_consumer" => Role::Decode,
+            _ => Role::Unknown,
+        };
+        info.push(Some(Fact::Role(role)), P_RESOLVED);
+    }
+
+    // A wrapper's banner, e.g. `=== Starting sglang (decode) ===`.
+    if info.marker.is_none() && p.banner.is_match(msg) && !line.contains("API server") {
+        info.marker = Some(Marker::Banner);
+    }
+
+    Ok(info)
+}
+
+// ---------------------------------------------------------------------------
+// Numbers
+
+fn malformed(token: &str, what: &str) -> String {
+    format!("malformed number {token:?} for {what}")
+}
+
+/// The raw value after a key: up to whitespace, a closing bracket or quote, `;`,
+/// or a comma / full stop that is not followed by a digit (so `681,280` and `11.84`
+/// stay whole while a sentence's closing `.` is dropped).
+fn scan_value(s: &str) -> &str {
+    let s = s.trim_start_matches(['\'', '"']);
+    let bytes = s.as_bytes();
+    let mut end = 0;
+    while end < bytes.len() {
+        let stop = match bytes[end] {
+            b',' | b'.' => !bytes.get(end + 1).is_some_and(u8::is_ascii_digit),
+            b')' | b']' | b'}' | b';' | b'\'' | b'"' => true,
+            c => c.is_ascii_whitespace(),
+        };
+        if stop {
+            break;
+        }
+        end += 1;
+    }
+    &s[..end]
+}
+
+/// A token count: digits, optionally grouped by thousands separators. `None`,
+/// `null` and `-1` mean "unset" and read as `Some(None)`; anything else is `None`.
+fn parse_count(token: &str) -> Option<Option<u64>> {
+    if matches!(token, "None" | "null" | "-1") {
+        return Some(None);
+    }
+    let mut groups = token.split(',');
+    let first = groups.next()?;
+    let first_ok = !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit());
+    let grouped = token.contains(',');
+    if !first_ok || (grouped && first.len() > 3) {
+        return None;
+    }
+    if !groups.all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    token.replace(',', "").parse::<u64>().ok().map(Some)
+}
+
+/// A plain decimal: digits with an optional fractional part.
+fn parse_float(token: &str) -> Option<f64> {
+    let (int, frac) = token.split_once('.').unwrap_or((token, "0"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) {
+        return None;
+    }
+    token.parse::<f64>().ok()
+}
+
+/// The count after the first match of `key` in `line`, if the key is present.
+fn count(line: &str, key: &Regex, what: &str) -> Result<Option<u64>, String> {
+    let Some(m) = key.find(line) else {
+        return Ok(None);
+    };
+    let token = scan_value(&line[m.end()..]);
+    parse_count(token).ok_or_else(|| malformed(token, what))
+}
+
+/// A `N.NN GB` value after `key`, if present.
+fn gigabytes(line: &str, key: &Regex, what: &str) -> Result<Option<f64>, String> {
+    let Some(m) = key.find(line) else {
+        return Ok(None);
+    };
+    let token = scan_value(&line[m.end()..]);
+    if token == "None" {
+        return Ok(None);
+    }
+    let number = token
+        .strip_suffix("GB")
+        .or_else(|| token.strip_suffix("GiB"))
+        .unwrap_or(token);
+    parse_float(number)
+        .map(Some)
+        .ok_or_else(|| malformed(token, what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFILL: &str = include_str!("../../tests/data/audit/sglang_prefill_single.log");
+    const DECODE: &str = include_str!("../../tests/data/audit/sglang_decode_dp2_ansi.log");
+    const DP_ATTN: &str = include_str!("../../tests/data/audit/sglang_dp_attention.log");
+    const TWO: &str = include_str!("../../tests/data/audit/sglang_two_launches.log");
+    const KV_ONLY: &str = include_str!("../../tests/data/audit/sglang_kv_only.log");
+    const PRODUCER: &str = include_str!("../../tests/data/audit/vllm_producer.log");
+    const CONSUMER: &str = include_str!("../../tests/data/audit/vllm_consumer.log");
+    const GARBAGE: &str = include_str!("../../tests/data/audit/garbage.log");
+
+    /// A node with every fact missing, to be filled in by each test.
+    fn blank(source: &str, launch: u32, rank: Option<&str>, line: usize) -> NodeFacts {
+        NodeFacts {
+            source: source.to_string(),
+            launch,
+            rank: rank.map(str::to_string),
+            engine: None,
+            version: None,
+            role: Role::Unknown,
+            page_size: None,
+            pool_tokens: None,
+            context_len: None,
+            chunked_prefill_size: None,
+            max_prefill_tokens: None,
+            max_running_requests: None,
+            available_gpu_mem_gb: None,
+            vllm_max_concurrency: None,
+            line,
+        }
+    }
+
+    fn parse(name: &str, text: &str) -> Vec<NodeFacts> {
+        parse_log(name, text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn sglang_prefill_single_rank() {
+        let got = parse("sglang_prefill_single.log", PREFILL);
+        let want = NodeFacts {
+            engine: Some(Engine::Sglang),
+            role: Role::Prefill,
+            page_size: Some(64),
+            pool_tokens: Some(413_696),
+            context_len: Some(131_072),
+            chunked_prefill_size: Some(8192),
+            max_prefill_tokens: Some(16384),
+            max_running_requests: Some(2048),
+            available_gpu_mem_gb: Some(11.84),
+            ..blank("sglang_prefill_single.log", 0, None, 22)
+        };
+        assert_eq!(got, vec![want]);
+    }
+
+    #[test]
+    fn sglang_decode_two_dp_ranks_interleaved_with_ansi() {
+        let got = parse("decode.log", DECODE);
+        let base = NodeFacts {
+            engine: Some(Engine::Sglang),
+            role: Role::Decode,
+            page_size: Some(64),
+            context_len: Some(131_072),
+            chunked_prefill_size: Some(8192),
+            max_prefill_tokens: Some(16384),
+            max_running_requests: Some(512),
+            ..blank("decode.log", 0, None, 0)
+        };
+        let dp0 = NodeFacts {
+            rank: Some("DP0 TP0".to_string()),
+            pool_tokens: Some(372_736),
+            available_gpu_mem_gb: Some(9.87),
+            line: 31,
+            ..base.clone()
+        };
+        let dp1 = NodeFacts {
+            rank: Some("DP1 TP0".to_string()),
+            pool_tokens: Some(371_200),
+            available_gpu_mem_gb: Some(10.02),
+            line: 30,
+            ..base
+        };
+        assert_eq!(got, vec![dp0, dp1]);
+    }
+
+    #[test]
+    fn sglang_dp_attention_rank_without_summary_keeps_context_unknown() {
+        let got = parse("dpa.log", DP_ATTN);
+        let base = NodeFacts {
+            engine: Some(Engine::Sglang),
+            page_size: Some(1),
+            pool_tokens: Some(226_816),
+            chunked_prefill_size: Some(4096),
+            max_prefill_tokens: Some(16384),
+            ..blank("dpa.log", 0, None, 0)
+        };
+        let dp0 = NodeFacts {
+            rank: Some("DP0 TP0 EP0".to_string()),
+            context_len: Some(163_840),
+            max_running_requests: Some(2048),
+            available_gpu_mem_gb: Some(31.15),
+            line: 17,
+            ..base.clone()
+        };
+        // DP1 never prints the scheduler summary: its pool comes from the allocation
+        // line and its context stays unknown (context_length=None in server_args).
+        let dp1 = NodeFacts {
+            rank: Some("DP1 TP1 EP1".to_string()),
+            line: 9,
+            ..base
+        };
+        assert_eq!(got, vec![dp0, dp1]);
+    }
+
+    #[test]
+    fn sglang_two_launches_first_crashed() {
+        let got = parse("two.log", TWO);
+        let base = NodeFacts {
+            rank: Some("TP0".to_string()),
+            engine: Some(Engine::Sglang),
+            version: Some("0.5.16".to_string()),
+            page_size: Some(1),
+            context_len: Some(32768),
+            chunked_prefill_size: Some(8192),
+            max_prefill_tokens: Some(16384),
+            ..blank("two.log", 0, None, 0)
+        };
+        let first = NodeFacts {
+            pool_tokens: Some(813_440),
+            line: 11,
+            ..base.clone()
+        };
+        let second = NodeFacts {
+            launch: 1,
+            pool_tokens: Some(721_664),
+            max_running_requests: Some(4096),
+            available_gpu_mem_gb: Some(12.37),
+            line: 45,
+            ..base
+        };
+        assert_eq!(got, vec![first, second]);
+    }
+
+    #[test]
+    fn sglang_kv_allocation_only_leaves_context_unknown() {
+        let got = parse("kv.log", KV_ONLY);
+        let want = NodeFacts {
+            engine: Some(Engine::Sglang),
+            version: Some("0.5.16".to_string()),
+            pool_tokens: Some(338_741),
+            ..blank("kv.log", 0, None, 20)
+        };
+        assert_eq!(got, vec![want]);
+    }
+
+    #[test]
+    fn vllm_producer() {
+        let got = parse("p.log", PRODUCER);
+        let want = NodeFacts {
+            rank: Some("DP0".to_string()),
+            engine: Some(Engine::Vllm),
+            version: Some("0.11.0".to_string()),
+            role: Role::Prefill,
+            page_size: Some(16),
+            pool_tokens: Some(463_328),
+            context_len: Some(32768),
+            chunked_prefill_size: Some(8192),
+            vllm_max_concurrency: Some(14.14),
+            ..blank("p.log", 0, None, 25)
+        };
+        assert_eq!(got, vec![want]);
+    }
+
+    #[test]
+    fn vllm_consumer_with_colours_and_tp_workers() {
+        let got = parse("c.log", CONSUMER);
+        let want = NodeFacts {
+            rank: Some("DP0".to_string()),
+            engine: Some(Engine::Vllm),
+            version: Some("0.11.0".to_string()),
+            role: Role::Decode,
+            pool_tokens: Some(342_816),
+            context_len: Some(32768),
+            chunked_prefill_size: Some(8192),
+            vllm_max_concurrency: Some(10.46),
+            ..blank("c.log", 0, None, 22)
+        };
+        assert_eq!(got, vec![want]);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let err = parse_log("garbage.log", GARBAGE).unwrap_err();
+        assert_eq!(
+            err,
+            ParseError {
+                source: "garbage.log".to_string(),
+                line: 0,
+                message: "no sglang or vLLM start-up lines found".to_string(),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "garbage.log: no sglang or vLLM start-up lines found"
+        );
+        assert!(parse_log("empty.log", "").is_err());
+    }
+
+    #[test]
+    fn malformed_numbers_are_errors_with_their_line() {
+        let text = "[2026-03-02 10:11:11] Memory pool end. avail mem=12.41 GB\n\
+            [2026-03-02 10:11:12] max_total_num_tokens=68l280, chunked_prefill_size=8192, \
+            max_prefill_tokens=16384, max_running_requests=128, context_len=1048576\n";
+        let err = parse_log("bad.log", text).unwrap_err();
+        assert_eq!(err.line, 2);
+        assert_eq!(
+            err.to_string(),
+            "bad.log:2: malformed number \"68l280\" for max_total_num_tokens"
+        );
+
+        for bad in [
+            "GPU KV cache size: 1,23,456 tokens",
+            "Maximum concurrency for 131,072 tokens per request: 9.4.1x",
+            "KV Cache is allocated. #tokens: lots, K size: 1.00 GB, V size: 1.00 GB",
+            "max_total_num_tokens=1, max_prefill_tokens=2, available_gpu_mem=nan GB",
+        ] {
+            let err = parse_log("bad.log", bad).unwrap_err();
+            assert_eq!(err.line, 1, "{bad}");
+            assert!(err.message.starts_with("malformed number"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn thousands_separators_and_one_line_vllm_summary() {
+        let text = "(EngineCore_DP0 pid=7) INFO 10-14 08:12:34 [kv_cache_utils.py:1087] \
+            GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 131,072 tokens per request: 9.41x\n";
+        let got = parse("one.log", text);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].pool_tokens, Some(1_234_567));
+        assert_eq!(got[0].context_len, Some(131_072));
+        assert_eq!(got[0].vllm_max_concurrency, Some(9.41));
+        assert_eq!(got[0].rank.as_deref(), Some("DP0"));
+
+        let text = "[2026-03-02 10:11:12 DP0 TP0] max_total_num_tokens=681,280, \
+            chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, \
+            context_len=1048576, available_gpu_mem=11.84 GB\n";
+        let got = parse("sep.log", text);
+        assert_eq!(got[0].pool_tokens, Some(681_280));
+        assert_eq!(got[0].chunked_prefill_size, Some(8192));
+        assert_eq!(got[0].context_len, Some(1_048_576));
+        assert_eq!(got[0].rank.as_deref(), Some("DP0 TP0"));
+    }
+
+    #[test]
+    fn unset_values_read_as_missing() {
+        let text = "[2026-03-02 10:11:12] max_total_num_tokens=5000, chunked_prefill_size=-1, \
+            max_prefill_tokens=16384, max_running_requests=None, context_len=4096\n";
+        let got = parse("unset.log", text);
+        assert_eq!(got[0].pool_tokens, Some(5000));
+        assert_eq!(got[0].chunked_prefill_size, None);
+        assert_eq!(got[0].max_running_requests, None);
+        assert_eq!(got[0].available_gpu_mem_gb, None);
+    }
+
+    #[test]
+    fn vllm_data_parallel_engines_are_separate_nodes() {
+        let text = "\
+(APIServer pid=1) INFO 10-14 08:12:30 [api_server.py:1839] vLLM API server version 0.11.0
+(EngineCore_DP1 pid=3) INFO 10-14 08:12:34 [kv_cache_utils.py:1087] GPU KV cache size: 200,000 tokens
+(EngineCore_DP0 pid=2) INFO 10-14 08:12:34 [kv_cache_utils.py:1087] GPU KV cache size: 210,000 tokens
+(EngineCore_DP1 pid=3) INFO 10-14 08:12:34 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per request: 24.41x
+(EngineCore_DP0 pid=2) INFO 10-14 08:12:34 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per request: 25.63x
+";
+        let got = parse("dp.log", text);
+        let summary: Vec<_> = got
+            .iter()
+            .map(|n| {
+                (
+                    n.rank.as_deref(),
+                    n.pool_tokens,
+                    n.vllm_max_concurrency,
+                    n.version.as_deref(),
+                    n.line,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (Some("DP0"), Some(210_000), Some(25.63), Some("0.11.0"), 3),
+                (Some("DP1"), Some(200_000), Some(24.41), Some("0.11.0"), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn reprinted_vllm_version_starts_a_new_launch() {
+        let text = "\
+INFO 10-14 08:12:30 [api_server.py:1839] vLLM API server version 0.10.2
+INFO 10-14 08:12:30 [utils.py:233] non-default args: {'model': 'm', 'max_model_len': 8192}
+ERROR 10-14 08:12:40 [core.py:700] EngineCore failed to start.
+INFO 10-14 08:13:30 [api_server.py:1839] vLLM API server version 0.10.2
+INFO 10-14 08:13:30 [utils.py:233] non-default args: {'model': 'm', 'max_model_len': 4096}
+INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
+";
+        let got = parse("relaunch.log", text);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].launch, got[0].pool_tokens), (0, None));
+        assert_eq!((got[0].context_len, got[0].line), (Some(8192), 1));
+        assert_eq!((got[1].launch, got[1].pool_tokens), (1, Some(99_999)));
+        assert_eq!((got[1].context_len, got[1].line), (Some(4096), 6));
+    }
+
+    #[test]
+    fn rank_prefixes() {
+        let p = patterns();
+        let s = rank_scope(p, "[2026-03-02 10:11:12 DP3 ATTN_CP0 MOE_DP1 TP6 EP6] x").unwrap();
+        assert_eq!(s.dp, Some(3));
+        assert_eq!(s.label, "DP3 ATTN_CP0 MOE_DP1 TP6 EP6");
+        let s = rank_scope(p, "[2026-03-02 10:11:12 MOE_DP1 TP6] x").unwrap();
+        assert_eq!(s.dp, None);
+        assert!(rank_scope(p, "[2026-03-02 10:11:12] x").is_none());
+        assert!(rank_scope(p, "(APIServer pid=12) INFO x").is_none());
+        assert!(rank_scope(p, "(Worker_TP1 pid=12) INFO x").is_none());
+        assert_eq!(
+            rank_scope(p, "(EngineCore_2 pid=9) INFO x").unwrap().dp,
+            Some(2)
+        );
+        assert_eq!(
+            rank_scope(p, "(Worker_DP1_TP0 pid=9) x").unwrap().label,
+            "DP1"
+        );
+    }
+
+    #[test]
+    fn role_spellings() {
+        let role = |line: &str| parse("r.log", line)[0].role;
+        let kv = "[2026-03-02 10:00:00] KV Cache is allocated. #tokens: 10, K size: 0.01 GB";
+        assert_eq!(
+            role(&format!(
+                "{kv}, disaggregation_mode=DisaggregationMode.DECODE"
+            )),
+            Role::Decode
+        );
+        assert_eq!(
+            role(&format!("{kv}, disaggregation_mode='null'")),
+            Role::Unknown
+        );
+        let args = "INFO 10-14 08:12:30 [utils.py:233] non-default args: {'kv_transfer_config': ";
+        assert_eq!(
+            role(&format!(
+                "{args}{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}}}}"
+            )),
+            Role::Decode
+        );
+        assert_eq!(
+            role(&format!("{args}KVTransferConfig(kv_role='kv_both')}}")),
+            Role::Unknown
+        );
+    }
+
+    #[test]
+    fn start_banner_opens_a_launch() {
+        let text = "\
+=== Starting sglang (decode) ===
+[2026-03-02 10:00:00] KV Cache is allocated. #tokens: 1000, K size: 0.01 GB, V size: 0.01 GB
+=== Starting sglang (decode) ===
+[2026-03-02 10:05:00] KV Cache is allocated. #tokens: 2000, K size: 0.02 GB, V size: 0.02 GB
+";
+        let got = parse("banner.log", text);
+        let pools: Vec<_> = got.iter().map(|n| (n.launch, n.pool_tokens)).collect();
+        assert_eq!(pools, vec![(0, Some(1000)), (1, Some(2000))]);
+    }
+
+    #[test]
+    fn scan_and_number_helpers() {
+        assert_eq!(scan_value("681,280, chunked"), "681,280");
+        assert_eq!(scan_value("1048576, available"), "1048576");
+        assert_eq!(scan_value("'32768', x"), "32768");
+        assert_eq!(scan_value("16)"), "16");
+        assert_eq!(scan_value("8192."), "8192");
+        assert_eq!(scan_value("11.84 GB"), "11.84");
+        assert_eq!(parse_count("681,280"), Some(Some(681_280)));
+        assert_eq!(parse_count("1234"), Some(Some(1234)));
+        assert_eq!(parse_count("None"), Some(None));
+        assert_eq!(parse_count("1234,567"), None);
+        assert_eq!(parse_count(""), None);
+        assert_eq!(parse_count("99999999999999999999999"), None);
+        assert_eq!(parse_float("11.84"), Some(11.84));
+        assert_eq!(parse_float("12"), Some(12.0));
+        assert_eq!(parse_float("1e3"), None);
+        assert_eq!(parse_float(".5"), None);
+    }
+
+    #[test]
+    fn admission_limits() {
+        // Pool-bound: min(131071, 413695) - 5 = 131066 is the first rejected length.
+        assert_eq!(max_req_input_len(131_072, 413_696), 131_066);
+        assert_eq!(max_accepted_prompt(131_072, 413_696), 131_065);
+        assert_eq!(rejection_band(131_072, 413_696), Some((131_066, 131_072)));
+        // Pool smaller than the context: the band widens to the pool.
+        assert_eq!(max_accepted_prompt(1_048_576, 681_280), 681_273);
+        assert_eq!(
+            rejection_band(1_048_576, 681_280),
+            Some((681_274, 1_048_576))
+        );
+        // Saturating edges.
+        assert_eq!(max_accepted_prompt(0, 0), 0);
+        assert_eq!(rejection_band(0, 0), None);
+        assert_eq!(rejection_band(6, 1_000), Some((0, 6)));
+        assert_eq!(rejection_band(5, 1_000), Some((0, 5)));
+        assert_eq!(rejection_band(1, 1_000), Some((0, 1)));
+    }
+}

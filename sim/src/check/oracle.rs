@@ -1,0 +1,215 @@
+//! Isolation and lifecycle properties. Reads are checked as runs of slots: the cost of a check
+//! grows with the number of ownership runs it crosses, not with tokens.
+
+use crate::pool::{push_run, Pool, Run, Writer};
+use crate::types::{Instant, PoolId, RequestId, TenantId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Violation kinds, safety first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    CrossTenantRead,
+    CrossRequestRead,
+    UninitializedRead,
+    WrongStatus,
+    UseAfterFree,
+    DoubleFree,
+    CrossTenantPrefixHit,
+    PageLeak,
+    RequestHang,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::CrossTenantRead => "cross_tenant_read",
+            Kind::CrossRequestRead => "cross_request_read",
+            Kind::UninitializedRead => "uninitialized_read",
+            Kind::WrongStatus => "wrong_status",
+            Kind::UseAfterFree => "use_after_free",
+            Kind::DoubleFree => "double_free",
+            Kind::CrossTenantPrefixHit => "cross_tenant_prefix_hit",
+            Kind::PageLeak => "page_leak",
+            Kind::RequestHang => "request_hang",
+        }
+    }
+    pub fn is_liveness(self) -> bool {
+        matches!(self, Kind::PageLeak | Kind::RequestHang)
+    }
+    pub fn parse(s: &str) -> Option<Kind> {
+        ALL_KINDS.iter().copied().find(|k| k.name() == s)
+    }
+}
+
+pub const ALL_KINDS: [Kind; 9] = [
+    Kind::CrossTenantRead,
+    Kind::CrossRequestRead,
+    Kind::UninitializedRead,
+    Kind::WrongStatus,
+    Kind::UseAfterFree,
+    Kind::DoubleFree,
+    Kind::CrossTenantPrefixHit,
+    Kind::PageLeak,
+    Kind::RequestHang,
+];
+
+/// The first foreign write found under a read: who put the data there and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Culprit {
+    pub request: RequestId,
+    pub tenant: TenantId,
+    pub at: Instant,
+}
+
+/// One recorded violation (the first of its kind for a request; later ones are counted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    pub kind: Kind,
+    pub request: Option<RequestId>,
+    pub tenant: Option<TenantId>,
+    pub victim_tenants: Vec<TenantId>,
+    pub pool: Option<PoolId>,
+    /// Distinct pages holding the offending slots.
+    pub pages: u64,
+    pub page_runs: Vec<Run>,
+    pub slots: u64,
+    pub at: Instant,
+    /// Pages the read covered in all (reads only).
+    pub pages_read: u64,
+    pub seq_len: u64,
+    pub culprit: Option<Culprit>,
+    pub detail: String,
+}
+
+/// What a read found, slot by slot, as counts.
+#[derive(Clone, Debug, Default)]
+pub struct ReadSummary {
+    pub own: u64,
+    pub uninit: u64,
+    pub cross_request: u64,
+    pub foreign: u64,
+    pub victims: BTreeMap<TenantId, u64>,
+    pub foreign_pages: Vec<Run>,
+    pub uninit_pages: Vec<Run>,
+    pub other_request_pages: Vec<Run>,
+    pub culprit: Option<Culprit>,
+    pub same_tenant_culprit: Option<Culprit>,
+}
+
+impl ReadSummary {
+    pub fn clean(&self) -> bool {
+        self.uninit == 0 && self.cross_request == 0 && self.foreign == 0
+    }
+}
+
+fn note_pages(runs: &mut Vec<Run>, slot: u64, len: u64, ps: u64) {
+    let (p0, p1) = (slot / ps, (slot + len).div_ceil(ps));
+    if let Some(last) = runs.last() {
+        if u64::from(last.end()) > p0 {
+            // The page was already noted (same page, next piece).
+            if u64::from(last.end()) >= p1 {
+                return;
+            }
+            let p0 = u64::from(last.end());
+            push_run(runs, Run { first: p0 as u32, count: (p1 - p0) as u32 });
+            return;
+        }
+    }
+    push_run(runs, Run { first: p0 as u32, count: (p1 - p0) as u32 });
+}
+
+/// Summarises a read of positions `[from, to)` of `table` by `reader`. `shared` says whether a
+/// slot written by another request of the same tenant is a legitimate shared prefix.
+pub fn summarize(pool: &Pool, table: &[Run], from: u64, to: u64, reader: RequestId, tenant: TenantId, shared: &dyn Fn(&Writer, u64) -> bool) -> ReadSummary {
+    let ps = pool.page_size;
+    let mut s = ReadSummary::default();
+    pool.read(table, from, to, |pos, slot, len, w| match w {
+        None => {
+            s.uninit += len;
+            note_pages(&mut s.uninit_pages, slot, len, ps);
+        }
+        Some(w) if w.request == reader && w.pos == pos => s.own += len,
+        Some(w) if shared(w, pos) => s.own += len,
+        Some(w) if w.tenant == tenant => {
+            s.cross_request += len;
+            note_pages(&mut s.other_request_pages, slot, len, ps);
+            s.same_tenant_culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
+        }
+        Some(w) => {
+            s.foreign += len;
+            *s.victims.entry(w.tenant).or_default() += len;
+            note_pages(&mut s.foreign_pages, slot, len, ps);
+            s.culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
+        }
+    });
+    s
+}
+
+/// Collects violations; one record per (kind, request), every occurrence counted.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    pub violations: Vec<Violation>,
+    seen: BTreeSet<(Kind, Option<RequestId>)>,
+    pub counts: BTreeMap<Kind, u64>,
+}
+
+/// A read's context for recording.
+pub struct ReadCtx {
+    pub at: Instant,
+    pub pool: PoolId,
+    pub reader: RequestId,
+    pub tenant: TenantId,
+    pub seq_len: u64,
+    pub pages_read: u64,
+}
+
+impl Oracle {
+    pub fn record(&mut self, v: Violation) {
+        *self.counts.entry(v.kind).or_default() += 1;
+        if self.seen.insert((v.kind, v.request)) {
+            self.violations.push(v);
+        }
+    }
+
+    pub fn has(&self, kind: Kind, request: RequestId) -> bool {
+        self.seen.contains(&(kind, Some(request)))
+    }
+
+    /// Records the read violations a summary shows.
+    pub fn check_read(&mut self, c: &ReadCtx, s: &ReadSummary) {
+        let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| Violation {
+            kind,
+            request: Some(c.reader),
+            tenant: Some(c.tenant),
+            victim_tenants: victims,
+            pool: Some(c.pool),
+            pages: crate::pool::pages_in(runs),
+            page_runs: runs.iter().take(64).copied().collect(),
+            slots,
+            at: c.at,
+            pages_read: c.pages_read,
+            seq_len: c.seq_len,
+            culprit,
+            detail: String::new(),
+        };
+        if s.foreign > 0 {
+            let victims = s.victims.keys().copied().collect();
+            self.record(base(Kind::CrossTenantRead, s.foreign, &s.foreign_pages, victims, s.culprit));
+        }
+        if s.cross_request > 0 {
+            self.record(base(Kind::CrossRequestRead, s.cross_request, &s.other_request_pages, vec![c.tenant], s.same_tenant_culprit));
+        }
+        if s.uninit > 0 {
+            self.record(base(Kind::UninitializedRead, s.uninit, &s.uninit_pages, vec![], None));
+        }
+    }
+
+    pub fn has_safety(&self) -> bool {
+        self.counts.keys().any(|k| !k.is_liveness())
+    }
+    pub fn has_liveness(&self) -> bool {
+        self.counts.keys().any(|k| k.is_liveness())
+    }
+}

@@ -1,0 +1,363 @@
+//! The resolved configuration: every engine knob explicit, no `Default`. Engine profiles are
+//! named knob sets; a scenario's `[knobs]` table and `--set` overrides are merged over the
+//! profile and the result must name every knob exactly once (unknown knobs are errors).
+
+use crate::types::{Duration, Ratio};
+use serde::{Deserialize, Serialize};
+
+macro_rules! knob_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $var),+ }
+    };
+}
+
+knob_enum!(
+    /// How the scheduler rejects an over-long prompt.
+    RejectMode { StubPending, FinishNow }
+);
+knob_enum!(
+    /// Which requests a PD gate retires: only finished ones, or also ones with a pending abort.
+    AbortCheck { FinishedOnly, AbortedToo }
+);
+knob_enum!(
+    /// Decode's check before committing a transferred request.
+    CommitCheck { RoomOnly, Coverage, AssertCrash }
+);
+knob_enum!(
+    /// Off/on switch (`yes`/`no` accepted too).
+    OnOff {
+        #[serde(alias = "no", alias = "false")]
+        Off,
+        #[serde(alias = "yes", alias = "true")]
+        On
+    }
+);
+knob_enum!(
+    /// KV canary: a per-slot side record verified on every read.
+    Canary { Off, Log, Raise }
+);
+knob_enum!(
+    /// When decode frees the pages of a request aborted during transfer.
+    DecodeRelease { Immediate, Deferred }
+);
+knob_enum!(
+    /// When prefill frees the source pages of an aborted request.
+    PrefillRelease { Immediate, HoldSourceUntilDrained }
+);
+knob_enum!(
+    /// What a transfer call that times out does with writes still in flight.
+    TimeoutSemantics { ReturnsWhileWriting, Quiesced }
+);
+knob_enum!(
+    /// Free-list reuse order of the paged allocator.
+    FreeListPolicy { SortedOnMerge, Lifo, Fifo, Lru }
+);
+knob_enum!(
+    /// Whether prefill keeps released pages in a radix cache.
+    PrefillCache { Radix, Chunk }
+);
+knob_enum!(
+    /// What the router does when the prefill leg fails first.
+    RouterOnPrefillError { ReturnDecodeLeg, CancelDecode }
+);
+knob_enum!(
+    /// Concurrent legs with a bootstrap room (sglang), or prefill first then decode (vLLM proxy).
+    RouterMode { Concurrent, Sequential }
+);
+knob_enum!(
+    /// Prefix-cache scope: shared by all tenants, or salted per tenant.
+    PrefixCacheScope { Global, PerTenant }
+);
+knob_enum!(
+    /// Pair selection policy of the router.
+    RouterPolicy { RoundRobin, Random, LeastLoaded }
+);
+
+impl OnOff {
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// Every behaviour knob of the modelled engine (section 9 of the lifecycle reference), plus the
+/// mitigations and timeouts. Buggy value first in each enum.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knobs {
+    pub reject_mode: RejectMode,
+    pub pd_admission_check: AbortCheck,
+    pub prefill_post_forward_abort_check: OnOff,
+    pub inflight_success_keeps_abort: OnOff,
+    pub decode_prealloc_abort_check: AbortCheck,
+    pub decode_commit_check: CommitCheck,
+    pub kv_checksum: OnOff,
+    pub kv_canary: Canary,
+    pub page_tags: OnOff,
+    pub decode_abort_release: DecodeRelease,
+    pub prefill_abort_release: PrefillRelease,
+    pub transfer_timeout_semantics: TimeoutSemantics,
+    /// 0 = unbounded.
+    pub max_transfer_batch_pages: u64,
+    pub free_list_policy: FreeListPolicy,
+    pub zero_on_free: bool,
+    pub page_size: u64,
+    pub prefill_cache: PrefillCache,
+    pub prefix_cache_scope: PrefixCacheScope,
+    pub router_mode: RouterMode,
+    pub router_on_prefill_error: RouterOnPrefillError,
+    pub prefill_abort_notifies_decode: OnOff,
+    pub metadata_zero_on_free: OnOff,
+    pub reserved_decode_tokens: u64,
+    pub tokenizer_reserved_tokens: u64,
+    pub chunked_prefill_size: u64,
+    pub bootstrap_timeout_ms: u64,
+    pub waiting_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_failures: u64,
+    pub deferred_release_timeout_ms: u64,
+    pub source_lease_ms: u64,
+    pub transfer_sync_timeout_ms: u64,
+}
+
+/// A named engine profile.
+pub struct Profile {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub knobs: fn() -> Knobs,
+}
+
+fn sglang_0_5_16() -> Knobs {
+    Knobs {
+        reject_mode: RejectMode::StubPending,
+        pd_admission_check: AbortCheck::FinishedOnly,
+        prefill_post_forward_abort_check: OnOff::Off,
+        inflight_success_keeps_abort: OnOff::Off,
+        decode_prealloc_abort_check: AbortCheck::FinishedOnly,
+        decode_commit_check: CommitCheck::RoomOnly,
+        kv_checksum: OnOff::Off,
+        kv_canary: Canary::Off,
+        page_tags: OnOff::Off,
+        decode_abort_release: DecodeRelease::Immediate,
+        prefill_abort_release: PrefillRelease::Immediate,
+        transfer_timeout_semantics: TimeoutSemantics::ReturnsWhileWriting,
+        max_transfer_batch_pages: 0,
+        free_list_policy: FreeListPolicy::SortedOnMerge,
+        zero_on_free: false,
+        page_size: 1,
+        prefill_cache: PrefillCache::Radix,
+        prefix_cache_scope: PrefixCacheScope::Global,
+        router_mode: RouterMode::Concurrent,
+        router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
+        prefill_abort_notifies_decode: OnOff::Off,
+        metadata_zero_on_free: OnOff::Off,
+        reserved_decode_tokens: 512,
+        tokenizer_reserved_tokens: 0,
+        chunked_prefill_size: 8192,
+        bootstrap_timeout_ms: 300_000,
+        waiting_timeout_ms: 300_000,
+        heartbeat_interval_ms: 5_000,
+        heartbeat_failures: 2,
+        deferred_release_timeout_ms: 30_000,
+        source_lease_ms: 480_000,
+        transfer_sync_timeout_ms: 60_000,
+    }
+}
+
+fn sglang_0_5_22() -> Knobs {
+    Knobs {
+        pd_admission_check: AbortCheck::AbortedToo,
+        prefill_post_forward_abort_check: OnOff::On,
+        inflight_success_keeps_abort: OnOff::On,
+        decode_prealloc_abort_check: AbortCheck::AbortedToo,
+        decode_commit_check: CommitCheck::Coverage,
+        decode_abort_release: DecodeRelease::Deferred,
+        prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
+        transfer_timeout_semantics: TimeoutSemantics::Quiesced,
+        max_transfer_batch_pages: 4096,
+        prefill_abort_notifies_decode: OnOff::On,
+        metadata_zero_on_free: OnOff::On,
+        ..sglang_0_5_16()
+    }
+}
+
+fn vllm_nixl() -> Knobs {
+    Knobs {
+        reject_mode: RejectMode::FinishNow,
+        pd_admission_check: AbortCheck::AbortedToo,
+        prefill_post_forward_abort_check: OnOff::On,
+        inflight_success_keeps_abort: OnOff::On,
+        decode_prealloc_abort_check: AbortCheck::AbortedToo,
+        decode_commit_check: CommitCheck::AssertCrash,
+        decode_abort_release: DecodeRelease::Deferred,
+        prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
+        transfer_timeout_semantics: TimeoutSemantics::Quiesced,
+        free_list_policy: FreeListPolicy::Lru,
+        page_size: 16,
+        prefill_cache: PrefillCache::Radix,
+        router_mode: RouterMode::Sequential,
+        reserved_decode_tokens: 0,
+        ..sglang_0_5_16()
+    }
+}
+
+/// Every shipped profile, in the order `kvsim profiles` lists them.
+pub const PROFILES: &[Profile] = &[
+    Profile {
+        name: "sglang-0.5.16",
+        summary: "vulnerable: stub admission, finished-only gates, room-only commit, immediate frees",
+        knobs: sglang_0_5_16,
+    },
+    Profile {
+        name: "sglang-0.5.22",
+        summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), coverage commit (#38704), deferred release (#35049)",
+        knobs: sglang_0_5_22,
+    },
+    Profile {
+        name: "vllm-nixl",
+        summary: "vLLM NixlConnector: reject before scheduling, sequential proxy, LRU blocks, assert on short prefill",
+        knobs: vllm_nixl,
+    },
+];
+
+pub fn profile(name: &str) -> Option<&'static Profile> {
+    PROFILES.iter().find(|p| p.name == name)
+}
+
+pub fn profile_names() -> String {
+    PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Every knob name, for error messages and listings.
+pub fn knob_names() -> Vec<String> {
+    let t = toml::Table::try_from(sglang_0_5_16()).expect("knobs serialise");
+    t.keys().cloned().collect()
+}
+
+/// One prefill or decode node of the deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeConfig {
+    pub pool_tokens: u64,
+    pub metadata_slots: u32,
+    pub max_running_requests: u32,
+}
+
+/// The forward-pass and transfer cost model (virtual time only).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostConfig {
+    pub prefill_base_us: u64,
+    pub prefill_ns_per_token: u64,
+    /// Extra prefill cost per token per 1,000 tokens of context already in the sequence.
+    pub prefill_ns_per_token_per_kctx: u64,
+    pub decode_step_base_us: u64,
+    /// Decode step cost per 1,000 tokens of KV read across the batch.
+    pub decode_ns_per_kkv: u64,
+    pub kv_bytes_per_token: u64,
+    pub transfer_latency_us: u64,
+    pub transfer_bytes_per_us: u64,
+    pub message_latency_us: u64,
+}
+
+/// One request of the workload, fully determined.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequestSpec {
+    pub at_ns: u64,
+    pub tenant: u32,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// When the client gives up, if it does.
+    pub abort_at_ns: Option<u64>,
+    /// Prompt as 512-token block hashes (prefix sharing), empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefix_blocks: Vec<u64>,
+}
+
+/// A weighted bucket of a length distribution: uniform in `min..=max`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bucket {
+    pub weight: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+/// The synthetic workload generator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GeneratorConfig {
+    pub requests: u32,
+    pub tenants: u32,
+    pub mean_interarrival_us: u64,
+    pub prompt_tokens: Vec<Bucket>,
+    pub output_tokens: Vec<Bucket>,
+    pub client_abort: Ratio,
+    pub abort_within_ms: u64,
+    pub start_ms: u64,
+}
+
+/// Scripted fault kinds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScriptedFault {
+    Crash { at_ms: u64, node: String, restart_after_ms: u64 },
+    TransferFail { request: u32 },
+    Delay { request: u32, delay_ms: u64 },
+    VisibilityLag { request: u32, lag_ms: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FaultConfig {
+    pub transfer_fail: Ratio,
+    pub delay_spike: Ratio,
+    pub delay_spike_ms: u64,
+    pub visibility_lag: Ratio,
+    pub visibility_lag_ms: u64,
+    pub node_crash: Ratio,
+    pub crash_restart_ms: u64,
+    /// Random faults stop at this virtual time (the liveness phase starts).
+    pub heal_at_ms: u64,
+    pub script: Vec<ScriptedFault>,
+}
+
+/// The fully resolved configuration of one run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SimConfig {
+    pub name: String,
+    pub seed: u64,
+    pub profile: String,
+    pub knobs: Knobs,
+    pub context_len: u64,
+    pub prefill: Vec<NodeConfig>,
+    pub decode: Vec<NodeConfig>,
+    pub router_policy: RouterPolicy,
+    pub cost: CostConfig,
+    pub generator: Option<GeneratorConfig>,
+    pub requests: Vec<RequestSpec>,
+    pub faults: FaultConfig,
+    /// After the last arrival, how long requests may take to reach a final status.
+    pub liveness_bound_s: u64,
+}
+
+impl SimConfig {
+    pub fn ms(ms: u64) -> Duration {
+        Duration::from_ms(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_serialise_every_knob() {
+        let n = knob_names().len();
+        for p in PROFILES {
+            let t = toml::Table::try_from((p.knobs)()).unwrap();
+            assert_eq!(t.len(), n, "{}", p.name);
+            let back: Knobs = t.try_into().unwrap();
+            assert_eq!(back, (p.knobs)());
+        }
+    }
+}

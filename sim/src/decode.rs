@@ -1,0 +1,497 @@
+//! The decode node, queue by queue (lifecycle reference, section 4): the prealloc queue
+//! (full-prompt reservation plus reserved decode tokens, head-of-line blocking, abort sweep), the
+//! transfer queue (status polling: Failed wins, status only rises; the commit check), the prebuilt
+//! batch whose first read covers the whole reservation, running decode steps with page growth,
+//! and release (immediate, or deferred until prefill acknowledges the abort or a timeout).
+
+use crate::check::oracle::summarize;
+use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig};
+use crate::intake::{intake, Intake};
+use crate::metadata::MetaSlots;
+use crate::pool::{pages_in, push_run, Holder, Pool, Run};
+use crate::trace::MemOp;
+use crate::types::{Duration, Instant, NodeId, RequestId, Role};
+use crate::world::{DstInfo, Ev, Mitigation, TimeoutKind, World};
+use std::collections::{BTreeMap, VecDeque};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DPhase {
+    Prealloc,
+    Transfer,
+    Running,
+    /// Aborted during transfer; pages held until prefill acknowledges or the timer fires.
+    Releasing,
+}
+
+#[derive(Clone, Debug)]
+pub struct DReq {
+    pub len: u64,
+    pub pending_abort: Option<u16>,
+    pub phase: DPhase,
+    pub pages: Vec<Run>,
+    pub meta_slot: Option<u32>,
+    /// Polled KV status: None = still waiting, Some(false) = Failed (wins), Some(true) = Success.
+    pub status_ok: Option<bool>,
+    pub status_pages: u64,
+    pub seq_len: u64,
+    pub generated: u64,
+    pub entered: Instant,
+    /// A foreign write landed in this request's pages: re-check the whole range on next read.
+    pub dirty: bool,
+    pub read_upto: u64,
+}
+
+pub struct DecodeNode {
+    pub index: u16,
+    pub pool_tokens: u64,
+    pub pool: Pool,
+    pub meta: MetaSlots,
+    meta_slots: u32,
+    meta_zero: bool,
+    pub max_running: u32,
+    pub alive: bool,
+    pub epoch: u32,
+    pub prealloc: VecDeque<RequestId>,
+    pub transfer: Vec<RequestId>,
+    pub running: Vec<RequestId>,
+    pub reqs: BTreeMap<RequestId, DReq>,
+    pub busy: bool,
+    pub tick_pending: bool,
+}
+
+impl DecodeNode {
+    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> DecodeNode {
+        let id = NodeId { role: Role::Decode, index };
+        DecodeNode {
+            index,
+            pool_tokens: c.pool_tokens,
+            pool: Pool::new(id, c.pool_tokens, k.page_size, k.free_list_policy, k.zero_on_free),
+            meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
+            meta_slots: c.metadata_slots,
+            meta_zero: k.metadata_zero_on_free.on(),
+            max_running: c.max_running_requests,
+            alive: true,
+            epoch: 0,
+            prealloc: VecDeque::new(),
+            transfer: Vec::new(),
+            running: Vec::new(),
+            reqs: BTreeMap::new(),
+            busy: false,
+            tick_pending: false,
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        NodeId { role: Role::Decode, index: self.index }
+    }
+
+    pub fn load(&self) -> usize {
+        self.reqs.len()
+    }
+
+    pub fn invariants(&self, now: Instant) {
+        self.pool.invariants();
+        self.meta.invariants();
+        let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum();
+        assert_eq!(owned, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
+        let queued = self.prealloc.len() + self.transfer.len() + self.running.len();
+        let tracked = self.reqs.values().filter(|d| d.phase != DPhase::Releasing).count();
+        assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
+        for d in self.reqs.values() {
+            assert!(d.seq_len <= pages_in(&d.pages) * self.pool.page_size, "decode-{} at {now}: seq_len beyond pages", self.index);
+        }
+    }
+
+    pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
+        let pages = self.pool.held_pages();
+        let slots = self.meta.in_use() as u64;
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
+    }
+}
+
+impl World {
+    fn dnode(&mut self, n: u16) -> &mut DecodeNode {
+        &mut self.decode[n as usize]
+    }
+
+    pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
+        let n = self.reqs[r.idx()].decode;
+        let node_id = NodeId { role: Role::Decode, index: n };
+        if !self.decode[n as usize].alive {
+            self.reqs[r.idx()].fault_touched = true;
+            self.leg_result(r, Role::Decode, 503);
+            return;
+        }
+        let k = &self.cfg.knobs;
+        let (len, pending_abort) =
+            match intake(k, self.cfg.context_len, self.decode[n as usize].pool_tokens, self.reqs[r.idx()].prompt_tokens) {
+                Intake::Accept(len) => (len, None),
+                Intake::Stub { status, reason } => {
+                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
+                    (1, Some(status))
+                }
+                Intake::Reject { status, reason } => {
+                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
+                    self.leg_result(r, Role::Decode, status);
+                    return;
+                }
+            };
+        let now = self.now;
+        let node = self.dnode(n);
+        node.reqs.insert(
+            r,
+            DReq {
+                len,
+                pending_abort,
+                phase: DPhase::Prealloc,
+                pages: Vec::new(),
+                meta_slot: None,
+                status_ok: None,
+                status_pages: 0,
+                seq_len: 0,
+                generated: 0,
+                entered: now,
+                dirty: false,
+                read_upto: 0,
+            },
+        );
+        node.prealloc.push_back(r);
+        self.tick(node_id);
+    }
+
+    /// Tokens promised to admitted requests for their future decode pages.
+    fn outstanding_reserve(&self, n: u16) -> u64 {
+        let k = self.cfg.knobs.reserved_decode_tokens;
+        self.decode[n as usize]
+            .reqs
+            .values()
+            .filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running))
+            .map(|d| k.saturating_sub(d.generated))
+            .sum()
+    }
+
+    pub(crate) fn decode_tick(&mut self, n: u16) {
+        self.dnode(n).tick_pending = false;
+        if !self.decode[n as usize].alive {
+            return;
+        }
+        let k = self.cfg.knobs.clone();
+        // 1. Prealloc abort sweep.
+        for r in self.decode[n as usize].prealloc.clone() {
+            let d = &self.decode[n as usize].reqs[&r];
+            if let (AbortCheck::AbortedToo, Some(status)) = (k.decode_prealloc_abort_check, d.pending_abort) {
+                self.decode_finish(n, r, status, None);
+            }
+        }
+        // 2. Admission in FIFO order; the first request that does not fit blocks the rest.
+        let ps = self.page_size();
+        while let Some(&r) = self.decode[n as usize].prealloc.front() {
+            let node = &self.decode[n as usize];
+            if node.transfer.len() + node.running.len() >= node.max_running as usize {
+                break;
+            }
+            let need = self.pages_for(node.reqs[&r].len);
+            let free_tokens = node.pool.free_pages() * ps;
+            if free_tokens < need * ps + k.reserved_decode_tokens + self.outstanding_reserve(n) {
+                break;
+            }
+            let Some(slot) = self.dnode(n).meta.take() else { break };
+            let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
+            let pool = self.decode[n as usize].id();
+            self.mem(MemOp::Alloc { pool, r, pages: pages.clone() });
+            let now = self.now;
+            let epoch = self.decode[n as usize].epoch;
+            let node = self.dnode(n);
+            node.prealloc.pop_front();
+            node.transfer.push(r);
+            let d = node.reqs.get_mut(&r).expect("queued");
+            d.pages = pages.clone();
+            d.meta_slot = Some(slot);
+            d.phase = DPhase::Transfer;
+            d.entered = now;
+            let prefill = self.reqs[r.idx()].prefill;
+            let lat = self.msg_latency();
+            let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
+            self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
+            let t = Duration::from_ms(k.waiting_timeout_ms);
+            self.after(t, Ev::Timeout { r, kind: TimeoutKind::Waiting, node: pool, epoch });
+        }
+        // 3. Transfer queue: poll, then commit.
+        for r in self.decode[n as usize].transfer.clone() {
+            if !self.decode[n as usize].alive {
+                return;
+            }
+            let d = &self.decode[n as usize].reqs[&r];
+            match d.status_ok {
+                None => {}
+                Some(false) => self.decode_transfer_failed(n, r, 500),
+                Some(true) => self.decode_try_commit(n, r),
+            }
+        }
+        // 4. A decode step over the running batch.
+        let node = &self.decode[n as usize];
+        if node.alive && !node.busy && !node.running.is_empty() {
+            let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
+            let cost = self.cfg.cost.decode_step_base_us * 1000 + kv / 1000 * self.cfg.cost.decode_ns_per_kkv;
+            let epoch = node.epoch;
+            self.dnode(n).busy = true;
+            self.after(Duration(cost), Ev::StepDone { node: n, epoch });
+        }
+    }
+
+    fn decode_try_commit(&mut self, n: u16, r: RequestId) {
+        let k = self.cfg.knobs.clone();
+        let d = &self.decode[n as usize].reqs[&r];
+        let row = self.decode[n as usize].meta.row(d.meta_slot.expect("admitted"));
+        if row.room == 0 {
+            return; // metadata not written yet: keep polling
+        }
+        if row.room != self.reqs[r.idx()].room {
+            self.decode_finish(n, r, 500, None);
+            return;
+        }
+        let reserved = self.pages_for(d.len);
+        if d.status_pages < reserved {
+            match k.decode_commit_check {
+                CommitCheck::Coverage => {
+                    self.decode_finish(n, r, 500, Some(Mitigation::CoverageCheck));
+                    return;
+                }
+                CommitCheck::AssertCrash => {
+                    // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
+                    self.reqs[r.idx()].caught_by = Some(Mitigation::AssertCrash);
+                    let restart_after_ms = self.cfg.faults.crash_restart_ms;
+                    self.crash(NodeId { role: Role::Decode, index: n }, restart_after_ms);
+                    return;
+                }
+                CommitCheck::RoomOnly => {}
+            }
+        }
+        if k.kv_checksum.on() {
+            // Prefill digests what it sent; decode digests its whole reserved prompt range.
+            let tenant = self.reqs[r.idx()].tenant;
+            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|_, _| false);
+            if !s.clean() {
+                self.decode_finish(n, r, 500, Some(Mitigation::KvChecksum));
+                return;
+            }
+        }
+        let node = self.dnode(n);
+        node.transfer.retain(|x| *x != r);
+        node.running.push(r);
+        let d = node.reqs.get_mut(&r).expect("present");
+        d.phase = DPhase::Running;
+        d.seq_len = d.len;
+        d.read_upto = 0;
+        d.dirty = true;
+    }
+
+    pub(crate) fn decode_step_done(&mut self, n: u16, epoch: u32) {
+        if self.decode[n as usize].epoch != epoch {
+            return;
+        }
+        self.dnode(n).busy = false;
+        let k = self.cfg.knobs.clone();
+        let pool_id = self.decode[n as usize].id();
+        let ps = self.page_size();
+        for r in self.decode[n as usize].running.clone() {
+            let tenant = self.reqs[r.idx()].tenant;
+            let d = &self.decode[n as usize].reqs[&r];
+            let from = if d.dirty { 0 } else { d.read_upto };
+            let (seq_len, pages) = (d.seq_len, d.pages.clone());
+            let s = summarize(&self.decode[n as usize].pool, &pages, from, seq_len, r, tenant, &|_, _| false);
+            if !s.clean() {
+                if k.page_tags.on() {
+                    self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
+                    continue;
+                }
+                match k.kv_canary {
+                    Canary::Raise => {
+                        self.decode_finish(n, r, 500, Some(Mitigation::KvCanary));
+                        continue;
+                    }
+                    Canary::Log => {
+                        self.reqs[r.idx()].detected_by.get_or_insert(Mitigation::KvCanary);
+                    }
+                    Canary::Off => {}
+                }
+            }
+            let ctx = self.read_ctx(pool_id, r, seq_len, pages_in(&pages));
+            self.oracle.check_read(&ctx, &s);
+            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+            let d = self.dnode(n).reqs.get_mut(&r).expect("running");
+            d.read_upto = seq_len;
+            d.dirty = false;
+            // The new token's KV: grow by a page at a page boundary.
+            if seq_len == pages_in(&pages) * ps {
+                let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else { continue };
+                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run.clone() });
+                let d = self.dnode(n).reqs.get_mut(&r).expect("running");
+                for x in run {
+                    push_run(&mut d.pages, x);
+                }
+            }
+            let pages = self.decode[n as usize].reqs[&r].pages.clone();
+            let now = self.now;
+            let rep = self.dnode(n).pool.write(&pages, seq_len, seq_len + 1, tenant, r, now);
+            let mut slots = Vec::new();
+            self.decode[n as usize].pool.map_positions(&pages, seq_len, seq_len + 1, |pos, slot, l| slots.push((slot, l, pos)));
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            self.note_foreign_writes(pool_id, r, rep, "decode write");
+            let want = self.reqs[r.idx()].output_tokens;
+            let d = self.dnode(n).reqs.get_mut(&r).expect("running");
+            d.seq_len += 1;
+            d.generated += 1;
+            d.read_upto = d.seq_len;
+            if d.generated >= want {
+                let g = d.generated;
+                self.reqs[r.idx()].decode_tokens = g;
+                self.decode_finish(n, r, 200, None);
+            }
+        }
+        self.tick(pool_id);
+    }
+
+    /// Ends a request on this node: pages freed at once, slot released, leg answered.
+    fn decode_finish(&mut self, n: u16, r: RequestId, status: u16, caught: Option<Mitigation>) {
+        if let Some(m) = caught {
+            self.reqs[r.idx()].caught_by.get_or_insert(m);
+        }
+        let node = self.dnode(n);
+        node.prealloc.retain(|x| *x != r);
+        node.transfer.retain(|x| *x != r);
+        node.running.retain(|x| *x != r);
+        self.decode_release(n, r);
+        self.leg_result(r, Role::Decode, status);
+    }
+
+    fn decode_release(&mut self, n: u16, r: RequestId) {
+        let Some(d) = self.dnode(n).reqs.remove(&r) else { return };
+        if let Some(s) = d.meta_slot {
+            self.dnode(n).meta.release(s);
+        }
+        if !d.pages.is_empty() {
+            let bad = self.dnode(n).pool.free(&d.pages, Holder::Req(r));
+            let pool = self.decode[n as usize].id();
+            self.mem(MemOp::Free { pool, r, pages: d.pages });
+            self.note_bad_frees(pool, r, bad);
+        }
+    }
+
+    /// The transfer failed or the request was aborted while waiting for KV.
+    fn decode_transfer_failed(&mut self, n: u16, r: RequestId, status: u16) {
+        match self.cfg.knobs.decode_abort_release {
+            DecodeRelease::Immediate => self.decode_finish(n, r, status, None),
+            DecodeRelease::Deferred => {
+                let node = self.dnode(n);
+                node.transfer.retain(|x| *x != r);
+                let epoch = node.epoch;
+                node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
+                self.leg_result(r, Role::Decode, status);
+                let lat = self.msg_latency();
+                self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
+                let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
+                let node = self.decode[n as usize].id();
+                self.after(t, Ev::Timeout { r, kind: TimeoutKind::DeferredRelease, node, epoch });
+            }
+        }
+    }
+
+    pub(crate) fn decode_abort(&mut self, r: RequestId, status: u16) {
+        let n = self.reqs[r.idx()].decode;
+        let Some(d) = self.decode[n as usize].reqs.get(&r) else { return };
+        match d.phase {
+            DPhase::Prealloc | DPhase::Running => self.decode_finish(n, r, status, None),
+            DPhase::Transfer => self.decode_transfer_failed(n, r, status),
+            DPhase::Releasing => {}
+        }
+    }
+
+    pub(crate) fn decode_abort_ack(&mut self, r: RequestId, n: u16, epoch: u32) {
+        if self.decode[n as usize].epoch != epoch {
+            return;
+        }
+        if self.decode[n as usize].reqs.get(&r).map(|d| d.phase) == Some(DPhase::Releasing) {
+            self.decode_release(n, r);
+        }
+    }
+
+    pub(crate) fn decode_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
+        if self.decode[n as usize].epoch != epoch {
+            return;
+        }
+        let Some(d) = self.decode[n as usize].reqs.get(&r) else { return };
+        let waited = self.now.since(d.entered);
+        match (kind, d.phase) {
+            (TimeoutKind::Waiting, DPhase::Transfer) if waited >= Duration::from_ms(self.cfg.knobs.waiting_timeout_ms) => {
+                self.decode_transfer_failed(n, r, 500)
+            }
+            (TimeoutKind::DeferredRelease, DPhase::Releasing) => self.decode_release(n, r),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: u16, epoch: u32, slot: u32, room: u64) {
+        if self.decode[n as usize].epoch != epoch {
+            return;
+        }
+        self.dnode(n).meta.write(slot, room);
+        self.tick(NodeId { role: Role::Decode, index: n });
+    }
+
+    pub(crate) fn decode_status(&mut self, r: RequestId, n: u16, epoch: u32, ok: bool, pages: u64) {
+        if self.decode[n as usize].epoch != epoch {
+            return;
+        }
+        let Some(d) = self.dnode(n).reqs.get_mut(&r) else { return };
+        if d.phase != DPhase::Transfer {
+            return;
+        }
+        // Failed wins; status only rises.
+        if !ok {
+            d.status_ok = Some(false);
+        } else if d.status_ok.is_none() {
+            d.status_ok = Some(true);
+            d.status_pages = pages;
+        }
+        self.tick(NodeId { role: Role::Decode, index: n });
+    }
+
+    /// Heartbeats to a crashed prefill failed: its rooms are Failed.
+    pub(crate) fn decode_prefill_lost(&mut self, n: u16, prefill: u16, _epoch: u32) {
+        let rs: Vec<RequestId> = self.decode[n as usize].transfer.clone();
+        let mut any = false;
+        for r in rs {
+            if self.reqs[r.idx()].prefill == prefill {
+                self.reqs[r.idx()].fault_touched = true;
+                if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
+                    d.status_ok = Some(false);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            self.tick(NodeId { role: Role::Decode, index: n });
+        }
+    }
+
+    pub(crate) fn decode_crash(&mut self, n: u16) {
+        let reqs: Vec<RequestId> = self.decode[n as usize].reqs.keys().copied().collect();
+        for r in reqs {
+            self.reqs[r.idx()].fault_touched = true;
+            self.leg_result(r, Role::Decode, 503);
+        }
+        let node = self.dnode(n);
+        node.alive = false;
+        node.epoch += 1;
+        node.busy = false;
+        node.prealloc.clear();
+        node.transfer.clear();
+        node.running.clear();
+        node.reqs.clear();
+        node.pool.reset();
+        node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
+        let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
+        self.mem(MemOp::Reset { pool, pages, page_size });
+    }
+}

@@ -1,0 +1,67 @@
+//! Fault injection: transfer failures, delay spikes, visibility lag and node crashes, each with an
+//! integer probability (drawn from the `faults` generator) or scripted. Random faults stop at
+//! `heal_at_ms`; after that the run must reach quiescence (the liveness phase).
+
+use crate::config::ScriptedFault;
+use crate::types::{Duration, Instant, NodeId, RequestId, Role};
+use crate::world::{Ev, World};
+
+/// What the fault plan says about one transfer batch.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BatchFaults {
+    pub fail: bool,
+    pub extra_delay: Duration,
+    pub visibility_lag: Duration,
+}
+
+impl World {
+    fn healed(&self) -> bool {
+        self.now >= Instant(0) + Duration::from_ms(self.cfg.faults.heal_at_ms)
+    }
+
+    pub(crate) fn batch_faults(&mut self, r: RequestId) -> BatchFaults {
+        let mut f = BatchFaults::default();
+        for s in &self.cfg.faults.script {
+            match *s {
+                ScriptedFault::TransferFail { request } if request == r.0 => f.fail = true,
+                ScriptedFault::Delay { request, delay_ms } if request == r.0 => f.extra_delay = Duration::from_ms(delay_ms),
+                ScriptedFault::VisibilityLag { request, lag_ms } if request == r.0 => {
+                    f.visibility_lag = Duration::from_ms(lag_ms)
+                }
+                _ => {}
+            }
+        }
+        if !self.healed() {
+            let fc = self.cfg.faults.clone();
+            if self.rng_faults.chance(fc.transfer_fail) {
+                f.fail = true;
+            }
+            if self.rng_faults.chance(fc.delay_spike) {
+                f.extra_delay = Duration::from_ms(fc.delay_spike_ms);
+            }
+            if self.rng_faults.chance(fc.visibility_lag) {
+                f.visibility_lag = Duration::from_ms(fc.visibility_lag_ms);
+            }
+        }
+        if f.fail || f.extra_delay.0 > 0 || f.visibility_lag.0 > 0 {
+            self.reqs[r.idx()].fault_touched = true;
+        }
+        f
+    }
+
+    /// With probability `node_crash` per arrival, crash a random node.
+    pub(crate) fn maybe_random_crash(&mut self) {
+        if self.healed() || !self.rng_faults.chance(self.cfg.faults.node_crash) {
+            return;
+        }
+        let n = (self.prefill.len() + self.decode.len()) as u64;
+        let i = self.rng_faults.below(n) as usize;
+        let node = if i < self.prefill.len() {
+            NodeId { role: Role::Prefill, index: i as u16 }
+        } else {
+            NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
+        };
+        let restart_after_ms = self.cfg.faults.crash_restart_ms;
+        self.after(Duration(0), Ev::Crash { node, restart_after_ms });
+    }
+}

@@ -1,0 +1,36 @@
+//! kvsim: a deterministic discrete-event model of disaggregated (prefill/decode) LLM serving,
+//! with an oracle that knows who wrote every KV slot and flags reads that cross tenants.
+//!
+//! The library is pure: no wall clock, no threads, no file I/O. The `kvsim` binary does the I/O
+//! around it. See ARCHITECTURE.md for the code map and invariants.
+
+pub mod check;
+pub mod client;
+pub mod config;
+pub mod decode;
+pub mod extent;
+pub mod faults;
+pub mod intake;
+pub mod metadata;
+pub mod pool;
+pub mod prefill;
+pub mod report;
+pub mod rng;
+pub mod router;
+pub mod scenario;
+pub mod trace;
+pub mod transfer;
+pub mod types;
+pub mod world;
+
+use config::SimConfig;
+use trace::{TraceSink, Tracer};
+use world::World;
+
+/// Runs a configuration to the end and returns the finished world.
+pub fn simulate(cfg: SimConfig, sink: Option<Box<dyn TraceSink>>, check_invariants: bool) -> World {
+    let mut w = World::new(cfg, Tracer::new(sink));
+    w.check_invariants = check_invariants;
+    w.run();
+    w
+}

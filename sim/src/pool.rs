@@ -1,0 +1,492 @@
+//! A KV pool: `pages` pages of `page_size` slots, a paged allocator with the engines' free-list
+//! orders, and the ownership map the oracle reads (who last wrote every slot, as runs).
+//! Pools start as zeros (every slot "never written"); freeing does not clear unless
+//! `zero_on_free`. Page 0 is reserved and never handed out.
+
+use crate::config::FreeListPolicy;
+use crate::extent::{IntervalMap, RunValue};
+use crate::types::{Instant, PoolId, RequestId, TenantId};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// A run of consecutive pages `[first, first+count)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Run {
+    pub first: u32,
+    pub count: u32,
+}
+
+impl Run {
+    pub fn end(self) -> u32 {
+        self.first + self.count
+    }
+}
+
+/// Total pages in a list of runs.
+pub fn pages_in(runs: &[Run]) -> u64 {
+    runs.iter().map(|r| u64::from(r.count)).sum()
+}
+
+/// The first `n` pages of a block table, as runs.
+pub fn prefix_pages(runs: &[Run], n: u64) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut left = n;
+    for r in runs {
+        if left == 0 {
+            break;
+        }
+        let take = u64::from(r.count).min(left) as u32;
+        out.push(Run { first: r.first, count: take });
+        left -= u64::from(take);
+    }
+    out
+}
+
+/// Pages `[from, from+n)` of a block table (by logical page index), as runs.
+pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut skip = from;
+    let mut left = n;
+    for r in runs {
+        if left == 0 {
+            break;
+        }
+        let c = u64::from(r.count);
+        if skip >= c {
+            skip -= c;
+            continue;
+        }
+        let take = (c - skip).min(left);
+        out.push(Run { first: r.first + skip as u32, count: take as u32 });
+        left -= take;
+        skip = 0;
+    }
+    out
+}
+
+/// Appends `r` to a block table, merging with the last run when contiguous.
+pub fn push_run(runs: &mut Vec<Run>, r: Run) {
+    if let Some(last) = runs.last_mut() {
+        if last.end() == r.first {
+            last.count += r.count;
+            return;
+        }
+    }
+    runs.push(r);
+}
+
+/// Who last wrote a slot: tenant, request, the token position written there, and the write
+/// epoch (a pool-wide write counter) with its virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Writer {
+    pub tenant: TenantId,
+    pub request: RequestId,
+    pub pos: u64,
+    pub epoch: u64,
+    pub at: Instant,
+}
+
+impl RunValue for Writer {
+    fn advanced(&self, by: u64) -> Self {
+        Writer { pos: self.pos + by, ..*self }
+    }
+    fn continued_by(&self, by: u64, next: &Self) -> bool {
+        self.tenant == next.tenant && self.request == next.request && self.pos + by == next.pos
+    }
+}
+
+/// Who holds a page now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Holder {
+    Req(RequestId),
+    /// Released into prefill's radix cache: still allocated, evictable.
+    Cache,
+}
+
+impl RunValue for Holder {
+    fn advanced(&self, _by: u64) -> Self {
+        *self
+    }
+}
+
+/// The paged allocator's free structures.
+#[derive(Clone, Debug)]
+struct Allocator {
+    policy: FreeListPolicy,
+    free: VecDeque<Run>,
+    parked: Vec<Run>,
+    free_pages: u64,
+    parked_pages: u64,
+}
+
+impl Allocator {
+    fn new(policy: FreeListPolicy, pages: u32) -> Allocator {
+        let mut free = VecDeque::new();
+        if pages > 1 {
+            free.push_back(Run { first: 1, count: pages - 1 });
+        }
+        Allocator {
+            policy,
+            free,
+            parked: Vec::new(),
+            free_pages: u64::from(pages.saturating_sub(1)),
+            parked_pages: 0,
+        }
+    }
+
+    fn available(&self) -> u64 {
+        self.free_pages + self.parked_pages
+    }
+
+    /// sglang's `merge_and_sort_free`: parked and free pages merged, sorted ascending, coalesced.
+    fn merge_and_sort(&mut self) {
+        let mut all: Vec<Run> = self.free.drain(..).chain(self.parked.drain(..)).collect();
+        all.sort_by_key(|r| r.first);
+        let mut merged: Vec<Run> = Vec::with_capacity(all.len());
+        for r in all {
+            push_run(&mut merged, r);
+        }
+        self.free = merged.into();
+        self.free_pages += self.parked_pages;
+        self.parked_pages = 0;
+    }
+
+    fn alloc(&mut self, n: u64) -> Option<Vec<Run>> {
+        if n > self.available() {
+            return None;
+        }
+        if n > self.free_pages {
+            self.merge_and_sort();
+        }
+        let mut out = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let head = self.free.front_mut().expect("free_pages counts the free list");
+            let take = u64::from(head.count).min(left) as u32;
+            push_run(&mut out, Run { first: head.first, count: take });
+            head.first += take;
+            head.count -= take;
+            if head.count == 0 {
+                self.free.pop_front();
+            }
+            left -= u64::from(take);
+        }
+        self.free_pages -= n;
+        Some(out)
+    }
+
+    fn free(&mut self, runs: &[Run]) {
+        let n = pages_in(runs);
+        match self.policy {
+            FreeListPolicy::SortedOnMerge => {
+                self.parked.extend_from_slice(runs);
+                self.parked_pages += n;
+                return;
+            }
+            // Prepend so the first freed run is reused first (paged allocator outside PD).
+            FreeListPolicy::Lifo => runs.iter().rev().for_each(|r| self.free.push_front(*r)),
+            FreeListPolicy::Fifo => runs.iter().for_each(|r| self.free.push_back(*r)),
+            // vLLM frees a request's blocks in reverse order to the tail of the LRU queue.
+            FreeListPolicy::Lru => runs.iter().rev().for_each(|r| self.free.push_back(*r)),
+        }
+        self.free_pages += n;
+    }
+}
+
+/// What a write or copy found in the pages it touched.
+#[derive(Debug, Default)]
+pub struct WriteReport {
+    /// Pages written although not held by the writer: (pages, holder now, or None = free).
+    pub foreign: Vec<(Run, Option<Holder>)>,
+}
+
+/// A free of pages that the freer does not hold.
+#[derive(Debug)]
+pub struct BadFree {
+    pub pages: Run,
+    pub holder: Option<Holder>,
+}
+
+/// One KV pool.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub id: PoolId,
+    pub page_size: u64,
+    pub pages: u32,
+    zero_on_free: bool,
+    alloc: Allocator,
+    owners: IntervalMap<Writer>,
+    holders: IntervalMap<Holder>,
+    held_pages: u64,
+    write_epoch: u64,
+}
+
+impl Pool {
+    pub fn new(id: PoolId, pool_tokens: u64, page_size: u64, policy: FreeListPolicy, zero_on_free: bool) -> Pool {
+        // sglang sizes the token pool as `max_total_num_tokens + page_size`: page 0 is the extra,
+        // reserved page, so `pool_tokens` tokens remain usable.
+        let pages = u32::try_from(pool_tokens / page_size + 1).expect("validated: pool pages fit u32");
+        Pool {
+            id,
+            page_size,
+            pages,
+            zero_on_free,
+            alloc: Allocator::new(policy, pages),
+            owners: IntervalMap::new(),
+            holders: IntervalMap::new(),
+            held_pages: 0,
+            write_epoch: 0,
+        }
+    }
+
+    /// A node restart: a fresh process allocates a fresh, zeroed pool.
+    pub fn reset(&mut self) {
+        *self = Pool::new(self.id, u64::from(self.pages - 1) * self.page_size, self.page_size, self.alloc.policy, self.zero_on_free);
+    }
+
+    pub fn free_pages(&self) -> u64 {
+        self.alloc.available()
+    }
+
+    pub fn held_pages(&self) -> u64 {
+        self.held_pages
+    }
+
+    pub fn ownership_runs(&self) -> usize {
+        self.owners.len_runs()
+    }
+
+    pub fn alloc(&mut self, n: u64, holder: Holder) -> Option<Vec<Run>> {
+        let runs = self.alloc.alloc(n)?;
+        for r in &runs {
+            self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
+        }
+        self.held_pages += n;
+        Some(runs)
+    }
+
+    /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
+    pub fn rehold(&mut self, runs: &[Run], holder: Holder) {
+        for r in runs {
+            self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
+        }
+    }
+
+    /// Returns pages to the allocator. Pages the freer does not hold are not freed (the model
+    /// never corrupts its own free list) and come back as `BadFree` for the oracle.
+    pub fn free(&mut self, runs: &[Run], by: Holder) -> Vec<BadFree> {
+        let mut bad = Vec::new();
+        let mut ok: Vec<Run> = Vec::new();
+        for r in runs {
+            for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
+                let run = Run { first: s as u32, count: (e - s) as u32 };
+                if h == Some(by) {
+                    push_run(&mut ok, run);
+                } else {
+                    bad.push(BadFree { pages: run, holder: h });
+                }
+            }
+        }
+        for r in &ok {
+            self.holders.clear(u64::from(r.first), u64::from(r.end()));
+            if self.zero_on_free {
+                self.owners.clear(u64::from(r.first) * self.page_size, u64::from(r.end()) * self.page_size);
+            }
+        }
+        let n = pages_in(&ok);
+        self.held_pages -= n;
+        self.alloc.free(&ok);
+        bad
+    }
+
+    /// Visits the physical slot ranges behind logical positions `[from, to)` of a block table:
+    /// `f(first_pos, slot_start, len)`.
+    pub fn map_positions(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64)) {
+        let ps = self.page_size;
+        let mut run_pos = 0u64;
+        for r in table {
+            if run_pos >= to {
+                break;
+            }
+            let run_len = u64::from(r.count) * ps;
+            let (lo, hi) = (from.max(run_pos), to.min(run_pos + run_len));
+            if lo < hi {
+                f(lo, u64::from(r.first) * ps + (lo - run_pos), hi - lo);
+            }
+            run_pos += run_len;
+        }
+    }
+
+    fn foreign_pages(&self, slot_start: u64, len: u64, writer: RequestId, out: &mut WriteReport) {
+        let ps = self.page_size;
+        let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
+        self.holders.visit(p0, p1, |s, e, h| {
+            if h != Some(&Holder::Req(writer)) {
+                out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
+            }
+        });
+    }
+
+    /// Pages of `pages` not held by `r` (for reads of source pages by a transfer).
+    pub fn not_held_by(&self, pages: &[Run], r: RequestId) -> WriteReport {
+        let mut rep = WriteReport::default();
+        for run in pages {
+            self.foreign_pages(u64::from(run.first) * self.page_size, u64::from(run.count) * self.page_size, r, &mut rep);
+        }
+        rep
+    }
+
+    /// Writes the KV of positions `[from, to)` of `request` into its block table.
+    pub fn write(&mut self, table: &[Run], from: u64, to: u64, tenant: TenantId, request: RequestId, at: Instant) -> WriteReport {
+        let mut rep = WriteReport::default();
+        self.write_epoch += 1;
+        let epoch = self.write_epoch;
+        let mut pieces = Vec::new();
+        self.map_positions(table, from, to, |pos, slot, len| pieces.push((pos, slot, len)));
+        for (pos, slot, len) in pieces {
+            self.foreign_pages(slot, len, request, &mut rep);
+            self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at });
+        }
+        rep
+    }
+
+    /// The ownership pieces of the slots of `pages` (for a copy out of this pool).
+    pub fn page_contents(&self, pages: &[Run]) -> Vec<(u64, u64, Option<Writer>)> {
+        let ps = self.page_size;
+        let mut out = Vec::new();
+        for r in pages {
+            out.extend(self.owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
+        }
+        out
+    }
+
+    /// Lands copied page contents (from `page_contents` of the source) into `dst` pages, whole
+    /// pages, in order. `copier` is the request the transfer belongs to.
+    pub fn land_copy(&mut self, contents: &[(u64, u64, Option<Writer>)], dst: &[Run], copier: RequestId) -> WriteReport {
+        let ps = self.page_size;
+        let mut rep = WriteReport::default();
+        // Flatten destination pages into slot offsets and walk contents in step.
+        let mut dst_slots: Vec<(u64, u64)> = dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps)).collect();
+        dst_slots.reverse();
+        let mut cur: Option<(u64, u64)> = dst_slots.pop();
+        for &(s, e, w) in contents {
+            let mut piece_at = s;
+            while piece_at < e {
+                let Some((dslot, dlen)) = cur else { return rep };
+                let n = (e - piece_at).min(dlen);
+                self.foreign_pages(dslot, n, copier, &mut rep);
+                match w {
+                    Some(w) => self.owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
+                    None => self.owners.clear(dslot, dslot + n),
+                }
+                piece_at += n;
+                cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.pop() };
+            }
+        }
+        rep
+    }
+
+    /// Visits the writers behind positions `[from, to)` of a block table:
+    /// `f(first_pos, slot_start, len, writer)`.
+    pub fn read(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64, Option<&Writer>)) {
+        self.map_positions(table, from, to, |pos, slot, len| {
+            self.owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
+        });
+    }
+
+    /// The page's current holder.
+    pub fn holder_of(&self, page: u32) -> Option<Holder> {
+        self.holders.pieces(u64::from(page), u64::from(page) + 1)[0].2
+    }
+
+    /// Allocator and map invariants; panics name the pool.
+    pub fn invariants(&self) {
+        self.owners.invariants();
+        self.holders.invariants();
+        let mut held = 0u64;
+        self.holders.visit(0, u64::from(self.pages), |s, e, h| {
+            if h.is_some() {
+                held += e - s;
+            }
+        });
+        assert_eq!(held, self.held_pages, "{}: held-page count drifted", self.id);
+        assert_eq!(
+            held + self.alloc.available() + 1,
+            u64::from(self.pages),
+            "{}: held + free + reserved page 0 != pages",
+            self.id
+        );
+        assert!(self.holder_of(0).is_none(), "{}: page 0 was handed out", self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Role;
+
+    fn pool(policy: FreeListPolicy) -> Pool {
+        Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)
+    }
+
+    #[test]
+    fn sorted_on_merge_reuses_lowest_after_merge() {
+        let mut p = pool(FreeListPolicy::SortedOnMerge);
+        let a = p.alloc(5, Holder::Req(RequestId(0))).unwrap();
+        assert_eq!(a, vec![Run { first: 1, count: 5 }]);
+        let b = p.alloc(5, Holder::Req(RequestId(1))).unwrap();
+        assert!(p.free(&a, Holder::Req(RequestId(0))).is_empty());
+        // Parked pages are not reused while the free list suffices.
+        let c = p.alloc(5, Holder::Req(RequestId(2))).unwrap();
+        assert_eq!(c, vec![Run { first: 11, count: 5 }]);
+        // Now the free list is short: merge and sort, lowest first.
+        let d = p.alloc(3, Holder::Req(RequestId(3))).unwrap();
+        assert_eq!(d, vec![Run { first: 1, count: 3 }]);
+        let _ = (b, d);
+        p.invariants();
+    }
+
+    #[test]
+    fn lifo_and_fifo_orders() {
+        let mut p = pool(FreeListPolicy::Lifo);
+        let a = p.alloc(2, Holder::Req(RequestId(0))).unwrap();
+        p.free(&a, Holder::Req(RequestId(0)));
+        assert_eq!(p.alloc(1, Holder::Req(RequestId(1))).unwrap(), vec![Run { first: 1, count: 1 }]);
+        let mut q = pool(FreeListPolicy::Fifo);
+        let a = q.alloc(2, Holder::Req(RequestId(0))).unwrap();
+        q.free(&a, Holder::Req(RequestId(0)));
+        assert_eq!(q.alloc(1, Holder::Req(RequestId(1))).unwrap(), vec![Run { first: 3, count: 1 }]);
+        q.invariants();
+    }
+
+    #[test]
+    fn double_free_is_reported_not_applied() {
+        let mut p = pool(FreeListPolicy::Fifo);
+        let a = p.alloc(2, Holder::Req(RequestId(0))).unwrap();
+        assert!(p.free(&a, Holder::Req(RequestId(0))).is_empty());
+        let bad = p.free(&a, Holder::Req(RequestId(0)));
+        assert_eq!(bad.len(), 1);
+        p.invariants();
+    }
+
+    #[test]
+    fn stale_data_survives_free_and_copy_carries_tails() {
+        let mut p = pool(FreeListPolicy::Lifo);
+        let a = p.alloc(2, Holder::Req(RequestId(0))).unwrap();
+        p.write(&a, 0, 8, TenantId(7), RequestId(0), Instant(5));
+        p.free(&a, Holder::Req(RequestId(0)));
+        let b = p.alloc(2, Holder::Req(RequestId(1))).unwrap();
+        p.write(&b, 0, 1, TenantId(1), RequestId(1), Instant(9));
+        let mut seen = Vec::new();
+        p.read(&b, 0, 8, |pos, _, len, w| seen.push((pos, len, w.map(|w| w.tenant.0))));
+        assert_eq!(seen, vec![(0, 1, Some(1)), (1, 3, Some(7)), (4, 4, Some(7))]);
+        let contents = p.page_contents(&b[..1]);
+        let c = p.alloc(1, Holder::Req(RequestId(2))).unwrap();
+        let rep = p.land_copy(&contents, &c, RequestId(2));
+        assert!(rep.foreign.is_empty());
+        let mut tail = Vec::new();
+        p.read(&c, 0, 4, |_, _, len, w| tail.push((len, w.map(|w| w.tenant.0))));
+        assert_eq!(tail, vec![(1, Some(1)), (3, Some(7))]);
+        p.invariants();
+    }
+}

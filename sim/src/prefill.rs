@@ -1,0 +1,545 @@
+//! The prefill node, queue by queue (lifecycle reference, section 3): bootstrap queue (capacity
+//! check, sender creation, metadata slots), waiting queue with chunked prefill and a forward-time
+//! cost model, the transfer sender's page count, the inflight queue, and release (radix-cached or
+//! freed). Aborts fail the sender locally only; in-flight transfers are not cancelled.
+
+use crate::check::oracle::summarize;
+use crate::config::{AbortCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode};
+use crate::intake::{intake, Intake};
+use crate::metadata::MetaSlots;
+use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
+use crate::trace::MemOp;
+use crate::transfer::TransferJob;
+use crate::types::{Duration, Instant, NodeId, RequestId, Role};
+use crate::world::{DstInfo, Ev, TimeoutKind, World};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The KV sender's state for one room. Ordered: Failed lowest, Success highest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SenderState {
+    Failed,
+    Bootstrapping,
+    WaitingForInput,
+    Success,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PPhase {
+    Bootstrap,
+    Waiting,
+    Inflight,
+    /// Sequential (vLLM) mode: computed, source blocks held for decode's read.
+    Held,
+    /// Aborted; source pages held until in-flight transfers drain.
+    Draining,
+}
+
+#[derive(Clone, Debug)]
+pub struct PReq {
+    pub len: u64,
+    pub pending_abort: Option<u16>,
+    pub phase: PPhase,
+    pub sender: SenderState,
+    pub dst: Option<DstInfo>,
+    pub meta_slot: Option<u32>,
+    pub num_pages: u64,
+    pub pages: Vec<Run>,
+    pub prefilled: u64,
+    pub sent_pages: u64,
+    pub jobs_in_flight: u32,
+    pub lands_pending: u32,
+    pub ack_decode: bool,
+    pub entered: Instant,
+}
+
+pub struct PrefillNode {
+    pub index: u16,
+    pub pool_tokens: u64,
+    pub pool: Pool,
+    pub meta: MetaSlots,
+    meta_slots: u32,
+    meta_zero: bool,
+    pub alive: bool,
+    pub epoch: u32,
+    pub bootstrap: Vec<RequestId>,
+    pub waiting: VecDeque<RequestId>,
+    pub inflight: Vec<RequestId>,
+    pub reqs: BTreeMap<RequestId, PReq>,
+    pub pending_dst: BTreeMap<RequestId, DstInfo>,
+    pub busy: bool,
+    pub tick_pending: bool,
+    pub batch: Vec<(RequestId, u64, u64)>,
+    pub cache: VecDeque<(RequestId, Vec<Run>)>,
+    pub xfer_free_at: Instant,
+}
+
+impl PrefillNode {
+    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> PrefillNode {
+        let id = NodeId { role: Role::Prefill, index };
+        PrefillNode {
+            index,
+            pool_tokens: c.pool_tokens,
+            pool: Pool::new(id, c.pool_tokens, k.page_size, k.free_list_policy, k.zero_on_free),
+            meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
+            meta_slots: c.metadata_slots,
+            meta_zero: k.metadata_zero_on_free.on(),
+            alive: true,
+            epoch: 0,
+            bootstrap: Vec::new(),
+            waiting: VecDeque::new(),
+            inflight: Vec::new(),
+            reqs: BTreeMap::new(),
+            pending_dst: BTreeMap::new(),
+            busy: false,
+            tick_pending: false,
+            batch: Vec::new(),
+            cache: VecDeque::new(),
+            xfer_free_at: Instant(0),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        NodeId { role: Role::Prefill, index: self.index }
+    }
+
+    pub fn load(&self) -> usize {
+        self.reqs.len()
+    }
+
+    pub fn invariants(&self, now: Instant) {
+        self.pool.invariants();
+        self.meta.invariants();
+        let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
+        let tracked = self.reqs.values().filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining).count();
+        assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
+        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
+        let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum();
+        assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
+    }
+
+    /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
+    pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
+        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
+        let pages = self.pool.held_pages() - cached;
+        let slots = self.meta.in_use() as u64;
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
+    }
+}
+
+impl World {
+    fn pnode(&mut self, n: u16) -> &mut PrefillNode {
+        &mut self.prefill[n as usize]
+    }
+
+    pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
+        let n = self.reqs[r.idx()].prefill;
+        let node_id = NodeId { role: Role::Prefill, index: n };
+        if !self.prefill[n as usize].alive {
+            self.reqs[r.idx()].fault_touched = true;
+            self.leg_result(r, Role::Prefill, 503);
+            return;
+        }
+        let k = &self.cfg.knobs;
+        let (len, pending_abort) =
+            match intake(k, self.cfg.context_len, self.prefill[n as usize].pool_tokens, self.reqs[r.idx()].prompt_tokens) {
+                Intake::Accept(len) => (len, None),
+                Intake::Stub { status, reason } => {
+                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
+                    (1, Some(status))
+                }
+                Intake::Reject { status, reason } => {
+                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
+                    self.leg_result(r, Role::Prefill, status);
+                    self.notify_decode_of_abort(r, status);
+                    return;
+                }
+            };
+        let dst = self.pnode(n).pending_dst.remove(&r);
+        let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
+        let now = self.now;
+        let epoch = self.prefill[n as usize].epoch;
+        let node = self.pnode(n);
+        node.reqs.insert(
+            r,
+            PReq {
+                len,
+                pending_abort,
+                phase: PPhase::Bootstrap,
+                sender,
+                dst,
+                meta_slot: None,
+                num_pages: 0,
+                pages: Vec::new(),
+                prefilled: 0,
+                sent_pages: 0,
+                jobs_in_flight: 0,
+                lands_pending: 0,
+                ack_decode: false,
+                entered: now,
+            },
+        );
+        node.bootstrap.push(r);
+        let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
+        self.after(t, Ev::Timeout { r, kind: TimeoutKind::Bootstrap, node: node_id, epoch });
+        self.tick(node_id);
+    }
+
+    fn notify_decode_of_abort(&mut self, r: RequestId, status: u16) {
+        if self.cfg.knobs.prefill_abort_notifies_decode.on() {
+            let lat = self.msg_latency();
+            self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });
+        }
+    }
+
+    pub(crate) fn prefill_dst_info(&mut self, r: RequestId, n: u16, dst: DstInfo) {
+        if !self.prefill[n as usize].alive {
+            return;
+        }
+        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n as usize].reqs.contains_key(&r);
+        let node = self.pnode(n);
+        let Some(pr) = node.reqs.get_mut(&r) else {
+            if !leg_arrived {
+                node.pending_dst.insert(r, dst);
+            }
+            return;
+        };
+        if pr.sender == SenderState::Bootstrapping {
+            pr.sender = SenderState::WaitingForInput;
+        }
+        pr.dst = Some(dst);
+        if pr.phase == PPhase::Held {
+            let (from, to) = (pr.sent_pages, pr.num_pages);
+            self.prefill_send(n, r, from, to, true);
+        }
+        self.tick(NodeId { role: Role::Prefill, index: n });
+    }
+
+    /// Retires a request with an error: its leg answers, pages and slot are released.
+    fn prefill_retire(&mut self, n: u16, r: RequestId, status: u16) {
+        self.prefill_remove_from_queues(n, r);
+        if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
+            pr.sender = SenderState::Failed;
+        }
+        self.prefill_release(n, r, false);
+        self.leg_result(r, Role::Prefill, status);
+        self.notify_decode_of_abort(r, status);
+    }
+
+    fn prefill_remove_from_queues(&mut self, n: u16, r: RequestId) {
+        let node = self.pnode(n);
+        node.bootstrap.retain(|x| *x != r);
+        node.waiting.retain(|x| *x != r);
+        node.inflight.retain(|x| *x != r);
+    }
+
+    /// Frees or caches a request's pages and its metadata slot, and forgets it.
+    fn prefill_release(&mut self, n: u16, r: RequestId, cache: bool) {
+        let radix = self.cfg.knobs.prefill_cache == PrefillCache::Radix;
+        let Some(pr) = self.pnode(n).reqs.remove(&r) else { return };
+        if let Some(s) = pr.meta_slot {
+            self.pnode(n).meta.release(s);
+        }
+        if pr.pages.is_empty() {
+            return;
+        }
+        if cache && radix {
+            let node = self.pnode(n);
+            node.pool.rehold(&pr.pages, Holder::Cache);
+            node.cache.push_back((r, pr.pages));
+        } else {
+            let bad = self.pnode(n).pool.free(&pr.pages, Holder::Req(r));
+            let pool = self.prefill[n as usize].id();
+            self.mem(MemOp::Free { pool, r, pages: pr.pages });
+            self.note_bad_frees(pool, r, bad);
+        }
+    }
+
+    fn evict_cache_for(&mut self, n: u16, need: u64) {
+        while self.prefill[n as usize].pool.free_pages() < need {
+            let Some((owner, pages)) = self.pnode(n).cache.pop_front() else { return };
+            let bad = self.pnode(n).pool.free(&pages, Holder::Cache);
+            assert!(bad.is_empty(), "prefill-{n}: evicted cache pages were not held by the cache");
+            let pool = self.prefill[n as usize].id();
+            self.mem(MemOp::Free { pool, r: owner, pages });
+        }
+    }
+
+    pub(crate) fn prefill_tick(&mut self, n: u16) {
+        self.pnode(n).tick_pending = false;
+        if !self.prefill[n as usize].alive {
+            return;
+        }
+        let k = self.cfg.knobs.clone();
+        // 1. Bootstrap queue, in order; a missing metadata slot blocks the head.
+        let mut blocked = false;
+        for r in self.prefill[n as usize].bootstrap.clone() {
+            let pr = &self.prefill[n as usize].reqs[&r];
+            if k.pd_admission_check == AbortCheck::AbortedToo {
+                if let Some(status) = pr.pending_abort {
+                    self.prefill_retire(n, r, status);
+                    continue;
+                }
+            }
+            let ready = k.router_mode == RouterMode::Sequential || pr.dst.is_some();
+            if blocked || !ready {
+                continue;
+            }
+            let Some(slot) = self.pnode(n).meta.take() else {
+                blocked = true;
+                continue;
+            };
+            let num_pages = self.pages_for(self.prefill[n as usize].reqs[&r].len);
+            let node = self.pnode(n);
+            let pr = node.reqs.get_mut(&r).expect("in bootstrap queue");
+            pr.meta_slot = Some(slot);
+            pr.num_pages = num_pages;
+            pr.phase = PPhase::Waiting;
+            node.bootstrap.retain(|x| *x != r);
+            node.waiting.push_back(r);
+        }
+        // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
+        for r in self.prefill[n as usize].inflight.clone() {
+            let pr = &self.prefill[n as usize].reqs[&r];
+            match pr.sender {
+                SenderState::Success => {
+                    let status = match pr.pending_abort {
+                        Some(s) if k.inflight_success_keeps_abort.on() => s,
+                        _ => 200,
+                    };
+                    self.prefill_remove_from_queues(n, r);
+                    self.prefill_release(n, r, true);
+                    self.leg_result(r, Role::Prefill, status);
+                }
+                SenderState::Failed => {
+                    self.prefill_remove_from_queues(n, r);
+                    self.prefill_release(n, r, false);
+                    self.leg_result(r, Role::Prefill, 500);
+                }
+                _ => {}
+            }
+        }
+        // 3. Forward: chunked prefill over the waiting queue.
+        if !self.prefill[n as usize].busy && !self.prefill[n as usize].waiting.is_empty() {
+            self.prefill_start_forward(n);
+        }
+    }
+
+    fn prefill_start_forward(&mut self, n: u16) {
+        let k = self.cfg.knobs.clone();
+        let mut budget = k.chunked_prefill_size;
+        let mut batch = Vec::new();
+        let cost = self.cfg.cost.clone();
+        let mut cost_ns = cost.prefill_base_us * 1000;
+        for r in self.prefill[n as usize].waiting.clone() {
+            let pr = &self.prefill[n as usize].reqs[&r];
+            let chunk = (pr.len - pr.prefilled).min(budget);
+            if chunk == 0 {
+                break;
+            }
+            let (from, to) = (pr.prefilled, pr.prefilled + chunk);
+            let need = self.pages_for(to) - pages_in(&pr.pages);
+            self.evict_cache_for(n, need);
+            let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else { break };
+            let pool = self.prefill[n as usize].id();
+            if need > 0 {
+                self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
+            }
+            let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
+            for run in runs {
+                push_run(&mut pr.pages, run);
+            }
+            let ctx_k = (from + chunk / 2) / 1000;
+            cost_ns += chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
+            batch.push((r, from, to));
+            budget -= chunk;
+            if to < pr.len || budget == 0 {
+                break;
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let epoch = self.prefill[n as usize].epoch;
+        let node = self.pnode(n);
+        node.batch = batch;
+        node.busy = true;
+        self.after(Duration(cost_ns), Ev::ForwardDone { node: n, epoch });
+    }
+
+    pub(crate) fn prefill_forward_done(&mut self, n: u16, epoch: u32) {
+        if self.prefill[n as usize].epoch != epoch {
+            return;
+        }
+        let k = self.cfg.knobs.clone();
+        let batch = std::mem::take(&mut self.pnode(n).batch);
+        self.pnode(n).busy = false;
+        let pool_id = self.prefill[n as usize].id();
+        for (r, from, to) in batch {
+            let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { continue };
+            if pr.phase != PPhase::Waiting {
+                continue;
+            }
+            let tenant = self.reqs[r.idx()].tenant;
+            let pages = pr.pages.clone();
+            let (len, pending) = (pr.len, pr.pending_abort);
+            let now = self.now;
+            let rep = self.pnode(n).pool.write(&pages, from, to, tenant, r, now);
+            let mut slots = Vec::new();
+            self.prefill[n as usize].pool.map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            self.note_foreign_writes(pool_id, r, rep, "prefill write");
+            // Prefill attention over everything computed so far.
+            let s = summarize(&self.prefill[n as usize].pool, &pages, 0, to, r, tenant, &|_, _| false);
+            let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
+            self.oracle.check_read(&ctx, &s);
+            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
+            self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
+            if to < len {
+                let whole = to / self.page_size();
+                let sent = self.prefill[n as usize].reqs[&r].sent_pages;
+                if whole > sent && self.prefill[n as usize].reqs[&r].dst.is_some() {
+                    self.prefill_send(n, r, sent, whole, false);
+                }
+                continue;
+            }
+            if let (Some(status), true) = (pending, k.prefill_post_forward_abort_check.on()) {
+                self.prefill_retire(n, r, status);
+                continue;
+            }
+            let node = self.pnode(n);
+            node.waiting.retain(|x| *x != r);
+            let pr = node.reqs.get_mut(&r).expect("present");
+            if k.router_mode == RouterMode::Sequential {
+                pr.phase = PPhase::Held;
+                let has_dst = pr.dst.is_some();
+                let (sent, num) = (pr.sent_pages, pr.num_pages);
+                let status = pending.unwrap_or(200);
+                self.leg_result(r, Role::Prefill, status);
+                let lease = Duration::from_ms(k.source_lease_ms);
+                self.after(lease, Ev::Timeout { r, kind: TimeoutKind::SourceLease, node: pool_id, epoch });
+                if has_dst {
+                    self.prefill_send(n, r, sent, num, true);
+                }
+            } else {
+                pr.phase = PPhase::Inflight;
+                node.inflight.push(r);
+                let (sent, num) = (pr.sent_pages, pr.num_pages);
+                self.prefill_send(n, r, sent, num, true);
+            }
+        }
+        self.tick(pool_id);
+    }
+
+    /// Hands pages `[from, to)` of the request to the transfer worker.
+    fn prefill_send(&mut self, n: u16, r: RequestId, from: u64, to: u64, last: bool) {
+        let node = &self.prefill[n as usize];
+        let pr = &node.reqs[&r];
+        let dst = pr.dst.clone().expect("sending requires decode's page list");
+        let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
+        let src = slice_pages(&pr.pages, from, count);
+        let dpages = slice_pages(&dst.pages, from, count);
+        let room = self.reqs[r.idx()].room;
+        let job = TransferJob {
+            r,
+            prefill: n,
+            prefill_epoch: node.epoch,
+            decode: dst.decode,
+            decode_epoch: dst.epoch,
+            batches: Vec::new(),
+            last,
+            meta: last.then_some((dst.meta_slot, room)),
+            sender_pages: pr.num_pages,
+        };
+        self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
+        self.transfer_submit(job, src, dpages);
+    }
+
+    /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
+    pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
+        let n = self.reqs[r.idx()].prefill;
+        let decode = self.reqs[r.idx()].decode;
+        let lat = self.msg_latency();
+        let ack = |w: &mut World| {
+            if from_decode {
+                let epoch = w.decode[decode as usize].epoch;
+                w.after(lat, Ev::AbortAck { r, decode, epoch });
+            }
+        };
+        let hold = self.cfg.knobs.prefill_abort_release == PrefillRelease::HoldSourceUntilDrained;
+        let Some(pr) = self.pnode(n).reqs.get_mut(&r) else {
+            ack(self);
+            return;
+        };
+        pr.sender = SenderState::Failed;
+        let drained = pr.jobs_in_flight == 0 && pr.lands_pending == 0;
+        if pr.phase == PPhase::Draining {
+            pr.ack_decode |= from_decode;
+            return;
+        }
+        self.prefill_remove_from_queues(n, r);
+        self.leg_result(r, Role::Prefill, status);
+        if hold && !drained {
+            let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
+            pr.phase = PPhase::Draining;
+            pr.ack_decode = from_decode;
+            return;
+        }
+        self.prefill_release(n, r, false);
+        ack(self);
+    }
+
+    pub(crate) fn prefill_maybe_drained(&mut self, n: u16, r: RequestId) {
+        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { return };
+        if pr.phase == PPhase::Draining && pr.jobs_in_flight == 0 && pr.lands_pending == 0 {
+            let ack = pr.ack_decode;
+            self.prefill_release(n, r, false);
+            if ack {
+                let decode = self.reqs[r.idx()].decode;
+                let epoch = self.decode[decode as usize].epoch;
+                let lat = self.msg_latency();
+                self.after(lat, Ev::AbortAck { r, decode, epoch });
+            }
+        } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
+            self.prefill_release(n, r, true);
+        }
+    }
+
+    pub(crate) fn prefill_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
+        if self.prefill[n as usize].epoch != epoch {
+            return;
+        }
+        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { return };
+        match (kind, pr.phase) {
+            (TimeoutKind::Bootstrap, PPhase::Bootstrap) => self.prefill_retire(n, r, 500),
+            (TimeoutKind::SourceLease, PPhase::Held) => self.prefill_release(n, r, false),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn prefill_crash(&mut self, n: u16) {
+        let reqs: Vec<RequestId> = self.prefill[n as usize].reqs.keys().copied().collect();
+        for r in reqs {
+            self.reqs[r.idx()].fault_touched = true;
+            self.leg_result(r, Role::Prefill, 503);
+        }
+        let k = self.cfg.knobs.clone();
+        let node = self.pnode(n);
+        node.alive = false;
+        node.epoch += 1;
+        node.busy = false;
+        node.bootstrap.clear();
+        node.waiting.clear();
+        node.inflight.clear();
+        node.reqs.clear();
+        node.pending_dst.clear();
+        node.batch.clear();
+        node.cache.clear();
+        node.pool.reset();
+        node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
+        let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
+        let epoch = node.epoch;
+        self.mem(MemOp::Reset { pool, pages, page_size });
+        let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
+        self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
+    }
+}

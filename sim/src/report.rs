@@ -1,0 +1,263 @@
+//! Reports: outcomes by HTTP status, violations grouped by kind with the first of each told as a
+//! story, the trace hash, and the exact command that reproduces the run. Text and JSON.
+
+use crate::check::{Kind, Violation};
+use crate::pool::Run;
+use crate::world::World;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Exit statuses of `kvsim run` and friends.
+pub mod exit {
+    pub const CLEAN: i32 = 0;
+    pub const BAD_INPUT: i32 = 2;
+    pub const DIVERGED: i32 = 3;
+    pub const SAFETY: i32 = 10;
+    pub const LIVENESS: i32 = 11;
+}
+
+/// The JSON form of a violation.
+#[derive(Serialize, Debug, Clone)]
+pub struct ViolationOut {
+    pub kind: &'static str,
+    pub request: Option<u32>,
+    pub tenant: Option<u32>,
+    pub victim_tenants: Vec<u32>,
+    pub pool: Option<String>,
+    pub pages: u64,
+    pub page_runs: Vec<(u32, u32)>,
+    pub slots: u64,
+    pub at_ns: u64,
+    pub prompt_tokens: Option<u64>,
+    pub status: Option<u16>,
+    pub culprit_request: Option<u32>,
+    pub culprit_tenant: Option<u32>,
+    pub culprit_at_ns: Option<u64>,
+    pub detail: String,
+}
+
+/// Everything a run reports.
+#[derive(Serialize, Debug, Clone)]
+pub struct Report {
+    pub kvsim_version: &'static str,
+    pub scenario: String,
+    pub seed: u64,
+    pub profile: String,
+    pub trace_hash: String,
+    pub events: u64,
+    pub records: u64,
+    pub requests: u64,
+    pub virtual_end_ns: u64,
+    pub outcomes: BTreeMap<String, u64>,
+    pub caught_by: BTreeMap<String, u64>,
+    pub detected_by: BTreeMap<String, u64>,
+    pub violation_counts: BTreeMap<String, u64>,
+    pub violations: Vec<ViolationOut>,
+    pub stories: Vec<String>,
+    pub reproduce: String,
+    pub exit_code: i32,
+}
+
+fn runs_text(runs: &[Run], total: u64) -> String {
+    let shown: Vec<String> = runs
+        .iter()
+        .take(4)
+        .map(|r| if r.count == 1 { format!("{}", r.first) } else { format!("{}..{}", r.first, r.end() - 1) })
+        .collect();
+    let more = if runs.len() > 4 { format!(" and {} more run(s)", runs.len() - 4) } else { String::new() };
+    format!("page{} {}{more} ({} page{})", if total == 1 { "" } else { "s" }, shown.join(", "), total, if total == 1 { "" } else { "s" })
+}
+
+/// Thousands separators for human-facing numbers.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn secs(ns: u64) -> String {
+    format!("{}.{:03}s", ns / 1_000_000_000, ns / 1_000_000 % 1000)
+}
+
+fn story(w: &World, v: &Violation) -> String {
+    let mut s = String::new();
+    let Some(r) = v.request else {
+        return format!("{}: {}", v.kind.name(), v.detail);
+    };
+    let req = &w.reqs[r.idx()];
+    let status = req.response.map_or("no response".to_string(), |x| format!("HTTP {}", x.status));
+    let _ = write!(
+        s,
+        "{}: request {} of tenant {}, prompt {} tokens, got {status}",
+        v.kind.name(),
+        r.0,
+        req.tenant.0,
+        thousands(req.prompt_tokens)
+    );
+    let pool = v.pool.map(|p| p.to_string()).unwrap_or_default();
+    match v.kind {
+        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead => {
+            let whose = match v.kind {
+                Kind::CrossTenantRead => {
+                    let t: Vec<String> = v.victim_tenants.iter().take(5).map(|t| t.0.to_string()).collect();
+                    let more = if v.victim_tenants.len() > 5 { format!(" and {} more", v.victim_tenants.len() - 5) } else { String::new() };
+                    format!("last written by tenant{} {}{more}", if v.victim_tenants.len() == 1 { "" } else { "s" }, t.join(", "))
+                }
+                Kind::CrossRequestRead => "last written by other requests of the same tenant".to_string(),
+                _ => "never written (zeros)".to_string(),
+            };
+            let _ = write!(
+                s,
+                "; {pool} attended over {} pages ({} tokens), of which {} slots on {} were {whose}",
+                thousands(v.pages_read),
+                thousands(v.seq_len),
+                thousands(v.slots),
+                runs_text(&v.page_runs, v.pages)
+            );
+            if let Some(c) = v.culprit {
+                let _ = write!(s, "; the first such slot was written by request {} of tenant {} at {}", c.request.0, c.tenant.0, secs(c.at.0));
+            }
+            let _ = write!(s, " (read at {})", secs(v.at.0));
+        }
+        _ => {
+            let _ = write!(s, "; {}", v.detail);
+        }
+    }
+    if let (Some((st, node, why)), false) = (req.rejected, v.kind == Kind::WrongStatus) {
+        let _ = write!(s, ". {node} had rejected it ({why}, {st})");
+    }
+    if let Some(m) = req.caught_by {
+        let _ = write!(s, ". Caught by {}", m.name());
+    }
+    s.push('.');
+    s
+}
+
+impl Report {
+    pub fn build(w: &World, reproduce: String) -> Report {
+        let mut outcomes = BTreeMap::new();
+        let mut caught_by = BTreeMap::new();
+        let mut detected_by = BTreeMap::new();
+        for r in &w.reqs {
+            let k = r.response.map_or("none".to_string(), |x| x.status.to_string());
+            *outcomes.entry(k).or_insert(0) += 1;
+            if let Some(m) = r.caught_by {
+                *caught_by.entry(m.name().to_string()).or_insert(0) += 1;
+            }
+            if let Some(m) = r.detected_by {
+                *detected_by.entry(m.name().to_string()).or_insert(0) += 1;
+            }
+        }
+        let violations: Vec<ViolationOut> = w
+            .oracle
+            .violations
+            .iter()
+            .map(|v| ViolationOut {
+                kind: v.kind.name(),
+                request: v.request.map(|r| r.0),
+                tenant: v.tenant.map(|t| t.0),
+                victim_tenants: v.victim_tenants.iter().map(|t| t.0).collect(),
+                pool: v.pool.map(|p| p.to_string()),
+                pages: v.pages,
+                page_runs: v.page_runs.iter().map(|r| (r.first, r.count)).collect(),
+                slots: v.slots,
+                at_ns: v.at.0,
+                prompt_tokens: v.request.map(|r| w.reqs[r.idx()].prompt_tokens),
+                status: v.request.and_then(|r| w.reqs[r.idx()].response.map(|x| x.status)),
+                culprit_request: v.culprit.map(|c| c.request.0),
+                culprit_tenant: v.culprit.map(|c| c.tenant.0),
+                culprit_at_ns: v.culprit.map(|c| c.at.0),
+                detail: v.detail.clone(),
+            })
+            .collect();
+        let mut stories = Vec::new();
+        let mut told = std::collections::BTreeSet::new();
+        let mut sorted: Vec<&Violation> = w.oracle.violations.iter().collect();
+        sorted.sort_by_key(|v| v.kind);
+        for v in sorted {
+            if told.insert(v.kind) {
+                stories.push(story(w, v));
+            }
+        }
+        let exit_code = if w.oracle.has_safety() {
+            exit::SAFETY
+        } else if w.oracle.has_liveness() {
+            exit::LIVENESS
+        } else {
+            exit::CLEAN
+        };
+        let mut violation_counts = BTreeMap::new();
+        for v in &w.oracle.violations {
+            *violation_counts.entry(v.kind.name().to_string()).or_insert(0) += 1;
+        }
+        Report {
+            kvsim_version: env!("CARGO_PKG_VERSION"),
+            scenario: w.cfg.name.clone(),
+            seed: w.cfg.seed,
+            profile: w.cfg.profile.clone(),
+            trace_hash: w.tracer.hash_hex(),
+            events: w.events,
+            records: w.tracer.records,
+            requests: w.reqs.len() as u64,
+            virtual_end_ns: w.ended_at.0,
+            outcomes,
+            caught_by,
+            detected_by,
+            violation_counts,
+            violations,
+            stories,
+            reproduce,
+            exit_code,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "kvsim {} · scenario {} · profile {} · seed {}", self.kvsim_version, self.scenario, self.profile, self.seed);
+        let _ = writeln!(
+            s,
+            "{} requests, {} events over {} of virtual time; trace hash {}",
+            thousands(self.requests),
+            thousands(self.events),
+            secs(self.virtual_end_ns),
+            self.trace_hash
+        );
+        let o: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} × {}", thousands(*v))).collect();
+        let _ = writeln!(s, "outcomes (HTTP status × requests): {}", o.join(", "));
+        if !self.caught_by.is_empty() {
+            let c: Vec<String> = self.caught_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
+            let _ = writeln!(s, "stopped by mitigations (request failed, HTTP 500): {}", c.join(", "));
+        }
+        if !self.detected_by.is_empty() {
+            let c: Vec<String> = self.detected_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
+            let _ = writeln!(s, "detected (logged only): {}", c.join(", "));
+        }
+        if self.violation_counts.is_empty() {
+            let _ = writeln!(s, "violations: none");
+        } else {
+            let _ = writeln!(s, "violations (requests affected):");
+            for (k, v) in &self.violation_counts {
+                let _ = writeln!(s, "  {k:<24} {}", thousands(*v));
+            }
+            let _ = writeln!(s, "first of each kind:");
+            for st in &self.stories {
+                let _ = writeln!(s, "  - {st}");
+            }
+        }
+        let verdict = match self.exit_code {
+            exit::SAFETY => "SAFETY VIOLATION",
+            exit::LIVENESS => "LIVENESS VIOLATION",
+            _ => "clean",
+        };
+        let _ = writeln!(s, "verdict: {verdict} (exit {})", self.exit_code);
+        let _ = writeln!(s, "reproduce: {}", self.reproduce);
+        s
+    }
+}

@@ -1,0 +1,130 @@
+//! The router: picks a (prefill, decode) pair and a bootstrap room, sends the two legs
+//! (concurrently, as sglang's routers do, or prefill first as vLLM's proxy does), and decides
+//! which leg's answer the client gets (`router_on_prefill_error`).
+
+use crate::config::{RouterMode, RouterOnPrefillError, RouterPolicy};
+use crate::rng::Prng;
+use crate::trace::TraceRecord;
+use crate::types::{Duration, RequestId, Role};
+use crate::world::{Ev, Response, World};
+
+pub struct Router {
+    policy: RouterPolicy,
+    rng: Prng,
+    next_prefill: usize,
+    next_decode: usize,
+}
+
+impl Router {
+    pub fn new(seed: u64, policy: RouterPolicy) -> Router {
+        Router { policy, rng: Prng::child(seed, "router"), next_prefill: 0, next_decode: 0 }
+    }
+}
+
+impl World {
+    fn pick(&mut self, role: Role) -> u16 {
+        let n = match role {
+            Role::Prefill => self.prefill.len(),
+            Role::Decode => self.decode.len(),
+        };
+        let idx = match self.router.policy {
+            RouterPolicy::RoundRobin => {
+                let c = match role {
+                    Role::Prefill => &mut self.router.next_prefill,
+                    Role::Decode => &mut self.router.next_decode,
+                };
+                let i = *c % n;
+                *c += 1;
+                i
+            }
+            RouterPolicy::Random => self.router.rng.below(n as u64) as usize,
+            RouterPolicy::LeastLoaded => match role {
+                Role::Prefill => (0..n).min_by_key(|&i| (self.prefill[i].load(), i)).unwrap_or(0),
+                Role::Decode => (0..n).min_by_key(|&i| (self.decode[i].load(), i)).unwrap_or(0),
+            },
+        };
+        idx as u16
+    }
+
+    pub(crate) fn on_arrive(&mut self, r: RequestId) {
+        let p = self.pick(Role::Prefill);
+        let d = self.pick(Role::Decode);
+        let room = loop {
+            let room = self.router.rng.next_u64() >> 1;
+            if room != 0 {
+                break room;
+            }
+        };
+        let req = &mut self.reqs[r.idx()];
+        req.prefill = p;
+        req.decode = d;
+        req.room = room;
+        let lat = self.msg_latency();
+        self.after(lat, Ev::LegArrive { r, role: Role::Prefill });
+        if self.cfg.knobs.router_mode == RouterMode::Concurrent {
+            self.after(lat, Ev::LegArrive { r, role: Role::Decode });
+        }
+        self.maybe_random_crash();
+    }
+
+    /// A leg's final answer reached the router.
+    pub(crate) fn leg_result(&mut self, r: RequestId, role: Role, status: u16) {
+        let req = &mut self.reqs[r.idx()];
+        let slot = match role {
+            Role::Prefill => &mut req.prefill_leg,
+            Role::Decode => &mut req.decode_leg,
+        };
+        if slot.is_some() {
+            return;
+        }
+        *slot = Some(status);
+        let lat = self.msg_latency();
+        self.after(lat, Ev::LegResult { r, role, status });
+    }
+
+    pub(crate) fn on_leg_result(&mut self, r: RequestId, role: Role, status: u16) {
+        let k = &self.cfg.knobs;
+        match (role, k.router_mode) {
+            (Role::Decode, _) => {
+                let tokens = if status == 200 { self.reqs[r.idx()].decode_tokens } else { 0 };
+                self.respond(r, status, tokens);
+            }
+            (Role::Prefill, RouterMode::Sequential) => {
+                if status == 200 {
+                    self.after(Duration(0), Ev::LegArrive { r, role: Role::Decode });
+                } else {
+                    self.respond(r, status, 0);
+                }
+            }
+            (Role::Prefill, RouterMode::Concurrent) => {
+                if status != 200 && k.router_on_prefill_error == RouterOnPrefillError::CancelDecode {
+                    self.respond(r, status, 0);
+                    let lat = self.msg_latency();
+                    self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });
+                }
+            }
+        }
+    }
+
+    pub(crate) fn respond(&mut self, r: RequestId, status: u16, tokens: u64) {
+        let now = self.now;
+        let req = &mut self.reqs[r.idx()];
+        if req.response.is_some() {
+            return;
+        }
+        req.response = Some(Response { status, at: now, tokens });
+        self.tracer.record(now, TraceRecord::Response { r, status, tokens });
+    }
+
+    /// The client gives up: it gets nothing more (499 is recorded), and both legs are aborted.
+    pub(crate) fn on_client_abort(&mut self, r: RequestId) {
+        if self.reqs[r.idx()].response.is_some() {
+            return;
+        }
+        self.reqs[r.idx()].client_aborted = true;
+        self.respond(r, 499, 0);
+        let lat = self.msg_latency();
+        self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status: 499, from_decode: false });
+        self.after(lat, Ev::AbortAt { r, role: Role::Decode, status: 499, from_decode: false });
+    }
+}

@@ -1,0 +1,431 @@
+//! Scenario files: the serde image of a TOML scenario, validated with errors that name the file,
+//! line and key, and resolved (with the engine profile and `--set` overrides) into a `SimConfig`
+//! in which every knob is explicit. Parsing takes text, not paths: the caller reads the file.
+
+use crate::config::{
+    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RequestSpec, RouterPolicy,
+    ScriptedFault, SimConfig,
+};
+use crate::types::Ratio;
+use serde::Deserialize;
+use std::fmt;
+
+/// A bad scenario, override or configuration: exit status 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: ", self.file, l)?,
+            None => write!(f, "{}: ", self.file)?,
+        }
+        if self.key.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "`{}`: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub seed: Option<u64>,
+    pub profile: Option<String>,
+    pub context_len: u64,
+    pub liveness_bound_s: Option<u64>,
+    #[serde(default)]
+    pub prefill: Vec<NodeGroup>,
+    #[serde(default)]
+    pub decode: Vec<NodeGroup>,
+    pub router: Option<RouterSection>,
+    pub cost: Option<CostSection>,
+    pub workload: Option<WorkloadSection>,
+    #[serde(default)]
+    pub request: Vec<RequestEntry>,
+    pub knobs: Option<toml::Table>,
+    pub faults: Option<FaultSection>,
+    /// Expectations for `kvsim check` (read by the check module).
+    pub expect: Option<toml::Table>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroup {
+    pub count: Option<u16>,
+    pub pool_tokens: u64,
+    pub metadata_slots: Option<u32>,
+    pub max_running_requests: Option<u32>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSection {
+    pub policy: RouterPolicy,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CostSection {
+    pub prefill_base_us: Option<u64>,
+    pub prefill_ns_per_token: Option<u64>,
+    pub prefill_ns_per_token_per_kctx: Option<u64>,
+    pub decode_step_base_us: Option<u64>,
+    pub decode_ns_per_kkv: Option<u64>,
+    pub kv_bytes_per_token: Option<u64>,
+    pub transfer_latency_us: Option<u64>,
+    pub transfer_bytes_per_us: Option<u64>,
+    pub message_latency_us: Option<u64>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSection {
+    pub requests: u32,
+    pub tenants: u32,
+    pub mean_interarrival_ms: u64,
+    pub prompt_tokens: Vec<Bucket>,
+    pub output_tokens: Vec<Bucket>,
+    pub client_abort: Option<String>,
+    pub abort_within_ms: Option<u64>,
+    pub start_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RequestEntry {
+    pub at_ms: u64,
+    pub tenant: u32,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    pub abort_at_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSection {
+    pub transfer_fail: Option<String>,
+    pub delay_spike: Option<String>,
+    pub delay_spike_ms: Option<u64>,
+    pub visibility_lag: Option<String>,
+    pub visibility_lag_ms: Option<u64>,
+    pub node_crash: Option<String>,
+    pub crash_restart_ms: Option<u64>,
+    pub heal_at_ms: Option<u64>,
+    #[serde(default)]
+    pub script: Vec<ScriptedFault>,
+}
+
+/// Where the knob values came from, for error messages.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub profile: Option<String>,
+    pub seed: Option<u64>,
+    /// `--set KNOB=VALUE` pairs, in order.
+    pub set: Vec<(String, String)>,
+}
+
+/// The parsed file with its text (for locating keys).
+pub struct Scenario {
+    pub file: String,
+    pub text: String,
+    pub spec: ScenarioFile,
+}
+
+/// 1-based line of byte offset `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// Finds the line of `key` inside the `nth` occurrence of table `table` (`""` = top level).
+pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
+    let mut in_table = table.is_empty();
+    let mut seen = 0usize;
+    let mut table_line = None;
+    for (i, raw) in text.lines().enumerate() {
+        let l = raw.trim();
+        if l.starts_with('[') {
+            let name = l.trim_start_matches('[').split(']').next().unwrap_or("").trim();
+            in_table = false;
+            if name == table {
+                if seen == nth {
+                    in_table = true;
+                    table_line = Some(i + 1);
+                }
+                seen += 1;
+            }
+            continue;
+        }
+        if in_table {
+            if key.is_empty() {
+                return table_line;
+            }
+            if let Some((k, _)) = l.split_once('=') {
+                if k.trim().trim_matches('"') == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    table_line
+}
+
+impl Scenario {
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let spec: ScenarioFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let key = line
+                .and_then(|l| text.lines().nth(l - 1))
+                .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
+                .unwrap_or_default();
+            ScenarioError { file: file.to_string(), line, key, message: e.message().trim().to_string() }
+        })?;
+        Ok(Scenario { file: file.to_string(), text: text.to_string(), spec })
+    }
+
+    fn err(&self, table: &str, nth: usize, key: &str, message: impl Into<String>) -> ScenarioError {
+        let shown = match (table, key) {
+            ("", k) => k.to_string(),
+            (t, "") => t.to_string(),
+            (t, k) => format!("{t}.{k}"),
+        };
+        ScenarioError { file: self.file.clone(), line: locate(&self.text, table, nth, key), key: shown, message: message.into() }
+    }
+
+    fn ratio(&self, table: &str, key: &str, v: &Option<String>) -> Result<Ratio, ScenarioError> {
+        match v {
+            None => Ok(Ratio::NEVER),
+            Some(s) => Ratio::parse(s).map_err(|m| self.err(table, 0, key, m)),
+        }
+    }
+
+    /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`.
+    fn knobs(&self, profile: &str, set: &[(String, String)]) -> Result<Knobs, ScenarioError> {
+        let p = config::profile(profile).ok_or_else(|| {
+            self.err("", 0, "profile", format!("unknown profile `{profile}` (known: {})", config::profile_names()))
+        })?;
+        let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+        let mut origin: Vec<(String, Option<usize>)> = Vec::new();
+        for (k, v) in self.spec.knobs.clone().unwrap_or_default() {
+            if !table.contains_key(&k) {
+                return Err(self.err("knobs", 0, &k, format!("unknown knob (known: {})", config::knob_names().join(", "))));
+            }
+            origin.push((k.clone(), locate(&self.text, "knobs", 0, &k)));
+            table.insert(k, v);
+        }
+        for (k, v) in set {
+            if !table.contains_key(k) {
+                return Err(ScenarioError {
+                    file: "--set".into(),
+                    line: None,
+                    key: k.clone(),
+                    message: format!("unknown knob (known: {})", config::knob_names().join(", ")),
+                });
+            }
+            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(v.clone()));
+            origin.retain(|(o, _)| o != k);
+            table.insert(k.clone(), value);
+        }
+        // Deserialise knob by knob so that a bad value names its knob and where it came from.
+        for (k, v) in &table {
+            let mut one = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+            one.insert(k.clone(), v.clone());
+            if let Err(e) = Knobs::deserialize(one) {
+                let line = origin.iter().find(|(o, _)| o == k).and_then(|(_, l)| *l);
+                let file = if line.is_some() || origin.iter().any(|(o, _)| o == k) { self.file.clone() } else { "--set".into() };
+                return Err(ScenarioError { file, line, key: format!("knobs.{k}"), message: e.message().trim().to_string() });
+            }
+        }
+        Ok(Knobs::deserialize(table).expect("each knob checked"))
+    }
+
+    /// The fully resolved configuration.
+    pub fn resolve(&self, o: &Overrides) -> Result<SimConfig, ScenarioError> {
+        let s = &self.spec;
+        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
+        let knobs = self.knobs(&profile, &o.set)?;
+        let knob_err = |key: &str, m: &str| ScenarioError {
+            file: self.file.clone(),
+            line: locate(&self.text, "knobs", 0, key),
+            key: format!("knobs.{key}"),
+            message: m.to_string(),
+        };
+        let ps = knobs.page_size;
+        if ps == 0 || ps > 1 << 16 {
+            return Err(knob_err("page_size", "page size must be between 1 and 65536"));
+        }
+        if knobs.chunked_prefill_size == 0 {
+            return Err(knob_err("chunked_prefill_size", "must be at least 1"));
+        }
+        if knobs.heartbeat_failures == 0 || knobs.heartbeat_interval_ms == 0 {
+            return Err(knob_err("heartbeat_failures", "heartbeats need an interval and a failure count of at least 1"));
+        }
+        if s.context_len < 2 {
+            return Err(self.err("", 0, "context_len", "must be at least 2"));
+        }
+        let nodes = |groups: &[NodeGroup], table: &str| -> Result<Vec<NodeConfig>, ScenarioError> {
+            if groups.is_empty() {
+                return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
+            }
+            let mut out = Vec::new();
+            for (i, g) in groups.iter().enumerate() {
+                if g.pool_tokens < ps {
+                    return Err(self.err(table, i, "pool_tokens", format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens)));
+                }
+                if g.pool_tokens % ps != 0 {
+                    return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
+                }
+                if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
+                    return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
+                }
+                let count = g.count.unwrap_or(1);
+                if count == 0 || count > 1024 {
+                    return Err(self.err(table, i, "count", "between 1 and 1024 nodes per group"));
+                }
+                let slots = g.metadata_slots.unwrap_or(1024);
+                let running = g.max_running_requests.unwrap_or(256);
+                if slots == 0 || running == 0 {
+                    return Err(self.err(table, i, if slots == 0 { "metadata_slots" } else { "max_running_requests" }, "must be at least 1"));
+                }
+                for _ in 0..count {
+                    out.push(NodeConfig { pool_tokens: g.pool_tokens, metadata_slots: slots, max_running_requests: running });
+                }
+            }
+            Ok(out)
+        };
+        let prefill = nodes(&s.prefill, "prefill")?;
+        let decode = nodes(&s.decode, "decode")?;
+        let c = s.cost.clone().unwrap_or_default();
+        let cost = CostConfig {
+            prefill_base_us: c.prefill_base_us.unwrap_or(5_000),
+            prefill_ns_per_token: c.prefill_ns_per_token.unwrap_or(30_000),
+            prefill_ns_per_token_per_kctx: c.prefill_ns_per_token_per_kctx.unwrap_or(100),
+            decode_step_base_us: c.decode_step_base_us.unwrap_or(25_000),
+            decode_ns_per_kkv: c.decode_ns_per_kkv.unwrap_or(2_000),
+            kv_bytes_per_token: c.kv_bytes_per_token.unwrap_or(70_000),
+            transfer_latency_us: c.transfer_latency_us.unwrap_or(500),
+            transfer_bytes_per_us: c.transfer_bytes_per_us.unwrap_or(25_000),
+            message_latency_us: c.message_latency_us.unwrap_or(200),
+        };
+        if cost.transfer_bytes_per_us == 0 {
+            return Err(self.err("cost", 0, "transfer_bytes_per_us", "bandwidth must be positive"));
+        }
+        let generator = match &s.workload {
+            None => None,
+            Some(w) => {
+                if w.tenants == 0 {
+                    return Err(self.err("workload", 0, "tenants", "at least one tenant"));
+                }
+                if w.requests > 10_000_000 {
+                    return Err(self.err("workload", 0, "requests", "at most 10,000,000 requests"));
+                }
+                for (key, b) in [("prompt_tokens", &w.prompt_tokens), ("output_tokens", &w.output_tokens)] {
+                    if b.iter().map(|x| x.weight).sum::<u64>() == 0 {
+                        return Err(self.err("workload", 0, key, "buckets need a positive total weight"));
+                    }
+                    if let Some(x) = b.iter().find(|x| x.min > x.max || x.min == 0) {
+                        return Err(self.err("workload", 0, key, format!("bucket {}..={} is empty or starts at 0", x.min, x.max)));
+                    }
+                }
+                Some(GeneratorConfig {
+                    requests: w.requests,
+                    tenants: w.tenants,
+                    mean_interarrival_us: w.mean_interarrival_ms * 1000,
+                    prompt_tokens: w.prompt_tokens.clone(),
+                    output_tokens: w.output_tokens.clone(),
+                    client_abort: self.ratio("workload", "client_abort", &w.client_abort)?,
+                    abort_within_ms: w.abort_within_ms.unwrap_or(60_000),
+                    start_ms: w.start_ms.unwrap_or(0),
+                })
+            }
+        };
+        let mut requests = Vec::new();
+        for (i, r) in s.request.iter().enumerate() {
+            if r.prompt_tokens == 0 || r.output_tokens == 0 {
+                let key = if r.prompt_tokens == 0 { "prompt_tokens" } else { "output_tokens" };
+                return Err(self.err("request", i, key, "must be at least 1"));
+            }
+            if let Some(a) = r.abort_at_ms {
+                if a < r.at_ms {
+                    return Err(self.err("request", i, "abort_at_ms", "abort before arrival"));
+                }
+            }
+            requests.push(RequestSpec {
+                at_ns: r.at_ms * 1_000_000,
+                tenant: r.tenant,
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                abort_at_ns: r.abort_at_ms.map(|a| a * 1_000_000),
+                prefix_blocks: vec![],
+            });
+        }
+        let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
+        if total == 0 {
+            return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
+        }
+        let f = s.faults.clone().unwrap_or_default();
+        for (i, sf) in f.script.iter().enumerate() {
+            let bad = match sf {
+                ScriptedFault::Crash { node, .. } => {
+                    let ok = node
+                        .rsplit_once('-')
+                        .and_then(|(role, idx)| Some((role, idx.parse::<usize>().ok()?)))
+                        .is_some_and(|(role, idx)| match role {
+                            "prefill" => idx < prefill.len(),
+                            "decode" => idx < decode.len(),
+                            _ => false,
+                        });
+                    (!ok).then(|| format!("no node `{node}` (prefill-0..{}, decode-0..{})", prefill.len() - 1, decode.len() - 1))
+                }
+                ScriptedFault::TransferFail { request } | ScriptedFault::Delay { request, .. } | ScriptedFault::VisibilityLag { request, .. } => {
+                    (u64::from(*request) >= total).then(|| format!("request {request} does not exist ({total} requests)"))
+                }
+            };
+            if let Some(m) = bad {
+                return Err(ScenarioError { file: self.file.clone(), line: locate(&self.text, "faults.script", i, "kind"), key: format!("faults.script[{i}]"), message: m });
+            }
+        }
+        let faults = FaultConfig {
+            transfer_fail: self.ratio("faults", "transfer_fail", &f.transfer_fail)?,
+            delay_spike: self.ratio("faults", "delay_spike", &f.delay_spike)?,
+            delay_spike_ms: f.delay_spike_ms.unwrap_or(90_000),
+            visibility_lag: self.ratio("faults", "visibility_lag", &f.visibility_lag)?,
+            visibility_lag_ms: f.visibility_lag_ms.unwrap_or(5),
+            node_crash: self.ratio("faults", "node_crash", &f.node_crash)?,
+            crash_restart_ms: f.crash_restart_ms.unwrap_or(30_000),
+            heal_at_ms: f.heal_at_ms.unwrap_or(u64::MAX / 4_000_000),
+            script: f.script.clone(),
+        };
+        let name = s.name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
+        });
+        Ok(SimConfig {
+            name,
+            seed: o.seed.or(s.seed).unwrap_or(1),
+            profile,
+            knobs,
+            context_len: s.context_len,
+            prefill,
+            decode,
+            router_policy: s.router.as_ref().map_or(RouterPolicy::RoundRobin, |r| r.policy),
+            cost,
+            generator,
+            requests,
+            faults,
+            liveness_bound_s: s.liveness_bound_s.unwrap_or(3_600),
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The run's record: every processed event and every KV memory operation, in order. The trace
+//! hash is computed over all of them, always, whether or not a sink writes them out; sinks are
+//! supplied by the caller (the library does no I/O).
+//!
+//! Rebuilding memory from the log alone: a request's block table on a pool is the concatenation,
+//! in order, of the `alloc` records for (pool, request) since the pool's last `reset`; `free`
+//! returns pages (contents are kept); `write` names physical slots; `copy` moves whole pages.
+
+use crate::pool::Run;
+use crate::types::{Instant, PoolId, RequestId, StableHasher, TenantId};
+use crate::world::Ev;
+use serde::{Deserialize, Serialize};
+use std::hash::{Hash, Hasher};
+
+/// A KV memory operation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum MemOp {
+    /// A pool (re)created as zeros: at start and at a node restart.
+    Reset { pool: PoolId, pages: u32, page_size: u64 },
+    Alloc { pool: PoolId, r: RequestId, pages: Vec<Run> },
+    Free { pool: PoolId, r: RequestId, pages: Vec<Run> },
+    /// Positions `pos..pos+len` of request `r` written at physical slots `slot..slot+len`.
+    Write { pool: PoolId, r: RequestId, tenant: TenantId, slots: Vec<(u64, u64, u64)> },
+    /// Whole pages copied from one pool into another (pages as (src, dst, count) runs).
+    Copy { src: PoolId, dst: PoolId, r: RequestId, pages: Vec<(u32, u32, u32)> },
+    /// An attention read of positions `0..seq_len` of `r`'s block table.
+    Read { pool: PoolId, r: RequestId, tenant: TenantId, seq_len: u64 },
+}
+
+/// One line of the run's record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TraceRecord {
+    Event(Ev),
+    Mem(MemOp),
+    Response { r: RequestId, status: u16, tokens: u64 },
+}
+
+/// Receives every record with its virtual time.
+pub trait TraceSink {
+    fn record(&mut self, at: Instant, rec: &TraceRecord);
+}
+
+/// Hashes every record; forwards to a sink when one is attached.
+pub struct Tracer {
+    hasher: StableHasher,
+    pub records: u64,
+    sink: Option<Box<dyn TraceSink>>,
+}
+
+impl Tracer {
+    pub fn new(sink: Option<Box<dyn TraceSink>>) -> Tracer {
+        Tracer { hasher: StableHasher::default(), records: 0, sink }
+    }
+
+    pub fn record(&mut self, at: Instant, rec: TraceRecord) {
+        at.hash(&mut self.hasher);
+        rec.hash(&mut self.hasher);
+        self.records += 1;
+        if let Some(s) = self.sink.as_mut() {
+            s.record(at, &rec);
+        }
+    }
+
+    pub fn hash_hex(&self) -> String {
+        format!("{:016x}", self.hasher.finish())
+    }
+
+    pub fn take_sink(&mut self) -> Option<Box<dyn TraceSink>> {
+        self.sink.take()
+    }
+}

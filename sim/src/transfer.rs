@@ -1,0 +1,159 @@
+//! The transfer engine: page-granular copies from a prefill pool into the first pages of
+//! decode's reservation, split into synchronous batches (`max_transfer_batch_pages`), one worker
+//! per prefill node, with a latency + bandwidth cost. A batch that outlives the sync timeout
+//! returns failed while its writes continue (`returns_while_writing`) or is quiesced; data lands
+//! (becomes visible) after an optional visibility lag. Source pages are read when the data lands,
+//! so a source page freed and reused meanwhile carries its new owner's KV.
+
+use crate::config::TimeoutSemantics;
+use crate::pool::{pages_in, slice_pages, Run};
+use crate::trace::MemOp;
+use crate::types::{Duration, NodeId, RequestId, Role};
+use crate::world::{Ev, World};
+
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub src: Vec<Run>,
+    pub dst: Vec<Run>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TransferJob {
+    pub r: RequestId,
+    pub prefill: u16,
+    pub prefill_epoch: u32,
+    pub decode: u16,
+    pub decode_epoch: u32,
+    pub batches: Vec<Batch>,
+    pub last: bool,
+    pub meta: Option<(u32, u64)>,
+    /// Pages the sender reports for the request (its `num_pages`).
+    pub sender_pages: u64,
+}
+
+impl World {
+    /// Queues a job on the prefill node's transfer worker and schedules its batches.
+    pub(crate) fn transfer_submit(&mut self, mut job: TransferJob, src: Vec<Run>, dst: Vec<Run>) {
+        let k = self.cfg.knobs.clone();
+        let n = pages_in(&src);
+        let per = if k.max_transfer_batch_pages == 0 { n.max(1) } else { k.max_transfer_batch_pages };
+        let mut off = 0;
+        while off < n || (n == 0 && job.batches.is_empty()) {
+            let c = per.min(n - off);
+            job.batches.push(Batch { src: slice_pages(&src, off, c), dst: slice_pages(&dst, off, c) });
+            off += c;
+            if n == 0 {
+                break;
+            }
+        }
+        let id = self.jobs.len() as u32;
+        let r = job.r;
+        let node = job.prefill as usize;
+        let mut t = self.now.max(self.prefill[node].xfer_free_at);
+        let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
+        let bytes_per_page = self.page_size() * self.cfg.cost.kv_bytes_per_token;
+        let mut ok = true;
+        let mut lands = 0u32;
+        for (b, batch) in job.batches.iter().enumerate() {
+            let f = self.batch_faults(r);
+            let bytes = pages_in(&batch.src) * bytes_per_page;
+            let d = Duration(
+                self.cfg.cost.transfer_latency_us * 1000
+                    + bytes * 1000 / self.cfg.cost.transfer_bytes_per_us.max(1)
+                    + f.extra_delay.0,
+            );
+            let (ret, land) = if d > timeout {
+                ok = false;
+                let land = match k.transfer_timeout_semantics {
+                    TimeoutSemantics::ReturnsWhileWriting => Some(t + d + f.visibility_lag),
+                    TimeoutSemantics::Quiesced => None,
+                };
+                (t + timeout, land)
+            } else if f.fail {
+                ok = false;
+                (t + d, None)
+            } else {
+                (t + d, Some(t + d + f.visibility_lag))
+            };
+            if let Some(at) = land {
+                lands += 1;
+                self.at(at, Ev::TransferLand { job: id, batch: b as u32 });
+            }
+            t = ret;
+            if !ok {
+                break;
+            }
+        }
+        self.prefill[node].xfer_free_at = t;
+        self.at(t, Ev::TransferDone { job: id, ok });
+        if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+            pr.jobs_in_flight += 1;
+            pr.lands_pending += lands;
+        }
+        self.jobs.push(job);
+    }
+
+    /// A batch's data becomes visible in decode's pool.
+    pub(crate) fn transfer_land(&mut self, job: u32, batch: u32) {
+        let j = self.jobs[job as usize].clone();
+        let b = &j.batches[batch as usize];
+        let p = j.prefill as usize;
+        if self.prefill[p].epoch != j.prefill_epoch {
+            return; // the source died with its process
+        }
+        if let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) {
+            pr.lands_pending -= 1;
+        }
+        let d = j.decode as usize;
+        let src_id = NodeId { role: Role::Prefill, index: j.prefill };
+        let dst_id = NodeId { role: Role::Decode, index: j.decode };
+        // Reading a source page the request no longer holds is itself a use after free.
+        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r);
+        self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
+        if self.decode[d].epoch == j.decode_epoch && self.decode[d].alive {
+            let contents = self.prefill[p].pool.page_contents(&b.src);
+            let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
+            let mut pairs = Vec::new();
+            let mut di = b.dst.iter().flat_map(|r| r.first..r.end());
+            for s in b.src.iter().flat_map(|r| r.first..r.end()) {
+                if let Some(dp) = di.next() {
+                    match pairs.last_mut() {
+                        Some((ls, ld, c)) if *ls + *c == s && *ld + *c == dp => *c += 1,
+                        _ => pairs.push((s, dp, 1)),
+                    }
+                }
+            }
+            self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: pairs });
+            self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
+        }
+        self.prefill_maybe_drained(j.prefill, j.r);
+    }
+
+    /// The job's last batch call returned.
+    pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
+        let j = self.jobs[job as usize].clone();
+        let p = j.prefill as usize;
+        if self.prefill[p].epoch != j.prefill_epoch {
+            return;
+        }
+        let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch && self.decode[j.decode as usize].alive;
+        let lat = self.msg_latency();
+        let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else { return };
+        pr.jobs_in_flight -= 1;
+        let was_failed = pr.sender == crate::prefill::SenderState::Failed;
+        if !ok || !decode_ok {
+            pr.sender = crate::prefill::SenderState::Failed;
+            if !was_failed {
+                self.after(lat, Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0 });
+            }
+        } else if j.last && !was_failed {
+            pr.sender = crate::prefill::SenderState::Success;
+            if let Some((slot, room)) = j.meta {
+                self.after(Duration(lat.0 / 2), Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room });
+            }
+            self.after(lat, Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: j.sender_pages });
+        }
+        self.prefill_maybe_drained(j.prefill, j.r);
+        self.tick(NodeId { role: Role::Prefill, index: j.prefill });
+    }
+}

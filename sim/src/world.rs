@@ -1,0 +1,526 @@
+//! The world: every component's state, the single event queue ordered by (time, sequence), and
+//! the loop that pops it. Only the loop advances time. Component behaviour lives in the module
+//! of each component (`router`, `prefill`, `decode`, `transfer`, `client`) as `impl World` blocks:
+//! the transfer engine writes across two nodes' pools and the oracle watches every memory
+//! operation, so components share one owner instead of passing messages through a bus.
+
+use crate::check::oracle::{Oracle, ReadCtx, Violation};
+use crate::check::Kind;
+use crate::config::{SimConfig, ScriptedFault};
+use crate::decode::DecodeNode;
+use crate::pool::{Run, WriteReport};
+use crate::prefill::PrefillNode;
+use crate::rng::Prng;
+use crate::router::Router;
+use crate::trace::{MemOp, TraceRecord, Tracer};
+use crate::transfer::TransferJob;
+use crate::types::{Duration, Instant, NodeId, PoolId, RequestId, Role, TenantId};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A mitigation that stopped a request before it read foreign KV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mitigation {
+    KvChecksum,
+    KvCanary,
+    PageTags,
+    CoverageCheck,
+    AssertCrash,
+}
+
+impl Mitigation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mitigation::KvChecksum => "kv_checksum",
+            Mitigation::KvCanary => "kv_canary",
+            Mitigation::PageTags => "page_tags",
+            Mitigation::CoverageCheck => "coverage_check",
+            Mitigation::AssertCrash => "decode_commit_check=assert_crash",
+        }
+    }
+}
+
+/// What the client finally got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    pub status: u16,
+    pub at: Instant,
+    pub tokens: u64,
+}
+
+/// A client request and everything the run learned about it.
+#[derive(Clone, Debug)]
+pub struct Req {
+    pub id: RequestId,
+    pub tenant: TenantId,
+    pub arrival: Instant,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    pub abort_at: Option<Instant>,
+    pub prefix_blocks: Vec<u64>,
+    pub prefill: u16,
+    pub decode: u16,
+    pub room: u64,
+    /// The first engine rejection or abort: (status, node, reason).
+    pub rejected: Option<(u16, NodeId, &'static str)>,
+    pub client_aborted: bool,
+    pub fault_touched: bool,
+    pub prefill_leg: Option<u16>,
+    pub decode_leg: Option<u16>,
+    pub decode_tokens: u64,
+    pub response: Option<Response>,
+    pub caught_by: Option<Mitigation>,
+    pub detected_by: Option<Mitigation>,
+}
+
+/// Why a timer was set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutKind {
+    Bootstrap,
+    Waiting,
+    DeferredRelease,
+    SourceLease,
+}
+
+/// Destination of a transfer: decode's reservation for the request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DstInfo {
+    pub decode: u16,
+    pub epoch: u32,
+    pub pages: Vec<Run>,
+    pub meta_slot: u32,
+}
+
+/// The closed set of events. Node events carry the node's epoch (restart count) so that
+/// events addressed to a crashed incarnation are dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Ev {
+    Arrive { r: RequestId },
+    ClientAbort { r: RequestId },
+    LegArrive { r: RequestId, role: Role },
+    Tick { node: NodeId },
+    ForwardDone { node: u16, epoch: u32 },
+    StepDone { node: u16, epoch: u32 },
+    DstInfo { r: RequestId, prefill: u16, dst: Box<DstInfo> },
+    TransferLand { job: u32, batch: u32 },
+    TransferDone { job: u32, ok: bool },
+    MetaLand { r: RequestId, decode: u16, epoch: u32, slot: u32, room: u64 },
+    Status { r: RequestId, decode: u16, epoch: u32, ok: bool, pages: u64 },
+    LegResult { r: RequestId, role: Role, status: u16 },
+    AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
+    AbortAck { r: RequestId, decode: u16, epoch: u32 },
+    Timeout { r: RequestId, kind: TimeoutKind, node: NodeId, epoch: u32 },
+    Crash { node: NodeId, restart_after_ms: u64 },
+    Restart { node: NodeId },
+    HeartbeatLost { prefill: u16, epoch: u32 },
+}
+
+struct Scheduled {
+    at: Instant,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// Named limits of a run.
+pub const MAX_EVENTS: u64 = 200_000_000;
+
+/// The whole simulated deployment.
+pub struct World {
+    pub cfg: SimConfig,
+    pub now: Instant,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    seq: u64,
+    pub reqs: Vec<Req>,
+    pub prefill: Vec<PrefillNode>,
+    pub decode: Vec<DecodeNode>,
+    pub jobs: Vec<TransferJob>,
+    pub router: Router,
+    pub rng_faults: Prng,
+    pub oracle: Oracle,
+    pub tracer: Tracer,
+    pub check_invariants: bool,
+    pub events: u64,
+    pub horizon: Instant,
+    pub ended_at: Instant,
+    pub event_limit_hit: bool,
+}
+
+impl World {
+    pub fn new(cfg: SimConfig, tracer: Tracer) -> World {
+        let k = &cfg.knobs;
+        let prefill = (0..cfg.prefill.len())
+            .map(|i| PrefillNode::new(i as u16, &cfg.prefill[i], k))
+            .collect();
+        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(i as u16, &cfg.decode[i], k)).collect();
+        let mut w = World {
+            router: Router::new(cfg.seed, cfg.router_policy),
+            rng_faults: Prng::child(cfg.seed, "faults"),
+            cfg,
+            now: Instant(0),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            reqs: Vec::new(),
+            prefill,
+            decode,
+            jobs: Vec::new(),
+            oracle: Oracle::default(),
+            tracer,
+            check_invariants: false,
+            events: 0,
+            horizon: Instant(0),
+            ended_at: Instant(0),
+            event_limit_hit: false,
+        };
+        w.build_workload();
+        let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
+        w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
+        for f in w.cfg.faults.script.clone() {
+            if let ScriptedFault::Crash { at_ms, node, restart_after_ms } = f {
+                let node = w.parse_node(&node).expect("validated node name");
+                w.at(Instant(0) + Duration::from_ms(at_ms), Ev::Crash { node, restart_after_ms });
+            }
+        }
+        w
+    }
+
+    pub fn parse_node(&self, s: &str) -> Option<NodeId> {
+        let (role, idx) = s.rsplit_once('-')?;
+        let index: u16 = idx.parse().ok()?;
+        let (role, n) = match role {
+            "prefill" => (Role::Prefill, self.cfg.prefill.len()),
+            "decode" => (Role::Decode, self.cfg.decode.len()),
+            _ => return None,
+        };
+        (usize::from(index) < n).then_some(NodeId { role, index })
+    }
+
+    /// Schedules `ev` at absolute time `at` (never in the past).
+    pub fn at(&mut self, at: Instant, ev: Ev) {
+        let at = at.max(self.now);
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
+    }
+
+    pub fn after(&mut self, d: Duration, ev: Ev) {
+        self.at(self.now + d, ev);
+    }
+
+    pub fn msg_latency(&self) -> Duration {
+        Duration::from_us(self.cfg.cost.message_latency_us)
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.cfg.knobs.page_size
+    }
+
+    pub fn pages_for(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.page_size())
+    }
+
+    pub fn tick(&mut self, node: NodeId) {
+        let pending = match node.role {
+            Role::Prefill => &mut self.prefill[node.index as usize].tick_pending,
+            Role::Decode => &mut self.decode[node.index as usize].tick_pending,
+        };
+        if !*pending {
+            *pending = true;
+            self.after(Duration(0), Ev::Tick { node });
+        }
+    }
+
+    pub fn mem(&mut self, op: MemOp) {
+        self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// Records use-after-free for writes that landed in pages the writer does not hold, and
+    /// marks the current holders for a full re-check of their next read.
+    pub fn note_foreign_writes(&mut self, pool: PoolId, writer: RequestId, rep: WriteReport, what: &str) {
+        if rep.foreign.is_empty() {
+            return;
+        }
+        let req = &self.reqs[writer.idx()];
+        let mut victims = Vec::new();
+        let mut runs = Vec::new();
+        for (run, holder) in &rep.foreign {
+            runs.push(*run);
+            if let Some(crate::pool::Holder::Req(v)) = holder {
+                victims.push(*v);
+            }
+        }
+        victims.sort();
+        victims.dedup();
+        for v in &victims {
+            if pool.role == Role::Decode {
+                if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
+                    d.dirty = true;
+                }
+            }
+        }
+        let victim_tenants = {
+            let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs[v.idx()].tenant).collect();
+            t.sort();
+            t.dedup();
+            t
+        };
+        let detail = format!(
+            "{what} by request {} landed in {} page(s) it no longer holds{}",
+            writer.0,
+            crate::pool::pages_in(&runs),
+            if victims.is_empty() {
+                " (free pages)".to_string()
+            } else {
+                format!(", now held by request(s) {}", victims.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", "))
+            }
+        );
+        self.oracle.record(Violation {
+            kind: Kind::UseAfterFree,
+            request: Some(writer),
+            tenant: Some(req.tenant),
+            victim_tenants,
+            pool: Some(pool),
+            pages: crate::pool::pages_in(&runs),
+            page_runs: runs.into_iter().take(64).collect(),
+            slots: 0,
+            at: self.now,
+            pages_read: 0,
+            seq_len: 0,
+            culprit: None,
+            detail,
+        });
+    }
+
+    pub fn note_bad_frees(&mut self, pool: PoolId, by: RequestId, bad: Vec<crate::pool::BadFree>) {
+        if bad.is_empty() {
+            return;
+        }
+        let runs: Vec<Run> = bad.iter().map(|b| b.pages).collect();
+        self.oracle.record(Violation {
+            kind: Kind::DoubleFree,
+            request: Some(by),
+            tenant: Some(self.reqs[by.idx()].tenant),
+            victim_tenants: vec![],
+            pool: Some(pool),
+            pages: crate::pool::pages_in(&runs),
+            page_runs: runs,
+            slots: 0,
+            at: self.now,
+            pages_read: 0,
+            seq_len: 0,
+            culprit: None,
+            detail: format!("request {} freed pages it did not hold", by.0),
+        });
+    }
+
+    pub fn read_ctx(&self, pool: PoolId, reader: RequestId, seq_len: u64, pages_read: u64) -> ReadCtx {
+        ReadCtx { at: self.now, pool, reader, tenant: self.reqs[reader.idx()].tenant, seq_len, pages_read }
+    }
+
+    /// Runs until the queue drains or the horizon passes, then checks liveness.
+    pub fn run(&mut self) {
+        while let Some(Reverse(s)) = self.queue.pop() {
+            if s.at > self.horizon {
+                self.queue.push(Reverse(s));
+                break;
+            }
+            if self.events >= MAX_EVENTS {
+                self.event_limit_hit = true;
+                break;
+            }
+            self.now = s.at;
+            self.events += 1;
+            self.tracer.record(self.now, TraceRecord::Event(s.ev.clone()));
+            self.dispatch(s.ev);
+            if self.check_invariants {
+                self.invariants();
+            }
+        }
+        self.ended_at = self.now;
+        self.check_liveness();
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrive { r } => self.on_arrive(r),
+            Ev::ClientAbort { r } => self.on_client_abort(r),
+            Ev::LegArrive { r, role: Role::Prefill } => self.prefill_leg_arrive(r),
+            Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
+            Ev::Tick { node } => match node.role {
+                Role::Prefill => self.prefill_tick(node.index),
+                Role::Decode => self.decode_tick(node.index),
+            },
+            Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
+            Ev::StepDone { node, epoch } => self.decode_step_done(node, epoch),
+            Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
+            Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
+            Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
+            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
+            Ev::Status { r, decode, epoch, ok, pages } => self.decode_status(r, decode, epoch, ok, pages),
+            Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
+            Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
+            Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
+            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
+            Ev::Timeout { r, kind, node, epoch } => match node.role {
+                Role::Prefill => self.prefill_timeout(r, kind, node.index, epoch),
+                Role::Decode => self.decode_timeout(r, kind, node.index, epoch),
+            },
+            Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
+            Ev::Restart { node } => self.restart(node),
+            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill, epoch),
+        }
+    }
+
+    pub(crate) fn crash(&mut self, node: NodeId, restart_after_ms: u64) {
+        let alive = match node.role {
+            Role::Prefill => self.prefill[node.index as usize].alive,
+            Role::Decode => self.decode[node.index as usize].alive,
+        };
+        if !alive {
+            return;
+        }
+        match node.role {
+            Role::Prefill => self.prefill_crash(node.index),
+            Role::Decode => self.decode_crash(node.index),
+        }
+        self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
+    }
+
+    fn restart(&mut self, node: NodeId) {
+        match node.role {
+            Role::Prefill => self.prefill[node.index as usize].alive = true,
+            Role::Decode => self.decode[node.index as usize].alive = true,
+        }
+        self.tick(node);
+    }
+
+    fn heartbeat_lost(&mut self, prefill: u16, epoch: u32) {
+        for d in 0..self.decode.len() as u16 {
+            self.decode_prefill_lost(d, prefill, epoch);
+        }
+    }
+
+    /// Every component's invariants (run after every event in tests).
+    pub fn invariants(&self) {
+        for p in &self.prefill {
+            p.invariants(self.now);
+        }
+        for d in &self.decode {
+            d.invariants(self.now);
+        }
+    }
+
+    fn check_liveness(&mut self) {
+        let end = self.now;
+        for i in 0..self.reqs.len() {
+            if self.reqs[i].response.is_none() {
+                let r = &self.reqs[i];
+                let v = Violation {
+                    kind: Kind::RequestHang,
+                    request: Some(r.id),
+                    tenant: Some(r.tenant),
+                    victim_tenants: vec![],
+                    pool: None,
+                    pages: 0,
+                    page_runs: vec![],
+                    slots: 0,
+                    at: end,
+                    pages_read: 0,
+                    seq_len: 0,
+                    culprit: None,
+                    detail: format!(
+                        "no final status by {end}: prefill leg {:?}, decode leg {:?}",
+                        r.prefill_leg, r.decode_leg
+                    ),
+                };
+                self.oracle.record(v);
+            }
+        }
+        let mut leaks = Vec::new();
+        for p in &self.prefill {
+            leaks.extend(p.leaks());
+        }
+        for d in &self.decode {
+            leaks.extend(d.leaks());
+        }
+        for (pool, pages, slots, holders) in leaks {
+            let detail = format!(
+                "{pool}: {pages} page(s) and {slots} metadata slot(s) still held at the end{}",
+                if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
+            );
+            self.oracle.record(Violation {
+                kind: Kind::PageLeak,
+                request: None,
+                tenant: None,
+                victim_tenants: vec![],
+                pool: Some(pool),
+                pages,
+                page_runs: vec![],
+                slots,
+                at: end,
+                pages_read: 0,
+                seq_len: 0,
+                culprit: None,
+                detail,
+            });
+        }
+        self.check_statuses();
+    }
+
+    /// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
+    /// that no fault touched answered with an error.
+    fn check_statuses(&mut self) {
+        for i in 0..self.reqs.len() {
+            let r = &self.reqs[i];
+            let Some(resp) = r.response else { continue };
+            let detail = match r.rejected {
+                Some((status, node, why)) if resp.status == 200 => format!(
+                    "{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens",
+                    resp.tokens
+                ),
+                None if resp.status != 200
+                    && !r.client_aborted
+                    && !r.fault_touched
+                    && r.caught_by.is_none() =>
+                {
+                    format!("a valid request failed with HTTP {} and no fault touched it", resp.status)
+                }
+                _ => continue,
+            };
+            let v = Violation {
+                kind: Kind::WrongStatus,
+                request: Some(r.id),
+                tenant: Some(r.tenant),
+                victim_tenants: vec![],
+                pool: None,
+                pages: 0,
+                page_runs: vec![],
+                slots: 0,
+                at: resp.at,
+                pages_read: 0,
+                seq_len: 0,
+                culprit: None,
+                detail,
+            };
+            self.oracle.record(v);
+        }
+    }
+}
