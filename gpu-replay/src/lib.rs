@@ -9,7 +9,7 @@
 //! - [`cpu`]: the CPU reference backend, the specification of the arithmetic, and
 //!   [`dense_reference`], the property tests' oracle.
 //! - [`cuda`]: the CUDA backend (cudarc, NVRTC-compiled kernels, run-time loaded driver).
-//! - [`bench`]: the bench programs and [`bandwidth_check`].
+//! - [`mod@bench`]: the bench programs and [`bandwidth_check`].
 //!
 //! **Architecture invariant:** the verdict ([`AttendResult::foreign_share`]) is read out of
 //! the attention output itself — the kernel's softmax-weighted sum over the stored bytes —
@@ -84,7 +84,9 @@ impl std::str::FromStr for BackendChoice {
             "auto" => Ok(BackendChoice::Auto),
             "cpu" => Ok(BackendChoice::Cpu),
             "cuda" => Ok(BackendChoice::Cuda),
-            other => Err(format!("unknown backend {other:?}; expected auto, cpu or cuda")),
+            other => Err(format!(
+                "unknown backend {other:?}; expected auto, cpu or cuda"
+            )),
         }
     }
 }

@@ -61,7 +61,10 @@ fn fmix32(mut h: u32) -> u32 {
 }
 
 fn murmur_step(h: u32, k: u32) -> u32 {
-    let k = k.wrapping_mul(0xcc9e_2d51).rotate_left(15).wrapping_mul(0x1b87_3593);
+    let k = k
+        .wrapping_mul(0xcc9e_2d51)
+        .rotate_left(15)
+        .wrapping_mul(0x1b87_3593);
     (h ^ k)
         .rotate_left(13)
         .wrapping_mul(5)
@@ -196,5 +199,77 @@ pub fn shares_from_output(shape: &AttnShape, out: &[f32]) -> Shares {
         foreign: foreign / heads,
         own: own / heads,
         zeros: 1.0 - written / heads,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHAPE: AttnShape = AttnShape {
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 16,
+        dtype: Dtype::Bf16,
+    };
+
+    #[test]
+    fn values_are_exact_sixty_fourths_in_every_dtype() {
+        for pos in 0..64u64 {
+            let (k, v) = derive_kv(
+                &SHAPE,
+                Writer {
+                    tenant: 3,
+                    request: 1,
+                },
+                pos << 30,
+            );
+            for x in k.iter().chain(&v[..13]) {
+                assert!((-0.5..0.5).contains(x), "{x}");
+                assert_eq!((x * 64.0).fract(), 0.0, "{x}");
+                for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
+                    assert_eq!(round_to(dtype, *x), *x);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_hash_is_pinned() {
+        // The CUDA kernel carries a copy of this hash; these values pin the specification.
+        let w = Writer {
+            tenant: 1,
+            request: 2,
+        };
+        assert_eq!(elem_seed(Kind::Key, w, 3, 0), elem_seed(Kind::Key, w, 3, 0));
+        assert_ne!(
+            elem_seed(Kind::Key, w, 3, 0),
+            elem_seed(Kind::Value, w, 3, 0)
+        );
+        assert_ne!(
+            elem_seed(Kind::Key, w, 3, 0),
+            elem_seed(Kind::Key, w, 3 + (1 << 32), 0)
+        );
+        let pinned: Vec<f32> = (0..4)
+            .map(|d| elem_value(elem_seed(Kind::Key, w, 3, 0), d))
+            .collect();
+        assert_eq!(pinned, PINNED);
+    }
+
+    const PINNED: [f32; 4] = [-0.15625, -0.3125, 0.484375, 0.296875];
+
+    #[test]
+    fn tenant_digits_round_trip_and_drive_provenance() {
+        for tenant in [0, 1, 255, 256, 0x1234, crate::program::MAX_TENANT] {
+            let (_, v) = derive_kv(&SHAPE, Writer { tenant, request: 0 }, 0);
+            let head = &v[..16];
+            assert_eq!(stored_tenant(head), Some(tenant));
+            let stored = [head[13], head[14], head[15]];
+            assert_eq!(effective_reserved(stored, tenant), [1.0, 1.0, 0.0]);
+            assert_eq!(effective_reserved(stored, tenant ^ 1), [1.0, 0.0, 1.0]);
+            assert_eq!(effective_reserved(stored, tenant ^ 0x100), [1.0, 0.0, 1.0]);
+        }
+        assert_eq!(stored_tenant(&[0.0; 16]), None);
+        assert_eq!(effective_reserved([0.0; 3], 0), [0.0, 0.0, 0.0]);
     }
 }

@@ -32,7 +32,14 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
         let abort_at_ns = rng
             .chance(g.client_abort)
             .then(|| t.0 + rng.between(1, g.abort_within_ms.max(1)) * 1_000_000);
-        out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![] });
+        out.push(RequestSpec {
+            at_ns: t.0,
+            tenant,
+            prompt_tokens,
+            output_tokens,
+            abort_at_ns,
+            prefix_blocks: vec![],
+        });
     }
     out
 }
@@ -61,6 +68,7 @@ impl World {
                 rejected: None,
                 client_aborted: false,
                 fault_touched: false,
+                timed_out: false,
                 prefill_leg: None,
                 decode_leg: None,
                 decode_tokens: 0,

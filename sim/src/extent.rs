@@ -123,7 +123,10 @@ impl<V: RunValue> IntervalMap<V> {
         let mut prev_end = 0u64;
         for (&s, &(e, _)) in &self.runs {
             assert!(s < e, "empty run at {s}");
-            assert!(s >= prev_end, "overlapping runs at {s} (previous ends {prev_end})");
+            assert!(
+                s >= prev_end,
+                "overlapping runs at {s} (previous ends {prev_end})"
+            );
             prev_end = e;
         }
     }
@@ -167,7 +170,10 @@ mod tests {
     fn visit_mid_run() {
         let mut m = IntervalMap::new();
         m.set(10, 20, P(7, 100));
-        assert_eq!(m.pieces(15, 25), vec![(15, 20, Some(P(7, 105))), (20, 25, None)]);
+        assert_eq!(
+            m.pieces(15, 25),
+            vec![(15, 20, Some(P(7, 105))), (20, 25, None)]
+        );
         assert_eq!(m.pieces(0, 5), vec![(0, 5, None)]);
     }
 }

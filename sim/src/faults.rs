@@ -24,7 +24,9 @@ impl World {
         for s in &self.cfg.faults.script {
             match *s {
                 ScriptedFault::TransferFail { request } if request == r.0 => f.fail = true,
-                ScriptedFault::Delay { request, delay_ms } if request == r.0 => f.extra_delay = Duration::from_ms(delay_ms),
+                ScriptedFault::Delay { request, delay_ms } if request == r.0 => {
+                    f.extra_delay = Duration::from_ms(delay_ms)
+                }
                 ScriptedFault::VisibilityLag { request, lag_ms } if request == r.0 => {
                     f.visibility_lag = Duration::from_ms(lag_ms)
                 }
@@ -57,11 +59,23 @@ impl World {
         let n = (self.prefill.len() + self.decode.len()) as u64;
         let i = self.rng_faults.below(n) as usize;
         let node = if i < self.prefill.len() {
-            NodeId { role: Role::Prefill, index: i as u16 }
+            NodeId {
+                role: Role::Prefill,
+                index: i as u16,
+            }
         } else {
-            NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
+            NodeId {
+                role: Role::Decode,
+                index: (i - self.prefill.len()) as u16,
+            }
         };
         let restart_after_ms = self.cfg.faults.crash_restart_ms;
-        self.after(Duration(0), Ev::Crash { node, restart_after_ms });
+        self.after(
+            Duration(0),
+            Ev::Crash {
+                node,
+                restart_after_ms,
+            },
+        );
     }
 }

@@ -28,7 +28,10 @@ impl MetaSlots {
         self.free.pop_front()
     }
     pub fn release(&mut self, slot: u32) {
-        assert!(!self.free.contains(&slot), "metadata slot {slot} released twice");
+        assert!(
+            !self.free.contains(&slot),
+            "metadata slot {slot} released twice"
+        );
         if self.zero_on_free {
             self.rows[slot as usize] = MetaRow::default();
         }
@@ -44,6 +47,9 @@ impl MetaSlots {
         self.rows.len() - self.free.len()
     }
     pub fn invariants(&self) {
-        assert!(self.free.len() <= self.rows.len(), "more free metadata slots than slots");
+        assert!(
+            self.free.len() <= self.rows.len(),
+            "more free metadata slots than slots"
+        );
     }
 }

@@ -75,11 +75,20 @@ pub struct PrefillNode {
 
 impl PrefillNode {
     pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> PrefillNode {
-        let id = NodeId { role: Role::Prefill, index };
+        let id = NodeId {
+            role: Role::Prefill,
+            index,
+        };
         PrefillNode {
             index,
             pool_tokens: c.pool_tokens,
-            pool: Pool::new(id, c.pool_tokens, k.page_size, k.free_list_policy, k.zero_on_free),
+            pool: Pool::new(
+                id,
+                c.pool_tokens,
+                k.page_size,
+                k.free_list_policy,
+                k.zero_on_free,
+            ),
             meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
             meta_slots: c.metadata_slots,
             meta_zero: k.metadata_zero_on_free.on(),
@@ -99,7 +108,10 @@ impl PrefillNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId { role: Role::Prefill, index: self.index }
+        NodeId {
+            role: Role::Prefill,
+            index: self.index,
+        }
     }
 
     pub fn load(&self) -> usize {
@@ -110,11 +122,24 @@ impl PrefillNode {
         self.pool.invariants();
         self.meta.invariants();
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
-        let tracked = self.reqs.values().filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining).count();
-        assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
+        let tracked = self
+            .reqs
+            .values()
+            .filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining)
+            .count();
+        assert_eq!(
+            queued, tracked,
+            "prefill-{} at {now}: queues and request table disagree",
+            self.index
+        );
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
         let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum();
-        assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
+        assert_eq!(
+            cached + owned,
+            self.pool.held_pages(),
+            "prefill-{} at {now}: page accounting",
+            self.index
+        );
     }
 
     /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
@@ -122,7 +147,14 @@ impl PrefillNode {
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
-        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
+        (pages > 0 || slots > 0).then(|| {
+            (
+                self.id(),
+                pages,
+                slots,
+                self.reqs.keys().map(|r| r.0).collect(),
+            )
+        })
     }
 }
 
@@ -133,29 +165,44 @@ impl World {
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].prefill;
-        let node_id = NodeId { role: Role::Prefill, index: n };
+        let node_id = NodeId {
+            role: Role::Prefill,
+            index: n,
+        };
         if !self.prefill[n as usize].alive {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Prefill, 503);
             return;
         }
         let k = &self.cfg.knobs;
-        let (len, pending_abort) =
-            match intake(k, self.cfg.context_len, self.prefill[n as usize].pool_tokens, self.reqs[r.idx()].prompt_tokens) {
-                Intake::Accept(len) => (len, None),
-                Intake::Stub { status, reason } => {
-                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                    (1, Some(status))
-                }
-                Intake::Reject { status, reason } => {
-                    self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                    self.leg_result(r, Role::Prefill, status);
-                    self.notify_decode_of_abort(r, status);
-                    return;
-                }
-            };
+        let (len, pending_abort) = match intake(
+            k,
+            self.cfg.context_len,
+            self.prefill[n as usize].pool_tokens,
+            self.reqs[r.idx()].prompt_tokens,
+        ) {
+            Intake::Accept(len) => (len, None),
+            Intake::Stub { status, reason } => {
+                self.reqs[r.idx()]
+                    .rejected
+                    .get_or_insert((status, node_id, reason));
+                (1, Some(status))
+            }
+            Intake::Reject { status, reason } => {
+                self.reqs[r.idx()]
+                    .rejected
+                    .get_or_insert((status, node_id, reason));
+                self.leg_result(r, Role::Prefill, status);
+                self.notify_decode_of_abort(r, status);
+                return;
+            }
+        };
         let dst = self.pnode(n).pending_dst.remove(&r);
-        let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
+        let sender = if dst.is_some() {
+            SenderState::WaitingForInput
+        } else {
+            SenderState::Bootstrapping
+        };
         let now = self.now;
         let epoch = self.prefill[n as usize].epoch;
         let node = self.pnode(n);
@@ -180,14 +227,30 @@ impl World {
         );
         node.bootstrap.push(r);
         let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
-        self.after(t, Ev::Timeout { r, kind: TimeoutKind::Bootstrap, node: node_id, epoch });
+        self.after(
+            t,
+            Ev::Timeout {
+                r,
+                kind: TimeoutKind::Bootstrap,
+                node: node_id,
+                epoch,
+            },
+        );
         self.tick(node_id);
     }
 
     fn notify_decode_of_abort(&mut self, r: RequestId, status: u16) {
         if self.cfg.knobs.prefill_abort_notifies_decode.on() {
             let lat = self.msg_latency();
-            self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });
+            self.after(
+                lat,
+                Ev::AbortAt {
+                    r,
+                    role: Role::Decode,
+                    status,
+                    from_decode: false,
+                },
+            );
         }
     }
 
@@ -195,7 +258,8 @@ impl World {
         if !self.prefill[n as usize].alive {
             return;
         }
-        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n as usize].reqs.contains_key(&r);
+        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some()
+            || self.prefill[n as usize].reqs.contains_key(&r);
         let node = self.pnode(n);
         let Some(pr) = node.reqs.get_mut(&r) else {
             if !leg_arrived {
@@ -211,7 +275,10 @@ impl World {
             let (from, to) = (pr.sent_pages, pr.num_pages);
             self.prefill_send(n, r, from, to, true);
         }
-        self.tick(NodeId { role: Role::Prefill, index: n });
+        self.tick(NodeId {
+            role: Role::Prefill,
+            index: n,
+        });
     }
 
     /// Retires a request with an error: its leg answers, pages and slot are released.
@@ -235,7 +302,13 @@ impl World {
     /// Frees or caches a request's pages and its metadata slot, and forgets it.
     fn prefill_release(&mut self, n: u16, r: RequestId, cache: bool) {
         let radix = self.cfg.knobs.prefill_cache == PrefillCache::Radix;
-        let Some(pr) = self.pnode(n).reqs.remove(&r) else { return };
+        let Some(pr) = self.pnode(n).reqs.remove(&r) else {
+            return;
+        };
+        self.tick(NodeId {
+            role: Role::Prefill,
+            index: n,
+        });
         if let Some(s) = pr.meta_slot {
             self.pnode(n).meta.release(s);
         }
@@ -249,18 +322,31 @@ impl World {
         } else {
             let bad = self.pnode(n).pool.free(&pr.pages, Holder::Req(r));
             let pool = self.prefill[n as usize].id();
-            self.mem(MemOp::Free { pool, r, pages: pr.pages });
+            self.mem(MemOp::Free {
+                pool,
+                r,
+                pages: pr.pages,
+            });
             self.note_bad_frees(pool, r, bad);
         }
     }
 
     fn evict_cache_for(&mut self, n: u16, need: u64) {
         while self.prefill[n as usize].pool.free_pages() < need {
-            let Some((owner, pages)) = self.pnode(n).cache.pop_front() else { return };
+            let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
+                return;
+            };
             let bad = self.pnode(n).pool.free(&pages, Holder::Cache);
-            assert!(bad.is_empty(), "prefill-{n}: evicted cache pages were not held by the cache");
+            assert!(
+                bad.is_empty(),
+                "prefill-{n}: evicted cache pages were not held by the cache"
+            );
             let pool = self.prefill[n as usize].id();
-            self.mem(MemOp::Free { pool, r: owner, pages });
+            self.mem(MemOp::Free {
+                pool,
+                r: owner,
+                pages,
+            });
         }
     }
 
@@ -312,8 +398,8 @@ impl World {
                 }
                 SenderState::Failed => {
                     self.prefill_remove_from_queues(n, r);
-                    self.prefill_release(n, r, false);
                     self.leg_result(r, Role::Prefill, 500);
+                    self.prefill_release_or_drain(n, r, false);
                 }
                 _ => {}
             }
@@ -339,17 +425,24 @@ impl World {
             let (from, to) = (pr.prefilled, pr.prefilled + chunk);
             let need = self.pages_for(to) - pages_in(&pr.pages);
             self.evict_cache_for(n, need);
-            let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else { break };
+            let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
+                break;
+            };
             let pool = self.prefill[n as usize].id();
             if need > 0 {
-                self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
+                self.mem(MemOp::Alloc {
+                    pool,
+                    r,
+                    pages: runs.clone(),
+                });
             }
             let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
             for run in runs {
                 push_run(&mut pr.pages, run);
             }
             let ctx_k = (from + chunk / 2) / 1000;
-            cost_ns += chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
+            cost_ns +=
+                chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
             batch.push((r, from, to));
             budget -= chunk;
             if to < pr.len || budget == 0 {
@@ -375,7 +468,9 @@ impl World {
         self.pnode(n).busy = false;
         let pool_id = self.prefill[n as usize].id();
         for (r, from, to) in batch {
-            let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { continue };
+            let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+                continue;
+            };
             if pr.phase != PPhase::Waiting {
                 continue;
             }
@@ -385,14 +480,34 @@ impl World {
             let now = self.now;
             let rep = self.pnode(n).pool.write(&pages, from, to, tenant, r, now);
             let mut slots = Vec::new();
-            self.prefill[n as usize].pool.map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            self.prefill[n as usize]
+                .pool
+                .map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
+            self.mem(MemOp::Write {
+                pool: pool_id,
+                r,
+                tenant,
+                slots,
+            });
             self.note_foreign_writes(pool_id, r, rep, "prefill write");
             // Prefill attention over everything computed so far.
-            let s = summarize(&self.prefill[n as usize].pool, &pages, 0, to, r, tenant, &|_, _| false);
+            let s = summarize(
+                &self.prefill[n as usize].pool,
+                &pages,
+                0,
+                to,
+                r,
+                tenant,
+                &|_, _| false,
+            );
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);
-            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
+            self.mem(MemOp::Read {
+                pool: pool_id,
+                r,
+                tenant,
+                seq_len: to,
+            });
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {
                 let whole = to / self.page_size();
@@ -416,7 +531,15 @@ impl World {
                 let status = pending.unwrap_or(200);
                 self.leg_result(r, Role::Prefill, status);
                 let lease = Duration::from_ms(k.source_lease_ms);
-                self.after(lease, Ev::Timeout { r, kind: TimeoutKind::SourceLease, node: pool_id, epoch });
+                self.after(
+                    lease,
+                    Ev::Timeout {
+                        r,
+                        kind: TimeoutKind::SourceLease,
+                        node: pool_id,
+                        epoch,
+                    },
+                );
                 if has_dst {
                     self.prefill_send(n, r, sent, num, true);
                 }
@@ -435,7 +558,9 @@ impl World {
         let node = &self.prefill[n as usize];
         let pr = &node.reqs[&r];
         let dst = pr.dst.clone().expect("sending requires decode's page list");
-        let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
+        let count = to
+            .saturating_sub(from)
+            .min(pages_in(&dst.pages).saturating_sub(from));
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
         let room = self.reqs[r.idx()].room;
@@ -465,31 +590,41 @@ impl World {
                 w.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         };
-        let hold = self.cfg.knobs.prefill_abort_release == PrefillRelease::HoldSourceUntilDrained;
         let Some(pr) = self.pnode(n).reqs.get_mut(&r) else {
             ack(self);
             return;
         };
         pr.sender = SenderState::Failed;
-        let drained = pr.jobs_in_flight == 0 && pr.lands_pending == 0;
         if pr.phase == PPhase::Draining {
             pr.ack_decode |= from_decode;
             return;
         }
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
-        if hold && !drained {
-            let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
+        if !self.prefill_release_or_drain(n, r, from_decode) {
+            ack(self);
+        }
+    }
+
+    /// Releases a failed request's source pages now, or (with `hold_source_until_drained`) once
+    /// its in-flight transfers have landed. Returns true when the release (and any ack to decode)
+    /// was deferred to the drain.
+    fn prefill_release_or_drain(&mut self, n: u16, r: RequestId, ack_decode: bool) -> bool {
+        let hold = self.cfg.knobs.prefill_abort_release == PrefillRelease::HoldSourceUntilDrained;
+        let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
+        if hold && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
             pr.phase = PPhase::Draining;
-            pr.ack_decode = from_decode;
-            return;
+            pr.ack_decode = ack_decode;
+            return true;
         }
         self.prefill_release(n, r, false);
-        ack(self);
+        false
     }
 
     pub(crate) fn prefill_maybe_drained(&mut self, n: u16, r: RequestId) {
-        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { return };
+        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+            return;
+        };
         if pr.phase == PPhase::Draining && pr.jobs_in_flight == 0 && pr.lands_pending == 0 {
             let ack = pr.ack_decode;
             self.prefill_release(n, r, false);
@@ -499,7 +634,10 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAck { r, decode, epoch });
             }
-        } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
+        } else if pr.phase == PPhase::Held
+            && pr.sender == SenderState::Success
+            && pr.jobs_in_flight == 0
+        {
             self.prefill_release(n, r, true);
         }
     }
@@ -508,9 +646,14 @@ impl World {
         if self.prefill[n as usize].epoch != epoch {
             return;
         }
-        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else { return };
+        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+            return;
+        };
         match (kind, pr.phase) {
-            (TimeoutKind::Bootstrap, PPhase::Bootstrap) => self.prefill_retire(n, r, 500),
+            (TimeoutKind::Bootstrap, PPhase::Bootstrap) => {
+                self.reqs[r.idx()].timed_out = true;
+                self.prefill_retire(n, r, 500)
+            }
             (TimeoutKind::SourceLease, PPhase::Held) => self.prefill_release(n, r, false),
             _ => {}
         }
@@ -538,7 +681,11 @@ impl World {
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         let epoch = node.epoch;
-        self.mem(MemOp::Reset { pool, pages, page_size });
+        self.mem(MemOp::Reset {
+            pool,
+            pages,
+            page_size,
+        });
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
         self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
     }

@@ -3,8 +3,8 @@
 //! in which every knob is explicit. Parsing takes text, not paths: the caller reads the file.
 
 use crate::config::{
-    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RequestSpec, RouterPolicy,
-    ScriptedFault, SimConfig,
+    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RequestSpec,
+    RouterPolicy, ScriptedFault, SimConfig,
 };
 use crate::types::Ratio;
 use serde::Deserialize;
@@ -144,7 +144,11 @@ pub struct Scenario {
 
 /// 1-based line of byte offset `at`.
 fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+    text[..at.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
 }
 
 /// Finds the line of `key` inside the `nth` occurrence of table `table` (`""` = top level).
@@ -155,7 +159,12 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
     for (i, raw) in text.lines().enumerate() {
         let l = raw.trim();
         if l.starts_with('[') {
-            let name = l.trim_start_matches('[').split(']').next().unwrap_or("").trim();
+            let name = l
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim();
             in_table = false;
             if name == table {
                 if seen == nth {
@@ -188,9 +197,18 @@ impl Scenario {
                 .and_then(|l| text.lines().nth(l - 1))
                 .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
                 .unwrap_or_default();
-            ScenarioError { file: file.to_string(), line, key, message: e.message().trim().to_string() }
+            ScenarioError {
+                file: file.to_string(),
+                line,
+                key,
+                message: e.message().trim().to_string(),
+            }
         })?;
-        Ok(Scenario { file: file.to_string(), text: text.to_string(), spec })
+        Ok(Scenario {
+            file: file.to_string(),
+            text: text.to_string(),
+            spec,
+        })
     }
 
     fn err(&self, table: &str, nth: usize, key: &str, message: impl Into<String>) -> ScenarioError {
@@ -199,7 +217,12 @@ impl Scenario {
             (t, "") => t.to_string(),
             (t, k) => format!("{t}.{k}"),
         };
-        ScenarioError { file: self.file.clone(), line: locate(&self.text, table, nth, key), key: shown, message: message.into() }
+        ScenarioError {
+            file: self.file.clone(),
+            line: locate(&self.text, table, nth, key),
+            key: shown,
+            message: message.into(),
+        }
     }
 
     fn ratio(&self, table: &str, key: &str, v: &Option<String>) -> Result<Ratio, ScenarioError> {
@@ -212,13 +235,26 @@ impl Scenario {
     /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`.
     fn knobs(&self, profile: &str, set: &[(String, String)]) -> Result<Knobs, ScenarioError> {
         let p = config::profile(profile).ok_or_else(|| {
-            self.err("", 0, "profile", format!("unknown profile `{profile}` (known: {})", config::profile_names()))
+            self.err(
+                "",
+                0,
+                "profile",
+                format!(
+                    "unknown profile `{profile}` (known: {})",
+                    config::profile_names()
+                ),
+            )
         })?;
         let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
         let mut origin: Vec<(String, Option<usize>)> = Vec::new();
         for (k, v) in self.spec.knobs.clone().unwrap_or_default() {
             if !table.contains_key(&k) {
-                return Err(self.err("knobs", 0, &k, format!("unknown knob (known: {})", config::knob_names().join(", "))));
+                return Err(self.err(
+                    "knobs",
+                    0,
+                    &k,
+                    format!("unknown knob (known: {})", config::knob_names().join(", ")),
+                ));
             }
             origin.push((k.clone(), locate(&self.text, "knobs", 0, &k)));
             table.insert(k, v);
@@ -245,8 +281,17 @@ impl Scenario {
             one.insert(k.clone(), v.clone());
             if let Err(e) = Knobs::deserialize(one) {
                 let line = origin.iter().find(|(o, _)| o == k).and_then(|(_, l)| *l);
-                let file = if line.is_some() || origin.iter().any(|(o, _)| o == k) { self.file.clone() } else { "--set".into() };
-                return Err(ScenarioError { file, line, key: format!("knobs.{k}"), message: e.message().trim().to_string() });
+                let file = if line.is_some() || origin.iter().any(|(o, _)| o == k) {
+                    self.file.clone()
+                } else {
+                    "--set".into()
+                };
+                return Err(ScenarioError {
+                    file,
+                    line,
+                    key: format!("knobs.{k}"),
+                    message: e.message().trim().to_string(),
+                });
             }
         }
         Ok(Knobs::deserialize(table).expect("each knob checked"))
@@ -255,7 +300,11 @@ impl Scenario {
     /// The fully resolved configuration.
     pub fn resolve(&self, o: &Overrides) -> Result<SimConfig, ScenarioError> {
         let s = &self.spec;
-        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
+        let profile = o
+            .profile
+            .clone()
+            .or_else(|| s.profile.clone())
+            .unwrap_or_else(|| "sglang-0.5.16".into());
         let knobs = self.knobs(&profile, &o.set)?;
         let knob_err = |key: &str, m: &str| ScenarioError {
             file: self.file.clone(),
@@ -265,31 +314,55 @@ impl Scenario {
         };
         let ps = knobs.page_size;
         if ps == 0 || ps > 1 << 16 {
-            return Err(knob_err("page_size", "page size must be between 1 and 65536"));
+            return Err(knob_err(
+                "page_size",
+                "page size must be between 1 and 65536",
+            ));
         }
         if knobs.chunked_prefill_size == 0 {
             return Err(knob_err("chunked_prefill_size", "must be at least 1"));
         }
         if knobs.heartbeat_failures == 0 || knobs.heartbeat_interval_ms == 0 {
-            return Err(knob_err("heartbeat_failures", "heartbeats need an interval and a failure count of at least 1"));
+            return Err(knob_err(
+                "heartbeat_failures",
+                "heartbeats need an interval and a failure count of at least 1",
+            ));
         }
         if s.context_len < 2 {
             return Err(self.err("", 0, "context_len", "must be at least 2"));
         }
         let nodes = |groups: &[NodeGroup], table: &str| -> Result<Vec<NodeConfig>, ScenarioError> {
             if groups.is_empty() {
-                return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
+                return Err(self.err(
+                    table,
+                    0,
+                    "",
+                    format!("at least one [[{table}]] group is required"),
+                ));
             }
             let mut out = Vec::new();
             for (i, g) in groups.iter().enumerate() {
                 if g.pool_tokens < ps {
-                    return Err(self.err(table, i, "pool_tokens", format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens)));
+                    return Err(self.err(
+                        table,
+                        i,
+                        "pool_tokens",
+                        format!(
+                            "pool of {} tokens is smaller than one page ({ps} tokens)",
+                            g.pool_tokens
+                        ),
+                    ));
                 }
                 if g.pool_tokens % ps != 0 {
                     return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
                 }
                 if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
-                    return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
+                    return Err(self.err(
+                        table,
+                        i,
+                        "pool_tokens",
+                        "pool has too many pages (limit 2^31)",
+                    ));
                 }
                 let count = g.count.unwrap_or(1);
                 if count == 0 || count > 1024 {
@@ -298,10 +371,23 @@ impl Scenario {
                 let slots = g.metadata_slots.unwrap_or(1024);
                 let running = g.max_running_requests.unwrap_or(256);
                 if slots == 0 || running == 0 {
-                    return Err(self.err(table, i, if slots == 0 { "metadata_slots" } else { "max_running_requests" }, "must be at least 1"));
+                    return Err(self.err(
+                        table,
+                        i,
+                        if slots == 0 {
+                            "metadata_slots"
+                        } else {
+                            "max_running_requests"
+                        },
+                        "must be at least 1",
+                    ));
                 }
                 for _ in 0..count {
-                    out.push(NodeConfig { pool_tokens: g.pool_tokens, metadata_slots: slots, max_running_requests: running });
+                    out.push(NodeConfig {
+                        pool_tokens: g.pool_tokens,
+                        metadata_slots: slots,
+                        max_running_requests: running,
+                    });
                 }
             }
             Ok(out)
@@ -312,7 +398,7 @@ impl Scenario {
         let cost = CostConfig {
             prefill_base_us: c.prefill_base_us.unwrap_or(5_000),
             prefill_ns_per_token: c.prefill_ns_per_token.unwrap_or(30_000),
-            prefill_ns_per_token_per_kctx: c.prefill_ns_per_token_per_kctx.unwrap_or(100),
+            prefill_ns_per_token_per_kctx: c.prefill_ns_per_token_per_kctx.unwrap_or(20),
             decode_step_base_us: c.decode_step_base_us.unwrap_or(25_000),
             decode_ns_per_kkv: c.decode_ns_per_kkv.unwrap_or(2_000),
             kv_bytes_per_token: c.kv_bytes_per_token.unwrap_or(70_000),
@@ -321,7 +407,12 @@ impl Scenario {
             message_latency_us: c.message_latency_us.unwrap_or(200),
         };
         if cost.transfer_bytes_per_us == 0 {
-            return Err(self.err("cost", 0, "transfer_bytes_per_us", "bandwidth must be positive"));
+            return Err(self.err(
+                "cost",
+                0,
+                "transfer_bytes_per_us",
+                "bandwidth must be positive",
+            ));
         }
         let generator = match &s.workload {
             None => None,
@@ -332,12 +423,25 @@ impl Scenario {
                 if w.requests > 10_000_000 {
                     return Err(self.err("workload", 0, "requests", "at most 10,000,000 requests"));
                 }
-                for (key, b) in [("prompt_tokens", &w.prompt_tokens), ("output_tokens", &w.output_tokens)] {
+                for (key, b) in [
+                    ("prompt_tokens", &w.prompt_tokens),
+                    ("output_tokens", &w.output_tokens),
+                ] {
                     if b.iter().map(|x| x.weight).sum::<u64>() == 0 {
-                        return Err(self.err("workload", 0, key, "buckets need a positive total weight"));
+                        return Err(self.err(
+                            "workload",
+                            0,
+                            key,
+                            "buckets need a positive total weight",
+                        ));
                     }
                     if let Some(x) = b.iter().find(|x| x.min > x.max || x.min == 0) {
-                        return Err(self.err("workload", 0, key, format!("bucket {}..={} is empty or starts at 0", x.min, x.max)));
+                        return Err(self.err(
+                            "workload",
+                            0,
+                            key,
+                            format!("bucket {}..={} is empty or starts at 0", x.min, x.max),
+                        ));
                     }
                 }
                 Some(GeneratorConfig {
@@ -355,7 +459,11 @@ impl Scenario {
         let mut requests = Vec::new();
         for (i, r) in s.request.iter().enumerate() {
             if r.prompt_tokens == 0 || r.output_tokens == 0 {
-                let key = if r.prompt_tokens == 0 { "prompt_tokens" } else { "output_tokens" };
+                let key = if r.prompt_tokens == 0 {
+                    "prompt_tokens"
+                } else {
+                    "output_tokens"
+                };
                 return Err(self.err("request", i, key, "must be at least 1"));
             }
             if let Some(a) = r.abort_at_ms {
@@ -374,7 +482,12 @@ impl Scenario {
         }
         let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
         if total == 0 {
-            return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
+            return Err(self.err(
+                "",
+                0,
+                "",
+                "no requests: add a [workload] or [[request]] entries",
+            ));
         }
         let f = s.faults.clone().unwrap_or_default();
         for (i, sf) in f.script.iter().enumerate() {
@@ -388,14 +501,26 @@ impl Scenario {
                             "decode" => idx < decode.len(),
                             _ => false,
                         });
-                    (!ok).then(|| format!("no node `{node}` (prefill-0..{}, decode-0..{})", prefill.len() - 1, decode.len() - 1))
+                    (!ok).then(|| {
+                        format!(
+                            "no node `{node}` (prefill-0..{}, decode-0..{})",
+                            prefill.len() - 1,
+                            decode.len() - 1
+                        )
+                    })
                 }
-                ScriptedFault::TransferFail { request } | ScriptedFault::Delay { request, .. } | ScriptedFault::VisibilityLag { request, .. } => {
-                    (u64::from(*request) >= total).then(|| format!("request {request} does not exist ({total} requests)"))
-                }
+                ScriptedFault::TransferFail { request }
+                | ScriptedFault::Delay { request, .. }
+                | ScriptedFault::VisibilityLag { request, .. } => (u64::from(*request) >= total)
+                    .then(|| format!("request {request} does not exist ({total} requests)")),
             };
             if let Some(m) = bad {
-                return Err(ScenarioError { file: self.file.clone(), line: locate(&self.text, "faults.script", i, "kind"), key: format!("faults.script[{i}]"), message: m });
+                return Err(ScenarioError {
+                    file: self.file.clone(),
+                    line: locate(&self.text, "faults.script", i, "kind"),
+                    key: format!("faults.script[{i}]"),
+                    message: m,
+                });
             }
         }
         let faults = FaultConfig {
@@ -410,7 +535,10 @@ impl Scenario {
             script: f.script.clone(),
         };
         let name = s.name.clone().unwrap_or_else(|| {
-            std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
+            std::path::Path::new(&self.file)
+                .file_stem()
+                .map(|x| x.to_string_lossy().into_owned())
+                .unwrap_or_default()
         });
         Ok(SimConfig {
             name,
@@ -420,7 +548,10 @@ impl Scenario {
             context_len: s.context_len,
             prefill,
             decode,
-            router_policy: s.router.as_ref().map_or(RouterPolicy::RoundRobin, |r| r.policy),
+            router_policy: s
+                .router
+                .as_ref()
+                .map_or(RouterPolicy::RoundRobin, |r| r.policy),
             cost,
             generator,
             requests,

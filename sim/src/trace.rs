@@ -17,15 +17,42 @@ use std::hash::{Hash, Hasher};
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum MemOp {
     /// A pool (re)created as zeros: at start and at a node restart.
-    Reset { pool: PoolId, pages: u32, page_size: u64 },
-    Alloc { pool: PoolId, r: RequestId, pages: Vec<Run> },
-    Free { pool: PoolId, r: RequestId, pages: Vec<Run> },
+    Reset {
+        pool: PoolId,
+        pages: u32,
+        page_size: u64,
+    },
+    Alloc {
+        pool: PoolId,
+        r: RequestId,
+        pages: Vec<Run>,
+    },
+    Free {
+        pool: PoolId,
+        r: RequestId,
+        pages: Vec<Run>,
+    },
     /// Positions `pos..pos+len` of request `r` written at physical slots `slot..slot+len`.
-    Write { pool: PoolId, r: RequestId, tenant: TenantId, slots: Vec<(u64, u64, u64)> },
+    Write {
+        pool: PoolId,
+        r: RequestId,
+        tenant: TenantId,
+        slots: Vec<(u64, u64, u64)>,
+    },
     /// Whole pages copied from one pool into another (pages as (src, dst, count) runs).
-    Copy { src: PoolId, dst: PoolId, r: RequestId, pages: Vec<(u32, u32, u32)> },
+    Copy {
+        src: PoolId,
+        dst: PoolId,
+        r: RequestId,
+        pages: Vec<(u32, u32, u32)>,
+    },
     /// An attention read of positions `0..seq_len` of `r`'s block table.
-    Read { pool: PoolId, r: RequestId, tenant: TenantId, seq_len: u64 },
+    Read {
+        pool: PoolId,
+        r: RequestId,
+        tenant: TenantId,
+        seq_len: u64,
+    },
 }
 
 /// One line of the run's record.
@@ -34,7 +61,11 @@ pub enum MemOp {
 pub enum TraceRecord {
     Event(Ev),
     Mem(MemOp),
-    Response { r: RequestId, status: u16, tokens: u64 },
+    Response {
+        r: RequestId,
+        status: u16,
+        tokens: u64,
+    },
 }
 
 /// Receives every record with its virtual time.
@@ -51,7 +82,11 @@ pub struct Tracer {
 
 impl Tracer {
     pub fn new(sink: Option<Box<dyn TraceSink>>) -> Tracer {
-        Tracer { hasher: StableHasher::default(), records: 0, sink }
+        Tracer {
+            hasher: StableHasher::default(),
+            records: 0,
+            sink,
+        }
     }
 
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {

@@ -47,7 +47,10 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|e| format!("--reps: {e}"))?
             }
             "-h" | "--help" => {
-                return Err("usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]".into())
+                return Err(
+                    "usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]"
+                        .into(),
+                )
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -102,6 +105,15 @@ fn header() {
     );
 }
 
+/// Wall-clock seconds of `f`. A benchmark times real work: the workspace's ban on the wall
+/// clock protects the simulator's virtual time and does not apply to this binary.
+#[allow(clippy::disallowed_methods)]
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t = Instant::now();
+    let out = f();
+    (out, t.elapsed().as_secs_f64())
+}
+
 fn run_cuda(args: &Args) -> Result<bool, GpuError> {
     let mut cuda = CudaBackend::new()?;
     cuda.set_repetitions(args.reps);
@@ -110,9 +122,8 @@ fn run_cuda(args: &Args) -> Result<bool, GpuError> {
     header();
     let mut all_ok = true;
     for bp in bench_programs(args.full) {
-        let t = Instant::now();
-        let dev = cuda.run(&bp.program)?;
-        let wall = t.elapsed().as_secs_f64();
+        let (dev, wall) = timed(|| cuda.run(&bp.program));
+        let dev = dev?;
         let (r, cpu, timing) = (&dev[0], &cuda.last_reference()[0], cuda.last_timings()[0]);
         let diff = r.max_abs_diff_vs_cpu.unwrap_or(f64::NAN);
         let ok = bp.accepts(r.foreign_share, r.zeros_share)
@@ -154,9 +165,8 @@ fn run_cpu(args: &Args) -> Result<bool, GpuError> {
     header();
     let mut all_ok = true;
     for bp in bench_programs(args.full) {
-        let t = Instant::now();
-        let r = cpu.run(&bp.program)?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let (r, secs) = timed(|| cpu.run(&bp.program));
+        let (r, ms) = (r?, secs * 1e3);
         let ok = check_cpu(&bp, r[0].foreign_share, r[0].zeros_share);
         println!(
             "{:<15} {:>8} {:>10} {:>10.6} {:>9} {:>9.1} {:>9} {:>9} {:>7}  {}",

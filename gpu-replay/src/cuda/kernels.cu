@@ -12,6 +12,9 @@
 // Layout of a pool (K and V alike): [page][slot in page][kv head][head dim], so slot s of
 // KV head g starts at element (s * KVH + g) * HD.
 //
+// KVSIM_EMU (tests/emu/emu.h) builds the same source as host C++ to check its logic on
+// machines without a GPU; it only swaps the two f16 conversion instructions.
+//
 // The hash below is a line-for-line copy of src/values.rs (elem_seed, elem_value); the
 // arithmetic follows src/cpu.rs (q pre-scaled by 1/sqrt(HD), f32 accumulation, a softmax
 // per partition merged by running max).
@@ -45,6 +48,8 @@ __device__ __forceinline__ float to_f32(store_t x) {
     return x;
 #elif defined(STORE_BF16)
     return __uint_as_float(((unsigned int)x) << 16);
+#elif defined(KVSIM_EMU)
+    return emu_f16_to_f32(x);  // host emulation (tests/emu/emu.h)
 #else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
@@ -59,6 +64,8 @@ __device__ __forceinline__ store_t from_f32(float f) {
     unsigned int u = __float_as_uint(f);
     u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (values are finite)
     return (store_t)(u >> 16);
+#elif defined(KVSIM_EMU)
+    return emu_f32_to_f16(f);  // host emulation (tests/emu/emu.h)
 #else
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));

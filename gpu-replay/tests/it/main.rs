@@ -1,5 +1,6 @@
 //! Integration tests of kvsim-gpu: one binary, one module per area.
 
+mod emu;
 mod format;
 mod nvrtc;
 mod props;

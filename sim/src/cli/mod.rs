@@ -7,7 +7,11 @@ use kvsim::report::{exit, Report};
 use kvsim::scenario::{Overrides, Scenario, ScenarioError};
 
 #[derive(Parser)]
-#[command(name = "kvsim", version, about = "Deterministic simulator and fuzzer for disaggregated LLM serving: finds cross-tenant KV reads")]
+#[command(
+    name = "kvsim",
+    version,
+    about = "Deterministic simulator and fuzzer for disaggregated LLM serving: finds cross-tenant KV reads"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -65,12 +69,19 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         };
         set.push((k.trim().to_string(), v.trim().to_string()));
     }
-    sc.resolve(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set })
+    sc.resolve(&Overrides {
+        profile: opts.profile.clone(),
+        seed: opts.seed,
+        set,
+    })
 }
 
 /// The exact command that reproduces a run.
 pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
-    let mut s = format!("kvsim run {path} --seed {} --profile {}", cfg.seed, cfg.profile);
+    let mut s = format!(
+        "kvsim run {path} --seed {} --profile {}",
+        cfg.seed, cfg.profile
+    );
     for kv in &opts.set {
         s.push_str(&format!(" --set {kv}"));
     }
@@ -82,11 +93,20 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { exit::BAD_INPUT } else { exit::CLEAN };
+            return if e.use_stderr() {
+                exit::BAD_INPUT
+            } else {
+                exit::CLEAN
+            };
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, check_determinism } => cmd_run(&scenario, &opts, json, check_determinism),
+        Cmd::Run {
+            scenario,
+            opts,
+            json,
+            check_determinism,
+        } => cmd_run(&scenario, &opts, json, check_determinism),
         Cmd::Profiles => cmd_profiles(),
     }
 }
@@ -112,10 +132,16 @@ fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool) -> i
             );
             return exit::DIVERGED;
         }
-        eprintln!("determinism check passed: both runs hashed {} over {} events", h2, again.events);
+        eprintln!(
+            "determinism check passed: both runs hashed {} over {} events",
+            h2, again.events
+        );
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
     } else {
         print!("{}", report.text());
     }

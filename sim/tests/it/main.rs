@@ -1,0 +1,54 @@
+//! kvsim's integration tests: one binary, a module per area.
+
+mod bad_input;
+mod determinism;
+mod incident;
+mod invariants;
+
+use kvsim::config::SimConfig;
+use kvsim::scenario::{Overrides, Scenario};
+use std::path::PathBuf;
+
+/// The repository's `scenarios/` folder.
+pub fn scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+}
+
+/// Loads and resolves a shipped scenario with optional profile and overrides.
+pub fn load(rel: &str, profile: Option<&str>, set: &[(&str, &str)]) -> SimConfig {
+    let path = scenarios_dir().join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let sc = Scenario::parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
+    let o = Overrides {
+        profile: profile.map(str::to_string),
+        seed: None,
+        set: set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    sc.resolve(&o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every `.toml` under `scenarios/`, relative paths, sorted.
+pub fn all_scenarios() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![scenarios_dir()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "toml") {
+                out.push(
+                    p.strip_prefix(scenarios_dir())
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
+}
