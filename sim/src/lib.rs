@@ -12,6 +12,7 @@ pub mod extent;
 pub mod faults;
 pub mod intake;
 pub mod metadata;
+pub mod picture;
 pub mod pool;
 pub mod prefill;
 pub mod report;
@@ -30,6 +31,14 @@ use world::World;
 /// Runs a configuration to the end and returns the finished world.
 pub fn simulate(cfg: SimConfig, sink: Option<Box<dyn TraceSink>>, check_invariants: bool) -> World {
     let mut w = World::new(cfg, Tracer::new(sink));
+    w.check_invariants = check_invariants;
+    w.run();
+    w
+}
+
+/// Like `simulate`, keeping every trace record in memory (`w.tracer.collected`).
+pub fn simulate_collect(cfg: SimConfig, check_invariants: bool) -> World {
+    let mut w = World::new(cfg, Tracer::collecting(None));
     w.check_invariants = check_invariants;
     w.run();
     w

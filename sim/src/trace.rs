@@ -78,6 +78,8 @@ pub struct Tracer {
     hasher: StableHasher,
     pub records: u64,
     sink: Option<Box<dyn TraceSink>>,
+    /// Records kept in memory when built with `Tracer::collecting` (pictures, tests).
+    pub collected: Option<Vec<(Instant, TraceRecord)>>,
 }
 
 impl Tracer {
@@ -95,6 +97,9 @@ impl Tracer {
         self.records += 1;
         if let Some(s) = self.sink.as_mut() {
             s.record(at, &rec);
+        }
+        if let Some(c) = self.collected.as_mut() {
+            c.push((at, rec));
         }
     }
 

@@ -1,0 +1,1 @@
+//! Perfetto / Chrome trace-event JSON of a run.

@@ -1,0 +1,1 @@
+//! An SVG page map of a run.
