@@ -88,6 +88,15 @@ impl Tracer {
             hasher: StableHasher::default(),
             records: 0,
             sink,
+            collected: None,
+        }
+    }
+
+    /// A tracer that also keeps every record in memory.
+    pub fn collecting(sink: Option<Box<dyn TraceSink>>) -> Tracer {
+        Tracer {
+            collected: Some(Vec::new()),
+            ..Tracer::new(sink)
         }
     }
 
