@@ -54,14 +54,7 @@ fn who(tenant: u32, request: u32) -> Writer {
 }
 
 /// A write of `pages` pages starting at `first_page`, positions from `first_pos`.
-pub fn write_pages(
-    pool: u32,
-    page_size: u32,
-    first_page: u32,
-    pages: u32,
-    first_pos: u64,
-    writer: Writer,
-) -> Op {
+pub fn write_pages(pool: u32, page_size: u32, first_page: u32, pages: u32, first_pos: u64, writer: Writer) -> Op {
     Op::Write {
         pool,
         slots: vec![SlotRun {
@@ -74,37 +67,19 @@ pub fn write_pages(
 }
 
 fn attend(pool: u32, reader: Writer, block_table: Vec<(u32, u32)>, seq_len: u64) -> Op {
-    Op::Attend {
-        id: 0,
-        pool,
-        reader,
-        block_table,
-        seq_len,
-    }
+    Op::Attend { id: 0, pool, reader, block_table, seq_len }
 }
 
 fn shape(heads: u32, kv_heads: u32, head_dim: u32, dtype: Dtype) -> AttnShape {
-    AttnShape {
-        heads,
-        kv_heads,
-        head_dim,
-        dtype,
-    }
+    AttnShape { heads, kv_heads, head_dim, dtype }
 }
 
 /// The reader reads only its own writes: foreign share 0.
 pub fn own_only() -> Program {
     let ps = 16;
     Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages: 256,
-            page_size: ps,
-        }],
-        ops: vec![
-            write_pages(0, ps, 0, 256, 0, who(5, 1)),
-            attend(0, who(5, 1), vec![(0, 256)], 4096),
-        ],
+        pools: vec![PoolSpec { pool: 0, pages: 256, page_size: ps }],
+        ops: vec![write_pages(0, ps, 0, 256, 0, who(5, 1)), attend(0, who(5, 1), vec![(0, 256)], 4096)],
         shape: AttnShape::default_small(),
     }
 }
@@ -114,17 +89,10 @@ pub fn own_only() -> Program {
 pub fn stale_foreign() -> Program {
     let ps = 64;
     Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages: 64,
-            page_size: ps,
-        }],
+        pools: vec![PoolSpec { pool: 0, pages: 64, page_size: ps }],
         ops: vec![
             write_pages(0, ps, 0, 64, 0, who(9, 1)),
-            Op::Free {
-                pool: 0,
-                pages: vec![(0, 64)],
-            },
+            Op::Free { pool: 0, pages: vec![(0, 64)] },
             write_pages(0, ps, 0, 8, 0, who(3, 2)),
             attend(0, who(3, 2), vec![(0, 64)], 4096),
         ],
@@ -135,11 +103,7 @@ pub fn stale_foreign() -> Program {
 /// A read over pages nobody wrote: zeros share exactly 1.
 pub fn never_written() -> Program {
     Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages: 64,
-            page_size: 16,
-        }],
+        pools: vec![PoolSpec { pool: 0, pages: 64, page_size: 16 }],
         ops: vec![attend(0, who(2, 1), vec![(10, 54), (0, 10)], 1000)],
         shape: shape(8, 2, 64, Dtype::Bf16),
     }
@@ -150,29 +114,11 @@ pub fn never_written() -> Program {
 pub fn copy_then_free() -> Program {
     let ps = 16;
     Program {
-        pools: vec![
-            PoolSpec {
-                pool: 0,
-                pages: 32,
-                page_size: ps,
-            },
-            PoolSpec {
-                pool: 1,
-                pages: 64,
-                page_size: ps,
-            },
-        ],
+        pools: vec![PoolSpec { pool: 0, pages: 32, page_size: ps }, PoolSpec { pool: 1, pages: 64, page_size: ps }],
         ops: vec![
             write_pages(0, ps, 4, 20, 0, who(1, 7)),
-            Op::Copy {
-                src_pool: 0,
-                dst_pool: 1,
-                pages: vec![(4, 40, 10), (14, 5, 10)],
-            },
-            Op::Free {
-                pool: 0,
-                pages: vec![(4, 20)],
-            },
+            Op::Copy { src_pool: 0, dst_pool: 1, pages: vec![(4, 40, 10), (14, 5, 10)] },
+            Op::Free { pool: 0, pages: vec![(4, 20)] },
             attend(1, who(2, 3), vec![(40, 10), (5, 10)], 320),
         ],
         shape: shape(4, 4, 32, Dtype::F32),
@@ -187,11 +133,7 @@ pub fn gqa_page1() -> Program {
     for t in 0..16u32 {
         ops.push(Op::Write {
             pool: 0,
-            slots: vec![SlotRun {
-                start_slot: u64::from(t * 512),
-                len: 512,
-                first_pos: 0,
-            }],
+            slots: vec![SlotRun { start_slot: u64::from(t * 512), len: 512, first_pos: 0 }],
             writer: who(100 + t, t),
         });
     }
@@ -199,11 +141,7 @@ pub fn gqa_page1() -> Program {
     let table = (0..slots).map(|i| ((i * 5) % slots, 1)).collect();
     ops.push(attend(0, who(100, 0), table, u64::from(slots)));
     Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages: slots,
-            page_size: 1,
-        }],
+        pools: vec![PoolSpec { pool: 0, pages: slots, page_size: 1 }],
         ops,
         shape: shape(32, 8, 128, Dtype::Bf16),
     }
@@ -215,78 +153,35 @@ pub fn gqa_page1() -> Program {
 /// 16-page runs. Foreign share about 1/2.
 pub fn full_scale_read(seq_len: u64, shape: AttnShape) -> Program {
     let ps = 64u32;
-    let pages = u32::try_from(seq_len / u64::from(ps))
-        .unwrap_or(u32::MAX)
-        .max(16)
-        & !15;
+    let pages = u32::try_from(seq_len / u64::from(ps)).unwrap_or(u32::MAX).max(16) & !15;
     let tenants = 512u32.min(pages / 16).max(1);
     let per_tenant = pages / tenants;
     let mut ops = Vec::new();
     for t in 0..tenants {
         let first = t * per_tenant;
-        let count = if t + 1 == tenants {
-            pages - first
-        } else {
-            per_tenant
-        };
+        let count = if t + 1 == tenants { pages - first } else { per_tenant };
         ops.push(write_pages(0, ps, first, count, 0, who(1000 + t, t)));
     }
-    ops.push(Op::Free {
-        pool: 0,
-        pages: vec![(0, pages)],
-    });
+    ops.push(Op::Free { pool: 0, pages: vec![(0, pages)] });
     ops.push(write_pages(0, ps, 0, pages / 2, 0, who(7, 1)));
     let table = (0..pages / 16).rev().map(|r| (r * 16, 16)).collect();
-    ops.push(attend(
-        0,
-        who(7, 1),
-        table,
-        u64::from(pages) * u64::from(ps),
-    ));
-    Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages,
-            page_size: ps,
-        }],
-        ops,
-        shape,
-    }
+    ops.push(attend(0, who(7, 1), table, u64::from(pages) * u64::from(ps)));
+    Program { pools: vec![PoolSpec { pool: 0, pages, page_size: ps }], ops, shape }
 }
 
 /// The bench set; with `full_scale`, the 1M-token read is appended.
 pub fn bench_programs(full_scale: bool) -> Vec<BenchProgram> {
     let mut v = vec![
-        BenchProgram {
-            name: "own-only",
-            program: own_only(),
-            foreign: (0.0, 0.0),
-            zeros: (-1e-5, 1e-5),
-        },
-        BenchProgram {
-            name: "stale-foreign",
-            program: stale_foreign(),
-            foreign: (0.8, 0.95),
-            zeros: (-1e-5, 1e-5),
-        },
-        BenchProgram {
-            name: "never-written",
-            program: never_written(),
-            foreign: (0.0, 0.0),
-            zeros: (1.0, 1.0),
-        },
+        BenchProgram { name: "own-only", program: own_only(), foreign: (0.0, 0.0), zeros: (-1e-5, 1e-5) },
+        BenchProgram { name: "stale-foreign", program: stale_foreign(), foreign: (0.8, 0.95), zeros: (-1e-5, 1e-5) },
+        BenchProgram { name: "never-written", program: never_written(), foreign: (0.0, 0.0), zeros: (1.0, 1.0) },
         BenchProgram {
             name: "copy-then-free",
             program: copy_then_free(),
             foreign: (0.99999, 1.00001),
             zeros: (-1e-5, 1e-5),
         },
-        BenchProgram {
-            name: "gqa-page1-bf16",
-            program: gqa_page1(),
-            foreign: (0.9, 0.97),
-            zeros: (-1e-5, 1e-5),
-        },
+        BenchProgram { name: "gqa-page1-bf16", program: gqa_page1(), foreign: (0.9, 0.97), zeros: (-1e-5, 1e-5) },
     ];
     if full_scale {
         v.push(BenchProgram {
@@ -339,9 +234,6 @@ pub fn bandwidth_check(shape: AttnShape, seq_len: u64) -> Result<BandwidthReport
         kernel_gbps,
         copy_gbps,
         ratio: kernel_gbps / copy_gbps,
-        max_abs_diff_vs_cpu: results
-            .first()
-            .and_then(|r| r.max_abs_diff_vs_cpu)
-            .unwrap_or(f64::NAN),
+        max_abs_diff_vs_cpu: results.first().and_then(|r| r.max_abs_diff_vs_cpu).unwrap_or(f64::NAN),
     })
 }

@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::error::GpuError;
 use crate::program::{
-    expand_block_table, AttnShape, Op, PoolSpec, Program, SlotRun, Writer, CPU_POOL_BYTES_LIMIT,
-    MAX_TENANT,
+    expand_block_table, AttnShape, Op, PoolSpec, Program, SlotRun, Writer, CPU_POOL_BYTES_LIMIT, MAX_TENANT,
 };
 use crate::store::Store;
 use crate::values::{self, derive_query, effective_reserved, flag_dim};
@@ -72,22 +71,15 @@ impl CpuReplay {
             };
             pools.insert(spec.pool, pool);
         }
-        Ok(CpuReplay {
-            shape: p.shape,
-            pools,
-        })
+        Ok(CpuReplay { shape: p.shape, pools })
     }
 
     fn pool(&self, id: u32) -> &CpuPool {
-        self.pools
-            .get(&id)
-            .unwrap_or_else(|| panic!("pool {id} passed validation but was never created"))
+        self.pools.get(&id).unwrap_or_else(|| panic!("pool {id} passed validation but was never created"))
     }
 
     fn pool_mut(&mut self, id: u32) -> &mut CpuPool {
-        self.pools
-            .get_mut(&id)
-            .unwrap_or_else(|| panic!("pool {id} passed validation but was never created"))
+        self.pools.get_mut(&id).unwrap_or_else(|| panic!("pool {id} passed validation but was never created"))
     }
 
     fn write(&mut self, pool: u32, runs: &[SlotRun], writer: Writer) {
@@ -111,23 +103,19 @@ impl CpuReplay {
     }
 
     fn copy(&mut self, src_pool: u32, dst_pool: u32, runs: &[(u32, u32, u32)]) {
-        let page_elems =
-            self.pool(src_pool).spec.page_size as usize * self.shape.slot_elems() as usize;
+        let page_elems = self.pool(src_pool).spec.page_size as usize * self.shape.slot_elems() as usize;
         for &(s, d, count) in runs {
-            let (so, dof, len) = (
-                s as usize * page_elems,
-                d as usize * page_elems,
-                count as usize * page_elems,
-            );
+            let (so, dof, len) = (s as usize * page_elems, d as usize * page_elems, count as usize * page_elems);
             if src_pool == dst_pool {
                 let p = self.pool_mut(src_pool);
                 p.k.copy_within(so, dof, len);
                 p.v.copy_within(so, dof, len);
             } else {
                 // Two pools of one map: take the destination out for the copy.
-                let mut dst = self.pools.remove(&dst_pool).unwrap_or_else(|| {
-                    panic!("pool {dst_pool} passed validation but was never created")
-                });
+                let mut dst = self
+                    .pools
+                    .remove(&dst_pool)
+                    .unwrap_or_else(|| panic!("pool {dst_pool} passed validation but was never created"));
                 let src = self.pool(src_pool);
                 dst.k.copy_from(dof, &src.k, so, len);
                 dst.v.copy_from(dof, &src.v, so, len);
@@ -136,14 +124,7 @@ impl CpuReplay {
         }
     }
 
-    fn attend(
-        &self,
-        id: u64,
-        pool: u32,
-        reader: Writer,
-        table: &[(u32, u32)],
-        seq_len: u64,
-    ) -> AttendOutput {
+    fn attend(&self, id: u64, pool: u32, reader: Writer, table: &[(u32, u32)], seq_len: u64) -> AttendOutput {
         let p = self.pool(pool);
         let pages = expand_block_table(table, p.spec.page_size, seq_len);
         let query = derive_query(&self.shape, reader, seq_len);
@@ -155,12 +136,7 @@ impl CpuReplay {
             reader_tenant: reader.tenant,
         };
         let (output, per_tenant) = read.run(&query);
-        AttendOutput {
-            id,
-            seq_len,
-            output,
-            per_tenant,
-        }
+        AttendOutput { id, seq_len, output, per_tenant }
     }
 }
 
@@ -184,11 +160,7 @@ struct Running {
 impl Running {
     fn merge(&mut self, max: f32, sum: f32, acc: &[f32]) {
         let m = self.max.max(max);
-        let a = if self.max == f32::NEG_INFINITY {
-            0.0
-        } else {
-            (self.max - m).exp()
-        };
+        let a = if self.max == f32::NEG_INFINITY { 0.0 } else { (self.max - m).exp() };
         let b = (max - m).exp();
         self.sum = self.sum * a + sum * b;
         for (x, y) in self.acc.iter_mut().zip(acc) {
@@ -211,8 +183,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
         lanes[i] += x * y;
     }
-    ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5]))
-        + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+    ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
 }
 
 impl PagedRead<'_> {
@@ -246,9 +217,7 @@ impl PagedRead<'_> {
                 let w: f64 = states
                     .iter()
                     .enumerate()
-                    .map(|(j, st)| {
-                        f64::from((scores[t * group + j] - st.max).exp()) / f64::from(st.sum)
-                    })
+                    .map(|(j, st)| f64::from((scores[t * group + j] - st.max).exp()) / f64::from(st.sum))
                     .sum();
                 tenant_weight[tenant as usize] += w;
                 tenant_seen[tenant as usize] = true;
@@ -271,11 +240,7 @@ impl PagedRead<'_> {
         let q: Vec<f32> = q.iter().map(|x| x * scale).collect();
         let mut scores = vec![0.0f32; self.seq_len * group];
         let mut tags = vec![0u32; self.seq_len];
-        let fresh = Running {
-            max: f32::NEG_INFINITY,
-            sum: 0.0,
-            acc: vec![0.0; hd],
-        };
+        let fresh = Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; hd] };
         let mut states = vec![fresh.clone(); group];
         let mut chunk_state = vec![fresh; group];
         let (mut kbuf, mut vbuf) = (vec![0.0f32; hd], vec![0.0f32; hd]);
@@ -298,8 +263,7 @@ impl PagedRead<'_> {
                 self.pool.v.read(self.slot_offset(t, g), &mut vbuf);
                 tags[t] = values::stored_tenant(&vbuf).map_or(0, |x| x + 1);
                 let f = flag_dim(hd as u32);
-                let eff =
-                    effective_reserved([vbuf[f], vbuf[f + 1], vbuf[f + 2]], self.reader_tenant);
+                let eff = effective_reserved([vbuf[f], vbuf[f + 1], vbuf[f + 2]], self.reader_tenant);
                 vbuf[f..].copy_from_slice(&eff);
                 for (j, st) in chunk_state.iter_mut().enumerate() {
                     let w = (scores[t * group + j] - st.max).exp();
@@ -324,36 +288,20 @@ pub fn replay_outputs(p: &Program) -> Result<Vec<AttendOutput>, GpuError> {
     let mut outputs = Vec::with_capacity(p.attend_count());
     for op in &p.ops {
         match op {
-            Op::Write {
-                pool,
-                slots,
-                writer,
-            } => state.write(*pool, slots, *writer),
-            Op::Copy {
-                src_pool,
-                dst_pool,
-                pages,
-            } => state.copy(*src_pool, *dst_pool, pages),
+            Op::Write { pool, slots, writer } => state.write(*pool, slots, *writer),
+            Op::Copy { src_pool, dst_pool, pages } => state.copy(*src_pool, *dst_pool, pages),
             // Freeing a page does not clear it, in the engine or here.
             Op::Free { .. } => {}
-            Op::Attend {
-                id,
-                pool,
-                reader,
-                block_table,
-                seq_len,
-            } => outputs.push(state.attend(*id, *pool, *reader, block_table, *seq_len)),
+            Op::Attend { id, pool, reader, block_table, seq_len } => {
+                outputs.push(state.attend(*id, *pool, *reader, block_table, *seq_len))
+            }
         }
     }
     Ok(outputs)
 }
 
 /// Builds the result of one read from its output; `max_abs_diff_vs_cpu` is passed through.
-pub fn result_from_output(
-    shape: &AttnShape,
-    out: &AttendOutput,
-    max_abs_diff_vs_cpu: Option<f64>,
-) -> AttendResult {
+pub fn result_from_output(shape: &AttnShape, out: &AttendOutput, max_abs_diff_vs_cpu: Option<f64>) -> AttendResult {
     let shares = values::shares_from_output(shape, &out.output);
     AttendResult {
         id: out.id,
@@ -385,10 +333,7 @@ impl Backend for CpuBackend {
 
     fn run(&mut self, p: &Program) -> Result<Vec<AttendResult>, GpuError> {
         let outputs = replay_outputs(p)?;
-        Ok(outputs
-            .iter()
-            .map(|o| result_from_output(&p.shape, o, None))
-            .collect())
+        Ok(outputs.iter().map(|o| result_from_output(&p.shape, o, None)).collect())
     }
 }
 
@@ -400,11 +345,7 @@ impl Backend for CpuBackend {
 pub fn dense_reference(shape: &AttnShape, query: &[f32], keys: &[f32], values: &[f32]) -> Vec<f32> {
     let hd = shape.head_dim as usize;
     let slot = shape.slot_elems() as usize;
-    assert_eq!(
-        query.len(),
-        shape.heads as usize * hd,
-        "query must be heads * head_dim"
-    );
+    assert_eq!(query.len(), shape.heads as usize * hd, "query must be heads * head_dim");
     assert_eq!(keys.len(), values.len(), "one value per key");
     assert_eq!(keys.len() % slot, 0, "keys must be n * kv_heads * head_dim");
     let n = keys.len() / slot;
@@ -416,20 +357,14 @@ pub fn dense_reference(shape: &AttnShape, query: &[f32], keys: &[f32], values: &
         let scores: Vec<f64> = (0..n)
             .map(|t| {
                 let k = &keys[t * slot + g * hd..t * slot + (g + 1) * hd];
-                q.iter()
-                    .zip(k)
-                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                    .sum::<f64>()
-                    * scale
+                q.iter().zip(k).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum::<f64>() * scale
             })
             .collect();
         let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
         let total: f64 = w.iter().sum();
         for d in 0..hd {
-            let a: f64 = (0..n)
-                .map(|t| w[t] * f64::from(values[t * slot + g * hd + d]))
-                .sum();
+            let a: f64 = (0..n).map(|t| w[t] * f64::from(values[t * slot + g * hd + d])).sum();
             out[h * hd + d] = (a / total) as f32;
         }
     }

@@ -36,11 +36,7 @@ impl fmt::Display for GpuError {
         match self {
             GpuError::Unavailable(why) => write!(f, "backend unavailable: {why}"),
             GpuError::InvalidProgram(why) => write!(f, "invalid KV page program: {why}"),
-            GpuError::TooLarge {
-                what,
-                bytes,
-                limit_bytes,
-            } => write!(
+            GpuError::TooLarge { what, bytes, limit_bytes } => write!(
                 f,
                 "{what} need {bytes} bytes, over the limit of {limit_bytes} bytes; \
                  compact the pages of the program (renumber only the pages that are read) \

@@ -84,9 +84,7 @@ impl std::str::FromStr for BackendChoice {
             "auto" => Ok(BackendChoice::Auto),
             "cpu" => Ok(BackendChoice::Cpu),
             "cuda" => Ok(BackendChoice::Cuda),
-            other => Err(format!(
-                "unknown backend {other:?}; expected auto, cpu or cuda"
-            )),
+            other => Err(format!("unknown backend {other:?}; expected auto, cpu or cuda")),
         }
     }
 }
@@ -102,10 +100,9 @@ pub fn select(choice: BackendChoice) -> Result<(Box<dyn Backend>, Option<String>
         BackendChoice::Cuda => Ok((Box::new(CudaBackend::new()?), None)),
         BackendChoice::Auto => match CudaBackend::new() {
             Ok(b) => Ok((Box::new(b), None)),
-            Err(GpuError::Unavailable(why)) => Ok((
-                Box::new(CpuBackend::new()),
-                Some(format!("{CPU_FALLBACK_NOTE} ({why})")),
-            )),
+            Err(GpuError::Unavailable(why)) => {
+                Ok((Box::new(CpuBackend::new()), Some(format!("{CPU_FALLBACK_NOTE} ({why})"))))
+            }
             Err(e) => Err(e),
         },
     }

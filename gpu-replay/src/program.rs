@@ -81,12 +81,7 @@ impl AttnShape {
     /// The small default shape used for long reads: 8 heads over 2 KV heads, head_dim 64,
     /// f16. A 1M-token read at this shape is 512 MiB of K and V.
     pub fn default_small() -> Self {
-        AttnShape {
-            heads: 8,
-            kv_heads: 2,
-            head_dim: 64,
-            dtype: Dtype::F16,
-        }
+        AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: Dtype::F16 }
     }
 
     /// Query heads per KV head.
@@ -227,18 +222,12 @@ pub struct Program {
 impl Program {
     /// Bytes of K and V storage that the program's pools need (saturating).
     pub fn pool_bytes(&self) -> u64 {
-        self.pools
-            .iter()
-            .map(|p| p.slots().saturating_mul(self.shape.slot_bytes()))
-            .fold(0u64, u64::saturating_add)
+        self.pools.iter().map(|p| p.slots().saturating_mul(self.shape.slot_bytes())).fold(0u64, u64::saturating_add)
     }
 
     /// Number of `Attend` ops (and so of results).
     pub fn attend_count(&self) -> usize {
-        self.ops
-            .iter()
-            .filter(|op| matches!(op, Op::Attend { .. }))
-            .count()
+        self.ops.iter().filter(|op| matches!(op, Op::Attend { .. })).count()
     }
 
     /// Looks up a pool by id.
@@ -280,17 +269,12 @@ impl Program {
     }
 
     fn pool_at(&self, index: usize, id: u32) -> Result<&PoolSpec, GpuError> {
-        self.pool(id)
-            .ok_or_else(|| GpuError::InvalidProgram(format!("op {index}: unknown pool {id}")))
+        self.pool(id).ok_or_else(|| GpuError::InvalidProgram(format!("op {index}: unknown pool {id}")))
     }
 
     fn validate_op(&self, index: usize, op: &Op) -> Result<(), GpuError> {
         match op {
-            Op::Write {
-                pool,
-                slots,
-                writer,
-            } => {
+            Op::Write { pool, slots, writer } => {
                 let spec = self.pool_at(index, *pool)?;
                 check_tenant(index, *writer)?;
                 for run in slots {
@@ -307,11 +291,7 @@ impl Program {
                 }
                 Ok(())
             }
-            Op::Copy {
-                src_pool,
-                dst_pool,
-                pages,
-            } => self.validate_copy(index, *src_pool, *dst_pool, pages),
+            Op::Copy { src_pool, dst_pool, pages } => self.validate_copy(index, *src_pool, *dst_pool, pages),
             Op::Free { pool, pages } => {
                 let spec = self.pool_at(index, *pool)?;
                 for &(first, count) in pages {
@@ -319,13 +299,9 @@ impl Program {
                 }
                 Ok(())
             }
-            Op::Attend {
-                pool,
-                reader,
-                block_table,
-                seq_len,
-                ..
-            } => self.validate_attend(index, *pool, *reader, block_table, *seq_len),
+            Op::Attend { pool, reader, block_table, seq_len, .. } => {
+                self.validate_attend(index, *pool, *reader, block_table, *seq_len)
+            }
         }
     }
 
@@ -347,12 +323,10 @@ impl Program {
         for &(s, d, count) in pages {
             check_pages(index, src, s, count)?;
             check_pages(index, dst, d, count)?;
-            let overlap = u64::from(s) < u64::from(d) + u64::from(count)
-                && u64::from(d) < u64::from(s) + u64::from(count);
+            let overlap =
+                u64::from(s) < u64::from(d) + u64::from(count) && u64::from(d) < u64::from(s) + u64::from(count);
             if src_pool == dst_pool && count > 0 && overlap {
-                return invalid(format!(
-                    "op {index}: copy run ({s}, {d}, {count}) overlaps itself in pool {src_pool}"
-                ));
+                return invalid(format!("op {index}: copy run ({s}, {d}, {count}) overlaps itself in pool {src_pool}"));
             }
         }
         Ok(())
@@ -369,9 +343,7 @@ impl Program {
         let spec = self.pool_at(index, pool)?;
         check_tenant(index, reader)?;
         if seq_len == 0 || seq_len > MAX_SEQ_LEN {
-            return invalid(format!(
-                "op {index}: seq_len {seq_len} must be in 1..={MAX_SEQ_LEN}"
-            ));
+            return invalid(format!("op {index}: seq_len {seq_len} must be in 1..={MAX_SEQ_LEN}"));
         }
         let mut table_slots = 0u64;
         for &(first, count) in block_table {
@@ -379,9 +351,7 @@ impl Program {
             table_slots += u64::from(count) * u64::from(spec.page_size);
         }
         if table_slots < seq_len {
-            return invalid(format!(
-                "op {index}: seq_len {seq_len} exceeds the block table's {table_slots} slots"
-            ));
+            return invalid(format!("op {index}: seq_len {seq_len} exceeds the block table's {table_slots} slots"));
         }
         Ok(())
     }
@@ -393,10 +363,7 @@ fn invalid<T>(why: String) -> Result<T, GpuError> {
 
 fn check_tenant(index: usize, who: Writer) -> Result<(), GpuError> {
     if who.tenant > MAX_TENANT {
-        return invalid(format!(
-            "op {index}: tenant {} exceeds MAX_TENANT {MAX_TENANT}",
-            who.tenant
-        ));
+        return invalid(format!("op {index}: tenant {} exceeds MAX_TENANT {MAX_TENANT}", who.tenant));
     }
     Ok(())
 }

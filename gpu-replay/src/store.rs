@@ -75,9 +75,7 @@ impl Store {
             (Store::F16(a), Store::F16(b)) => a[d].copy_from_slice(&b[s]),
             (Store::Bf16(a), Store::Bf16(b)) => a[d].copy_from_slice(&b[s]),
             (Store::F32(a), Store::F32(b)) => a[d].copy_from_slice(&b[s]),
-            _ => panic!(
-                "copy between stores of different dtypes: every pool of a program shares one shape"
-            ),
+            _ => panic!("copy between stores of different dtypes: every pool of a program shares one shape"),
         }
     }
 }

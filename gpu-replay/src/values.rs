@@ -61,27 +61,14 @@ fn fmix32(mut h: u32) -> u32 {
 }
 
 fn murmur_step(h: u32, k: u32) -> u32 {
-    let k = k
-        .wrapping_mul(0xcc9e_2d51)
-        .rotate_left(15)
-        .wrapping_mul(0x1b87_3593);
-    (h ^ k)
-        .rotate_left(13)
-        .wrapping_mul(5)
-        .wrapping_add(0xe654_6b64)
+    let k = k.wrapping_mul(0xcc9e_2d51).rotate_left(15).wrapping_mul(0x1b87_3593);
+    (h ^ k).rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64)
 }
 
 /// The per-(token, head) seed: MurmurHash3 (x86_32 body) over the six words
 /// `[kind, tenant, request, pos_lo, pos_hi, head]`, seeded with `0x6b767369`.
 pub fn elem_seed(kind: Kind, who: Writer, pos: u64, head: u32) -> u32 {
-    let words = [
-        kind as u32,
-        who.tenant,
-        who.request,
-        pos as u32,
-        (pos >> 32) as u32,
-        head,
-    ];
+    let words = [kind as u32, who.tenant, who.request, pos as u32, (pos >> 32) as u32, head];
     let h = words.iter().fold(SEED, |h, &w| murmur_step(h, w));
     fmix32(h ^ 24)
 }
@@ -195,35 +182,19 @@ pub fn shares_from_output(shape: &AttnShape, out: &[f32]) -> Shares {
         own += f64::from(head[own_dim(shape.head_dim)]);
         foreign += f64::from(head[foreign_dim(shape.head_dim)]);
     }
-    Shares {
-        foreign: foreign / heads,
-        own: own / heads,
-        zeros: 1.0 - written / heads,
-    }
+    Shares { foreign: foreign / heads, own: own / heads, zeros: 1.0 - written / heads }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const SHAPE: AttnShape = AttnShape {
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 16,
-        dtype: Dtype::Bf16,
-    };
+    const SHAPE: AttnShape = AttnShape { heads: 4, kv_heads: 2, head_dim: 16, dtype: Dtype::Bf16 };
 
     #[test]
     fn values_are_exact_sixty_fourths_in_every_dtype() {
         for pos in 0..64u64 {
-            let (k, v) = derive_kv(
-                &SHAPE,
-                Writer {
-                    tenant: 3,
-                    request: 1,
-                },
-                pos << 30,
-            );
+            let (k, v) = derive_kv(&SHAPE, Writer { tenant: 3, request: 1 }, pos << 30);
             for x in k.iter().chain(&v[..13]) {
                 assert!((-0.5..0.5).contains(x), "{x}");
                 assert_eq!((x * 64.0).fract(), 0.0, "{x}");
@@ -237,22 +208,11 @@ mod tests {
     #[test]
     fn the_hash_is_pinned() {
         // The CUDA kernel carries a copy of this hash; these values pin the specification.
-        let w = Writer {
-            tenant: 1,
-            request: 2,
-        };
+        let w = Writer { tenant: 1, request: 2 };
         assert_eq!(elem_seed(Kind::Key, w, 3, 0), elem_seed(Kind::Key, w, 3, 0));
-        assert_ne!(
-            elem_seed(Kind::Key, w, 3, 0),
-            elem_seed(Kind::Value, w, 3, 0)
-        );
-        assert_ne!(
-            elem_seed(Kind::Key, w, 3, 0),
-            elem_seed(Kind::Key, w, 3 + (1 << 32), 0)
-        );
-        let pinned: Vec<f32> = (0..4)
-            .map(|d| elem_value(elem_seed(Kind::Key, w, 3, 0), d))
-            .collect();
+        assert_ne!(elem_seed(Kind::Key, w, 3, 0), elem_seed(Kind::Value, w, 3, 0));
+        assert_ne!(elem_seed(Kind::Key, w, 3, 0), elem_seed(Kind::Key, w, 3 + (1 << 32), 0));
+        let pinned: Vec<f32> = (0..4).map(|d| elem_value(elem_seed(Kind::Key, w, 3, 0), d)).collect();
         assert_eq!(pinned, PINNED);
     }
 

@@ -227,11 +227,7 @@ pub fn profile(name: &str) -> Option<&'static Profile> {
 }
 
 pub fn profile_names() -> String {
-    PROFILES
-        .iter()
-        .map(|p| p.name)
-        .collect::<Vec<_>>()
-        .join(", ")
+    PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
 }
 
 /// Every knob name, for error messages and listings.
@@ -305,22 +301,10 @@ pub struct GeneratorConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScriptedFault {
-    Crash {
-        at_ms: u64,
-        node: String,
-        restart_after_ms: u64,
-    },
-    TransferFail {
-        request: u32,
-    },
-    Delay {
-        request: u32,
-        delay_ms: u64,
-    },
-    VisibilityLag {
-        request: u32,
-        lag_ms: u64,
-    },
+    Crash { at_ms: u64, node: String, restart_after_ms: u64 },
+    TransferFail { request: u32 },
+    Delay { request: u32, delay_ms: u64 },
+    VisibilityLag { request: u32, lag_ms: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

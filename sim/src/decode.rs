@@ -61,20 +61,11 @@ pub struct DecodeNode {
 
 impl DecodeNode {
     pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> DecodeNode {
-        let id = NodeId {
-            role: Role::Decode,
-            index,
-        };
+        let id = NodeId { role: Role::Decode, index };
         DecodeNode {
             index,
             pool_tokens: c.pool_tokens,
-            pool: Pool::new(
-                id,
-                c.pool_tokens,
-                k.page_size,
-                k.free_list_policy,
-                k.zero_on_free,
-            ),
+            pool: Pool::new(id, c.pool_tokens, k.page_size, k.free_list_policy, k.zero_on_free),
             meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
             meta_slots: c.metadata_slots,
             meta_zero: k.metadata_zero_on_free.on(),
@@ -91,10 +82,7 @@ impl DecodeNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId {
-            role: Role::Decode,
-            index: self.index,
-        }
+        NodeId { role: Role::Decode, index: self.index }
     }
 
     pub fn load(&self) -> usize {
@@ -105,23 +93,10 @@ impl DecodeNode {
         self.pool.invariants();
         self.meta.invariants();
         let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum();
-        assert_eq!(
-            owned,
-            self.pool.held_pages(),
-            "decode-{} at {now}: page accounting",
-            self.index
-        );
+        assert_eq!(owned, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len();
-        let tracked = self
-            .reqs
-            .values()
-            .filter(|d| d.phase != DPhase::Releasing)
-            .count();
-        assert_eq!(
-            queued, tracked,
-            "decode-{} at {now}: queues and request table disagree",
-            self.index
-        );
+        let tracked = self.reqs.values().filter(|d| d.phase != DPhase::Releasing).count();
+        assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
         for d in self.reqs.values() {
             assert!(
                 d.seq_len <= pages_in(&d.pages) * self.pool.page_size,
@@ -134,14 +109,7 @@ impl DecodeNode {
     pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
         let pages = self.pool.held_pages();
         let slots = self.meta.in_use() as u64;
-        (pages > 0 || slots > 0).then(|| {
-            (
-                self.id(),
-                pages,
-                slots,
-                self.reqs.keys().map(|r| r.0).collect(),
-            )
-        })
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
     }
 }
 
@@ -152,10 +120,7 @@ impl World {
 
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].decode;
-        let node_id = NodeId {
-            role: Role::Decode,
-            index: n,
-        };
+        let node_id = NodeId { role: Role::Decode, index: n };
         if !self.decode[n as usize].alive {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Decode, 503);
@@ -170,15 +135,11 @@ impl World {
         ) {
             Intake::Accept(len) => (len, None),
             Intake::Stub { status, reason } => {
-                self.reqs[r.idx()]
-                    .rejected
-                    .get_or_insert((status, node_id, reason));
+                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
                 (1, Some(status))
             }
             Intake::Reject { status, reason } => {
-                self.reqs[r.idx()]
-                    .rejected
-                    .get_or_insert((status, node_id, reason));
+                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
                 self.leg_result(r, Role::Decode, status);
                 return;
             }
@@ -226,9 +187,7 @@ impl World {
         // 1. Prealloc abort sweep.
         for r in self.decode[n as usize].prealloc.clone() {
             let d = &self.decode[n as usize].reqs[&r];
-            if let (AbortCheck::AbortedToo, Some(status)) =
-                (k.decode_prealloc_abort_check, d.pending_abort)
-            {
+            if let (AbortCheck::AbortedToo, Some(status)) = (k.decode_prealloc_abort_check, d.pending_abort) {
                 self.decode_finish(n, r, status, None);
             }
         }
@@ -247,17 +206,9 @@ impl World {
             let Some(slot) = self.dnode(n).meta.take() else {
                 break;
             };
-            let pages = self
-                .dnode(n)
-                .pool
-                .alloc(need, Holder::Req(r))
-                .expect("checked free pages");
+            let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
             let pool = self.decode[n as usize].id();
-            self.mem(MemOp::Alloc {
-                pool,
-                r,
-                pages: pages.clone(),
-            });
+            self.mem(MemOp::Alloc { pool, r, pages: pages.clone() });
             let now = self.now;
             let epoch = self.decode[n as usize].epoch;
             let node = self.dnode(n);
@@ -270,30 +221,10 @@ impl World {
             d.entered = now;
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
-            let dst = DstInfo {
-                decode: n,
-                epoch,
-                pages,
-                meta_slot: slot,
-            };
-            self.after(
-                lat,
-                Ev::DstInfo {
-                    r,
-                    prefill,
-                    dst: Box::new(dst),
-                },
-            );
+            let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
+            self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
             let t = Duration::from_ms(k.waiting_timeout_ms);
-            self.after(
-                t,
-                Ev::Timeout {
-                    r,
-                    kind: TimeoutKind::Waiting,
-                    node: pool,
-                    epoch,
-                },
-            );
+            self.after(t, Ev::Timeout { r, kind: TimeoutKind::Waiting, node: pool, epoch });
         }
         // 3. Transfer queue: poll, then commit.
         for r in self.decode[n as usize].transfer.clone() {
@@ -311,8 +242,7 @@ impl World {
         let node = &self.decode[n as usize];
         if node.alive && !node.busy && !node.running.is_empty() {
             let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
-            let cost = self.cfg.cost.decode_step_base_us * 1000
-                + kv / 1000 * self.cfg.cost.decode_ns_per_kkv;
+            let cost = self.cfg.cost.decode_step_base_us * 1000 + kv / 1000 * self.cfg.cost.decode_ns_per_kkv;
             let epoch = node.epoch;
             self.dnode(n).busy = true;
             self.after(Duration(cost), Ev::StepDone { node: n, epoch });
@@ -322,9 +252,7 @@ impl World {
     fn decode_try_commit(&mut self, n: u16, r: RequestId) {
         let k = self.cfg.knobs.clone();
         let d = &self.decode[n as usize].reqs[&r];
-        let row = self.decode[n as usize]
-            .meta
-            .row(d.meta_slot.expect("admitted"));
+        let row = self.decode[n as usize].meta.row(d.meta_slot.expect("admitted"));
         if row.room == 0 {
             return; // metadata not written yet: keep polling
         }
@@ -343,13 +271,7 @@ impl World {
                     // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
                     self.reqs[r.idx()].caught_by = Some(Mitigation::AssertCrash);
                     let restart_after_ms = self.cfg.faults.crash_restart_ms;
-                    self.crash(
-                        NodeId {
-                            role: Role::Decode,
-                            index: n,
-                        },
-                        restart_after_ms,
-                    );
+                    self.crash(NodeId { role: Role::Decode, index: n }, restart_after_ms);
                     return;
                 }
                 CommitCheck::RoomOnly => {}
@@ -358,15 +280,7 @@ impl World {
         if k.kv_checksum.on() {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
             let tenant = self.reqs[r.idx()].tenant;
-            let s = summarize(
-                &self.decode[n as usize].pool,
-                &d.pages,
-                0,
-                d.len,
-                r,
-                tenant,
-                &|_, _| false,
-            );
+            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|_, _| false);
             if !s.clean() {
                 self.decode_finish(n, r, 500, Some(Mitigation::KvChecksum));
                 return;
@@ -395,15 +309,7 @@ impl World {
             let d = &self.decode[n as usize].reqs[&r];
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, pages) = (d.seq_len, d.pages.clone());
-            let s = summarize(
-                &self.decode[n as usize].pool,
-                &pages,
-                from,
-                seq_len,
-                r,
-                tenant,
-                &|_, _| false,
-            );
+            let s = summarize(&self.decode[n as usize].pool, &pages, from, seq_len, r, tenant, &|_, _| false);
             if !s.clean() {
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
@@ -415,21 +321,14 @@ impl World {
                         continue;
                     }
                     Canary::Log => {
-                        self.reqs[r.idx()]
-                            .detected_by
-                            .get_or_insert(Mitigation::KvCanary);
+                        self.reqs[r.idx()].detected_by.get_or_insert(Mitigation::KvCanary);
                     }
                     Canary::Off => {}
                 }
             }
             let ctx = self.read_ctx(pool_id, r, seq_len, pages_in(&pages));
             self.oracle.check_read(&ctx, &s);
-            self.mem(MemOp::Read {
-                pool: pool_id,
-                r,
-                tenant,
-                seq_len,
-            });
+            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
             let d = self.dnode(n).reqs.get_mut(&r).expect("running");
             d.read_upto = seq_len;
             d.dirty = false;
@@ -438,11 +337,7 @@ impl World {
                 let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
                     continue;
                 };
-                self.mem(MemOp::Alloc {
-                    pool: pool_id,
-                    r,
-                    pages: run.clone(),
-                });
+                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run.clone() });
                 let d = self.dnode(n).reqs.get_mut(&r).expect("running");
                 for x in run {
                     push_run(&mut d.pages, x);
@@ -450,23 +345,12 @@ impl World {
             }
             let pages = self.decode[n as usize].reqs[&r].pages.clone();
             let now = self.now;
-            let rep = self
-                .dnode(n)
-                .pool
-                .write(&pages, seq_len, seq_len + 1, tenant, r, now);
+            let rep = self.dnode(n).pool.write(&pages, seq_len, seq_len + 1, tenant, r, now);
             let mut slots = Vec::new();
-            self.decode[n as usize].pool.map_positions(
-                &pages,
-                seq_len,
-                seq_len + 1,
-                |pos, slot, l| slots.push((slot, l, pos)),
-            );
-            self.mem(MemOp::Write {
-                pool: pool_id,
-                r,
-                tenant,
-                slots,
-            });
+            self.decode[n as usize]
+                .pool
+                .map_positions(&pages, seq_len, seq_len + 1, |pos, slot, l| slots.push((slot, l, pos)));
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode write");
             let want = self.reqs[r.idx()].output_tokens;
             let d = self.dnode(n).reqs.get_mut(&r).expect("running");
@@ -500,21 +384,14 @@ impl World {
             return;
         };
         // Freed pages and slots may unblock the head of the prealloc queue.
-        self.tick(NodeId {
-            role: Role::Decode,
-            index: n,
-        });
+        self.tick(NodeId { role: Role::Decode, index: n });
         if let Some(s) = d.meta_slot {
             self.dnode(n).meta.release(s);
         }
         if !d.pages.is_empty() {
             let bad = self.dnode(n).pool.free(&d.pages, Holder::Req(r));
             let pool = self.decode[n as usize].id();
-            self.mem(MemOp::Free {
-                pool,
-                r,
-                pages: d.pages,
-            });
+            self.mem(MemOp::Free { pool, r, pages: d.pages });
             self.note_bad_frees(pool, r, bad);
         }
     }
@@ -530,26 +407,10 @@ impl World {
                 node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
                 self.leg_result(r, Role::Decode, status);
                 let lat = self.msg_latency();
-                self.after(
-                    lat,
-                    Ev::AbortAt {
-                        r,
-                        role: Role::Prefill,
-                        status,
-                        from_decode: true,
-                    },
-                );
+                self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
                 let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
                 let node = self.decode[n as usize].id();
-                self.after(
-                    t,
-                    Ev::Timeout {
-                        r,
-                        kind: TimeoutKind::DeferredRelease,
-                        node,
-                        epoch,
-                    },
-                );
+                self.after(t, Ev::Timeout { r, kind: TimeoutKind::DeferredRelease, node, epoch });
             }
         }
     }
@@ -595,22 +456,12 @@ impl World {
         }
     }
 
-    pub(crate) fn decode_meta_land(
-        &mut self,
-        _r: RequestId,
-        n: u16,
-        epoch: u32,
-        slot: u32,
-        room: u64,
-    ) {
+    pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: u16, epoch: u32, slot: u32, room: u64) {
         if self.decode[n as usize].epoch != epoch {
             return;
         }
         self.dnode(n).meta.write(slot, room);
-        self.tick(NodeId {
-            role: Role::Decode,
-            index: n,
-        });
+        self.tick(NodeId { role: Role::Decode, index: n });
     }
 
     pub(crate) fn decode_status(&mut self, r: RequestId, n: u16, epoch: u32, ok: bool, pages: u64) {
@@ -630,10 +481,7 @@ impl World {
             d.status_ok = Some(true);
             d.status_pages = pages;
         }
-        self.tick(NodeId {
-            role: Role::Decode,
-            index: n,
-        });
+        self.tick(NodeId { role: Role::Decode, index: n });
     }
 
     /// Heartbeats to a crashed prefill failed: its rooms are Failed.
@@ -650,10 +498,7 @@ impl World {
             }
         }
         if any {
-            self.tick(NodeId {
-                role: Role::Decode,
-                index: n,
-            });
+            self.tick(NodeId { role: Role::Decode, index: n });
         }
     }
 
@@ -674,10 +519,6 @@ impl World {
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
-        self.mem(MemOp::Reset {
-            pool,
-            pages,
-            page_size,
-        });
+        self.mem(MemOp::Reset { pool, pages, page_size });
     }
 }

@@ -22,9 +22,7 @@ pub struct IntervalMap<V> {
 
 impl<V: RunValue> IntervalMap<V> {
     pub fn new() -> Self {
-        IntervalMap {
-            runs: BTreeMap::new(),
-        }
+        IntervalMap { runs: BTreeMap::new() }
     }
 
     pub fn len_runs(&self) -> usize {
@@ -83,13 +81,8 @@ impl<V: RunValue> IntervalMap<V> {
             return;
         }
         let mut cursor = start;
-        let first = self
-            .runs
-            .range(..=start)
-            .next_back()
-            .filter(|(_, (e, _))| *e > start)
-            .map(|(s, _)| *s)
-            .unwrap_or(start);
+        let first =
+            self.runs.range(..=start).next_back().filter(|(_, (e, _))| *e > start).map(|(s, _)| *s).unwrap_or(start);
         for (&s, (e, v)) in self.runs.range(first..end) {
             if s > cursor {
                 f(cursor, s, None);
@@ -123,10 +116,7 @@ impl<V: RunValue> IntervalMap<V> {
         let mut prev_end = 0u64;
         for (&s, &(e, _)) in &self.runs {
             assert!(s < e, "empty run at {s}");
-            assert!(
-                s >= prev_end,
-                "overlapping runs at {s} (previous ends {prev_end})"
-            );
+            assert!(s >= prev_end, "overlapping runs at {s} (previous ends {prev_end})");
             prev_end = e;
         }
     }
@@ -153,12 +143,7 @@ mod tests {
         let p = m.pieces(0, 120);
         assert_eq!(
             p,
-            vec![
-                (0, 40, Some(P(1, 0))),
-                (40, 60, Some(P(2, 0))),
-                (60, 100, Some(P(1, 60))),
-                (100, 120, None)
-            ]
+            vec![(0, 40, Some(P(1, 0))), (40, 60, Some(P(2, 0))), (60, 100, Some(P(1, 60))), (100, 120, None)]
         );
         m.set(60, 70, P(2, 20));
         assert_eq!(m.len_runs(), 3, "continuation merges");
@@ -170,10 +155,7 @@ mod tests {
     fn visit_mid_run() {
         let mut m = IntervalMap::new();
         m.set(10, 20, P(7, 100));
-        assert_eq!(
-            m.pieces(15, 25),
-            vec![(15, 20, Some(P(7, 105))), (20, 25, None)]
-        );
+        assert_eq!(m.pieces(15, 25), vec![(15, 20, Some(P(7, 105))), (20, 25, None)]);
         assert_eq!(m.pieces(0, 5), vec![(0, 5, None)]);
     }
 }

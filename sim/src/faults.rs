@@ -59,23 +59,11 @@ impl World {
         let n = (self.prefill.len() + self.decode.len()) as u64;
         let i = self.rng_faults.below(n) as usize;
         let node = if i < self.prefill.len() {
-            NodeId {
-                role: Role::Prefill,
-                index: i as u16,
-            }
+            NodeId { role: Role::Prefill, index: i as u16 }
         } else {
-            NodeId {
-                role: Role::Decode,
-                index: (i - self.prefill.len()) as u16,
-            }
+            NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
         };
         let restart_after_ms = self.cfg.faults.crash_restart_ms;
-        self.after(
-            Duration(0),
-            Ev::Crash {
-                node,
-                restart_after_ms,
-            },
-        );
+        self.after(Duration(0), Ev::Crash { node, restart_after_ms });
     }
 }

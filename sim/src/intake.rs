@@ -17,37 +17,22 @@ pub enum Intake {
 /// sglang's rule: `max_req_len = min(context_len - 1, pool_tokens - 1)`, and the scheduler
 /// rejects `len >= max_req_len - 5`.
 pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
-    context_len
-        .saturating_sub(1)
-        .min(pool_tokens.saturating_sub(1))
-        .saturating_sub(5)
+    context_len.saturating_sub(1).min(pool_tokens.saturating_sub(1)).saturating_sub(5)
 }
 
 pub fn intake(k: &Knobs, context_len: u64, pool_tokens: u64, len: u64) -> Intake {
     if len + k.tokenizer_reserved_tokens >= context_len {
-        return Intake::Reject {
-            status: 400,
-            reason: "tokenizer: prompt longer than the context",
-        };
+        return Intake::Reject { status: 400, reason: "tokenizer: prompt longer than the context" };
     }
     if len >= max_req_input_len(context_len, pool_tokens) {
         let reason = "scheduler: prompt reaches max_req_input_len";
         return match k.reject_mode {
-            RejectMode::StubPending => Intake::Stub {
-                status: 400,
-                reason,
-            },
-            RejectMode::FinishNow => Intake::Reject {
-                status: 400,
-                reason,
-            },
+            RejectMode::StubPending => Intake::Stub { status: 400, reason },
+            RejectMode::FinishNow => Intake::Reject { status: 400, reason },
         };
     }
     if len > pool_tokens {
-        return Intake::Reject {
-            status: 400,
-            reason: "capacity: prompt larger than the KV pool",
-        };
+        return Intake::Reject { status: 400, reason: "capacity: prompt larger than the KV pool" };
     }
     Intake::Accept(len)
 }
@@ -60,21 +45,9 @@ mod tests {
     fn incident_threshold() {
         assert_eq!(max_req_input_len(1_048_576, 681_280), 681_274);
         let k = (crate::config::profile("sglang-0.5.16").unwrap().knobs)();
-        assert_eq!(
-            intake(&k, 1_048_576, 681_280, 681_273),
-            Intake::Accept(681_273)
-        );
-        assert!(matches!(
-            intake(&k, 1_048_576, 681_280, 681_274),
-            Intake::Stub { .. }
-        ));
-        assert!(matches!(
-            intake(&k, 1_048_576, 681_280, 1_048_575),
-            Intake::Stub { .. }
-        ));
-        assert!(matches!(
-            intake(&k, 1_048_576, 681_280, 1_048_576),
-            Intake::Reject { .. }
-        ));
+        assert_eq!(intake(&k, 1_048_576, 681_280, 681_273), Intake::Accept(681_273));
+        assert!(matches!(intake(&k, 1_048_576, 681_280, 681_274), Intake::Stub { .. }));
+        assert!(matches!(intake(&k, 1_048_576, 681_280, 1_048_575), Intake::Stub { .. }));
+        assert!(matches!(intake(&k, 1_048_576, 681_280, 1_048_576), Intake::Reject { .. }));
     }
 }

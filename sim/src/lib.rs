@@ -20,6 +20,7 @@ pub mod rng;
 pub mod router;
 pub mod scenario;
 pub mod trace;
+pub mod tracefile;
 pub mod transfer;
 pub mod types;
 pub mod world;

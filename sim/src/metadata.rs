@@ -18,20 +18,13 @@ pub struct MetaSlots {
 
 impl MetaSlots {
     pub fn new(n: u32, zero_on_free: bool) -> MetaSlots {
-        MetaSlots {
-            rows: vec![MetaRow::default(); n as usize],
-            free: (0..n).collect(),
-            zero_on_free,
-        }
+        MetaSlots { rows: vec![MetaRow::default(); n as usize], free: (0..n).collect(), zero_on_free }
     }
     pub fn take(&mut self) -> Option<u32> {
         self.free.pop_front()
     }
     pub fn release(&mut self, slot: u32) {
-        assert!(
-            !self.free.contains(&slot),
-            "metadata slot {slot} released twice"
-        );
+        assert!(!self.free.contains(&slot), "metadata slot {slot} released twice");
         if self.zero_on_free {
             self.rows[slot as usize] = MetaRow::default();
         }
@@ -47,9 +40,6 @@ impl MetaSlots {
         self.rows.len() - self.free.len()
     }
     pub fn invariants(&self) {
-        assert!(
-            self.free.len() <= self.rows.len(),
-            "more free metadata slots than slots"
-        );
+        assert!(self.free.len() <= self.rows.len(), "more free metadata slots than slots");
     }
 }

@@ -36,10 +36,7 @@ pub fn prefix_pages(runs: &[Run], n: u64) -> Vec<Run> {
             break;
         }
         let take = u64::from(r.count).min(left) as u32;
-        out.push(Run {
-            first: r.first,
-            count: take,
-        });
+        out.push(Run { first: r.first, count: take });
         left -= u64::from(take);
     }
     out
@@ -60,10 +57,7 @@ pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
             continue;
         }
         let take = (c - skip).min(left);
-        out.push(Run {
-            first: r.first + skip as u32,
-            count: take as u32,
-        });
+        out.push(Run { first: r.first + skip as u32, count: take as u32 });
         left -= take;
         skip = 0;
     }
@@ -94,10 +88,7 @@ pub struct Writer {
 
 impl RunValue for Writer {
     fn advanced(&self, by: u64) -> Self {
-        Writer {
-            pos: self.pos + by,
-            ..*self
-        }
+        Writer { pos: self.pos + by, ..*self }
     }
     fn continued_by(&self, by: u64, next: &Self) -> bool {
         self.tenant == next.tenant && self.request == next.request && self.pos + by == next.pos
@@ -132,18 +123,9 @@ impl Allocator {
     fn new(policy: FreeListPolicy, pages: u32) -> Allocator {
         let mut free = VecDeque::new();
         if pages > 1 {
-            free.push_back(Run {
-                first: 1,
-                count: pages - 1,
-            });
+            free.push_back(Run { first: 1, count: pages - 1 });
         }
-        Allocator {
-            policy,
-            free,
-            parked: Vec::new(),
-            free_pages: u64::from(pages.saturating_sub(1)),
-            parked_pages: 0,
-        }
+        Allocator { policy, free, parked: Vec::new(), free_pages: u64::from(pages.saturating_sub(1)), parked_pages: 0 }
     }
 
     fn available(&self) -> u64 {
@@ -173,18 +155,9 @@ impl Allocator {
         let mut out = Vec::new();
         let mut left = n;
         while left > 0 {
-            let head = self
-                .free
-                .front_mut()
-                .expect("free_pages counts the free list");
+            let head = self.free.front_mut().expect("free_pages counts the free list");
             let take = u64::from(head.count).min(left) as u32;
-            push_run(
-                &mut out,
-                Run {
-                    first: head.first,
-                    count: take,
-                },
-            );
+            push_run(&mut out, Run { first: head.first, count: take });
             head.first += take;
             head.count -= take;
             if head.count == 0 {
@@ -243,17 +216,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(
-        id: PoolId,
-        pool_tokens: u64,
-        page_size: u64,
-        policy: FreeListPolicy,
-        zero_on_free: bool,
-    ) -> Pool {
+    pub fn new(id: PoolId, pool_tokens: u64, page_size: u64, policy: FreeListPolicy, zero_on_free: bool) -> Pool {
         // sglang sizes the token pool as `max_total_num_tokens + page_size`: page 0 is the extra,
         // reserved page, so `pool_tokens` tokens remain usable.
-        let pages =
-            u32::try_from(pool_tokens / page_size + 1).expect("validated: pool pages fit u32");
+        let pages = u32::try_from(pool_tokens / page_size + 1).expect("validated: pool pages fit u32");
         Pool {
             id,
             page_size,
@@ -293,8 +259,7 @@ impl Pool {
     pub fn alloc(&mut self, n: u64, holder: Holder) -> Option<Vec<Run>> {
         let runs = self.alloc.alloc(n)?;
         for r in &runs {
-            self.holders
-                .set(u64::from(r.first), u64::from(r.end()), holder);
+            self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
         }
         self.held_pages += n;
         Some(runs)
@@ -303,8 +268,7 @@ impl Pool {
     /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
     pub fn rehold(&mut self, runs: &[Run], holder: Holder) {
         for r in runs {
-            self.holders
-                .set(u64::from(r.first), u64::from(r.end()), holder);
+            self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
         }
     }
 
@@ -315,27 +279,18 @@ impl Pool {
         let mut ok: Vec<Run> = Vec::new();
         for r in runs {
             for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
-                let run = Run {
-                    first: s as u32,
-                    count: (e - s) as u32,
-                };
+                let run = Run { first: s as u32, count: (e - s) as u32 };
                 if h == Some(by) {
                     push_run(&mut ok, run);
                 } else {
-                    bad.push(BadFree {
-                        pages: run,
-                        holder: h,
-                    });
+                    bad.push(BadFree { pages: run, holder: h });
                 }
             }
         }
         for r in &ok {
             self.holders.clear(u64::from(r.first), u64::from(r.end()));
             if self.zero_on_free {
-                self.owners.clear(
-                    u64::from(r.first) * self.page_size,
-                    u64::from(r.end()) * self.page_size,
-                );
+                self.owners.clear(u64::from(r.first) * self.page_size, u64::from(r.end()) * self.page_size);
             }
         }
         let n = pages_in(&ok);
@@ -346,13 +301,7 @@ impl Pool {
 
     /// Visits the physical slot ranges behind logical positions `[from, to)` of a block table:
     /// `f(first_pos, slot_start, len)`.
-    pub fn map_positions(
-        &self,
-        table: &[Run],
-        from: u64,
-        to: u64,
-        mut f: impl FnMut(u64, u64, u64),
-    ) {
+    pub fn map_positions(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64)) {
         let ps = self.page_size;
         let mut run_pos = 0u64;
         for r in table {
@@ -373,13 +322,7 @@ impl Pool {
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
         self.holders.visit(p0, p1, |s, e, h| {
             if h != Some(&Holder::Req(writer)) {
-                out.foreign.push((
-                    Run {
-                        first: s as u32,
-                        count: (e - s) as u32,
-                    },
-                    h.copied(),
-                ));
+                out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
             }
         });
     }
@@ -412,22 +355,10 @@ impl Pool {
         self.write_epoch += 1;
         let epoch = self.write_epoch;
         let mut pieces = Vec::new();
-        self.map_positions(table, from, to, |pos, slot, len| {
-            pieces.push((pos, slot, len))
-        });
+        self.map_positions(table, from, to, |pos, slot, len| pieces.push((pos, slot, len)));
         for (pos, slot, len) in pieces {
             self.foreign_pages(slot, len, request, &mut rep);
-            self.owners.set(
-                slot,
-                slot + len,
-                Writer {
-                    tenant,
-                    request,
-                    pos,
-                    epoch,
-                    at,
-                },
-            );
+            self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at });
         }
         rep
     }
@@ -437,10 +368,7 @@ impl Pool {
         let ps = self.page_size;
         let mut out = Vec::new();
         for r in pages {
-            out.extend(
-                self.owners
-                    .pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps),
-            );
+            out.extend(self.owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
         }
         out
     }
@@ -456,10 +384,8 @@ impl Pool {
         let ps = self.page_size;
         let mut rep = WriteReport::default();
         // Flatten destination pages into slot offsets and walk contents in step.
-        let mut dst_slots: Vec<(u64, u64)> = dst
-            .iter()
-            .map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps))
-            .collect();
+        let mut dst_slots: Vec<(u64, u64)> =
+            dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps)).collect();
         dst_slots.reverse();
         let mut cur: Option<(u64, u64)> = dst_slots.pop();
         for &(s, e, w) in contents {
@@ -473,11 +399,7 @@ impl Pool {
                     None => self.owners.clear(dslot, dslot + n),
                 }
                 piece_at += n;
-                cur = if dlen > n {
-                    Some((dslot + n, dlen - n))
-                } else {
-                    dst_slots.pop()
-                };
+                cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.pop() };
             }
         }
         rep
@@ -485,16 +407,9 @@ impl Pool {
 
     /// Visits the writers behind positions `[from, to)` of a block table:
     /// `f(first_pos, slot_start, len, writer)`.
-    pub fn read(
-        &self,
-        table: &[Run],
-        from: u64,
-        to: u64,
-        mut f: impl FnMut(u64, u64, u64, Option<&Writer>),
-    ) {
+    pub fn read(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64, Option<&Writer>)) {
         self.map_positions(table, from, to, |pos, slot, len| {
-            self.owners
-                .visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
+            self.owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
         });
     }
 
@@ -513,22 +428,14 @@ impl Pool {
                 held += e - s;
             }
         });
-        assert_eq!(
-            held, self.held_pages,
-            "{}: held-page count drifted",
-            self.id
-        );
+        assert_eq!(held, self.held_pages, "{}: held-page count drifted", self.id);
         assert_eq!(
             held + self.alloc.available() + 1,
             u64::from(self.pages),
             "{}: held + free + reserved page 0 != pages",
             self.id
         );
-        assert!(
-            self.holder_of(0).is_none(),
-            "{}: page 0 was handed out",
-            self.id
-        );
+        assert!(self.holder_of(0).is_none(), "{}: page 0 was handed out", self.id);
     }
 }
 
@@ -538,16 +445,7 @@ mod tests {
     use crate::types::Role;
 
     fn pool(policy: FreeListPolicy) -> Pool {
-        Pool::new(
-            PoolId {
-                role: Role::Decode,
-                index: 0,
-            },
-            64,
-            4,
-            policy,
-            false,
-        )
+        Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)
     }
 
     #[test]
@@ -559,13 +457,7 @@ mod tests {
         assert!(p.free(&a, Holder::Req(RequestId(0))).is_empty());
         // Parked pages are not reused while the free list suffices.
         let c = p.alloc(5, Holder::Req(RequestId(2))).unwrap();
-        assert_eq!(
-            c,
-            vec![Run {
-                first: 11,
-                count: 5
-            }]
-        );
+        assert_eq!(c, vec![Run { first: 11, count: 5 }]);
         // Now the free list is short: merge and sort, lowest first.
         let d = p.alloc(3, Holder::Req(RequestId(3))).unwrap();
         assert_eq!(d, vec![Run { first: 1, count: 3 }]);
@@ -578,17 +470,11 @@ mod tests {
         let mut p = pool(FreeListPolicy::Lifo);
         let a = p.alloc(2, Holder::Req(RequestId(0))).unwrap();
         p.free(&a, Holder::Req(RequestId(0)));
-        assert_eq!(
-            p.alloc(1, Holder::Req(RequestId(1))).unwrap(),
-            vec![Run { first: 1, count: 1 }]
-        );
+        assert_eq!(p.alloc(1, Holder::Req(RequestId(1))).unwrap(), vec![Run { first: 1, count: 1 }]);
         let mut q = pool(FreeListPolicy::Fifo);
         let a = q.alloc(2, Holder::Req(RequestId(0))).unwrap();
         q.free(&a, Holder::Req(RequestId(0)));
-        assert_eq!(
-            q.alloc(1, Holder::Req(RequestId(1))).unwrap(),
-            vec![Run { first: 3, count: 1 }]
-        );
+        assert_eq!(q.alloc(1, Holder::Req(RequestId(1))).unwrap(), vec![Run { first: 3, count: 1 }]);
         q.invariants();
     }
 
@@ -611,18 +497,14 @@ mod tests {
         let b = p.alloc(2, Holder::Req(RequestId(1))).unwrap();
         p.write(&b, 0, 1, TenantId(1), RequestId(1), Instant(9));
         let mut seen = Vec::new();
-        p.read(&b, 0, 8, |pos, _, len, w| {
-            seen.push((pos, len, w.map(|w| w.tenant.0)))
-        });
+        p.read(&b, 0, 8, |pos, _, len, w| seen.push((pos, len, w.map(|w| w.tenant.0))));
         assert_eq!(seen, vec![(0, 1, Some(1)), (1, 7, Some(7))]);
         let contents = p.page_contents(&b[..1]);
         let c = p.alloc(1, Holder::Req(RequestId(2))).unwrap();
         let rep = p.land_copy(&contents, &c, RequestId(2));
         assert!(rep.foreign.is_empty());
         let mut tail = Vec::new();
-        p.read(&c, 0, 4, |_, _, len, w| {
-            tail.push((len, w.map(|w| w.tenant.0)))
-        });
+        p.read(&c, 0, 4, |_, _, len, w| tail.push((len, w.map(|w| w.tenant.0))));
         assert_eq!(tail, vec![(1, Some(1)), (3, Some(7))]);
         p.invariants();
     }

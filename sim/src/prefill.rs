@@ -75,20 +75,11 @@ pub struct PrefillNode {
 
 impl PrefillNode {
     pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> PrefillNode {
-        let id = NodeId {
-            role: Role::Prefill,
-            index,
-        };
+        let id = NodeId { role: Role::Prefill, index };
         PrefillNode {
             index,
             pool_tokens: c.pool_tokens,
-            pool: Pool::new(
-                id,
-                c.pool_tokens,
-                k.page_size,
-                k.free_list_policy,
-                k.zero_on_free,
-            ),
+            pool: Pool::new(id, c.pool_tokens, k.page_size, k.free_list_policy, k.zero_on_free),
             meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
             meta_slots: c.metadata_slots,
             meta_zero: k.metadata_zero_on_free.on(),
@@ -108,10 +99,7 @@ impl PrefillNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId {
-            role: Role::Prefill,
-            index: self.index,
-        }
+        NodeId { role: Role::Prefill, index: self.index }
     }
 
     pub fn load(&self) -> usize {
@@ -122,24 +110,11 @@ impl PrefillNode {
         self.pool.invariants();
         self.meta.invariants();
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
-        let tracked = self
-            .reqs
-            .values()
-            .filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining)
-            .count();
-        assert_eq!(
-            queued, tracked,
-            "prefill-{} at {now}: queues and request table disagree",
-            self.index
-        );
+        let tracked = self.reqs.values().filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining).count();
+        assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
         let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum();
-        assert_eq!(
-            cached + owned,
-            self.pool.held_pages(),
-            "prefill-{} at {now}: page accounting",
-            self.index
-        );
+        assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
     }
 
     /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
@@ -147,14 +122,7 @@ impl PrefillNode {
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
-        (pages > 0 || slots > 0).then(|| {
-            (
-                self.id(),
-                pages,
-                slots,
-                self.reqs.keys().map(|r| r.0).collect(),
-            )
-        })
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
     }
 }
 
@@ -165,10 +133,7 @@ impl World {
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].prefill;
-        let node_id = NodeId {
-            role: Role::Prefill,
-            index: n,
-        };
+        let node_id = NodeId { role: Role::Prefill, index: n };
         if !self.prefill[n as usize].alive {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Prefill, 503);
@@ -183,26 +148,18 @@ impl World {
         ) {
             Intake::Accept(len) => (len, None),
             Intake::Stub { status, reason } => {
-                self.reqs[r.idx()]
-                    .rejected
-                    .get_or_insert((status, node_id, reason));
+                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
                 (1, Some(status))
             }
             Intake::Reject { status, reason } => {
-                self.reqs[r.idx()]
-                    .rejected
-                    .get_or_insert((status, node_id, reason));
+                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
                 self.leg_result(r, Role::Prefill, status);
                 self.notify_decode_of_abort(r, status);
                 return;
             }
         };
         let dst = self.pnode(n).pending_dst.remove(&r);
-        let sender = if dst.is_some() {
-            SenderState::WaitingForInput
-        } else {
-            SenderState::Bootstrapping
-        };
+        let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
         let now = self.now;
         let epoch = self.prefill[n as usize].epoch;
         let node = self.pnode(n);
@@ -227,30 +184,14 @@ impl World {
         );
         node.bootstrap.push(r);
         let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
-        self.after(
-            t,
-            Ev::Timeout {
-                r,
-                kind: TimeoutKind::Bootstrap,
-                node: node_id,
-                epoch,
-            },
-        );
+        self.after(t, Ev::Timeout { r, kind: TimeoutKind::Bootstrap, node: node_id, epoch });
         self.tick(node_id);
     }
 
     fn notify_decode_of_abort(&mut self, r: RequestId, status: u16) {
         if self.cfg.knobs.prefill_abort_notifies_decode.on() {
             let lat = self.msg_latency();
-            self.after(
-                lat,
-                Ev::AbortAt {
-                    r,
-                    role: Role::Decode,
-                    status,
-                    from_decode: false,
-                },
-            );
+            self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });
         }
     }
 
@@ -258,8 +199,7 @@ impl World {
         if !self.prefill[n as usize].alive {
             return;
         }
-        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some()
-            || self.prefill[n as usize].reqs.contains_key(&r);
+        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n as usize].reqs.contains_key(&r);
         let node = self.pnode(n);
         let Some(pr) = node.reqs.get_mut(&r) else {
             if !leg_arrived {
@@ -275,10 +215,7 @@ impl World {
             let (from, to) = (pr.sent_pages, pr.num_pages);
             self.prefill_send(n, r, from, to, true);
         }
-        self.tick(NodeId {
-            role: Role::Prefill,
-            index: n,
-        });
+        self.tick(NodeId { role: Role::Prefill, index: n });
     }
 
     /// Retires a request with an error: its leg answers, pages and slot are released.
@@ -305,10 +242,7 @@ impl World {
         let Some(pr) = self.pnode(n).reqs.remove(&r) else {
             return;
         };
-        self.tick(NodeId {
-            role: Role::Prefill,
-            index: n,
-        });
+        self.tick(NodeId { role: Role::Prefill, index: n });
         if let Some(s) = pr.meta_slot {
             self.pnode(n).meta.release(s);
         }
@@ -322,11 +256,7 @@ impl World {
         } else {
             let bad = self.pnode(n).pool.free(&pr.pages, Holder::Req(r));
             let pool = self.prefill[n as usize].id();
-            self.mem(MemOp::Free {
-                pool,
-                r,
-                pages: pr.pages,
-            });
+            self.mem(MemOp::Free { pool, r, pages: pr.pages });
             self.note_bad_frees(pool, r, bad);
         }
     }
@@ -337,16 +267,9 @@ impl World {
                 return;
             };
             let bad = self.pnode(n).pool.free(&pages, Holder::Cache);
-            assert!(
-                bad.is_empty(),
-                "prefill-{n}: evicted cache pages were not held by the cache"
-            );
+            assert!(bad.is_empty(), "prefill-{n}: evicted cache pages were not held by the cache");
             let pool = self.prefill[n as usize].id();
-            self.mem(MemOp::Free {
-                pool,
-                r: owner,
-                pages,
-            });
+            self.mem(MemOp::Free { pool, r: owner, pages });
         }
     }
 
@@ -430,19 +353,14 @@ impl World {
             };
             let pool = self.prefill[n as usize].id();
             if need > 0 {
-                self.mem(MemOp::Alloc {
-                    pool,
-                    r,
-                    pages: runs.clone(),
-                });
+                self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
             }
             let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
             for run in runs {
                 push_run(&mut pr.pages, run);
             }
             let ctx_k = (from + chunk / 2) / 1000;
-            cost_ns +=
-                chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
+            cost_ns += chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
             batch.push((r, from, to));
             budget -= chunk;
             if to < pr.len || budget == 0 {
@@ -480,34 +398,14 @@ impl World {
             let now = self.now;
             let rep = self.pnode(n).pool.write(&pages, from, to, tenant, r, now);
             let mut slots = Vec::new();
-            self.prefill[n as usize]
-                .pool
-                .map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
-            self.mem(MemOp::Write {
-                pool: pool_id,
-                r,
-                tenant,
-                slots,
-            });
+            self.prefill[n as usize].pool.map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "prefill write");
             // Prefill attention over everything computed so far.
-            let s = summarize(
-                &self.prefill[n as usize].pool,
-                &pages,
-                0,
-                to,
-                r,
-                tenant,
-                &|_, _| false,
-            );
+            let s = summarize(&self.prefill[n as usize].pool, &pages, 0, to, r, tenant, &|_, _| false);
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);
-            self.mem(MemOp::Read {
-                pool: pool_id,
-                r,
-                tenant,
-                seq_len: to,
-            });
+            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {
                 let whole = to / self.page_size();
@@ -531,15 +429,7 @@ impl World {
                 let status = pending.unwrap_or(200);
                 self.leg_result(r, Role::Prefill, status);
                 let lease = Duration::from_ms(k.source_lease_ms);
-                self.after(
-                    lease,
-                    Ev::Timeout {
-                        r,
-                        kind: TimeoutKind::SourceLease,
-                        node: pool_id,
-                        epoch,
-                    },
-                );
+                self.after(lease, Ev::Timeout { r, kind: TimeoutKind::SourceLease, node: pool_id, epoch });
                 if has_dst {
                     self.prefill_send(n, r, sent, num, true);
                 }
@@ -558,9 +448,7 @@ impl World {
         let node = &self.prefill[n as usize];
         let pr = &node.reqs[&r];
         let dst = pr.dst.clone().expect("sending requires decode's page list");
-        let count = to
-            .saturating_sub(from)
-            .min(pages_in(&dst.pages).saturating_sub(from));
+        let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
         let room = self.reqs[r.idx()].room;
@@ -634,10 +522,7 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAck { r, decode, epoch });
             }
-        } else if pr.phase == PPhase::Held
-            && pr.sender == SenderState::Success
-            && pr.jobs_in_flight == 0
-        {
+        } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
             self.prefill_release(n, r, true);
         }
     }
@@ -681,11 +566,7 @@ impl World {
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         let epoch = node.epoch;
-        self.mem(MemOp::Reset {
-            pool,
-            pages,
-            page_size,
-        });
+        self.mem(MemOp::Reset { pool, pages, page_size });
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
         self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
     }

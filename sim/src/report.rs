@@ -18,9 +18,9 @@ pub mod exit {
 }
 
 /// The JSON form of a violation.
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ViolationOut {
-    pub kind: &'static str,
+    pub kind: String,
     pub request: Option<u32>,
     pub tenant: Option<u32>,
     pub victim_tenants: Vec<u32>,
@@ -63,19 +63,9 @@ fn runs_text(runs: &[Run], total: u64) -> String {
     let shown: Vec<String> = runs
         .iter()
         .take(4)
-        .map(|r| {
-            if r.count == 1 {
-                format!("{}", r.first)
-            } else {
-                format!("{}..{}", r.first, r.end() - 1)
-            }
-        })
+        .map(|r| if r.count == 1 { format!("{}", r.first) } else { format!("{}..{}", r.first, r.end() - 1) })
         .collect();
-    let more = if runs.len() > 4 {
-        format!(" and {} more run(s)", runs.len() - 4)
-    } else {
-        String::new()
-    };
+    let more = if runs.len() > 4 { format!(" and {} more run(s)", runs.len() - 4) } else { String::new() };
     format!(
         "page{} {}{more} ({} page{})",
         if total == 1 { "" } else { "s" },
@@ -108,9 +98,7 @@ fn story(w: &World, v: &Violation) -> String {
         return format!("{}: {}", v.kind.name(), v.detail);
     };
     let req = &w.reqs[r.idx()];
-    let status = req
-        .response
-        .map_or("no response".to_string(), |x| format!("HTTP {}", x.status));
+    let status = req.response.map_or("no response".to_string(), |x| format!("HTTP {}", x.status));
     let _ = write!(
         s,
         "{}: request {} of tenant {}, prompt {} tokens, got {status}",
@@ -124,12 +112,7 @@ fn story(w: &World, v: &Violation) -> String {
         Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead => {
             let whose = match v.kind {
                 Kind::CrossTenantRead => {
-                    let t: Vec<String> = v
-                        .victim_tenants
-                        .iter()
-                        .take(5)
-                        .map(|t| t.0.to_string())
-                        .collect();
+                    let t: Vec<String> = v.victim_tenants.iter().take(5).map(|t| t.0.to_string()).collect();
                     let more = if v.victim_tenants.len() > 5 {
                         format!(" and {} more", v.victim_tenants.len() - 5)
                     } else {
@@ -141,9 +124,7 @@ fn story(w: &World, v: &Violation) -> String {
                         t.join(", ")
                     )
                 }
-                Kind::CrossRequestRead => {
-                    "last written by other requests of the same tenant".to_string()
-                }
+                Kind::CrossRequestRead => "last written by other requests of the same tenant".to_string(),
                 _ => "never written (zeros)".to_string(),
             };
             let _ = write!(
@@ -185,9 +166,7 @@ impl Report {
         let mut caught_by = BTreeMap::new();
         let mut detected_by = BTreeMap::new();
         for r in &w.reqs {
-            let k = r
-                .response
-                .map_or("none".to_string(), |x| x.status.to_string());
+            let k = r.response.map_or("none".to_string(), |x| x.status.to_string());
             *outcomes.entry(k).or_insert(0) += 1;
             if let Some(m) = r.caught_by {
                 *caught_by.entry(m.name().to_string()).or_insert(0) += 1;
@@ -201,7 +180,7 @@ impl Report {
             .violations
             .iter()
             .map(|v| ViolationOut {
-                kind: v.kind.name(),
+                kind: v.kind.name().to_string(),
                 request: v.request.map(|r| r.0),
                 tenant: v.tenant.map(|t| t.0),
                 victim_tenants: v.victim_tenants.iter().map(|t| t.0).collect(),
@@ -211,9 +190,7 @@ impl Report {
                 slots: v.slots,
                 at_ns: v.at.0,
                 prompt_tokens: v.request.map(|r| w.reqs[r.idx()].prompt_tokens),
-                status: v
-                    .request
-                    .and_then(|r| w.reqs[r.idx()].response.map(|x| x.status)),
+                status: v.request.and_then(|r| w.reqs[r.idx()].response.map(|x| x.status)),
                 culprit_request: v.culprit.map(|c| c.request.0),
                 culprit_tenant: v.culprit.map(|c| c.tenant.0),
                 culprit_at_ns: v.culprit.map(|c| c.at.0),
@@ -238,9 +215,7 @@ impl Report {
         };
         let mut violation_counts = BTreeMap::new();
         for v in &w.oracle.violations {
-            *violation_counts
-                .entry(v.kind.name().to_string())
-                .or_insert(0) += 1;
+            *violation_counts.entry(v.kind.name().to_string()).or_insert(0) += 1;
         }
         Report {
             kvsim_version: env!("CARGO_PKG_VERSION"),
@@ -278,30 +253,14 @@ impl Report {
             secs(self.virtual_end_ns),
             self.trace_hash
         );
-        let o: Vec<String> = self
-            .outcomes
-            .iter()
-            .map(|(k, v)| format!("{k} × {}", thousands(*v)))
-            .collect();
+        let o: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} × {}", thousands(*v))).collect();
         let _ = writeln!(s, "outcomes (HTTP status × requests): {}", o.join(", "));
         if !self.caught_by.is_empty() {
-            let c: Vec<String> = self
-                .caught_by
-                .iter()
-                .map(|(k, v)| format!("{k} × {v}"))
-                .collect();
-            let _ = writeln!(
-                s,
-                "stopped by mitigations (request failed, HTTP 500): {}",
-                c.join(", ")
-            );
+            let c: Vec<String> = self.caught_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
+            let _ = writeln!(s, "stopped by mitigations (request failed, HTTP 500): {}", c.join(", "));
         }
         if !self.detected_by.is_empty() {
-            let c: Vec<String> = self
-                .detected_by
-                .iter()
-                .map(|(k, v)| format!("{k} × {v}"))
-                .collect();
+            let c: Vec<String> = self.detected_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
             let _ = writeln!(s, "detected (logged only): {}", c.join(", "));
         }
         if self.violation_counts.is_empty() {

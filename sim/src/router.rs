@@ -17,12 +17,7 @@ pub struct Router {
 
 impl Router {
     pub fn new(seed: u64, policy: RouterPolicy) -> Router {
-        Router {
-            policy,
-            rng: Prng::child(seed, "router"),
-            next_prefill: 0,
-            next_decode: 0,
-        }
+        Router { policy, rng: Prng::child(seed, "router"), next_prefill: 0, next_decode: 0 }
     }
 }
 
@@ -44,12 +39,8 @@ impl World {
             }
             RouterPolicy::Random => self.router.rng.below(n as u64) as usize,
             RouterPolicy::LeastLoaded => match role {
-                Role::Prefill => (0..n)
-                    .min_by_key(|&i| (self.prefill[i].load(), i))
-                    .unwrap_or(0),
-                Role::Decode => (0..n)
-                    .min_by_key(|&i| (self.decode[i].load(), i))
-                    .unwrap_or(0),
+                Role::Prefill => (0..n).min_by_key(|&i| (self.prefill[i].load(), i)).unwrap_or(0),
+                Role::Decode => (0..n).min_by_key(|&i| (self.decode[i].load(), i)).unwrap_or(0),
             },
         };
         idx as u16
@@ -69,21 +60,9 @@ impl World {
         req.decode = d;
         req.room = room;
         let lat = self.msg_latency();
-        self.after(
-            lat,
-            Ev::LegArrive {
-                r,
-                role: Role::Prefill,
-            },
-        );
+        self.after(lat, Ev::LegArrive { r, role: Role::Prefill });
         if self.cfg.knobs.router_mode == RouterMode::Concurrent {
-            self.after(
-                lat,
-                Ev::LegArrive {
-                    r,
-                    role: Role::Decode,
-                },
-            );
+            self.after(lat, Ev::LegArrive { r, role: Role::Decode });
         }
         self.maybe_random_crash();
     }
@@ -107,40 +86,21 @@ impl World {
         let k = &self.cfg.knobs;
         match (role, k.router_mode) {
             (Role::Decode, _) => {
-                let tokens = if status == 200 {
-                    self.reqs[r.idx()].decode_tokens
-                } else {
-                    0
-                };
+                let tokens = if status == 200 { self.reqs[r.idx()].decode_tokens } else { 0 };
                 self.respond(r, status, tokens);
             }
             (Role::Prefill, RouterMode::Sequential) => {
                 if status == 200 {
-                    self.after(
-                        Duration(0),
-                        Ev::LegArrive {
-                            r,
-                            role: Role::Decode,
-                        },
-                    );
+                    self.after(Duration(0), Ev::LegArrive { r, role: Role::Decode });
                 } else {
                     self.respond(r, status, 0);
                 }
             }
             (Role::Prefill, RouterMode::Concurrent) => {
-                if status != 200 && k.router_on_prefill_error == RouterOnPrefillError::CancelDecode
-                {
+                if status != 200 && k.router_on_prefill_error == RouterOnPrefillError::CancelDecode {
                     self.respond(r, status, 0);
                     let lat = self.msg_latency();
-                    self.after(
-                        lat,
-                        Ev::AbortAt {
-                            r,
-                            role: Role::Decode,
-                            status,
-                            from_decode: false,
-                        },
-                    );
+                    self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });
                 }
             }
         }
@@ -152,13 +112,8 @@ impl World {
         if req.response.is_some() {
             return;
         }
-        req.response = Some(Response {
-            status,
-            at: now,
-            tokens,
-        });
-        self.tracer
-            .record(now, TraceRecord::Response { r, status, tokens });
+        req.response = Some(Response { status, at: now, tokens });
+        self.tracer.record(now, TraceRecord::Response { r, status, tokens });
     }
 
     /// The client gives up: it gets nothing more (499 is recorded), and both legs are aborted.
@@ -169,23 +124,7 @@ impl World {
         self.reqs[r.idx()].client_aborted = true;
         self.respond(r, 499, 0);
         let lat = self.msg_latency();
-        self.after(
-            lat,
-            Ev::AbortAt {
-                r,
-                role: Role::Prefill,
-                status: 499,
-                from_decode: false,
-            },
-        );
-        self.after(
-            lat,
-            Ev::AbortAt {
-                r,
-                role: Role::Decode,
-                status: 499,
-                from_decode: false,
-            },
-        );
+        self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status: 499, from_decode: false });
+        self.after(lat, Ev::AbortAt { r, role: Role::Decode, status: 499, from_decode: false });
     }
 }

@@ -3,8 +3,8 @@
 //! in which every knob is explicit. Parsing takes text, not paths: the caller reads the file.
 
 use crate::config::{
-    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RequestSpec,
-    RouterPolicy, ScriptedFault, SimConfig,
+    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RequestSpec, RouterPolicy,
+    ScriptedFault, SimConfig,
 };
 use crate::types::Ratio;
 use serde::Deserialize;
@@ -144,11 +144,7 @@ pub struct Scenario {
 
 /// 1-based line of byte offset `at`.
 fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())]
-        .bytes()
-        .filter(|b| *b == b'\n')
-        .count()
-        + 1
+    text[..at.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
 /// Finds the line of `key` inside the `nth` occurrence of table `table` (`""` = top level).
@@ -159,12 +155,7 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
     for (i, raw) in text.lines().enumerate() {
         let l = raw.trim();
         if l.starts_with('[') {
-            let name = l
-                .trim_start_matches('[')
-                .split(']')
-                .next()
-                .unwrap_or("")
-                .trim();
+            let name = l.trim_start_matches('[').split(']').next().unwrap_or("").trim();
             in_table = false;
             if name == table {
                 if seen == nth {
@@ -197,18 +188,9 @@ impl Scenario {
                 .and_then(|l| text.lines().nth(l - 1))
                 .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
                 .unwrap_or_default();
-            ScenarioError {
-                file: file.to_string(),
-                line,
-                key,
-                message: e.message().trim().to_string(),
-            }
+            ScenarioError { file: file.to_string(), line, key, message: e.message().trim().to_string() }
         })?;
-        Ok(Scenario {
-            file: file.to_string(),
-            text: text.to_string(),
-            spec,
-        })
+        Ok(Scenario { file: file.to_string(), text: text.to_string(), spec })
     }
 
     fn err(&self, table: &str, nth: usize, key: &str, message: impl Into<String>) -> ScenarioError {
@@ -235,15 +217,7 @@ impl Scenario {
     /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`.
     fn knobs(&self, profile: &str, set: &[(String, String)]) -> Result<Knobs, ScenarioError> {
         let p = config::profile(profile).ok_or_else(|| {
-            self.err(
-                "",
-                0,
-                "profile",
-                format!(
-                    "unknown profile `{profile}` (known: {})",
-                    config::profile_names()
-                ),
-            )
+            self.err("", 0, "profile", format!("unknown profile `{profile}` (known: {})", config::profile_names()))
         })?;
         let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
         let mut origin: Vec<(String, Option<usize>)> = Vec::new();
@@ -300,11 +274,7 @@ impl Scenario {
     /// The fully resolved configuration.
     pub fn resolve(&self, o: &Overrides) -> Result<SimConfig, ScenarioError> {
         let s = &self.spec;
-        let profile = o
-            .profile
-            .clone()
-            .or_else(|| s.profile.clone())
-            .unwrap_or_else(|| "sglang-0.5.16".into());
+        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
         let knobs = self.knobs(&profile, &o.set)?;
         let knob_err = |key: &str, m: &str| ScenarioError {
             file: self.file.clone(),
@@ -314,10 +284,7 @@ impl Scenario {
         };
         let ps = knobs.page_size;
         if ps == 0 || ps > 1 << 16 {
-            return Err(knob_err(
-                "page_size",
-                "page size must be between 1 and 65536",
-            ));
+            return Err(knob_err("page_size", "page size must be between 1 and 65536"));
         }
         if knobs.chunked_prefill_size == 0 {
             return Err(knob_err("chunked_prefill_size", "must be at least 1"));
@@ -333,12 +300,7 @@ impl Scenario {
         }
         let nodes = |groups: &[NodeGroup], table: &str| -> Result<Vec<NodeConfig>, ScenarioError> {
             if groups.is_empty() {
-                return Err(self.err(
-                    table,
-                    0,
-                    "",
-                    format!("at least one [[{table}]] group is required"),
-                ));
+                return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
             }
             let mut out = Vec::new();
             for (i, g) in groups.iter().enumerate() {
@@ -347,22 +309,14 @@ impl Scenario {
                         table,
                         i,
                         "pool_tokens",
-                        format!(
-                            "pool of {} tokens is smaller than one page ({ps} tokens)",
-                            g.pool_tokens
-                        ),
+                        format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens),
                     ));
                 }
                 if g.pool_tokens % ps != 0 {
                     return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
                 }
                 if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
-                    return Err(self.err(
-                        table,
-                        i,
-                        "pool_tokens",
-                        "pool has too many pages (limit 2^31)",
-                    ));
+                    return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
                 }
                 let count = g.count.unwrap_or(1);
                 if count == 0 || count > 1024 {
@@ -374,11 +328,7 @@ impl Scenario {
                     return Err(self.err(
                         table,
                         i,
-                        if slots == 0 {
-                            "metadata_slots"
-                        } else {
-                            "max_running_requests"
-                        },
+                        if slots == 0 { "metadata_slots" } else { "max_running_requests" },
                         "must be at least 1",
                     ));
                 }
@@ -407,12 +357,7 @@ impl Scenario {
             message_latency_us: c.message_latency_us.unwrap_or(200),
         };
         if cost.transfer_bytes_per_us == 0 {
-            return Err(self.err(
-                "cost",
-                0,
-                "transfer_bytes_per_us",
-                "bandwidth must be positive",
-            ));
+            return Err(self.err("cost", 0, "transfer_bytes_per_us", "bandwidth must be positive"));
         }
         let generator = match &s.workload {
             None => None,
@@ -423,17 +368,9 @@ impl Scenario {
                 if w.requests > 10_000_000 {
                     return Err(self.err("workload", 0, "requests", "at most 10,000,000 requests"));
                 }
-                for (key, b) in [
-                    ("prompt_tokens", &w.prompt_tokens),
-                    ("output_tokens", &w.output_tokens),
-                ] {
+                for (key, b) in [("prompt_tokens", &w.prompt_tokens), ("output_tokens", &w.output_tokens)] {
                     if b.iter().map(|x| x.weight).sum::<u64>() == 0 {
-                        return Err(self.err(
-                            "workload",
-                            0,
-                            key,
-                            "buckets need a positive total weight",
-                        ));
+                        return Err(self.err("workload", 0, key, "buckets need a positive total weight"));
                     }
                     if let Some(x) = b.iter().find(|x| x.min > x.max || x.min == 0) {
                         return Err(self.err(
@@ -459,11 +396,7 @@ impl Scenario {
         let mut requests = Vec::new();
         for (i, r) in s.request.iter().enumerate() {
             if r.prompt_tokens == 0 || r.output_tokens == 0 {
-                let key = if r.prompt_tokens == 0 {
-                    "prompt_tokens"
-                } else {
-                    "output_tokens"
-                };
+                let key = if r.prompt_tokens == 0 { "prompt_tokens" } else { "output_tokens" };
                 return Err(self.err("request", i, key, "must be at least 1"));
             }
             if let Some(a) = r.abort_at_ms {
@@ -482,12 +415,7 @@ impl Scenario {
         }
         let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
         if total == 0 {
-            return Err(self.err(
-                "",
-                0,
-                "",
-                "no requests: add a [workload] or [[request]] entries",
-            ));
+            return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
         }
         let f = s.faults.clone().unwrap_or_default();
         for (i, sf) in f.script.iter().enumerate() {
@@ -502,11 +430,7 @@ impl Scenario {
                             _ => false,
                         });
                     (!ok).then(|| {
-                        format!(
-                            "no node `{node}` (prefill-0..{}, decode-0..{})",
-                            prefill.len() - 1,
-                            decode.len() - 1
-                        )
+                        format!("no node `{node}` (prefill-0..{}, decode-0..{})", prefill.len() - 1, decode.len() - 1)
                     })
                 }
                 ScriptedFault::TransferFail { request }
@@ -535,10 +459,7 @@ impl Scenario {
             script: f.script.clone(),
         };
         let name = s.name.clone().unwrap_or_else(|| {
-            std::path::Path::new(&self.file)
-                .file_stem()
-                .map(|x| x.to_string_lossy().into_owned())
-                .unwrap_or_default()
+            std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
         });
         Ok(SimConfig {
             name,
@@ -548,10 +469,7 @@ impl Scenario {
             context_len: s.context_len,
             prefill,
             decode,
-            router_policy: s
-                .router
-                .as_ref()
-                .map_or(RouterPolicy::RoundRobin, |r| r.policy),
+            router_policy: s.router.as_ref().map_or(RouterPolicy::RoundRobin, |r| r.policy),
             cost,
             generator,
             requests,

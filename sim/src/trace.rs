@@ -61,11 +61,7 @@ pub enum MemOp {
 pub enum TraceRecord {
     Event(Ev),
     Mem(MemOp),
-    Response {
-        r: RequestId,
-        status: u16,
-        tokens: u64,
-    },
+    Response { r: RequestId, status: u16, tokens: u64 },
 }
 
 /// Receives every record with its virtual time.
@@ -84,20 +80,12 @@ pub struct Tracer {
 
 impl Tracer {
     pub fn new(sink: Option<Box<dyn TraceSink>>) -> Tracer {
-        Tracer {
-            hasher: StableHasher::default(),
-            records: 0,
-            sink,
-            collected: None,
-        }
+        Tracer { hasher: StableHasher::default(), records: 0, sink, collected: None }
     }
 
     /// A tracer that also keeps every record in memory.
     pub fn collecting(sink: Option<Box<dyn TraceSink>>) -> Tracer {
-        Tracer {
-            collected: Some(Vec::new()),
-            ..Tracer::new(sink)
-        }
+        Tracer { collected: Some(Vec::new()), ..Tracer::new(sink) }
     }
 
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {

@@ -36,18 +36,11 @@ impl World {
     pub(crate) fn transfer_submit(&mut self, mut job: TransferJob, src: Vec<Run>, dst: Vec<Run>) {
         let k = self.cfg.knobs.clone();
         let n = pages_in(&src);
-        let per = if k.max_transfer_batch_pages == 0 {
-            n.max(1)
-        } else {
-            k.max_transfer_batch_pages
-        };
+        let per = if k.max_transfer_batch_pages == 0 { n.max(1) } else { k.max_transfer_batch_pages };
         let mut off = 0;
         while off < n || (n == 0 && job.batches.is_empty()) {
             let c = per.min(n - off);
-            job.batches.push(Batch {
-                src: slice_pages(&src, off, c),
-                dst: slice_pages(&dst, off, c),
-            });
+            job.batches.push(Batch { src: slice_pages(&src, off, c), dst: slice_pages(&dst, off, c) });
             off += c;
             if n == 0 {
                 break;
@@ -84,13 +77,7 @@ impl World {
             };
             if let Some(at) = land {
                 lands += 1;
-                self.at(
-                    at,
-                    Ev::TransferLand {
-                        job: id,
-                        batch: b as u32,
-                    },
-                );
+                self.at(at, Ev::TransferLand { job: id, batch: b as u32 });
             }
             t = ret;
             if !ok {
@@ -118,14 +105,8 @@ impl World {
             pr.lands_pending -= 1;
         }
         let d = j.decode as usize;
-        let src_id = NodeId {
-            role: Role::Prefill,
-            index: j.prefill,
-        };
-        let dst_id = NodeId {
-            role: Role::Decode,
-            index: j.decode,
-        };
+        let src_id = NodeId { role: Role::Prefill, index: j.prefill };
+        let dst_id = NodeId { role: Role::Decode, index: j.decode };
         // Reading a source page the request no longer holds is itself a use after free.
         let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r);
         self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
@@ -142,12 +123,7 @@ impl World {
                     }
                 }
             }
-            self.mem(MemOp::Copy {
-                src: src_id,
-                dst: dst_id,
-                r: j.r,
-                pages: pairs,
-            });
+            self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: pairs });
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
         }
         self.prefill_maybe_drained(j.prefill, j.r);
@@ -160,8 +136,7 @@ impl World {
         if self.prefill[p].epoch != j.prefill_epoch {
             return;
         }
-        let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch
-            && self.decode[j.decode as usize].alive;
+        let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch && self.decode[j.decode as usize].alive;
         let lat = self.msg_latency();
         let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
             return;
@@ -171,46 +146,22 @@ impl World {
         if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
             if !was_failed {
-                self.after(
-                    lat,
-                    Ev::Status {
-                        r: j.r,
-                        decode: j.decode,
-                        epoch: j.decode_epoch,
-                        ok: false,
-                        pages: 0,
-                    },
-                );
+                self.after(lat, Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0 });
             }
         } else if j.last && !was_failed {
             pr.sender = crate::prefill::SenderState::Success;
             if let Some((slot, room)) = j.meta {
                 self.after(
                     Duration(lat.0 / 2),
-                    Ev::MetaLand {
-                        r: j.r,
-                        decode: j.decode,
-                        epoch: j.decode_epoch,
-                        slot,
-                        room,
-                    },
+                    Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room },
                 );
             }
             self.after(
                 lat,
-                Ev::Status {
-                    r: j.r,
-                    decode: j.decode,
-                    epoch: j.decode_epoch,
-                    ok: true,
-                    pages: j.sender_pages,
-                },
+                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: j.sender_pages },
             );
         }
         self.prefill_maybe_drained(j.prefill, j.r);
-        self.tick(NodeId {
-            role: Role::Prefill,
-            index: j.prefill,
-        });
+        self.tick(NodeId { role: Role::Prefill, index: j.prefill });
     }
 }

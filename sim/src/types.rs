@@ -5,15 +5,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A point in virtual time, integer nanoseconds since the start of the run.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct Instant(pub u64);
 
 /// A span of virtual time in nanoseconds.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct Duration(pub u64);
 
 impl Duration {
@@ -122,12 +118,8 @@ impl Ratio {
             Some((n, d)) => (n.trim(), d.trim()),
             None => (s, "1"),
         };
-        let num: u64 = n
-            .parse()
-            .map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
-        let den: u64 = d
-            .parse()
-            .map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
+        let num: u64 = n.parse().map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
+        let den: u64 = d.parse().map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
         if den == 0 {
             return Err(format!("`{s}`: denominator is 0"));
         }

@@ -101,87 +101,24 @@ pub struct DstInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum Ev {
-    Arrive {
-        r: RequestId,
-    },
-    ClientAbort {
-        r: RequestId,
-    },
-    LegArrive {
-        r: RequestId,
-        role: Role,
-    },
-    Tick {
-        node: NodeId,
-    },
-    ForwardDone {
-        node: u16,
-        epoch: u32,
-    },
-    StepDone {
-        node: u16,
-        epoch: u32,
-    },
-    DstInfo {
-        r: RequestId,
-        prefill: u16,
-        dst: Box<DstInfo>,
-    },
-    TransferLand {
-        job: u32,
-        batch: u32,
-    },
-    TransferDone {
-        job: u32,
-        ok: bool,
-    },
-    MetaLand {
-        r: RequestId,
-        decode: u16,
-        epoch: u32,
-        slot: u32,
-        room: u64,
-    },
-    Status {
-        r: RequestId,
-        decode: u16,
-        epoch: u32,
-        ok: bool,
-        pages: u64,
-    },
-    LegResult {
-        r: RequestId,
-        role: Role,
-        status: u16,
-    },
-    AbortAt {
-        r: RequestId,
-        role: Role,
-        status: u16,
-        from_decode: bool,
-    },
-    AbortAck {
-        r: RequestId,
-        decode: u16,
-        epoch: u32,
-    },
-    Timeout {
-        r: RequestId,
-        kind: TimeoutKind,
-        node: NodeId,
-        epoch: u32,
-    },
-    Crash {
-        node: NodeId,
-        restart_after_ms: u64,
-    },
-    Restart {
-        node: NodeId,
-    },
-    HeartbeatLost {
-        prefill: u16,
-        epoch: u32,
-    },
+    Arrive { r: RequestId },
+    ClientAbort { r: RequestId },
+    LegArrive { r: RequestId, role: Role },
+    Tick { node: NodeId },
+    ForwardDone { node: u16, epoch: u32 },
+    StepDone { node: u16, epoch: u32 },
+    DstInfo { r: RequestId, prefill: u16, dst: Box<DstInfo> },
+    TransferLand { job: u32, batch: u32 },
+    TransferDone { job: u32, ok: bool },
+    MetaLand { r: RequestId, decode: u16, epoch: u32, slot: u32, room: u64 },
+    Status { r: RequestId, decode: u16, epoch: u32, ok: bool, pages: u64 },
+    LegResult { r: RequestId, role: Role, status: u16 },
+    AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
+    AbortAck { r: RequestId, decode: u16, epoch: u32 },
+    Timeout { r: RequestId, kind: TimeoutKind, node: NodeId, epoch: u32 },
+    Crash { node: NodeId, restart_after_ms: u64 },
+    Restart { node: NodeId },
+    HeartbeatLost { prefill: u16, epoch: u32 },
 }
 
 struct Scheduled {
@@ -233,12 +170,8 @@ pub struct World {
 impl World {
     pub fn new(cfg: SimConfig, tracer: Tracer) -> World {
         let k = &cfg.knobs;
-        let prefill = (0..cfg.prefill.len())
-            .map(|i| PrefillNode::new(i as u16, &cfg.prefill[i], k))
-            .collect();
-        let decode = (0..cfg.decode.len())
-            .map(|i| DecodeNode::new(i as u16, &cfg.decode[i], k))
-            .collect();
+        let prefill = (0..cfg.prefill.len()).map(|i| PrefillNode::new(i as u16, &cfg.prefill[i], k)).collect();
+        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(i as u16, &cfg.decode[i], k)).collect();
         let mut w = World {
             router: Router::new(cfg.seed, cfg.router_policy),
             rng_faults: Prng::child(cfg.seed, "faults"),
@@ -262,20 +195,9 @@ impl World {
         let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
         for f in w.cfg.faults.script.clone() {
-            if let ScriptedFault::Crash {
-                at_ms,
-                node,
-                restart_after_ms,
-            } = f
-            {
+            if let ScriptedFault::Crash { at_ms, node, restart_after_ms } = f {
                 let node = w.parse_node(&node).expect("validated node name");
-                w.at(
-                    Instant(0) + Duration::from_ms(at_ms),
-                    Ev::Crash {
-                        node,
-                        restart_after_ms,
-                    },
-                );
+                w.at(Instant(0) + Duration::from_ms(at_ms), Ev::Crash { node, restart_after_ms });
             }
         }
         w
@@ -296,11 +218,7 @@ impl World {
     pub fn at(&mut self, at: Instant, ev: Ev) {
         let at = at.max(self.now);
         self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
     }
 
     pub fn after(&mut self, d: Duration, ev: Ev) {
@@ -336,13 +254,7 @@ impl World {
 
     /// Records use-after-free for writes that landed in pages the writer does not hold, and
     /// marks the current holders for a full re-check of their next read.
-    pub fn note_foreign_writes(
-        &mut self,
-        pool: PoolId,
-        writer: RequestId,
-        rep: WriteReport,
-        what: &str,
-    ) {
+    pub fn note_foreign_writes(&mut self, pool: PoolId, writer: RequestId, rep: WriteReport, what: &str) {
         if rep.foreign.is_empty() {
             return;
         }
@@ -379,11 +291,7 @@ impl World {
             } else {
                 format!(
                     ", now held by request(s) {}",
-                    victims
-                        .iter()
-                        .map(|v| v.0.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    victims.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", ")
                 )
             }
         );
@@ -426,21 +334,8 @@ impl World {
         });
     }
 
-    pub fn read_ctx(
-        &self,
-        pool: PoolId,
-        reader: RequestId,
-        seq_len: u64,
-        pages_read: u64,
-    ) -> ReadCtx {
-        ReadCtx {
-            at: self.now,
-            pool,
-            reader,
-            tenant: self.reqs[reader.idx()].tenant,
-            seq_len,
-            pages_read,
-        }
+    pub fn read_ctx(&self, pool: PoolId, reader: RequestId, seq_len: u64, pages_read: u64) -> ReadCtx {
+        ReadCtx { at: self.now, pool, reader, tenant: self.reqs[reader.idx()].tenant, seq_len, pages_read }
     }
 
     /// Runs until the queue drains or the horizon passes, then checks liveness.
@@ -456,8 +351,7 @@ impl World {
             }
             self.now = s.at;
             self.events += 1;
-            self.tracer
-                .record(self.now, TraceRecord::Event(s.ev.clone()));
+            self.tracer.record(self.now, TraceRecord::Event(s.ev.clone()));
             self.dispatch(s.ev);
             if self.check_invariants {
                 self.invariants();
@@ -471,14 +365,8 @@ impl World {
         match ev {
             Ev::Arrive { r } => self.on_arrive(r),
             Ev::ClientAbort { r } => self.on_client_abort(r),
-            Ev::LegArrive {
-                r,
-                role: Role::Prefill,
-            } => self.prefill_leg_arrive(r),
-            Ev::LegArrive {
-                r,
-                role: Role::Decode,
-            } => self.decode_leg_arrive(r),
+            Ev::LegArrive { r, role: Role::Prefill } => self.prefill_leg_arrive(r),
+            Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
             Ev::Tick { node } => match node.role {
                 Role::Prefill => self.prefill_tick(node.index),
                 Role::Decode => self.decode_tick(node.index),
@@ -488,47 +376,17 @@ impl World {
             Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
-            Ev::MetaLand {
-                r,
-                decode,
-                epoch,
-                slot,
-                room,
-            } => self.decode_meta_land(r, decode, epoch, slot, room),
-            Ev::Status {
-                r,
-                decode,
-                epoch,
-                ok,
-                pages,
-            } => self.decode_status(r, decode, epoch, ok, pages),
+            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
+            Ev::Status { r, decode, epoch, ok, pages } => self.decode_status(r, decode, epoch, ok, pages),
             Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
-            Ev::AbortAt {
-                r,
-                role: Role::Prefill,
-                status,
-                from_decode,
-            } => self.prefill_abort(r, status, from_decode),
-            Ev::AbortAt {
-                r,
-                role: Role::Decode,
-                status,
-                ..
-            } => self.decode_abort(r, status),
+            Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
+            Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
             Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
-            Ev::Timeout {
-                r,
-                kind,
-                node,
-                epoch,
-            } => match node.role {
+            Ev::Timeout { r, kind, node, epoch } => match node.role {
                 Role::Prefill => self.prefill_timeout(r, kind, node.index, epoch),
                 Role::Decode => self.decode_timeout(r, kind, node.index, epoch),
             },
-            Ev::Crash {
-                node,
-                restart_after_ms,
-            } => self.crash(node, restart_after_ms),
+            Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),
             Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill, epoch),
         }
@@ -579,9 +437,7 @@ impl World {
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
         let p = &self.prefill[req.prefill as usize];
         let d = &self.decode[req.decode as usize];
-        let pstate = p.reqs.get(&r).map_or("gone".to_string(), |x| {
-            format!("{:?}/{:?}", x.phase, x.sender)
-        });
+        let pstate = p.reqs.get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
         let dstate = d.reqs.get(&r).map_or("gone".to_string(), |x| {
             format!(
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
@@ -636,11 +492,7 @@ impl World {
         for (pool, pages, slots, holders) in leaks {
             let detail = format!(
                 "{pool}: {pages} page(s) and {slots} metadata slot(s) still held at the end{}",
-                if holders.is_empty() {
-                    String::new()
-                } else {
-                    format!(" by request(s) {holders:?}")
-                }
+                if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
             );
             self.oracle.record(Violation {
                 kind: Kind::PageLeak,

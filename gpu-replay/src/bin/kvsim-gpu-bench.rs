@@ -29,28 +29,17 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        backend: BackendChoice::Cuda,
-        full: true,
-        reps: 5,
-    };
+    let mut args = Args { backend: BackendChoice::Cuda, full: true, reps: 5 };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--backend" => args.backend = it.next().ok_or("--backend needs a value")?.parse()?,
             "--no-full" => args.full = false,
             "--reps" => {
-                args.reps = it
-                    .next()
-                    .ok_or("--reps needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--reps: {e}"))?
+                args.reps = it.next().ok_or("--reps needs a value")?.parse().map_err(|e| format!("--reps: {e}"))?
             }
             "-h" | "--help" => {
-                return Err(
-                    "usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]"
-                        .into(),
-                )
+                return Err("usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]".into())
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -132,11 +121,7 @@ fn run_cuda(args: &Args) -> Result<bool, GpuError> {
             && (r.foreign_share - cpu.foreign_share).abs() <= MAX_SHARE_DIFF;
         let gbps = timing.gbps();
         let ratio = gbps / copy_gbps;
-        let bw_note = if bp.name == "full-1M" && ratio < TARGET_RATIO {
-            " (below the 60% target)"
-        } else {
-            ""
-        };
+        let bw_note = if bp.name == "full-1M" && ratio < TARGET_RATIO { " (below the 60% target)" } else { "" };
         println!(
             "{:<15} {:>8} {:>10.6} {:>10.6} {:>9.2e} {:>9.4} {:>9.1} {:>9.1} {:>6.1}%  {}{}  [{wall:.1}s]",
             bp.name,

@@ -111,10 +111,7 @@ impl KernelConfig {
 
 /// The full source for one configuration.
 pub fn kernel_source(cfg: &KernelConfig) -> String {
-    format!(
-        "// kvsim-gpu kernels for {cfg:?}\n{}\n{KERNELS_CU}",
-        cfg.defines()
-    )
+    format!("// kvsim-gpu kernels for {cfg:?}\n{}\n{KERNELS_CU}", cfg.defines())
 }
 
 /// What NVRTC should produce.
@@ -127,11 +124,7 @@ pub enum Output {
 }
 
 fn log_string(raw: &[c_char]) -> String {
-    let bytes: Vec<u8> = raw
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
+    let bytes: Vec<u8> = raw.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -140,10 +133,9 @@ fn log_string(raw: &[c_char]) -> String {
 /// (`cudarc::nvrtc::sys::is_culib_present`), or this panics inside cudarc's loader.
 pub fn nvrtc_compile(src: &str, arch: &str, output: Output) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::result;
-    let c_src = CString::new(src)
-        .map_err(|_| GpuError::Compile("kernel source holds a NUL byte".into()))?;
-    let prog = result::create_program(&c_src, None)
-        .map_err(|e| GpuError::Compile(format!("nvrtcCreateProgram: {e}")))?;
+    let c_src = CString::new(src).map_err(|_| GpuError::Compile("kernel source holds a NUL byte".into()))?;
+    let prog =
+        result::create_program(&c_src, None).map_err(|e| GpuError::Compile(format!("nvrtcCreateProgram: {e}")))?;
     let compiled = compile_program(prog, arch, output);
     // SAFETY: `prog` came from nvrtcCreateProgram above and is destroyed exactly once.
     let destroyed = unsafe { result::destroy_program(prog) };
@@ -152,25 +144,16 @@ pub fn nvrtc_compile(src: &str, arch: &str, output: Output) -> Result<Vec<u8>, G
     Ok(bytes)
 }
 
-fn compile_program(
-    prog: cudarc::nvrtc::sys::nvrtcProgram,
-    arch: &str,
-    output: Output,
-) -> Result<Vec<u8>, GpuError> {
+fn compile_program(prog: cudarc::nvrtc::sys::nvrtcProgram, arch: &str, output: Output) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::{result, sys};
-    let opts = [
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".to_string(),
-    ];
+    let opts = [format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     // SAFETY: `prog` is a live program; the options outlive the call.
     if let Err(e) = unsafe { result::compile_program(prog, &opts) } {
         // SAFETY: as above; the log is read before the program is destroyed.
         let log = unsafe { result::get_program_log(prog) }
             .map(|raw| log_string(&raw))
             .unwrap_or_else(|e2| format!("(no log: {e2})"));
-        return Err(GpuError::Compile(format!(
-            "{e} for {arch} with {opts:?}:\n{log}"
-        )));
+        return Err(GpuError::Compile(format!("{e} for {arch} with {opts:?}:\n{log}")));
     }
     match output {
         Output::Cubin => {
@@ -180,9 +163,7 @@ fn compile_program(
                 .result()
                 .map_err(|e| GpuError::Compile(format!("nvrtcGetCUBINSize for {arch}: {e}")))?;
             if size == 0 {
-                return Err(GpuError::Compile(format!(
-                    "NVRTC produced no CUBIN for {arch}"
-                )));
+                return Err(GpuError::Compile(format!("NVRTC produced no CUBIN for {arch}")));
             }
             let mut buf = vec![0u8; size];
             // SAFETY: `buf` has the `size` bytes NVRTC asked for.

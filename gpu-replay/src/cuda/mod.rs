@@ -19,16 +19,12 @@ pub mod kernels;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
 use crate::cpu::{self, AttendOutput};
 use crate::error::GpuError;
-use crate::program::{
-    expand_block_table, AttnShape, Op, PoolSpec, Program, SlotRun, Writer, CPU_POOL_BYTES_LIMIT,
-};
+use crate::program::{expand_block_table, AttnShape, Op, PoolSpec, Program, SlotRun, Writer, CPU_POOL_BYTES_LIMIT};
 use crate::values::derive_query;
 use crate::{AttendResult, Backend};
 
@@ -50,12 +46,10 @@ pub fn cuda_probe() -> Result<(), String> {
     }
     // SAFETY: only tries to open the library; loads no symbol.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(
-            "libnvrtc was not found; put the directory holding libnvrtc.so.13 \
+        return Err("libnvrtc was not found; put the directory holding libnvrtc.so.13 \
                     (system CUDA, or the nvidia-cuda-nvrtc wheel's nvidia/cu13/lib) \
                     on LD_LIBRARY_PATH before starting the program"
-                .into(),
-        );
+            .into());
     }
     Ok(())
 }
@@ -133,9 +127,7 @@ impl CudaBackend {
         let ctx = CudaContext::new(0).map_err(driver("cuCtx for device 0"))?;
         let stream = ctx.default_stream();
         let device_name = ctx.name().map_err(driver("cuDeviceGetName"))?;
-        let compute_capability = ctx
-            .compute_capability()
-            .map_err(driver("compute capability"))?;
+        let compute_capability = ctx.compute_capability().map_err(driver("compute capability"))?;
         Ok(CudaBackend {
             ctx,
             stream,
@@ -194,12 +186,9 @@ impl CudaBackend {
         let module = match cubin {
             Ok(m) => m,
             Err(first) => {
-                let ptx =
-                    kernels::nvrtc_compile(&src, &compute, Output::Ptx).map_err(|second| {
-                        GpuError::Compile(format!(
-                            "CUBIN for {sm}: {first}\nPTX for {compute}: {second}"
-                        ))
-                    })?;
+                let ptx = kernels::nvrtc_compile(&src, &compute, Output::Ptx).map_err(|second| {
+                    GpuError::Compile(format!("CUBIN for {sm}: {first}\nPTX for {compute}: {second}"))
+                })?;
                 let ptx = String::from_utf8_lossy(&ptx).into_owned();
                 let m = self.ctx.load_module(Ptx::from_src(ptx)).map_err(|e| {
                     GpuError::Cuda(format!(
@@ -208,9 +197,7 @@ impl CudaBackend {
                          than the driver's CUDA version)"
                     ))
                 })?;
-                self.notes.push(format!(
-                    "CUBIN for {sm} failed ({first}); loaded PTX for {compute}"
-                ));
+                self.notes.push(format!("CUBIN for {sm} failed ({first}); loaded PTX for {compute}"));
                 m
             }
         };
@@ -228,23 +215,13 @@ impl CudaBackend {
     /// Measures device-to-device copy bandwidth: `reps` copies of a `bytes` buffer, timed
     /// with events after one warm-up. Counts bytes read plus bytes written, in GB/s.
     pub fn copy_bandwidth(&self, bytes: usize, reps: u32) -> Result<f64, GpuError> {
-        let src = self
-            .stream
-            .alloc_zeros::<u8>(bytes)
-            .map_err(driver("alloc copy source"))?;
-        let mut dst = self
-            .stream
-            .alloc_zeros::<u8>(bytes)
-            .map_err(driver("alloc copy target"))?;
-        self.stream
-            .memcpy_dtod(&src, &mut dst)
-            .map_err(driver("warm-up copy"))?;
+        let src = self.stream.alloc_zeros::<u8>(bytes).map_err(driver("alloc copy source"))?;
+        let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(driver("alloc copy target"))?;
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(driver("warm-up copy"))?;
         let (start, end) = self.events()?;
         start.record(&self.stream).map_err(driver("record start"))?;
         for _ in 0..reps.max(1) {
-            self.stream
-                .memcpy_dtod(&src, &mut dst)
-                .map_err(driver("memcpy_dtod"))?;
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(driver("memcpy_dtod"))?;
         }
         end.record(&self.stream).map_err(driver("record end"))?;
         let ms = f64::from(start.elapsed_ms(&end).map_err(driver("event elapsed"))?);
@@ -263,76 +240,43 @@ impl CudaBackend {
     fn replay(&mut self, p: &Program) -> Result<(Vec<Vec<f32>>, Vec<AttendTiming>), GpuError> {
         let mut pools = BTreeMap::new();
         for spec in &p.pools {
-            let bytes = usize::try_from(spec.slots() * p.shape.slot_bytes() / 2).map_err(|_| {
-                GpuError::TooLarge {
-                    what: format!("pool {}", spec.pool),
-                    bytes: spec.slots() * p.shape.slot_bytes(),
-                    limit_bytes: usize::MAX as u64,
-                }
+            let bytes = usize::try_from(spec.slots() * p.shape.slot_bytes() / 2).map_err(|_| GpuError::TooLarge {
+                what: format!("pool {}", spec.pool),
+                bytes: spec.slots() * p.shape.slot_bytes(),
+                limit_bytes: usize::MAX as u64,
             })?;
-            let k = self
-                .stream
-                .alloc_zeros::<u8>(bytes)
-                .map_err(driver("alloc pool K"))?;
-            let v = self
-                .stream
-                .alloc_zeros::<u8>(bytes)
-                .map_err(driver("alloc pool V"))?;
+            let k = self.stream.alloc_zeros::<u8>(bytes).map_err(driver("alloc pool K"))?;
+            let v = self.stream.alloc_zeros::<u8>(bytes).map_err(driver("alloc pool V"))?;
             pools.insert(spec.pool, DevPool { spec: *spec, k, v });
         }
         let (mut outputs, mut timings) = (Vec::new(), Vec::new());
         for op in &p.ops {
             match op {
-                Op::Write {
-                    pool,
-                    slots,
-                    writer,
-                } => {
+                Op::Write { pool, slots, writer } => {
                     let dev = pools.get_mut(pool).ok_or_else(|| missing(*pool))?;
                     let k = self.kernels_for(&p.shape, dev.spec.page_size)?;
                     self.write(&k, dev, slots, *writer)?;
                 }
-                Op::Copy {
-                    src_pool,
-                    dst_pool,
-                    pages,
-                } => self.copy(&p.shape, &mut pools, *src_pool, *dst_pool, pages)?,
+                Op::Copy { src_pool, dst_pool, pages } => {
+                    self.copy(&p.shape, &mut pools, *src_pool, *dst_pool, pages)?
+                }
                 // Freeing a page does not clear it, in the engine or here.
                 Op::Free { .. } => {}
-                Op::Attend {
-                    id,
-                    pool,
-                    reader,
-                    block_table,
-                    seq_len,
-                } => {
+                Op::Attend { id, pool, reader, block_table, seq_len } => {
                     let dev = pools.get(pool).ok_or_else(|| missing(*pool))?;
                     let k = self.kernels_for(&p.shape, dev.spec.page_size)?;
-                    let read = Read {
-                        id: *id,
-                        reader: *reader,
-                        block_table,
-                        seq_len: *seq_len,
-                    };
+                    let read = Read { id: *id, reader: *reader, block_table, seq_len: *seq_len };
                     let (out, timing) = self.attend(&p.shape, &k, dev, &read)?;
                     outputs.push(out);
                     timings.push(timing);
                 }
             }
         }
-        self.stream
-            .synchronize()
-            .map_err(driver("stream synchronize"))?;
+        self.stream.synchronize().map_err(driver("stream synchronize"))?;
         Ok((outputs, timings))
     }
 
-    fn write(
-        &self,
-        k: &Kernels,
-        dev: &mut DevPool,
-        runs: &[SlotRun],
-        writer: Writer,
-    ) -> Result<(), GpuError> {
+    fn write(&self, k: &Kernels, dev: &mut DevPool, runs: &[SlotRun], writer: Writer) -> Result<(), GpuError> {
         let (mut slots, mut pos) = (Vec::new(), Vec::new());
         for run in runs {
             slots.extend(run.start_slot..run.start_slot + run.len);
@@ -341,22 +285,12 @@ impl CudaBackend {
         if slots.is_empty() {
             return Ok(());
         }
-        let d_slots = self
-            .stream
-            .clone_htod(&slots)
-            .map_err(driver("upload write slots"))?;
-        let d_pos = self
-            .stream
-            .clone_htod(&pos)
-            .map_err(driver("upload write positions"))?;
+        let d_slots = self.stream.clone_htod(&slots).map_err(driver("upload write slots"))?;
+        let d_pos = self.stream.clone_htod(&pos).map_err(driver("upload write positions"))?;
         let n_tok = slots.len() as u64;
         let total = n_tok * u64::from(k.cfg.kv_heads) * u64::from(k.cfg.head_dim);
         let blocks = total.div_ceil(256).min(65_535 * 16) as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let mut b = self.stream.launch_builder(&k.write);
         b.arg(&mut dev.k)
             .arg(&mut dev.v)
@@ -379,21 +313,13 @@ impl CudaBackend {
         dst_pool: u32,
         runs: &[(u32, u32, u32)],
     ) -> Result<(), GpuError> {
-        let page_size = pools
-            .get(&src_pool)
-            .ok_or_else(|| missing(src_pool))?
-            .spec
-            .page_size;
+        let page_size = pools.get(&src_pool).ok_or_else(|| missing(src_pool))?.spec.page_size;
         let page_bytes = page_size as usize * (shape.slot_bytes() / 2) as usize;
         for &(s, d, count) in runs {
             if count == 0 {
                 continue;
             }
-            let (so, dof, len) = (
-                s as usize * page_bytes,
-                d as usize * page_bytes,
-                count as usize * page_bytes,
-            );
+            let (so, dof, len) = (s as usize * page_bytes, d as usize * page_bytes, count as usize * page_bytes);
             if src_pool == dst_pool {
                 let dev = pools.get_mut(&src_pool).ok_or_else(|| missing(src_pool))?;
                 self.copy_within(&mut dev.k, so, dof, len)?;
@@ -403,15 +329,9 @@ impl CudaBackend {
                 let copied = match pools.get(&src_pool) {
                     Some(src) => self
                         .stream
-                        .memcpy_dtod(
-                            &src.k.slice(so..so + len),
-                            &mut dst.k.slice_mut(dof..dof + len),
-                        )
+                        .memcpy_dtod(&src.k.slice(so..so + len), &mut dst.k.slice_mut(dof..dof + len))
                         .and_then(|()| {
-                            self.stream.memcpy_dtod(
-                                &src.v.slice(so..so + len),
-                                &mut dst.v.slice_mut(dof..dof + len),
-                            )
+                            self.stream.memcpy_dtod(&src.v.slice(so..so + len), &mut dst.v.slice_mut(dof..dof + len))
                         })
                         .map_err(driver("memcpy_dtod page run")),
                     None => Err(missing(src_pool)),
@@ -425,13 +345,7 @@ impl CudaBackend {
 
     /// Copies `len` bytes from `src` to `dst` inside one buffer; the ranges do not overlap
     /// (checked by validation), so the buffer is split between them.
-    fn copy_within(
-        &self,
-        buf: &mut CudaSlice<u8>,
-        src: usize,
-        dst: usize,
-        len: usize,
-    ) -> Result<(), GpuError> {
+    fn copy_within(&self, buf: &mut CudaSlice<u8>, src: usize, dst: usize, len: usize) -> Result<(), GpuError> {
         if src < dst {
             let (lo, mut hi) = buf.split_at_mut(dst);
             self.stream
@@ -454,46 +368,25 @@ impl CudaBackend {
     ) -> Result<(Vec<f32>, AttendTiming), GpuError> {
         let pages = expand_block_table(read.block_table, dev.spec.page_size, read.seq_len);
         let query = derive_query(shape, read.reader, read.seq_len);
-        let d_pages = self
-            .stream
-            .clone_htod(&pages)
-            .map_err(driver("upload block table"))?;
-        let d_q = self
-            .stream
-            .clone_htod(&query)
-            .map_err(driver("upload query"))?;
+        let d_pages = self.stream.clone_htod(&pages).map_err(driver("upload block table"))?;
+        let d_q = self.stream.clone_htod(&query).map_err(driver("upload query"))?;
         let seq_len = read.seq_len as u32;
         let n_parts = seq_len.div_ceil(PART_TOKENS);
         let heads = shape.heads as usize;
         let hd = shape.head_dim as usize;
         let rows = n_parts as usize * heads;
-        let mut part_m = self
-            .stream
-            .alloc_zeros::<f32>(rows)
-            .map_err(driver("alloc part_m"))?;
-        let mut part_l = self
-            .stream
-            .alloc_zeros::<f32>(rows)
-            .map_err(driver("alloc part_l"))?;
-        let mut part_acc = self
-            .stream
-            .alloc_zeros::<f32>(rows * hd)
-            .map_err(driver("alloc part_acc"))?;
-        let mut out = self
-            .stream
-            .alloc_zeros::<f32>(heads * hd)
-            .map_err(driver("alloc output"))?;
+        let mut part_m = self.stream.alloc_zeros::<f32>(rows).map_err(driver("alloc part_m"))?;
+        let mut part_l = self.stream.alloc_zeros::<f32>(rows).map_err(driver("alloc part_l"))?;
+        let mut part_acc = self.stream.alloc_zeros::<f32>(rows * hd).map_err(driver("alloc part_acc"))?;
+        let mut out = self.stream.alloc_zeros::<f32>(heads * hd).map_err(driver("alloc output"))?;
         let scale = 1.0f32 / (hd as f32).sqrt();
         let partial_cfg = LaunchConfig {
             grid_dim: (n_parts, shape.kv_heads, 1),
             block_dim: (k.cfg.warps * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let reduce_cfg = LaunchConfig {
-            grid_dim: (shape.heads, 1, 1),
-            block_dim: (REDUCE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let reduce_cfg =
+            LaunchConfig { grid_dim: (shape.heads, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         let (start, end) = self.events()?;
         let mut best_ms = f64::INFINITY;
         for _ in 0..self.repetitions {
@@ -514,32 +407,16 @@ impl CudaBackend {
             // n_parts * heads rows.
             unsafe { b.launch(partial_cfg) }.map_err(driver("launch attn_partial"))?;
             let mut r = self.stream.launch_builder(&k.reduce);
-            r.arg(&part_m)
-                .arg(&part_l)
-                .arg(&part_acc)
-                .arg(&mut out)
-                .arg(&n_parts);
+            r.arg(&part_m).arg(&part_l).arg(&part_acc).arg(&mut out).arg(&n_parts);
             // SAFETY: arguments match attn_reduce; grid = heads, buffers sized above.
             unsafe { r.launch(reduce_cfg) }.map_err(driver("launch attn_reduce"))?;
             end.record(&self.stream).map_err(driver("record end"))?;
             let ms = f64::from(start.elapsed_ms(&end).map_err(driver("event elapsed"))?);
             best_ms = best_ms.min(ms);
         }
-        let output = self
-            .stream
-            .clone_dtoh(&out)
-            .map_err(driver("download output"))?;
-        let bytes_read =
-            read.seq_len * shape.slot_bytes() + 4 * pages.len() as u64 + 4 * query.len() as u64;
-        Ok((
-            output,
-            AttendTiming {
-                id: read.id,
-                seq_len: read.seq_len,
-                kernel_ms: best_ms,
-                bytes_read,
-            },
-        ))
+        let output = self.stream.clone_dtoh(&out).map_err(driver("download output"))?;
+        let bytes_read = read.seq_len * shape.slot_bytes() + 4 * pages.len() as u64 + 4 * query.len() as u64;
+        Ok((output, AttendTiming { id: read.id, seq_len: read.seq_len, kernel_ms: best_ms, bytes_read }))
     }
 }
 
@@ -556,10 +433,7 @@ fn missing(pool: u32) -> GpuError {
 
 /// Largest absolute difference between two output vectors.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs())
-        .fold(0.0, f64::max)
+    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs()).fold(0.0, f64::max)
 }
 
 impl Backend for CudaBackend {
@@ -576,17 +450,11 @@ impl Backend for CudaBackend {
             .zip(&reference)
             .map(|(out, cpu_out)| {
                 let diff = max_abs_diff(out, &cpu_out.output);
-                let dev_out = AttendOutput {
-                    output: out.clone(),
-                    ..cpu_out.clone()
-                };
+                let dev_out = AttendOutput { output: out.clone(), ..cpu_out.clone() };
                 cpu::result_from_output(&p.shape, &dev_out, Some(diff))
             })
             .collect();
-        self.reference = reference
-            .iter()
-            .map(|o| cpu::result_from_output(&p.shape, o, None))
-            .collect();
+        self.reference = reference.iter().map(|o| cpu::result_from_output(&p.shape, o, None)).collect();
         self.timings = timings;
         Ok(results)
     }

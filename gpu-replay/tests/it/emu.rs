@@ -17,28 +17,19 @@ use kvsim_gpu::values::{derive_query, shares_from_output};
 use kvsim_gpu::{replay_outputs, AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer};
 
 fn compiler() -> Option<&'static str> {
-    ["c++", "g++", "clang++"].into_iter().find(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    ["c++", "g++", "clang++"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
 /// The harness input for a one-pool program of writes, frees and reads.
 fn harness_input(p: &Program) -> String {
     let pool = &p.pools[0];
     let mut s = format!("{}\n", pool.slots());
-    let writes: Vec<_> = p
-        .ops
-        .iter()
-        .filter(|o| matches!(o, Op::Write { .. }))
-        .collect();
+    let writes: Vec<_> = p.ops.iter().filter(|o| matches!(o, Op::Write { .. })).collect();
     let _ = writeln!(s, "{}", writes.len());
     for op in writes {
-        let Op::Write { slots, writer, .. } = op else {
-            unreachable!()
-        };
+        let Op::Write { slots, writer, .. } = op else { unreachable!() };
         let n: u64 = slots.iter().map(|r| r.len).sum();
         let _ = writeln!(s, "{} {} {n}", writer.tenant, writer.request);
         for r in slots {
@@ -48,22 +39,10 @@ fn harness_input(p: &Program) -> String {
         }
         s.push('\n');
     }
-    let reads: Vec<_> = p
-        .ops
-        .iter()
-        .filter(|o| matches!(o, Op::Attend { .. }))
-        .collect();
+    let reads: Vec<_> = p.ops.iter().filter(|o| matches!(o, Op::Attend { .. })).collect();
     let _ = writeln!(s, "{}", reads.len());
     for op in reads {
-        let Op::Attend {
-            reader,
-            block_table,
-            seq_len,
-            ..
-        } = op
-        else {
-            unreachable!()
-        };
+        let Op::Attend { reader, block_table, seq_len, .. } = op else { unreachable!() };
         let pages = expand_block_table(block_table, pool.page_size, *seq_len);
         let _ = write!(s, "{} {seq_len} {} ", reader.tenant, pages.len());
         for pg in pages {
@@ -88,14 +67,7 @@ fn build(cxx: &str, dir: &Path, cfg: &KernelConfig) -> PathBuf {
     let emu = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emu");
     let exe = dir.join("harness");
     let out = Command::new(cxx)
-        .args([
-            "-std=c++20",
-            "-O1",
-            "-pthread",
-            "-fno-strict-aliasing",
-            "-DKVSIM_EMU",
-            "-w",
-        ])
+        .args(["-std=c++20", "-O1", "-pthread", "-fno-strict-aliasing", "-DKVSIM_EMU", "-w"])
         .arg("-I")
         .arg(dir)
         .arg("-I")
@@ -105,11 +77,7 @@ fn build(cxx: &str, dir: &Path, cfg: &KernelConfig) -> PathBuf {
         .arg(&exe)
         .output()
         .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "harness for {cfg:?} did not compile:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "harness for {cfg:?} did not compile:\n{}", String::from_utf8_lossy(&out.stderr));
     exe
 }
 
@@ -117,29 +85,17 @@ fn emulate(cxx: &str, p: &Program, tag: &str) -> Vec<Vec<f32>> {
     let cfg = KernelConfig::new(&p.shape, p.pools[0].page_size);
     let dir = std::env::temp_dir().join(format!("kvsim-gpu-emu-{}-{tag}", std::process::id()));
     let exe = build(cxx, &dir, &cfg);
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start harness");
+    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start harness");
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(harness_input(p).as_bytes())
-            .expect("feed harness");
+        stdin.write_all(harness_input(p).as_bytes()).expect("feed harness");
     }
     let out = child.wait_with_output().expect("harness output");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        out.status.success(),
-        "harness for {cfg:?} failed: {:?}",
-        out.status
-    );
-    let vals: Vec<f32> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(|x| x.parse().expect("a float"))
-        .collect();
+    assert!(out.status.success(), "harness for {cfg:?} failed: {:?}", out.status);
+    let vals: Vec<f32> =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(|x| x.parse().expect("a float")).collect();
     let per_read = (p.shape.heads * p.shape.head_dim) as usize;
     vals.chunks(per_read).map(<[f32]>::to_vec).collect()
 }
@@ -153,42 +109,15 @@ fn who(tenant: u32, request: u32) -> Writer {
 fn mixed(shape: AttnShape, page_size: u32, pages: u32, seq_len: u64) -> Program {
     let slots = u64::from(pages) * u64::from(page_size);
     let written_pages = pages - pages / 6;
-    let run = |start_slot, len| {
-        vec![SlotRun {
-            start_slot,
-            len,
-            first_pos: 5,
-        }]
-    };
+    let run = |start_slot, len| vec![SlotRun { start_slot, len, first_pos: 5 }];
     let table = (0..pages).map(|i| ((i * 7 + 3) % pages, 1)).collect();
     Program {
-        pools: vec![PoolSpec {
-            pool: 0,
-            pages,
-            page_size,
-        }],
+        pools: vec![PoolSpec { pool: 0, pages, page_size }],
         ops: vec![
-            Op::Write {
-                pool: 0,
-                slots: run(0, u64::from(written_pages) * u64::from(page_size)),
-                writer: who(300, 1),
-            },
-            Op::Free {
-                pool: 0,
-                pages: vec![(0, pages)],
-            },
-            Op::Write {
-                pool: 0,
-                slots: run(slots / 4, slots / 3),
-                writer: who(2, 9),
-            },
-            Op::Attend {
-                id: 0,
-                pool: 0,
-                reader: who(2, 9),
-                block_table: table,
-                seq_len,
-            },
+            Op::Write { pool: 0, slots: run(0, u64::from(written_pages) * u64::from(page_size)), writer: who(300, 1) },
+            Op::Free { pool: 0, pages: vec![(0, pages)] },
+            Op::Write { pool: 0, slots: run(slots / 4, slots / 3), writer: who(2, 9) },
+            Op::Attend { id: 0, pool: 0, reader: who(2, 9), block_table: table, seq_len },
         ],
         shape,
     }
@@ -205,32 +134,15 @@ fn check(tag: &str, p: Program) {
     for (e, r) in emulated.iter().zip(&reference) {
         let diff = max_abs_diff(e, &r.output);
         assert!(diff < 1e-4, "{tag}: kernel vs CPU max |diff| {diff}");
-        let (se, sr) = (
-            shares_from_output(&p.shape, e),
-            shares_from_output(&p.shape, &r.output),
-        );
-        assert!(
-            (se.foreign - sr.foreign).abs() < 1e-5,
-            "{tag}: {se:?} vs {sr:?}"
-        );
-        assert!(
-            (se.zeros - sr.zeros).abs() < 1e-5,
-            "{tag}: {se:?} vs {sr:?}"
-        );
-        assert!(
-            sr.foreign > 0.2 && sr.own > 0.1 && sr.zeros > 0.05,
-            "{tag}: a mixed read: {sr:?}"
-        );
+        let (se, sr) = (shares_from_output(&p.shape, e), shares_from_output(&p.shape, &r.output));
+        assert!((se.foreign - sr.foreign).abs() < 1e-5, "{tag}: {se:?} vs {sr:?}");
+        assert!((se.zeros - sr.zeros).abs() < 1e-5, "{tag}: {se:?} vs {sr:?}");
+        assert!(sr.foreign > 0.2 && sr.own > 0.1 && sr.zeros > 0.05, "{tag}: a mixed read: {sr:?}");
     }
 }
 
 fn shape(heads: u32, kv_heads: u32, head_dim: u32, dtype: Dtype) -> AttnShape {
-    AttnShape {
-        heads,
-        kv_heads,
-        head_dim,
-        dtype,
-    }
+    AttnShape { heads, kv_heads, head_dim, dtype }
 }
 
 #[test]

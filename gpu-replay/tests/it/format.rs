@@ -1,24 +1,11 @@
 //! The program format: JSON round trip, validation messages, size limits.
 
 use kvsim_gpu::program::{CPU_POOL_BYTES_LIMIT, MAX_TENANT};
-use kvsim_gpu::{
-    bench, AttnShape, Backend, CpuBackend, Dtype, GpuError, Op, PoolSpec, Program, SlotRun, Writer,
-};
+use kvsim_gpu::{bench, AttnShape, Backend, CpuBackend, Dtype, GpuError, Op, PoolSpec, Program, SlotRun, Writer};
 
 fn base() -> Program {
     Program {
-        pools: vec![
-            PoolSpec {
-                pool: 0,
-                pages: 4,
-                page_size: 16,
-            },
-            PoolSpec {
-                pool: 1,
-                pages: 4,
-                page_size: 16,
-            },
-        ],
+        pools: vec![PoolSpec { pool: 0, pages: 4, page_size: 16 }, PoolSpec { pool: 1, pages: 4, page_size: 16 }],
         ops: vec![],
         shape: AttnShape::default_small(),
     }
@@ -37,10 +24,7 @@ fn invalid(p: &Program) -> String {
     }
 }
 
-const W: Writer = Writer {
-    tenant: 1,
-    request: 1,
-};
+const W: Writer = Writer { tenant: 1, request: 1 };
 
 #[test]
 fn json_round_trip() {
@@ -73,74 +57,32 @@ fn json_by_hand() {
 
 #[test]
 fn unknown_pool_is_named() {
-    let why = invalid(&with(Op::Write {
-        pool: 9,
-        slots: vec![],
-        writer: W,
-    }));
-    assert!(
-        why.contains("op 0") && why.contains("unknown pool 9"),
-        "{why}"
-    );
+    let why = invalid(&with(Op::Write { pool: 9, slots: vec![], writer: W }));
+    assert!(why.contains("op 0") && why.contains("unknown pool 9"), "{why}");
 }
 
 #[test]
 fn write_outside_the_pool_is_rejected() {
-    let run = SlotRun {
-        start_slot: 60,
-        len: 5,
-        first_pos: 0,
-    };
-    let why = invalid(&with(Op::Write {
-        pool: 0,
-        slots: vec![run],
-        writer: W,
-    }));
+    let run = SlotRun { start_slot: 60, len: 5, first_pos: 0 };
+    let why = invalid(&with(Op::Write { pool: 0, slots: vec![run], writer: W }));
     assert!(why.contains("leaves pool 0"), "{why}");
-    let run = SlotRun {
-        start_slot: u64::MAX,
-        len: 2,
-        first_pos: 0,
-    };
-    invalid(&with(Op::Write {
-        pool: 0,
-        slots: vec![run],
-        writer: W,
-    }));
+    let run = SlotRun { start_slot: u64::MAX, len: 2, first_pos: 0 };
+    invalid(&with(Op::Write { pool: 0, slots: vec![run], writer: W }));
 }
 
 #[test]
 fn tenant_above_the_limit_is_rejected() {
-    let w = Writer {
-        tenant: MAX_TENANT + 1,
-        request: 0,
-    };
-    let why = invalid(&with(Op::Write {
-        pool: 0,
-        slots: vec![],
-        writer: w,
-    }));
+    let w = Writer { tenant: MAX_TENANT + 1, request: 0 };
+    let why = invalid(&with(Op::Write { pool: 0, slots: vec![], writer: w }));
     assert!(why.contains("MAX_TENANT"), "{why}");
 }
 
 #[test]
 fn copies_are_checked() {
-    invalid(&with(Op::Copy {
-        src_pool: 0,
-        dst_pool: 1,
-        pages: vec![(3, 0, 2)],
-    }));
-    let why = invalid(&with(Op::Copy {
-        src_pool: 0,
-        dst_pool: 0,
-        pages: vec![(0, 1, 2)],
-    }));
+    invalid(&with(Op::Copy { src_pool: 0, dst_pool: 1, pages: vec![(3, 0, 2)] }));
+    let why = invalid(&with(Op::Copy { src_pool: 0, dst_pool: 0, pages: vec![(0, 1, 2)] }));
     assert!(why.contains("overlaps"), "{why}");
-    let mut p = with(Op::Copy {
-        src_pool: 0,
-        dst_pool: 1,
-        pages: vec![(0, 0, 1)],
-    });
+    let mut p = with(Op::Copy { src_pool: 0, dst_pool: 1, pages: vec![(0, 0, 1)] });
     p.pools[1].page_size = 8;
     let why = invalid(&p);
     assert!(why.contains("page_size"), "{why}");
@@ -148,13 +90,7 @@ fn copies_are_checked() {
 
 #[test]
 fn reads_are_checked() {
-    let read = |table: Vec<(u32, u32)>, seq_len| Op::Attend {
-        id: 0,
-        pool: 0,
-        reader: W,
-        block_table: table,
-        seq_len,
-    };
+    let read = |table: Vec<(u32, u32)>, seq_len| Op::Attend { id: 0, pool: 0, reader: W, block_table: table, seq_len };
     let why = invalid(&with(read(vec![(0, 2)], 33)));
     assert!(why.contains("exceeds the block table"), "{why}");
     invalid(&with(read(vec![(0, 2)], 0)));
@@ -163,15 +99,9 @@ fn reads_are_checked() {
 
 #[test]
 fn shapes_are_checked() {
-    for (heads, kv_heads, head_dim) in [(3, 2, 64), (8, 0, 64), (8, 2, 3), (8, 2, 512), (64, 2, 64)]
-    {
+    for (heads, kv_heads, head_dim) in [(3, 2, 64), (8, 0, 64), (8, 2, 3), (8, 2, 512), (64, 2, 64)] {
         let mut p = base();
-        p.shape = AttnShape {
-            heads,
-            kv_heads,
-            head_dim,
-            dtype: Dtype::F16,
-        };
+        p.shape = AttnShape { heads, kv_heads, head_dim, dtype: Dtype::F16 };
         invalid(&p);
     }
 }
@@ -183,9 +113,7 @@ fn pools_larger_than_the_cpu_limit_are_too_large() {
     p.pools[0].pages = 700_000;
     p.pools[0].page_size = 64;
     match CpuBackend::new().run(&p) {
-        Err(GpuError::TooLarge {
-            bytes, limit_bytes, ..
-        }) => {
+        Err(GpuError::TooLarge { bytes, limit_bytes, .. }) => {
             assert!(bytes > limit_bytes);
             assert_eq!(limit_bytes, CPU_POOL_BYTES_LIMIT);
         }

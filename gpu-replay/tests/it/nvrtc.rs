@@ -6,12 +6,7 @@ use kvsim_gpu::cuda::nvrtc_present;
 use kvsim_gpu::{AttnShape, Dtype};
 
 fn shapes() -> Vec<(AttnShape, u32)> {
-    let s = |heads, kv_heads, head_dim, dtype| AttnShape {
-        heads,
-        kv_heads,
-        head_dim,
-        dtype,
-    };
+    let s = |heads, kv_heads, head_dim, dtype| AttnShape { heads, kv_heads, head_dim, dtype };
     vec![
         (AttnShape::default_small(), 64),
         (s(32, 8, 128, Dtype::Bf16), 1),
@@ -33,20 +28,12 @@ fn kernels_compile_for_sm90_when_nvrtc_is_present() {
     for (shape, page_size) in shapes() {
         let cfg = KernelConfig::new(&shape, page_size);
         let src = kernel_source(&cfg);
-        let cubin =
-            nvrtc_compile(&src, "sm_90", Output::Cubin).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-        assert!(
-            cubin.starts_with(b"\x7fELF"),
-            "{cfg:?}: CUBIN is not an ELF image"
-        );
-        let ptx = nvrtc_compile(&src, "compute_90", Output::Ptx)
-            .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+        let cubin = nvrtc_compile(&src, "sm_90", Output::Cubin).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+        assert!(cubin.starts_with(b"\x7fELF"), "{cfg:?}: CUBIN is not an ELF image");
+        let ptx = nvrtc_compile(&src, "compute_90", Output::Ptx).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
         let ptx = String::from_utf8(ptx).expect("PTX is text");
         for k in ["kv_write", "attn_partial", "attn_reduce"] {
-            assert!(
-                ptx.contains(&format!(".entry {k}")),
-                "{cfg:?}: no entry {k}"
-            );
+            assert!(ptx.contains(&format!(".entry {k}")), "{cfg:?}: no entry {k}");
         }
     }
 }

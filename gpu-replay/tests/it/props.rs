@@ -7,20 +7,10 @@
 use std::collections::BTreeSet;
 
 use kvsim_gpu::values::{derive_kv, derive_query, flag_dim, foreign_dim, own_dim};
-use kvsim_gpu::{
-    dense_reference, replay_outputs, AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer,
-};
+use kvsim_gpu::{dense_reference, replay_outputs, AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer};
 use proptest::prelude::*;
 
-const SHAPES: [(u32, u32, u32); 7] = [
-    (1, 1, 4),
-    (2, 1, 8),
-    (4, 2, 16),
-    (8, 2, 64),
-    (6, 3, 12),
-    (4, 4, 32),
-    (16, 2, 8),
-];
+const SHAPES: [(u32, u32, u32); 7] = [(1, 1, 4), (2, 1, 8), (4, 2, 16), (8, 2, 64), (6, 3, 12), (4, 4, 32), (16, 2, 8)];
 const PAGE_SIZES: [u32; 3] = [1, 16, 64];
 const DTYPES: [Dtype; 3] = [Dtype::F16, Dtype::Bf16, Dtype::F32];
 
@@ -46,49 +36,30 @@ fn case() -> impl Strategy<Value = Case> {
         0..DTYPES.len(),
         0..PAGE_SIZES.len(),
         1u32..=8,
-        prop::collection::vec(
-            (
-                0u32..2,
-                0u32..4,
-                0u32..3,
-                any::<u64>(),
-                any::<u64>(),
-                0u64..1 << 40,
-            ),
-            0..6,
-        ),
+        prop::collection::vec((0u32..2, 0u32..4, 0u32..3, any::<u64>(), any::<u64>(), 0u64..1 << 40), 0..6),
         prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..3),
         0u32..2,
         (0u32..4, 0u32..3),
         prop::collection::vec(any::<u32>(), 1..=8),
         any::<u64>(),
     )
-        .prop_map(
-            |(shape, dtype, page_size, pages, writes, copies, read_pool, reader, table, seq)| {
-                Case {
-                    shape,
-                    dtype,
-                    page_size,
-                    pages,
-                    writes,
-                    copies,
-                    read_pool,
-                    reader,
-                    table,
-                    seq_len: seq,
-                }
-            },
-        )
+        .prop_map(|(shape, dtype, page_size, pages, writes, copies, read_pool, reader, table, seq)| Case {
+            shape,
+            dtype,
+            page_size,
+            pages,
+            writes,
+            copies,
+            read_pool,
+            reader,
+            table,
+            seq_len: seq,
+        })
 }
 
 fn shape_of(c: &Case) -> AttnShape {
     let (heads, kv_heads, head_dim) = SHAPES[c.shape];
-    AttnShape {
-        heads,
-        kv_heads,
-        head_dim,
-        dtype: DTYPES[c.dtype],
-    }
+    AttnShape { heads, kv_heads, head_dim, dtype: DTYPES[c.dtype] }
 }
 
 /// Lowers a case into a valid program.
@@ -101,11 +72,7 @@ fn program(c: &Case) -> Program {
         let len = len % (slots - start + 1);
         ops.push(Op::Write {
             pool,
-            slots: vec![SlotRun {
-                start_slot: start,
-                len,
-                first_pos,
-            }],
+            slots: vec![SlotRun { start_slot: start, len, first_pos }],
             writer: Writer { tenant, request },
         });
     }
@@ -119,39 +86,21 @@ fn program(c: &Case) -> Program {
             (s, d, n)
         })
         .collect();
-    ops.push(Op::Copy {
-        src_pool: 0,
-        dst_pool: 1,
-        pages: copies,
-    });
-    ops.push(Op::Free {
-        pool: 0,
-        pages: vec![(0, c.pages)],
-    });
+    ops.push(Op::Copy { src_pool: 0, dst_pool: 1, pages: copies });
+    ops.push(Op::Free { pool: 0, pages: vec![(0, c.pages)] });
     let table: Vec<(u32, u32)> = c.table.iter().map(|&p| (p % c.pages, 1)).collect();
     let table_slots = table.len() as u64 * u64::from(ps);
     ops.push(Op::Attend {
         id: 7,
         pool: c.read_pool,
-        reader: Writer {
-            tenant: c.reader.0,
-            request: c.reader.1,
-        },
+        reader: Writer { tenant: c.reader.0, request: c.reader.1 },
         block_table: table,
         seq_len: 1 + c.seq_len % table_slots,
     });
     Program {
         pools: vec![
-            PoolSpec {
-                pool: 0,
-                pages: c.pages,
-                page_size: ps,
-            },
-            PoolSpec {
-                pool: 1,
-                pages: c.pages,
-                page_size: ps,
-            },
+            PoolSpec { pool: 0, pages: c.pages, page_size: ps },
+            PoolSpec { pool: 1, pages: c.pages, page_size: ps },
         ],
         ops,
         shape: shape_of(c),
@@ -168,15 +117,10 @@ fn oracle(p: &Program) -> (Vec<f32>, BTreeSet<u32>) {
     let shape = p.shape;
     for op in &p.ops {
         match op {
-            Op::Write {
-                pool,
-                slots: runs,
-                writer,
-            } => {
+            Op::Write { pool, slots: runs, writer } => {
                 for r in runs {
                     for i in 0..r.len {
-                        owner[*pool as usize][(r.start_slot + i) as usize] =
-                            Some((*writer, r.first_pos + i));
+                        owner[*pool as usize][(r.start_slot + i) as usize] = Some((*writer, r.first_pos + i));
                     }
                 }
             }
@@ -188,13 +132,7 @@ fn oracle(p: &Program) -> (Vec<f32>, BTreeSet<u32>) {
                 }
             }
             Op::Free { .. } => {}
-            Op::Attend {
-                pool,
-                reader,
-                block_table,
-                seq_len,
-                ..
-            } => {
+            Op::Attend { pool, reader, block_table, seq_len, .. } => {
                 let slot_elems = shape.slot_elems() as usize;
                 let hd = shape.head_dim;
                 let (mut keys, mut vals) = (Vec::new(), Vec::new());

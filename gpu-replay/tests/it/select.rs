@@ -1,18 +1,13 @@
 //! Backend selection without a CUDA driver: `Unavailable`, never a panic; `Auto` falls
 //! back to the CPU with a note. On a machine that has CUDA the tests check the other side.
 
-use kvsim_gpu::{
-    bandwidth_check, cuda_probe, select, AttnShape, BackendChoice, GpuError, CPU_FALLBACK_NOTE,
-};
+use kvsim_gpu::{bandwidth_check, cuda_probe, select, AttnShape, BackendChoice, GpuError, CPU_FALLBACK_NOTE};
 
 #[test]
 fn cuda_without_a_driver_is_unavailable_not_a_panic() {
     match (cuda_probe(), select(BackendChoice::Cuda)) {
         (Err(_), Err(GpuError::Unavailable(why))) => assert!(!why.is_empty()),
-        (Err(why), other) => panic!(
-            "probe said {why:?} but select gave {:?}",
-            other.map(|(b, n)| (b.name(), n))
-        ),
+        (Err(why), other) => panic!("probe said {why:?} but select gave {:?}", other.map(|(b, n)| (b.name(), n))),
         (Ok(()), Ok((b, note))) => {
             assert_eq!(b.name(), "cuda");
             assert_eq!(note, None);

@@ -113,23 +113,11 @@ fn note_pages(runs: &mut Vec<Run>, slot: u64, len: u64, ps: u64) {
                 return;
             }
             let p0 = u64::from(last.end());
-            push_run(
-                runs,
-                Run {
-                    first: p0 as u32,
-                    count: (p1 - p0) as u32,
-                },
-            );
+            push_run(runs, Run { first: p0 as u32, count: (p1 - p0) as u32 });
             return;
         }
     }
-    push_run(
-        runs,
-        Run {
-            first: p0 as u32,
-            count: (p1 - p0) as u32,
-        },
-    );
+    push_run(runs, Run { first: p0 as u32, count: (p1 - p0) as u32 });
 }
 
 /// Summarises a read of positions `[from, to)` of `table` by `reader`. `shared` says whether a
@@ -155,21 +143,13 @@ pub fn summarize(
         Some(w) if w.tenant == tenant => {
             s.cross_request += len;
             note_pages(&mut s.other_request_pages, slot, len, ps);
-            s.same_tenant_culprit.get_or_insert(Culprit {
-                request: w.request,
-                tenant: w.tenant,
-                at: w.at,
-            });
+            s.same_tenant_culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
         }
         Some(w) => {
             s.foreign += len;
             *s.victims.entry(w.tenant).or_default() += len;
             note_pages(&mut s.foreign_pages, slot, len, ps);
-            s.culprit.get_or_insert(Culprit {
-                request: w.request,
-                tenant: w.tenant,
-                at: w.at,
-            });
+            s.culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
         }
     });
     s
@@ -224,13 +204,7 @@ impl Oracle {
         };
         if s.foreign > 0 {
             let victims = s.victims.keys().copied().collect();
-            self.record(base(
-                Kind::CrossTenantRead,
-                s.foreign,
-                &s.foreign_pages,
-                victims,
-                s.culprit,
-            ));
+            self.record(base(Kind::CrossTenantRead, s.foreign, &s.foreign_pages, victims, s.culprit));
         }
         if s.cross_request > 0 {
             self.record(base(
@@ -242,13 +216,7 @@ impl Oracle {
             ));
         }
         if s.uninit > 0 {
-            self.record(base(
-                Kind::UninitializedRead,
-                s.uninit,
-                &s.uninit_pages,
-                vec![],
-                None,
-            ));
+            self.record(base(Kind::UninitializedRead, s.uninit, &s.uninit_pages, vec![], None));
         }
     }
 

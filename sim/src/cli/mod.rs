@@ -5,6 +5,10 @@ use clap::{Parser, Subcommand};
 use kvsim::config::{self, SimConfig};
 use kvsim::report::{exit, Report};
 use kvsim::scenario::{Overrides, Scenario, ScenarioError};
+use kvsim::tracefile::{Filter, Footer, Header};
+use std::io::BufWriter;
+
+mod tracefile;
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +34,16 @@ pub struct RunOpts {
     pub set: Vec<String>,
 }
 
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TraceOpts {
+    /// Write the trace as JSON Lines (header, one line per record, footer), streaming.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<String>,
+    /// Keep only the records that touch violating requests and the pages they read (runs twice).
+    #[arg(long, requires = "trace")]
+    pub trace_filter: bool,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and report outcomes and violations.
@@ -43,6 +57,15 @@ enum Cmd {
         /// Run twice in this process and compare the trace hashes.
         #[arg(long)]
         check_determinism: bool,
+        #[command(flatten)]
+        trace: TraceOpts,
+    },
+    /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
+    Replay {
+        trace: String,
+        /// Replay a trace written by another kvsim version.
+        #[arg(long)]
+        force: bool,
     },
     /// List every engine profile and its knob values.
     Profiles,
@@ -69,19 +92,12 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         };
         set.push((k.trim().to_string(), v.trim().to_string()));
     }
-    sc.resolve(&Overrides {
-        profile: opts.profile.clone(),
-        seed: opts.seed,
-        set,
-    })
+    sc.resolve(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set })
 }
 
 /// The exact command that reproduces a run.
 pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
-    let mut s = format!(
-        "kvsim run {path} --seed {} --profile {}",
-        cfg.seed, cfg.profile
-    );
+    let mut s = format!("kvsim run {path} --seed {} --profile {}", cfg.seed, cfg.profile);
     for kv in &opts.set {
         s.push_str(&format!(" --set {kv}"));
     }
@@ -93,25 +109,62 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit::BAD_INPUT
-            } else {
-                exit::CLEAN
-            };
+            return if e.use_stderr() { exit::BAD_INPUT } else { exit::CLEAN };
         }
     };
     match cli.cmd {
-        Cmd::Run {
-            scenario,
-            opts,
-            json,
-            check_determinism,
-        } => cmd_run(&scenario, &opts, json, check_determinism),
+        Cmd::Run { scenario, opts, json, check_determinism, trace } => {
+            cmd_run(&scenario, &opts, json, check_determinism, &trace)
+        }
+        Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
     }
 }
 
-fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool) -> i32 {
+/// Runs `cfg`, writing the trace file when asked. Returns the world and report.
+fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim::world::World, Report), String> {
+    let Some(path) = &t.trace else {
+        let w = kvsim::simulate(cfg.clone(), None, false);
+        let r = Report::build(&w, repro.to_string());
+        return Ok((w, r));
+    };
+    let filter = if t.trace_filter {
+        let first = kvsim::simulate(cfg.clone(), None, false);
+        Some(Filter::from_violations(&first.oracle.violations))
+    } else {
+        None
+    };
+    let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
+    let mut out = BufWriter::new(file);
+    let header = Header::new(cfg, filter.clone());
+    use std::io::Write as _;
+    writeln!(out, "{}", serde_json::to_string(&header).expect("header serialises"))
+        .map_err(|e| format!("{path}: {e}"))?;
+    let (sink, state) = tracefile::JsonlWriter::new(out, filter, cfg.knobs.page_size);
+    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    w.run();
+    let report = Report::build(&w, repro.to_string());
+    drop(w.tracer.take_sink());
+    let st = state.borrow();
+    if let Some(e) = &st.error {
+        return Err(format!("{path}: write failed: {e}"));
+    }
+    let footer = Footer {
+        kind: "footer".into(),
+        records: w.tracer.records,
+        written: st.written,
+        events: w.events,
+        trace_hash: w.tracer.hash_hex(),
+        exit_code: report.exit_code,
+        violations: report.violations.clone(),
+    };
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| format!("{path}: {e}"))?;
+    writeln!(f, "{}", serde_json::to_string(&footer).expect("footer serialises"))
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok((w, report))
+}
+
+fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool, topts: &TraceOpts) -> i32 {
     let cfg = match load(path, opts) {
         Ok(c) => c,
         Err(e) => {
@@ -120,8 +173,13 @@ fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool) -> i
         }
     };
     let repro = reproduce_cmd(path, &cfg, opts);
-    let w = kvsim::simulate(cfg.clone(), None, false);
-    let report = Report::build(&w, repro.clone());
+    let (_w, report) = match run_with_trace(&cfg, &repro, topts) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
     if check_determinism {
         let again = kvsim::simulate(cfg, None, false);
         let h2 = again.tracer.hash_hex();
@@ -132,16 +190,10 @@ fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool) -> i
             );
             return exit::DIVERGED;
         }
-        eprintln!(
-            "determinism check passed: both runs hashed {} over {} events",
-            h2, again.events
-        );
+        eprintln!("determinism check passed: both runs hashed {} over {} events", h2, again.events);
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
-        );
+        println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
     } else {
         print!("{}", report.text());
     }
@@ -158,4 +210,73 @@ fn cmd_profiles() -> i32 {
         println!();
     }
     exit::CLEAN
+}
+
+fn cmd_replay(path: &str, force: bool) -> i32 {
+    let bad = |m: String| {
+        eprintln!("error: {m}");
+        exit::BAD_INPUT
+    };
+    let mut lines = match tracefile::open_lines(path) {
+        Ok(l) => l,
+        Err(e) => return bad(e),
+    };
+    let Some(Ok(first)) = lines.next() else {
+        return bad(format!("{path}:1: empty trace file"));
+    };
+    let header: Header = match serde_json::from_str(&first) {
+        Ok(h) => h,
+        Err(e) => return bad(format!("{path}:1: not a kvsim trace header: {e}")),
+    };
+    if header.format != kvsim::tracefile::FORMAT {
+        return bad(format!(
+            "{path}:1: trace format `{}`, this kvsim reads `{}`",
+            header.format,
+            kvsim::tracefile::FORMAT
+        ));
+    }
+    let mine = env!("CARGO_PKG_VERSION");
+    if header.kvsim_version != mine && !force {
+        return bad(format!(
+            "{path}: written by kvsim {}, this is kvsim {mine}; a different model version may legitimately diverge. Use --force to replay anyway",
+            header.kvsim_version
+        ));
+    }
+    let cfg = header.config.clone();
+    let (sink, state) = tracefile::Comparer::new(lines, 1, header.filter.clone(), cfg.knobs.page_size);
+    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    w.run();
+    let repro = format!("kvsim replay {path}");
+    let report = Report::build(&w, repro);
+    let mut st = state.borrow_mut();
+    if let Some((line, theirs, mine)) = st.divergence.clone() {
+        eprintln!("replay DIVERGED at {path}:{line} (after {} matching records)", st.compared);
+        eprintln!("  recorded: {theirs}");
+        eprintln!("  replayed: {mine}");
+        return exit::DIVERGED;
+    }
+    let footer_line = st.next_line().unwrap_or_default();
+    let footer: Footer = match serde_json::from_str(&footer_line) {
+        Ok(f) => f,
+        Err(_) => {
+            eprintln!(
+                "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay (or no footer)",
+                st.line
+            );
+            eprintln!("  recorded: {footer_line}");
+            return exit::DIVERGED;
+        }
+    };
+    if footer.trace_hash != report.trace_hash || footer.records != w.tracer.records {
+        eprintln!(
+            "replay DIVERGED: recorded trace hash {} over {} records, replay {} over {}",
+            footer.trace_hash, footer.records, report.trace_hash, w.tracer.records
+        );
+        return exit::DIVERGED;
+    }
+    println!(
+        "replay matches: {} records compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
+        st.compared, report.trace_hash, cfg.name, cfg.seed, cfg.profile, report.exit_code
+    );
+    report.exit_code
 }

@@ -17,18 +17,9 @@ prompt_tokens = 100
 output_tokens = 4
 "#;
 
-fn resolve(
-    text: &str,
-    set: &[(&str, &str)],
-) -> Result<kvsim::config::SimConfig, kvsim::scenario::ScenarioError> {
+fn resolve(text: &str, set: &[(&str, &str)]) -> Result<kvsim::config::SimConfig, kvsim::scenario::ScenarioError> {
     let sc = Scenario::parse("bad.toml", text)?;
-    let o = Overrides {
-        set: set
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
-    };
+    let o = Overrides { set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };
     sc.resolve(&o)
 }
 
@@ -39,11 +30,7 @@ fn good_file_resolves() {
 
 #[test]
 fn unknown_key_names_line_and_key() {
-    let e = resolve(
-        &GOOD.replace("pool_tokens = 8192", "pool_tokens = 8192\npool_tokenz = 3"),
-        &[],
-    )
-    .unwrap_err();
+    let e = resolve(&GOOD.replace("pool_tokens = 8192", "pool_tokens = 8192\npool_tokenz = 3"), &[]).unwrap_err();
     assert_eq!(e.file, "bad.toml");
     assert_eq!(e.line, Some(7), "{e}");
     assert!(e.to_string().contains("pool_tokenz"), "{e}");
@@ -51,11 +38,7 @@ fn unknown_key_names_line_and_key() {
 
 #[test]
 fn wrong_type_names_line() {
-    let e = resolve(
-        &GOOD.replace("prompt_tokens = 100", "prompt_tokens = \"many\""),
-        &[],
-    )
-    .unwrap_err();
+    let e = resolve(&GOOD.replace("prompt_tokens = 100", "prompt_tokens = \"many\""), &[]).unwrap_err();
     assert_eq!(e.line, Some(12), "{e}");
     assert!(e.to_string().contains("prompt_tokens"), "{e}");
 }
@@ -76,20 +59,9 @@ fn pool_smaller_than_a_page_is_refused() {
 
 #[test]
 fn unknown_knob_and_bad_values() {
-    let e = resolve(
-        &GOOD.replace("page_size = 16", "page_size = 16\nreject_mod = \"x\""),
-        &[],
-    )
-    .unwrap_err();
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nreject_mod = \"x\""), &[]).unwrap_err();
     assert_eq!(e.line, Some(9), "{e}");
-    let e = resolve(
-        &GOOD.replace(
-            "page_size = 16",
-            "page_size = 16\nreject_mode = \"sometimes\"",
-        ),
-        &[],
-    )
-    .unwrap_err();
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nreject_mode = \"sometimes\""), &[]).unwrap_err();
     assert_eq!(e.line, Some(9), "{e}");
     assert!(e.key.contains("reject_mode"), "{e}");
     let e = resolve(GOOD, &[("no_such_knob", "1")]).unwrap_err();
@@ -104,11 +76,7 @@ fn unknown_knob_and_bad_values() {
 fn impossible_configurations() {
     let e = resolve(&GOOD.replace("[[decode]]\npool_tokens = 8192\n", ""), &[]).unwrap_err();
     assert!(e.to_string().contains("decode"), "{e}");
-    let e = resolve(
-        &GOOD.replace("pool_tokens = 4096", "pool_tokens = 4100"),
-        &[],
-    )
-    .unwrap_err();
+    let e = resolve(&GOOD.replace("pool_tokens = 4096", "pool_tokens = 4100"), &[]).unwrap_err();
     assert!(e.to_string().contains("multiple of page_size"), "{e}");
     let e = resolve("context_len = 10\n", &[]).unwrap_err();
     assert!(e.to_string().contains("prefill"), "{e}");
@@ -125,51 +93,22 @@ fn cli_exit_codes() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.toml");
     std::fs::write(&f, GOOD.replace("page_size = 16", "page_size = 0")).unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["run", f.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(bin).args(["run", f.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad.toml:8:") && err.contains("page_size"),
-        "{err}"
-    );
-    let out = std::process::Command::new(bin)
-        .args(["run", "/nonexistent.toml"])
-        .output()
-        .unwrap();
+    assert!(err.contains("bad.toml:8:") && err.contains("page_size"), "{err}");
+    let out = std::process::Command::new(bin).args(["run", "/nonexistent.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = std::process::Command::new(bin)
-        .args(["run", "--bogus"])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(bin).args(["run", "--bogus"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let scen = crate::scenarios_dir().join("small/stub-leak.toml");
-    let out = std::process::Command::new(bin)
-        .args(["run", scen.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(bin).args(["run", scen.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(10));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("reproduce: kvsim run") && text.contains("--seed 7"),
-        "{text}"
-    );
-    let out = std::process::Command::new(bin)
-        .args(["run", scen.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
+    assert!(text.contains("reproduce: kvsim run") && text.contains("--seed 7"), "{text}");
+    let out = std::process::Command::new(bin).args(["run", scen.to_str().unwrap(), "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for k in [
-        "seed",
-        "profile",
-        "trace_hash",
-        "events",
-        "requests",
-        "outcomes",
-        "violations",
-    ] {
+    for k in ["seed", "profile", "trace_hash", "events", "requests", "outcomes", "violations"] {
         assert!(v.get(k).is_some(), "json lacks {k}");
     }
     assert_eq!(v["violations"][0]["kind"], "cross_tenant_read");

@@ -8,30 +8,19 @@ use kvsim::simulate;
 #[test]
 fn invariants_hold_under_faults_and_every_profile() {
     for profile in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
-        for set in [
-            vec![],
-            vec![
-                ("chunked_prefill_size", "512"),
-                ("free_list_policy", "lifo"),
-            ],
-            vec![("page_size", "1")],
-        ] {
+        for set in
+            [vec![], vec![("chunked_prefill_size", "512"), ("free_list_policy", "lifo")], vec![("page_size", "1")]]
+        {
             for s in ["small/stub-leak.toml", "small/mixed-faults.toml"] {
                 let w = simulate(load(s, Some(profile), &set), None, true);
                 assert!(w.events > 0);
                 assert!(
                     !w.oracle.counts.contains_key(&Kind::RequestHang),
                     "{profile} {set:?} {s}: {:?}",
-                    w.oracle
-                        .violations
-                        .iter()
-                        .find(|v| v.kind == Kind::RequestHang)
+                    w.oracle.violations.iter().find(|v| v.kind == Kind::RequestHang)
                 );
                 if profile != "sglang-0.5.16" {
-                    assert!(
-                        !w.oracle.counts.contains_key(&Kind::WrongStatus),
-                        "{profile} {set:?} {s}"
-                    );
+                    assert!(!w.oracle.counts.contains_key(&Kind::WrongStatus), "{profile} {set:?} {s}");
                 }
             }
         }

@@ -22,10 +22,7 @@ pub fn load(rel: &str, profile: Option<&str>, set: &[(&str, &str)]) -> SimConfig
     let o = Overrides {
         profile: profile.map(str::to_string),
         seed: None,
-        set: set
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
     sc.resolve(&o).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -40,12 +37,7 @@ pub fn all_scenarios() -> Vec<String> {
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "toml") {
-                out.push(
-                    p.strip_prefix(scenarios_dir())
-                        .unwrap()
-                        .to_string_lossy()
-                        .into_owned(),
-                );
+                out.push(p.strip_prefix(scenarios_dir()).unwrap().to_string_lossy().into_owned());
             }
         }
     }
