@@ -4,6 +4,7 @@
 //! The library is pure: no wall clock, no threads, no file I/O. The `kvsim` binary does the I/O
 //! around it. See ARCHITECTURE.md for the code map and invariants.
 
+pub mod audit;
 pub mod check;
 pub mod client;
 pub mod config;

@@ -37,7 +37,7 @@
 //! an engine version line or a `Starting sglang|vllm …` banner, once the current
 //! launch has already seen that kind of line or has got past its argument dumps.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -149,10 +149,7 @@ impl std::error::Error for ParseError {}
 /// sglang's `max_req_input_len`: `min(context_len - 1, pool_tokens - 1) - 5`
 /// (saturating). The scheduler rejects a prompt of this length or longer.
 pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
-    context_len
-        .saturating_sub(1)
-        .min(pool_tokens.saturating_sub(1))
-        .saturating_sub(5)
+    crate::intake::max_req_input_len(context_len, pool_tokens)
 }
 
 /// Longest prompt sglang's scheduler accepts: it rejects `len >= max_req_input_len`,
@@ -197,9 +194,7 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         prev_name = p.pip_name.captures(msg).map(|c| c[1].to_ascii_lowercase());
 
         if let Some(marker) = info.marker {
-            let starts_new = launches
-                .last()
-                .is_some_and(|l| l.progressed || l.seen.contains(&marker));
+            let starts_new = launches.last().is_some_and(|l| l.progressed || l.seen.contains(&marker));
             if starts_new {
                 launches.push(Launch::default());
             }
@@ -408,11 +403,7 @@ impl Facts {
             max_running_requests: self.max_running.value(),
             available_gpu_mem_gb: self.avail_mem.value(),
             vllm_max_concurrency: self.concurrency.value(),
-            line: self
-                .pool
-                .line()
-                .or_else(|| self.first_line())
-                .unwrap_or(fallback),
+            line: self.pool.line().or_else(|| self.first_line()).unwrap_or(fallback),
         }
     }
 }
@@ -421,7 +412,7 @@ impl Facts {
 // Launches and ranks
 
 /// Lines that open a launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Marker {
     Banner,
     Version,
@@ -448,7 +439,7 @@ struct Group {
 struct Launch {
     general: Facts,
     groups: BTreeMap<Option<u32>, Group>,
-    seen: HashSet<Marker>,
+    seen: BTreeSet<Marker>,
     /// Past its argument dumps: a further launch marker opens a new launch.
     progressed: bool,
     recognized: bool,
@@ -611,11 +602,7 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
             .captures(&c[1])
             .and_then(|d| d.get(1).or_else(|| d.get(2)))
             .and_then(|m| m.as_str().parse::<u32>().ok())?;
-        return Some(Scope {
-            dp: Some(dp),
-            label: format!("DP{dp}"),
-            order: vec![dp],
-        });
+        return Some(Scope { dp: Some(dp), label: format!("DP{dp}"), order: vec![dp] });
     }
     let c = p.sgl_rank.captures(line)?;
     let mut dp = None;
@@ -631,11 +618,7 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
         order.push(n);
         label.push(token);
     }
-    Some(Scope {
-        dp,
-        label: label.join(" "),
-        order,
-    })
+    Some(Scope { dp, label: label.join(" "), order })
 }
 
 /// The message of a line: without its process tag, timestamp prefix and level header.
@@ -649,12 +632,7 @@ fn message<'a>(p: &Patterns, line: &'a str) -> &'a str {
     rest
 }
 
-fn classify(
-    p: &Patterns,
-    line: &str,
-    msg: &str,
-    prev_name: Option<&str>,
-) -> Result<LineInfo, String> {
+fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Result<LineInfo, String> {
     let mut info = LineInfo::default();
 
     // sglang scheduler summary.
@@ -700,11 +678,7 @@ fn classify(
     }
 
     // Version lines.
-    if let Some(c) = p
-        .sgl_version
-        .captures(msg)
-        .or_else(|| p.sgl_check_env.captures(msg))
-    {
+    if let Some(c) = p.sgl_version.captures(msg).or_else(|| p.sgl_check_env.captures(msg)) {
         info.engine(Engine::Sglang, false);
         info.marker = Some(Marker::Version);
         info.push(Some(Fact::Version(c[1].to_string())), P_RESOLVED);
@@ -735,9 +709,7 @@ fn classify(
         info.marker = Some(Marker::Version);
         info.push(Some(Fact::Version(c[1].to_string())), P_RESOLVED);
     }
-    if line.contains("non-default args:")
-        || (line.contains("args: Namespace(") && line.contains("max_model_len"))
-    {
+    if line.contains("non-default args:") || (line.contains("args: Namespace(") && line.contains("max_model_len")) {
         info.engine(Engine::Vllm, false);
         info.marker = Some(Marker::VllmArgs);
         let ctx = count(line, &p.max_model_len, "max_model_len")?;
@@ -881,13 +853,8 @@ fn gigabytes(line: &str, key: &Regex, what: &str) -> Result<Option<f64>, String>
     if token == "None" {
         return Ok(None);
     }
-    let number = token
-        .strip_suffix("GB")
-        .or_else(|| token.strip_suffix("GiB"))
-        .unwrap_or(token);
-    parse_float(number)
-        .map(Some)
-        .ok_or_else(|| malformed(token, what))
+    let number = token.strip_suffix("GB").or_else(|| token.strip_suffix("GiB")).unwrap_or(token);
+    parse_float(number).map(Some).ok_or_else(|| malformed(token, what))
 }
 
 #[cfg(test)]
@@ -997,11 +964,7 @@ mod tests {
         };
         // DP1 never prints the scheduler summary: its pool comes from the allocation
         // line and its context stays unknown (context_length=None in server_args).
-        let dp1 = NodeFacts {
-            rank: Some("DP1 TP1 EP1".to_string()),
-            line: 9,
-            ..base
-        };
+        let dp1 = NodeFacts { rank: Some("DP1 TP1 EP1".to_string()), line: 9, ..base };
         assert_eq!(got, vec![dp0, dp1]);
     }
 
@@ -1018,11 +981,7 @@ mod tests {
             max_prefill_tokens: Some(16384),
             ..blank("two.log", 0, None, 0)
         };
-        let first = NodeFacts {
-            pool_tokens: Some(813_440),
-            line: 11,
-            ..base.clone()
-        };
+        let first = NodeFacts { pool_tokens: Some(813_440), line: 11, ..base.clone() };
         let second = NodeFacts {
             launch: 1,
             pool_tokens: Some(721_664),
@@ -1092,10 +1051,7 @@ mod tests {
                 message: "no sglang or vLLM start-up lines found".to_string(),
             }
         );
-        assert_eq!(
-            err.to_string(),
-            "garbage.log: no sglang or vLLM start-up lines found"
-        );
+        assert_eq!(err.to_string(), "garbage.log: no sglang or vLLM start-up lines found");
         assert!(parse_log("empty.log", "").is_err());
     }
 
@@ -1106,10 +1062,7 @@ mod tests {
             max_prefill_tokens=16384, max_running_requests=128, context_len=1048576\n";
         let err = parse_log("bad.log", text).unwrap_err();
         assert_eq!(err.line, 2);
-        assert_eq!(
-            err.to_string(),
-            "bad.log:2: malformed number \"68l280\" for max_total_num_tokens"
-        );
+        assert_eq!(err.to_string(), "bad.log:2: malformed number \"68l280\" for max_total_num_tokens");
 
         for bad in [
             "GPU KV cache size: 1,23,456 tokens",
@@ -1167,15 +1120,7 @@ mod tests {
         let got = parse("dp.log", text);
         let summary: Vec<_> = got
             .iter()
-            .map(|n| {
-                (
-                    n.rank.as_deref(),
-                    n.pool_tokens,
-                    n.vllm_max_concurrency,
-                    n.version.as_deref(),
-                    n.line,
-                )
-            })
+            .map(|n| (n.rank.as_deref(), n.pool_tokens, n.vllm_max_concurrency, n.version.as_deref(), n.line))
             .collect();
         assert_eq!(
             summary,
@@ -1215,41 +1160,22 @@ INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
         assert!(rank_scope(p, "[2026-03-02 10:11:12] x").is_none());
         assert!(rank_scope(p, "(APIServer pid=12) INFO x").is_none());
         assert!(rank_scope(p, "(Worker_TP1 pid=12) INFO x").is_none());
-        assert_eq!(
-            rank_scope(p, "(EngineCore_2 pid=9) INFO x").unwrap().dp,
-            Some(2)
-        );
-        assert_eq!(
-            rank_scope(p, "(Worker_DP1_TP0 pid=9) x").unwrap().label,
-            "DP1"
-        );
+        assert_eq!(rank_scope(p, "(EngineCore_2 pid=9) INFO x").unwrap().dp, Some(2));
+        assert_eq!(rank_scope(p, "(Worker_DP1_TP0 pid=9) x").unwrap().label, "DP1");
     }
 
     #[test]
     fn role_spellings() {
         let role = |line: &str| parse("r.log", line)[0].role;
         let kv = "[2026-03-02 10:00:00] KV Cache is allocated. #tokens: 10, K size: 0.01 GB";
-        assert_eq!(
-            role(&format!(
-                "{kv}, disaggregation_mode=DisaggregationMode.DECODE"
-            )),
-            Role::Decode
-        );
-        assert_eq!(
-            role(&format!("{kv}, disaggregation_mode='null'")),
-            Role::Unknown
-        );
+        assert_eq!(role(&format!("{kv}, disaggregation_mode=DisaggregationMode.DECODE")), Role::Decode);
+        assert_eq!(role(&format!("{kv}, disaggregation_mode='null'")), Role::Unknown);
         let args = "INFO 10-14 08:12:30 [utils.py:233] non-default args: {'kv_transfer_config': ";
         assert_eq!(
-            role(&format!(
-                "{args}{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}}}}"
-            )),
+            role(&format!("{args}{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}}}}")),
             Role::Decode
         );
-        assert_eq!(
-            role(&format!("{args}KVTransferConfig(kv_role='kv_both')}}")),
-            Role::Unknown
-        );
+        assert_eq!(role(&format!("{args}KVTransferConfig(kv_role='kv_both')}}")), Role::Unknown);
     }
 
     #[test]
@@ -1293,10 +1219,7 @@ INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
         assert_eq!(rejection_band(131_072, 413_696), Some((131_066, 131_072)));
         // Pool smaller than the context: the band widens to the pool.
         assert_eq!(max_accepted_prompt(1_048_576, 681_280), 681_273);
-        assert_eq!(
-            rejection_band(1_048_576, 681_280),
-            Some((681_274, 1_048_576))
-        );
+        assert_eq!(rejection_band(1_048_576, 681_280), Some((681_274, 1_048_576)));
         // Saturating edges.
         assert_eq!(max_accepted_prompt(0, 0), 0);
         assert_eq!(rejection_band(0, 0), None);

@@ -8,6 +8,7 @@ use kvsim::scenario::{Overrides, Scenario, ScenarioError};
 use kvsim::tracefile::{Filter, Footer, Header};
 use std::io::BufWriter;
 
+mod audit;
 mod tracefile;
 
 #[derive(Parser)]
@@ -69,6 +70,20 @@ enum Cmd {
     },
     /// List every engine profile and its knob values.
     Profiles,
+    /// Check real engine start-up logs: each node's KV pool against the context length, and
+    /// whether the gap leaks under a profile (exit 0 no gap, 10 leaks, 11 refused, 2 bad input).
+    Audit {
+        #[arg(required = true)]
+        logs: Vec<String>,
+        /// Role of each log, in order (or once for all): prefill or decode.
+        #[arg(long)]
+        role: Vec<String>,
+        #[arg(long, default_value = "sglang-0.5.16")]
+        profile: String,
+        /// Where to write the generated scenario.
+        #[arg(long, default_value = "kvsim-audit-scenario.toml")]
+        scenario_out: String,
+    },
 }
 
 /// Reads and resolves a scenario file; errors are printed with file, line and key.
@@ -118,6 +133,7 @@ pub fn main() -> i32 {
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
+        Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),
     }
 }
 

@@ -1,9 +1,11 @@
 //! kvsim's integration tests: one binary, a module per area.
 
+mod audit;
 mod bad_input;
 mod determinism;
 mod incident;
 mod invariants;
+mod trace;
 
 use kvsim::config::SimConfig;
 use kvsim::scenario::{Overrides, Scenario};

@@ -1,0 +1,95 @@
+//! Trace files: write, replay byte for byte, detect divergence, refuse other versions, filter.
+
+use std::process::Command;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_kvsim")
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kvsim-it-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn scen(rel: &str) -> String {
+    crate::scenarios_dir().join(rel).to_string_lossy().into_owned()
+}
+
+#[test]
+fn trace_replays_and_detects_divergence() {
+    let t = tmp("stub.jsonl");
+    let out = Command::new(bin())
+        .args(["run", &scen("small/stub-leak.toml"), "--trace", t.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let text = std::fs::read_to_string(&t).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let header: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(header["kind"], "header");
+    assert_eq!(header["config"]["knobs"]["reject_mode"], "stub_pending", "every knob is in the header");
+    let footer: serde_json::Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
+    assert_eq!(footer["kind"], "footer");
+    assert_eq!(footer["records"].as_u64().unwrap() as usize, lines.len() - 2);
+    // The memory log is complete: allocations, writes, copies and reads are there.
+    for op in ["\"op\":\"alloc\"", "\"op\":\"write\"", "\"op\":\"copy\"", "\"op\":\"read\"", "\"op\":\"free\""] {
+        assert!(text.contains(op), "{op} missing");
+    }
+    let out = Command::new(bin()).args(["replay", t.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(footer["trace_hash"].as_str().unwrap()));
+
+    // Change one record: the replay names the first differing line with both versions.
+    let mut changed: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    changed[30] = changed[30].replacen("\"t\":", "\"t\":1", 1);
+    let bad = tmp("stub-bad.jsonl");
+    std::fs::write(&bad, changed.join("\n") + "\n").unwrap();
+    let out = Command::new(bin()).args(["replay", bad.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":31") && err.contains("recorded:") && err.contains("replayed:"), "{err}");
+
+    // Another version is refused unless --force.
+    let other = tmp("stub-other.jsonl");
+    std::fs::write(&other, text.replacen("\"kvsim_version\":\"", "\"kvsim_version\":\"9.", 1)).unwrap();
+    let out = Command::new(bin()).args(["replay", other.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    let out = Command::new(bin()).args(["replay", other.to_str().unwrap(), "--force"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10));
+
+    // Garbage is bad input, not a panic.
+    let junk = tmp("junk.jsonl");
+    std::fs::write(&junk, "hello\n").unwrap();
+    let out = Command::new(bin()).args(["replay", junk.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn filtered_trace_keeps_the_violation_and_replays() {
+    let full = tmp("mixed.jsonl");
+    let filt = tmp("mixed-filtered.jsonl");
+    let s = scen("small/mixed-faults.toml");
+    Command::new(bin()).args(["run", &s, "--trace", full.to_str().unwrap()]).output().unwrap();
+    let out =
+        Command::new(bin()).args(["run", &s, "--trace", filt.to_str().unwrap(), "--trace-filter"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let (a, b) = (std::fs::read_to_string(&full).unwrap(), std::fs::read_to_string(&filt).unwrap());
+    assert!(b.lines().count() < a.lines().count());
+    let fa: serde_json::Value = serde_json::from_str(a.lines().last().unwrap()).unwrap();
+    let fb: serde_json::Value = serde_json::from_str(b.lines().last().unwrap()).unwrap();
+    assert_eq!(fa["trace_hash"], fb["trace_hash"], "the hash covers the whole run either way");
+    let out = Command::new(bin()).args(["replay", filt.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn check_determinism_flag_for_every_shipped_scenario() {
+    for s in crate::all_scenarios() {
+        let out = Command::new(bin()).args(["run", &scen(&s), "--check-determinism", "--json"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("determinism check passed"), "{s}: {err}");
+        assert_ne!(out.status.code(), Some(3), "{s}");
+    }
+}
