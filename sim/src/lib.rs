@@ -8,6 +8,7 @@ pub mod audit;
 pub mod check;
 pub mod client;
 pub mod config;
+pub mod confirm;
 pub mod decode;
 pub mod extent;
 pub mod faults;

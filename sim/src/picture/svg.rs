@@ -1,1 +1,810 @@
-//! An SVG page map of a run.
+//! An SVG page map of a run: one panel per KV pool, virtual time on x and page id on y. Every
+//! allocation (an `alloc` record's page runs, from its time to the matching `free` by the same
+//! request, a pool `reset`, or the end of the run) is a rectangle per page run, filled with the
+//! colour of the request's tenant; violations on a pool are drawn in red over the page runs they
+//! name, at their time. Written by hand as text (no dependencies), bounded in size: a panel with
+//! more rectangles than `MAX_RECTS` is rasterised to its pixel grid and drawn as merged spans.
+//!
+//! The run-level bookkeeping here (`PageTracker`, `request_tenants`, `pool_list`) is shared with
+//! the Perfetto exporter.
+
+use crate::check::oracle::Violation;
+use crate::config::SimConfig;
+use crate::pool::Run;
+use crate::trace::{MemOp, TraceRecord};
+use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// A page run held by a request from `since` to `until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub first: u32,
+    pub count: u32,
+    pub r: RequestId,
+    pub since: Instant,
+    pub until: Instant,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    end: u32,
+    r: RequestId,
+    since: Instant,
+}
+
+/// Which request holds which page runs of one pool, rebuilt from `alloc`/`free`/`reset`
+/// records. Runs are kept as intervals, never page by page. A free only returns pages the freeing
+/// request holds (as the model's allocator does with a bad free); an allocation over pages still
+/// held (which the model never does) ends the previous holder's run.
+#[derive(Debug, Default)]
+pub(crate) struct PageTracker {
+    open: BTreeMap<u32, Open>,
+    /// Pages held now.
+    pub held: u64,
+}
+
+impl PageTracker {
+    /// Ends the parts of held runs inside `[a, b)` whose holder satisfies `pred`.
+    fn cut(&mut self, a: u32, b: u32, at: Instant, pred: impl Fn(RequestId) -> bool, out: &mut Vec<Held>) {
+        let hits: Vec<(u32, Open)> = self
+            .open
+            .range(..b)
+            .rev()
+            .take_while(|(_, o)| o.end > a)
+            .filter(|(_, o)| pred(o.r))
+            .map(|(f, o)| (*f, *o))
+            .collect();
+        for (f, o) in hits.into_iter().rev() {
+            self.open.remove(&f);
+            let (lo, hi) = (f.max(a), o.end.min(b));
+            out.push(Held { first: lo, count: hi - lo, r: o.r, since: o.since, until: at });
+            self.held -= u64::from(hi - lo);
+            if f < lo {
+                self.open.insert(f, Open { end: lo, ..o });
+            }
+            if hi < o.end {
+                self.open.insert(hi, o);
+            }
+        }
+    }
+
+    pub fn alloc(&mut self, r: RequestId, runs: &[Run], at: Instant, out: &mut Vec<Held>) {
+        for run in runs.iter().filter(|x| x.count > 0) {
+            self.cut(run.first, run.end(), at, |_| true, out);
+            self.open.insert(run.first, Open { end: run.end(), r, since: at });
+            self.held += u64::from(run.count);
+        }
+    }
+
+    pub fn free(&mut self, r: RequestId, runs: &[Run], at: Instant, out: &mut Vec<Held>) {
+        for run in runs.iter().filter(|x| x.count > 0) {
+            self.cut(run.first, run.end(), at, |h| h == r, out);
+        }
+    }
+
+    /// Ends every held run (a pool reset, or the end of the run).
+    pub fn reset(&mut self, at: Instant, out: &mut Vec<Held>) {
+        for (f, o) in std::mem::take(&mut self.open) {
+            out.push(Held { first: f, count: o.end - f, r: o.r, since: o.since, until: at });
+        }
+        self.held = 0;
+    }
+}
+
+/// Every pool of the deployment, prefill first, with its usable pages (page 0 is reserved) and
+/// its page size.
+pub(crate) fn pool_list(cfg: &SimConfig) -> Vec<(PoolId, u64)> {
+    let ps = cfg.knobs.page_size.max(1);
+    let node = |role, i: usize| NodeId { role, index: i as u16 };
+    let p = cfg.prefill.iter().enumerate().map(|(i, n)| {
+        let id = node(Role::Prefill, i);
+        (id, n.pool_tokens / ps)
+    });
+    let d = cfg.decode.iter().enumerate().map(|(i, n)| {
+        let id = node(Role::Decode, i);
+        (id, n.pool_tokens / ps)
+    });
+    p.chain(d).collect()
+}
+
+/// The pool's position in `pool_list`.
+pub(crate) fn pool_index(cfg: &SimConfig, pool: PoolId) -> Option<usize> {
+    let i = usize::from(pool.index);
+    match pool.role {
+        Role::Prefill => (i < cfg.prefill.len()).then_some(i),
+        Role::Decode => (i < cfg.decode.len()).then_some(cfg.prefill.len() + i),
+    }
+}
+
+/// The tenant of every request, by request id: the workload rebuilt from the configuration as
+/// the world builds it, overridden by the tenants that `write` and `read` records carry.
+pub(crate) fn request_tenants(cfg: &SimConfig, records: &[(Instant, TraceRecord)]) -> Vec<Option<u32>> {
+    let mut specs = cfg.requests.clone();
+    if let Some(g) = &cfg.generator {
+        specs.extend(crate::client::generate(cfg.seed, g));
+    }
+    specs.sort_by_key(|s| s.at_ns);
+    let mut out: Vec<Option<u32>> = specs.iter().map(|s| Some(s.tenant)).collect();
+    for (_, rec) in records {
+        if let TraceRecord::Mem(MemOp::Write { r, tenant, .. } | MemOp::Read { r, tenant, .. }) = rec {
+            if out.len() <= r.idx() {
+                out.resize(r.idx() + 1, None);
+            }
+            out[r.idx()] = Some(tenant.0);
+        }
+    }
+    out
+}
+
+/// Above this many rectangles a panel is rasterised to its pixel grid.
+pub const MAX_RECTS: usize = 20_000;
+/// Legend entries for tenants before "…".
+const LEGEND_TENANTS: usize = 20;
+/// Violations labelled in text per panel (all are drawn).
+const LABELS_PER_PANEL: usize = 6;
+
+const LEFT: f64 = 78.0;
+const PLOT_W: f64 = 1000.0;
+const PANEL_H: f64 = 180.0;
+const PANEL_GAP: f64 = 64.0;
+const TOP: f64 = 64.0;
+const LEGEND_W: f64 = 250.0;
+const FREE_FILL: &str = "#f3f3f3";
+const RED: &str = "#e00000";
+
+/// A tenant's fill colour: hues a golden angle apart, three lightness levels.
+pub fn tenant_colour(t: Option<u32>) -> String {
+    let Some(t) = t else {
+        return "#9a9a9a".to_string();
+    };
+    let h = (f64::from(t) * 137.507_764) % 360.0;
+    let l = [0.55, 0.40, 0.68][(t % 3) as usize];
+    let s = 0.62;
+    let c = (1.0 - (2.0 * l - 1.0_f64).abs()) * s;
+    let x = c * (1.0 - ((h / 60.0) % 2.0 - 1.0).abs());
+    let m = l - c / 2.0;
+    let (r, g, b) = match (h / 60.0) as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let to = |v: f64| ((v + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    format!("#{:02x}{:02x}{:02x}", to(r), to(g), to(b))
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+/// A step of 1, 2 or 5 times a power of ten giving about `target` ticks over `range`.
+fn nice_step(range: f64, target: f64) -> f64 {
+    let raw = (range / target).max(f64::MIN_POSITIVE);
+    let p = 10f64.powf(raw.log10().floor());
+    let m = raw / p;
+    let k = if m <= 1.0 {
+        1.0
+    } else if m <= 2.0 {
+        2.0
+    } else if m <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    k * p
+}
+
+fn fmt_tick(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 { 0 } else { (-step.log10().floor()) as usize };
+    format!("{v:.decimals$}")
+}
+
+/// Thousands separators for page counts.
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut o = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            o.push(',');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// One panel's geometry.
+struct Panel {
+    top: f64,
+    pages: u64,
+    t_end: f64,
+}
+
+impl Panel {
+    fn x(&self, t: Instant) -> f64 {
+        LEFT + (t.0 as f64).min(self.t_end) / self.t_end * PLOT_W
+    }
+    fn y(&self, page: u64) -> f64 {
+        self.top + PANEL_H - page as f64 / self.pages as f64 * PANEL_H
+    }
+}
+
+/// A rectangle in pixels with its tenant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Rect {
+    x: f64,
+    y: f64,
+    w: f64,
+    h: f64,
+    tenant: Option<u32>,
+}
+
+/// Exact rectangles, one per held page run, with edges snapped to whole pixels (shared edges
+/// snap alike, so neighbours leave no seams) and at least a pixel wide and tall so short or
+/// small allocations still show.
+fn exact_rects(p: &Panel, held: &[Held], tenants: &[Option<u32>]) -> Vec<Rect> {
+    held.iter()
+        .map(|s| {
+            let (x0, x1) = (p.x(s.since).round(), p.x(s.until).round());
+            let (y0, y1) = (p.y(u64::from(s.first) + u64::from(s.count)).round(), p.y(u64::from(s.first)).round());
+            Rect {
+                x: x0,
+                y: y0.min(p.top + PANEL_H - 1.0),
+                w: (x1 - x0).max(1.0),
+                h: (y1 - y0).max(1.0),
+                tenant: tenants.get(s.r.idx()).copied().flatten(),
+            }
+        })
+        .collect()
+}
+
+/// Rasterises held runs onto the panel's pixel grid (each pixel takes the tenant covering most
+/// of it, and stays free when less than half of it is held), then emits horizontal spans of one
+/// tenant merged with identical spans in the rows below.
+fn raster_rects(p: &Panel, held: &[Held], tenants: &[Option<u32>]) -> Vec<Rect> {
+    const NONE: u32 = u32::MAX;
+    const UNKNOWN: u32 = u32::MAX - 1;
+    let (w, h) = (PLOT_W as usize, PANEL_H as usize);
+    let mut best = vec![(NONE, 0f32, 0f32); w * h];
+    for s in held {
+        let t = tenants.get(s.r.idx()).copied().flatten().unwrap_or(UNKNOWN);
+        let x0 = p.x(s.since) - LEFT;
+        let x1 = p.x(s.until) - LEFT;
+        let y0 = p.y(u64::from(s.first) + u64::from(s.count)) - p.top;
+        let y1 = p.y(u64::from(s.first)) - p.top;
+        let (cx0, cx1) = (x0.floor() as usize, (x1.ceil() as usize).min(w));
+        let (cy0, cy1) = (y0.floor() as usize, (y1.ceil() as usize).min(h));
+        for cy in cy0..cy1 {
+            let fy = (y1.min(cy as f64 + 1.0) - y0.max(cy as f64)).max(0.0);
+            for cx in cx0..cx1 {
+                let fx = (x1.min(cx as f64 + 1.0) - x0.max(cx as f64)).max(0.0);
+                let a = (fx * fy) as f32;
+                let c = &mut best[cy * w + cx];
+                c.2 += a;
+                if a > c.1 {
+                    c.0 = t;
+                    c.1 = a;
+                }
+            }
+        }
+    }
+    // Horizontal spans per row, then vertical merging of identical spans.
+    let mut open: BTreeMap<(usize, usize, u32), (usize, usize)> = BTreeMap::new(); // -> (top row, rows)
+    let mut out = Vec::new();
+    let emit = |out: &mut Vec<Rect>, (x0, x1, t): (usize, usize, u32), (top, rows): (usize, usize)| {
+        out.push(Rect {
+            x: LEFT + x0 as f64,
+            y: p.top + top as f64,
+            w: (x1 - x0) as f64,
+            h: rows as f64,
+            tenant: (t != UNKNOWN).then_some(t),
+        });
+    };
+    for cy in 0..=h {
+        let mut row = Vec::new();
+        if cy < h {
+            let mut cx = 0;
+            while cx < w {
+                let c = best[cy * w + cx];
+                let t = if c.2 >= 0.5 { c.0 } else { NONE };
+                let mut e = cx + 1;
+                while e < w {
+                    let d = best[cy * w + e];
+                    let td = if d.2 >= 0.5 { d.0 } else { NONE };
+                    if td != t {
+                        break;
+                    }
+                    e += 1;
+                }
+                if t != NONE {
+                    row.push((cx, e, t));
+                }
+                cx = e;
+            }
+        }
+        let row_set: BTreeSet<(usize, usize, u32)> = row.iter().copied().collect();
+        let ended: Vec<(usize, usize, u32)> = open.keys().filter(|k| !row_set.contains(k)).copied().collect();
+        for k in ended {
+            let v = open.remove(&k).expect("present");
+            emit(&mut out, k, v);
+        }
+        for k in row {
+            open.entry(k).or_insert((cy, 0)).1 += 1;
+        }
+    }
+    out
+}
+
+fn rects_for(p: &Panel, held: &[Held], tenants: &[Option<u32>], max_rects: usize) -> (Vec<Rect>, bool) {
+    if held.len() <= max_rects {
+        (exact_rects(p, held, tenants), false)
+    } else {
+        (raster_rects(p, held, tenants), true)
+    }
+}
+
+/// The SVG page map of a run: a panel per pool (time on x, page id on y), a rectangle per held
+/// page run coloured by tenant, violations in red at their time over their page runs, a legend.
+pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> String {
+    let pools = pool_list(cfg);
+    let tenants = request_tenants(cfg, records);
+    let mut trackers: Vec<PageTracker> = pools.iter().map(|_| PageTracker::default()).collect();
+    let mut held: Vec<Vec<Held>> = pools.iter().map(|_| Vec::new()).collect();
+    let mut resets: Vec<Vec<Instant>> = pools.iter().map(|_| Vec::new()).collect();
+    let mut t_end = Instant(0);
+    for (at, rec) in records {
+        let TraceRecord::Mem(op) = rec else {
+            if let TraceRecord::Response { .. } = rec {
+                t_end = t_end.max(*at);
+            }
+            continue;
+        };
+        t_end = t_end.max(*at);
+        let i = match op {
+            MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } => pool_index(cfg, *pool),
+            _ => None,
+        };
+        let Some(i) = i else {
+            continue;
+        };
+        match op {
+            MemOp::Alloc { r, pages, .. } => trackers[i].alloc(*r, pages, *at, &mut held[i]),
+            MemOp::Free { r, pages, .. } => trackers[i].free(*r, pages, *at, &mut held[i]),
+            _ => {
+                trackers[i].reset(*at, &mut held[i]);
+                resets[i].push(*at);
+            }
+        }
+    }
+    if t_end.0 == 0 {
+        t_end = records.last().map_or(Instant(1), |r| r.0).max(Instant(1));
+    }
+    for (i, t) in trackers.iter_mut().enumerate() {
+        t.reset(t_end, &mut held[i]);
+    }
+    // A little room on the right for markers at the very end.
+    let t_scale = t_end.0 as f64 * 1.02;
+
+    // Tenants by area held, violation parties first.
+    let mut area: BTreeMap<Option<u32>, f64> = BTreeMap::new();
+    for (i, hs) in held.iter().enumerate() {
+        let pages = (pools[i].1 + 1) as f64;
+        for s in hs {
+            let t = tenants.get(s.r.idx()).copied().flatten();
+            *area.entry(t).or_default() += f64::from(s.count) / pages * (s.until.0 - s.since.0) as f64;
+        }
+    }
+    let mut parties: BTreeSet<u32> = BTreeSet::new();
+    for v in violations.iter().filter(|v| v.pool.is_some()) {
+        parties.extend(v.tenant.map(|t| t.0));
+        parties.extend(v.victim_tenants.iter().map(|t| t.0));
+    }
+    let mut order: Vec<(Option<u32>, f64)> = area.into_iter().collect();
+    order.sort_by(|a, b| {
+        let pa = a.0.is_some_and(|t| parties.contains(&t));
+        let pb = b.0.is_some_and(|t| parties.contains(&t));
+        pb.cmp(&pa).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0))
+    });
+
+    let n = pools.len().max(1);
+    let width = LEFT + PLOT_W + 24.0 + LEGEND_W;
+    let legend_h = TOP + 40.0 + 18.0 * (order.len().min(LEGEND_TENANTS) as f64 + 8.0);
+    let height = (TOP + n as f64 * (PANEL_H + PANEL_GAP) + 10.0).max(legend_h);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="Helvetica, Arial, sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{width:.0}" height="{height:.0}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">KV page map · {} · profile {} · seed {}</text>"#,
+        esc(&cfg.name),
+        esc(&cfg.profile),
+        cfg.seed
+    );
+    let safety = violations.iter().filter(|v| v.pool.is_some() && !v.page_runs.is_empty()).count();
+    let _ = writeln!(
+        s,
+        r##"<text x="{LEFT}" y="40" fill="#444">x: virtual time (s) · y: page id · colour: tenant holding the page · {} violation(s) on pools, {} with pages</text>"##,
+        violations.iter().filter(|v| v.pool.is_some()).count(),
+        safety
+    );
+
+    for (i, (pool, usable)) in pools.iter().enumerate() {
+        let p = Panel { top: TOP + 18.0 + i as f64 * (PANEL_H + PANEL_GAP), pages: usable + 1, t_end: t_scale };
+        let (rects, raster) = rects_for(&p, &held[i], &tenants, max_rects);
+        let pool_v: Vec<&Violation> = violations.iter().filter(|v| v.pool == Some(*pool)).collect();
+        let _ = writeln!(
+            s,
+            r#"<text x="{LEFT}" y="{:.1}" font-size="12" font-weight="bold">{pool} pool · {} pages × {} tokens · {} allocation run(s){}{}</text>"#,
+            p.top - 6.0,
+            group(*usable),
+            cfg.knobs.page_size,
+            held[i].len(),
+            if raster { " (rasterised)" } else { "" },
+            if pool_v.is_empty() { String::new() } else { format!(" · {} violation(s)", pool_v.len()) }
+        );
+        let _ = writeln!(
+            s,
+            r##"<rect x="{LEFT}" y="{:.1}" width="{PLOT_W}" height="{PANEL_H}" fill="{FREE_FILL}" stroke="#888" stroke-width="0.5"/>"##,
+            p.top
+        );
+        // Rectangles grouped by tenant.
+        let mut by_tenant: BTreeMap<Option<u32>, Vec<&Rect>> = BTreeMap::new();
+        for r in &rects {
+            by_tenant.entry(r.tenant).or_default().push(r);
+        }
+        let _ = writeln!(s, r#"<g shape-rendering="crispEdges">"#);
+        for (t, rs) in by_tenant {
+            let _ = writeln!(s, r#"<g fill="{}">"#, tenant_colour(t));
+            for r in rs {
+                let _ = writeln!(s, r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}"/>"#, r.x, r.y, r.w, r.h);
+            }
+            s.push_str("</g>\n");
+        }
+        s.push_str("</g>\n");
+        axes(&mut s, &p, t_end);
+        for at in &resets[i] {
+            let x = p.x(*at);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333" stroke-width="1" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#333" font-size="9">reset</text>"##,
+                p.top,
+                p.top + PANEL_H,
+                x + 2.0,
+                p.top + 9.0
+            );
+        }
+        violation_marks(&mut s, &p, &pool_v);
+    }
+    legend(&mut s, &order, &parties, LEFT + PLOT_W + 24.0);
+    s.push_str("</svg>\n");
+    s
+}
+
+fn axes(s: &mut String, p: &Panel, t_end: Instant) {
+    let bottom = p.top + PANEL_H;
+    let secs = p.t_end / 1e9;
+    let step = nice_step(secs, 10.0);
+    let mut k = 0.0;
+    while k * step <= t_end.0 as f64 / 1e9 + step * 1e-9 {
+        let v = k * step;
+        let x = LEFT + v / secs * PLOT_W;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{bottom:.1}" x2="{x:.1}" y2="{:.1}" stroke="#555"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+            bottom + 4.0,
+            bottom + 15.0,
+            fmt_tick(v, step)
+        );
+        k += 1.0;
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">time (s)</text>"##,
+        LEFT + PLOT_W,
+        bottom + 28.0
+    );
+    let pstep = nice_step(p.pages as f64, 5.0).max(1.0);
+    let mut v = 0.0;
+    while v < p.pages as f64 {
+        let y = p.y(v as u64);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{:.1}" y1="{y:.1}" x2="{LEFT}" y2="{y:.1}" stroke="#555"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+            LEFT - 4.0,
+            LEFT - 6.0,
+            y + 3.5,
+            group(v as u64)
+        );
+        v += pstep;
+    }
+    let cy = p.top + PANEL_H / 2.0;
+    let _ = writeln!(
+        s,
+        r##"<text x="14" y="{cy:.1}" transform="rotate(-90 14 {cy:.1})" text-anchor="middle" fill="#333">page id</text>"##
+    );
+}
+
+/// Red outlines over a violation's page runs at its time, a cross at their centre, a triangle on
+/// top of the panel for violations without pages; the first few get a text label.
+fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
+    for (n, v) in vs.iter().enumerate() {
+        let x = p.x(v.at);
+        let who = v.request.map_or(String::new(), |r| format!(" r{}", r.0));
+        let tip = format!(
+            "{}{}{} at {}: {} page(s){}{}",
+            v.kind.name(),
+            who,
+            v.tenant.map_or(String::new(), |t| format!(" (tenant {})", t.0)),
+            v.at,
+            v.pages,
+            if v.victim_tenants.is_empty() {
+                String::new()
+            } else {
+                format!(", victims {}", v.victim_tenants.iter().map(|t| t.0.to_string()).collect::<Vec<_>>().join(","))
+            },
+            if v.detail.is_empty() { String::new() } else { format!(" — {}", v.detail) }
+        );
+        let _ = writeln!(s, "<g><title>{}</title>", esc(&tip));
+        if v.page_runs.is_empty() {
+            let _ = writeln!(s, r#"<path d="M{:.1} {:.1} l-5 -8 h10 z" fill="{RED}"/>"#, x, p.top);
+        } else {
+            let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+            let mut boxes: Vec<(f64, f64)> = Vec::new();
+            for r in &v.page_runs {
+                let (y0, y1) = (p.y(u64::from(r.first) + u64::from(r.count)), p.y(u64::from(r.first)));
+                let (y0, y1) = if y1 - y0 < 3.0 {
+                    let c = (y0 + y1) / 2.0;
+                    (c - 1.5, c + 1.5)
+                } else {
+                    (y0, y1)
+                };
+                lo = lo.min(y0);
+                hi = hi.max(y1);
+                match boxes.last_mut() {
+                    Some(b) if y1 >= b.0 - 1.0 && y0 <= b.1 + 1.0 => {
+                        b.0 = b.0.min(y0);
+                        b.1 = b.1.max(y1);
+                    }
+                    _ => boxes.push((y0, y1)),
+                }
+            }
+            for (y0, y1) in boxes {
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{y0:.1}" width="6" height="{:.1}" fill="none" stroke="{RED}" stroke-width="1.3"/>"#,
+                    x - 3.0,
+                    y1 - y0
+                );
+            }
+            let cy = (lo + hi) / 2.0;
+            let _ = writeln!(
+                s,
+                r#"<path d="M{:.1} {:.1} l8 8 m0 -8 l-8 8" stroke="{RED}" stroke-width="2"/>"#,
+                x - 4.0,
+                cy - 4.0
+            );
+        }
+        if n < LABELS_PER_PANEL {
+            let ly = p.top + 12.0 + (n % LABELS_PER_PANEL) as f64 * 12.0;
+            let anchor = if x > LEFT + PLOT_W * 0.8 { ("end", x - 8.0) } else { ("start", x + 8.0) };
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{ly:.1}" text-anchor="{}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke">{}{}</text>"#,
+                anchor.1,
+                anchor.0,
+                v.kind.name(),
+                who
+            );
+        } else if n == LABELS_PER_PANEL {
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{RED}" font-size="10">+{} more (hover for details)</text>"#,
+                LEFT + PLOT_W - 4.0,
+                p.top + PANEL_H - 5.0,
+                vs.len() - LABELS_PER_PANEL
+            );
+        }
+        s.push_str("</g>\n");
+    }
+}
+
+fn legend(s: &mut String, order: &[(Option<u32>, f64)], parties: &BTreeSet<u32>, x: f64) {
+    let mut y = TOP + 18.0;
+    let _ = writeln!(s, r#"<text x="{x:.1}" y="{y:.1}" font-size="12" font-weight="bold">Legend</text>"#);
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r##"<g class="legend"><rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{FREE_FILL}" stroke="#888" stroke-width="0.5"/><text x="{:.1}" y="{y:.1}">free page</text>"##,
+        y - 9.0,
+        x + 20.0
+    );
+    for (t, _) in order.iter().take(LEGEND_TENANTS) {
+        y += 16.0;
+        let name = match t {
+            Some(t) if parties.contains(t) => format!("tenant {t} (in a violation)"),
+            Some(t) => format!("tenant {t}"),
+            None => "tenant unknown".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{}"/><text x="{:.1}" y="{y:.1}">{}</text>"#,
+            y - 9.0,
+            tenant_colour(*t),
+            x + 20.0,
+            name
+        );
+    }
+    if order.len() > LEGEND_TENANTS {
+        y += 16.0;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{y:.1}">… {} more tenant(s)</text>"#,
+            x + 20.0,
+            order.len() - LEGEND_TENANTS
+        );
+    }
+    y += 22.0;
+    let _ = writeln!(
+        s,
+        r#"<rect x="{:.1}" y="{:.1}" width="6" height="12" fill="none" stroke="{RED}" stroke-width="1.3"/><path d="M{:.1} {:.1} l8 8 m0 -8 l-8 8" stroke="{RED}" stroke-width="2"/><text x="{:.1}" y="{y:.1}">violation over its pages</text>"#,
+        x + 4.0,
+        y - 10.0,
+        x + 3.0,
+        y - 8.0,
+        x + 20.0
+    );
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r#"<path d="M{:.1} {:.1} l-5 -8 h10 z" fill="{RED}"/><text x="{:.1}" y="{y:.1}">violation without pages</text>"#,
+        x + 7.0,
+        y + 1.0,
+        x + 20.0
+    );
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333" stroke-dasharray="4 3"/><text x="{:.1}" y="{y:.1}">pool reset (node crash)</text></g>"##,
+        x + 7.0,
+        y - 11.0,
+        x + 7.0,
+        y + 2.0,
+        x + 20.0
+    );
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::scenario::{Overrides, Scenario};
+
+    /// Runs a shipped scenario, with a scripted crash of `crash` at 20 s when given.
+    pub(crate) fn run_crashing(
+        rel: &str,
+        crash: Option<&str>,
+    ) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
+        let path = format!("{}/../scenarios/{rel}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let sc = Scenario::parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
+        let mut cfg = sc.resolve(&Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        if let Some(node) = crash {
+            cfg.faults.script.push(crate::config::ScriptedFault::Crash {
+                at_ms: 20_000,
+                node: node.to_string(),
+                restart_after_ms: 5_000,
+            });
+        }
+        let mut w = crate::simulate_collect(cfg.clone(), false);
+        let recs = w.tracer.collected.take().expect("collecting tracer");
+        (cfg, recs, std::mem::take(&mut w.oracle.violations))
+    }
+
+    pub(crate) fn run(rel: &str) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
+        run_crashing(rel, None)
+    }
+
+    #[test]
+    fn tracker_splits_and_frees_by_holder() {
+        let mut t = PageTracker::default();
+        let mut out = Vec::new();
+        let run = |first, count| Run { first, count };
+        t.alloc(RequestId(1), &[run(1, 10)], Instant(5), &mut out);
+        t.alloc(RequestId(2), &[run(11, 5)], Instant(6), &mut out);
+        assert_eq!(t.held, 15);
+        // A free by the wrong request returns nothing.
+        t.free(RequestId(2), &[run(1, 4)], Instant(7), &mut out);
+        assert!(out.is_empty());
+        t.free(RequestId(1), &[run(3, 4)], Instant(8), &mut out);
+        assert_eq!(out, vec![Held { first: 3, count: 4, r: RequestId(1), since: Instant(5), until: Instant(8) }]);
+        assert_eq!(t.held, 11);
+        t.reset(Instant(9), &mut out);
+        assert_eq!(t.held, 0);
+        let firsts: Vec<u32> = out.iter().map(|h| h.first).collect();
+        assert_eq!(firsts, vec![3, 1, 7, 11]);
+    }
+
+    fn check_svg(s: &str) -> usize {
+        assert!(s.starts_with("<svg "), "starts with <svg");
+        assert!(s.trim_end().ends_with("</svg>"), "ends with </svg>");
+        assert!(s.contains("Legend"));
+        // Tags balance (every opened g/text/title closes).
+        for tag in ["g", "text", "title"] {
+            let open = s.matches(&format!("<{tag}>")).count() + s.matches(&format!("<{tag} ")).count();
+            let close = s.matches(&format!("</{tag}>")).count();
+            assert_eq!(open, close, "<{tag}> balanced");
+        }
+        assert_eq!(s.matches('<').count(), s.matches('>').count());
+        s.matches("<rect ").count()
+    }
+
+    #[test]
+    fn stub_leak_page_map() {
+        let (cfg, recs, vs) = run("small/stub-leak.toml");
+        let s = page_map_svg(&cfg, &recs, &vs);
+        let rects = check_svg(&s);
+        assert!(rects < 200, "{rects} rectangles");
+        assert!(s.contains("decode-0 pool"));
+        assert!(s.contains("prefill-0 pool"));
+        assert!(s.contains("cross_tenant_read r2"), "violation label");
+        assert!(s.contains(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")));
+        assert!(s.contains(&tenant_colour(Some(1))) && s.contains(&tenant_colour(Some(2))));
+    }
+
+    #[test]
+    fn mixed_faults_page_map() {
+        let (cfg, recs, vs) = run_crashing("small/mixed-faults.toml", Some("decode-1"));
+        let s = page_map_svg(&cfg, &recs, &vs);
+        let rects = check_svg(&s);
+        assert!(rects < 4 * MAX_RECTS + 100, "{rects} rectangles");
+        assert!(s.contains(">reset</text>"), "crash resets drawn");
+        assert!(s.len() < 10_000_000);
+    }
+
+    #[test]
+    fn raster_bounds_rectangles() {
+        let p = Panel { top: 0.0, pages: 50_001, t_end: 1e9 };
+        let held: Vec<Held> = (0..30_000u32)
+            .map(|i| Held {
+                first: 1 + i,
+                count: 1,
+                r: RequestId(i % 7),
+                since: Instant(u64::from(i) * 10_000),
+                until: Instant(u64::from(i) * 10_000 + 400_000_000),
+            })
+            .collect();
+        let tenants: Vec<Option<u32>> = (0..7).map(Some).collect();
+        let (rects, raster) = rects_for(&p, &held, &tenants, MAX_RECTS);
+        assert!(raster);
+        assert!(rects.len() <= MAX_RECTS, "{} rectangles", rects.len());
+        assert!(!rects.is_empty());
+    }
+
+    /// Writes the page maps of stub-leak and the full incident to the temp dir (for looking at).
+    #[test]
+    #[ignore]
+    fn write_page_maps() {
+        for rel in ["small/stub-leak.toml", "small/mixed-faults.toml", "glm53-incident.toml"] {
+            let (cfg, recs, vs) = run(rel);
+            let t = std::time::Instant::now();
+            let s = page_map_svg(&cfg, &recs, &vs);
+            let out = std::env::temp_dir().join(format!("pagemap-{}.svg", cfg.name));
+            std::fs::write(&out, &s).unwrap();
+            eprintln!("{}: {} bytes, {} rects, {:?}", out.display(), s.len(), s.matches("<rect ").count(), t.elapsed());
+        }
+    }
+}

@@ -2,6 +2,7 @@
 
 mod audit;
 mod bad_input;
+mod confirm;
 mod determinism;
 mod incident;
 mod invariants;
