@@ -9,6 +9,7 @@ use kvsim::tracefile::{Filter, Footer, Header};
 use std::io::BufWriter;
 
 mod audit;
+mod bench;
 mod confirm;
 mod tracefile;
 
@@ -74,6 +75,8 @@ enum Cmd {
     /// Replay a trace's violating reads on real KV memory with a paged-attention kernel and
     /// measure whose KV reached the output (exit 10 confirmed, 0 none, 3 no backend, 2 bad input).
     Confirm(confirm::ConfirmOpts),
+    /// Whole-run benchmarks: one table (events/s, requests/s, peak memory), also as JSON.
+    Bench(bench::BenchOpts),
     /// Check real engine start-up logs: each node's KV pool against the context length, and
     /// whether the gap leaks under a profile (exit 0 no gap, 10 leaks, 11 refused, 2 bad input).
     Audit {
@@ -138,6 +141,7 @@ pub fn main() -> i32 {
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
         Cmd::Confirm(o) => confirm::run(&o),
+        Cmd::Bench(o) => bench::run(&o),
         Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),
     }
 }

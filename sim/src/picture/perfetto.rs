@@ -66,6 +66,8 @@ struct Builder<'a> {
     /// Decode: pages held on the decode pool.
     dheld: Vec<u64>,
     next_flow: u64,
+    /// Index in `out` of each pool's latest counter event.
+    last_counter: BTreeMap<u64, usize>,
 }
 
 fn role_idx(role: Role) -> usize {
@@ -201,8 +203,16 @@ impl Builder<'_> {
         );
     }
 
+    /// The pool's free pages at `at` (a later value at the same time replaces the earlier one).
     fn counter(&mut self, at: u64, pool: NodeId, free: u64) {
         if let Some(pid) = self.pool_pid(pool) {
+            if let Some(&i) = self.last_counter.get(&pid) {
+                if self.out[i].0 == at {
+                    self.out[i].1["args"]["free"] = json!(free);
+                    return;
+                }
+            }
+            self.last_counter.insert(pid, self.out.len());
             self.push(
                 at,
                 json!({"name": "free pages", "ph": "C", "pid": pid, "tid": TID_MAIN, "ts": ts(at), "args": {"free": free}}),
@@ -329,6 +339,7 @@ pub fn perfetto_json(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violat
         last_pwrite,
         dheld: vec![0; n],
         next_flow: 1,
+        last_counter: BTreeMap::new(),
     };
     b.metadata();
     let pools = pool_list(cfg);
@@ -670,5 +681,22 @@ mod tests {
         assert_eq!(evs.iter().filter(|e| e["ph"] == "b" && e["cat"] == "request").count(), 120);
         assert!(n("s") > 50 && n("i") >= vs.len());
         assert!(evs.iter().any(|e| e["cat"] == "fault" && e["name"].as_str().unwrap().starts_with("crash")));
+    }
+
+    /// Writes the traces of the small scenarios and the full incident to the temp dir.
+    #[test]
+    #[ignore]
+    fn write_traces() {
+        for rel in ["small/stub-leak.toml", "small/mixed-faults.toml", "glm53-incident.toml"] {
+            let (cfg, recs, vs) = run(rel);
+            let t = std::time::Instant::now();
+            let v = perfetto_json(&cfg, &recs, &vs);
+            let text = serde_json::to_string(&v).unwrap();
+            let out = std::env::temp_dir().join(format!("trace-{}.json", cfg.name));
+            std::fs::write(&out, &text).unwrap();
+            let n = v["traceEvents"].as_array().unwrap().len();
+            eprintln!("{}: {} bytes, {n} events, {:?}", out.display(), text.len(), t.elapsed());
+            check(&cfg, &v);
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! The run-level bookkeeping here (`PageTracker`, `request_tenants`, `pool_list`) is shared with
 //! the Perfetto exporter.
 
-use crate::check::oracle::Violation;
+use crate::check::oracle::{Kind, Violation};
 use crate::config::SimConfig;
 use crate::pool::Run;
 use crate::trace::{MemOp, TraceRecord};
@@ -141,8 +141,9 @@ pub(crate) fn request_tenants(cfg: &SimConfig, records: &[(Instant, TraceRecord)
 pub const MAX_RECTS: usize = 20_000;
 /// Legend entries for tenants before "…".
 const LEGEND_TENANTS: usize = 20;
-/// Violations labelled in text per panel (all are drawn).
-const LABELS_PER_PANEL: usize = 6;
+/// Violations labelled in text per panel (all are drawn, with a hover title), in rows.
+const MAX_LABELS: usize = 12;
+const LABEL_ROWS: usize = 3;
 
 const LEFT: f64 = 78.0;
 const PLOT_W: f64 = 1000.0;
@@ -358,6 +359,16 @@ fn rects_for(p: &Panel, held: &[Held], tenants: &[Option<u32>], max_rects: usize
 /// The SVG page map of a run: a panel per pool (time on x, page id on y), a rectangle per held
 /// page run coloured by tenant, violations in red at their time over their page runs, a legend.
 pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> String {
+    page_map_svg_with(cfg, records, violations, MAX_RECTS)
+}
+
+/// `page_map_svg` with the number of rectangles above which a panel is rasterised.
+fn page_map_svg_with(
+    cfg: &SimConfig,
+    records: &[(Instant, TraceRecord)],
+    violations: &[Violation],
+    max_rects: usize,
+) -> String {
     let pools = pool_list(cfg);
     let tenants = request_tenants(cfg, records);
     let mut trackers: Vec<PageTracker> = pools.iter().map(|_| PageTracker::default()).collect();
@@ -406,17 +417,32 @@ pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violati
             *area.entry(t).or_default() += f64::from(s.count) / pages * (s.until.0 - s.since.0) as f64;
         }
     }
-    let mut parties: BTreeSet<u32> = BTreeSet::new();
-    for v in violations.iter().filter(|v| v.pool.is_some()) {
-        parties.extend(v.tenant.map(|t| t.0));
-        parties.extend(v.victim_tenants.iter().map(|t| t.0));
+    // Readers: tenants of requests that read another tenant's KV; victims: whose KV was read.
+    let mut readers: BTreeSet<u32> = BTreeSet::new();
+    let mut victims: BTreeSet<u32> = BTreeSet::new();
+    for v in violations.iter().filter(|v| v.kind == Kind::CrossTenantRead) {
+        readers.extend(v.tenant.map(|t| t.0));
+        victims.extend(v.victim_tenants.iter().map(|t| t.0));
     }
+    let rank = |t: Option<u32>| match t {
+        Some(t) if readers.contains(&t) => 0,
+        Some(t) if victims.contains(&t) => 1,
+        _ => 2,
+    };
     let mut order: Vec<(Option<u32>, f64)> = area.into_iter().collect();
-    order.sort_by(|a, b| {
-        let pa = a.0.is_some_and(|t| parties.contains(&t));
-        let pb = b.0.is_some_and(|t| parties.contains(&t));
-        pb.cmp(&pa).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0))
-    });
+    order.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0)));
+    let roles: Vec<(Option<u32>, &str)> = order
+        .iter()
+        .map(|(t, _)| {
+            let role = match (t.is_some_and(|t| readers.contains(&t)), t.is_some_and(|t| victims.contains(&t))) {
+                (true, true) => "read foreign KV · victim",
+                (true, false) => "read foreign KV",
+                (false, true) => "victim",
+                (false, false) => "",
+            };
+            (*t, role)
+        })
+        .collect();
 
     let n = pools.len().max(1);
     let width = LEFT + PLOT_W + 24.0 + LEGEND_W;
@@ -455,7 +481,11 @@ pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violati
             cfg.knobs.page_size,
             held[i].len(),
             if raster { " (rasterised)" } else { "" },
-            if pool_v.is_empty() { String::new() } else { format!(" · {} violation(s)", pool_v.len()) }
+            match pool_v.len() {
+                0 => String::new(),
+                n if n > MAX_LABELS => format!(" · {n} violation(s), some labelled (hover a marker for details)"),
+                n => format!(" · {n} violation(s)"),
+            }
         );
         let _ = writeln!(
             s,
@@ -481,16 +511,16 @@ pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violati
             let x = p.x(*at);
             let _ = writeln!(
                 s,
-                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333" stroke-width="1" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#333" font-size="9">reset</text>"##,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333" stroke-width="1" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#333" font-size="9" stroke="white" stroke-width="2.5" paint-order="stroke">reset</text>"##,
                 p.top,
                 p.top + PANEL_H,
                 x + 2.0,
-                p.top + 9.0
+                p.top + PANEL_H - 3.0
             );
         }
         violation_marks(&mut s, &p, &pool_v);
     }
-    legend(&mut s, &order, &parties, LEFT + PLOT_W + 24.0);
+    legend(&mut s, &roles, LEFT + PLOT_W + 24.0);
     s.push_str("</svg>\n");
     s
 }
@@ -539,16 +569,52 @@ fn axes(s: &mut String, p: &Panel, t_end: Instant) {
     );
 }
 
-/// Red outlines over a violation's page runs at its time, a cross at their centre, a triangle on
-/// top of the panel for violations without pages; the first few get a text label.
+/// Which violations of a panel get a text label: most severe kind first, then by time, each in
+/// the first of `LABEL_ROWS` rows where it does not overlap a label already placed. Returns, per
+/// violation, its (row, text x, anchor) if labelled.
+fn place_labels(p: &Panel, vs: &[&Violation]) -> Vec<Option<(usize, f64, &'static str)>> {
+    let mut idx: Vec<usize> = (0..vs.len()).collect();
+    idx.sort_by_key(|&i| (vs[i].kind, vs[i].at));
+    let mut rows: Vec<Vec<(f64, f64)>> = vec![Vec::new(); LABEL_ROWS];
+    let mut out = vec![None; vs.len()];
+    let mut placed = 0;
+    for i in idx {
+        if placed == MAX_LABELS {
+            break;
+        }
+        let x = p.x(vs[i].at);
+        let w = label_text(vs[i]).chars().count() as f64 * 5.6;
+        let (x0, x1, tx, anchor) = if x + 6.0 + w > LEFT + PLOT_W {
+            (x - 6.0 - w, x - 6.0, x - 6.0, "end")
+        } else {
+            (x + 6.0, x + 6.0 + w, x + 6.0, "start")
+        };
+        if let Some(row) = rows.iter().position(|r| r.iter().all(|(a, b)| x1 + 8.0 < *a || x0 > *b + 8.0)) {
+            rows[row].push((x0, x1));
+            out[i] = Some((row, tx, anchor));
+            placed += 1;
+        }
+    }
+    out
+}
+
+fn label_text(v: &Violation) -> String {
+    match v.request {
+        Some(r) => format!("{} r{}", v.kind.name(), r.0),
+        None => v.kind.name().to_string(),
+    }
+}
+
+/// Red outlines over a violation's page runs at its time with a cross at their centre, or a
+/// triangle on top of the panel for violations without pages; each with a hover title, and the
+/// ones `place_labels` picks with a text label.
 fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
-    for (n, v) in vs.iter().enumerate() {
+    let labels = place_labels(p, vs);
+    for (v, label) in vs.iter().zip(labels) {
         let x = p.x(v.at);
-        let who = v.request.map_or(String::new(), |r| format!(" r{}", r.0));
         let tip = format!(
-            "{}{}{} at {}: {} page(s){}{}",
-            v.kind.name(),
-            who,
+            "{}{} at {}: {} page(s){}{}",
+            label_text(v),
             v.tenant.map_or(String::new(), |t| format!(" (tenant {})", t.0)),
             v.at,
             v.pages,
@@ -599,31 +665,19 @@ fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
                 cy - 4.0
             );
         }
-        if n < LABELS_PER_PANEL {
-            let ly = p.top + 12.0 + (n % LABELS_PER_PANEL) as f64 * 12.0;
-            let anchor = if x > LEFT + PLOT_W * 0.8 { ("end", x - 8.0) } else { ("start", x + 8.0) };
+        if let Some((row, tx, anchor)) = label {
+            let ly = p.top + 11.0 + row as f64 * 12.0;
             let _ = writeln!(
                 s,
-                r#"<text x="{:.1}" y="{ly:.1}" text-anchor="{}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke">{}{}</text>"#,
-                anchor.1,
-                anchor.0,
-                v.kind.name(),
-                who
-            );
-        } else if n == LABELS_PER_PANEL {
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{RED}" font-size="10">+{} more (hover for details)</text>"#,
-                LEFT + PLOT_W - 4.0,
-                p.top + PANEL_H - 5.0,
-                vs.len() - LABELS_PER_PANEL
+                r#"<text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke">{}</text>"#,
+                label_text(v)
             );
         }
         s.push_str("</g>\n");
     }
 }
 
-fn legend(s: &mut String, order: &[(Option<u32>, f64)], parties: &BTreeSet<u32>, x: f64) {
+fn legend(s: &mut String, order: &[(Option<u32>, &str)], x: f64) {
     let mut y = TOP + 18.0;
     let _ = writeln!(s, r#"<text x="{x:.1}" y="{y:.1}" font-size="12" font-weight="bold">Legend</text>"#);
     y += 16.0;
@@ -633,12 +687,12 @@ fn legend(s: &mut String, order: &[(Option<u32>, f64)], parties: &BTreeSet<u32>,
         y - 9.0,
         x + 20.0
     );
-    for (t, _) in order.iter().take(LEGEND_TENANTS) {
+    for (t, role) in order.iter().take(LEGEND_TENANTS) {
         y += 16.0;
-        let name = match t {
-            Some(t) if parties.contains(t) => format!("tenant {t} (in a violation)"),
-            Some(t) => format!("tenant {t}"),
-            None => "tenant unknown".to_string(),
+        let name = match (t, role.is_empty()) {
+            (Some(t), true) => format!("tenant {t}"),
+            (Some(t), false) => format!("tenant {t} ({role})"),
+            (None, _) => "tenant unknown".to_string(),
         };
         let _ = writeln!(
             s,
@@ -798,11 +852,17 @@ pub(crate) mod tests {
     #[test]
     #[ignore]
     fn write_page_maps() {
-        for rel in ["small/stub-leak.toml", "small/mixed-faults.toml", "glm53-incident.toml"] {
-            let (cfg, recs, vs) = run(rel);
+        let runs = [
+            ("small/stub-leak.toml", None, MAX_RECTS, ""),
+            ("small/mixed-faults.toml", Some("decode-1"), MAX_RECTS, ""),
+            ("glm53-incident.toml", None, MAX_RECTS, ""),
+            ("glm53-incident.toml", None, 1_000, "-raster"),
+        ];
+        for (rel, crash, max_rects, suffix) in runs {
+            let (cfg, recs, vs) = run_crashing(rel, crash);
             let t = std::time::Instant::now();
-            let s = page_map_svg(&cfg, &recs, &vs);
-            let out = std::env::temp_dir().join(format!("pagemap-{}.svg", cfg.name));
+            let s = page_map_svg_with(&cfg, &recs, &vs, max_rects);
+            let out = std::env::temp_dir().join(format!("pagemap-{}{suffix}.svg", cfg.name));
             std::fs::write(&out, &s).unwrap();
             eprintln!("{}: {} bytes, {} rects, {:?}", out.display(), s.len(), s.matches("<rect ").count(), t.elapsed());
         }
