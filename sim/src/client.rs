@@ -61,6 +61,8 @@ impl World {
                 client_aborted: false,
                 fault_touched: false,
                 timed_out: false,
+                late_written: false,
+                lagged: false,
                 prefill_leg: None,
                 decode_leg: None,
                 decode_tokens: 0,

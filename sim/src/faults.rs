@@ -45,6 +45,9 @@ impl World {
                 f.visibility_lag = Duration::from_ms(fc.visibility_lag_ms);
             }
         }
+        if f.visibility_lag.0 > 0 {
+            self.reqs[r.idx()].lagged = true;
+        }
         if f.fail || f.extra_delay.0 > 0 || f.visibility_lag.0 > 0 {
             self.reqs[r.idx()].fault_touched = true;
         }

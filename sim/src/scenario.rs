@@ -104,11 +104,14 @@ pub struct WorkloadSection {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RequestEntry {
-    pub at_ms: u64,
+    /// Arrival in ms, or `at_ns` for exact times (written by `kvsim shrink` and the fuzzer).
+    pub at_ms: Option<u64>,
+    pub at_ns: Option<u64>,
     pub tenant: u32,
     pub prompt_tokens: u64,
     pub output_tokens: u64,
     pub abort_at_ms: Option<u64>,
+    pub abort_at_ns: Option<u64>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]
@@ -399,17 +402,33 @@ impl Scenario {
                 let key = if r.prompt_tokens == 0 { "prompt_tokens" } else { "output_tokens" };
                 return Err(self.err("request", i, key, "must be at least 1"));
             }
-            if let Some(a) = r.abort_at_ms {
-                if a < r.at_ms {
-                    return Err(self.err("request", i, "abort_at_ms", "abort before arrival"));
+            let at_ns = match (r.at_ms, r.at_ns) {
+                (Some(ms), None) => ms * 1_000_000,
+                (None, Some(ns)) => ns,
+                _ => return Err(self.err("request", i, "at_ms", "give exactly one of at_ms and at_ns")),
+            };
+            let abort_at_ns = match (r.abort_at_ms, r.abort_at_ns) {
+                (None, None) => None,
+                (Some(ms), None) => Some(ms * 1_000_000),
+                (None, Some(ns)) => Some(ns),
+                _ => {
+                    return Err(self.err(
+                        "request",
+                        i,
+                        "abort_at_ms",
+                        "give at most one of abort_at_ms and abort_at_ns",
+                    ))
                 }
+            };
+            if abort_at_ns.is_some_and(|a| a < at_ns) {
+                return Err(self.err("request", i, "abort_at_ms", "abort before arrival"));
             }
             requests.push(RequestSpec {
-                at_ns: r.at_ms * 1_000_000,
+                at_ns,
                 tenant: r.tenant,
                 prompt_tokens: r.prompt_tokens,
                 output_tokens: r.output_tokens,
-                abort_at_ns: r.abort_at_ms.map(|a| a * 1_000_000),
+                abort_at_ns,
                 prefix_blocks: vec![],
             });
         }
@@ -477,4 +496,61 @@ impl Scenario {
             liveness_bound_s: s.liveness_bound_s.unwrap_or(3_600),
         })
     }
+}
+
+/// Writes a resolved configuration back as a scenario file that `Scenario::parse` reads to the
+/// same configuration: every knob, every node, the generator expanded into explicit requests.
+pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for l in header_comment.lines() {
+        let _ = writeln!(s, "# {l}");
+    }
+    let _ = writeln!(s, "name = {:?}", cfg.name);
+    let _ = writeln!(s, "seed = {}", cfg.seed);
+    let _ = writeln!(s, "profile = {:?}", cfg.profile);
+    let _ = writeln!(s, "context_len = {}", cfg.context_len);
+    let _ = writeln!(s, "liveness_bound_s = {}\n", cfg.liveness_bound_s);
+    for (table, nodes) in [("prefill", &cfg.prefill), ("decode", &cfg.decode)] {
+        for n in nodes {
+            let _ = writeln!(
+                s,
+                "[[{table}]]\npool_tokens = {}\nmetadata_slots = {}\nmax_running_requests = {}\n",
+                n.pool_tokens, n.metadata_slots, n.max_running_requests
+            );
+        }
+    }
+    let policy = toml::Value::try_from(cfg.router_policy).expect("serialises");
+    let _ = writeln!(s, "[router]\npolicy = {policy}\n");
+    let cost = toml::to_string(&cfg.cost).expect("cost serialises");
+    let _ = writeln!(s, "[cost]\n{cost}");
+    let knobs = toml::to_string(&cfg.knobs).expect("knobs serialise");
+    let _ = writeln!(s, "[knobs]\n{knobs}");
+    let f = &cfg.faults;
+    let _ = writeln!(
+        s,
+        "[faults]\ntransfer_fail = \"{}\"\ndelay_spike = \"{}\"\ndelay_spike_ms = {}\nvisibility_lag = \"{}\"\nvisibility_lag_ms = {}\nnode_crash = \"{}\"\ncrash_restart_ms = {}\nheal_at_ms = {}\n",
+        f.transfer_fail, f.delay_spike, f.delay_spike_ms, f.visibility_lag, f.visibility_lag_ms, f.node_crash, f.crash_restart_ms, f.heal_at_ms
+    );
+    for sf in &f.script {
+        let t = toml::to_string(sf).expect("fault serialises");
+        let _ = writeln!(s, "[[faults.script]]\n{t}");
+    }
+    let mut reqs = cfg.requests.clone();
+    if let Some(g) = &cfg.generator {
+        reqs.extend(crate::client::generate(cfg.seed, g));
+    }
+    reqs.sort_by_key(|r| r.at_ns);
+    for r in &reqs {
+        let _ = write!(
+            s,
+            "[[request]]\nat_ns = {}\ntenant = {}\nprompt_tokens = {}\noutput_tokens = {}\n",
+            r.at_ns, r.tenant, r.prompt_tokens, r.output_tokens
+        );
+        if let Some(a) = r.abort_at_ns {
+            let _ = writeln!(s, "abort_at_ns = {a}");
+        }
+        s.push('\n');
+    }
+    s
 }

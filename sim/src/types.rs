@@ -97,6 +97,15 @@ impl fmt::Display for NodeId {
     }
 }
 
+impl NodeId {
+    pub fn role_name(self) -> &'static str {
+        match self.role {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
 /// A KV pool is owned by exactly one node; its name is the node's.
 pub type PoolId = NodeId;
 

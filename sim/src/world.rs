@@ -69,6 +69,10 @@ pub struct Req {
     pub fault_touched: bool,
     /// A bootstrap or waiting timer failed it (capacity, not a bug by itself).
     pub timed_out: bool,
+    /// Another request's write landed in pages this request held.
+    pub late_written: bool,
+    /// A transfer of this request was acknowledged before its data was visible.
+    pub lagged: bool,
     pub prefill_leg: Option<u16>,
     pub decode_leg: Option<u16>,
     pub decode_tokens: u64,
@@ -258,7 +262,6 @@ impl World {
         if rep.foreign.is_empty() {
             return;
         }
-        let req = &self.reqs[writer.idx()];
         let mut victims = Vec::new();
         let mut runs = Vec::new();
         for (run, holder) in &rep.foreign {
@@ -270,12 +273,14 @@ impl World {
         victims.sort();
         victims.dedup();
         for v in &victims {
+            self.reqs[v.idx()].late_written = true;
             if pool.role == Role::Decode {
                 if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
                     d.dirty = true;
                 }
             }
         }
+        let req = &self.reqs[writer.idx()];
         let victim_tenants = {
             let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs[v.idx()].tenant).collect();
             t.sort();
@@ -308,6 +313,7 @@ impl World {
             pages_read: 0,
             seq_len: 0,
             culprit: None,
+            cause: what.replace(' ', "_"),
             detail,
         });
     }
@@ -330,12 +336,24 @@ impl World {
             pages_read: 0,
             seq_len: 0,
             culprit: None,
+            cause: "release".to_string(),
             detail: format!("request {} freed pages it did not hold", by.0),
         });
     }
 
     pub fn read_ctx(&self, pool: PoolId, reader: RequestId, seq_len: u64, pages_read: u64) -> ReadCtx {
-        ReadCtx { at: self.now, pool, reader, tenant: self.reqs[reader.idx()].tenant, seq_len, pages_read }
+        let r = &self.reqs[reader.idx()];
+        // The mechanism behind a bad read, most specific first.
+        let cause = if r.rejected.is_some() {
+            "stub_commit"
+        } else if r.late_written {
+            "late_write"
+        } else if r.lagged {
+            "visibility_lag"
+        } else {
+            "other"
+        };
+        ReadCtx { at: self.now, pool, reader, tenant: r.tenant, seq_len, pages_read, cause }
     }
 
     /// Runs until the queue drains or the horizon passes, then checks liveness.
@@ -464,6 +482,12 @@ impl World {
         for i in 0..self.reqs.len() {
             if self.reqs[i].response.is_none() {
                 let r = &self.reqs[i];
+                let hang_cause = match (r.prefill_leg, r.decode_leg) {
+                    (None, None) => "both_legs_pending",
+                    (None, Some(_)) => "prefill_leg_pending",
+                    (Some(_), None) => "decode_leg_pending",
+                    (Some(_), Some(_)) => "router_never_answered",
+                };
                 let v = Violation {
                     kind: Kind::RequestHang,
                     request: Some(r.id),
@@ -477,6 +501,7 @@ impl World {
                     pages_read: 0,
                     seq_len: 0,
                     culprit: None,
+                    cause: hang_cause.to_string(),
                     detail: format!("no final status by {end}: {}", self.whereabouts(r.id)),
                 };
                 self.oracle.record(v);
@@ -507,6 +532,7 @@ impl World {
                 pages_read: 0,
                 seq_len: 0,
                 culprit: None,
+                cause: pool.role_name().to_string(),
                 detail,
             });
         }
@@ -519,6 +545,7 @@ impl World {
         for i in 0..self.reqs.len() {
             let r = &self.reqs[i];
             let Some(resp) = r.response else { continue };
+            let cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
             let detail = match r.rejected {
                 Some((status, node, why)) if resp.status == 200 => format!(
                     "{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens",
@@ -547,6 +574,7 @@ impl World {
                 pages_read: 0,
                 seq_len: 0,
                 culprit: None,
+                cause: cause.to_string(),
                 detail,
             };
             self.oracle.record(v);

@@ -80,6 +80,8 @@ pub struct Violation {
     pub pages_read: u64,
     pub seq_len: u64,
     pub culprit: Option<Culprit>,
+    /// The mechanism, for fuzzing signatures: e.g. `stub_commit`, `late_write`, `visibility_lag`.
+    pub cause: String,
     pub detail: String,
 }
 
@@ -171,6 +173,7 @@ pub struct ReadCtx {
     pub tenant: TenantId,
     pub seq_len: u64,
     pub pages_read: u64,
+    pub cause: &'static str,
 }
 
 impl Oracle {
@@ -200,6 +203,7 @@ impl Oracle {
             pages_read: c.pages_read,
             seq_len: c.seq_len,
             culprit,
+            cause: c.cause.to_string(),
             detail: String::new(),
         };
         if s.foreign > 0 {

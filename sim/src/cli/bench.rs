@@ -1,13 +1,480 @@
-//! `kvsim bench`: whole-run benchmarks (filled in by the benchmark work).
+//! `kvsim bench`: whole-run benchmarks. Each scenario runs in a child process of this binary (the
+//! hidden `--one NAME`), sequentially, one thread, so that its peak resident memory (VmHWM) is its
+//! own; the parent prints one table and optionally writes it as JSON. Wall time is measured here,
+//! in the binary: the `kvsim` library never reads a clock.
+//!
+//! Scenarios (the TOML files are compiled in, so the binary can run from anywhere):
+//! - `glm53-incident`: `scenarios/glm53-incident.toml` as shipped (the full-scale incident);
+//! - `mixed-10k`: `sim/bench-scenarios/mixed-10k.toml`, 10,000 mixed requests on 8P8D;
+//! - `mixed-10k-x1000`: the same requests with every prompt length x1,000, and the context, pools
+//!   and chunk size x1,000 with per-token costs /1,000 so that the virtual timeline stays the same
+//!   (see [`scale_prompts`]);
+//! - `fuzz-small`: `sim/bench-scenarios/fuzz-small.toml` (fuzzer-sized) run many times with seeds
+//!   1, 2, 3, …; reported as runs per second.
+
+use kvsim::config::SimConfig;
+use kvsim::scenario::{Overrides, Scenario};
+use serde::{Deserialize, Serialize};
+use std::process::Command;
+
+const INCIDENT_TOML: &str = include_str!("../../../scenarios/glm53-incident.toml");
+const MIXED_TOML: &str = include_str!("../../bench-scenarios/mixed-10k.toml");
+const FUZZ_TOML: &str = include_str!("../../bench-scenarios/fuzz-small.toml");
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOpts {
     /// Write the results table as JSON here.
     #[arg(long)]
     pub json: Option<String>,
+    /// Run only these scenarios (repeatable): glm53-incident, mixed-10k, mixed-10k-x1000, fuzz-small.
+    #[arg(long = "only", value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Timed repetitions of each measurement (the table shows the median).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Runs of the fuzzer-sized scenario per repetition (seeds 1..=N).
+    #[arg(long, default_value_t = 2000)]
+    pub fuzz_runs: u64,
+    /// Internal: measure one scenario in this process and print its row as JSON.
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub one: Option<String>,
 }
 
-pub fn run(_o: &BenchOpts) -> i32 {
-    eprintln!("kvsim bench: not implemented yet");
-    2
+/// How a scenario is timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// One simulation per repetition.
+    Whole,
+    /// `fuzz_runs` simulations per repetition, seeds 1..=N.
+    Many,
+}
+
+struct Case {
+    name: &'static str,
+    source: &'static str,
+    mode: Mode,
+    build: fn() -> Result<SimConfig, String>,
+}
+
+const CASES: &[Case] = &[
+    Case { name: "glm53-incident", source: "scenarios/glm53-incident.toml", mode: Mode::Whole, build: incident },
+    Case { name: "mixed-10k", source: "sim/bench-scenarios/mixed-10k.toml", mode: Mode::Whole, build: mixed },
+    Case {
+        name: "mixed-10k-x1000",
+        source: "sim/bench-scenarios/mixed-10k.toml, prompts x1000",
+        mode: Mode::Whole,
+        build: mixed_x1000,
+    },
+    Case { name: "fuzz-small", source: "sim/bench-scenarios/fuzz-small.toml", mode: Mode::Many, build: fuzz_small },
+];
+
+fn parse(file: &str, text: &str) -> Result<SimConfig, String> {
+    Scenario::parse(file, text).and_then(|s| s.resolve(&Overrides::default())).map_err(|e| e.to_string())
+}
+
+fn incident() -> Result<SimConfig, String> {
+    parse("scenarios/glm53-incident.toml", INCIDENT_TOML)
+}
+
+fn mixed() -> Result<SimConfig, String> {
+    parse("sim/bench-scenarios/mixed-10k.toml", MIXED_TOML)
+}
+
+fn mixed_x1000() -> Result<SimConfig, String> {
+    scale_prompts(mixed()?, 1000)
+}
+
+fn fuzz_small() -> Result<SimConfig, String> {
+    parse("sim/bench-scenarios/fuzz-small.toml", FUZZ_TOML)
+}
+
+/// The same workload with every prompt `f` times longer: the generator's requests are drawn once
+/// and made explicit with `prompt_tokens * f` (same arrivals, tenants, outputs and aborts), and
+/// every token-denominated size scales with them (context, pools, chunked-prefill budget) while
+/// per-token costs are divided by `f`, so that forward passes, transfers and decode steps take the
+/// same virtual time and the run processes (nearly) the same events over `f` times more tokens.
+/// Decode-side token counts (outputs, `reserved_decode_tokens`) and the page size are unchanged.
+pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
+    let mut reqs = std::mem::take(&mut cfg.requests);
+    if let Some(g) = cfg.generator.take() {
+        reqs.extend(kvsim::client::generate(cfg.seed, &g));
+    }
+    for r in &mut reqs {
+        r.prompt_tokens *= f;
+    }
+    cfg.requests = reqs;
+    cfg.name = format!("{}-x{f}", cfg.name);
+    cfg.context_len *= f;
+    for n in cfg.prefill.iter_mut().chain(cfg.decode.iter_mut()) {
+        n.pool_tokens *= f;
+    }
+    cfg.knobs.chunked_prefill_size *= f;
+    let c = &mut cfg.cost;
+    if c.prefill_ns_per_token_per_kctx != 0 {
+        return Err("scale_prompts: prefill_ns_per_token_per_kctx must be 0 (it cannot be scaled in integers)".into());
+    }
+    for (name, v) in [
+        ("prefill_ns_per_token", &mut c.prefill_ns_per_token),
+        ("decode_ns_per_kkv", &mut c.decode_ns_per_kkv),
+        ("kv_bytes_per_token", &mut c.kv_bytes_per_token),
+    ] {
+        if *v % f != 0 {
+            return Err(format!("scale_prompts: cost `{name}` = {v} is not a multiple of {f}"));
+        }
+        *v /= f;
+    }
+    Ok(cfg)
+}
+
+/// One measured scenario.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Row {
+    pub scenario: String,
+    pub source: String,
+    /// Simulations per repetition (1 for a whole run).
+    pub runs: u64,
+    /// Model events per repetition (all runs).
+    pub events: u64,
+    /// Simulated client requests per repetition (all runs).
+    pub requests: u64,
+    /// Median wall time of a repetition (simulation only: no parsing, no report).
+    pub wall_s: f64,
+    /// Every repetition's wall time, in order.
+    pub wall_s_all: Vec<f64>,
+    pub events_per_s: f64,
+    pub requests_per_s: f64,
+    pub runs_per_s: f64,
+    /// Parse and resolve of the scenario (once).
+    pub load_s: f64,
+    /// Peak resident memory of the measuring process (VmHWM), KiB; None where /proc is missing.
+    pub peak_rss_kib: Option<u64>,
+    /// VmHWM before the scenario was loaded (the binary itself), KiB.
+    pub baseline_rss_kib: Option<u64>,
+    /// Virtual time at the end of the (last) run, seconds.
+    pub virtual_s: f64,
+    /// Trace hash of the (last) run: the run is the one `kvsim run` gives.
+    pub trace_hash: String,
+    pub exit_code: i32,
+}
+
+/// The machine the table was measured on.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Machine {
+    pub cpu: String,
+    pub logical_cpus: usize,
+    pub os: String,
+}
+
+/// A target of the benchmark issue and whether this table meets it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Target {
+    pub target: String,
+    pub measured: String,
+    pub met: bool,
+}
+
+/// What `--json` writes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Table {
+    pub kvsim_version: String,
+    pub machine: Machine,
+    pub repeat: u32,
+    pub rows: Vec<Row>,
+    pub targets: Vec<Target>,
+}
+
+/// Wall-clock time of `f`, seconds.
+#[allow(clippy::disallowed_methods)] // the benchmark harness measures wall time; the model never does
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t0 = std::time::Instant::now();
+    let out = f();
+    (out, t0.elapsed().as_secs_f64())
+}
+
+/// `VmHWM` (peak resident set) of this process, KiB.
+fn vm_hwm_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Measures one scenario in this process.
+fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, repeat: u32, runs: u64) -> Row {
+    let baseline = vm_hwm_kib();
+    let runs = if mode == Mode::Whole { 1 } else { runs.max(1) };
+    let mut walls = Vec::new();
+    let (mut events, mut requests, mut virtual_s, mut hash, mut exit_code) = (0, 0, 0.0, String::new(), 0);
+    for _ in 0..repeat.max(1) {
+        let mut ev = 0u64;
+        let mut rq = 0u64;
+        let mut wall = 0.0;
+        for i in 0..runs {
+            let mut c = cfg.clone();
+            if mode == Mode::Many {
+                c.seed = i + 1;
+            }
+            let (w, t) = timed(|| kvsim::simulate(c, None, false));
+            wall += t;
+            ev += w.events;
+            rq += w.reqs.len() as u64;
+            virtual_s = w.ended_at.0 as f64 / 1e9;
+            hash = w.tracer.hash_hex();
+            exit_code = kvsim::report::Report::build(&w, String::new()).exit_code;
+        }
+        walls.push(wall);
+        (events, requests) = (ev, rq);
+    }
+    let wall_s = median(&walls);
+    let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
+    Row {
+        scenario: name.to_string(),
+        source: source.to_string(),
+        runs,
+        events,
+        requests,
+        wall_s,
+        wall_s_all: walls,
+        events_per_s: per(events),
+        requests_per_s: per(requests),
+        runs_per_s: per(runs),
+        load_s,
+        peak_rss_kib: vm_hwm_kib(),
+        baseline_rss_kib: baseline,
+        virtual_s,
+        trace_hash: hash,
+        exit_code,
+    }
+}
+
+fn machine() -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpu,
+        logical_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        os: std::env::consts::OS.to_string(),
+    }
+}
+
+/// The issue's targets, judged on whichever rows the table has.
+fn targets(rows: &[Row]) -> Vec<Target> {
+    let get = |n: &str| rows.iter().find(|r| r.scenario == n);
+    let mut out = Vec::new();
+    if let Some(r) = get("glm53-incident") {
+        let rss_mb = r.peak_rss_kib.map(|k| k as f64 * 1024.0 / 1e6);
+        out.push(Target {
+            target: "full-scale incident under 1 s wall, peak RSS under 256 MB".into(),
+            measured: format!(
+                "{:.3} s, {}",
+                r.wall_s,
+                rss_mb.map_or("peak RSS unknown".to_string(), |m| format!("{m:.1} MB peak RSS"))
+            ),
+            met: r.wall_s < 1.0 && rss_mb.is_some_and(|m| m < 256.0),
+        });
+    }
+    if let (Some(a), Some(b)) = (get("mixed-10k"), get("mixed-10k-x1000")) {
+        let ratio = if a.wall_s > 0.0 { b.wall_s / a.wall_s } else { f64::INFINITY };
+        out.push(Target {
+            target: "x1,000 prompt lengths within 2x the wall time of the original".into(),
+            measured: format!("{:.3} s vs {:.3} s: {ratio:.2}x", b.wall_s, a.wall_s),
+            met: ratio <= 2.0,
+        });
+    }
+    if let Some(r) = get("mixed-10k") {
+        out.push(Target {
+            target: "at least 1,000,000 model events/s on the 10,000-request workload".into(),
+            measured: format!("{:.0} events/s", r.events_per_s),
+            met: r.events_per_s >= 1e6,
+        });
+    }
+    if let Some(r) = get("fuzz-small") {
+        out.push(Target {
+            target: "at least 1,000 fuzzer-sized runs/s per core".into(),
+            measured: format!("{:.0} runs/s", r.runs_per_s),
+            met: r.runs_per_s >= 1000.0,
+        });
+    }
+    out
+}
+
+/// The table as text.
+pub fn render(t: &Table) -> String {
+    let mut s = format!(
+        "kvsim {} bench on {} ({} logical CPUs), median of {} repetition(s), one thread\n\n",
+        t.kvsim_version, t.machine.cpu, t.machine.logical_cpus, t.repeat
+    );
+    s.push_str(&format!(
+        "{:<16} {:>6} {:>11} {:>10} {:>12} {:>14} {:>9} {:>10}\n",
+        "scenario", "runs", "events", "wall", "events/s", "sim req/s", "runs/s", "peak RSS"
+    ));
+    for r in &t.rows {
+        let rss = r.peak_rss_kib.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 * 1024.0 / 1e6));
+        s.push_str(&format!(
+            "{:<16} {:>6} {:>11} {:>8.3} s {:>12.0} {:>14.0} {:>9.1} {:>10}\n",
+            r.scenario, r.runs, r.events, r.wall_s, r.events_per_s, r.requests_per_s, r.runs_per_s, rss
+        ));
+    }
+    if !t.targets.is_empty() {
+        s.push('\n');
+        for x in &t.targets {
+            s.push_str(&format!("[{}] {}: {}\n", if x.met { "met" } else { "MISSED" }, x.target, x.measured));
+        }
+    }
+    s
+}
+
+pub fn to_json(t: &Table) -> String {
+    serde_json::to_string_pretty(t).expect("table serialises")
+}
+
+fn run_one(name: &str, o: &BenchOpts) -> i32 {
+    let Some(case) = CASES.iter().find(|c| c.name == name) else {
+        eprintln!("kvsim bench: no scenario `{name}`");
+        return 2;
+    };
+    let (cfg, load_s) = timed(case.build);
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kvsim bench: {}: {e}", case.name);
+            return 2;
+        }
+    };
+    let row = measure(case.name, case.source, case.mode, cfg, load_s, o.repeat, o.fuzz_runs);
+    println!("{}", serde_json::to_string(&row).expect("row serialises"));
+    0
+}
+
+pub fn run(o: &BenchOpts) -> i32 {
+    if let Some(name) = &o.one {
+        return run_one(name, o);
+    }
+    if let Some(bad) = o.only.iter().find(|n| !CASES.iter().any(|c| c.name == n.as_str())) {
+        let names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+        eprintln!("kvsim bench: no scenario `{bad}` (one of: {})", names.join(", "));
+        return 2;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("kvsim bench: cannot find this executable to measure scenarios in child processes: {e}");
+            return 2;
+        }
+    };
+    let mut rows = Vec::new();
+    for case in CASES.iter().filter(|c| o.only.is_empty() || o.only.iter().any(|n| n == c.name)) {
+        eprintln!("kvsim bench: {} …", case.name);
+        let out = Command::new(&exe)
+            .args(["bench", "--one", case.name, "--repeat", &o.repeat.to_string()])
+            .args(["--fuzz-runs", &o.fuzz_runs.to_string()])
+            .output();
+        let out = match out {
+            Ok(x) if x.status.success() => x,
+            Ok(x) => {
+                eprintln!("kvsim bench: {} failed ({}): {}", case.name, x.status, String::from_utf8_lossy(&x.stderr));
+                return 2;
+            }
+            Err(e) => {
+                eprintln!("kvsim bench: cannot start {}: {e}", exe.display());
+                return 2;
+            }
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        match serde_json::from_str::<Row>(text.trim()) {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                eprintln!("kvsim bench: {}: unreadable result ({e}): {text}", case.name);
+                return 2;
+            }
+        }
+    }
+    let table = Table {
+        kvsim_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine: machine(),
+        repeat: o.repeat.max(1),
+        targets: targets(&rows),
+        rows,
+    };
+    print!("{}", render(&table));
+    if let Some(path) = &o.json {
+        if let Err(e) = std::fs::write(path, to_json(&table) + "\n") {
+            eprintln!("kvsim bench: {path}: cannot write: {e}");
+            return 2;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_has_the_required_fields() {
+        let (cfg, load_s) = timed(fuzz_small);
+        let row = measure("fuzz-small", "test", Mode::Many, cfg.expect("fuzz-small parses"), load_s, 2, 3);
+        assert_eq!(row.runs, 3);
+        assert_eq!(row.wall_s_all.len(), 2);
+        assert!(row.events > 0 && row.requests == 24 && row.wall_s > 0.0);
+        let table = Table {
+            kvsim_version: "test".into(),
+            machine: machine(),
+            repeat: 2,
+            targets: targets(std::slice::from_ref(&row)),
+            rows: vec![row],
+        };
+        let v: serde_json::Value = serde_json::from_str(&to_json(&table)).expect("valid JSON");
+        let r = &v["rows"][0];
+        for key in ["events", "requests", "runs"] {
+            assert!(r[key].as_u64().is_some_and(|x| x > 0), "rows[0].{key}: {}", r[key]);
+        }
+        for key in ["wall_s", "events_per_s", "requests_per_s", "runs_per_s"] {
+            assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "rows[0].{key}: {}", r[key]);
+        }
+        assert_eq!(r["scenario"], "fuzz-small");
+        assert!(r.get("peak_rss_kib").is_some(), "peak memory field present (null only without /proc)");
+        if cfg!(target_os = "linux") {
+            assert!(r["peak_rss_kib"].as_u64().is_some_and(|k| k > 0));
+        }
+        assert!(v["machine"]["cpu"].is_string());
+        assert!(v["targets"][0]["met"].is_boolean());
+        assert!(render(&table).contains("fuzz-small"));
+    }
+
+    #[test]
+    fn x1000_scales_prompts_sizes_and_costs() {
+        let a = mixed().expect("mixed-10k parses");
+        let b = scale_prompts(a.clone(), 1000).expect("scales");
+        let g = kvsim::client::generate(a.seed, a.generator.as_ref().expect("generator"));
+        assert!(b.generator.is_none());
+        assert_eq!(b.requests.len(), g.len());
+        for (x, y) in g.iter().zip(&b.requests) {
+            assert_eq!(y.prompt_tokens, x.prompt_tokens * 1000);
+            assert_eq!(
+                (y.at_ns, y.tenant, y.output_tokens, y.abort_at_ns),
+                (x.at_ns, x.tenant, x.output_tokens, x.abort_at_ns)
+            );
+        }
+        assert_eq!(b.context_len, a.context_len * 1000);
+        assert_eq!(b.decode[0].pool_tokens, a.decode[0].pool_tokens * 1000);
+        assert_eq!(b.knobs.chunked_prefill_size, a.knobs.chunked_prefill_size * 1000);
+        assert_eq!(b.knobs.page_size, a.knobs.page_size);
+        assert_eq!(b.cost.prefill_ns_per_token * 1000, a.cost.prefill_ns_per_token);
+    }
 }

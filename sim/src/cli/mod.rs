@@ -45,6 +45,12 @@ pub struct TraceOpts {
     /// Keep only the records that touch violating requests and the pages they read (runs twice).
     #[arg(long, requires = "trace")]
     pub trace_filter: bool,
+    /// Write Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<String>,
+    /// Write an SVG page map: time on x, pages on y, allocations coloured by tenant.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -148,11 +154,46 @@ pub fn main() -> i32 {
 
 /// Runs `cfg`, writing the trace file when asked. Returns the world and report.
 fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim::world::World, Report), String> {
-    let Some(path) = &t.trace else {
-        let w = kvsim::simulate(cfg.clone(), None, false);
-        let r = Report::build(&w, repro.to_string());
-        return Ok((w, r));
+    let pictures = t.perfetto.is_some() || t.svg.is_some();
+    let tracer = |sink: Option<Box<dyn kvsim::trace::TraceSink>>| {
+        if pictures {
+            kvsim::trace::Tracer::collecting(sink)
+        } else {
+            kvsim::trace::Tracer::new(sink)
+        }
     };
+    let (w, report) = match &t.trace {
+        None => {
+            let mut w = kvsim::world::World::new(cfg.clone(), tracer(None));
+            w.run();
+            let r = Report::build(&w, repro.to_string());
+            (w, r)
+        }
+        Some(path) => write_trace(cfg, repro, t, path, &tracer)?,
+    };
+    if let Some(records) = &w.tracer.collected {
+        if let Some(p) = &t.perfetto {
+            let v = kvsim::picture::perfetto::perfetto_json(cfg, records, &w.oracle.violations);
+            std::fs::write(p, serde_json::to_string(&v).expect("json")).map_err(|e| format!("{p}: {e}"))?;
+        }
+        if let Some(p) = &t.svg {
+            let s = kvsim::picture::svg::page_map_svg(cfg, records, &w.oracle.violations);
+            std::fs::write(p, s).map_err(|e| format!("{p}: {e}"))?;
+        }
+    }
+    Ok((w, report))
+}
+
+type MakeTracer<'a> = &'a dyn Fn(Option<Box<dyn kvsim::trace::TraceSink>>) -> kvsim::trace::Tracer;
+
+/// Runs with the streaming JSON Lines writer: header, records, footer.
+fn write_trace(
+    cfg: &SimConfig,
+    repro: &str,
+    t: &TraceOpts,
+    path: &str,
+    tracer: MakeTracer,
+) -> Result<(kvsim::world::World, Report), String> {
     let filter = if t.trace_filter {
         let first = kvsim::simulate(cfg.clone(), None, false);
         Some(Filter::from_violations(&first.oracle.violations))
@@ -166,7 +207,7 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
     writeln!(out, "{}", serde_json::to_string(&header).expect("header serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
     let (sink, state) = tracefile::JsonlWriter::new(out, filter, cfg.knobs.page_size);
-    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    let mut w = kvsim::world::World::new(cfg.clone(), tracer(Some(Box::new(sink))));
     w.run();
     let report = Report::build(&w, repro.to_string());
     drop(w.tracer.take_sink());
@@ -186,6 +227,7 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
     let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| format!("{path}: {e}"))?;
     writeln!(f, "{}", serde_json::to_string(&footer).expect("footer serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
+    drop(st);
     Ok((w, report))
 }
 

@@ -93,3 +93,18 @@ fn check_determinism_flag_for_every_shipped_scenario() {
         assert_ne!(out.status.code(), Some(3), "{s}");
     }
 }
+
+#[test]
+fn pictures_are_written() {
+    let (p, s) = (tmp("stub.perfetto.json"), tmp("stub.svg"));
+    let out = Command::new(bin())
+        .args(["run", &scen("small/stub-leak.toml"), "--perfetto", p.to_str().unwrap(), "--svg", s.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let evs = v["traceEvents"].as_array().unwrap();
+    assert!(evs.iter().any(|e| e["ph"] == "i" && e["name"].as_str().unwrap_or("").contains("cross_tenant_read")));
+    let svg = std::fs::read_to_string(&s).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+}

@@ -1,0 +1,215 @@
+//! Swarm fuzzing: each run draws a whole scenario from its seed — cluster shape, pool sizes
+//! relative to the context, page size, allocator, workload shape and tenants, which faults are on
+//! and how often, and (unless pinned by a profile or a base scenario) every engine knob. Failures
+//! are grouped by a signature (violation kind plus mechanism), not by seed.
+
+use crate::check::Kind;
+use crate::config::{
+    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RouterPolicy, SimConfig,
+};
+use crate::rng::Prng;
+use crate::types::Ratio;
+use crate::world::World;
+use std::collections::BTreeSet;
+
+/// Which part of the space a campaign draws from.
+#[derive(Clone, Debug)]
+pub enum Space {
+    /// Everything drawn, knobs included.
+    Blind,
+    /// Knobs from this profile; deployment and workload drawn.
+    Profile(String),
+    /// This scenario with the run's seed (its generator and random faults re-drawn).
+    Base(Box<SimConfig>),
+}
+
+fn pick<T: Copy>(rng: &mut Prng, xs: &[T]) -> T {
+    xs[rng.below(xs.len() as u64) as usize]
+}
+
+fn ratio(rng: &mut Prng, on: bool) -> Ratio {
+    if on {
+        Ratio { num: 1, den: pick(rng, &[5, 20, 50, 200]) }
+    } else {
+        Ratio::NEVER
+    }
+}
+
+/// Draws every knob from its values, independently.
+pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
+    let table = toml::Table::try_from(base).expect("knobs serialise");
+    let mut k = base.clone();
+    // Enum knobs: pick among the values the profiles use (buggy and fixed).
+    let mut variants: Vec<(String, Vec<toml::Value>)> = Vec::new();
+    for name in table.keys() {
+        let mut vals: Vec<toml::Value> = Vec::new();
+        for p in config::PROFILES {
+            let t = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+            let v = t[name].clone();
+            if !vals.contains(&v) {
+                vals.push(v);
+            }
+        }
+        variants.push((name.clone(), vals));
+    }
+    let mut t = table;
+    for (name, vals) in variants {
+        let v = match name.as_str() {
+            "kv_checksum" | "page_tags" => toml::Value::String(pick(rng, &["off", "off", "off", "on"]).into()),
+            "kv_canary" => toml::Value::String(pick(rng, &["off", "off", "off", "log", "raise"]).into()),
+            "decode_commit_check" => {
+                toml::Value::String(pick(rng, &["room_only", "room_only", "coverage", "assert_crash"]).into())
+            }
+            "free_list_policy" => toml::Value::String(pick(rng, &["sorted_on_merge", "lifo", "fifo", "lru"]).into()),
+            "zero_on_free" => toml::Value::Boolean(rng.below(8) == 0),
+            "page_size" | "chunked_prefill_size" | "transfer_sync_timeout_ms" | "max_transfer_batch_pages" => continue,
+            _ => vals[rng.below(vals.len() as u64) as usize].clone(),
+        };
+        t.insert(name, v);
+    }
+    if let Ok(drawn) = t.try_into() {
+        k = drawn;
+    }
+    k
+}
+
+/// Draws a whole scenario for run `seed`.
+pub fn draw(seed: u64, space: &Space) -> SimConfig {
+    if let Space::Base(b) = space {
+        let mut c = (**b).clone();
+        c.seed = seed;
+        c.name = format!("{}-seed{seed}", b.name);
+        return c;
+    }
+    let mut rng = Prng::child(seed, "swarm");
+    let context_len = pick(&mut rng, &[2048u64, 4096, 8192, 16384, 32768]);
+    let page_size = pick(&mut rng, &[1u64, 4, 16, 64]);
+    let round = |t: u64| (t / page_size).max(2) * page_size;
+    // Pools relative to the context: sometimes smaller (the incident's shape), sometimes larger.
+    let pf = pick(&mut rng, &[3u64, 4, 6, 8, 12, 16]);
+    let df = pick(&mut rng, &[6u64, 8, 12, 16, 24, 32]);
+    let nprefill = rng.between(1, 2) as usize;
+    let ndecode = rng.between(1, 2) as usize;
+    let meta = pick(&mut rng, &[2u32, 8, 64]);
+    let prefill =
+        vec![
+            NodeConfig { pool_tokens: round(context_len * pf / 8), metadata_slots: meta, max_running_requests: 64 };
+            nprefill
+        ];
+    let decode =
+        vec![
+            NodeConfig { pool_tokens: round(context_len * df / 8), metadata_slots: meta, max_running_requests: 64 };
+            ndecode
+        ];
+    let base = match space {
+        Space::Profile(p) => (config::profile(p).expect("validated profile").knobs)(),
+        _ => (config::PROFILES[0].knobs)(),
+    };
+    let mut knobs = match space {
+        Space::Blind => draw_knobs(&mut rng, &base),
+        _ => base,
+    };
+    knobs.page_size = page_size;
+    knobs.chunked_prefill_size = pick(&mut rng, &[256u64, 1024, 4096]);
+    knobs.max_transfer_batch_pages = if rng.below(2) == 0 { 0 } else { pick(&mut rng, &[4u64, 64]) };
+    knobs.transfer_sync_timeout_ms = pick(&mut rng, &[500u64, 5_000, 60_000]);
+    let w = |rng: &mut Prng| pick(rng, &[0u64, 1, 3, 10]);
+    let mut prompt = vec![
+        Bucket { weight: w(&mut rng), min: 1, max: (context_len / 16).max(1) },
+        Bucket { weight: w(&mut rng), min: (context_len / 16).max(1), max: context_len / 2 },
+        Bucket { weight: w(&mut rng), min: context_len / 2, max: context_len + context_len / 8 },
+    ];
+    if prompt.iter().all(|b| b.weight == 0) {
+        prompt[0].weight = 1;
+    }
+    let requests = pick(&mut rng, &[2u32, 4, 8, 16, 32]);
+    let faults_on = [rng.below(3) == 0, rng.below(3) == 0, rng.below(4) == 0, rng.below(6) == 0];
+    let aborts_on = rng.below(3) == 0;
+    let generator = GeneratorConfig {
+        requests,
+        tenants: rng.between(1, 4) as u32,
+        mean_interarrival_us: pick(&mut rng, &[1_000u64, 50_000, 500_000]),
+        prompt_tokens: prompt,
+        output_tokens: vec![Bucket { weight: 1, min: 1, max: pick(&mut rng, &[1u64, 8, 64]) }],
+        client_abort: ratio(&mut rng, aborts_on),
+        abort_within_ms: pick(&mut rng, &[5u64, 200, 2_000]),
+        start_ms: 0,
+    };
+    let faults = FaultConfig {
+        transfer_fail: ratio(&mut rng, faults_on[0]),
+        delay_spike: ratio(&mut rng, faults_on[1]),
+        delay_spike_ms: pick(&mut rng, &[100u64, 10_000]),
+        visibility_lag: ratio(&mut rng, faults_on[2]),
+        visibility_lag_ms: pick(&mut rng, &[1u64, 50]),
+        node_crash: ratio(&mut rng, faults_on[3]),
+        crash_restart_ms: 2_000,
+        heal_at_ms: 60_000,
+        script: vec![],
+    };
+    SimConfig {
+        name: format!("fuzz-seed{seed}"),
+        seed,
+        profile: match space {
+            Space::Profile(p) => p.clone(),
+            _ => "sglang-0.5.16".into(),
+        },
+        knobs,
+        context_len,
+        prefill,
+        decode,
+        router_policy: pick(&mut rng, &[RouterPolicy::RoundRobin, RouterPolicy::Random, RouterPolicy::LeastLoaded]),
+        cost: CostConfig {
+            prefill_base_us: 1_000,
+            prefill_ns_per_token: 20_000,
+            prefill_ns_per_token_per_kctx: 20,
+            decode_step_base_us: 10_000,
+            decode_ns_per_kkv: 2_000,
+            kv_bytes_per_token: 70_000,
+            transfer_latency_us: 500,
+            transfer_bytes_per_us: 25_000,
+            message_latency_us: 200,
+        },
+        generator: Some(generator),
+        requests: vec![],
+        faults,
+        liveness_bound_s: 1_200,
+    }
+}
+
+/// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`.
+pub fn signatures(w: &World) -> BTreeSet<String> {
+    w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect()
+}
+
+/// Whether a signature names a safety violation (liveness ones are kept apart).
+pub fn is_safety(sig: &str) -> bool {
+    sig.split('/').next().and_then(Kind::parse).is_some_and(|k| !k.is_liveness())
+}
+
+/// Runs one drawn case.
+pub fn run_case(cfg: SimConfig) -> (World, BTreeSet<String>) {
+    let w = crate::simulate(cfg, None, false);
+    let s = signatures(&w);
+    (w, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_deterministic_and_valid() {
+        for seed in 0..200 {
+            let a = draw(seed, &Space::Blind);
+            assert_eq!(a, draw(seed, &Space::Blind));
+            // The drawn scenario survives a round trip through the scenario file format.
+            let text = crate::scenario::to_toml(&a, "test");
+            let back = crate::scenario::Scenario::parse("drawn.toml", &text)
+                .and_then(|s| s.resolve(&Default::default()))
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+            let (wa, _) = run_case(a);
+            let (wb, _) = run_case(back);
+            assert_eq!(wa.tracer.hash_hex(), wb.tracer.hash_hex(), "seed {seed}");
+        }
+    }
+}

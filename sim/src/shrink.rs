@@ -1,0 +1,312 @@
+//! Shrinking: reduce a failing configuration to a small one with the same signature. Removes
+//! requests (delta debugging), nodes, faults and client aborts; merges tenants; shortens prompts,
+//! outputs and pools by binary search (so thresholds that matter are kept exactly); switches each
+//! behaviour knob to its fixed value when the failure does not need it. Every step is
+//! deterministic: the same input and signature give the same output.
+
+use crate::config::{self, ScriptedFault, SimConfig};
+use crate::fuzz::signatures;
+use crate::types::Ratio;
+
+/// The shrunk configuration and how it was reached.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    pub cfg: SimConfig,
+    pub runs: u32,
+    pub accepted: u32,
+    /// Behaviour knobs whose buggy value the failure needs (switching them to the fixed
+    /// profile's value makes it disappear).
+    pub necessary_knobs: Vec<String>,
+}
+
+/// Knobs the shrinker may switch to the fixed profile's value.
+const BEHAVIOUR_KNOBS: &[&str] = &[
+    "reject_mode",
+    "pd_admission_check",
+    "prefill_post_forward_abort_check",
+    "inflight_success_keeps_abort",
+    "decode_prealloc_abort_check",
+    "decode_commit_check",
+    "decode_abort_release",
+    "prefill_abort_release",
+    "transfer_timeout_semantics",
+    "max_transfer_batch_pages",
+    "free_list_policy",
+    "zero_on_free",
+    "prefill_cache",
+    "router_mode",
+    "router_on_prefill_error",
+    "prefill_abort_notifies_decode",
+    "metadata_zero_on_free",
+    "kv_checksum",
+    "kv_canary",
+    "page_tags",
+];
+
+struct Shrinker {
+    sig: String,
+    runs: u32,
+    accepted: u32,
+    budget: u32,
+}
+
+impl Shrinker {
+    fn holds(&mut self, cfg: &SimConfig) -> bool {
+        if self.runs >= self.budget {
+            return false;
+        }
+        self.runs += 1;
+        let w = crate::simulate(cfg.clone(), None, false);
+        let ok = signatures(&w).contains(&self.sig);
+        self.accepted += u32::from(ok);
+        ok
+    }
+
+    /// Tries `cand`; keeps it in `cur` when the signature holds.
+    fn attempt(&mut self, cur: &mut SimConfig, cand: SimConfig) -> bool {
+        if cand != *cur && self.holds(&cand) {
+            *cur = cand;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Expands the generator into explicit requests, so that requests can be removed one by one.
+pub fn explicit(cfg: &SimConfig) -> SimConfig {
+    let mut c = cfg.clone();
+    if let Some(g) = c.generator.take() {
+        c.requests.extend(crate::client::generate(cfg.seed, &g));
+    }
+    c.requests.sort_by_key(|r| r.at_ns);
+    c
+}
+
+/// Removes the requests at `drop` (sorted indices), remapping scripted request faults.
+fn without_requests(cfg: &SimConfig, drop: &[usize]) -> SimConfig {
+    let mut c = cfg.clone();
+    let keep: Vec<bool> = (0..cfg.requests.len()).map(|i| drop.binary_search(&i).is_err()).collect();
+    c.requests = cfg.requests.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| r.clone()).collect();
+    let mut new_id = vec![None; cfg.requests.len()];
+    let mut n = 0u32;
+    for (i, k) in keep.iter().enumerate() {
+        if *k {
+            new_id[i] = Some(n);
+            n += 1;
+        }
+    }
+    c.faults.script = cfg
+        .faults
+        .script
+        .iter()
+        .filter_map(|f| {
+            let remap = |r: u32| new_id.get(r as usize).copied().flatten();
+            match f.clone() {
+                ScriptedFault::TransferFail { request } => {
+                    remap(request).map(|request| ScriptedFault::TransferFail { request })
+                }
+                ScriptedFault::Delay { request, delay_ms } => {
+                    remap(request).map(|request| ScriptedFault::Delay { request, delay_ms })
+                }
+                ScriptedFault::VisibilityLag { request, lag_ms } => {
+                    remap(request).map(|request| ScriptedFault::VisibilityLag { request, lag_ms })
+                }
+                other => Some(other),
+            }
+        })
+        .collect();
+    c
+}
+
+fn remove_requests(s: &mut Shrinker, cur: &mut SimConfig) {
+    let mut chunk = cur.requests.len().div_ceil(2).max(1);
+    loop {
+        let mut i = 0;
+        while i < cur.requests.len() && cur.requests.len() > 1 {
+            let end = (i + chunk).min(cur.requests.len());
+            let drop: Vec<usize> = (i..end).collect();
+            if !s.attempt(cur, without_requests(cur, &drop)) {
+                i += chunk;
+            }
+        }
+        if chunk == 1 {
+            break;
+        }
+        chunk = chunk.div_ceil(2);
+    }
+}
+
+fn remove_nodes(s: &mut Shrinker, cur: &mut SimConfig) {
+    for role in ["prefill", "decode"] {
+        loop {
+            let n = if role == "prefill" { cur.prefill.len() } else { cur.decode.len() };
+            if n <= 1 {
+                break;
+            }
+            let mut c = cur.clone();
+            if role == "prefill" {
+                c.prefill.pop();
+            } else {
+                c.decode.pop();
+            }
+            let last = format!("{role}-{}", n - 1);
+            c.faults.script.retain(|f| !matches!(f, ScriptedFault::Crash { node, .. } if *node == last));
+            if !s.attempt(cur, c) {
+                break;
+            }
+        }
+    }
+}
+
+fn remove_faults(s: &mut Shrinker, cur: &mut SimConfig) {
+    for i in 0..5 {
+        let mut c = cur.clone();
+        let r = match i {
+            0 => &mut c.faults.transfer_fail,
+            1 => &mut c.faults.delay_spike,
+            2 => &mut c.faults.visibility_lag,
+            3 => &mut c.faults.node_crash,
+            _ => {
+                if let Some(g) = c.generator.as_mut() {
+                    g.client_abort = Ratio::NEVER;
+                }
+                &mut c.faults.node_crash
+            }
+        };
+        if !r.is_never() || i == 4 {
+            *r = Ratio::NEVER;
+            s.attempt(cur, c);
+        }
+    }
+    let mut i = 0;
+    while i < cur.faults.script.len() {
+        let mut c = cur.clone();
+        c.faults.script.remove(i);
+        if !s.attempt(cur, c) {
+            i += 1;
+        }
+    }
+    for i in 0..cur.requests.len() {
+        if cur.requests[i].abort_at_ns.is_some() {
+            let mut c = cur.clone();
+            c.requests[i].abort_at_ns = None;
+            s.attempt(cur, c);
+        }
+    }
+}
+
+fn merge_tenants(s: &mut Shrinker, cur: &mut SimConfig) {
+    let mut tenants: Vec<u32> = cur.requests.iter().map(|r| r.tenant).collect();
+    tenants.sort();
+    tenants.dedup();
+    // Renumber densely in order of first appearance: tenant 0, 1, …
+    let mut order: Vec<u32> = Vec::new();
+    for r in &cur.requests {
+        if !order.contains(&r.tenant) {
+            order.push(r.tenant);
+        }
+    }
+    let mut c = cur.clone();
+    for r in &mut c.requests {
+        r.tenant = order.iter().position(|t| *t == r.tenant).expect("listed") as u32;
+    }
+    s.attempt(cur, c);
+    for t in 1..order.len() as u32 {
+        for into in 0..t {
+            let mut c = cur.clone();
+            let mut changed = false;
+            for r in &mut c.requests {
+                if r.tenant == t {
+                    r.tenant = into;
+                    changed = true;
+                }
+            }
+            if changed && s.attempt(cur, c) {
+                break;
+            }
+        }
+    }
+}
+
+/// Smallest value in `lo..=cur` for which `make(v)` keeps the signature (binary search).
+fn bisect(s: &mut Shrinker, cur: &mut SimConfig, lo: u64, hi: u64, make: &dyn Fn(&SimConfig, u64) -> SimConfig) {
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if s.attempt(cur, make(cur, mid)) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+}
+
+fn shorten(s: &mut Shrinker, cur: &mut SimConfig) {
+    for i in 0..cur.requests.len() {
+        let p = cur.requests[i].prompt_tokens;
+        bisect(s, cur, 1, p, &|c, v| {
+            let mut c = c.clone();
+            c.requests[i].prompt_tokens = v;
+            c
+        });
+        let o = cur.requests[i].output_tokens;
+        bisect(s, cur, 1, o, &|c, v| {
+            let mut c = c.clone();
+            c.requests[i].output_tokens = v;
+            c
+        });
+    }
+    let ps = cur.knobs.page_size;
+    for role in 0..2 {
+        let n = if role == 0 { cur.prefill.len() } else { cur.decode.len() };
+        for i in 0..n {
+            let pages = if role == 0 { cur.prefill[i].pool_tokens } else { cur.decode[i].pool_tokens } / ps;
+            bisect(s, cur, 1, pages, &|c, v| {
+                let mut c = c.clone();
+                let node = if role == 0 { &mut c.prefill[i] } else { &mut c.decode[i] };
+                node.pool_tokens = v * ps;
+                c
+            });
+        }
+    }
+}
+
+fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
+    let fixed = toml::Table::try_from((config::profile("sglang-0.5.22").expect("shipped").knobs)()).expect("serialise");
+    let mut necessary = Vec::new();
+    for name in BEHAVIOUR_KNOBS {
+        let mine = toml::Table::try_from(&cur.knobs).expect("serialise");
+        if mine[*name] == fixed[*name] {
+            continue;
+        }
+        let mut t = mine.clone();
+        t.insert(name.to_string(), fixed[*name].clone());
+        let mut c = cur.clone();
+        c.knobs = t.try_into().expect("profile values are valid");
+        if !s.attempt(cur, c) {
+            necessary.push(format!("{name}={}", mine[*name]));
+        }
+    }
+    necessary
+}
+
+/// Shrinks `cfg` keeping `sig`, within `budget` runs.
+pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
+    let mut s = Shrinker { sig: sig.to_string(), runs: 0, accepted: 0, budget };
+    let mut cur = explicit(cfg);
+    let mut necessary = Vec::new();
+    for _round in 0..4 {
+        let before = cur.clone();
+        remove_requests(&mut s, &mut cur);
+        remove_nodes(&mut s, &mut cur);
+        remove_faults(&mut s, &mut cur);
+        merge_tenants(&mut s, &mut cur);
+        shorten(&mut s, &mut cur);
+        necessary = fix_knobs(&mut s, &mut cur);
+        if cur == before || s.runs >= s.budget {
+            break;
+        }
+    }
+    Shrunk { cfg: cur, runs: s.runs, accepted: s.accepted, necessary_knobs: necessary }
+}
