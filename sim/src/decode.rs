@@ -39,6 +39,8 @@ pub struct DReq {
     /// A foreign write landed in this request's pages: re-check the whole range on next read.
     pub dirty: bool,
     pub read_upto: u64,
+    /// Pages in `pages` (kept so a decode step never walks the table to count).
+    pub page_count: u64,
 }
 
 pub struct DecodeNode {
@@ -161,6 +163,7 @@ impl World {
                 entered: now,
                 dirty: false,
                 read_upto: 0,
+                page_count: 0,
             },
         );
         node.prealloc.push_back(r);
@@ -216,6 +219,7 @@ impl World {
             node.transfer.push(r);
             let d = node.reqs.get_mut(&r).expect("queued");
             d.pages = pages.clone();
+            d.page_count = need;
             d.meta_slot = Some(slot);
             d.phase = DPhase::Transfer;
             d.entered = now;
@@ -304,12 +308,15 @@ impl World {
         let k = self.cfg.knobs.clone();
         let pool_id = self.decode[n as usize].id();
         let ps = self.page_size();
-        for r in self.decode[n as usize].running.clone() {
+        let running = std::mem::take(&mut self.dnode(n).running);
+        self.dnode(n).running = running.clone();
+        for r in running {
             let tenant = self.reqs[r.idx()].tenant;
-            let d = &self.decode[n as usize].reqs[&r];
+            let node = &self.decode[n as usize];
+            let Some(d) = node.reqs.get(&r) else { continue };
             let from = if d.dirty { 0 } else { d.read_upto };
-            let (seq_len, pages) = (d.seq_len, d.pages.clone());
-            let s = summarize(&self.decode[n as usize].pool, &pages, from, seq_len, r, tenant, &|_, _| false);
+            let (seq_len, table_pages) = (d.seq_len, d.page_count);
+            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|_, _| false);
             if !s.clean() {
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
@@ -326,40 +333,34 @@ impl World {
                     Canary::Off => {}
                 }
             }
-            let ctx = self.read_ctx(pool_id, r, seq_len, pages_in(&pages));
+            let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
             self.oracle.check_read(&ctx, &s);
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
-            let d = self.dnode(n).reqs.get_mut(&r).expect("running");
-            d.read_upto = seq_len;
-            d.dirty = false;
             // The new token's KV: grow by a page at a page boundary.
-            if seq_len == pages_in(&pages) * ps {
+            if seq_len == table_pages * ps {
                 let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
-                    continue;
+                    continue; // no page for the new token: the request stalls this step
                 };
-                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run.clone() });
                 let d = self.dnode(n).reqs.get_mut(&r).expect("running");
-                for x in run {
-                    push_run(&mut d.pages, x);
+                for x in &run {
+                    push_run(&mut d.pages, *x);
                 }
+                d.page_count += 1;
+                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run });
             }
-            let pages = self.decode[n as usize].reqs[&r].pages.clone();
             let now = self.now;
-            let rep = self.dnode(n).pool.write(&pages, seq_len, seq_len + 1, tenant, r, now);
-            let mut slots = Vec::new();
-            self.decode[n as usize]
-                .pool
-                .map_positions(&pages, seq_len, seq_len + 1, |pos, slot, l| slots.push((slot, l, pos)));
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
-            self.note_foreign_writes(pool_id, r, rep, "decode write");
-            let want = self.reqs[r.idx()].output_tokens;
-            let d = self.dnode(n).reqs.get_mut(&r).expect("running");
+            let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
+            let d = reqs.get_mut(&r).expect("running");
+            let rep = pool.write(&d.pages, seq_len, seq_len + 1, tenant, r, now);
             d.seq_len += 1;
             d.generated += 1;
             d.read_upto = d.seq_len;
-            if d.generated >= want {
-                let g = d.generated;
-                self.reqs[r.idx()].decode_tokens = g;
+            d.dirty = false;
+            let (generated, slots) = (d.generated, rep.slots.clone());
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            self.note_foreign_writes(pool_id, r, rep, "decode write");
+            if generated >= self.reqs[r.idx()].output_tokens {
+                self.reqs[r.idx()].decode_tokens = generated;
                 self.decode_finish(n, r, 200, None);
             }
         }

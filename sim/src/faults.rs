@@ -34,7 +34,7 @@ impl World {
             }
         }
         if !self.healed() {
-            let fc = self.cfg.faults.clone();
+            let fc = &self.cfg.faults;
             if self.rng_faults.chance(fc.transfer_fail) {
                 f.fail = true;
             }

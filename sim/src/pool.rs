@@ -192,6 +192,8 @@ impl Allocator {
 pub struct WriteReport {
     /// Pages written although not held by the writer: (pages, holder now, or None = free).
     pub foreign: Vec<(Run, Option<Holder>)>,
+    /// What a `write` wrote: `(slot, len, first position)` pieces, for the memory log.
+    pub slots: Vec<(u64, u64, u64)>,
 }
 
 /// A free of pages that the freer does not hold.
@@ -303,8 +305,17 @@ impl Pool {
     /// `f(first_pos, slot_start, len)`.
     pub fn map_positions(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64)) {
         let ps = self.page_size;
-        let mut run_pos = 0u64;
-        for r in table {
+        // Decode steps touch the table's tail: when the range starts within the last runs, start
+        // there instead of walking the whole table from its first run.
+        let (mut start, mut run_pos) = (0usize, 0u64);
+        if from > 0 && table.len() > 8 {
+            let all = pages_in(table) * ps;
+            let tail: u64 = table[table.len() - 8..].iter().map(|r| u64::from(r.count) * ps).sum();
+            if all - tail <= from {
+                (start, run_pos) = (table.len() - 8, all - tail);
+            }
+        }
+        for r in &table[start..] {
             if run_pos >= to {
                 break;
             }
@@ -355,11 +366,12 @@ impl Pool {
         self.write_epoch += 1;
         let epoch = self.write_epoch;
         let mut pieces = Vec::new();
-        self.map_positions(table, from, to, |pos, slot, len| pieces.push((pos, slot, len)));
-        for (pos, slot, len) in pieces {
+        self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
+        for &(slot, len, pos) in &pieces {
             self.foreign_pages(slot, len, request, &mut rep);
             self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at });
         }
+        rep.slots = pieces;
         rep
     }
 

@@ -393,16 +393,14 @@ impl World {
                 continue;
             }
             let tenant = self.reqs[r.idx()].tenant;
-            let pages = pr.pages.clone();
             let (len, pending) = (pr.len, pr.pending_abort);
             let now = self.now;
-            let rep = self.pnode(n).pool.write(&pages, from, to, tenant, r, now);
-            let mut slots = Vec::new();
-            self.prefill[n as usize].pool.map_positions(&pages, from, to, |pos, slot, l| slots.push((slot, l, pos)));
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
-            self.note_foreign_writes(pool_id, r, rep, "prefill write");
+            let PrefillNode { pool, reqs, .. } = &mut self.prefill[n as usize];
+            let rep = pool.write(&reqs[&r].pages, from, to, tenant, r, now);
             // Prefill attention over everything computed so far.
-            let s = summarize(&self.prefill[n as usize].pool, &pages, 0, to, r, tenant, &|_, _| false);
+            let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|_, _| false);
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots: rep.slots.clone() });
+            self.note_foreign_writes(pool_id, r, rep, "prefill write");
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
@@ -447,7 +445,7 @@ impl World {
     fn prefill_send(&mut self, n: u16, r: RequestId, from: u64, to: u64, last: bool) {
         let node = &self.prefill[n as usize];
         let pr = &node.reqs[&r];
-        let dst = pr.dst.clone().expect("sending requires decode's page list");
+        let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);

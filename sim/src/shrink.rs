@@ -196,6 +196,20 @@ fn remove_faults(s: &mut Shrinker, cur: &mut SimConfig) {
     }
 }
 
+/// Moves the first arrival to time 0 and closes long idle gaps between arrivals.
+fn compress_time(s: &mut Shrinker, cur: &mut SimConfig) {
+    if cur.requests.is_empty() || cur.faults.script.iter().any(|f| matches!(f, ScriptedFault::Crash { .. })) {
+        return;
+    }
+    let first = cur.requests[0].at_ns;
+    let mut c = cur.clone();
+    for r in &mut c.requests {
+        r.at_ns -= first;
+        r.abort_at_ns = r.abort_at_ns.map(|a| a - first);
+    }
+    s.attempt(cur, c);
+}
+
 fn merge_tenants(s: &mut Shrinker, cur: &mut SimConfig) {
     let mut tenants: Vec<u32> = cur.requests.iter().map(|r| r.tenant).collect();
     tenants.sort();
@@ -301,6 +315,7 @@ pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
         remove_requests(&mut s, &mut cur);
         remove_nodes(&mut s, &mut cur);
         remove_faults(&mut s, &mut cur);
+        compress_time(&mut s, &mut cur);
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);
         necessary = fix_knobs(&mut s, &mut cur);

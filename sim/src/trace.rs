@@ -64,6 +64,9 @@ pub enum TraceRecord {
     Response { r: RequestId, status: u16, tokens: u64 },
 }
 
+/// Hashed before an event so events and other records never collide.
+const EVENT_TAG: u64 = 0x4556_454e_5400_0000;
+
 /// Receives every record with its virtual time.
 pub trait TraceSink {
     fn record(&mut self, at: Instant, rec: &TraceRecord);
@@ -88,9 +91,28 @@ impl Tracer {
         Tracer { collected: Some(Vec::new()), ..Tracer::new(sink) }
     }
 
+    /// Records a processed event without cloning it unless a sink or collector wants it.
+    pub fn record_event(&mut self, at: Instant, ev: &Ev) {
+        if self.sink.is_some() || self.collected.is_some() {
+            self.record(at, TraceRecord::Event(ev.clone()));
+            return;
+        }
+        at.hash(&mut self.hasher);
+        // The same bytes `TraceRecord::Event(ev).hash` feeds: the variant's index, then the event.
+        EVENT_TAG.hash(&mut self.hasher);
+        ev.hash(&mut self.hasher);
+        self.records += 1;
+    }
+
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {
         at.hash(&mut self.hasher);
-        rec.hash(&mut self.hasher);
+        match &rec {
+            TraceRecord::Event(ev) => {
+                EVENT_TAG.hash(&mut self.hasher);
+                ev.hash(&mut self.hasher);
+            }
+            other => other.hash(&mut self.hasher),
+        }
         self.records += 1;
         if let Some(s) = self.sink.as_mut() {
             s.record(at, &rec);

@@ -31,6 +31,15 @@ pub struct TransferJob {
     pub sender_pages: u64,
 }
 
+/// The identifying fields of a job, copied out so handlers need not clone its page lists.
+struct JobIds {
+    r: RequestId,
+    prefill_epoch: u32,
+    decode_epoch: u32,
+    prefill: u16,
+    decode: u16,
+}
+
 impl World {
     /// Queues a job on the prefill node's transfer worker and schedules its batches.
     pub(crate) fn transfer_submit(&mut self, mut job: TransferJob, src: Vec<Run>, dst: Vec<Run>) {
@@ -95,16 +104,17 @@ impl World {
 
     /// A batch's data becomes visible in decode's pool.
     pub(crate) fn transfer_land(&mut self, job: u32, batch: u32) {
-        let j = self.jobs[job as usize].clone();
-        let b = &j.batches[batch as usize];
-        let p = j.prefill as usize;
+        let j = &self.jobs[job as usize];
+        let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
+            (j.r, j.prefill as usize, j.decode as usize, j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
+        let b = j.batches[batch as usize].clone();
+        let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
         if self.prefill[p].epoch != j.prefill_epoch {
             return; // the source died with its process
         }
         if let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) {
             pr.lands_pending -= 1;
         }
-        let d = j.decode as usize;
         let src_id = NodeId { role: Role::Prefill, index: j.prefill };
         let dst_id = NodeId { role: Role::Decode, index: j.decode };
         // Reading a source page the request no longer holds is itself a use after free.
@@ -131,8 +141,15 @@ impl World {
 
     /// The job's last batch call returned.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
-        let j = self.jobs[job as usize].clone();
-        let p = j.prefill as usize;
+        let j = &self.jobs[job as usize];
+        let (p, last, meta, sender_pages) = (j.prefill as usize, j.last, j.meta, j.sender_pages);
+        let j = JobIds {
+            r: j.r,
+            prefill_epoch: j.prefill_epoch,
+            decode_epoch: j.decode_epoch,
+            prefill: j.prefill,
+            decode: j.decode,
+        };
         if self.prefill[p].epoch != j.prefill_epoch {
             return;
         }
@@ -148,9 +165,9 @@ impl World {
             if !was_failed {
                 self.after(lat, Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0 });
             }
-        } else if j.last && !was_failed {
+        } else if last && !was_failed {
             pr.sender = crate::prefill::SenderState::Success;
-            if let Some((slot, room)) = j.meta {
+            if let Some((slot, room)) = meta {
                 self.after(
                     Duration(lat.0 / 2),
                     Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room },
@@ -158,7 +175,7 @@ impl World {
             }
             self.after(
                 lat,
-                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: j.sender_pages },
+                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: sender_pages },
             );
         }
         self.prefill_maybe_drained(j.prefill, j.r);

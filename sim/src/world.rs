@@ -369,7 +369,7 @@ impl World {
             }
             self.now = s.at;
             self.events += 1;
-            self.tracer.record(self.now, TraceRecord::Event(s.ev.clone()));
+            self.tracer.record_event(self.now, &s.ev);
             self.dispatch(s.ev);
             if self.check_invariants {
                 self.invariants();

@@ -35,6 +35,10 @@ pub struct BenchOpts {
     /// Runs of the fuzzer-sized scenario per repetition (seeds 1..=N).
     #[arg(long, default_value_t = 2000)]
     pub fuzz_runs: u64,
+    /// Cut generated workloads to this many requests (for profiling under callgrind; the table's
+    /// targets are judged on full runs only).
+    #[arg(long, value_name = "N")]
+    pub requests: Option<u32>,
     /// Internal: measure one scenario in this process and print its row as JSON.
     #[arg(long, hide = true, value_name = "NAME")]
     pub one: Option<String>,
@@ -350,7 +354,16 @@ fn run_one(name: &str, o: &BenchOpts) -> i32 {
     };
     let (cfg, load_s) = timed(case.build);
     let cfg = match cfg {
-        Ok(c) => c,
+        Ok(mut c) => {
+            if let Some(n) = o.requests {
+                let keep = n as usize;
+                if let Some(g) = c.generator.as_mut() {
+                    g.requests = g.requests.min(n);
+                }
+                c.requests.truncate(keep);
+            }
+            c
+        }
         Err(e) => {
             eprintln!("kvsim bench: {}: {e}", case.name);
             return 2;
@@ -383,6 +396,7 @@ pub fn run(o: &BenchOpts) -> i32 {
         let out = Command::new(&exe)
             .args(["bench", "--one", case.name, "--repeat", &o.repeat.to_string()])
             .args(["--fuzz-runs", &o.fuzz_runs.to_string()])
+            .args(o.requests.map(|n| format!("--requests={n}")))
             .output();
         let out = match out {
             Ok(x) if x.status.success() => x,
@@ -408,7 +422,7 @@ pub fn run(o: &BenchOpts) -> i32 {
         kvsim_version: env!("CARGO_PKG_VERSION").to_string(),
         machine: machine(),
         repeat: o.repeat.max(1),
-        targets: targets(&rows),
+        targets: if o.requests.is_some() { Vec::new() } else { targets(&rows) },
         rows,
     };
     print!("{}", render(&table));

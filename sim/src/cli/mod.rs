@@ -11,6 +11,8 @@ use std::io::BufWriter;
 mod audit;
 mod bench;
 mod confirm;
+mod fuzz;
+mod shrink;
 mod tracefile;
 
 #[derive(Parser)]
@@ -54,6 +56,17 @@ pub struct TraceOpts {
 }
 
 #[derive(Subcommand)]
+enum CorpusCmd {
+    /// Merge shard corpora into one.
+    Merge {
+        #[arg(required = true)]
+        dirs: Vec<String>,
+        #[arg(long)]
+        into: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and report outcomes and violations.
     Run {
@@ -83,6 +96,16 @@ enum Cmd {
     Confirm(confirm::ConfirmOpts),
     /// Whole-run benchmarks: one table (events/s, requests/s, peak memory), also as JSON.
     Bench(bench::BenchOpts),
+    /// Reduce a failing scenario, trace or saved failure to a minimal scenario with the same signature.
+    Shrink(shrink::ShrinkOpts),
+    /// Swarm fuzzing campaign: draw scenarios from seeds, group failures by signature, shrink,
+    /// save to a corpus; parallel, sharded and resumable.
+    Fuzz(fuzz::FuzzOpts),
+    /// Corpus tools.
+    Corpus {
+        #[command(subcommand)]
+        cmd: CorpusCmd,
+    },
     /// Check real engine start-up logs: each node's KV pool against the context length, and
     /// whether the gap leaks under a profile (exit 0 no gap, 10 leaks, 11 refused, 2 bad input).
     Audit {
@@ -148,6 +171,9 @@ pub fn main() -> i32 {
         Cmd::Profiles => cmd_profiles(),
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
+        Cmd::Shrink(o) => shrink::run(&o),
+        Cmd::Fuzz(o) => fuzz::run(&o),
+        Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
         Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),
     }
 }

@@ -1,0 +1,546 @@
+//! `kvsim fuzz`: swarm campaigns over a seed range, in parallel, sharded, resumable. Each new
+//! signature is saved to the corpus directory (seed, resolved scenario, trace, shrunk scenario,
+//! optional GPU confirmation), written atomically; the campaign's checkpoint keeps the exact
+//! signature table for the contiguous prefix of finished seeds, so an interrupted campaign
+//! (Ctrl-C, kill -9) resumes without losing or double-counting anything.
+//!
+//! Determinism: run `k` of a campaign uses seed `seed_start + k`; shard `I/N` takes the runs with
+//! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
+//! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
+
+use super::tracefile::JsonlWriter;
+use kvsim::config::SimConfig;
+use kvsim::fuzz::{draw, run_case, Space};
+use kvsim::report::exit;
+use kvsim::tracefile::{Filter, Footer, Header};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FuzzOpts {
+    /// Fuzz around this scenario (its cluster, pools and knobs), re-seeding its workload and faults.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Pin the engine knobs to this profile (deployment and workload still drawn).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Number of runs in the campaign's seed range (default 1000 unless --time).
+    #[arg(long, conflicts_with = "time")]
+    pub runs: Option<u64>,
+    /// Run for this long instead: 30s, 10m, 2h.
+    #[arg(long)]
+    pub time: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    #[arg(long, default_value = "kvsim-corpus")]
+    pub corpus: String,
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// This machine's part of the range: I/N (runs with k % N == I).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Confirm each new signature's shrunk trace on a KV backend: off, auto, cpu, cuda.
+    #[arg(long, default_value = "off")]
+    pub confirm: String,
+    /// Simulation runs each shrink may use.
+    #[arg(long, default_value_t = 1500)]
+    pub shrink_budget: u32,
+    #[arg(long)]
+    pub no_shrink: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub count: u64,
+    pub first_seed: u64,
+}
+
+/// The checkpoint: what the contiguous prefix of finished runs found.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Campaign {
+    pub format: String,
+    pub space: String,
+    pub seed_start: u64,
+    pub shard: (u64, u64),
+    /// Runs `k < next_k` (of this shard) are finished and counted in `table`.
+    pub next_k: u64,
+    pub runs_done: u64,
+    pub table: BTreeMap<String, Entry>,
+}
+
+/// What a saved failure says about itself.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Failure {
+    pub signature: String,
+    pub seed: u64,
+    pub space: String,
+    pub reproduce: String,
+    pub shrunk: Option<String>,
+    pub shrunk_requests: Option<usize>,
+    pub necessary_knobs: Vec<String>,
+    pub confirm: Option<String>,
+}
+
+pub const CORPUS_FORMAT: &str = "kvsim-corpus/1";
+
+pub fn slug(sig: &str) -> String {
+    sig.replace('/', "--")
+}
+
+fn parse_time(s: &str) -> Result<std::time::Duration, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1),
+        Some('m') => (&s[..s.len() - 1], 60),
+        Some('h') => (&s[..s.len() - 1], 3600),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("--time {s}: expected e.g. 30s, 10m or 2h"))?;
+    Ok(std::time::Duration::from_secs(n * mul))
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--shard {s}: expected I/N with 0 <= I < N");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file in the same folder, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>) -> Result<(), String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let header = Header::new(cfg, filter.clone());
+    writeln!(out, "{}", serde_json::to_string(&header).expect("header")).map_err(|e| e.to_string())?;
+    let (sink, state) = JsonlWriter::new(out, filter, cfg.knobs.page_size);
+    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    w.run();
+    let report = kvsim::report::Report::build(&w, String::new());
+    drop(w.tracer.take_sink());
+    let st = state.borrow();
+    if let Some(e) = &st.error {
+        return Err(e.clone());
+    }
+    let footer = Footer {
+        kind: "footer".into(),
+        records: w.tracer.records,
+        written: st.written,
+        events: w.events,
+        trace_hash: w.tracer.hash_hex(),
+        exit_code: report.exit_code,
+        violations: report.violations,
+    };
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| e.to_string())?;
+    writeln!(f, "{}", serde_json::to_string(&footer).expect("footer")).map_err(|e| e.to_string())
+}
+
+struct Ctx {
+    corpus: PathBuf,
+    space: Space,
+    space_name: String,
+    opts: FuzzOpts,
+    /// Smallest seed saved per signature.
+    saved: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Ctx {
+    /// Saves a failure (seed folder first, then `failure.json` as the commit point).
+    fn save(&self, sig: &str, seed: u64, cfg: &SimConfig) -> Result<(), String> {
+        {
+            let mut saved = self.saved.lock().expect("lock");
+            match saved.get(sig) {
+                Some(s) if *s <= seed => return Ok(()),
+                _ => {
+                    saved.insert(sig.to_string(), seed);
+                }
+            }
+        }
+        let dir = self.corpus.join(slug(sig));
+        let seed_dir = dir.join(format!("seed-{seed}"));
+        let tmp = dir.join(format!(".tmp-seed-{seed}-{}", std::process::id()));
+        let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+        std::fs::create_dir_all(&tmp).map_err(io)?;
+        let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
+        std::fs::write(tmp.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header)).map_err(io)?;
+        let (w, _) = run_case(cfg.clone());
+        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(Filter::from_violations(&w.oracle.violations)))?;
+        let mut failure = Failure {
+            signature: sig.to_string(),
+            seed,
+            space: self.space_name.clone(),
+            reproduce: format!("kvsim run {}", seed_dir.join("scenario.toml").display()),
+            shrunk: None,
+            shrunk_requests: None,
+            necessary_knobs: vec![],
+            confirm: None,
+        };
+        if !self.opts.no_shrink {
+            let (text, s) =
+                super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
+            std::fs::write(tmp.join("shrunk.toml"), text).map_err(io)?;
+            write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None)?;
+            failure.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
+            failure.shrunk_requests = Some(s.cfg.requests.len());
+            failure.necessary_knobs = s.necessary_knobs;
+            if self.opts.confirm != "off" && sig.starts_with("cross_tenant_read/") {
+                let o = super::confirm::ConfirmOpts {
+                    input: tmp.join("shrunk.jsonl").to_string_lossy().into_owned(),
+                    backend: self.opts.confirm.clone(),
+                    heads: 8,
+                    kv_heads: 2,
+                    head_dim: 64,
+                    dtype: "f16".into(),
+                    max_reads: 4,
+                    threshold: 0.01,
+                    request: vec![],
+                };
+                failure.confirm = Some(match super::confirm::confirm(&o) {
+                    Ok(v) => format!("{} of {} read(s) confirmed on {}", v.confirmed, v.reads, v.backend),
+                    Err((_, e)) => format!("not confirmed: {e}"),
+                });
+            }
+        }
+        if seed_dir.exists() {
+            std::fs::remove_dir_all(&seed_dir).map_err(io)?;
+        }
+        std::fs::rename(&tmp, &seed_dir).map_err(io)?;
+        write_atomic(&dir.join("failure.json"), serde_json::to_string_pretty(&failure).expect("json").as_bytes())
+            .map_err(io)?;
+        // Older, larger seeds of the same signature are superseded.
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("seed-") && name != format!("seed-{seed}") {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Loads the signatures already saved in a corpus (a signature counts once its `failure.json`
+/// exists).
+pub fn saved_failures(corpus: &Path) -> BTreeMap<String, Failure> {
+    let mut out = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(corpus) {
+        for e in rd.flatten() {
+            if let Ok(text) = std::fs::read_to_string(e.path().join("failure.json")) {
+                if let Ok(f) = serde_json::from_str::<Failure>(&text) {
+                    out.insert(f.signature.clone(), f);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn run(o: &FuzzOpts) -> i32 {
+    match campaign(o) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::BAD_INPUT
+        }
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the campaign runner measures wall time (progress, --time); the model never does
+fn campaign(o: &FuzzOpts) -> Result<i32, String> {
+    let shard = o.shard.as_deref().map(parse_shard).transpose()?.unwrap_or((0, 1));
+    let deadline = o.time.as_deref().map(parse_time).transpose()?;
+    if !["off", "auto", "cpu", "cuda"].contains(&o.confirm.as_str()) {
+        return Err(format!("--confirm {}: expected off, auto, cpu or cuda", o.confirm));
+    }
+    let (space, space_name) = match (&o.base, &o.profile) {
+        (Some(b), _) => {
+            let cfg = super::load(b, &super::RunOpts { profile: o.profile.clone(), ..Default::default() })
+                .map_err(|e| e.to_string())?;
+            (Space::Base(Box::new(cfg)), format!("base:{b}"))
+        }
+        (None, Some(p)) => {
+            if kvsim::config::profile(p).is_none() {
+                return Err(format!("--profile {p}: unknown (known: {})", kvsim::config::profile_names()));
+            }
+            (Space::Profile(p.clone()), format!("profile:{p}"))
+        }
+        (None, None) => (Space::Blind, "blind".to_string()),
+    };
+    let corpus = PathBuf::from(&o.corpus);
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    let ckpt_path = corpus.join("campaign.json");
+    let mut camp = match std::fs::read_to_string(&ckpt_path) {
+        Ok(text) => {
+            let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+            if c.space != space_name || c.seed_start != o.seed_start || c.shard != shard {
+                return Err(format!(
+                    "{}: made by another campaign (space {}, seed start {}, shard {}/{}); use another --corpus",
+                    o.corpus, c.space, c.seed_start, c.shard.0, c.shard.1
+                ));
+            }
+            eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
+            c
+        }
+        Err(_) => Campaign {
+            format: CORPUS_FORMAT.into(),
+            space: space_name.clone(),
+            seed_start: o.seed_start,
+            shard,
+            next_k: shard.0,
+            runs_done: 0,
+            table: BTreeMap::new(),
+        },
+    };
+    let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
+    let ctx = Ctx {
+        corpus: corpus.clone(),
+        space,
+        space_name,
+        opts: o.clone(),
+        saved: Mutex::new(saved_failures(&corpus).into_iter().map(|(k, f)| (k, f.seed)).collect()),
+    };
+    let next = AtomicU64::new(camp.next_k);
+    let stop = AtomicBool::new(false);
+    let started = std::time::Instant::now();
+    let (tx, rx) = mpsc::channel::<(u64, BTreeSet<String>)>();
+    let remaining = |k: u64| range_end.saturating_sub(k).div_ceil(shard.1);
+    let total_left = remaining(camp.next_k);
+    let tty = std::io::stderr().is_terminal();
+    let bar = tty.then(|| {
+        let b = indicatif::ProgressBar::new(if deadline.is_some() {
+            deadline.unwrap_or_default().as_secs()
+        } else {
+            total_left
+        });
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        b
+    });
+    let mut errors = Vec::new();
+    std::thread::scope(|s| {
+        for _ in 0..o.jobs.max(1) {
+            let tx = tx.clone();
+            let (ctx, next, stop) = (&ctx, &next, &stop);
+            s.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let k = next.fetch_add(shard.1, Ordering::Relaxed);
+                if k >= range_end {
+                    break;
+                }
+                let seed = o.seed_start.wrapping_add(k);
+                let cfg = draw(seed, &ctx.space);
+                let (_, sigs) = run_case(cfg.clone());
+                for sig in &sigs {
+                    let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
+                    if !known {
+                        if let Err(e) = ctx.save(sig, seed, &cfg) {
+                            eprintln!("warning: could not save {sig} (seed {seed}): {e}");
+                        }
+                    }
+                }
+                if tx.send((k, sigs)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+        let mut last_save = std::time::Instant::now();
+        let mut last_line = std::time::Instant::now();
+        let mut finished = 0u64;
+        for (k, sigs) in rx.iter() {
+            pending.insert(k, sigs);
+            finished += 1;
+            while let Some(sigs) = pending.remove(&camp.next_k) {
+                let seed = o.seed_start.wrapping_add(camp.next_k);
+                for sig in sigs {
+                    let e = camp.table.entry(sig).or_insert(Entry { count: 0, first_seed: seed });
+                    e.count += 1;
+                    e.first_seed = e.first_seed.min(seed);
+                }
+                camp.next_k += shard.1;
+                camp.runs_done += 1;
+            }
+            let elapsed = started.elapsed();
+            if deadline.is_some_and(|d| elapsed >= d) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let rate = finished as f64 / elapsed.as_secs_f64().max(1e-9);
+            let left = match deadline {
+                Some(d) => d.saturating_sub(elapsed).as_secs(),
+                None => ((total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
+            };
+            let msg = format!("{:.0} runs/s · {} signature(s) · {}s left", rate, camp.table.len(), left);
+            if let Some(b) = &bar {
+                if deadline.is_some() {
+                    b.set_position(elapsed.as_secs());
+                } else {
+                    b.inc(1);
+                }
+                b.set_message(msg);
+            } else if last_line.elapsed().as_secs() >= 10 {
+                eprintln!("fuzz: {} runs · {msg}", camp.runs_done);
+                last_line = std::time::Instant::now();
+            }
+            if last_save.elapsed().as_millis() >= 500 {
+                if let Err(e) = write_atomic(&ckpt_path, serde_json::to_string_pretty(&camp).expect("json").as_bytes())
+                {
+                    errors.push(format!("{}: {e}", ckpt_path.display()));
+                    stop.store(true, Ordering::Relaxed);
+                }
+                last_save = std::time::Instant::now();
+            }
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    write_atomic(&ckpt_path, serde_json::to_string_pretty(&camp).expect("json").as_bytes())
+        .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+    if let Some(e) = errors.first() {
+        return Err(e.clone());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}",
+        camp.runs_done,
+        secs,
+        camp.runs_done as f64 / secs.max(1e-9),
+        o.jobs.max(1),
+        o.seed_start,
+        o.seed_start.wrapping_add(camp.next_k),
+        shard.0,
+        shard.1,
+        o.corpus
+    );
+    print!("{}", table_text(&camp.table, &saved_failures(&corpus)));
+    Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
+        exit::SAFETY
+    } else if camp.table.is_empty() {
+        exit::CLEAN
+    } else {
+        exit::LIVENESS
+    })
+}
+
+/// The final table: signature, count, first seed, reproduce command.
+pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Failure>) -> String {
+    let mut s = String::new();
+    if table.is_empty() {
+        s.push_str("no violations found\n");
+        return s;
+    }
+    s.push_str(&format!("{:<48} {:>8} {:>12}  reproduce\n", "signature", "runs", "first seed"));
+    for (sig, e) in table {
+        let f = saved.get(sig);
+        let repro = f.map(|f| f.shrunk.clone().unwrap_or_else(|| f.reproduce.clone())).unwrap_or_default();
+        let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
+        s.push_str(&format!("{sig:<48} {:>8} {:>12}  {repro}{extra}\n", e.count, e.first_seed));
+    }
+    s
+}
+
+/// `kvsim corpus merge DIR… --into OUT`: the union of shard corpora.
+pub fn merge(dirs: &[String], into: &str) -> i32 {
+    let mut table: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut best: BTreeMap<String, (u64, PathBuf)> = BTreeMap::new();
+    let mut runs = 0;
+    let mut space = None;
+    let mut seed_start = u64::MAX;
+    for d in dirs {
+        let p = Path::new(d).join("campaign.json");
+        let c: Campaign = match std::fs::read_to_string(&p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {}: {e}", p.display());
+                return exit::BAD_INPUT;
+            }
+        };
+        if space.as_ref().is_some_and(|s| *s != c.space) {
+            eprintln!("error: {d}: space {} differs from the other corpora's", c.space);
+            return exit::BAD_INPUT;
+        }
+        space = Some(c.space.clone());
+        seed_start = seed_start.min(c.seed_start);
+        runs += c.runs_done;
+        for (sig, e) in c.table {
+            let t = table.entry(sig).or_insert(Entry { count: 0, first_seed: e.first_seed });
+            t.count += e.count;
+            t.first_seed = t.first_seed.min(e.first_seed);
+        }
+        for (sig, f) in saved_failures(Path::new(d)) {
+            if best.get(&sig).is_none_or(|(s, _)| f.seed < *s) {
+                best.insert(sig, (f.seed, Path::new(d).join(slug(&f.signature))));
+            }
+        }
+    }
+    let out = Path::new(into);
+    if let Err(e) = std::fs::create_dir_all(out) {
+        eprintln!("error: {into}: {e}");
+        return exit::BAD_INPUT;
+    }
+    for (sig, (_, src)) in &best {
+        let dst = out.join(slug(sig));
+        let _ = std::fs::remove_dir_all(&dst);
+        if let Err(e) = copy_dir(src, &dst) {
+            eprintln!("error: copying {}: {e}", src.display());
+            return exit::BAD_INPUT;
+        }
+    }
+    let merged = Campaign {
+        format: CORPUS_FORMAT.into(),
+        space: space.unwrap_or_default(),
+        seed_start,
+        shard: (0, 1),
+        next_k: runs,
+        runs_done: runs,
+        table,
+    };
+    if let Err(e) =
+        write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
+    {
+        eprintln!("error: {into}: {e}");
+        return exit::BAD_INPUT;
+    }
+    println!("merged {} corpora: {} runs, {} signature(s) into {into}", dirs.len(), runs, merged.table.len());
+    print!("{}", table_text(&merged.table, &saved_failures(out)));
+    exit::CLEAN
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let to = dst.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &to)?;
+        } else {
+            std::fs::copy(e.path(), to)?;
+        }
+    }
+    Ok(())
+}
