@@ -13,6 +13,7 @@ pub mod decode;
 pub mod extent;
 pub mod faults;
 pub mod fuzz;
+pub mod fuzz_targets;
 pub mod intake;
 pub mod metadata;
 pub mod picture;

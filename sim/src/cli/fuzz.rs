@@ -51,6 +51,10 @@ pub struct FuzzOpts {
     pub shrink_budget: u32,
     #[arg(long)]
     pub no_shrink: bool,
+    /// Stop as soon as a signature starting with this is found (e.g. cross_tenant_read/stub_commit);
+    /// reports how many runs and how long it took.
+    #[arg(long)]
+    pub until: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -216,6 +220,13 @@ impl Ctx {
                 });
             }
         }
+        // Commit under the lock, and only if no smaller seed has claimed the signature meanwhile.
+        let saved = self.saved.lock().expect("lock");
+        if saved.get(sig) != Some(&seed) {
+            drop(saved);
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Ok(());
+        }
         if seed_dir.exists() {
             std::fs::remove_dir_all(&seed_dir).map_err(io)?;
         }
@@ -231,6 +242,7 @@ impl Ctx {
                 }
             }
         }
+        drop(saved);
         Ok(())
     }
 }
@@ -336,6 +348,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         b
     });
     let mut errors = Vec::new();
+    let mut found_after: Option<(u64, std::time::Duration)> = None;
     std::thread::scope(|s| {
         for _ in 0..o.jobs.max(1) {
             let tx = tx.clone();
@@ -381,6 +394,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 }
                 camp.next_k += shard.1;
                 camp.runs_done += 1;
+                if let (Some(u), None) = (&o.until, found_after) {
+                    if camp.table.keys().any(|s| s.starts_with(u.as_str())) {
+                        found_after = Some((camp.runs_done, started.elapsed()));
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
             }
             let elapsed = started.elapsed();
             if deadline.is_some_and(|d| elapsed >= d) {
@@ -435,6 +454,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         o.corpus
     );
     print!("{}", table_text(&camp.table, &saved_failures(&corpus)));
+    if let Some(u) = &o.until {
+        match found_after {
+            Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
+            None => println!("until: `{u}` not found in {} runs", camp.runs_done),
+        }
+    }
     Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
         exit::SAFETY
     } else if camp.table.is_empty() {

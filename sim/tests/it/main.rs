@@ -4,6 +4,7 @@ mod audit;
 mod bad_input;
 mod confirm;
 mod determinism;
+mod fuzz;
 mod incident;
 mod invariants;
 mod trace;
@@ -28,6 +29,12 @@ pub fn load(rel: &str, profile: Option<&str>, set: &[(&str, &str)]) -> SimConfig
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
     sc.resolve(&o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Loads and resolves any scenario file by path.
+pub fn load_path(path: &str) -> SimConfig {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Scenario::parse(path, &text).and_then(|s| s.resolve(&Overrides::default())).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every `.toml` under `scenarios/`, relative paths, sorted.

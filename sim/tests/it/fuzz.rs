@@ -1,0 +1,121 @@
+//! Fuzzing campaigns and shrinking: determinism across jobs and shards, resume after kill -9,
+//! the blind campaign finds the stub leak, and the incident shrinks to its minimal form.
+
+use std::path::Path;
+use std::process::Command;
+
+fn kvsim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).output().unwrap()
+}
+
+fn tmp(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("kvsim-fuzz-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d.to_string_lossy().into_owned()
+}
+
+fn table(corpus: &str) -> serde_json::Value {
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(corpus).join("campaign.json")).unwrap()).unwrap();
+    c["table"].clone()
+}
+
+fn saved(corpus: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(corpus).unwrap().flatten() {
+        if let Ok(t) = std::fs::read_to_string(e.path().join("failure.json")) {
+            let f: serde_json::Value = serde_json::from_str(&t).unwrap();
+            out.push((f["signature"].as_str().unwrap().to_string(), f["seed"].as_u64().unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+const RUNS: &str = "400";
+
+#[test]
+fn shards_and_jobs_give_the_same_signatures() {
+    let whole = tmp("whole");
+    let out = kvsim(&["fuzz", "--runs", RUNS, "--corpus", &whole, "--no-shrink", "--seed-start", "7000"]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = table(&whole);
+    assert!(t.as_object().unwrap().len() >= 3, "a blind campaign of {RUNS} runs finds several signatures: {t}");
+    let jobs = tmp("jobs");
+    kvsim(&["fuzz", "--runs", RUNS, "--corpus", &jobs, "--no-shrink", "--seed-start", "7000", "--jobs", "3"]);
+    assert_eq!(table(&jobs), t, "--jobs 3 differs from --jobs 1");
+    assert_eq!(saved(&jobs), saved(&whole));
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        let d = tmp(&format!("shard{i}"));
+        let sh = format!("{i}/3");
+        kvsim(&["fuzz", "--runs", RUNS, "--corpus", &d, "--no-shrink", "--seed-start", "7000", "--shard", &sh]);
+        shards.push(d);
+    }
+    let merged = tmp("merged");
+    let mut args = vec!["corpus", "merge"];
+    args.extend(shards.iter().map(String::as_str));
+    args.extend(["--into", &merged]);
+    let out = kvsim(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(table(&merged), t, "merged shards differ from the unsharded campaign");
+    assert_eq!(saved(&merged), saved(&whole));
+}
+
+#[test]
+fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
+    let fresh = tmp("fresh");
+    kvsim(&["fuzz", "--runs", "3000", "--corpus", &fresh, "--no-shrink", "--seed-start", "500"]);
+    let resumed = tmp("resumed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    child.kill().unwrap(); // SIGKILL: nothing gets to clean up
+    child.wait().unwrap();
+    let out = kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resuming") || table(&resumed) == table(&fresh));
+    assert_eq!(table(&resumed), table(&fresh));
+    assert_eq!(saved(&resumed), saved(&fresh));
+    // Another campaign's corpus is refused.
+    let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &resumed, "--seed-start", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_blind_campaign_finds_the_stub_leak() {
+    let c = tmp("blind");
+    let out =
+        kvsim(&["fuzz", "--runs", "10000", "--corpus", &c, "--no-shrink", "--until", "cross_tenant_read/stub_commit"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("until: `cross_tenant_read/stub_commit` found after"), "{text}");
+    let saved = saved(&c);
+    let (_, seed) = saved.iter().find(|(s, _)| s == "cross_tenant_read/stub_commit").unwrap();
+    // The saved scenario reproduces the failure.
+    let dir = format!("{c}/cross_tenant_read--stub_commit/seed-{seed}/scenario.toml");
+    let out = kvsim(&["run", &dir, "--json"]);
+    assert_eq!(out.status.code(), Some(10));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cross_tenant_read"));
+}
+
+#[test]
+fn the_incident_shrinks_to_its_minimal_form_deterministically() {
+    let scen = crate::scenarios_dir().join("glm53-incident.toml");
+    let (a, b) = (tmp("shrunk-a.toml"), tmp("shrunk-b.toml"));
+    let out = kvsim(&["shrink", scen.to_str().unwrap(), "--out", &a]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    kvsim(&["shrink", scen.to_str().unwrap(), "--out", &b]);
+    let text = std::fs::read_to_string(&a).unwrap();
+    assert_eq!(text, std::fs::read_to_string(&b).unwrap(), "shrinking is deterministic");
+    assert!(text.contains("# Signature: cross_tenant_read/stub_commit"), "{text}");
+    let cfg = crate::load_path(&a);
+    assert!(cfg.requests.len() <= 3, "{} requests", cfg.requests.len());
+    let tenants: std::collections::BTreeSet<u32> = cfg.requests.iter().map(|r| r.tenant).collect();
+    assert!(tenants.len() <= 2);
+    assert_eq!((cfg.prefill.len(), cfg.decode.len()), (1, 1));
+    let w = kvsim::simulate(cfg, None, true);
+    assert!(kvsim::fuzz::signatures(&w).contains("cross_tenant_read/stub_commit"));
+}
