@@ -23,7 +23,7 @@ use crate::config::{
 use crate::confirm::{self, Select};
 use crate::trace::{MemOp, TraceRecord};
 use crate::tracefile::{Filter, Footer, Header, Line};
-use crate::types::{PoolId, Ratio};
+use crate::types::{PoolId, Ratio, Role};
 use arbitrary::{Arbitrary, Unstructured};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -314,7 +314,7 @@ pub fn knob_values() -> &'static [(String, Vec<toml::Value>)] {
         let mut out = Vec::new();
         for name in config::knob_names() {
             let mut vals: Vec<toml::Value> = Vec::new();
-            let mut add = |v: toml::Value, vals: &mut Vec<toml::Value>| {
+            let add = |v: toml::Value, vals: &mut Vec<toml::Value>| {
                 if !vals.contains(&v) && valid_knob(&base, &name, &v) {
                     vals.push(v);
                 }
@@ -428,65 +428,96 @@ pub fn read_trace(text: &str) -> Result<TraceFile, String> {
     Ok(TraceFile { header, lines, footer })
 }
 
-/// Limits of what `parse_trace` hands to `confirm::lower` and `Filter::keeps`, for the fuzzer's
-/// time and memory (kvsim's own traces of small scenarios are far inside them).
-pub const MAX_POOL_PAGES: u32 = 1 << 16;
+/// The fuzzer's budget for `parse_trace` (time and memory; kvsim's own traces of small scenarios
+/// are far inside it): pools of at most `MAX_POOL_PAGES` pages, at most `MAX_TOTAL_PAGES` pages
+/// allocated or copied in all.
+pub const MAX_POOL_PAGES: u64 = 1 << 16;
 pub const MAX_TOTAL_PAGES: u64 = 1 << 20;
 
-/// Checks that a memory log is one kvsim could have written, which is what `confirm::lower`
-/// assumes: `1 <= page_size <= 65536`; every op names a pool a `reset` created (at most
-/// `MAX_POOL_PAGES` pages); every page run, copied run and slot run lies inside its pool (no
-/// `first + count` or `slot + len` overflow, no page index past 2^32); and (the fuzzer's budget)
-/// at most `MAX_TOTAL_PAGES` pages allocated or copied in all.
-pub fn validate_mem_log(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
+/// The page count of every pool at the start of a run: `pool_tokens / page_size + 1` (page 0 is
+/// reserved), as `Pool::new` sizes them.
+fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
+    let ps = cfg.knobs.page_size.max(1);
+    let mut pools = BTreeMap::new();
+    for (role, nodes) in [(Role::Prefill, &cfg.prefill), (Role::Decode, &cfg.decode)] {
+        for (i, n) in nodes.iter().enumerate().take(usize::from(u16::MAX) + 1) {
+            pools.insert(PoolId { role, index: i as u16 }, n.pool_tokens / ps + 1);
+        }
+    }
+    pools
+}
+
+/// Checks that a memory log is one a run of `cfg` could have written, which is what
+/// `confirm::lower` (and `Filter::keeps`) assume: `1 <= page_size <= 65536`; every op names a
+/// pool of the configuration (sized `pool_tokens / page_size + 1` pages, at most 2^31) or one a
+/// `reset` re-created; every page run, copied run and slot run lies inside its pool (so no
+/// `first + count` or `slot + len` overflows and no page index passes `u32`); write positions do
+/// not overflow.
+pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), String> {
+    let page_size = cfg.knobs.page_size;
     if page_size == 0 || page_size > 1 << 16 {
         return Err(format!("page_size {page_size} outside 1..=65536"));
     }
-    let mut pools: BTreeMap<PoolId, u32> = BTreeMap::new();
-    let mut total = 0u64;
-    let pages_of = |pools: &BTreeMap<PoolId, u32>, p: &PoolId, i: usize| {
-        pools.get(p).copied().ok_or_else(|| format!("op {i}: pool {p} used before its reset"))
+    let mut pools = initial_pools(cfg);
+    let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, String> {
+        match pools.get(p) {
+            Some(&n) if n <= 1 << 31 => Ok(n),
+            Some(n) => Err(format!("op {i}: {p} has {n} pages (limit 2^31)")),
+            None => Err(format!("op {i}: no pool {p} in the configuration")),
+        }
     };
-    let inside = |first: u32, count: u32, pages: u32| first.checked_add(count).is_some_and(|e| e <= pages);
+    let inside = |first: u32, count: u32, pages: u64| u64::from(first) + u64::from(count) <= pages;
     for (i, (_, op)) in mem.iter().enumerate() {
         match op {
-            MemOp::Reset { pool, pages, .. } => {
-                if *pages == 0 || *pages > MAX_POOL_PAGES {
-                    return Err(format!("op {i}: reset of {pool} to {pages} pages"));
+            MemOp::Reset { pool, pages, page_size: ps } => {
+                pages_of(&pools, pool, i)?;
+                if *ps != page_size {
+                    return Err(format!("op {i}: reset of {pool} with page size {ps}, the run's is {page_size}"));
                 }
-                pools.insert(*pool, *pages);
+                pools.insert(*pool, u64::from(*pages));
             }
             MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } => {
                 let n = pages_of(&pools, pool, i)?;
                 if let Some(r) = pages.iter().find(|r| !inside(r.first, r.count, n)) {
                     return Err(format!("op {i}: pages {}+{} outside {pool} ({n} pages)", r.first, r.count));
                 }
-                total += pages.iter().map(|r| u64::from(r.count)).sum::<u64>();
             }
             MemOp::Write { pool, slots, .. } => {
-                let slots_in_pool = u64::from(pages_of(&pools, pool, i)?) * page_size;
+                let n = pages_of(&pools, pool, i)? * page_size;
                 for &(s, l, pos) in slots {
-                    if s.checked_add(l).is_none_or(|e| e > slots_in_pool) || pos.checked_add(l).is_none() {
-                        return Err(format!("op {i}: slots {s}+{l} outside {pool} ({slots_in_pool} slots)"));
+                    if s.checked_add(l).is_none_or(|e| e > n) || pos.checked_add(l).is_none() {
+                        return Err(format!("op {i}: slots {s}+{l} (position {pos}) outside {pool} ({n} slots)"));
                     }
                 }
             }
             MemOp::Copy { src, dst, pages, .. } => {
                 let (ns, nd) = (pages_of(&pools, src, i)?, pages_of(&pools, dst, i)?);
                 if let Some(&(s, d, c)) = pages.iter().find(|&&(s, d, c)| !inside(s, c, ns) || !inside(d, c, nd)) {
-                    return Err(format!("op {i}: copy {s}->{d}+{c} outside {src} ({ns}) or {dst} ({nd})"));
+                    return Err(format!("op {i}: copy {s}->{d} of {c} pages outside {src} ({ns}) or {dst} ({nd})"));
                 }
-                total += pages.iter().map(|r| u64::from(r.2)).sum::<u64>();
             }
             MemOp::Read { pool, .. } => {
                 pages_of(&pools, pool, i)?;
             }
         }
-        if total > MAX_TOTAL_PAGES {
-            return Err(format!("op {i}: more than {MAX_TOTAL_PAGES} pages allocated or copied"));
-        }
     }
     Ok(())
+}
+
+/// Whether a (valid) memory log fits the fuzzer's budget.
+fn within_budget(mem: &[(u64, MemOp)], cfg: &SimConfig) -> bool {
+    let mut total = 0u64;
+    let pools_ok = initial_pools(cfg).values().all(|&n| n <= MAX_POOL_PAGES);
+    pools_ok
+        && mem.iter().all(|(_, op)| {
+            total += match op {
+                MemOp::Reset { pages, .. } if u64::from(*pages) > MAX_POOL_PAGES => return false,
+                MemOp::Alloc { pages, .. } => pages.iter().map(|r| u64::from(r.count)).sum(),
+                MemOp::Copy { pages, .. } => pages.iter().map(|r| u64::from(r.2)).sum(),
+                _ => 0,
+            };
+            total <= MAX_TOTAL_PAGES
+        })
 }
 
 /// Checks a `--trace-filter` filter: page runs whose end fits in a `u32` (`Filter::keeps`
@@ -517,7 +548,8 @@ pub fn parse_trace(data: &[u8]) {
             _ => None,
         })
         .collect();
-    if validate_mem_log(&mem, page_size).is_err() {
+    let cfg = &trace.header.config;
+    if validate_mem_log(&mem, cfg).is_err() || !within_budget(&mem, cfg) {
         return;
     }
     if let Some(f) = &trace.header.filter {

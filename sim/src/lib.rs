@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod confirm;
 pub mod decode;
+pub mod expect;
 pub mod extent;
 pub mod faults;
 pub mod fuzz;

@@ -55,8 +55,9 @@ pub struct ScenarioFile {
     pub request: Vec<RequestEntry>,
     pub knobs: Option<toml::Table>,
     pub faults: Option<FaultSection>,
-    /// Expectations for `kvsim check` (read by the check module).
-    pub expect: Option<toml::Table>,
+    /// Expectations for `kvsim check`: one entry per (profile, knob settings) to run.
+    #[serde(default)]
+    pub expect: Vec<crate::expect::Expectation>,
 }
 
 #[derive(Deserialize, Debug, Clone)]

@@ -545,8 +545,21 @@ impl World {
         for i in 0..self.reqs.len() {
             let r = &self.reqs[i];
             let Some(resp) = r.response else { continue };
-            let cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
+            let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
             let detail = match r.rejected {
+                Some((status, node, why))
+                    if resp.status >= 500
+                        && status < 500
+                        && !r.fault_touched
+                        && !r.client_aborted
+                        && r.caught_by.is_none() =>
+                {
+                    cause = "rejected_answered_5xx";
+                    format!(
+                        "{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})",
+                        resp.status, resp.at
+                    )
+                }
                 Some((status, node, why)) if resp.status == 200 => format!(
                     "{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens",
                     resp.tokens

@@ -35,6 +35,10 @@ pub struct BenchOpts {
     /// Runs of the fuzzer-sized scenario per repetition (seeds 1..=N).
     #[arg(long, default_value_t = 2000)]
     pub fuzz_runs: u64,
+    /// Run every scenario under this engine profile instead of its own (e.g. vllm-nixl: LRU
+    /// free list, sequential router); the targets are judged on the scenarios as shipped only.
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Cut generated workloads to this many requests (for profiling under callgrind; the table's
     /// targets are judged on full runs only).
     #[arg(long, value_name = "N")]
@@ -57,7 +61,7 @@ struct Case {
     name: &'static str,
     source: &'static str,
     mode: Mode,
-    build: fn() -> Result<SimConfig, String>,
+    build: fn(&Overrides) -> Result<SimConfig, String>,
 }
 
 const CASES: &[Case] = &[
@@ -72,24 +76,24 @@ const CASES: &[Case] = &[
     Case { name: "fuzz-small", source: "sim/bench-scenarios/fuzz-small.toml", mode: Mode::Many, build: fuzz_small },
 ];
 
-fn parse(file: &str, text: &str) -> Result<SimConfig, String> {
-    Scenario::parse(file, text).and_then(|s| s.resolve(&Overrides::default())).map_err(|e| e.to_string())
+fn parse(file: &str, text: &str, o: &Overrides) -> Result<SimConfig, String> {
+    Scenario::parse(file, text).and_then(|s| s.resolve(o)).map_err(|e| e.to_string())
 }
 
-fn incident() -> Result<SimConfig, String> {
-    parse("scenarios/glm53-incident.toml", INCIDENT_TOML)
+fn incident(o: &Overrides) -> Result<SimConfig, String> {
+    parse("scenarios/glm53-incident.toml", INCIDENT_TOML, o)
 }
 
-fn mixed() -> Result<SimConfig, String> {
-    parse("sim/bench-scenarios/mixed-10k.toml", MIXED_TOML)
+fn mixed(o: &Overrides) -> Result<SimConfig, String> {
+    parse("sim/bench-scenarios/mixed-10k.toml", MIXED_TOML, o)
 }
 
-fn mixed_x1000() -> Result<SimConfig, String> {
-    scale_prompts(mixed()?, 1000)
+fn mixed_x1000(o: &Overrides) -> Result<SimConfig, String> {
+    scale_prompts(mixed(o)?, 1000)
 }
 
-fn fuzz_small() -> Result<SimConfig, String> {
-    parse("sim/bench-scenarios/fuzz-small.toml", FUZZ_TOML)
+fn fuzz_small(o: &Overrides) -> Result<SimConfig, String> {
+    parse("sim/bench-scenarios/fuzz-small.toml", FUZZ_TOML, o)
 }
 
 /// The same workload with every prompt `f` times longer: the generator's requests are drawn once
@@ -158,6 +162,9 @@ pub struct Row {
     pub virtual_s: f64,
     /// Trace hash of the (last) run: the run is the one `kvsim run` gives.
     pub trace_hash: String,
+    /// Ownership-map runs over all pools at the end of the (last) run: the state the hot paths
+    /// search (every `Pool::write`/`read` is a few B-tree searches over one pool's map).
+    pub ownership_runs_end: u64,
     pub exit_code: i32,
 }
 
@@ -218,6 +225,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
     let runs = if mode == Mode::Whole { 1 } else { runs.max(1) };
     let mut walls = Vec::new();
     let (mut events, mut requests, mut virtual_s, mut hash, mut exit_code) = (0, 0, 0.0, String::new(), 0);
+    let mut owner_runs = 0u64;
     for _ in 0..repeat.max(1) {
         let mut ev = 0u64;
         let mut rq = 0u64;
@@ -233,6 +241,8 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
             rq += w.reqs.len() as u64;
             virtual_s = w.ended_at.0 as f64 / 1e9;
             hash = w.tracer.hash_hex();
+            let pools = w.prefill.iter().map(|p| &p.pool).chain(w.decode.iter().map(|d| &d.pool));
+            owner_runs = pools.map(|p| p.ownership_runs() as u64).sum();
             exit_code = kvsim::report::Report::build(&w, String::new()).exit_code;
         }
         walls.push(wall);
@@ -256,6 +266,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
         baseline_rss_kib: baseline,
         virtual_s,
         trace_hash: hash,
+        ownership_runs_end: owner_runs,
         exit_code,
     }
 }
@@ -352,7 +363,8 @@ fn run_one(name: &str, o: &BenchOpts) -> i32 {
         eprintln!("kvsim bench: no scenario `{name}`");
         return 2;
     };
-    let (cfg, load_s) = timed(case.build);
+    let over = Overrides { profile: o.profile.clone(), ..Overrides::default() };
+    let (cfg, load_s) = timed(|| (case.build)(&over));
     let cfg = match cfg {
         Ok(mut c) => {
             if let Some(n) = o.requests {
@@ -397,6 +409,7 @@ pub fn run(o: &BenchOpts) -> i32 {
             .args(["bench", "--one", case.name, "--repeat", &o.repeat.to_string()])
             .args(["--fuzz-runs", &o.fuzz_runs.to_string()])
             .args(o.requests.map(|n| format!("--requests={n}")))
+            .args(o.profile.as_ref().map(|p| format!("--profile={p}")))
             .output();
         let out = match out {
             Ok(x) if x.status.success() => x,
@@ -422,7 +435,7 @@ pub fn run(o: &BenchOpts) -> i32 {
         kvsim_version: env!("CARGO_PKG_VERSION").to_string(),
         machine: machine(),
         repeat: o.repeat.max(1),
-        targets: if o.requests.is_some() { Vec::new() } else { targets(&rows) },
+        targets: if o.requests.is_some() || o.profile.is_some() { Vec::new() } else { targets(&rows) },
         rows,
     };
     print!("{}", render(&table));
@@ -441,7 +454,7 @@ mod tests {
 
     #[test]
     fn json_has_the_required_fields() {
-        let (cfg, load_s) = timed(fuzz_small);
+        let (cfg, load_s) = timed(|| fuzz_small(&Overrides::default()));
         let row = measure("fuzz-small", "test", Mode::Many, cfg.expect("fuzz-small parses"), load_s, 2, 3);
         assert_eq!(row.runs, 3);
         assert_eq!(row.wall_s_all.len(), 2);
@@ -473,7 +486,7 @@ mod tests {
 
     #[test]
     fn x1000_scales_prompts_sizes_and_costs() {
-        let a = mixed().expect("mixed-10k parses");
+        let a = mixed(&Overrides::default()).expect("mixed-10k parses");
         let b = scale_prompts(a.clone(), 1000).expect("scales");
         let g = kvsim::client::generate(a.seed, a.generator.as_ref().expect("generator"));
         assert!(b.generator.is_none());

@@ -10,6 +10,7 @@ use std::io::BufWriter;
 
 mod audit;
 mod bench;
+mod check;
 mod confirm;
 mod fuzz;
 mod shrink;
@@ -98,6 +99,18 @@ enum Cmd {
     Bench(bench::BenchOpts),
     /// Reduce a failing scenario, trace or saved failure to a minimal scenario with the same signature.
     Shrink(shrink::ShrinkOpts),
+    /// Run every scenario's [[expect]] entries and print a pass/fail table (exit 1 on any mismatch).
+    Check {
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Run each scenario's `buggy` expectation with each mitigation alone: prevented / detected / missed.
+    Matrix {
+        #[arg(required = true)]
+        paths: Vec<String>,
+        #[arg(long, default_value = check::ALL_MITIGATIONS)]
+        mitigations: String,
+    },
     /// Swarm fuzzing campaign: draw scenarios from seeds, group failures by signature, shrink,
     /// save to a corpus; parallel, sharded and resumable.
     Fuzz(fuzz::FuzzOpts),
@@ -172,6 +185,8 @@ pub fn main() -> i32 {
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),
+        Cmd::Check { paths } => check::run_check(&paths),
+        Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, &mitigations),
         Cmd::Fuzz(o) => fuzz::run(&o),
         Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
         Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),

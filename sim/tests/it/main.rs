@@ -5,8 +5,10 @@ mod bad_input;
 mod confirm;
 mod determinism;
 mod fuzz;
+mod fuzz_corpus;
 mod incident;
 mod invariants;
+mod snapshots;
 mod trace;
 
 use kvsim::config::SimConfig;

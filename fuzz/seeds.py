@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seeds of the scenario_run and cross_tenant corpora.
+
+The bytes follow how `arbitrary` 1.x decodes `kvsim::fuzz_targets::FuzzInput` (fields in
+declaration order; u8 one byte; u16/i16 little-endian; bool and Option flags the low bit of a
+byte; an enum a little-endian u32 whose variant is (x * variants) >> 32, then its fields; a Vec a
+flag byte before each element). Change this file together with `FuzzInput`; the stable test
+`fuzz_corpus` checks that `stub-leak` still leaks under sglang-0.5.16.
+
+    python3 fuzz/seeds.py        # rewrites fuzz/corpus/{scenario_run,cross_tenant}/<name>
+"""
+
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PROMPT_VARIANTS = ["share", "near_prefill_pool", "near_decode_pool", "near_context", "tokens"]
+SCRIPT_VARIANTS = ["crash", "transfer_fail", "delay", "visibility_lag"]
+
+
+def variant(index, count):
+    """The smallest u32 that `arbitrary` maps to variant `index` of `count`."""
+    x = -(-(index << 32) // count)
+    return struct.pack("<I", x)
+
+
+def u8(x):
+    return bytes([x & 0xFF])
+
+
+def u16(x):
+    return struct.pack("<H", x)
+
+
+def i16(x):
+    return struct.pack("<h", x)
+
+
+def vec(items):
+    return b"".join(b"\x01" + it for it in items) + b"\x00"
+
+
+def request(tenant, prompt, output=7, gap_100us=0, abort_100us=None):
+    kind, value = prompt
+    k = PROMPT_VARIANTS.index(kind)
+    payload = u8(value) if kind == "tokens" else (u16(value) if kind == "share" else i16(value))
+    abort = b"\x00" if abort_100us is None else b"\x01" + u16(abort_100us)
+    return u8(tenant) + variant(k, len(PROMPT_VARIANTS)) + payload + u8(output) + u16(gap_100us) + abort
+
+
+def script(kind, *fields):
+    k = SCRIPT_VARIANTS.index(kind)
+    body = b""
+    if kind == "crash":
+        at_ms, node, restart = fields
+        body = u16(at_ms) + u8(node) + u8(restart)
+    else:
+        body = b"".join(u8(f) for f in fields)
+    return variant(k, len(SCRIPT_VARIANTS)) + body
+
+
+def share(tokens, context):
+    """The `Share` value giving `tokens` for this context (exact for the values used here)."""
+    return ("share", (tokens << 16) // (context + context // 4))
+
+
+def scenario(
+    seed=1,
+    context=4,  # index: 512, 1024, 2048, 4096, 8192, 16384, 32768
+    page=2,  # index: 1, 4, 16, 64
+    prefill_nodes=0,  # 1 + (x % 2) nodes
+    decode_nodes=0,
+    prefill_pool=2,  # index into eighths 2, 3, 4, 6, 8, 12, 16
+    decode_pool=3,  # index into eighths 3, 4, 6, 8, 12, 16, 24, 32
+    metadata_slots=2,  # index: 1, 2, 8, 64
+    max_running=3,  # index: 1, 2, 8, 64
+    router=0,
+    chunked_prefill=3,  # index: 256, 1024, 4096, 8192
+    transfer_batch=0,  # index: 0, 1, 4, 64, 4096
+    transfer_sync_timeout=2,  # index: 500, 5000, 60000 ms
+    slow_transfers=False,
+    profile=0,
+    knobs=(),
+    faults=(0,) * 8,
+    scripts=(),
+    requests=(),
+):
+    head = u16(seed) + bytes(
+        [
+            context,
+            page,
+            prefill_nodes,
+            decode_nodes,
+            prefill_pool,
+            decode_pool,
+            metadata_slots,
+            max_running,
+            router,
+            chunked_prefill,
+            transfer_batch,
+            transfer_sync_timeout,
+            1 if slow_transfers else 0,
+            profile,
+        ]
+    )
+    return head + vec([u8(k) for k in knobs]) + bytes(faults) + vec(list(scripts)) + vec(list(requests))
+
+
+def main():
+    ctx = 8192
+    # scenarios/small/stub-leak.toml: tenant 1 warms the decode pool, tenant 2's 6,000-token
+    # prompt (over the 4,096-token prefill pool, under the 8,192 context) is stubbed and reads it.
+    stub_leak = scenario(
+        seed=7,
+        requests=[
+            request(1, share(4000, ctx), gap_100us=0),
+            request(1, share(3900, ctx), gap_100us=10),
+            request(2, share(6000, ctx), output=3, gap_100us=19990),
+        ],
+    )
+    seeds = {
+        "cross_tenant": {
+            "stub-leak": stub_leak,
+            "one-short-request": scenario(requests=[request(0, ("tokens", 100))]),
+            "two-tenants-fit": scenario(
+                requests=[request(1, share(2000, ctx)), request(2, share(3000, ctx), gap_100us=20000)]
+            ),
+            "empty": b"",
+        },
+        "scenario_run": {
+            "stub-leak": stub_leak,
+            "stub-leak-fixed-profile": scenario(
+                seed=7,
+                profile=1,
+                requests=[
+                    request(1, share(4000, ctx)),
+                    request(1, share(3900, ctx), gap_100us=10),
+                    request(2, share(6000, ctx), output=3, gap_100us=19990),
+                ],
+            ),
+            "vllm-two-nodes-each": scenario(
+                profile=2,
+                prefill_nodes=1,
+                decode_nodes=1,
+                router=2,
+                requests=[request(t % 4, share(1000 + 700 * t, ctx), gap_100us=3) for t in range(8)],
+            ),
+            "faults-and-aborts": scenario(
+                seed=3,
+                page=1,
+                transfer_batch=2,
+                slow_transfers=True,
+                faults=(3, 4, 5, 6, 0, 1, 1, 2),
+                scripts=[script("crash", 50, 1, 0), script("transfer_fail", 1), script("delay", 2, 3)],
+                requests=[
+                    request(0, ("near_prefill_pool", -600), abort_100us=30),
+                    request(1, ("near_context", 1), gap_100us=1),
+                    request(2, ("near_decode_pool", -10), gap_100us=2),
+                    request(3, ("tokens", 200), gap_100us=2, abort_100us=1),
+                ],
+            ),
+            "every-knob-changed": scenario(
+                knobs=[1 + (i % 3) for i in range(40)],
+                page=0,
+                context=2,
+                requests=[request(t, share(300 * (t + 1), 2048), gap_100us=t) for t in range(6)],
+            ),
+            "empty": b"",
+        },
+    }
+    for target, files in seeds.items():
+        d = os.path.join(HERE, "corpus", target)
+        os.makedirs(d, exist_ok=True)
+        for name, data in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+//! Expectations carried by scenarios (`[[expect]]`) and their evaluation: which violation kinds
+//! must occur (overall or for named requests), which must not, or that the run is clean; and the
+//! HTTP status named requests must get. `kvsim check` runs each entry under its profile and knob
+//! settings; `kvsim matrix` runs the `buggy` entry with each mitigation switched on.
+
+use crate::check::Kind;
+use crate::world::World;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One expectation: run the scenario under `profile` with `set` overrides, then check.
+#[derive(Deserialize, Serialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    /// A short name shown in the table, e.g. `buggy` or `fixed`.
+    pub name: String,
+    /// Profile to run under (default: the scenario's).
+    pub profile: Option<String>,
+    /// Knob overrides, as `--set` would give them.
+    #[serde(default)]
+    pub set: BTreeMap<String, toml::Value>,
+    /// The run has no violation at all.
+    #[serde(default)]
+    pub clean: bool,
+    /// Kinds that must occur.
+    #[serde(default)]
+    pub violations: Vec<String>,
+    /// Kinds that must not occur.
+    #[serde(default)]
+    pub absent: Vec<String>,
+    /// Request id → kinds that must occur for that request.
+    #[serde(default)]
+    pub requests: BTreeMap<String, Vec<String>>,
+    /// Request id → the HTTP status its client must get (`0` = no response).
+    #[serde(default)]
+    pub status: BTreeMap<String, u16>,
+}
+
+impl Expectation {
+    /// Overrides in `--set` form.
+    pub fn set_pairs(&self) -> Vec<(String, String)> {
+        self.set
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    match v {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Checks names before running: unknown kinds or request ids are configuration errors.
+    pub fn validate(&self, requests: usize) -> Result<(), String> {
+        for k in self.violations.iter().chain(&self.absent).chain(self.requests.values().flatten()) {
+            if Kind::parse(k).is_none() {
+                let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
+                return Err(format!(
+                    "expectation `{}`: unknown violation kind `{k}` (known: {})",
+                    self.name,
+                    known.join(", ")
+                ));
+            }
+        }
+        for r in self.requests.keys().chain(self.status.keys()) {
+            match r.parse::<usize>() {
+                Ok(i) if i < requests => {}
+                _ => return Err(format!("expectation `{}`: no request `{r}` ({requests} requests)", self.name)),
+            }
+        }
+        Ok(())
+    }
+
+    /// What the run got wrong, one line each; empty when it met the expectation.
+    pub fn mismatches(&self, w: &World) -> Vec<String> {
+        let mut out = Vec::new();
+        let has = |k: &str| w.oracle.counts.keys().any(|x| x.name() == k);
+        if self.clean && !w.oracle.violations.is_empty() {
+            let kinds: Vec<&str> = w.oracle.counts.keys().map(|k| k.name()).collect();
+            out.push(format!("expected clean, got {}", kinds.join(", ")));
+        }
+        for k in &self.violations {
+            if !has(k) {
+                out.push(format!("expected {k}, none occurred"));
+            }
+        }
+        for k in &self.absent {
+            if has(k) {
+                out.push(format!(
+                    "{k} occurred ({} request(s))",
+                    w.oracle.violations.iter().filter(|v| v.kind.name() == k).count()
+                ));
+            }
+        }
+        for (r, kinds) in &self.requests {
+            let id = crate::types::RequestId(r.parse().expect("validated"));
+            for k in kinds {
+                if !w.oracle.has(Kind::parse(k).expect("validated"), id) {
+                    out.push(format!("expected {k} for request {r}"));
+                }
+            }
+        }
+        for (r, want) in &self.status {
+            let got = w.reqs[r.parse::<usize>().expect("validated")].response.map_or(0, |x| x.status);
+            if got != *want {
+                out.push(format!(
+                    "request {r}: expected HTTP {want}, got {}",
+                    if got == 0 { "no response".into() } else { got.to_string() }
+                ));
+            }
+        }
+        out
+    }
+}
