@@ -41,6 +41,8 @@ pub struct DReq {
     pub read_upto: u64,
     /// Pages in `pages` (kept so a decode step never walks the table to count).
     pub page_count: u64,
+    /// Leading tokens that are a shared prefix (reused by prefill from its radix cache).
+    pub shared_tokens: u64,
 }
 
 pub struct DecodeNode {
@@ -164,6 +166,7 @@ impl World {
                 dirty: false,
                 read_upto: 0,
                 page_count: 0,
+                shared_tokens: 0,
             },
         );
         node.prealloc.push_back(r);
@@ -284,7 +287,10 @@ impl World {
         if k.kv_checksum.on() {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
             let tenant = self.reqs[r.idx()].tenant;
-            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|_, _| false);
+            let shared = d.shared_tokens;
+            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|w, pos| {
+                pos < shared && w.pos == pos
+            });
             if !s.clean() {
                 self.decode_finish(n, r, 500, Some(Mitigation::KvChecksum));
                 return;
@@ -316,7 +322,8 @@ impl World {
             let Some(d) = node.reqs.get(&r) else { continue };
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
-            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|_, _| false);
+            let shared = d.shared_tokens;
+            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|w, pos| pos < shared && w.pos == pos);
             if !s.clean() {
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
@@ -465,7 +472,7 @@ impl World {
         self.tick(NodeId { role: Role::Decode, index: n });
     }
 
-    pub(crate) fn decode_status(&mut self, r: RequestId, n: u16, epoch: u32, ok: bool, pages: u64) {
+    pub(crate) fn decode_status(&mut self, r: RequestId, n: u16, epoch: u32, ok: bool, pages: u64, prefix: u64) {
         if self.decode[n as usize].epoch != epoch {
             return;
         }
@@ -481,6 +488,7 @@ impl World {
         } else if d.status_ok.is_none() {
             d.status_ok = Some(true);
             d.status_pages = pages;
+            d.shared_tokens = prefix;
         }
         self.tick(NodeId { role: Role::Decode, index: n });
     }

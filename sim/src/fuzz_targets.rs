@@ -408,24 +408,32 @@ pub struct TraceFile {
     pub header: Header,
     pub lines: Vec<Line>,
     pub footer: Option<Footer>,
+    /// Record lines that are not memory operations and did not read as a `Line` (1-based line,
+    /// error). `kvsim confirm` skips those lines unread; `kvsim replay` compares them as text.
+    pub unreadable: Vec<(usize, String)>,
 }
 
 /// Reads a JSON Lines trace: the header line, record lines up to the footer (the line that starts
-/// `{"kind":"footer"`, as `confirm` finds it), the footer. Errors name the 1-based line.
+/// `{"kind":"footer"`, as `confirm` finds it), the footer. Every record line is read as a `Line`;
+/// a memory-operation line that does not read is an error (as in `confirm`), any other is kept in
+/// `unreadable`. Errors name the 1-based line.
 pub fn read_trace(text: &str) -> Result<TraceFile, String> {
     let mut it = text.lines();
     let first = it.next().ok_or("1: empty trace")?;
     let header: Header = serde_json::from_str(first).map_err(|e| format!("1: not a kvsim trace header: {e}"))?;
-    let mut lines = Vec::new();
-    let mut footer = None;
+    let mut t = TraceFile { header, lines: Vec::new(), footer: None, unreadable: Vec::new() };
     for (i, l) in it.enumerate() {
         if l.starts_with("{\"kind\":\"footer\"") {
-            footer = Some(serde_json::from_str::<Footer>(l).map_err(|e| format!("{}: bad footer: {e}", i + 2))?);
+            t.footer = Some(serde_json::from_str::<Footer>(l).map_err(|e| format!("{}: bad footer: {e}", i + 2))?);
             break;
         }
-        lines.push(serde_json::from_str::<Line>(l).map_err(|e| format!("{}: {e}", i + 2))?);
+        match serde_json::from_str::<Line>(l) {
+            Ok(line) => t.lines.push(line),
+            Err(e) if l.contains("\"kind\":\"mem\"") => return Err(format!("{}: {e}", i + 2)),
+            Err(e) => t.unreadable.push((i + 2, e.to_string())),
+        }
     }
-    Ok(TraceFile { header, lines, footer })
+    Ok(t)
 }
 
 /// The fuzzer's budget for `parse_trace` (time and memory; kvsim's own traces of small scenarios

@@ -20,6 +20,7 @@ pub mod metadata;
 pub mod picture;
 pub mod pool;
 pub mod prefill;
+pub mod prefix;
 pub mod report;
 pub mod rng;
 pub mod router;
@@ -29,6 +30,7 @@ pub mod trace;
 pub mod tracefile;
 pub mod transfer;
 pub mod types;
+pub mod workload_trace;
 pub mod world;
 
 use config::SimConfig;

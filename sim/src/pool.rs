@@ -328,17 +328,18 @@ impl Pool {
         }
     }
 
-    fn foreign_pages(&self, slot_start: u64, len: u64, writer: RequestId, out: &mut WriteReport) {
+    fn foreign_pages(&self, slot_start: u64, len: u64, writer: RequestId, cache_ok: bool, out: &mut WriteReport) {
         let ps = self.page_size;
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
         self.holders.visit(p0, p1, |s, e, h| {
-            if h != Some(&Holder::Req(writer)) {
+            if h != Some(&Holder::Req(writer)) && !(cache_ok && h == Some(&Holder::Cache)) {
                 out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
             }
         });
     }
 
-    /// Pages of `pages` not held by `r` (for reads of source pages by a transfer).
+    /// Pages of `pages` neither held by `r` nor cached (for reads of source pages by a transfer:
+    /// a request legitimately reads the radix-cached prefix pages it reuses).
     pub fn not_held_by(&self, pages: &[Run], r: RequestId) -> WriteReport {
         let mut rep = WriteReport::default();
         for run in pages {
@@ -346,6 +347,7 @@ impl Pool {
                 u64::from(run.first) * self.page_size,
                 u64::from(run.count) * self.page_size,
                 r,
+                true,
                 &mut rep,
             );
         }
@@ -368,7 +370,7 @@ impl Pool {
         let mut pieces = Vec::new();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
         for &(slot, len, pos) in &pieces {
-            self.foreign_pages(slot, len, request, &mut rep);
+            self.foreign_pages(slot, len, request, false, &mut rep);
             self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at });
         }
         rep.slots = pieces;
@@ -405,7 +407,7 @@ impl Pool {
             while piece_at < e {
                 let Some((dslot, dlen)) = cur else { return rep };
                 let n = (e - piece_at).min(dlen);
-                self.foreign_pages(dslot, n, copier, &mut rep);
+                self.foreign_pages(dslot, n, copier, false, &mut rep);
                 match w {
                     Some(w) => self.owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
                     None => self.owners.clear(dslot, dslot + n),

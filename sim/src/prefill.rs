@@ -50,6 +50,10 @@ pub struct PReq {
     pub lands_pending: u32,
     pub ack_decode: bool,
     pub entered: Instant,
+    /// Prefix blocks reused from the radix cache (their pages start the block table).
+    pub borrowed: Vec<crate::prefix::BlockKey>,
+    /// Tokens whose KV came from the radix cache (shared prefix).
+    pub reused_tokens: u64,
 }
 
 pub struct PrefillNode {
@@ -70,6 +74,7 @@ pub struct PrefillNode {
     pub tick_pending: bool,
     pub batch: Vec<(RequestId, u64, u64)>,
     pub cache: VecDeque<(RequestId, Vec<Run>)>,
+    pub prefix: crate::prefix::PrefixIndex,
     pub xfer_free_at: Instant,
 }
 
@@ -94,6 +99,7 @@ impl PrefillNode {
             tick_pending: false,
             batch: Vec::new(),
             cache: VecDeque::new(),
+            prefix: Default::default(),
             xfer_free_at: Instant(0),
         }
     }
@@ -112,14 +118,17 @@ impl PrefillNode {
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
         let tracked = self.reqs.values().filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining).count();
         assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
-        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
-        let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum();
+        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
+        let ps = self.pool.page_size;
+        let borrowed: u64 =
+            self.reqs.values().map(|p| p.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps).sum();
+        let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum::<u64>() - borrowed;
         assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
     }
 
     /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
     pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
-        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum();
+        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
         (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
@@ -180,6 +189,8 @@ impl World {
                 lands_pending: 0,
                 ack_decode: false,
                 entered: now,
+                borrowed: Vec::new(),
+                reused_tokens: 0,
             },
         );
         node.bootstrap.push(r);
@@ -249,14 +260,23 @@ impl World {
         if pr.pages.is_empty() {
             return;
         }
+        let ps = self.page_size();
+        let borrowed_pages = pr.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
         if cache && radix {
-            let node = self.pnode(n);
-            node.pool.rehold(&pr.pages, Holder::Cache);
-            node.cache.push_back((r, pr.pages));
+            let rest = self.prefix_release(n, r, &pr);
+            if !rest.is_empty() {
+                self.pnode(n).cache.push_back((r, rest));
+            }
         } else {
-            let bad = self.pnode(n).pool.free(&pr.pages, Holder::Req(r));
+            for key in &pr.borrowed {
+                if let Some(b) = self.pnode(n).prefix.blocks.get_mut(key) {
+                    b.refs -= 1;
+                }
+            }
+            let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
+            let bad = self.pnode(n).pool.free(&own, Holder::Req(r));
             let pool = self.prefill[n as usize].id();
-            self.mem(MemOp::Free { pool, r, pages: pr.pages });
+            self.mem(MemOp::Free { pool, r, pages: own });
             self.note_bad_frees(pool, r, bad);
         }
     }
@@ -264,6 +284,9 @@ impl World {
     fn evict_cache_for(&mut self, n: u16, need: u64) {
         while self.prefill[n as usize].pool.free_pages() < need {
             let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
+                if self.prefix_evict_one(n) {
+                    continue;
+                }
                 return;
             };
             let bad = self.pnode(n).pool.free(&pages, Holder::Cache);
@@ -297,7 +320,11 @@ impl World {
                 blocked = true;
                 continue;
             };
-            let num_pages = self.pages_for(self.prefill[n as usize].reqs[&r].len);
+            let len = self.prefill[n as usize].reqs[&r].len;
+            let num_pages = self.pages_for(len);
+            if k.prefill_cache == PrefillCache::Radix && self.prefill[n as usize].reqs[&r].pending_abort.is_none() {
+                self.prefix_match(n, r, len);
+            }
             let node = self.pnode(n);
             let pr = node.reqs.get_mut(&r).expect("in bootstrap queue");
             pr.meta_slot = Some(slot);
@@ -398,7 +425,8 @@ impl World {
             let PrefillNode { pool, reqs, .. } = &mut self.prefill[n as usize];
             let rep = pool.write(&reqs[&r].pages, from, to, tenant, r, now);
             // Prefill attention over everything computed so far.
-            let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|_, _| false);
+            let reused = reqs[&r].reused_tokens;
+            let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|w, pos| pos < reused && w.pos == pos);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots: rep.slots.clone() });
             self.note_foreign_writes(pool_id, r, rep, "prefill write");
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
@@ -460,6 +488,7 @@ impl World {
             last,
             meta: last.then_some((dst.meta_slot, room)),
             sender_pages: pr.num_pages,
+            prefix_tokens: pr.reused_tokens,
         };
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);
@@ -560,6 +589,7 @@ impl World {
         node.pending_dst.clear();
         node.batch.clear();
         node.cache.clear();
+        node.prefix.clear();
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);

@@ -263,6 +263,23 @@ impl Report {
             let c: Vec<String> = self.detected_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
             let _ = writeln!(s, "detected (logged only): {}", c.join(", "));
         }
+        let leaks: Vec<&ViolationOut> = self.violations.iter().filter(|v| v.kind == "cross_tenant_read").collect();
+        if !leaks.is_empty() {
+            let readers: std::collections::BTreeSet<u32> = leaks.iter().filter_map(|v| v.tenant).collect();
+            let victims: std::collections::BTreeSet<u32> =
+                leaks.iter().flat_map(|v| v.victim_tenants.clone()).collect();
+            let ok = leaks.iter().filter(|v| v.status == Some(200)).count();
+            let shown: Vec<String> = readers.iter().take(12).map(u32::to_string).collect();
+            let _ = writeln!(
+                s,
+                "leaked responses: {} request(s) read other tenants' KV ({ok} answered HTTP 200), from {} reader tenant(s) [{}{}] over KV of {} victim tenant(s)",
+                leaks.len(),
+                readers.len(),
+                shown.join(", "),
+                if readers.len() > 12 { ", …" } else { "" },
+                victims.len()
+            );
+        }
         if self.violation_counts.is_empty() {
             let _ = writeln!(s, "violations: none");
         } else {

@@ -53,6 +53,8 @@ pub struct ScenarioFile {
     pub workload: Option<WorkloadSection>,
     #[serde(default)]
     pub request: Vec<RequestEntry>,
+    /// A production request trace as the workload (Mooncake JSON Lines or CSV).
+    pub trace: Option<TraceSection>,
     pub knobs: Option<toml::Table>,
     pub faults: Option<FaultSection>,
     /// Expectations for `kvsim check`: one entry per (profile, knob settings) to run.
@@ -113,6 +115,25 @@ pub struct RequestEntry {
     pub output_tokens: u64,
     pub abort_at_ms: Option<u64>,
     pub abort_at_ns: Option<u64>,
+    /// The prompt as 512-token block hashes (shared prefixes), optional.
+    #[serde(default)]
+    pub prefix_blocks: Vec<u64>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSection {
+    /// Path relative to the scenario file.
+    pub file: String,
+    /// `mooncake` or `csv` (default: from the file).
+    pub format: Option<String>,
+    /// 1000 = as recorded, 500 = twice as fast.
+    pub time_scale_permille: Option<u64>,
+    pub window_start_ms: Option<u64>,
+    pub window_ms: Option<u64>,
+    pub limit: Option<u64>,
+    /// `conversation` (default), `round_robin:N` or `column:NAME`.
+    pub tenants: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]
@@ -129,6 +150,9 @@ pub struct FaultSection {
     #[serde(default)]
     pub script: Vec<ScriptedFault>,
 }
+
+/// Reads a file named by a scenario (the library itself never touches files).
+pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
 /// Where the knob values came from, for error messages.
 #[derive(Debug, Clone, Default)]
@@ -275,8 +299,78 @@ impl Scenario {
         Ok(Knobs::deserialize(table).expect("each knob checked"))
     }
 
-    /// The fully resolved configuration.
+    /// The fully resolved configuration (no file access: a `[trace]` workload is an error here;
+    /// use `resolve_with`).
     pub fn resolve(&self, o: &Overrides) -> Result<SimConfig, ScenarioError> {
+        self.resolve_with(o, None)
+    }
+
+    /// Reads a `[trace]` workload's file through `read` (path relative to the scenario's folder).
+    fn trace_requests(&self, t: &TraceSection, read: Option<FileReader>) -> Result<Vec<RequestSpec>, ScenarioError> {
+        use crate::workload_trace::{self as wt, ReadOptions, TenantAssign, TraceFormat};
+        let path = std::path::Path::new(&self.file).parent().unwrap_or(std::path::Path::new("")).join(&t.file);
+        let shown = path.to_string_lossy().into_owned();
+        let Some(read) = read else {
+            return Err(self.err(
+                "trace",
+                0,
+                "file",
+                "trace workloads are read by the kvsim binary (Scenario::resolve_with)",
+            ));
+        };
+        let text = read(&shown).map_err(|e| self.err("trace", 0, "file", format!("{shown}: {e}")))?;
+        let tr = |e: wt::TraceError| ScenarioError {
+            file: e.file.clone(),
+            line: (e.line > 0).then_some(e.line),
+            key: String::new(),
+            message: e.message,
+        };
+        let format = match t.format.as_deref() {
+            None => wt::detect_format(&shown, &text).map_err(tr)?,
+            Some("mooncake") => TraceFormat::MooncakeJsonl,
+            Some("csv") => TraceFormat::Csv,
+            Some(f) => return Err(self.err("trace", 0, "format", format!("`{f}`: expected mooncake or csv"))),
+        };
+        let opts = ReadOptions {
+            time_scale_permille: t.time_scale_permille.unwrap_or(1000),
+            window_start_ms: t.window_start_ms.unwrap_or(0),
+            window_ms: t.window_ms,
+            limit: t.limit,
+        };
+        let reqs = wt::parse_trace(&shown, &text, format, &opts).map_err(tr)?;
+        let how = match t.tenants.as_deref().unwrap_or("conversation") {
+            "conversation" => TenantAssign::Conversation,
+            s if s.starts_with("round_robin:") => match s["round_robin:".len()..].parse::<u32>() {
+                Ok(n) if n > 0 => TenantAssign::RoundRobin(n),
+                _ => return Err(self.err("trace", 0, "tenants", format!("`{s}`: expected round_robin:N with N >= 1"))),
+            },
+            s if s.starts_with("column:") => TenantAssign::Column(s["column:".len()..].to_string()),
+            s => {
+                return Err(self.err(
+                    "trace",
+                    0,
+                    "tenants",
+                    format!("`{s}`: expected conversation, round_robin:N or column:NAME"),
+                ))
+            }
+        };
+        let tenants = wt::assign_tenants(&reqs, &how, &shown).map_err(tr)?;
+        Ok(reqs
+            .into_iter()
+            .zip(tenants)
+            .map(|(r, tenant)| RequestSpec {
+                at_ns: r.arrival_ns,
+                tenant,
+                prompt_tokens: r.input_tokens,
+                output_tokens: r.output_tokens,
+                abort_at_ns: None,
+                prefix_blocks: r.hash_ids,
+            })
+            .collect())
+    }
+
+    /// The fully resolved configuration, reading a `[trace]` workload's file through `read`.
+    pub fn resolve_with(&self, o: &Overrides, read: Option<FileReader>) -> Result<SimConfig, ScenarioError> {
         let s = &self.spec;
         let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
         let knobs = self.knobs(&profile, &o.set)?;
@@ -430,8 +524,11 @@ impl Scenario {
                 prompt_tokens: r.prompt_tokens,
                 output_tokens: r.output_tokens,
                 abort_at_ns,
-                prefix_blocks: vec![],
+                prefix_blocks: r.prefix_blocks.clone(),
             });
+        }
+        if let Some(t) = &s.trace {
+            requests.extend(self.trace_requests(t, read)?);
         }
         let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
         if total == 0 {
@@ -550,6 +647,10 @@ pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
         );
         if let Some(a) = r.abort_at_ns {
             let _ = writeln!(s, "abort_at_ns = {a}");
+        }
+        if !r.prefix_blocks.is_empty() {
+            let ids: Vec<String> = r.prefix_blocks.iter().map(u64::to_string).collect();
+            let _ = writeln!(s, "prefix_blocks = [{}]", ids.join(", "));
         }
         s.push('\n');
     }

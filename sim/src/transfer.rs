@@ -29,6 +29,8 @@ pub struct TransferJob {
     pub meta: Option<(u32, u64)>,
     /// Pages the sender reports for the request (its `num_pages`).
     pub sender_pages: u64,
+    /// Leading tokens whose KV is a shared prefix from prefill's radix cache.
+    pub prefix_tokens: u64,
 }
 
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
@@ -142,7 +144,8 @@ impl World {
     /// The job's last batch call returned.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
         let j = &self.jobs[job as usize];
-        let (p, last, meta, sender_pages) = (j.prefill as usize, j.last, j.meta, j.sender_pages);
+        let (p, last, meta, sender_pages, prefix) =
+            (j.prefill as usize, j.last, j.meta, j.sender_pages, j.prefix_tokens);
         let j = JobIds {
             r: j.r,
             prefill_epoch: j.prefill_epoch,
@@ -163,7 +166,10 @@ impl World {
         if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
             if !was_failed {
-                self.after(lat, Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0 });
+                self.after(
+                    lat,
+                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
+                );
             }
         } else if last && !was_failed {
             pr.sender = crate::prefill::SenderState::Success;
@@ -175,7 +181,7 @@ impl World {
             }
             self.after(
                 lat,
-                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: sender_pages },
+                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: sender_pages, prefix },
             );
         }
         self.prefill_maybe_drained(j.prefill, j.r);

@@ -74,7 +74,7 @@
 
 use serde::de::{Deserializer, Error as _, MapAccess, Visitor};
 use serde::Deserialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::hash::Hash;
 
@@ -274,7 +274,7 @@ pub fn assign_tenants(reqs: &[TraceRequest], how: &TenantAssign, file: &str) -> 
 pub fn public_blocks(reqs: &[TraceRequest], tenants: &[u32]) -> BTreeSet<u64> {
     assert_eq!(reqs.len(), tenants.len(), "public_blocks: one tenant per request");
     // (position, id) → the first tenant seen, and whether another one was.
-    let mut seen: HashMap<(usize, u64), (u32, bool)> = HashMap::new();
+    let mut seen: BTreeMap<(usize, u64), (u32, bool)> = BTreeMap::new();
     for (r, &t) in reqs.iter().zip(tenants) {
         for (pos, &id) in r.hash_ids.iter().enumerate() {
             let e = seen.entry((pos, id)).or_insert((t, false));
@@ -392,17 +392,17 @@ impl Window {
 
 /// Dense ids in order of first appearance; `None` = a fresh id every time.
 struct Dense<K> {
-    ids: HashMap<K, u32>,
+    ids: BTreeMap<K, u32>,
     next: u32,
 }
 
 impl<K> Default for Dense<K> {
     fn default() -> Self {
-        Dense { ids: HashMap::new(), next: 0 }
+        Dense { ids: BTreeMap::new(), next: 0 }
     }
 }
 
-impl<K: Hash + Eq> Dense<K> {
+impl<K: Ord> Dense<K> {
     /// Callers bound the number of calls by u32 (checked in `assign_tenants`).
     fn id(&mut self, key: Option<K>) -> u32 {
         let fresh = self.next;

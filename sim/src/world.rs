@@ -115,7 +115,7 @@ pub enum Ev {
     TransferLand { job: u32, batch: u32 },
     TransferDone { job: u32, ok: bool },
     MetaLand { r: RequestId, decode: u16, epoch: u32, slot: u32, room: u64 },
-    Status { r: RequestId, decode: u16, epoch: u32, ok: bool, pages: u64 },
+    Status { r: RequestId, decode: u16, epoch: u32, ok: bool, pages: u64, prefix: u64 },
     LegResult { r: RequestId, role: Role, status: u16 },
     AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
     AbortAck { r: RequestId, decode: u16, epoch: u32 },
@@ -169,6 +169,8 @@ pub struct World {
     pub horizon: Instant,
     pub ended_at: Instant,
     pub event_limit_hit: bool,
+    /// Prefix blocks every tenant sends (reusing them is not a side channel).
+    pub public_blocks: std::collections::BTreeSet<u64>,
 }
 
 impl World {
@@ -194,8 +196,10 @@ impl World {
             horizon: Instant(0),
             ended_at: Instant(0),
             event_limit_hit: false,
+            public_blocks: Default::default(),
         };
         w.build_workload();
+        w.public_blocks = crate::prefix::public_blocks(&w.reqs);
         let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
         for f in w.cfg.faults.script.clone() {
@@ -395,7 +399,9 @@ impl World {
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
             Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
-            Ev::Status { r, decode, epoch, ok, pages } => self.decode_status(r, decode, epoch, ok, pages),
+            Ev::Status { r, decode, epoch, ok, pages, prefix } => {
+                self.decode_status(r, decode, epoch, ok, pages, prefix)
+            }
             Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),

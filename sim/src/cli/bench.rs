@@ -145,10 +145,14 @@ pub struct Row {
     pub events: u64,
     /// Simulated client requests per repetition (all runs).
     pub requests: u64,
-    /// Median wall time of a repetition (simulation only: no parsing, no report).
+    /// Median wall time of a repetition: per run, a clone of the resolved configuration, the
+    /// simulation and dropping the world (no parsing, no report).
     pub wall_s: f64,
     /// Every repetition's wall time, in order.
     pub wall_s_all: Vec<f64>,
+    /// Median on-CPU time of a repetition (this thread's run time from /proc/thread-self/schedstat):
+    /// close to `wall_s` on an idle machine, and the fairer number on a loaded one.
+    pub cpu_s: Option<f64>,
     pub events_per_s: f64,
     pub requests_per_s: f64,
     pub runs_per_s: f64,
@@ -202,6 +206,13 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (out, t0.elapsed().as_secs_f64())
 }
 
+/// This thread's time on a CPU so far, seconds (Linux schedstat), if available.
+fn cpu_time_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
 /// `VmHWM` (peak resident set) of this process, KiB.
 fn vm_hwm_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -223,31 +234,40 @@ fn median(xs: &[f64]) -> f64 {
 fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, repeat: u32, runs: u64) -> Row {
     let baseline = vm_hwm_kib();
     let runs = if mode == Mode::Whole { 1 } else { runs.max(1) };
-    let mut walls = Vec::new();
-    let (mut events, mut requests, mut virtual_s, mut hash, mut exit_code) = (0, 0, 0.0, String::new(), 0);
-    let mut owner_runs = 0u64;
+    let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+    let (mut events, mut requests) = (0u64, 0u64);
+    let mut last = None;
     for _ in 0..repeat.max(1) {
-        let mut ev = 0u64;
-        let mut rq = 0u64;
-        let mut wall = 0.0;
-        for i in 0..runs {
-            let mut c = cfg.clone();
-            if mode == Mode::Many {
-                c.seed = i + 1;
+        // A repetition: for each run, clone the configuration (a fuzzer builds one per case),
+        // simulate, count, and drop the world (all but the last, kept for the row's details).
+        last = None; // the previous repetition's world must not inflate this one's peak memory
+        let cpu0 = cpu_time_s();
+        let ((ev, rq, w), wall) = timed(|| {
+            let (mut ev, mut rq, mut keep) = (0u64, 0u64, None);
+            for i in 0..runs {
+                let mut c = cfg.clone();
+                if mode == Mode::Many {
+                    c.seed = i + 1;
+                }
+                let w = kvsim::simulate(c, None, false);
+                ev += w.events;
+                rq += w.reqs.len() as u64;
+                if i + 1 == runs {
+                    keep = Some(w);
+                }
             }
-            let (w, t) = timed(|| kvsim::simulate(c, None, false));
-            wall += t;
-            ev += w.events;
-            rq += w.reqs.len() as u64;
-            virtual_s = w.ended_at.0 as f64 / 1e9;
-            hash = w.tracer.hash_hex();
-            let pools = w.prefill.iter().map(|p| &p.pool).chain(w.decode.iter().map(|d| &d.pool));
-            owner_runs = pools.map(|p| p.ownership_runs() as u64).sum();
-            exit_code = kvsim::report::Report::build(&w, String::new()).exit_code;
-        }
+            (ev, rq, keep)
+        });
+        let cpu1 = cpu_time_s();
         walls.push(wall);
-        (events, requests) = (ev, rq);
+        if let (Some(a), Some(b)) = (cpu0, cpu1) {
+            cpus.push(b - a);
+        }
+        (events, requests, last) = (ev, rq, w);
     }
+    let w = last.expect("at least one run");
+    let pools = w.prefill.iter().map(|p| &p.pool).chain(w.decode.iter().map(|d| &d.pool));
+    let ownership_runs_end = pools.map(|p| p.ownership_runs() as u64).sum();
     let wall_s = median(&walls);
     let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
     Row {
@@ -258,16 +278,17 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
         requests,
         wall_s,
         wall_s_all: walls,
+        cpu_s: (!cpus.is_empty()).then(|| median(&cpus)),
         events_per_s: per(events),
         requests_per_s: per(requests),
         runs_per_s: per(runs),
         load_s,
         peak_rss_kib: vm_hwm_kib(),
         baseline_rss_kib: baseline,
-        virtual_s,
-        trace_hash: hash,
-        ownership_runs_end: owner_runs,
-        exit_code,
+        virtual_s: w.ended_at.0 as f64 / 1e9,
+        trace_hash: w.tracer.hash_hex(),
+        ownership_runs_end,
+        exit_code: kvsim::report::Report::build(&w, String::new()).exit_code,
     }
 }
 
@@ -335,14 +356,15 @@ pub fn render(t: &Table) -> String {
         t.kvsim_version, t.machine.cpu, t.machine.logical_cpus, t.repeat
     );
     s.push_str(&format!(
-        "{:<16} {:>6} {:>11} {:>10} {:>12} {:>14} {:>9} {:>10}\n",
-        "scenario", "runs", "events", "wall", "events/s", "sim req/s", "runs/s", "peak RSS"
+        "{:<16} {:>6} {:>11} {:>10} {:>10} {:>12} {:>14} {:>9} {:>10}\n",
+        "scenario", "runs", "events", "wall", "cpu", "events/s", "sim req/s", "runs/s", "peak RSS"
     ));
     for r in &t.rows {
         let rss = r.peak_rss_kib.map_or("?".to_string(), |k| format!("{:.1} MB", k as f64 * 1024.0 / 1e6));
+        let cpu = r.cpu_s.map_or("?".to_string(), |c| format!("{c:.3} s"));
         s.push_str(&format!(
-            "{:<16} {:>6} {:>11} {:>8.3} s {:>12.0} {:>14.0} {:>9.1} {:>10}\n",
-            r.scenario, r.runs, r.events, r.wall_s, r.events_per_s, r.requests_per_s, r.runs_per_s, rss
+            "{:<16} {:>6} {:>11} {:>8.3} s {:>10} {:>12.0} {:>14.0} {:>9.1} {:>10}\n",
+            r.scenario, r.runs, r.events, r.wall_s, cpu, r.events_per_s, r.requests_per_s, r.runs_per_s, rss
         ));
     }
     if !t.targets.is_empty() {

@@ -38,7 +38,7 @@ pub fn parse(path: &Path) -> Result<Scenario, String> {
 
 /// Resolves an expectation's configuration.
 pub fn resolve(sc: &Scenario, profile: Option<String>, set: Vec<(String, String)>) -> Result<SimConfig, String> {
-    sc.resolve(&Overrides { profile, seed: None, set }).map_err(|e| e.to_string())
+    sc.resolve_with(&Overrides { profile, seed: None, set }, Some(&super::read_file)).map_err(|e| e.to_string())
 }
 
 pub fn run_check(paths: &[String]) -> i32 {

@@ -156,7 +156,12 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         };
         set.push((k.trim().to_string(), v.trim().to_string()));
     }
-    sc.resolve(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set })
+    sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))
+}
+
+/// File access for scenarios that name other files (trace workloads).
+pub fn read_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
 /// The exact command that reproduces a run.

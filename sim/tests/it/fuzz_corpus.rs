@@ -69,8 +69,8 @@ fn parse_trace_corpus_and_regressions() {
     each("parse_trace", 5, |_, b| fuzz_targets::parse_trace(b));
 }
 
-/// The real trace in the corpus reads completely (every line, the footer) and its memory log is
-/// valid and lowers: the corpus exercises `confirm::lower`, not only the error paths.
+/// The real trace in the corpus reads (the footer, every memory operation), its memory log is
+/// valid and it lowers: the corpus exercises `confirm::lower`, not only the error paths.
 #[test]
 fn the_real_trace_in_the_parse_trace_corpus_reads_and_lowers() {
     let text = std::fs::read_to_string(fuzz_dir().join("corpus/parse_trace/stub-leak.jsonl")).unwrap();
@@ -90,4 +90,19 @@ fn the_real_trace_in_the_parse_trace_corpus_reads_and_lowers() {
     let select = kvsim::confirm::Select::Violations { violations: &footer.violations, max: 8 };
     let lowered = kvsim::confirm::lower(&mem, ps, select, shape).unwrap();
     assert!(!lowered.targets.is_empty());
+}
+
+/// Every line kvsim writes reads back as a `tracefile::Line`. (Fails while `Ev::Timeout`'s field
+/// `kind` collides with the record tag `kind`: `{"kind":"event","ev":"timeout",...,"kind":"bootstrap"}`
+/// is "duplicate field `kind`".)
+#[test]
+fn every_line_of_a_real_trace_reads_back() {
+    for name in ["stub-leak.jsonl", "stub-cold.jsonl", "stub-leak-filtered.jsonl"] {
+        let text = std::fs::read_to_string(fuzz_dir().join("corpus/parse_trace").join(name)).unwrap();
+        let t = fuzz_targets::read_trace(&text).unwrap_or_else(|e| panic!("{name}:{e}"));
+        assert!(t.footer.is_some(), "{name}: no footer");
+        if let Some((line, e)) = t.unreadable.first() {
+            panic!("{name}:{line}: {e} ({} unreadable lines)", t.unreadable.len());
+        }
+    }
 }

@@ -10,10 +10,16 @@ mod incident;
 mod invariants;
 mod snapshots;
 mod trace;
+mod workload_trace;
 
 use kvsim::config::SimConfig;
 use kvsim::scenario::{Overrides, Scenario};
 use std::path::PathBuf;
+
+/// File access for scenarios that name other files (trace workloads).
+pub fn read(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+}
 
 /// The repository's `scenarios/` folder.
 pub fn scenarios_dir() -> PathBuf {
@@ -24,19 +30,21 @@ pub fn scenarios_dir() -> PathBuf {
 pub fn load(rel: &str, profile: Option<&str>, set: &[(&str, &str)]) -> SimConfig {
     let path = scenarios_dir().join(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let sc = Scenario::parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
+    let sc = Scenario::parse(&path.to_string_lossy(), &text).unwrap_or_else(|e| panic!("{e}"));
     let o = Overrides {
         profile: profile.map(str::to_string),
         seed: None,
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
-    sc.resolve(&o).unwrap_or_else(|e| panic!("{e}"))
+    sc.resolve_with(&o, Some(&read)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Loads and resolves any scenario file by path.
 pub fn load_path(path: &str) -> SimConfig {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    Scenario::parse(path, &text).and_then(|s| s.resolve(&Overrides::default())).unwrap_or_else(|e| panic!("{e}"))
+    Scenario::parse(path, &text)
+        .and_then(|s| s.resolve_with(&Overrides::default(), Some(&read)))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every `.toml` under `scenarios/`, relative paths, sorted.

@@ -1,0 +1,217 @@
+//! The prefill radix cache's prefix index: full 512-token prompt blocks (identified by the
+//! workload's block hashes, e.g. Mooncake `hash_ids`) whose KV stays in the pool after their
+//! request finishes, reused by later requests with the same prefix. `prefix_cache_scope` decides
+//! whether the index is shared by all tenants (`global`) or salted per tenant (`per_tenant`).
+//! Reusing a block that only another tenant sent is `cross_tenant_prefix_hit`: the timing side
+//! channel a missing salt opens. Blocks every tenant sends (a shared system prompt) are public.
+
+use crate::check::{Kind, Violation};
+use crate::config::PrefixCacheScope;
+use crate::pool::{pages_in, push_run, slice_pages, Holder, Run};
+use crate::trace::MemOp;
+use crate::types::{RequestId, TenantId};
+use crate::world::World;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Tokens per prefix block (Mooncake's block size).
+pub const BLOCK_TOKENS: u64 = 512;
+
+#[derive(Clone, Debug)]
+pub struct CachedBlock {
+    pub pages: Vec<Run>,
+    pub tenant: TenantId,
+    pub request: RequestId,
+    /// Requests currently using the block (never evicted while > 0).
+    pub refs: u32,
+    pub last_use: u64,
+}
+
+/// Key: (salt, position, block id); the salt is 0 under `global`, tenant + 1 under `per_tenant`.
+pub type BlockKey = (u64, u32, u64);
+
+#[derive(Clone, Debug, Default)]
+pub struct PrefixIndex {
+    pub blocks: BTreeMap<BlockKey, CachedBlock>,
+    /// Least recently used first: (last use, key).
+    lru: BTreeSet<(u64, BlockKey)>,
+    clock: u64,
+}
+
+impl PrefixIndex {
+    pub fn cached_pages(&self) -> u64 {
+        self.blocks.values().map(|b| pages_in(&b.pages)).sum()
+    }
+
+    fn touch(&mut self, key: BlockKey) {
+        self.clock += 1;
+        let b = self.blocks.get_mut(&key).expect("cached");
+        self.lru.remove(&(b.last_use, key));
+        b.last_use = self.clock;
+        self.lru.insert((self.clock, key));
+    }
+
+    /// The least recently used block nobody is using, removed from the index.
+    pub fn evict_one(&mut self) -> Option<CachedBlock> {
+        let key = self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).map(|(_, k)| *k)?;
+        let b = self.blocks.remove(&key).expect("indexed");
+        self.lru.remove(&(b.last_use, key));
+        Some(b)
+    }
+
+    pub fn clear(&mut self) {
+        *self = PrefixIndex::default();
+    }
+}
+
+/// Blocks every tenant of the workload sends: public, so reusing them reveals nothing.
+pub fn public_blocks(reqs: &[crate::world::Req]) -> BTreeSet<u64> {
+    let mut tenants: BTreeSet<TenantId> = BTreeSet::new();
+    let mut by_block: BTreeMap<u64, BTreeSet<TenantId>> = BTreeMap::new();
+    for r in reqs.iter().filter(|r| !r.prefix_blocks.is_empty()) {
+        tenants.insert(r.tenant);
+        for b in &r.prefix_blocks {
+            by_block.entry(*b).or_default().insert(r.tenant);
+        }
+    }
+    by_block.into_iter().filter(|(_, t)| tenants.len() >= 2 && t.len() == tenants.len()).map(|(b, _)| b).collect()
+}
+
+impl World {
+    fn salt(&self, tenant: TenantId) -> u64 {
+        match self.cfg.knobs.prefix_cache_scope {
+            PrefixCacheScope::Global => 0,
+            PrefixCacheScope::PerTenant => u64::from(tenant.0) + 1,
+        }
+    }
+
+    /// Matches the request's leading blocks in the index; reuses their pages as the start of its
+    /// block table. Returns the tokens reused (always leaving at least one token to compute).
+    pub(crate) fn prefix_match(&mut self, n: u16, r: RequestId, len: u64) -> u64 {
+        let ps = self.page_size();
+        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
+            return 0;
+        }
+        let tenant = self.reqs[r.idx()].tenant;
+        let salt = self.salt(tenant);
+        let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
+        let blocks: Vec<u64> = self.reqs[r.idx()].prefix_blocks.iter().take(max_blocks).copied().collect();
+        let idx = &mut self.prefill[n as usize].prefix;
+        let mut keys = Vec::new();
+        for (i, b) in blocks.iter().enumerate() {
+            let key = (salt, i as u32, *b);
+            if !idx.blocks.contains_key(&key) {
+                break;
+            }
+            keys.push(key);
+        }
+        if keys.is_empty() {
+            return 0;
+        }
+        let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
+        let mut culprit = None;
+        let mut table = Vec::new();
+        for key in &keys {
+            idx.touch(*key);
+            let b = idx.blocks.get_mut(key).expect("matched");
+            b.refs += 1;
+            for p in &b.pages {
+                push_run(&mut table, *p);
+            }
+            if b.tenant != tenant && !self.public_blocks.contains(&key.2) {
+                *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
+                culprit.get_or_insert(crate::check::oracle::Culprit {
+                    request: b.request,
+                    tenant: b.tenant,
+                    at: self.now,
+                });
+            }
+        }
+        let reused = keys.len() as u64 * BLOCK_TOKENS;
+        let pages = crate::pool::pages_in(&table);
+        let pr = self.prefill[n as usize].reqs.get_mut(&r).expect("matching a queued request");
+        pr.pages = table;
+        pr.borrowed = keys;
+        pr.prefilled = reused;
+        pr.reused_tokens = reused;
+        if !victims.is_empty() {
+            let pool = self.prefill[n as usize].id();
+            let slots = victims.values().sum();
+            self.oracle.record(Violation {
+                kind: Kind::CrossTenantPrefixHit,
+                request: Some(r),
+                tenant: Some(tenant),
+                victim_tenants: victims.keys().copied().collect(),
+                pool: Some(pool),
+                pages,
+                page_runs: vec![],
+                slots,
+                at: self.now,
+                pages_read: pages,
+                seq_len: reused,
+                culprit,
+                cause: "global_prefix_cache".into(),
+                detail: format!(
+                    "reused {} cached prefix block(s) that only other tenants had sent",
+                    slots / BLOCK_TOKENS
+                ),
+            });
+        }
+        reused
+    }
+
+    /// At release: borrowed blocks are given back; the request's own full blocks join the index
+    /// (pages already indexed under the same key are freed); the rest goes to the plain cache.
+    /// Returns the pages that should go to the plain cache.
+    pub(crate) fn prefix_release(&mut self, n: u16, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
+        let ps = self.page_size();
+        let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
+        let tenant = self.reqs[r.idx()].tenant;
+        let salt = self.salt(tenant);
+        let blocks = self.reqs[r.idx()].prefix_blocks.clone();
+        let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
+        let node = &mut self.prefill[n as usize];
+        for key in &pr.borrowed {
+            if let Some(b) = node.prefix.blocks.get_mut(key) {
+                b.refs -= 1;
+            }
+        }
+        if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
+            return own;
+        }
+        let full = (pr.prefilled / BLOCK_TOKENS) as usize;
+        let per = BLOCK_TOKENS / ps;
+        let mut rest = Vec::new();
+        let mut dup = Vec::new();
+        let mut i = pr.borrowed.len();
+        let mut page = 0u64;
+        let own_pages = pages_in(&own);
+        while i < full.min(blocks.len()) && page + per <= own_pages {
+            let key = (salt, i as u32, blocks[i]);
+            let pages = slice_pages(&own, page, per);
+            if node.prefix.blocks.contains_key(&key) {
+                dup.extend(pages);
+            } else {
+                node.prefix.clock += 1;
+                let t = node.prefix.clock;
+                node.prefix.blocks.insert(key, CachedBlock { pages, tenant, request: r, refs: 0, last_use: t });
+                node.prefix.lru.insert((t, key));
+            }
+            i += 1;
+            page += per;
+        }
+        rest.extend(slice_pages(&own, page, own_pages - page));
+        rest.extend(dup);
+        node.pool.rehold(&own, Holder::Cache);
+        rest
+    }
+
+    /// Frees the least recently used unused block; false when none can be evicted.
+    pub(crate) fn prefix_evict_one(&mut self, n: u16) -> bool {
+        let Some(b) = self.prefill[n as usize].prefix.evict_one() else { return false };
+        let bad = self.prefill[n as usize].pool.free(&b.pages, Holder::Cache);
+        assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
+        let pool = self.prefill[n as usize].id();
+        self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
+        true
+    }
+}

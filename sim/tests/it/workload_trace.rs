@@ -1,0 +1,98 @@
+//! Trace workloads: the Mooncake traces and CSV replay, tenants, prefix reuse, and bad traces.
+
+use std::process::Command;
+
+fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scenario_with(trace_section: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("kvsim-wt-{}-{}", std::process::id(), trace_section.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("s.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "context_len = 131072\n[[prefill]]\ncount = 4\npool_tokens = 98304\n[[decode]]\npool_tokens = 262144\n[knobs]\npage_size = 64\n[trace]\n{trace_section}\n"
+        ),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+const MOONCAKE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/mooncake");
+
+#[test]
+fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
+    let cfg = crate::load("mooncake-conversation.toml", None, &[]);
+    assert_eq!(cfg.requests.len(), 12_031, "the whole conversation trace");
+    let tenants: std::collections::BTreeSet<u32> = cfg.requests.iter().map(|r| r.tenant).collect();
+    assert!(tenants.len() > 1000, "conversations are tenants: {}", tenants.len());
+    let w = kvsim::simulate(cfg, None, false);
+    let leaks: Vec<_> = w.oracle.violations.iter().filter(|v| v.kind == kvsim::check::Kind::CrossTenantRead).collect();
+    assert!(!leaks.is_empty());
+    for v in &leaks {
+        let r = &w.reqs[v.request.unwrap().idx()];
+        assert!(
+            r.prompt_tokens >= 98_298,
+            "only prompts the 98,304-token prefill pool rejects leak: {}",
+            r.prompt_tokens
+        );
+        assert_eq!(r.response.unwrap().status, 200);
+    }
+    let fixed = kvsim::simulate(crate::load("mooncake-conversation.toml", Some("sglang-0.5.22"), &[]), None, false);
+    assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations.first());
+}
+
+#[test]
+fn csv_traces_replay_with_a_tenant_column() {
+    let csv = format!("{}/tests/data/traces/vidur_tenants_crlf.csv", env!("CARGO_MANIFEST_DIR"));
+    let s = scenario_with(&format!("file = {csv:?}\ntenants = \"column:tenant\""));
+    let (code, out, err) = kvsim(&["run", &s, "--json"]);
+    assert!(matches!(code, Some(0) | Some(10) | Some(11)), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["requests"], 6);
+}
+
+#[test]
+fn bad_traces_name_the_file_and_line() {
+    let s = scenario_with("file = \"/nonexistent/trace.jsonl\"");
+    let (code, _, err) = kvsim(&["run", &s]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent/trace.jsonl") && err.contains("cannot read"), "{err}");
+    let bad = format!("{}/tests/data/traces/vidur_backwards.csv", env!("CARGO_MANIFEST_DIR"));
+    let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {bad:?}"))]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("vidur_backwards.csv:5"), "{err}");
+    let dir = std::env::temp_dir().join(format!("kvsim-wt-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("t.jsonl");
+    std::fs::write(&f, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n{\"timestamp\": 5, \"input_length\": -3, \"output_length\": 2, \"hash_ids\": [1]}\n").unwrap();
+    let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {:?}", f.to_string_lossy()))]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("t.jsonl:2"), "{err}");
+    let (code, _, err) = kvsim(&[
+        "run",
+        &scenario_with(&format!("file = \"{MOONCAKE}/conversation_trace.jsonl\"\ntenants = \"by_magic\"")),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("tenants"), "{err}");
+}
+
+#[test]
+fn prefix_reuse_crosses_tenants_only_without_a_salt() {
+    let base = format!("file = \"{MOONCAKE}/conversation_trace.jsonl\"\ntenants = \"round_robin:8\"\nlimit = 3000");
+    let s = scenario_with(&base);
+    let (_, out, err) =
+        kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=global", "--json"]);
+    assert!(out.contains("cross_tenant_prefix_hit"), "{err}{out}");
+    let (code, out, _) =
+        kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=per_tenant", "--json"]);
+    assert!(!out.contains("cross_tenant_prefix_hit"), "{out}");
+    assert_eq!(code, Some(0), "{out}");
+}
