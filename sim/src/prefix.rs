@@ -175,6 +175,7 @@ impl World {
                 b.refs -= 1;
             }
         }
+        node.pool.rehold(&own, Holder::Cache);
         if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
             return own;
         }
@@ -201,7 +202,6 @@ impl World {
         }
         rest.extend(slice_pages(&own, page, own_pages - page));
         rest.extend(dup);
-        node.pool.rehold(&own, Holder::Cache);
         rest
     }
 
