@@ -51,8 +51,35 @@ fn parse_pool(s: &str) -> Option<PoolId> {
     Some(PoolId { role, index: idx.parse().ok()? })
 }
 
+/// Rejects memory records whose numbers a well-formed trace never has (a hand-edited or corrupt
+/// trace must give an error, not a panic or a silently different program).
+fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
+    if page_size == 0 || page_size > 1 << 16 {
+        return Err(format!("page size {page_size} out of range"));
+    }
+    let max_slot = u64::from(u32::MAX) * page_size;
+    let runs_ok = |runs: &[Run]| runs.iter().all(|r| r.first.checked_add(r.count).is_some());
+    for (i, (_, op)) in mem.iter().enumerate() {
+        let ok = match op {
+            MemOp::Reset { .. } | MemOp::Read { .. } => true,
+            MemOp::Alloc { pages, .. } | MemOp::Free { pages, .. } => runs_ok(pages),
+            MemOp::Write { slots, .. } => {
+                slots.iter().all(|&(s, l, p)| s.checked_add(l).is_some_and(|e| e <= max_slot) && p.checked_add(l).is_some())
+            }
+            MemOp::Copy { pages, .. } => {
+                pages.iter().all(|&(a, b, c)| a.checked_add(c).is_some() && b.checked_add(c).is_some())
+            }
+        };
+        if !ok {
+            return Err(format!("memory record {} has out-of-range page or slot numbers", i + 1));
+        }
+    }
+    Ok(())
+}
+
 /// `mem` holds the memory log in order: `(t_ns, op)`. `page_size` is the run's page size.
 pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnShape) -> Result<Lowered, String> {
+    validate(mem, page_size)?;
     // 1. Find each target's read op and the reader's block table at that moment.
     let mut wanted: Vec<(PoolId, u32, Option<u64>, String)> = Vec::new();
     match &select {
