@@ -27,6 +27,7 @@ fn stub_leak() -> SimConfig {
 }
 
 /// A deterministic stream of numbers (benchmarks must not depend on OS randomness either).
+#[derive(Clone)]
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
@@ -78,36 +79,64 @@ fn event_queue(c: &mut Criterion) {
     g.finish();
 }
 
-/// Steady-state churn: 64 live allocations of 1..=256 pages; each iteration frees the oldest and
-/// allocates a new one (so `sorted_on_merge` merges its parked list now and then).
+/// Allocator churn: 64 live allocations of 1..=256 pages; a step frees the oldest and allocates a
+/// new one. The state is warmed up by `warm` steps once, then each sample runs 1,000 steps on a
+/// fresh clone of it, so that every sample measures the same stretch: `lifo` and `lru` never
+/// coalesce their free lists, which fragment further the longer a pool churns (BENCHMARKS.md).
+#[derive(Clone)]
+struct Churn {
+    pool: Pool,
+    live: std::collections::VecDeque<(u32, Vec<Run>)>,
+    rng: Lcg,
+    next: u32,
+}
+
+impl Churn {
+    fn new(policy: FreeListPolicy, warm: u32) -> Churn {
+        let pool = decode_pool(16 * 65_536, 16, policy);
+        let mut c = Churn { pool, live: Default::default(), rng: Lcg(1), next: 0 };
+        for _ in 0..warm {
+            c.step();
+        }
+        c
+    }
+
+    fn step(&mut self) {
+        if self.live.len() >= 64 {
+            let (r, runs) = self.live.pop_front().expect("non-empty");
+            let bad = self.pool.free(&runs, Holder::Req(RequestId(r)));
+            debug_assert!(bad.is_empty());
+        }
+        let n = 1 + self.rng.below(256);
+        let runs = self.pool.alloc(n, Holder::Req(RequestId(self.next))).expect("pool large enough");
+        self.live.push_back((self.next, runs));
+        self.next += 1;
+    }
+}
+
 fn alloc(c: &mut Criterion) {
     let mut g = c.benchmark_group("alloc");
-    g.throughput(Throughput::Elements(1));
-    for (name, policy) in [
-        ("sorted_on_merge", FreeListPolicy::SortedOnMerge),
-        ("lifo", FreeListPolicy::Lifo),
-        ("fifo", FreeListPolicy::Fifo),
-        ("lru", FreeListPolicy::Lru),
+    g.throughput(Throughput::Elements(1000));
+    for (name, policy, warm) in [
+        ("sorted_on_merge", FreeListPolicy::SortedOnMerge, 10_000),
+        ("lifo", FreeListPolicy::Lifo, 10_000),
+        ("fifo", FreeListPolicy::Fifo, 10_000),
+        ("lru", FreeListPolicy::Lru, 10_000),
+        ("lru_after_100k", FreeListPolicy::Lru, 100_000),
     ] {
-        let mut p = decode_pool(16 * 65_536, 16, policy);
-        let mut rng = Lcg(1);
-        let mut live: std::collections::VecDeque<(u32, Vec<Run>)> = std::collections::VecDeque::new();
-        let mut next = 0u32;
-        let mut step = |p: &mut Pool, live: &mut std::collections::VecDeque<(u32, Vec<Run>)>| {
-            if live.len() >= 64 {
-                let (r, runs) = live.pop_front().expect("non-empty");
-                let bad = p.free(&runs, Holder::Req(RequestId(r)));
-                debug_assert!(bad.is_empty());
-            }
-            let n = 1 + rng.below(256);
-            let runs = p.alloc(n, Holder::Req(RequestId(next))).expect("pool large enough");
-            live.push_back((next, runs));
-            next += 1;
-        };
-        for _ in 0..10_000 {
-            step(&mut p, &mut live);
-        }
-        g.bench_function(BenchmarkId::new("alloc_free_pair", name), |b| b.iter(|| step(&mut p, &mut live)));
+        let state = Churn::new(policy, warm);
+        g.bench_function(BenchmarkId::new("alloc_free_1000_pairs", name), |b| {
+            b.iter_batched(
+                || state.clone(),
+                |mut c| {
+                    for _ in 0..1000 {
+                        c.step();
+                    }
+                    c
+                },
+                BatchSize::PerIteration,
+            )
+        });
     }
     g.finish();
 }

@@ -363,7 +363,9 @@ impl World {
             d.generated += 1;
             d.read_upto = d.seq_len;
             d.dirty = false;
-            let (generated, slots) = (d.generated, rep.slots.clone());
+            let generated = d.generated;
+            let mut rep = rep;
+            let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode write");
             if generated >= self.reqs[r.idx()].output_tokens {

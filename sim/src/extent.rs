@@ -35,13 +35,13 @@ impl<V: RunValue> IntervalMap<V> {
 
     /// Splits the run containing `at` (if any) so that a run boundary falls on `at`.
     fn split_at(&mut self, at: u64) {
-        let Some((&s, &(e, _))) = self.runs.range(..at).next_back() else {
+        let Some((&s, (e, v))) = self.runs.range_mut(..at).next_back() else {
             return;
         };
-        if e > at {
-            let (_, v) = self.runs.get(&s).cloned().expect("run just found");
-            self.runs.insert(s, (at, v.clone()));
-            self.runs.insert(at, (e, v.advanced(at - s)));
+        if *e > at {
+            let tail = (*e, v.advanced(at - s));
+            *e = at;
+            self.runs.insert(at, tail);
         }
     }
 
@@ -52,8 +52,7 @@ impl<V: RunValue> IntervalMap<V> {
         }
         self.split_at(start);
         self.split_at(end);
-        let keys: Vec<u64> = self.runs.range(start..end).map(|(k, _)| *k).collect();
-        for k in keys {
+        while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
             self.runs.remove(&k);
         }
     }
@@ -64,10 +63,25 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        // Fast path (a decode token appended right after its own previous token): the run before
+        // `start` ends there and continues into `v`. Extend it, then drop or trim what starts in
+        // [start, end) — the same map `clear` + merge would leave, with fewer B-tree walks.
+        if let Some((&ps, (pe, pv))) = self.runs.range_mut(..start).next_back() {
+            if *pe == start && pv.continued_by(start - ps, &v) {
+                *pe = end;
+                while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
+                    let (e, vk) = self.runs.remove(&k).expect("run just found");
+                    if e > end {
+                        self.runs.insert(end, (e, vk.advanced(end - k)));
+                    }
+                }
+                return;
+            }
+        }
         self.clear(start, end);
-        if let Some((&ps, &(pe, ref pv))) = self.runs.range(..start).next_back() {
-            if pe == start && pv.continued_by(start - ps, &v) {
-                self.runs.insert(ps, (end, pv.clone()));
+        if let Some((&ps, (pe, pv))) = self.runs.range_mut(..start).next_back() {
+            if *pe == start && pv.continued_by(start - ps, &v) {
+                *pe = end;
                 return;
             }
         }

@@ -26,7 +26,7 @@ use crate::tracefile::{Filter, Footer, Header, Line};
 use crate::types::{PoolId, Ratio, Role};
 use arbitrary::{Arbitrary, Unstructured};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 /// At most this many requests per decoded scenario.
@@ -193,7 +193,7 @@ impl FuzzInput {
             let (pf, dc) = (prefill[0].pool_tokens as i64, decode[0].pool_tokens as i64);
             let near = |x: i64, d: i16| (x + i64::from(d)).clamp(1, 2 * context_len as i64) as u64;
             let prompt_tokens = match r.prompt {
-                Prompt::Share(s) => (u64::from(s) * (context_len + context_len / 4) >> 16).max(1),
+                Prompt::Share(s) => ((u64::from(s) * (context_len + context_len / 4)) >> 16).max(1),
                 Prompt::NearPrefillPool(d) => near(pf, d),
                 Prompt::NearDecodePool(d) => near(dc, d),
                 Prompt::NearContext(d) => near(context_len as i64, d),
@@ -388,9 +388,17 @@ pub fn scenario_run(data: &[u8]) {
 /// Target `cross_tenant`: true when the decoded scenario, with the knobs of `profile`, has a
 /// request read another tenant's KV. An unknown profile reads nothing (false).
 pub fn cross_tenant(data: &[u8], profile: &str) -> bool {
-    let Some(cfg) = cross_tenant_scenario_of(data, profile) else { return false };
+    !cross_tenant_signatures(data, profile).is_empty()
+}
+
+/// The signatures (`cross_tenant_read/<mechanism>`: `stub_commit`, `late_write`,
+/// `visibility_lag`, `other`) of the cross-tenant reads `cross_tenant` finds, for a target that
+/// reports only mechanisms not yet known under its profile.
+pub fn cross_tenant_signatures(data: &[u8], profile: &str) -> BTreeSet<String> {
+    let Some(cfg) = cross_tenant_scenario_of(data, profile) else { return BTreeSet::new() };
     let w = crate::simulate(cfg, None, false);
-    w.oracle.violations.iter().any(|v| v.kind == Kind::CrossTenantRead)
+    let kind = Kind::CrossTenantRead.name();
+    crate::fuzz::signatures(&w).into_iter().filter(|s| s.split('/').next() == Some(kind)).collect()
 }
 
 /// Target `parse_scenario`: bytes as a scenario file (lossy UTF-8); parse and resolve with no

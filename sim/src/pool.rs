@@ -109,6 +109,26 @@ impl RunValue for Holder {
     }
 }
 
+/// Pushes a run at the head, merging with the head run when contiguous (same reuse order, fewer
+/// runs: without it a churned LIFO list decays towards one entry per page).
+fn push_front_merged(q: &mut VecDeque<Run>, r: Run) {
+    match q.front_mut() {
+        Some(h) if r.end() == h.first => {
+            h.first = r.first;
+            h.count += r.count;
+        }
+        _ => q.push_front(r),
+    }
+}
+
+/// Pushes a run at the tail, merging with the tail run when contiguous.
+fn push_back_merged(q: &mut VecDeque<Run>, r: Run) {
+    match q.back_mut() {
+        Some(t) if t.end() == r.first => t.count += r.count,
+        _ => q.push_back(r),
+    }
+}
+
 /// The paged allocator's free structures.
 #[derive(Clone, Debug)]
 struct Allocator {
@@ -178,10 +198,10 @@ impl Allocator {
                 return;
             }
             // Prepend so the first freed run is reused first (paged allocator outside PD).
-            FreeListPolicy::Lifo => runs.iter().rev().for_each(|r| self.free.push_front(*r)),
-            FreeListPolicy::Fifo => runs.iter().for_each(|r| self.free.push_back(*r)),
+            FreeListPolicy::Lifo => runs.iter().rev().for_each(|r| push_front_merged(&mut self.free, *r)),
+            FreeListPolicy::Fifo => runs.iter().for_each(|r| push_back_merged(&mut self.free, *r)),
             // vLLM frees a request's blocks in reverse order to the tail of the LRU queue.
-            FreeListPolicy::Lru => runs.iter().rev().for_each(|r| self.free.push_back(*r)),
+            FreeListPolicy::Lru => runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r)),
         }
         self.free_pages += n;
     }

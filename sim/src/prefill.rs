@@ -427,7 +427,9 @@ impl World {
             // Prefill attention over everything computed so far.
             let reused = reqs[&r].reused_tokens;
             let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|w, pos| pos < reused && w.pos == pos);
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots: rep.slots.clone() });
+            let mut rep = rep;
+            let slots = std::mem::take(&mut rep.slots);
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "prefill write");
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);

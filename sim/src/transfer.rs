@@ -125,14 +125,28 @@ impl World {
         if self.decode[d].epoch == j.decode_epoch && self.decode[d].alive {
             let contents = self.prefill[p].pool.page_contents(&b.src);
             let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
-            let mut pairs = Vec::new();
-            let mut di = b.dst.iter().flat_map(|r| r.first..r.end());
-            for s in b.src.iter().flat_map(|r| r.first..r.end()) {
-                if let Some(dp) = di.next() {
+            // (src, dst, count) runs, walked run by run (not page by page).
+            let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
+            let (mut si, mut di, mut so, mut dof) = (0usize, 0usize, 0u32, 0u32);
+            while si < b.src.len() && di < b.dst.len() {
+                let (s, d) = (b.src[si], b.dst[di]);
+                let n = (s.count - so).min(d.count - dof);
+                let (sp, dp) = (s.first + so, d.first + dof);
+                if n > 0 {
                     match pairs.last_mut() {
-                        Some((ls, ld, c)) if *ls + *c == s && *ld + *c == dp => *c += 1,
-                        _ => pairs.push((s, dp, 1)),
+                        Some((ls, ld, c)) if *ls + *c == sp && *ld + *c == dp => *c += n,
+                        _ => pairs.push((sp, dp, n)),
                     }
+                }
+                so += n;
+                dof += n;
+                if so == s.count {
+                    si += 1;
+                    so = 0;
+                }
+                if dof == d.count {
+                    di += 1;
+                    dof = 0;
                 }
             }
             self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: pairs });

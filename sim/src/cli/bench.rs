@@ -240,7 +240,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
     for _ in 0..repeat.max(1) {
         // A repetition: for each run, clone the configuration (a fuzzer builds one per case),
         // simulate, count, and drop the world (all but the last, kept for the row's details).
-        last = None; // the previous repetition's world must not inflate this one's peak memory
+        drop(last.take()); // the previous repetition's world must not inflate this one's peak memory
         let cpu0 = cpu_time_s();
         let ((ev, rq, w), wall) = timed(|| {
             let (mut ev, mut rq, mut keep) = (0u64, 0u64, None);
