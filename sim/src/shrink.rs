@@ -48,6 +48,20 @@ struct Shrinker {
     runs: u32,
     accepted: u32,
     budget: u32,
+    /// For read signatures: the shrunk read must still be at least this many permille foreign
+    /// (half the original's best), so shrinking keeps a leak a leak instead of one stray slot.
+    min_permille: u64,
+}
+
+/// The largest share (permille of the read) of offending slots among `sig`'s violations.
+fn best_permille(w: &crate::world::World, sig: &str) -> u64 {
+    w.oracle
+        .violations
+        .iter()
+        .filter(|v| format!("{}/{}", v.kind.name(), v.cause) == sig && v.seq_len > 0)
+        .map(|v| v.slots.saturating_mul(1000) / v.seq_len)
+        .max()
+        .unwrap_or(0)
 }
 
 impl Shrinker {
@@ -57,7 +71,7 @@ impl Shrinker {
         }
         self.runs += 1;
         let w = crate::simulate(cfg.clone(), None, false);
-        let ok = signatures(&w).contains(&self.sig);
+        let ok = signatures(&w).contains(&self.sig) && best_permille(&w, &self.sig) >= self.min_permille;
         self.accepted += u32::from(ok);
         ok
     }
@@ -307,8 +321,10 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
 
 /// Shrinks `cfg` keeping `sig`, within `budget` runs.
 pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
-    let mut s = Shrinker { sig: sig.to_string(), runs: 0, accepted: 0, budget };
     let mut cur = explicit(cfg);
+    let original = crate::simulate(cur.clone(), None, false);
+    let min_permille = best_permille(&original, sig) / 2;
+    let mut s = Shrinker { sig: sig.to_string(), runs: 0, accepted: 0, budget, min_permille };
     let mut necessary = Vec::new();
     for _round in 0..4 {
         let before = cur.clone();

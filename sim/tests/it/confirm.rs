@@ -77,3 +77,18 @@ fn cuda_without_a_gpu_is_a_clean_exit_3_and_bad_input_is_2() {
     let (code, _, _) = kvsim(&["confirm", &t, "--heads", "3", "--kv-heads", "2"]);
     assert_eq!(code, Some(2));
 }
+
+#[test]
+fn the_incidents_shrunk_trace_is_a_confirmed_leak() {
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-shrunk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (shrunk, trace) = (dir.join("shrunk.toml"), dir.join("shrunk.jsonl"));
+    let scen = crate::scenarios_dir().join("glm53-incident.toml");
+    let (code, out, err) = kvsim(&["shrink", scen.to_str().unwrap(), "--out", shrunk.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    let (code, _, _) = kvsim(&["run", shrunk.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10));
+    let (code, out, err) = kvsim(&["confirm", trace.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(share(&out, "foreign") > 25.0, "{out}");
+}
