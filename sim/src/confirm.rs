@@ -63,9 +63,9 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
         let ok = match op {
             MemOp::Reset { .. } | MemOp::Read { .. } => true,
             MemOp::Alloc { pages, .. } | MemOp::Free { pages, .. } => runs_ok(pages),
-            MemOp::Write { slots, .. } => {
-                slots.iter().all(|&(s, l, p)| s.checked_add(l).is_some_and(|e| e <= max_slot) && p.checked_add(l).is_some())
-            }
+            MemOp::Write { slots, .. } => slots
+                .iter()
+                .all(|&(s, l, p)| s.checked_add(l).is_some_and(|e| e <= max_slot) && p.checked_add(l).is_some()),
             MemOp::Copy { pages, .. } => {
                 pages.iter().all(|&(a, b, c)| a.checked_add(c).is_some() && b.checked_add(c).is_some())
             }

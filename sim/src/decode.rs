@@ -6,12 +6,11 @@
 
 use crate::check::oracle::summarize;
 use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig};
-use crate::intake::{intake, Intake};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{DstInfo, Ev, Mitigation, TimeoutKind, World};
+use crate::world::{DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,28 +124,11 @@ impl World {
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].decode;
         let node_id = NodeId { role: Role::Decode, index: n };
-        if !self.decode[n as usize].alive {
-            self.reqs[r.idx()].fault_touched = true;
-            self.leg_result(r, Role::Decode, 503);
-            return;
-        }
-        let k = &self.cfg.knobs;
-        let (len, pending_abort) = match intake(
-            k,
-            self.cfg.context_len,
-            self.decode[n as usize].pool_tokens,
-            self.reqs[r.idx()].prompt_tokens,
-        ) {
-            Intake::Accept(len) => (len, None),
-            Intake::Stub { status, reason } => {
-                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                (1, Some(status))
-            }
-            Intake::Reject { status, reason } => {
-                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                self.leg_result(r, Role::Decode, status);
-                return;
-            }
+        let (pool_tokens, alive) = (self.decode[n as usize].pool_tokens, self.decode[n as usize].alive);
+        let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
+            LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
+            LegIntake::Rejected(_) => return,
+            LegIntake::NodeDown => return,
         };
         let now = self.now;
         let node = self.dnode(n);

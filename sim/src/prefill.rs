@@ -5,13 +5,12 @@
 
 use crate::check::oracle::summarize;
 use crate::config::{AbortCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode};
-use crate::intake::{intake, Intake};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
 use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{DstInfo, Ev, TimeoutKind, World};
+use crate::world::{DstInfo, Ev, LegIntake, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The KV sender's state for one room. Ordered: Failed lowest, Success highest.
@@ -143,29 +142,14 @@ impl World {
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].prefill;
         let node_id = NodeId { role: Role::Prefill, index: n };
-        if !self.prefill[n as usize].alive {
-            self.reqs[r.idx()].fault_touched = true;
-            self.leg_result(r, Role::Prefill, 503);
-            return;
-        }
-        let k = &self.cfg.knobs;
-        let (len, pending_abort) = match intake(
-            k,
-            self.cfg.context_len,
-            self.prefill[n as usize].pool_tokens,
-            self.reqs[r.idx()].prompt_tokens,
-        ) {
-            Intake::Accept(len) => (len, None),
-            Intake::Stub { status, reason } => {
-                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                (1, Some(status))
-            }
-            Intake::Reject { status, reason } => {
-                self.reqs[r.idx()].rejected.get_or_insert((status, node_id, reason));
-                self.leg_result(r, Role::Prefill, status);
+        let (pool_tokens, alive) = (self.prefill[n as usize].pool_tokens, self.prefill[n as usize].alive);
+        let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
+            LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
+            LegIntake::Rejected(status) => {
                 self.notify_decode_of_abort(r, status);
                 return;
             }
+            LegIntake::NodeDown => return,
         };
         let dst = self.pnode(n).pending_dst.remove(&r);
         let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };

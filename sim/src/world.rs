@@ -81,6 +81,16 @@ pub struct Req {
     pub detected_by: Option<Mitigation>,
 }
 
+/// What a leg's intake decided.
+pub(crate) enum LegIntake {
+    /// Queued with this many tokens (1 for a stub) and maybe a pending abort.
+    Admitted { len: u64, pending_abort: Option<u16> },
+    /// Finished at once with this status (the leg is answered).
+    Rejected(u16),
+    /// The node is down (the leg is answered 503).
+    NodeDown,
+}
+
 /// Why a timer was set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -231,6 +241,33 @@ impl World {
 
     pub fn after(&mut self, d: Duration, ev: Ev) {
         self.at(self.now + d, ev);
+    }
+
+    /// A leg reaching its node: a dead node answers 503; otherwise the intake checks run against
+    /// the node's pool. Rejections are recorded on the request and answer the leg.
+    pub(crate) fn leg_intake(&mut self, r: RequestId, node: NodeId, pool_tokens: u64, alive: bool) -> LegIntake {
+        if !alive {
+            self.reqs[r.idx()].fault_touched = true;
+            self.leg_result(r, node.role, 503);
+            return LegIntake::NodeDown;
+        }
+        match crate::intake::intake(
+            &self.cfg.knobs,
+            self.cfg.context_len,
+            pool_tokens,
+            self.reqs[r.idx()].prompt_tokens,
+        ) {
+            crate::intake::Intake::Accept(len) => LegIntake::Admitted { len, pending_abort: None },
+            crate::intake::Intake::Stub { status, reason } => {
+                self.reqs[r.idx()].rejected.get_or_insert((status, node, reason));
+                LegIntake::Admitted { len: 1, pending_abort: Some(status) }
+            }
+            crate::intake::Intake::Reject { status, reason } => {
+                self.reqs[r.idx()].rejected.get_or_insert((status, node, reason));
+                self.leg_result(r, node.role, status);
+                LegIntake::Rejected(status)
+            }
+        }
     }
 
     pub fn msg_latency(&self) -> Duration {

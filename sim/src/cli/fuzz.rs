@@ -8,11 +8,10 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
-use super::tracefile::JsonlWriter;
 use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, run_case, Space};
 use kvsim::report::exit;
-use kvsim::tracefile::{Filter, Footer, Header};
+use kvsim::tracefile::Filter;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
@@ -128,30 +127,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>) -> Result<(), String> {
-    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    let header = Header::new(cfg, filter.clone());
-    writeln!(out, "{}", serde_json::to_string(&header).expect("header")).map_err(|e| e.to_string())?;
-    let (sink, state) = JsonlWriter::new(out, filter, cfg.knobs.page_size);
-    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
-    w.run();
-    let report = kvsim::report::Report::build(&w, String::new());
-    drop(w.tracer.take_sink());
-    let st = state.borrow();
-    if let Some(e) = &st.error {
-        return Err(e.clone());
-    }
-    let footer = Footer {
-        kind: "footer".into(),
-        records: w.tracer.records,
-        written: st.written,
-        events: w.events,
-        trace_hash: w.tracer.hash_hex(),
-        exit_code: report.exit_code,
-        violations: report.violations,
-    };
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| e.to_string())?;
-    writeln!(f, "{}", serde_json::to_string(&footer).expect("footer")).map_err(|e| e.to_string())
+    let path = path.to_string_lossy();
+    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new).map(|_| ())
 }
 
 struct Ctx {

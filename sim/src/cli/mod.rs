@@ -230,7 +230,7 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
     Ok((w, report))
 }
 
-type MakeTracer<'a> = &'a dyn Fn(Option<Box<dyn kvsim::trace::TraceSink>>) -> kvsim::trace::Tracer;
+pub type MakeTracer<'a> = &'a dyn Fn(Option<Box<dyn kvsim::trace::TraceSink>>) -> kvsim::trace::Tracer;
 
 /// Runs with the streaming JSON Lines writer: header, records, footer.
 fn write_trace(
@@ -246,6 +246,18 @@ fn write_trace(
     } else {
         None
     };
+    trace_to_file(cfg, repro, path, filter, tracer)
+}
+
+/// Runs `cfg` writing its trace to `path` (streaming; bounded memory): header, the records that
+/// pass `filter`, then the footer with the counts, the hash and the violations.
+pub fn trace_to_file(
+    cfg: &SimConfig,
+    repro: &str,
+    path: &str,
+    filter: Option<Filter>,
+    tracer: MakeTracer,
+) -> Result<(kvsim::world::World, Report), String> {
     let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
     let mut out = BufWriter::new(file);
     let header = Header::new(cfg, filter.clone());
