@@ -213,7 +213,7 @@ impl World {
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
             self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
             let t = Duration::from_ms(k.waiting_timeout_ms);
-            self.after(t, Ev::Timeout { r, kind: TimeoutKind::Waiting, node: pool, epoch });
+            self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
         // 3. Transfer queue: poll, then commit.
         for r in self.decode[n as usize].transfer.clone() {
@@ -402,7 +402,7 @@ impl World {
                 self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
                 let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
                 let node = self.decode[n as usize].id();
-                self.after(t, Ev::Timeout { r, kind: TimeoutKind::DeferredRelease, node, epoch });
+                self.after(t, Ev::Timeout { r, timer: TimeoutKind::DeferredRelease, node, epoch });
             }
         }
     }

@@ -179,7 +179,7 @@ impl World {
         );
         node.bootstrap.push(r);
         let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
-        self.after(t, Ev::Timeout { r, kind: TimeoutKind::Bootstrap, node: node_id, epoch });
+        self.after(t, Ev::Timeout { r, timer: TimeoutKind::Bootstrap, node: node_id, epoch });
         self.tick(node_id);
     }
 
@@ -441,7 +441,7 @@ impl World {
                 let status = pending.unwrap_or(200);
                 self.leg_result(r, Role::Prefill, status);
                 let lease = Duration::from_ms(k.source_lease_ms);
-                self.after(lease, Ev::Timeout { r, kind: TimeoutKind::SourceLease, node: pool_id, epoch });
+                self.after(lease, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node: pool_id, epoch });
                 if has_dst {
                     self.prefill_send(n, r, sent, num, true);
                 }

@@ -129,7 +129,7 @@ pub enum Ev {
     LegResult { r: RequestId, role: Role, status: u16 },
     AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
     AbortAck { r: RequestId, decode: u16, epoch: u32 },
-    Timeout { r: RequestId, kind: TimeoutKind, node: NodeId, epoch: u32 },
+    Timeout { r: RequestId, timer: TimeoutKind, node: NodeId, epoch: u32 },
     Crash { node: NodeId, restart_after_ms: u64 },
     Restart { node: NodeId },
     HeartbeatLost { prefill: u16, epoch: u32 },
@@ -443,9 +443,9 @@ impl World {
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
             Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
-            Ev::Timeout { r, kind, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout(r, kind, node.index, epoch),
-                Role::Decode => self.decode_timeout(r, kind, node.index, epoch),
+            Ev::Timeout { r, timer, node, epoch } => match node.role {
+                Role::Prefill => self.prefill_timeout(r, timer, node.index, epoch),
+                Role::Decode => self.decode_timeout(r, timer, node.index, epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),

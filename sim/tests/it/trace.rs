@@ -108,3 +108,21 @@ fn pictures_are_written() {
     let svg = std::fs::read_to_string(&s).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
 }
+
+#[test]
+fn every_record_line_reads_back_exactly() {
+    let t = tmp("roundtrip.jsonl");
+    Command::new(bin())
+        .args(["run", &scen("small/mixed-faults.toml"), "--trace", t.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&t).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let _: kvsim::tracefile::Header = serde_json::from_str(lines[0]).unwrap();
+    let _: kvsim::tracefile::Footer = serde_json::from_str(lines[lines.len() - 1]).unwrap();
+    for (i, l) in lines[1..lines.len() - 1].iter().enumerate() {
+        let line: kvsim::tracefile::Line =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 2));
+        assert_eq!(kvsim::tracefile::line_json(kvsim::types::Instant(line.t), &line.rec), *l, "line {}", i + 2);
+    }
+}
