@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the hand-made seeds of the scenario_run and cross_tenant corpora.
+"""Writes the hand-made seeds of the scenario_run and cross_tenant corpora and, given a kvsim
+binary, the trace seeds of parse_trace and its corrupt variants under regressions/parse_trace.
 
 The bytes follow how `arbitrary` 1.x decodes `kvsim::fuzz_targets::FuzzInput` (fields in
 declaration order; u8 one byte; u16/i16 little-endian; bool and Option flags the low bit of a
@@ -7,11 +8,20 @@ byte; an enum a little-endian u32 whose variant is (x * variants) >> 32, then it
 flag byte before each element). Change this file together with `FuzzInput`; the stable test
 `fuzz_corpus` checks that `stub-leak` still leaks under sglang-0.5.16.
 
-    python3 fuzz/seeds.py        # rewrites fuzz/corpus/{scenario_run,cross_tenant}/<name>
+    python3 fuzz/seeds.py                                  # fuzz/corpus/{scenario_run,cross_tenant}
+    python3 fuzz/seeds.py --traces target/release/kvsim    # also the traces (after a format change)
+
+The corrupt traces each break one assumption of `confirm::lower` or `Filter::keeps` (written
+from a reading of the code; each panicked, ran out of memory or hung in parse_trace built without
+its guard); `parse_trace` must reject them without panicking.
 """
 
+import json
 import os
 import struct
+import subprocess
+import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -177,5 +187,103 @@ def main():
                 f.write(data)
 
 
+def compact(d):
+    return json.dumps(d, separators=(",", ":"))
+
+
+def traces(kvsim):
+    """Real traces of the shipped small scenarios, cut and corrupt variants."""
+    root = os.path.dirname(HERE)
+    corpus = os.path.join(HERE, "corpus", "parse_trace")
+    regressions = os.path.join(HERE, "regressions", "parse_trace")
+    os.makedirs(corpus, exist_ok=True)
+    os.makedirs(regressions, exist_ok=True)
+
+    def run(scenario, out, *extra):
+        subprocess.run(
+            [kvsim, "run", os.path.join(root, "scenarios", scenario), "--trace", out, *extra],
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )
+
+    leak = os.path.join(corpus, "stub-leak.jsonl")
+    run("small/stub-leak.toml", leak)
+    run("small/stub-leak.toml", os.path.join(corpus, "stub-leak-filtered.jsonl"), "--trace-filter")
+    run("small/stub-cold.toml", os.path.join(corpus, "stub-cold.jsonl"))
+    text = open(leak).read()
+    lines = text.splitlines()
+    with open(os.path.join(corpus, "stub-leak-truncated.jsonl"), "w") as f:
+        f.write("\n".join(lines[: len(lines) // 2]) + "\n")
+    with open(os.path.join(corpus, "stub-leak-cut-mid-line.jsonl"), "w") as f:
+        f.write(text[:3000])
+    with open(os.path.join(corpus, "header-only.jsonl"), "w") as f:
+        f.write(lines[0] + "\n")
+    with open(os.path.join(corpus, "garbage.jsonl"), "w") as f:
+        f.write("not json\n")
+
+    header, body, footer = json.loads(lines[0]), lines[1:-1], lines[-1]
+
+    def write(name, h, rows):
+        with open(os.path.join(regressions, name), "w") as f:
+            f.write("\n".join([compact(h)] + rows + [footer]) + "\n")
+
+    def modify(name, pred, fn, count=1):
+        rows, done = [], 0
+        for row in body:
+            d = json.loads(row)
+            if done < count and pred(d):
+                fn(d)
+                row, done = compact(d), done + 1
+            rows.append(row)
+        assert done, name
+        write(name, header, rows)
+
+    def with_header(name, fn):
+        h = json.loads(lines[0])
+        fn(h)
+        write(name, h, body)
+
+    def dec(d, op, r=None):
+        pool = d.get("pool", {})
+        return d.get("kind") == "mem" and d.get("op") == op and pool.get("role") == "decode" and r in (None, d["r"])
+
+    def is_copy(d):
+        return d.get("kind") == "mem" and d.get("op") == "copy"
+
+    def set_page_size(h, n):
+        h["config"]["knobs"]["page_size"] = n
+
+    big = 2**31
+    with_header("page-size-zero.jsonl", lambda h: set_page_size(h, 0))
+    with_header(
+        "filter-page-size-zero.jsonl",
+        lambda h: (set_page_size(h, 0), h.__setitem__("filter", {"requests": [], "pages": {"decode-0": [[1, 5]]}})),
+    )
+    with_header(
+        "filter-run-overflow.jsonl",
+        lambda h: h.__setitem__("filter", {"requests": [], "pages": {"decode-0": [[2**32 - 1, 5]]}}),
+    )
+    modify("alloc-run-end-overflow.jsonl", lambda d: dec(d, "alloc", 2), lambda d: d.__setitem__("pages", [{"first": 2**32 - 1, "count": 2}]))
+    modify("copy-dst-overflow.jsonl", is_copy, lambda d: d.__setitem__("pages", [[1, 2**32 - 1, 3]]))
+    modify("copy-huge-count.jsonl", is_copy, lambda d: d.__setitem__("pages", [[1, 1, 4_000_000_000]]))
+    modify("write-slot-end-overflow.jsonl", lambda d: dec(d, "write"), lambda d: d.__setitem__("slots", [[2**64 - 1, 2, 0]]))
+    modify("write-slot-page-truncation.jsonl", lambda d: dec(d, "write"), lambda d: d.__setitem__("slots", [[(2**32 - 1) * 16, 32, 0]]))
+    modify("read-unknown-pool.jsonl", lambda d: dec(d, "read", 2), lambda d: d["pool"].__setitem__("index", 7))
+    # A 2^31-page run read in full: lowering flattens it into a page list (out of memory).
+    rows = []
+    for row in body:
+        d = json.loads(row)
+        if dec(d, "alloc", 2):
+            d["pages"] = [{"first": 1, "count": big}]
+        elif dec(d, "read", 2):
+            d["seq_len"] = big * 16
+        rows.append(compact(d))
+    write("alloc-huge-run.jsonl", header, rows)
+
+
 if __name__ == "__main__":
     main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--traces":
+        traces(os.path.abspath(sys.argv[2]))
+    elif len(sys.argv) != 1:
+        sys.exit(__doc__)

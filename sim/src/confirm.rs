@@ -2,6 +2,7 @@
 //! depend on — the pages they read and the history of those pages, following copies back to
 //! their source pages — with pages renumbered compactly, so full-scale traces stay small.
 
+use crate::config::SimConfig;
 use crate::pool::Run;
 use crate::report::ViolationOut;
 use crate::trace::MemOp;
@@ -39,6 +40,9 @@ pub enum Select<'a> {
     Requests(&'a [u32]),
 }
 
+/// Most pages a log may allocate or copy in all (a full-scale incident trace: about 10^6).
+pub const MAX_LOWERED_PAGES: u64 = 1 << 30;
+
 const READ_KINDS: [&str; 3] = ["cross_tenant_read", "cross_request_read", "uninitialized_read"];
 
 fn parse_pool(s: &str) -> Option<PoolId> {
@@ -49,6 +53,76 @@ fn parse_pool(s: &str) -> Option<PoolId> {
         _ => return None,
     };
     Some(PoolId { role, index: idx.parse().ok()? })
+}
+
+/// The page count of every pool at the start of a run: `pool_tokens / page_size + 1` (page 0 is
+/// reserved), as `Pool::new` sizes them.
+pub fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
+    let ps = cfg.knobs.page_size.max(1);
+    let mut pools = BTreeMap::new();
+    for (role, nodes) in [(Role::Prefill, &cfg.prefill), (Role::Decode, &cfg.decode)] {
+        for (i, n) in nodes.iter().enumerate().take(usize::from(u16::MAX) + 1) {
+            pools.insert(PoolId { role, index: i as u16 }, n.pool_tokens / ps + 1);
+        }
+    }
+    pools
+}
+
+/// Checks that a memory log is one a run of `cfg` could have written, which is what
+/// `confirm::lower` (and `Filter::keeps`) assume: `1 <= page_size <= 65536`; every op names a
+/// pool of the configuration (sized `pool_tokens / page_size + 1` pages, at most 2^31) or one a
+/// `reset` re-created; every page run, copied run and slot run lies inside its pool (so no
+/// `first + count` or `slot + len` overflows and no page index passes `u32`); write positions do
+/// not overflow.
+pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), String> {
+    let page_size = cfg.knobs.page_size;
+    if page_size == 0 || page_size > 1 << 16 {
+        return Err(format!("page_size {page_size} outside 1..=65536"));
+    }
+    let mut pools = initial_pools(cfg);
+    let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, String> {
+        match pools.get(p) {
+            Some(&n) if n <= 1 << 31 => Ok(n),
+            Some(n) => Err(format!("op {i}: {p} has {n} pages (limit 2^31)")),
+            None => Err(format!("op {i}: no pool {p} in the configuration")),
+        }
+    };
+    let inside = |first: u32, count: u32, pages: u64| u64::from(first) + u64::from(count) <= pages;
+    for (i, (_, op)) in mem.iter().enumerate() {
+        match op {
+            MemOp::Reset { pool, pages, page_size: ps } => {
+                pages_of(&pools, pool, i)?;
+                if *ps != page_size {
+                    return Err(format!("op {i}: reset of {pool} with page size {ps}, the run's is {page_size}"));
+                }
+                pools.insert(*pool, u64::from(*pages));
+            }
+            MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } => {
+                let n = pages_of(&pools, pool, i)?;
+                if let Some(r) = pages.iter().find(|r| !inside(r.first, r.count, n)) {
+                    return Err(format!("op {i}: pages {}+{} outside {pool} ({n} pages)", r.first, r.count));
+                }
+            }
+            MemOp::Write { pool, slots, .. } => {
+                let n = pages_of(&pools, pool, i)? * page_size;
+                for &(s, l, pos) in slots {
+                    if s.checked_add(l).is_none_or(|e| e > n) || pos.checked_add(l).is_none() {
+                        return Err(format!("op {i}: slots {s}+{l} (position {pos}) outside {pool} ({n} slots)"));
+                    }
+                }
+            }
+            MemOp::Copy { src, dst, pages, .. } => {
+                let (ns, nd) = (pages_of(&pools, src, i)?, pages_of(&pools, dst, i)?);
+                if let Some(&(s, d, c)) = pages.iter().find(|&&(s, d, c)| !inside(s, c, ns) || !inside(d, c, nd)) {
+                    return Err(format!("op {i}: copy {s}->{d} of {c} pages outside {src} ({ns}) or {dst} ({nd})"));
+                }
+            }
+            MemOp::Read { pool, .. } => {
+                pages_of(&pools, pool, i)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rejects memory records whose numbers a well-formed trace never has (a hand-edited or corrupt
@@ -73,6 +147,20 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
         if !ok {
             return Err(format!("memory record {} has out-of-range page or slot numbers", i + 1));
         }
+    }
+    // Lowering walks copied pages one by one: bound the work a (corrupt) log can ask for.
+    let copied: u64 = mem
+        .iter()
+        .map(|(_, op)| match op {
+            MemOp::Copy { pages, .. } => pages.iter().map(|p| u64::from(p.2)).sum(),
+            MemOp::Alloc { pages, .. } => crate::pool::pages_in(pages),
+            _ => 0,
+        })
+        .sum();
+    if copied > MAX_LOWERED_PAGES {
+        return Err(format!(
+            "the memory log allocates or copies {copied} pages; confirm handles at most {MAX_LOWERED_PAGES}"
+        ));
     }
     Ok(())
 }

@@ -23,10 +23,10 @@ use crate::config::{
 use crate::confirm::{self, Select};
 use crate::trace::{MemOp, TraceRecord};
 use crate::tracefile::{Filter, Footer, Header, Line};
-use crate::types::{PoolId, Ratio, Role};
+use crate::types::Ratio;
 use arbitrary::{Arbitrary, Unstructured};
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 /// At most this many requests per decoded scenario.
@@ -450,80 +450,10 @@ pub fn read_trace(text: &str) -> Result<TraceFile, String> {
 pub const MAX_POOL_PAGES: u64 = 1 << 16;
 pub const MAX_TOTAL_PAGES: u64 = 1 << 20;
 
-/// The page count of every pool at the start of a run: `pool_tokens / page_size + 1` (page 0 is
-/// reserved), as `Pool::new` sizes them.
-fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
-    let ps = cfg.knobs.page_size.max(1);
-    let mut pools = BTreeMap::new();
-    for (role, nodes) in [(Role::Prefill, &cfg.prefill), (Role::Decode, &cfg.decode)] {
-        for (i, n) in nodes.iter().enumerate().take(usize::from(u16::MAX) + 1) {
-            pools.insert(PoolId { role, index: i as u16 }, n.pool_tokens / ps + 1);
-        }
-    }
-    pools
-}
-
-/// Checks that a memory log is one a run of `cfg` could have written, which is what
-/// `confirm::lower` (and `Filter::keeps`) assume: `1 <= page_size <= 65536`; every op names a
-/// pool of the configuration (sized `pool_tokens / page_size + 1` pages, at most 2^31) or one a
-/// `reset` re-created; every page run, copied run and slot run lies inside its pool (so no
-/// `first + count` or `slot + len` overflows and no page index passes `u32`); write positions do
-/// not overflow.
-pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), String> {
-    let page_size = cfg.knobs.page_size;
-    if page_size == 0 || page_size > 1 << 16 {
-        return Err(format!("page_size {page_size} outside 1..=65536"));
-    }
-    let mut pools = initial_pools(cfg);
-    let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, String> {
-        match pools.get(p) {
-            Some(&n) if n <= 1 << 31 => Ok(n),
-            Some(n) => Err(format!("op {i}: {p} has {n} pages (limit 2^31)")),
-            None => Err(format!("op {i}: no pool {p} in the configuration")),
-        }
-    };
-    let inside = |first: u32, count: u32, pages: u64| u64::from(first) + u64::from(count) <= pages;
-    for (i, (_, op)) in mem.iter().enumerate() {
-        match op {
-            MemOp::Reset { pool, pages, page_size: ps } => {
-                pages_of(&pools, pool, i)?;
-                if *ps != page_size {
-                    return Err(format!("op {i}: reset of {pool} with page size {ps}, the run's is {page_size}"));
-                }
-                pools.insert(*pool, u64::from(*pages));
-            }
-            MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } => {
-                let n = pages_of(&pools, pool, i)?;
-                if let Some(r) = pages.iter().find(|r| !inside(r.first, r.count, n)) {
-                    return Err(format!("op {i}: pages {}+{} outside {pool} ({n} pages)", r.first, r.count));
-                }
-            }
-            MemOp::Write { pool, slots, .. } => {
-                let n = pages_of(&pools, pool, i)? * page_size;
-                for &(s, l, pos) in slots {
-                    if s.checked_add(l).is_none_or(|e| e > n) || pos.checked_add(l).is_none() {
-                        return Err(format!("op {i}: slots {s}+{l} (position {pos}) outside {pool} ({n} slots)"));
-                    }
-                }
-            }
-            MemOp::Copy { src, dst, pages, .. } => {
-                let (ns, nd) = (pages_of(&pools, src, i)?, pages_of(&pools, dst, i)?);
-                if let Some(&(s, d, c)) = pages.iter().find(|&&(s, d, c)| !inside(s, c, ns) || !inside(d, c, nd)) {
-                    return Err(format!("op {i}: copy {s}->{d} of {c} pages outside {src} ({ns}) or {dst} ({nd})"));
-                }
-            }
-            MemOp::Read { pool, .. } => {
-                pages_of(&pools, pool, i)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Whether a (valid) memory log fits the fuzzer's budget.
 fn within_budget(mem: &[(u64, MemOp)], cfg: &SimConfig) -> bool {
     let mut total = 0u64;
-    let pools_ok = initial_pools(cfg).values().all(|&n| n <= MAX_POOL_PAGES);
+    let pools_ok = confirm::initial_pools(cfg).values().all(|&n| n <= MAX_POOL_PAGES);
     pools_ok
         && mem.iter().all(|(_, op)| {
             total += match op {
@@ -565,7 +495,7 @@ pub fn parse_trace(data: &[u8]) {
         })
         .collect();
     let cfg = &trace.header.config;
-    if validate_mem_log(&mem, cfg).is_err() || !within_budget(&mem, cfg) {
+    if confirm::validate_mem_log(&mem, cfg).is_err() || !within_budget(&mem, cfg) {
         return;
     }
     if let Some(f) = &trace.header.filter {

@@ -151,6 +151,10 @@ pub struct FaultSection {
     pub script: Vec<ScriptedFault>,
 }
 
+/// The longest virtual time a scenario may name (about 146 years, and the default `heal_at_ms`):
+/// every `*_ms` value is checked against it so that conversions to nanoseconds never overflow.
+pub const MAX_TIME_MS: u64 = u64::MAX / 4_000_000;
+
 /// Reads a file named by a scenario (the library itself never touches files).
 pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
@@ -393,6 +397,17 @@ impl Scenario {
                 "heartbeats need an interval and a failure count of at least 1",
             ));
         }
+        let times = [
+            ("bootstrap_timeout_ms", knobs.bootstrap_timeout_ms),
+            ("waiting_timeout_ms", knobs.waiting_timeout_ms),
+            ("heartbeat_interval_ms", knobs.heartbeat_interval_ms.saturating_mul(knobs.heartbeat_failures)),
+            ("deferred_release_timeout_ms", knobs.deferred_release_timeout_ms),
+            ("source_lease_ms", knobs.source_lease_ms),
+            ("transfer_sync_timeout_ms", knobs.transfer_sync_timeout_ms),
+        ];
+        if let Some((k, _)) = times.iter().find(|(_, v)| *v > MAX_TIME_MS) {
+            return Err(knob_err(k, &format!("at most {MAX_TIME_MS} ms")));
+        }
         if s.context_len < 2 {
             return Err(self.err("", 0, "context_len", "must be at least 2"));
         }
@@ -482,7 +497,11 @@ impl Scenario {
                 Some(GeneratorConfig {
                     requests: w.requests,
                     tenants: w.tenants,
-                    mean_interarrival_us: w.mean_interarrival_ms * 1000,
+                    mean_interarrival_us: w
+                        .mean_interarrival_ms
+                        .checked_mul(1000)
+                        .filter(|us| *us <= MAX_TIME_MS * 1000)
+                        .ok_or_else(|| self.err("workload", 0, "mean_interarrival_ms", "too large"))?,
                     prompt_tokens: w.prompt_tokens.clone(),
                     output_tokens: w.output_tokens.clone(),
                     client_abort: self.ratio("workload", "client_abort", &w.client_abort)?,
@@ -498,13 +517,17 @@ impl Scenario {
                 return Err(self.err("request", i, key, "must be at least 1"));
             }
             let at_ns = match (r.at_ms, r.at_ns) {
-                (Some(ms), None) => ms * 1_000_000,
+                (Some(ms), None) if ms <= MAX_TIME_MS => ms * 1_000_000,
+                (Some(_), None) => return Err(self.err("request", i, "at_ms", format!("at most {MAX_TIME_MS} ms"))),
                 (None, Some(ns)) => ns,
                 _ => return Err(self.err("request", i, "at_ms", "give exactly one of at_ms and at_ns")),
             };
             let abort_at_ns = match (r.abort_at_ms, r.abort_at_ns) {
                 (None, None) => None,
-                (Some(ms), None) => Some(ms * 1_000_000),
+                (Some(ms), None) if ms <= MAX_TIME_MS => Some(ms * 1_000_000),
+                (Some(_), None) => {
+                    return Err(self.err("request", i, "abort_at_ms", format!("at most {MAX_TIME_MS} ms")))
+                }
                 (None, Some(ns)) => Some(ns),
                 _ => {
                     return Err(self.err(
@@ -572,9 +595,32 @@ impl Scenario {
             visibility_lag_ms: f.visibility_lag_ms.unwrap_or(5),
             node_crash: self.ratio("faults", "node_crash", &f.node_crash)?,
             crash_restart_ms: f.crash_restart_ms.unwrap_or(30_000),
-            heal_at_ms: f.heal_at_ms.unwrap_or(u64::MAX / 4_000_000),
+            heal_at_ms: f.heal_at_ms.unwrap_or(MAX_TIME_MS),
             script: f.script.clone(),
         };
+        let fault_times = [
+            ("delay_spike_ms", faults.delay_spike_ms),
+            ("visibility_lag_ms", faults.visibility_lag_ms),
+            ("crash_restart_ms", faults.crash_restart_ms),
+            ("heal_at_ms", faults.heal_at_ms),
+        ];
+        if let Some((k, _)) = fault_times.iter().find(|(_, v)| *v > MAX_TIME_MS) {
+            return Err(self.err("faults", 0, k, format!("at most {MAX_TIME_MS} ms")));
+        }
+        for (i, sf) in faults.script.iter().enumerate() {
+            let t = match sf {
+                ScriptedFault::Crash { at_ms, restart_after_ms, .. } => at_ms.saturating_add(*restart_after_ms),
+                ScriptedFault::Delay { delay_ms, .. } => *delay_ms,
+                ScriptedFault::VisibilityLag { lag_ms, .. } => *lag_ms,
+                ScriptedFault::TransferFail { .. } => 0,
+            };
+            if t > MAX_TIME_MS {
+                return Err(self.err("faults.script", i, "kind", format!("times at most {MAX_TIME_MS} ms")));
+            }
+        }
+        if s.liveness_bound_s.is_some_and(|b| b > MAX_TIME_MS / 1000) {
+            return Err(self.err("", 0, "liveness_bound_s", format!("at most {} s", MAX_TIME_MS / 1000)));
+        }
         let name = s.name.clone().unwrap_or_else(|| {
             std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
         });
@@ -655,4 +701,15 @@ pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
         s.push('\n');
     }
     s
+}
+
+/// Checks a configuration that did not come from a scenario file (a trace header): it must be
+/// one that a scenario could resolve to. Returns the first problem found.
+pub fn validate_config(cfg: &SimConfig, file: &str) -> Result<(), ScenarioError> {
+    let text = to_toml(cfg, "validation");
+    Scenario::parse(file, &text)?.resolve(&Overrides::default()).map(|_| ()).map_err(|mut e| {
+        e.file = format!("{file} (header configuration)");
+        e.line = None;
+        e
+    })
 }

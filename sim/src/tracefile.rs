@@ -69,7 +69,9 @@ pub struct Filter {
 }
 
 fn overlaps(runs: &[(u32, u32)], pages: &[Run]) -> bool {
-    pages.iter().any(|p| runs.iter().any(|&(f, c)| p.first < f + c && f < p.end()))
+    pages
+        .iter()
+        .any(|p| runs.iter().any(|&(f, c)| p.first < f.saturating_add(c) && f < p.first.saturating_add(p.count)))
 }
 
 impl Filter {
@@ -101,10 +103,11 @@ impl Filter {
     }
 
     fn slots_hit(&self, pool: PoolId, page_size: u64, slots: &[(u64, u64, u64)]) -> bool {
+        let page_size = page_size.max(1);
         let pages: Vec<Run> = slots
             .iter()
             .map(|&(s, l, _)| {
-                let (p0, p1) = (s / page_size, (s + l).div_ceil(page_size));
+                let (p0, p1) = (s / page_size, s.saturating_add(l).div_ceil(page_size));
                 Run { first: p0 as u32, count: (p1 - p0) as u32 }
             })
             .collect();

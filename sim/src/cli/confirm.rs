@@ -100,6 +100,8 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
         }
     }
     let footer = footer.ok_or_else(|| bad(format!("{path}: no footer (the trace was cut short)")))?;
+    kvsim::confirm::validate_mem_log(&mem, &header.config)
+        .map_err(|e| bad(format!("{path}: corrupt memory log: {e}")))?;
     let select = if o.request.is_empty() {
         Select::Violations { violations: &footer.violations, max: o.max_reads }
     } else {

@@ -368,6 +368,9 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         ));
     }
     let cfg = header.config.clone();
+    if let Err(e) = kvsim::scenario::validate_config(&cfg, path) {
+        return bad(e.to_string());
+    }
     let (sink, state) = tracefile::Comparer::new(lines, 1, header.filter.clone(), cfg.knobs.page_size);
     let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
     w.run();

@@ -31,6 +31,7 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String>
         let first = text.lines().next().unwrap_or_default();
         let h: kvsim::tracefile::Header =
             serde_json::from_str(first).map_err(|e| format!("{path}:1: not a kvsim trace header: {e}"))?;
+        kvsim::scenario::validate_config(&h.config, &path).map_err(|e| e.to_string())?;
         return Ok(h.config);
     }
     super::load(&path, opts).map_err(|e| e.to_string())
