@@ -73,6 +73,22 @@ pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
     k
 }
 
+/// The cost model of drawn scenarios (faster forwards than the shipped default, so small runs
+/// stay short in virtual time).
+pub fn fuzz_cost() -> CostConfig {
+    CostConfig {
+        prefill_base_us: 1_000,
+        prefill_ns_per_token: 20_000,
+        prefill_ns_per_token_per_kctx: 20,
+        decode_step_base_us: 10_000,
+        decode_ns_per_kkv: 2_000,
+        kv_bytes_per_token: 70_000,
+        transfer_latency_us: 500,
+        transfer_bytes_per_us: 25_000,
+        message_latency_us: 200,
+    }
+}
+
 /// Draws a whole scenario for run `seed`.
 pub fn draw(seed: u64, space: &Space) -> SimConfig {
     if let Space::Base(b) = space {
@@ -158,17 +174,7 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
         prefill,
         decode,
         router_policy: pick(&mut rng, &[RouterPolicy::RoundRobin, RouterPolicy::Random, RouterPolicy::LeastLoaded]),
-        cost: CostConfig {
-            prefill_base_us: 1_000,
-            prefill_ns_per_token: 20_000,
-            prefill_ns_per_token_per_kctx: 20,
-            decode_step_base_us: 10_000,
-            decode_ns_per_kkv: 2_000,
-            kv_bytes_per_token: 70_000,
-            transfer_latency_us: 500,
-            transfer_bytes_per_us: 25_000,
-            message_latency_us: 200,
-        },
+        cost: fuzz_cost(),
         generator: Some(generator),
         requests: vec![],
         faults,

@@ -264,15 +264,8 @@ impl FuzzInput {
             decode,
             router_policy: at(&ROUTERS, self.router),
             cost: CostConfig {
-                prefill_base_us: 1_000,
-                prefill_ns_per_token: 20_000,
-                prefill_ns_per_token_per_kctx: 20,
-                decode_step_base_us: 10_000,
-                decode_ns_per_kkv: 2_000,
-                kv_bytes_per_token: 70_000,
-                transfer_latency_us: 500,
                 transfer_bytes_per_us: if self.slow_transfers { 500 } else { 25_000 },
-                message_latency_us: 200,
+                ..crate::fuzz::fuzz_cost()
             },
             generator: None,
             requests,
