@@ -2,7 +2,7 @@
 //! named knob sets; a scenario's `[knobs]` table and `--set` overrides are merged over the
 //! profile and the result must name every knob exactly once (unknown knobs are errors).
 
-use crate::types::{Duration, Ratio};
+use crate::types::Ratio;
 use serde::{Deserialize, Serialize};
 
 macro_rules! knob_enum {
@@ -338,12 +338,6 @@ pub struct SimConfig {
     pub faults: FaultConfig,
     /// After the last arrival, how long requests may take to reach a final status.
     pub liveness_bound_s: u64,
-}
-
-impl SimConfig {
-    pub fn ms(ms: u64) -> Duration {
-        Duration::from_ms(ms)
-    }
 }
 
 #[cfg(test)]

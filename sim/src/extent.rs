@@ -29,10 +29,6 @@ impl<V: RunValue> IntervalMap<V> {
         self.runs.len()
     }
 
-    pub fn clear_all(&mut self) {
-        self.runs.clear();
-    }
-
     /// Splits the run containing `at` (if any) so that a run boundary falls on `at`.
     fn split_at(&mut self, at: u64) {
         let Some((&s, (e, v))) = self.runs.range_mut(..at).next_back() else {
