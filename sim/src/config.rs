@@ -301,10 +301,28 @@ pub struct GeneratorConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScriptedFault {
-    Crash { at_ms: u64, node: String, restart_after_ms: u64 },
-    TransferFail { request: u32 },
-    Delay { request: u32, delay_ms: u64 },
-    VisibilityLag { request: u32, lag_ms: u64 },
+    Crash {
+        at_ms: u64,
+        node: String,
+        restart_after_ms: u64,
+    },
+    TransferFail {
+        request: u32,
+    },
+    Delay {
+        request: u32,
+        delay_ms: u64,
+    },
+    VisibilityLag {
+        request: u32,
+        lag_ms: u64,
+    },
+    /// The metadata row of `request` becomes visible `lag_ms` after its status message (a write
+    /// reordering, not a failure: it does not mark the request as touched by a fault).
+    MetadataLag {
+        request: u32,
+        lag_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -15,6 +15,19 @@ pub struct BatchFaults {
 }
 
 impl World {
+    /// Scripted delay of `r`'s metadata row behind its status message.
+    pub(crate) fn metadata_lag(&self, r: RequestId) -> Duration {
+        self.cfg
+            .faults
+            .script
+            .iter()
+            .find_map(|s| match *s {
+                ScriptedFault::MetadataLag { request, lag_ms } if request == r.0 => Some(Duration::from_ms(lag_ms)),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
     fn healed(&self) -> bool {
         self.now >= Instant(0) + Duration::from_ms(self.cfg.faults.heal_at_ms)
     }

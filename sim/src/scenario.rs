@@ -575,7 +575,8 @@ impl Scenario {
                 }
                 ScriptedFault::TransferFail { request }
                 | ScriptedFault::Delay { request, .. }
-                | ScriptedFault::VisibilityLag { request, .. } => (u64::from(*request) >= total)
+                | ScriptedFault::VisibilityLag { request, .. }
+                | ScriptedFault::MetadataLag { request, .. } => (u64::from(*request) >= total)
                     .then(|| format!("request {request} does not exist ({total} requests)")),
             };
             if let Some(m) = bad {
@@ -611,7 +612,7 @@ impl Scenario {
             let t = match sf {
                 ScriptedFault::Crash { at_ms, restart_after_ms, .. } => at_ms.saturating_add(*restart_after_ms),
                 ScriptedFault::Delay { delay_ms, .. } => *delay_ms,
-                ScriptedFault::VisibilityLag { lag_ms, .. } => *lag_ms,
+                ScriptedFault::VisibilityLag { lag_ms, .. } | ScriptedFault::MetadataLag { lag_ms, .. } => *lag_ms,
                 ScriptedFault::TransferFail { .. } => 0,
             };
             if t > MAX_TIME_MS {

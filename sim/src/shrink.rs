@@ -126,6 +126,9 @@ fn without_requests(cfg: &SimConfig, drop: &[usize]) -> SimConfig {
                 ScriptedFault::VisibilityLag { request, lag_ms } => {
                     remap(request).map(|request| ScriptedFault::VisibilityLag { request, lag_ms })
                 }
+                ScriptedFault::MetadataLag { request, lag_ms } => {
+                    remap(request).map(|request| ScriptedFault::MetadataLag { request, lag_ms })
+                }
                 other => Some(other),
             }
         })

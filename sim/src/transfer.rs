@@ -188,8 +188,10 @@ impl World {
         } else if last && !was_failed {
             pr.sender = crate::prefill::SenderState::Success;
             if let Some((slot, room)) = meta {
+                // The row normally lands before the status message; a scripted lag reorders them.
+                let lag = self.metadata_lag(j.r);
                 self.after(
-                    Duration(lat.0 / 2),
+                    Duration(lat.0 / 2 + lag.0),
                     Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room },
                 );
             }
