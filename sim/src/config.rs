@@ -44,6 +44,11 @@ knob_enum!(
     DecodeRelease { Immediate, Deferred }
 );
 knob_enum!(
+    /// What decode's abort does to a request whose KV has fully arrived but is not committed yet
+    /// (the waiting queue): `leak` forgets it with its pages and slot still held (sglang #9817).
+    TransferredAbort { Leak, Free }
+);
+knob_enum!(
     /// When prefill frees the source pages of an aborted request.
     PrefillRelease { Immediate, HoldSourceUntilDrained }
 );
@@ -110,6 +115,7 @@ pub struct Knobs {
     pub router_on_prefill_error: RouterOnPrefillError,
     pub prefill_abort_notifies_decode: OnOff,
     pub metadata_zero_on_free: OnOff,
+    pub decode_transferred_abort: TransferredAbort,
     pub reserved_decode_tokens: u64,
     pub tokenizer_reserved_tokens: u64,
     pub chunked_prefill_size: u64,
@@ -153,6 +159,7 @@ fn sglang_0_5_16() -> Knobs {
         router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         prefill_abort_notifies_decode: OnOff::Off,
         metadata_zero_on_free: OnOff::Off,
+        decode_transferred_abort: TransferredAbort::Free,
         reserved_decode_tokens: 512,
         tokenizer_reserved_tokens: 0,
         chunked_prefill_size: 8192,

@@ -5,7 +5,7 @@
 //! and release (immediate, or deferred until prefill acknowledges the abort or a timeout).
 
 use crate::check::oracle::summarize;
-use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig};
+use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig, TransferredAbort};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::MemOp;
@@ -20,6 +20,9 @@ pub enum DPhase {
     Running,
     /// Aborted during transfer; pages held until prefill acknowledges or the timer fires.
     Releasing,
+    /// Aborted after its KV arrived, and forgotten with its pages still held
+    /// (`decode_transferred_abort = leak`).
+    Leaked,
 }
 
 #[derive(Clone, Debug)]
@@ -98,7 +101,7 @@ impl DecodeNode {
         let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum();
         assert_eq!(owned, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len();
-        let tracked = self.reqs.values().filter(|d| d.phase != DPhase::Releasing).count();
+        let tracked = self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Releasing | DPhase::Leaked)).count();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
         for d in self.reqs.values() {
             assert!(
@@ -414,8 +417,16 @@ impl World {
         };
         match d.phase {
             DPhase::Prealloc | DPhase::Running => self.decode_finish(n, r, status, None),
+            DPhase::Transfer
+                if d.status_ok == Some(true) && self.cfg.knobs.decode_transferred_abort == TransferredAbort::Leak =>
+            {
+                let node = self.dnode(n);
+                node.transfer.retain(|x| *x != r);
+                node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.leg_result(r, Role::Decode, status);
+            }
             DPhase::Transfer => self.decode_transfer_failed(n, r, status),
-            DPhase::Releasing => {}
+            DPhase::Releasing | DPhase::Leaked => {}
         }
     }
 

@@ -38,6 +38,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "router_on_prefill_error",
     "prefill_abort_notifies_decode",
     "metadata_zero_on_free",
+    "decode_transferred_abort",
     "kv_checksum",
     "kv_canary",
     "page_tags",
