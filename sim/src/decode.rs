@@ -299,9 +299,7 @@ impl World {
         let k = self.cfg.knobs.clone();
         let pool_id = self.decode[n as usize].id();
         let ps = self.page_size();
-        let running = std::mem::take(&mut self.dnode(n).running);
-        self.dnode(n).running = running.clone();
-        for r in running {
+        for r in self.decode[n as usize].running.clone() {
             let tenant = self.reqs[r.idx()].tenant;
             let node = &self.decode[n as usize];
             let Some(d) = node.reqs.get(&r) else { continue };

@@ -326,7 +326,9 @@ impl Pool {
     pub fn map_positions(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64)) {
         let ps = self.page_size;
         // Decode steps touch the table's tail: when the range starts within the last runs, start
-        // there instead of walking the whole table from its first run.
+        // there instead of running the per-run loop below from the first run. Summing the table's
+        // pages is still a pass over it, but a cheap one (callgrind: the loop without this shortcut
+        // costs 17% more instructions on mixed-10k).
         let (mut start, mut run_pos) = (0usize, 0u64);
         if from > 0 && table.len() > 8 {
             let all = pages_in(table) * ps;

@@ -48,12 +48,13 @@ impl World {
         let k = self.cfg.knobs.clone();
         let n = pages_in(&src);
         let per = if k.max_transfer_batch_pages == 0 { n.max(1) } else { k.max_transfer_batch_pages };
+        // A job always has at least one batch: an empty last chunk still carries the metadata row.
         let mut off = 0;
-        while off < n || (n == 0 && job.batches.is_empty()) {
+        loop {
             let c = per.min(n - off);
             job.batches.push(Batch { src: slice_pages(&src, off, c), dst: slice_pages(&dst, off, c) });
             off += c;
-            if n == 0 {
+            if off >= n {
                 break;
             }
         }

@@ -61,7 +61,7 @@
 //!   multi-turn chats: the later requests extend the earlier ones (3,947 of 4,658 consecutive pairs
 //!   within a group share all but at most the last block of the earlier request), prompts grow turn
 //!   by turn, and a group spans minutes (median 246 s). Under this rule the only block sent by two
-//!   tenants at the same position is id 0, so [`public_blocks`] is `{0}` on that trace. (Grouping
+//!   tenants at the same position is id 0, everyone's system prompt. (Grouping
 //!   on positions 1..=2 instead would give 7,900 tenants, splitting 433 of these chats at their
 //!   first reply.) On `synthetic_trace.jsonl`, whose first block is not shared by all, the rule gives
 //!   2,245 tenants (1,107 of its requests have a single block).
@@ -69,12 +69,12 @@
 //! * [`TenantAssign::Column`]`(name)`: the value of that column (CSV column or extra JSON field);
 //!   a request without it, or with an empty value, is an error.
 //!
-//! [`public_blocks`] lists the block ids sent by two or more distinct tenants at the same position:
-//! prefixes that sharing cannot make private (e.g. a system prompt).
+//! Which blocks are public (reusable across tenants without a side channel) is the model's
+//! decision, made in `prefix::public_blocks` from the resolved requests.
 
 use serde::de::{Deserializer, Error as _, MapAccess, Visitor};
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::Hash;
 
@@ -267,21 +267,6 @@ pub fn assign_tenants(reqs: &[TraceRequest], how: &TenantAssign, file: &str) -> 
             Ok(out)
         }
     }
-}
-
-/// The block ids sent at the same position by two or more distinct tenants. `tenants` is
-/// [`assign_tenants`]' result for `reqs` (panics if the lengths differ).
-pub fn public_blocks(reqs: &[TraceRequest], tenants: &[u32]) -> BTreeSet<u64> {
-    assert_eq!(reqs.len(), tenants.len(), "public_blocks: one tenant per request");
-    // (position, id) → the first tenant seen, and whether another one was.
-    let mut seen: BTreeMap<(usize, u64), (u32, bool)> = BTreeMap::new();
-    for (r, &t) in reqs.iter().zip(tenants) {
-        for (pos, &id) in r.hash_ids.iter().enumerate() {
-            let e = seen.entry((pos, id)).or_insert((t, false));
-            e.1 |= e.0 != t;
-        }
-    }
-    seen.into_iter().filter(|(_, (_, shared))| *shared).map(|((_, id), _)| id).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -914,7 +899,6 @@ mod tests {
         // No ids: each request its own conversation; nothing public.
         let own = assign_tenants(&reqs, &TenantAssign::Conversation, "f.csv").unwrap();
         assert_eq!(own, [0, 1, 2, 3, 4, 5]);
-        assert!(public_blocks(&reqs, &own).is_empty());
         assert_eq!(TraceFormat::detect("x.txt", GOOD_CSV.lines().next().unwrap()), Some(TraceFormat::Csv));
     }
 
@@ -1173,7 +1157,6 @@ mod tests {
         assert_eq!(sizes.iter().max(), Some(&43));
         // The first block is everyone's system prompt; nothing else crosses conversations.
         assert!(reqs.iter().all(|r| r.hash_ids[0] == 0));
-        assert_eq!(public_blocks(&reqs, &tenants), BTreeSet::from([0]));
 
         let synthetic = parse_all(SYNTHETIC);
         let t = assign_tenants(&synthetic, &TenantAssign::Conversation, SYNTHETIC).unwrap();
@@ -1196,21 +1179,5 @@ mod tests {
         let e = assign_tenants(&reqs, &TenantAssign::Column("user".into()), "t.csv").unwrap_err();
         assert_eq!(e.to_string(), "t.csv: request #0 has no column `user` (it has: tenant)");
         assert_eq!(assign_tenants(&[], &TenantAssign::Conversation, "t").unwrap(), Vec::<u32>::new());
-    }
-
-    #[test]
-    fn public_blocks_needs_two_tenants_at_one_position() {
-        // ids: [0,1] [0,2] [0,1,3]: conversations {0,2} and {1}.
-        let text =
-            [line(0, 1, 1, "0, 1"), line(1, 1, 1, "0, 2"), line(2, 1, 1, "0, 1, 3"), line(3, 1, 1, "5, 0")].join("\n");
-        let reqs = jsonl(&text, &ReadOptions::default()).unwrap();
-        let conv = assign_tenants(&reqs, &TenantAssign::Conversation, "t").unwrap();
-        assert_eq!(conv, [0, 1, 0, 2]);
-        // id 0 at position 0 for tenants 0 and 1; at position 1 only for tenant 2 (not counted across positions).
-        assert_eq!(public_blocks(&reqs, &conv), BTreeSet::from([0]));
-        // One tenant for all: nothing is public.
-        assert!(public_blocks(&reqs, &[0, 0, 0, 0]).is_empty());
-        // Per request: 0 and 1 (sent by requests 0 and 2 at position 1) are public.
-        assert_eq!(public_blocks(&reqs, &[0, 1, 2, 3]), BTreeSet::from([0, 1]));
     }
 }

@@ -37,7 +37,6 @@ pub struct ConfirmOpts {
 }
 
 /// Verdict of one confirm run, for `fuzz --confirm`.
-#[allow(dead_code)] // `reads` and `backend` are read by `fuzz --confirm`.
 pub struct Verdict {
     pub confirmed: usize,
     pub reads: usize,

@@ -76,8 +76,7 @@ fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
     std::thread::sleep(std::time::Duration::from_millis(700));
     child.kill().unwrap(); // SIGKILL: nothing gets to clean up
     child.wait().unwrap();
-    let out = kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("resuming") || table(&resumed) == table(&fresh));
+    kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
     assert_eq!(table(&resumed), table(&fresh));
     assert_eq!(saved(&resumed), saved(&fresh));
     // Another campaign's corpus is refused.
