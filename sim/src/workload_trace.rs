@@ -677,9 +677,9 @@ mod tests {
     const GOOD_CSV: &str = include_str!("../tests/data/traces/vidur_tenants_crlf.csv");
     const BAD_CSV: &str = include_str!("../tests/data/traces/vidur_backwards.csv");
 
-    /// The Mooncake traces live beside the repository: `<repo>/../shared/data/mooncake/`.
+    /// The Mooncake traces are vendored in the repository: `<repo>/data/mooncake/`.
     fn mooncake(name: &str) -> (String, String) {
-        let path = format!("{}/../../shared/data/mooncake/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../data/mooncake/{name}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         (path, text)
     }

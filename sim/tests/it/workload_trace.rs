@@ -25,7 +25,7 @@ fn scenario_with(trace_section: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
-const MOONCAKE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/mooncake");
+const MOONCAKE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/mooncake");
 
 #[test]
 fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
