@@ -30,7 +30,7 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
         let prompt_tokens = draw(&mut rng, &g.prompt_tokens);
         let output_tokens = draw(&mut rng, &g.output_tokens).max(1);
         let abort_at_ns =
-            rng.chance(g.client_abort).then(|| t.0 + rng.between(1, g.abort_within_ms.max(1)) * 1_000_000);
+            rng.chance(g.client_abort).then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
         out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![] });
     }
     out

@@ -349,7 +349,8 @@ impl World {
         let mut budget = k.chunked_prefill_size;
         let mut batch = Vec::new();
         let cost = self.cfg.cost.clone();
-        let mut cost_ns = cost.prefill_base_us * 1000;
+        // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
+        let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
         for r in self.prefill[n as usize].waiting.clone() {
             let pr = &self.prefill[n as usize].reqs[&r];
             let chunk = (pr.len - pr.prefilled).min(budget);
@@ -371,7 +372,9 @@ impl World {
                 push_run(&mut pr.pages, run);
             }
             let ctx_k = (from + chunk / 2) / 1000;
-            cost_ns += chunk * (cost.prefill_ns_per_token + ctx_k * cost.prefill_ns_per_token_per_kctx);
+            cost_ns = cost_ns.saturating_add(
+                chunk.saturating_mul(cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx))),
+            );
             batch.push((r, from, to));
             budget -= chunk;
             if to < pr.len || budget == 0 {

@@ -7,7 +7,8 @@ use crate::config::{
     ScriptedFault, SimConfig,
 };
 use crate::types::Ratio;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A bad scenario, override or configuration: exit status 2.
@@ -35,92 +36,126 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     pub context_len: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub liveness_bound_s: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefill: Vec<NodeGroup>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decode: Vec<NodeGroup>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterSection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostSection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadSection>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request: Vec<RequestEntry>,
     /// A production request trace as the workload (Mooncake JSON Lines or CSV).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub knobs: Option<toml::Table>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultSection>,
     /// Expectations for `kvsim check`: one entry per (profile, knob settings) to run.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expect: Vec<crate::expect::Expectation>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct NodeGroup {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u16>,
     pub pool_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata_slots: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_running_requests: Option<u32>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSection {
     pub policy: RouterPolicy,
 }
 
-#[derive(Deserialize, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct CostSection {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_base_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_ns_per_token: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_ns_per_token_per_kctx: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_step_base_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_ns_per_kkv: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_bytes_per_token: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_latency_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_bytes_per_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message_latency_us: Option<u64>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSection {
     pub requests: u32,
     pub tenants: u32,
-    pub mean_interarrival_ms: u64,
+    /// Mean time between arrivals; `mean_interarrival_us` for finer values (give exactly one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_interarrival_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_interarrival_us: Option<u64>,
     pub prompt_tokens: Vec<Bucket>,
     pub output_tokens: Vec<Bucket>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_abort: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub abort_within_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub start_ms: Option<u64>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RequestEntry {
     /// Arrival in ms, or `at_ns` for exact times (written by `kvsim shrink` and the fuzzer).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub at_ns: Option<u64>,
     pub tenant: u32,
     pub prompt_tokens: u64,
     pub output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub abort_at_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub abort_at_ns: Option<u64>,
     /// The prompt as 512-token block hashes (shared prefixes), optional.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSection {
     /// Path relative to the scenario file.
@@ -136,24 +171,129 @@ pub struct TraceSection {
     pub tenants: Option<String>,
 }
 
-#[derive(Deserialize, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSection {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_fail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_spike: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_spike_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub visibility_lag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub visibility_lag_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node_crash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub crash_restart_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub heal_at_ms: Option<u64>,
-    #[serde(default)]
-    pub script: Vec<ScriptedFault>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub script: Vec<ScriptEntry>,
+}
+
+/// What a scripted fault does.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptKind {
+    Crash,
+    TransferFail,
+    Delay,
+    VisibilityLag,
+    MetadataLag,
+}
+
+/// One `[[faults.script]]` entry as written: a flat table, so that a bad or missing field is
+/// reported at its own line and key (an internally tagged enum would lose the field's position).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptEntry {
+    pub kind: ScriptKind,
+    /// `crash`: the node, `prefill-I` or `decode-I`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `crash`: when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+    /// `crash`: how long the node stays down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_after_ms: Option<u64>,
+    /// `transfer_fail`, `delay`, `visibility_lag`, `metadata_lag`: the request (arrival order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<u32>,
+    /// `delay`: extra transfer time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// `visibility_lag`, `metadata_lag`: how late the write becomes visible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_ms: Option<u64>,
+}
+
+impl ScriptEntry {
+    /// The entry a resolved fault is written as.
+    pub fn of(f: &ScriptedFault) -> ScriptEntry {
+        let mut e = ScriptEntry {
+            kind: ScriptKind::Crash,
+            node: None,
+            at_ms: None,
+            restart_after_ms: None,
+            request: None,
+            delay_ms: None,
+            lag_ms: None,
+        };
+        match f {
+            ScriptedFault::Crash { at_ms, node, restart_after_ms } => {
+                e.node = Some(node.clone());
+                e.at_ms = Some(*at_ms);
+                e.restart_after_ms = Some(*restart_after_ms);
+            }
+            ScriptedFault::TransferFail { request } => {
+                e.kind = ScriptKind::TransferFail;
+                e.request = Some(*request);
+            }
+            ScriptedFault::Delay { request, delay_ms } => {
+                e.kind = ScriptKind::Delay;
+                e.request = Some(*request);
+                e.delay_ms = Some(*delay_ms);
+            }
+            ScriptedFault::VisibilityLag { request, lag_ms } => {
+                e.kind = ScriptKind::VisibilityLag;
+                e.request = Some(*request);
+                e.lag_ms = Some(*lag_ms);
+            }
+            ScriptedFault::MetadataLag { request, lag_ms } => {
+                e.kind = ScriptKind::MetadataLag;
+                e.request = Some(*request);
+                e.lag_ms = Some(*lag_ms);
+            }
+        }
+        e
+    }
 }
 
 /// The longest virtual time a scenario may name (about 146 years, and the default `heal_at_ms`):
-/// every `*_ms` value is checked against it so that conversions to nanoseconds never overflow.
+/// every time value (`*_ms`, `*_ns`, `*_us`) is checked against it so that conversions to
+/// nanoseconds and the timers added to it never overflow.
 pub const MAX_TIME_MS: u64 = u64::MAX / 4_000_000;
+/// [`MAX_TIME_MS`] in nanoseconds (for `at_ns`, `abort_at_ns`).
+pub const MAX_TIME_NS: u64 = MAX_TIME_MS * 1_000_000;
+/// The largest token count anywhere (context, prompts, outputs, pools, knobs counted in tokens):
+/// 2^40, about 10^12, so that token × cost products stay far inside 64 bits.
+pub const MAX_TOKENS: u64 = 1 << 40;
+/// Nodes per role, over all groups.
+pub const MAX_NODES: usize = 1024;
+/// Metadata slots and running requests per node (both are allocated per node at start-up).
+pub const MAX_SLOTS_PER_NODE: u32 = 1 << 20;
+/// Metadata slots over all nodes of a role (bounds the start-up allocation).
+pub const MAX_SLOTS_TOTAL: u64 = 1 << 24;
+/// Requests in one scenario (generated plus explicit plus trace).
+pub const MAX_REQUESTS: u64 = 10_000_000;
+/// A per-token or per-1000-KV-tokens cost (`*_ns_per_*`): at most 1,000 s.
+pub const MAX_NS_PER_UNIT: u64 = 1_000_000_000_000;
+/// Bytes of KV per token, and the transfer bandwidth in bytes per µs.
+pub const MAX_BYTES: u64 = 1 << 40;
 
 /// Reads a file named by a scenario (the library itself never touches files).
 pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
@@ -165,6 +305,39 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--set KNOB=VALUE` pairs, in order.
     pub set: Vec<(String, String)>,
+}
+
+/// Where a knob's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KnobOrigin {
+    /// The scenario's `[knobs]` table, at this line.
+    File(Option<usize>),
+    /// A `--set KNOB=VALUE` flag.
+    Set,
+}
+
+/// The origin of every knob that is not the profile's value.
+struct KnobOrigins {
+    file: String,
+    profile: String,
+    from: BTreeMap<String, KnobOrigin>,
+}
+
+impl KnobOrigins {
+    /// An error about knob `k`, placed where its value came from: the scenario line, `--set`, or
+    /// the profile (a profile's own values are always valid, so that last case names it plainly).
+    fn err(&self, k: &str, message: &str) -> ScenarioError {
+        let (file, line) = match self.from.get(k) {
+            Some(KnobOrigin::File(line)) => (self.file.clone(), *line),
+            Some(KnobOrigin::Set) => ("--set".to_string(), None),
+            None => (format!("{} (profile {})", self.file, self.profile), None),
+        };
+        ScenarioError { file, line, key: format!("knobs.{k}"), message: message.to_string() }
+    }
+}
+
+fn unknown_knob(k: &str) -> String {
+    format!("unknown knob `{k}` (known: {})", config::knob_names().join(", "))
 }
 
 /// The parsed file with its text (for locating keys).
@@ -246,39 +419,42 @@ impl Scenario {
         }
     }
 
-    /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`.
-    fn knobs(&self, profile: &str, set: &[(String, String)]) -> Result<Knobs, ScenarioError> {
-        let p = config::profile(profile).ok_or_else(|| {
-            self.err("", 0, "profile", format!("unknown profile `{profile}` (known: {})", config::profile_names()))
-        })?;
+    /// Where `--profile` or the scenario's `profile` names an unknown profile.
+    fn profile_err(&self, o: &Overrides, profile: &str) -> ScenarioError {
+        let message = format!("unknown profile `{profile}` (known: {})", config::profile_names());
+        match &o.profile {
+            Some(_) => ScenarioError { file: "--profile".into(), line: None, key: profile.into(), message },
+            None => self.err("", 0, "profile", message),
+        }
+    }
+
+    /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`. Returns where each
+    /// knob's value came from, so that a later range check blames the right place.
+    fn knobs(&self, o: &Overrides, profile: &str) -> Result<(Knobs, KnobOrigins), ScenarioError> {
+        let p = config::profile(profile).ok_or_else(|| self.profile_err(o, profile))?;
         let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        let mut origin: Vec<(String, Option<usize>)> = Vec::new();
+        let mut origins = KnobOrigins { file: self.file.clone(), profile: profile.to_string(), from: BTreeMap::new() };
         for (k, v) in self.spec.knobs.clone().unwrap_or_default() {
             if !table.contains_key(&k) {
-                return Err(self.err(
-                    "knobs",
-                    0,
-                    &k,
-                    format!("unknown knob (known: {})", config::knob_names().join(", ")),
-                ));
+                return Err(self.err("knobs", 0, &k, unknown_knob(&k)));
             }
-            origin.push((k.clone(), locate(&self.text, "knobs", 0, &k)));
+            origins.from.insert(k.clone(), KnobOrigin::File(locate(&self.text, "knobs", 0, &k)));
             table.insert(k, v);
         }
-        for (k, v) in set {
+        for (k, v) in &o.set {
             if !table.contains_key(k) {
                 return Err(ScenarioError {
                     file: "--set".into(),
                     line: None,
                     key: k.clone(),
-                    message: format!("unknown knob (known: {})", config::knob_names().join(", ")),
+                    message: unknown_knob(k),
                 });
             }
             let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
                 .ok()
                 .and_then(|mut t| t.remove("v"))
                 .unwrap_or_else(|| toml::Value::String(v.clone()));
-            origin.retain(|(o, _)| o != k);
+            origins.from.insert(k.clone(), KnobOrigin::Set);
             table.insert(k.clone(), value);
         }
         // Deserialise knob by knob so that a bad value names its knob and where it came from.
@@ -286,21 +462,10 @@ impl Scenario {
             let mut one = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
             one.insert(k.clone(), v.clone());
             if let Err(e) = Knobs::deserialize(one) {
-                let line = origin.iter().find(|(o, _)| o == k).and_then(|(_, l)| *l);
-                let file = if line.is_some() || origin.iter().any(|(o, _)| o == k) {
-                    self.file.clone()
-                } else {
-                    "--set".into()
-                };
-                return Err(ScenarioError {
-                    file,
-                    line,
-                    key: format!("knobs.{k}"),
-                    message: e.message().trim().to_string(),
-                });
+                return Err(origins.err(k, e.message().trim()));
             }
         }
-        Ok(Knobs::deserialize(table).expect("each knob checked"))
+        Ok((Knobs::deserialize(table).expect("each knob checked"), origins))
     }
 
     /// The fully resolved configuration (no file access: a `[trace]` workload is an error here;
@@ -373,29 +538,35 @@ impl Scenario {
             .collect())
     }
 
-    /// The fully resolved configuration, reading a `[trace]` workload's file through `read`.
-    pub fn resolve_with(&self, o: &Overrides, read: Option<FileReader>) -> Result<SimConfig, ScenarioError> {
-        let s = &self.spec;
-        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
-        let knobs = self.knobs(&profile, &o.set)?;
-        let knob_err = |key: &str, m: &str| ScenarioError {
-            file: self.file.clone(),
-            line: locate(&self.text, "knobs", 0, key),
-            key: format!("knobs.{key}"),
-            message: m.to_string(),
-        };
+    /// Checks that `value` lies in `lo..=hi`; the error names the table entry and key.
+    #[allow(clippy::too_many_arguments)]
+    fn in_range(&self, table: &str, nth: usize, key: &str, value: u64, lo: u64, hi: u64, unit: &str) -> Result<u64, ScenarioError> {
+        if value < lo || value > hi {
+            return Err(self.err(table, nth, key, format!("{value}{unit} is out of range: {lo}..={hi}{unit}")));
+        }
+        Ok(value)
+    }
+
+    /// The knobs' own limits (numbers a profile never violates).
+    fn check_knobs(&self, knobs: &Knobs, origins: &KnobOrigins) -> Result<(), ScenarioError> {
         let ps = knobs.page_size;
         if ps == 0 || ps > 1 << 16 {
-            return Err(knob_err("page_size", "page size must be between 1 and 65536"));
+            return Err(origins.err("page_size", "page size must be between 1 and 65536"));
         }
-        if knobs.chunked_prefill_size == 0 {
-            return Err(knob_err("chunked_prefill_size", "must be at least 1"));
+        let tokens = [
+            ("chunked_prefill_size", knobs.chunked_prefill_size, 1),
+            ("reserved_decode_tokens", knobs.reserved_decode_tokens, 0),
+            ("tokenizer_reserved_tokens", knobs.tokenizer_reserved_tokens, 0),
+            ("max_transfer_batch_pages", knobs.max_transfer_batch_pages, 0),
+        ];
+        for (k, v, lo) in tokens {
+            if v < lo || v > MAX_TOKENS {
+                return Err(origins.err(k, &format!("{v} is out of range: {lo}..={MAX_TOKENS}")));
+            }
         }
         if knobs.heartbeat_failures == 0 || knobs.heartbeat_interval_ms == 0 {
-            return Err(knob_err(
-                "heartbeat_failures",
-                "heartbeats need an interval and a failure count of at least 1",
-            ));
+            let k = if knobs.heartbeat_failures == 0 { "heartbeat_failures" } else { "heartbeat_interval_ms" };
+            return Err(origins.err(k, "heartbeats need an interval and a failure count of at least 1"));
         }
         let times = [
             ("bootstrap_timeout_ms", knobs.bootstrap_timeout_ms),
@@ -406,142 +577,166 @@ impl Scenario {
             ("transfer_sync_timeout_ms", knobs.transfer_sync_timeout_ms),
         ];
         if let Some((k, _)) = times.iter().find(|(_, v)| *v > MAX_TIME_MS) {
-            return Err(knob_err(k, &format!("at most {MAX_TIME_MS} ms")));
+            return Err(origins.err(k, &format!("at most {MAX_TIME_MS} ms")));
         }
-        if s.context_len < 2 {
-            return Err(self.err("", 0, "context_len", "must be at least 2"));
+        Ok(())
+    }
+
+    /// The nodes of one role.
+    fn nodes(&self, groups: &[NodeGroup], table: &str, ps: u64) -> Result<Vec<NodeConfig>, ScenarioError> {
+        if groups.is_empty() {
+            return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
         }
-        let nodes = |groups: &[NodeGroup], table: &str| -> Result<Vec<NodeConfig>, ScenarioError> {
-            if groups.is_empty() {
-                return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
+        let mut out = Vec::new();
+        let mut slots_total = 0u64;
+        for (i, g) in groups.iter().enumerate() {
+            if g.pool_tokens < ps {
+                return Err(self.err(
+                    table,
+                    i,
+                    "pool_tokens",
+                    format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens),
+                ));
             }
-            let mut out = Vec::new();
-            for (i, g) in groups.iter().enumerate() {
-                if g.pool_tokens < ps {
-                    return Err(self.err(
-                        table,
-                        i,
-                        "pool_tokens",
-                        format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens),
-                    ));
-                }
-                if g.pool_tokens % ps != 0 {
-                    return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
-                }
-                if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
-                    return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
-                }
-                let count = g.count.unwrap_or(1);
-                if count == 0 || count > 1024 {
-                    return Err(self.err(table, i, "count", "between 1 and 1024 nodes per group"));
-                }
-                let slots = g.metadata_slots.unwrap_or(1024);
-                let running = g.max_running_requests.unwrap_or(256);
-                if slots == 0 || running == 0 {
-                    return Err(self.err(
-                        table,
-                        i,
-                        if slots == 0 { "metadata_slots" } else { "max_running_requests" },
-                        "must be at least 1",
-                    ));
-                }
-                for _ in 0..count {
-                    out.push(NodeConfig {
-                        pool_tokens: g.pool_tokens,
-                        metadata_slots: slots,
-                        max_running_requests: running,
-                    });
-                }
+            if g.pool_tokens % ps != 0 {
+                return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
             }
-            Ok(out)
-        };
-        let prefill = nodes(&s.prefill, "prefill")?;
-        let decode = nodes(&s.decode, "decode")?;
-        let c = s.cost.clone().unwrap_or_default();
-        let cost = CostConfig {
-            prefill_base_us: c.prefill_base_us.unwrap_or(5_000),
-            prefill_ns_per_token: c.prefill_ns_per_token.unwrap_or(30_000),
-            prefill_ns_per_token_per_kctx: c.prefill_ns_per_token_per_kctx.unwrap_or(20),
-            decode_step_base_us: c.decode_step_base_us.unwrap_or(25_000),
-            decode_ns_per_kkv: c.decode_ns_per_kkv.unwrap_or(2_000),
-            kv_bytes_per_token: c.kv_bytes_per_token.unwrap_or(70_000),
-            transfer_latency_us: c.transfer_latency_us.unwrap_or(500),
-            transfer_bytes_per_us: c.transfer_bytes_per_us.unwrap_or(25_000),
-            message_latency_us: c.message_latency_us.unwrap_or(200),
-        };
-        if cost.transfer_bytes_per_us == 0 {
-            return Err(self.err("cost", 0, "transfer_bytes_per_us", "bandwidth must be positive"));
+            if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
+                return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
+            }
+            self.in_range(table, i, "pool_tokens", g.pool_tokens, ps, MAX_TOKENS, " tokens")?;
+            let count = usize::from(g.count.unwrap_or(1));
+            if count == 0 || out.len() + count > MAX_NODES {
+                return Err(self.err(table, i, "count", format!("between 1 and {MAX_NODES} {table} nodes in all groups")));
+            }
+            let hi = u64::from(MAX_SLOTS_PER_NODE);
+            let slots = self.in_range(table, i, "metadata_slots", g.metadata_slots.map_or(1024, u64::from), 1, hi, "")?;
+            let running =
+                self.in_range(table, i, "max_running_requests", g.max_running_requests.map_or(256, u64::from), 1, hi, "")?;
+            slots_total += slots * count as u64;
+            if slots_total > MAX_SLOTS_TOTAL {
+                return Err(self.err(
+                    table,
+                    i,
+                    "metadata_slots",
+                    format!("{slots_total} metadata slots over all {table} nodes (limit {MAX_SLOTS_TOTAL})"),
+                ));
+            }
+            for _ in 0..count {
+                out.push(NodeConfig {
+                    pool_tokens: g.pool_tokens,
+                    metadata_slots: slots as u32,
+                    max_running_requests: running as u32,
+                });
+            }
         }
-        let generator = match &s.workload {
-            None => None,
-            Some(w) => {
-                if w.tenants == 0 {
-                    return Err(self.err("workload", 0, "tenants", "at least one tenant"));
-                }
-                if w.requests > 10_000_000 {
-                    return Err(self.err("workload", 0, "requests", "at most 10,000,000 requests"));
-                }
-                for (key, b) in [("prompt_tokens", &w.prompt_tokens), ("output_tokens", &w.output_tokens)] {
-                    if b.iter().map(|x| x.weight).sum::<u64>() == 0 {
-                        return Err(self.err("workload", 0, key, "buckets need a positive total weight"));
-                    }
-                    if let Some(x) = b.iter().find(|x| x.min > x.max || x.min == 0) {
-                        return Err(self.err(
-                            "workload",
-                            0,
-                            key,
-                            format!("bucket {}..={} is empty or starts at 0", x.min, x.max),
-                        ));
-                    }
-                }
-                Some(GeneratorConfig {
-                    requests: w.requests,
-                    tenants: w.tenants,
-                    mean_interarrival_us: w
-                        .mean_interarrival_ms
-                        .checked_mul(1000)
-                        .filter(|us| *us <= MAX_TIME_MS * 1000)
-                        .ok_or_else(|| self.err("workload", 0, "mean_interarrival_ms", "too large"))?,
-                    prompt_tokens: w.prompt_tokens.clone(),
-                    output_tokens: w.output_tokens.clone(),
-                    client_abort: self.ratio("workload", "client_abort", &w.client_abort)?,
-                    abort_within_ms: w.abort_within_ms.unwrap_or(60_000),
-                    start_ms: w.start_ms.unwrap_or(0),
-                })
+        Ok(out)
+    }
+
+    /// The cost model: every value within its named limit, so that µs→ns conversions and
+    /// token × cost products never wrap.
+    fn cost(&self) -> Result<CostConfig, ScenarioError> {
+        let c = self.spec.cost.clone().unwrap_or_default();
+        let us = MAX_TIME_MS; // any single cost in µs is at most a thousandth of the time bound
+        let get = |key: &str, v: Option<u64>, default: u64, lo: u64, hi: u64, unit: &str| {
+            self.in_range("cost", 0, key, v.unwrap_or(default), lo, hi, unit)
+        };
+        Ok(CostConfig {
+            prefill_base_us: get("prefill_base_us", c.prefill_base_us, 5_000, 0, us, " µs")?,
+            prefill_ns_per_token: get("prefill_ns_per_token", c.prefill_ns_per_token, 30_000, 0, MAX_NS_PER_UNIT, " ns")?,
+            prefill_ns_per_token_per_kctx: get(
+                "prefill_ns_per_token_per_kctx",
+                c.prefill_ns_per_token_per_kctx,
+                20,
+                0,
+                MAX_NS_PER_UNIT,
+                " ns",
+            )?,
+            decode_step_base_us: get("decode_step_base_us", c.decode_step_base_us, 25_000, 0, us, " µs")?,
+            decode_ns_per_kkv: get("decode_ns_per_kkv", c.decode_ns_per_kkv, 2_000, 0, MAX_NS_PER_UNIT, " ns")?,
+            kv_bytes_per_token: get("kv_bytes_per_token", c.kv_bytes_per_token, 70_000, 0, MAX_BYTES, " B")?,
+            transfer_latency_us: get("transfer_latency_us", c.transfer_latency_us, 500, 0, us, " µs")?,
+            transfer_bytes_per_us: get("transfer_bytes_per_us", c.transfer_bytes_per_us, 25_000, 1, MAX_BYTES, " B/µs")?,
+            message_latency_us: get("message_latency_us", c.message_latency_us, 200, 0, us, " µs")?,
+        })
+    }
+
+    /// The synthetic workload generator.
+    fn generator(&self) -> Result<Option<GeneratorConfig>, ScenarioError> {
+        let Some(w) = &self.spec.workload else { return Ok(None) };
+        let t = "workload";
+        if w.tenants == 0 {
+            return Err(self.err(t, 0, "tenants", "at least one tenant"));
+        }
+        self.in_range(t, 0, "requests", u64::from(w.requests), 0, MAX_REQUESTS, "")?;
+        for (key, b) in [("prompt_tokens", &w.prompt_tokens), ("output_tokens", &w.output_tokens)] {
+            if b.iter().try_fold(0u64, |a, x| a.checked_add(x.weight)).is_none_or(|total| total == 0) {
+                return Err(self.err(t, 0, key, "buckets need a positive total weight (that fits in 64 bits)"));
+            }
+            if let Some(x) = b.iter().find(|x| x.min > x.max || x.min == 0 || x.max > MAX_TOKENS) {
+                return Err(self.err(
+                    t,
+                    0,
+                    key,
+                    format!("bucket {}..={} is empty, starts at 0 or ends past {MAX_TOKENS}", x.min, x.max),
+                ));
+            }
+        }
+        let mean_us = match (w.mean_interarrival_ms, w.mean_interarrival_us) {
+            (Some(ms), None) => self.in_range(t, 0, "mean_interarrival_ms", ms, 0, MAX_TIME_MS, " ms")? * 1000,
+            (None, Some(us)) => self.in_range(t, 0, "mean_interarrival_us", us, 0, MAX_TIME_MS * 1000, " µs")?,
+            _ => {
+                return Err(self.err(t, 0, "mean_interarrival_ms", "give exactly one of mean_interarrival_ms and mean_interarrival_us"))
             }
         };
-        let mut requests = Vec::new();
-        for (i, r) in s.request.iter().enumerate() {
-            if r.prompt_tokens == 0 || r.output_tokens == 0 {
-                let key = if r.prompt_tokens == 0 { "prompt_tokens" } else { "output_tokens" };
-                return Err(self.err("request", i, key, "must be at least 1"));
-            }
-            let at_ns = match (r.at_ms, r.at_ns) {
-                (Some(ms), None) if ms <= MAX_TIME_MS => ms * 1_000_000,
-                (Some(_), None) => return Err(self.err("request", i, "at_ms", format!("at most {MAX_TIME_MS} ms"))),
-                (None, Some(ns)) => ns,
-                _ => return Err(self.err("request", i, "at_ms", "give exactly one of at_ms and at_ns")),
-            };
-            let abort_at_ns = match (r.abort_at_ms, r.abort_at_ns) {
-                (None, None) => None,
-                (Some(ms), None) if ms <= MAX_TIME_MS => Some(ms * 1_000_000),
-                (Some(_), None) => {
-                    return Err(self.err("request", i, "abort_at_ms", format!("at most {MAX_TIME_MS} ms")))
-                }
-                (None, Some(ns)) => Some(ns),
-                _ => {
-                    return Err(self.err(
-                        "request",
-                        i,
-                        "abort_at_ms",
-                        "give at most one of abort_at_ms and abort_at_ns",
-                    ))
-                }
-            };
+        // The whole arrival process must fit in the time bound, or later timers would saturate.
+        let span_ms = (mean_us / 1000).saturating_mul(u64::from(w.requests));
+        if span_ms > MAX_TIME_MS {
+            return Err(self.err(
+                t,
+                0,
+                if w.mean_interarrival_ms.is_some() { "mean_interarrival_ms" } else { "mean_interarrival_us" },
+                format!("requests × mean inter-arrival is {span_ms} ms, past the time bound of {MAX_TIME_MS} ms"),
+            ));
+        }
+        Ok(Some(GeneratorConfig {
+            requests: w.requests,
+            tenants: w.tenants,
+            mean_interarrival_us: mean_us,
+            prompt_tokens: w.prompt_tokens.clone(),
+            output_tokens: w.output_tokens.clone(),
+            client_abort: self.ratio(t, "client_abort", &w.client_abort)?,
+            abort_within_ms: self.in_range(t, 0, "abort_within_ms", w.abort_within_ms.unwrap_or(60_000), 0, MAX_TIME_MS, " ms")?,
+            start_ms: self.in_range(t, 0, "start_ms", w.start_ms.unwrap_or(0), 0, MAX_TIME_MS, " ms")?,
+        }))
+    }
+
+    /// One time given as `<name>_ms` or `<name>_ns` (at most one; `required` says whether one must be).
+    fn time_ns(&self, i: usize, name: &str, ms: Option<u64>, ns: Option<u64>) -> Result<Option<u64>, ScenarioError> {
+        let (k_ms, k_ns) = (format!("{name}_ms"), format!("{name}_ns"));
+        match (ms, ns) {
+            (None, None) => Ok(None),
+            (Some(ms), None) => Ok(Some(self.in_range("request", i, &k_ms, ms, 0, MAX_TIME_MS, " ms")? * 1_000_000)),
+            (None, Some(ns)) => Ok(Some(self.in_range("request", i, &k_ns, ns, 0, MAX_TIME_NS, " ns")?)),
+            (Some(_), Some(_)) => Err(self.err("request", i, &k_ms, format!("give at most one of {k_ms} and {k_ns}"))),
+        }
+    }
+
+    /// The explicit `[[request]]` entries.
+    fn requests(&self) -> Result<Vec<RequestSpec>, ScenarioError> {
+        let mut out = Vec::with_capacity(self.spec.request.len());
+        for (i, r) in self.spec.request.iter().enumerate() {
+            self.in_range("request", i, "prompt_tokens", r.prompt_tokens, 1, MAX_TOKENS, "")?;
+            self.in_range("request", i, "output_tokens", r.output_tokens, 1, MAX_TOKENS, "")?;
+            let at_ns = self
+                .time_ns(i, "at", r.at_ms, r.at_ns)?
+                .ok_or_else(|| self.err("request", i, "at_ms", "give exactly one of at_ms and at_ns"))?;
+            let abort_at_ns = self.time_ns(i, "abort_at", r.abort_at_ms, r.abort_at_ns)?;
             if abort_at_ns.is_some_and(|a| a < at_ns) {
-                return Err(self.err("request", i, "abort_at_ms", "abort before arrival"));
+                let k = if r.abort_at_ms.is_some() { "abort_at_ms" } else { "abort_at_ns" };
+                return Err(self.err("request", i, k, "abort before arrival"));
             }
-            requests.push(RequestSpec {
+            out.push(RequestSpec {
                 at_ns,
                 tenant: r.tenant,
                 prompt_tokens: r.prompt_tokens,
@@ -550,6 +745,130 @@ impl Scenario {
                 prefix_blocks: r.prefix_blocks.clone(),
             });
         }
+        Ok(out)
+    }
+
+    /// An error about field `key` of the `i`-th `[[faults.script]]` entry, at that key's line.
+    fn script_err(&self, i: usize, key: &str, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.file.clone(),
+            line: locate(&self.text, "faults.script", i, key),
+            key: format!("faults.script[{i}].{key}"),
+            message: message.into(),
+        }
+    }
+
+    /// The scripted faults: each entry's fields checked against its kind and the cluster.
+    fn script(&self, script: &[ScriptEntry], prefill: usize, decode: usize, total: u64) -> Result<Vec<ScriptedFault>, ScenarioError> {
+        let mut out = Vec::with_capacity(script.len());
+        for (i, e) in script.iter().enumerate() {
+            let fields: [(&str, bool); 6] = [
+                ("node", e.node.is_some()),
+                ("at_ms", e.at_ms.is_some()),
+                ("restart_after_ms", e.restart_after_ms.is_some()),
+                ("request", e.request.is_some()),
+                ("delay_ms", e.delay_ms.is_some()),
+                ("lag_ms", e.lag_ms.is_some()),
+            ];
+            let (kind, wanted): (&str, &[&str]) = match e.kind {
+                ScriptKind::Crash => ("crash", &["node", "at_ms", "restart_after_ms"]),
+                ScriptKind::TransferFail => ("transfer_fail", &["request"]),
+                ScriptKind::Delay => ("delay", &["request", "delay_ms"]),
+                ScriptKind::VisibilityLag => ("visibility_lag", &["request", "lag_ms"]),
+                ScriptKind::MetadataLag => ("metadata_lag", &["request", "lag_ms"]),
+            };
+            for (k, present) in fields {
+                if present && !wanted.contains(&k) {
+                    return Err(self.script_err(i, k, format!("not a field of a `{kind}` fault (its fields: {})", wanted.join(", "))));
+                }
+                if !present && wanted.contains(&k) {
+                    return Err(self.script_err(i, "kind", format!("a `{kind}` fault needs `{k}`")));
+                }
+            }
+            let time = |k: &str, v: Option<u64>| -> Result<u64, ScenarioError> {
+                let v = v.unwrap_or(0);
+                if v > MAX_TIME_MS {
+                    return Err(self.script_err(i, k, format!("{v} ms is out of range: 0..={MAX_TIME_MS} ms")));
+                }
+                Ok(v)
+            };
+            let request = || -> Result<u32, ScenarioError> {
+                let r = e.request.unwrap_or(0);
+                if u64::from(r) >= total {
+                    return Err(self.script_err(i, "request", format!("request {r} does not exist ({total} requests)")));
+                }
+                Ok(r)
+            };
+            out.push(match e.kind {
+                ScriptKind::Crash => {
+                    let node = e.node.clone().unwrap_or_default();
+                    let ok = node
+                        .rsplit_once('-')
+                        .and_then(|(role, idx)| Some((role, idx.parse::<usize>().ok()?)))
+                        .is_some_and(|(role, idx)| match role {
+                            "prefill" => idx < prefill,
+                            "decode" => idx < decode,
+                            _ => false,
+                        });
+                    if !ok {
+                        return Err(self.script_err(
+                            i,
+                            "node",
+                            format!("no node `{node}` (prefill-0..{}, decode-0..{})", prefill - 1, decode - 1),
+                        ));
+                    }
+                    let at_ms = time("at_ms", e.at_ms)?;
+                    let restart_after_ms = time("restart_after_ms", e.restart_after_ms)?;
+                    if at_ms + restart_after_ms > MAX_TIME_MS {
+                        return Err(self.script_err(i, "restart_after_ms", format!("the restart falls past {MAX_TIME_MS} ms")));
+                    }
+                    ScriptedFault::Crash { at_ms, node, restart_after_ms }
+                }
+                ScriptKind::TransferFail => ScriptedFault::TransferFail { request: request()? },
+                ScriptKind::Delay => ScriptedFault::Delay { request: request()?, delay_ms: time("delay_ms", e.delay_ms)? },
+                ScriptKind::VisibilityLag => {
+                    ScriptedFault::VisibilityLag { request: request()?, lag_ms: time("lag_ms", e.lag_ms)? }
+                }
+                ScriptKind::MetadataLag => {
+                    ScriptedFault::MetadataLag { request: request()?, lag_ms: time("lag_ms", e.lag_ms)? }
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Random faults and the script.
+    fn faults(&self, prefill: usize, decode: usize, total: u64) -> Result<FaultConfig, ScenarioError> {
+        let f = self.spec.faults.clone().unwrap_or_default();
+        let time = |key: &str, v: Option<u64>, default: u64| {
+            self.in_range("faults", 0, key, v.unwrap_or(default), 0, MAX_TIME_MS, " ms")
+        };
+        Ok(FaultConfig {
+            transfer_fail: self.ratio("faults", "transfer_fail", &f.transfer_fail)?,
+            delay_spike: self.ratio("faults", "delay_spike", &f.delay_spike)?,
+            delay_spike_ms: time("delay_spike_ms", f.delay_spike_ms, 90_000)?,
+            visibility_lag: self.ratio("faults", "visibility_lag", &f.visibility_lag)?,
+            visibility_lag_ms: time("visibility_lag_ms", f.visibility_lag_ms, 5)?,
+            node_crash: self.ratio("faults", "node_crash", &f.node_crash)?,
+            crash_restart_ms: time("crash_restart_ms", f.crash_restart_ms, 30_000)?,
+            heal_at_ms: time("heal_at_ms", f.heal_at_ms, MAX_TIME_MS)?,
+            script: self.script(&f.script, prefill, decode, total)?,
+        })
+    }
+
+    /// The fully resolved configuration, reading a `[trace]` workload's file through `read`.
+    /// Every number is range-checked here, at the boundary, against the named limits above.
+    pub fn resolve_with(&self, o: &Overrides, read: Option<FileReader>) -> Result<SimConfig, ScenarioError> {
+        let s = &self.spec;
+        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
+        let (knobs, origins) = self.knobs(o, &profile)?;
+        self.check_knobs(&knobs, &origins)?;
+        self.in_range("", 0, "context_len", s.context_len, 2, MAX_TOKENS, "")?;
+        let prefill = self.nodes(&s.prefill, "prefill", knobs.page_size)?;
+        let decode = self.nodes(&s.decode, "decode", knobs.page_size)?;
+        let cost = self.cost()?;
+        let generator = self.generator()?;
+        let mut requests = self.requests()?;
         if let Some(t) = &s.trace {
             requests.extend(self.trace_requests(t, read)?);
         }
@@ -557,71 +876,12 @@ impl Scenario {
         if total == 0 {
             return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
         }
-        let f = s.faults.clone().unwrap_or_default();
-        for (i, sf) in f.script.iter().enumerate() {
-            let bad = match sf {
-                ScriptedFault::Crash { node, .. } => {
-                    let ok = node
-                        .rsplit_once('-')
-                        .and_then(|(role, idx)| Some((role, idx.parse::<usize>().ok()?)))
-                        .is_some_and(|(role, idx)| match role {
-                            "prefill" => idx < prefill.len(),
-                            "decode" => idx < decode.len(),
-                            _ => false,
-                        });
-                    (!ok).then(|| {
-                        format!("no node `{node}` (prefill-0..{}, decode-0..{})", prefill.len() - 1, decode.len() - 1)
-                    })
-                }
-                ScriptedFault::TransferFail { request }
-                | ScriptedFault::Delay { request, .. }
-                | ScriptedFault::VisibilityLag { request, .. }
-                | ScriptedFault::MetadataLag { request, .. } => (u64::from(*request) >= total)
-                    .then(|| format!("request {request} does not exist ({total} requests)")),
-            };
-            if let Some(m) = bad {
-                return Err(ScenarioError {
-                    file: self.file.clone(),
-                    line: locate(&self.text, "faults.script", i, "kind"),
-                    key: format!("faults.script[{i}]"),
-                    message: m,
-                });
-            }
+        if total > MAX_REQUESTS {
+            return Err(self.err("", 0, "", format!("{total} requests in all (limit {MAX_REQUESTS})")));
         }
-        let faults = FaultConfig {
-            transfer_fail: self.ratio("faults", "transfer_fail", &f.transfer_fail)?,
-            delay_spike: self.ratio("faults", "delay_spike", &f.delay_spike)?,
-            delay_spike_ms: f.delay_spike_ms.unwrap_or(90_000),
-            visibility_lag: self.ratio("faults", "visibility_lag", &f.visibility_lag)?,
-            visibility_lag_ms: f.visibility_lag_ms.unwrap_or(5),
-            node_crash: self.ratio("faults", "node_crash", &f.node_crash)?,
-            crash_restart_ms: f.crash_restart_ms.unwrap_or(30_000),
-            heal_at_ms: f.heal_at_ms.unwrap_or(MAX_TIME_MS),
-            script: f.script.clone(),
-        };
-        let fault_times = [
-            ("delay_spike_ms", faults.delay_spike_ms),
-            ("visibility_lag_ms", faults.visibility_lag_ms),
-            ("crash_restart_ms", faults.crash_restart_ms),
-            ("heal_at_ms", faults.heal_at_ms),
-        ];
-        if let Some((k, _)) = fault_times.iter().find(|(_, v)| *v > MAX_TIME_MS) {
-            return Err(self.err("faults", 0, k, format!("at most {MAX_TIME_MS} ms")));
-        }
-        for (i, sf) in faults.script.iter().enumerate() {
-            let t = match sf {
-                ScriptedFault::Crash { at_ms, restart_after_ms, .. } => at_ms.saturating_add(*restart_after_ms),
-                ScriptedFault::Delay { delay_ms, .. } => *delay_ms,
-                ScriptedFault::VisibilityLag { lag_ms, .. } | ScriptedFault::MetadataLag { lag_ms, .. } => *lag_ms,
-                ScriptedFault::TransferFail { .. } => 0,
-            };
-            if t > MAX_TIME_MS {
-                return Err(self.err("faults.script", i, "kind", format!("times at most {MAX_TIME_MS} ms")));
-            }
-        }
-        if s.liveness_bound_s.is_some_and(|b| b > MAX_TIME_MS / 1000) {
-            return Err(self.err("", 0, "liveness_bound_s", format!("at most {} s", MAX_TIME_MS / 1000)));
-        }
+        let faults = self.faults(prefill.len(), decode.len(), total)?;
+        let liveness_bound_s =
+            self.in_range("", 0, "liveness_bound_s", s.liveness_bound_s.unwrap_or(3_600), 0, MAX_TIME_MS / 1000, " s")?;
         let name = s.name.clone().unwrap_or_else(|| {
             std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
         });
@@ -638,79 +898,151 @@ impl Scenario {
             generator,
             requests,
             faults,
-            liveness_bound_s: s.liveness_bound_s.unwrap_or(3_600),
+            liveness_bound_s,
         })
     }
 }
 
-/// Writes a resolved configuration back as a scenario file that `Scenario::parse` reads to the
-/// same configuration: every knob, every node, the generator expanded into explicit requests.
-pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    for l in header_comment.lines() {
-        let _ = writeln!(s, "# {l}");
-    }
-    let _ = writeln!(s, "name = {:?}", cfg.name);
-    let _ = writeln!(s, "seed = {}", cfg.seed);
-    let _ = writeln!(s, "profile = {:?}", cfg.profile);
-    let _ = writeln!(s, "context_len = {}", cfg.context_len);
-    let _ = writeln!(s, "liveness_bound_s = {}\n", cfg.liveness_bound_s);
-    for (table, nodes) in [("prefill", &cfg.prefill), ("decode", &cfg.decode)] {
-        for n in nodes {
-            let _ = writeln!(
-                s,
-                "[[{table}]]\npool_tokens = {}\nmetadata_slots = {}\nmax_running_requests = {}\n",
-                n.pool_tokens, n.metadata_slots, n.max_running_requests
-            );
-        }
-    }
-    let policy = toml::Value::try_from(cfg.router_policy).expect("serialises");
-    let _ = writeln!(s, "[router]\npolicy = {policy}\n");
-    let cost = toml::to_string(&cfg.cost).expect("cost serialises");
-    let _ = writeln!(s, "[cost]\n{cost}");
-    let knobs = toml::to_string(&cfg.knobs).expect("knobs serialise");
-    let _ = writeln!(s, "[knobs]\n{knobs}");
+/// The scenario file image of a resolved configuration: every knob, every node, the cost model
+/// and faults written out; the generator kept as a `[workload]` or, with `expand`, drawn into
+/// explicit requests. `Scenario::parse` + `resolve` give back the same configuration.
+pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
+    let group = |n: &NodeConfig| NodeGroup {
+        count: None,
+        pool_tokens: n.pool_tokens,
+        metadata_slots: Some(n.metadata_slots),
+        max_running_requests: Some(n.max_running_requests),
+    };
+    let c = &cfg.cost;
     let f = &cfg.faults;
-    let _ = writeln!(
-        s,
-        "[faults]\ntransfer_fail = \"{}\"\ndelay_spike = \"{}\"\ndelay_spike_ms = {}\nvisibility_lag = \"{}\"\nvisibility_lag_ms = {}\nnode_crash = \"{}\"\ncrash_restart_ms = {}\nheal_at_ms = {}\n",
-        f.transfer_fail, f.delay_spike, f.delay_spike_ms, f.visibility_lag, f.visibility_lag_ms, f.node_crash, f.crash_restart_ms, f.heal_at_ms
-    );
-    for sf in &f.script {
-        let t = toml::to_string(sf).expect("fault serialises");
-        let _ = writeln!(s, "[[faults.script]]\n{t}");
-    }
-    let mut reqs = cfg.requests.clone();
+    let ratio = |r: Ratio| Some(r.to_string());
+    let mut specs = cfg.requests.clone();
+    let mut workload = None;
     if let Some(g) = &cfg.generator {
-        reqs.extend(crate::client::generate(cfg.seed, g));
-    }
-    reqs.sort_by_key(|r| r.at_ns);
-    for r in &reqs {
-        let _ = write!(
-            s,
-            "[[request]]\nat_ns = {}\ntenant = {}\nprompt_tokens = {}\noutput_tokens = {}\n",
-            r.at_ns, r.tenant, r.prompt_tokens, r.output_tokens
-        );
-        if let Some(a) = r.abort_at_ns {
-            let _ = writeln!(s, "abort_at_ns = {a}");
+        if expand {
+            specs.extend(crate::client::generate(cfg.seed, g));
+        } else {
+            workload = Some(WorkloadSection {
+                requests: g.requests,
+                tenants: g.tenants,
+                mean_interarrival_ms: None,
+                mean_interarrival_us: Some(g.mean_interarrival_us),
+                prompt_tokens: g.prompt_tokens.clone(),
+                output_tokens: g.output_tokens.clone(),
+                client_abort: ratio(g.client_abort),
+                abort_within_ms: Some(g.abort_within_ms),
+                start_ms: Some(g.start_ms),
+            });
         }
-        if !r.prefix_blocks.is_empty() {
-            let ids: Vec<String> = r.prefix_blocks.iter().map(u64::to_string).collect();
-            let _ = writeln!(s, "prefix_blocks = [{}]", ids.join(", "));
+    }
+    if expand {
+        // The order the model numbers requests in (stable: explicit requests first among ties).
+        specs.sort_by_key(|r| r.at_ns);
+    }
+    ScenarioFile {
+        name: Some(cfg.name.clone()),
+        description: None,
+        seed: Some(cfg.seed),
+        profile: Some(cfg.profile.clone()),
+        context_len: cfg.context_len,
+        liveness_bound_s: Some(cfg.liveness_bound_s),
+        prefill: cfg.prefill.iter().map(group).collect(),
+        decode: cfg.decode.iter().map(group).collect(),
+        router: Some(RouterSection { policy: cfg.router_policy }),
+        cost: Some(CostSection {
+            prefill_base_us: Some(c.prefill_base_us),
+            prefill_ns_per_token: Some(c.prefill_ns_per_token),
+            prefill_ns_per_token_per_kctx: Some(c.prefill_ns_per_token_per_kctx),
+            decode_step_base_us: Some(c.decode_step_base_us),
+            decode_ns_per_kkv: Some(c.decode_ns_per_kkv),
+            kv_bytes_per_token: Some(c.kv_bytes_per_token),
+            transfer_latency_us: Some(c.transfer_latency_us),
+            transfer_bytes_per_us: Some(c.transfer_bytes_per_us),
+            message_latency_us: Some(c.message_latency_us),
+        }),
+        workload,
+        request: specs
+            .iter()
+            .map(|r| RequestEntry {
+                at_ms: None,
+                at_ns: Some(r.at_ns),
+                tenant: r.tenant,
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                abort_at_ms: None,
+                abort_at_ns: r.abort_at_ns,
+                prefix_blocks: r.prefix_blocks.clone(),
+            })
+            .collect(),
+        trace: None,
+        knobs: Some(toml::Table::try_from(&cfg.knobs).expect("knobs serialise")),
+        faults: Some(FaultSection {
+            transfer_fail: ratio(f.transfer_fail),
+            delay_spike: ratio(f.delay_spike),
+            delay_spike_ms: Some(f.delay_spike_ms),
+            visibility_lag: ratio(f.visibility_lag),
+            visibility_lag_ms: Some(f.visibility_lag_ms),
+            node_crash: ratio(f.node_crash),
+            crash_restart_ms: Some(f.crash_restart_ms),
+            heal_at_ms: Some(f.heal_at_ms),
+            script: f.script.iter().map(ScriptEntry::of).collect(),
+        }),
+        expect: vec![],
+    }
+}
+
+/// A comment block: each line prefixed `# `; characters TOML does not allow in a comment
+/// (control characters other than tab) are written as `\u{…}` escapes.
+pub fn comment_block(text: &str) -> String {
+    let mut s = String::new();
+    for l in text.lines() {
+        s.push_str("# ");
+        for ch in l.chars() {
+            if ch.is_control() && ch != '\t' {
+                s.push_str(&ch.escape_unicode().to_string());
+            } else {
+                s.push(ch);
+            }
         }
         s.push('\n');
     }
     s
 }
 
+/// Writes a resolved configuration back as a scenario file that `Scenario::parse` reads to the
+/// same configuration: every knob, every node, the generator expanded into explicit requests.
+/// Serialised by the `toml` crate (strings are escaped as TOML, never by hand).
+pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
+    let body = toml::to_string(&to_file(cfg, true)).expect("a scenario image serialises");
+    format!("{}{body}", comment_block(header_comment))
+}
+
 /// Checks a configuration that did not come from a scenario file (a trace header): it must be
-/// one that a scenario could resolve to. Returns the first problem found.
+/// one that a scenario resolves to, exactly. The generator is checked as a `[workload]`, never
+/// drawn, so the check costs nothing proportional to the numbers it holds.
 pub fn validate_config(cfg: &SimConfig, file: &str) -> Result<(), ScenarioError> {
-    let text = to_toml(cfg, "validation");
-    Scenario::parse(file, &text)?.resolve(&Overrides::default()).map(|_| ()).map_err(|mut e| {
+    let relabel = |mut e: ScenarioError| {
         e.file = format!("{file} (header configuration)");
         e.line = None;
         e
-    })
+    };
+    if cfg.requests.len() as u64 > MAX_REQUESTS {
+        return Err(relabel(ScenarioError {
+            file: String::new(),
+            line: None,
+            key: "requests".into(),
+            message: format!("{} requests (limit {MAX_REQUESTS})", cfg.requests.len()),
+        }));
+    }
+    let text = toml::to_string(&to_file(cfg, false)).expect("a scenario image serialises");
+    let back = Scenario::parse(file, &text).and_then(|s| s.resolve(&Overrides::default())).map_err(relabel)?;
+    if back != *cfg {
+        return Err(relabel(ScenarioError {
+            file: String::new(),
+            line: None,
+            key: String::new(),
+            message: "the configuration is not one a scenario file resolves to (a value outside its format)".into(),
+        }));
+    }
+    Ok(())
 }

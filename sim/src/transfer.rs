@@ -63,16 +63,15 @@ impl World {
         let node = job.prefill as usize;
         let mut t = self.now.max(self.prefill[node].xfer_free_at);
         let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
-        let bytes_per_page = self.page_size() * self.cfg.cost.kv_bytes_per_token;
+        let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         let mut ok = true;
         let mut lands = 0u32;
         for (b, batch) in job.batches.iter().enumerate() {
             let f = self.batch_faults(r);
-            let bytes = pages_in(&batch.src) * bytes_per_page;
+            let bytes = u128::from(pages_in(&batch.src)) * u128::from(bytes_per_page);
+            let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1))).min(u128::from(u64::MAX)) as u64;
             let d = Duration(
-                self.cfg.cost.transfer_latency_us * 1000
-                    + bytes * 1000 / self.cfg.cost.transfer_bytes_per_us.max(1)
-                    + f.extra_delay.0,
+                self.cfg.cost.transfer_latency_us.saturating_mul(1000).saturating_add(wire_ns).saturating_add(f.extra_delay.0),
             );
             let (ret, land) = if d > timeout {
                 ok = false;

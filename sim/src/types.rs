@@ -14,13 +14,13 @@ pub struct Duration(pub u64);
 
 impl Duration {
     pub const fn from_ms(ms: u64) -> Duration {
-        Duration(ms * 1_000_000)
+        Duration(ms.saturating_mul(1_000_000))
     }
     pub const fn from_s(s: u64) -> Duration {
-        Duration(s * 1_000_000_000)
+        Duration(s.saturating_mul(1_000_000_000))
     }
     pub const fn from_us(us: u64) -> Duration {
-        Duration(us * 1_000)
+        Duration(us.saturating_mul(1_000))
     }
 }
 
