@@ -29,8 +29,9 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
         let tenant = rng.below(u64::from(g.tenants)) as u32;
         let prompt_tokens = draw(&mut rng, &g.prompt_tokens);
         let output_tokens = draw(&mut rng, &g.output_tokens).max(1);
-        let abort_at_ns =
-            rng.chance(g.client_abort).then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
+        let abort_at_ns = rng
+            .chance(g.client_abort)
+            .then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
         out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![] });
     }
     out

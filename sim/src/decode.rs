@@ -235,7 +235,10 @@ impl World {
         if node.alive && !node.busy && !node.running.is_empty() {
             let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
             let c = &self.cfg.cost;
-            let cost = c.decode_step_base_us.saturating_mul(1000).saturating_add((kv / 1000).saturating_mul(c.decode_ns_per_kkv));
+            let cost = c
+                .decode_step_base_us
+                .saturating_mul(1000)
+                .saturating_add((kv / 1000).saturating_mul(c.decode_ns_per_kkv));
             let epoch = node.epoch;
             self.dnode(n).busy = true;
             self.after(Duration(cost), Ev::StepDone { node: n, epoch });

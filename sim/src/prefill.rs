@@ -372,9 +372,9 @@ impl World {
                 push_run(&mut pr.pages, run);
             }
             let ctx_k = (from + chunk / 2) / 1000;
-            cost_ns = cost_ns.saturating_add(
-                chunk.saturating_mul(cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx))),
-            );
+            cost_ns = cost_ns.saturating_add(chunk.saturating_mul(
+                cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx)),
+            ));
             batch.push((r, from, to));
             budget -= chunk;
             if to < pr.len || budget == 0 {

@@ -540,7 +540,16 @@ impl Scenario {
 
     /// Checks that `value` lies in `lo..=hi`; the error names the table entry and key.
     #[allow(clippy::too_many_arguments)]
-    fn in_range(&self, table: &str, nth: usize, key: &str, value: u64, lo: u64, hi: u64, unit: &str) -> Result<u64, ScenarioError> {
+    fn in_range(
+        &self,
+        table: &str,
+        nth: usize,
+        key: &str,
+        value: u64,
+        lo: u64,
+        hi: u64,
+        unit: &str,
+    ) -> Result<u64, ScenarioError> {
         if value < lo || value > hi {
             return Err(self.err(table, nth, key, format!("{value}{unit} is out of range: {lo}..={hi}{unit}")));
         }
@@ -607,12 +616,25 @@ impl Scenario {
             self.in_range(table, i, "pool_tokens", g.pool_tokens, ps, MAX_TOKENS, " tokens")?;
             let count = usize::from(g.count.unwrap_or(1));
             if count == 0 || out.len() + count > MAX_NODES {
-                return Err(self.err(table, i, "count", format!("between 1 and {MAX_NODES} {table} nodes in all groups")));
+                return Err(self.err(
+                    table,
+                    i,
+                    "count",
+                    format!("between 1 and {MAX_NODES} {table} nodes in all groups"),
+                ));
             }
             let hi = u64::from(MAX_SLOTS_PER_NODE);
-            let slots = self.in_range(table, i, "metadata_slots", g.metadata_slots.map_or(1024, u64::from), 1, hi, "")?;
-            let running =
-                self.in_range(table, i, "max_running_requests", g.max_running_requests.map_or(256, u64::from), 1, hi, "")?;
+            let slots =
+                self.in_range(table, i, "metadata_slots", g.metadata_slots.map_or(1024, u64::from), 1, hi, "")?;
+            let running = self.in_range(
+                table,
+                i,
+                "max_running_requests",
+                g.max_running_requests.map_or(256, u64::from),
+                1,
+                hi,
+                "",
+            )?;
             slots_total += slots * count as u64;
             if slots_total > MAX_SLOTS_TOTAL {
                 return Err(self.err(
@@ -643,7 +665,14 @@ impl Scenario {
         };
         Ok(CostConfig {
             prefill_base_us: get("prefill_base_us", c.prefill_base_us, 5_000, 0, us, " µs")?,
-            prefill_ns_per_token: get("prefill_ns_per_token", c.prefill_ns_per_token, 30_000, 0, MAX_NS_PER_UNIT, " ns")?,
+            prefill_ns_per_token: get(
+                "prefill_ns_per_token",
+                c.prefill_ns_per_token,
+                30_000,
+                0,
+                MAX_NS_PER_UNIT,
+                " ns",
+            )?,
             prefill_ns_per_token_per_kctx: get(
                 "prefill_ns_per_token_per_kctx",
                 c.prefill_ns_per_token_per_kctx,
@@ -656,7 +685,14 @@ impl Scenario {
             decode_ns_per_kkv: get("decode_ns_per_kkv", c.decode_ns_per_kkv, 2_000, 0, MAX_NS_PER_UNIT, " ns")?,
             kv_bytes_per_token: get("kv_bytes_per_token", c.kv_bytes_per_token, 70_000, 0, MAX_BYTES, " B")?,
             transfer_latency_us: get("transfer_latency_us", c.transfer_latency_us, 500, 0, us, " µs")?,
-            transfer_bytes_per_us: get("transfer_bytes_per_us", c.transfer_bytes_per_us, 25_000, 1, MAX_BYTES, " B/µs")?,
+            transfer_bytes_per_us: get(
+                "transfer_bytes_per_us",
+                c.transfer_bytes_per_us,
+                25_000,
+                1,
+                MAX_BYTES,
+                " B/µs",
+            )?,
             message_latency_us: get("message_latency_us", c.message_latency_us, 200, 0, us, " µs")?,
         })
     }
@@ -686,7 +722,12 @@ impl Scenario {
             (Some(ms), None) => self.in_range(t, 0, "mean_interarrival_ms", ms, 0, MAX_TIME_MS, " ms")? * 1000,
             (None, Some(us)) => self.in_range(t, 0, "mean_interarrival_us", us, 0, MAX_TIME_MS * 1000, " µs")?,
             _ => {
-                return Err(self.err(t, 0, "mean_interarrival_ms", "give exactly one of mean_interarrival_ms and mean_interarrival_us"))
+                return Err(self.err(
+                    t,
+                    0,
+                    "mean_interarrival_ms",
+                    "give exactly one of mean_interarrival_ms and mean_interarrival_us",
+                ))
             }
         };
         // The whole arrival process must fit in the time bound, or later timers would saturate.
@@ -706,7 +747,15 @@ impl Scenario {
             prompt_tokens: w.prompt_tokens.clone(),
             output_tokens: w.output_tokens.clone(),
             client_abort: self.ratio(t, "client_abort", &w.client_abort)?,
-            abort_within_ms: self.in_range(t, 0, "abort_within_ms", w.abort_within_ms.unwrap_or(60_000), 0, MAX_TIME_MS, " ms")?,
+            abort_within_ms: self.in_range(
+                t,
+                0,
+                "abort_within_ms",
+                w.abort_within_ms.unwrap_or(60_000),
+                0,
+                MAX_TIME_MS,
+                " ms",
+            )?,
             start_ms: self.in_range(t, 0, "start_ms", w.start_ms.unwrap_or(0), 0, MAX_TIME_MS, " ms")?,
         }))
     }
@@ -759,7 +808,13 @@ impl Scenario {
     }
 
     /// The scripted faults: each entry's fields checked against its kind and the cluster.
-    fn script(&self, script: &[ScriptEntry], prefill: usize, decode: usize, total: u64) -> Result<Vec<ScriptedFault>, ScenarioError> {
+    fn script(
+        &self,
+        script: &[ScriptEntry],
+        prefill: usize,
+        decode: usize,
+        total: u64,
+    ) -> Result<Vec<ScriptedFault>, ScenarioError> {
         let mut out = Vec::with_capacity(script.len());
         for (i, e) in script.iter().enumerate() {
             let fields: [(&str, bool); 6] = [
@@ -779,7 +834,11 @@ impl Scenario {
             };
             for (k, present) in fields {
                 if present && !wanted.contains(&k) {
-                    return Err(self.script_err(i, k, format!("not a field of a `{kind}` fault (its fields: {})", wanted.join(", "))));
+                    return Err(self.script_err(
+                        i,
+                        k,
+                        format!("not a field of a `{kind}` fault (its fields: {})", wanted.join(", ")),
+                    ));
                 }
                 if !present && wanted.contains(&k) {
                     return Err(self.script_err(i, "kind", format!("a `{kind}` fault needs `{k}`")));
@@ -795,7 +854,11 @@ impl Scenario {
             let request = || -> Result<u32, ScenarioError> {
                 let r = e.request.unwrap_or(0);
                 if u64::from(r) >= total {
-                    return Err(self.script_err(i, "request", format!("request {r} does not exist ({total} requests)")));
+                    return Err(self.script_err(
+                        i,
+                        "request",
+                        format!("request {r} does not exist ({total} requests)"),
+                    ));
                 }
                 Ok(r)
             };
@@ -820,12 +883,18 @@ impl Scenario {
                     let at_ms = time("at_ms", e.at_ms)?;
                     let restart_after_ms = time("restart_after_ms", e.restart_after_ms)?;
                     if at_ms + restart_after_ms > MAX_TIME_MS {
-                        return Err(self.script_err(i, "restart_after_ms", format!("the restart falls past {MAX_TIME_MS} ms")));
+                        return Err(self.script_err(
+                            i,
+                            "restart_after_ms",
+                            format!("the restart falls past {MAX_TIME_MS} ms"),
+                        ));
                     }
                     ScriptedFault::Crash { at_ms, node, restart_after_ms }
                 }
                 ScriptKind::TransferFail => ScriptedFault::TransferFail { request: request()? },
-                ScriptKind::Delay => ScriptedFault::Delay { request: request()?, delay_ms: time("delay_ms", e.delay_ms)? },
+                ScriptKind::Delay => {
+                    ScriptedFault::Delay { request: request()?, delay_ms: time("delay_ms", e.delay_ms)? }
+                }
                 ScriptKind::VisibilityLag => {
                     ScriptedFault::VisibilityLag { request: request()?, lag_ms: time("lag_ms", e.lag_ms)? }
                 }

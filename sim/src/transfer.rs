@@ -69,9 +69,15 @@ impl World {
         for (b, batch) in job.batches.iter().enumerate() {
             let f = self.batch_faults(r);
             let bytes = u128::from(pages_in(&batch.src)) * u128::from(bytes_per_page);
-            let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1))).min(u128::from(u64::MAX)) as u64;
+            let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1)))
+                .min(u128::from(u64::MAX)) as u64;
             let d = Duration(
-                self.cfg.cost.transfer_latency_us.saturating_mul(1000).saturating_add(wire_ns).saturating_add(f.extra_delay.0),
+                self.cfg
+                    .cost
+                    .transfer_latency_us
+                    .saturating_mul(1000)
+                    .saturating_add(wire_ns)
+                    .saturating_add(f.extra_delay.0),
             );
             let (ret, land) = if d > timeout {
                 ok = false;

@@ -6,6 +6,7 @@ mod confirm;
 mod determinism;
 mod fuzz;
 mod fuzz_corpus;
+mod hostile;
 mod incident;
 mod invariants;
 mod self_contained;

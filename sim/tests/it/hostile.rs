@@ -1,0 +1,251 @@
+//! Hostile inputs: every number read from a file or flag is range-checked at the boundary, with an
+//! error naming file, line (or flag) and key; nothing allocates in proportion to an unchecked
+//! number; scenarios are written back through the TOML serializer. One test per defect found by
+//! throwing ~42,000 hostile inputs at every command.
+
+use kvsim::config::SimConfig;
+use kvsim::scenario::{self, Overrides, Scenario, ScenarioError, MAX_TIME_MS};
+
+const GOOD: &str = r#"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 100
+output_tokens = 4
+"#;
+
+fn resolve(text: &str, o: &Overrides) -> Result<SimConfig, ScenarioError> {
+    Scenario::parse("h.toml", text)?.resolve(o)
+}
+
+fn err(text: &str) -> ScenarioError {
+    resolve(text, &Overrides::default()).expect_err("must be refused")
+}
+
+/// The 1-based line of the first line of `text` that starts with `prefix`.
+fn line_of(text: &str, prefix: &str) -> usize {
+    text.lines().position(|l| l.starts_with(prefix)).expect("line present") + 1
+}
+
+#[test]
+fn metadata_slots_are_bounded_before_anything_is_allocated() {
+    for (key, v) in [("metadata_slots", "4294967295"), ("max_running_requests", "4294967295")] {
+        let text = GOOD.replace("pool_tokens = 8192", &format!("pool_tokens = 8192\n{key} = {v}"));
+        let e = err(&text);
+        assert_eq!(e.key, format!("decode.{key}"), "{e}");
+        assert_eq!(e.line, Some(line_of(&text, key)), "{e}");
+    }
+    // Many nodes each with many slots: bounded in total.
+    let text = GOOD.replace("pool_tokens = 8192", "pool_tokens = 8192\ncount = 1024\nmetadata_slots = 1048576");
+    assert!(err(&text).message.contains("metadata slots over all"), "{}", err(&text));
+    let text = GOOD.replace(
+        "[[decode]]",
+        "[[decode]]\ncount = 1000\npool_tokens = 16\n[[decode]]\ncount = 1000\npool_tokens = 16\n[[decode]]",
+    );
+    assert!(err(&text).key.ends_with("count"), "{}", err(&text));
+}
+
+#[test]
+fn a_header_generator_is_validated_without_drawing_it() {
+    let mut cfg = resolve(GOOD, &Overrides::default()).unwrap();
+    cfg.generator = Some(kvsim::config::GeneratorConfig {
+        requests: u32::MAX,
+        tenants: 2,
+        mean_interarrival_us: 1000,
+        prompt_tokens: vec![kvsim::config::Bucket { weight: 1, min: 10, max: 20 }],
+        output_tokens: vec![kvsim::config::Bucket { weight: 1, min: 1, max: 2 }],
+        client_abort: kvsim::types::Ratio::NEVER,
+        abort_within_ms: 1000,
+        start_ms: 0,
+    });
+    let e = scenario::validate_config(&cfg, "t.jsonl").unwrap_err();
+    assert!(e.file.contains("t.jsonl") && e.key.contains("requests"), "{e}");
+    // A valid 10M-request generator (plus the one explicit request) is accepted at once
+    // (drawing it would take gigabytes).
+    cfg.generator.as_mut().unwrap().requests = 9_999_999;
+    let started = std::time::Instant::now();
+    scenario::validate_config(&cfg, "t.jsonl").unwrap();
+    assert!(started.elapsed().as_secs() < 5, "validation drew the generator: {:?}", started.elapsed());
+}
+
+#[test]
+fn cost_values_are_range_checked_not_wrapped() {
+    let huge = 1u64 << 62;
+    for key in [
+        "prefill_base_us",
+        "decode_step_base_us",
+        "transfer_latency_us",
+        "message_latency_us",
+        "prefill_ns_per_token",
+        "prefill_ns_per_token_per_kctx",
+        "decode_ns_per_kkv",
+        "kv_bytes_per_token",
+        "transfer_bytes_per_us",
+    ] {
+        let text = format!("{GOOD}\n[cost]\n{key} = {huge}\n");
+        let e = err(&text);
+        assert_eq!(e.key, format!("cost.{key}"), "{e}");
+        assert_eq!(e.line, Some(line_of(&text, key)), "{e}");
+        assert!(e.message.contains("out of range"), "{e}");
+    }
+    let e = err(&format!("{GOOD}\n[cost]\ntransfer_bytes_per_us = 0\n"));
+    assert_eq!(e.key, "cost.transfer_bytes_per_us", "{e}");
+    // The largest accepted costs run to the end without wrapping time back to the start.
+    let text = format!(
+        "{GOOD}\n[cost]\ndecode_step_base_us = {}\nprefill_ns_per_token = {}\nkv_bytes_per_token = {}\n",
+        scenario::MAX_TIME_MS,
+        scenario::MAX_NS_PER_UNIT,
+        scenario::MAX_BYTES
+    );
+    let cfg = resolve(&text, &Overrides::default()).unwrap();
+    let w = kvsim::simulate(cfg, None, true);
+    assert!(w.now.0 >= 1_000_000_000, "a huge cost took {} ns", w.now.0);
+}
+
+#[test]
+fn every_time_value_has_the_time_bound() {
+    let big_ns = u64::MAX - 5;
+    for (from, to, key) in [
+        ("at_ms = 0", format!("at_ns = {big_ns}"), "request.at_ns"),
+        ("output_tokens = 4", format!("output_tokens = 4\nabort_at_ns = {big_ns}"), "request.abort_at_ns"),
+        ("at_ms = 0", format!("at_ms = {}", MAX_TIME_MS + 1), "request.at_ms"),
+    ] {
+        let text = GOOD.replace(from, &to);
+        let e = err(&text);
+        assert_eq!(e.key, key, "{e}");
+        assert_eq!(e.line, Some(line_of(&text, key.split('.').nth(1).unwrap())), "{e}");
+    }
+    let workload = |extra: &str| {
+        format!(
+            "{GOOD}\n[workload]\nrequests = 3\ntenants = 2\nmean_interarrival_ms = 10\nprompt_tokens = [{{ weight = 1, min = 10, max = 20 }}]\noutput_tokens = [{{ weight = 1, min = 1, max = 2 }}]\n{extra}\n"
+        )
+    };
+    resolve(&workload(""), &Overrides::default()).unwrap();
+    for key in ["start_ms", "abort_within_ms", "mean_interarrival_ms"] {
+        let text = workload(&format!("{key} = {}", u64::MAX)).replace(
+            "mean_interarrival_ms = 10\n",
+            if key == "mean_interarrival_ms" { "" } else { "mean_interarrival_ms = 10\n" },
+        );
+        let e = err(&text);
+        assert_eq!(e.key, format!("workload.{key}"), "{e}");
+        assert_eq!(e.line, Some(line_of(&text, key)), "{e}");
+    }
+    // The arrival process as a whole must fit too.
+    let text = workload("")
+        .replace("requests = 3", "requests = 10000000")
+        .replace("mean_interarrival_ms = 10", &format!("mean_interarrival_ms = {}", MAX_TIME_MS / 1000));
+    assert!(err(&text).message.contains("past the time bound"), "{}", err(&text));
+}
+
+#[test]
+fn a_healthy_request_at_the_time_bound_is_not_a_leak_or_a_hang() {
+    let text = GOOD.replace("at_ms = 0", &format!("at_ns = {}", scenario::MAX_TIME_NS));
+    let cfg = resolve(&text, &Overrides::default()).unwrap();
+    let w = kvsim::simulate(cfg, None, true);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+}
+
+#[test]
+fn strings_are_written_back_as_toml() {
+    let names = [
+        "cafe\u{301}",
+        "zero\u{200b}width",
+        "nul\u{0}byte",
+        "del\u{7f}",
+        "esc\u{1b}[31m",
+        "quote\"back\\slash",
+        "new\nline",
+    ];
+    for name in names {
+        let mut cfg = resolve(GOOD, &Overrides::default()).unwrap();
+        cfg.name = name.to_string();
+        let text = scenario::to_toml(&cfg, &format!("origin: {name}\nsecond line\u{7}"));
+        let back = resolve(&text, &Overrides::default()).unwrap_or_else(|e| panic!("{name:?}: {e}\n{text}"));
+        assert_eq!(back, cfg, "{name:?}");
+        scenario::validate_config(&cfg, "t.jsonl").unwrap_or_else(|e| panic!("{name:?}: {e}"));
+    }
+}
+
+#[test]
+fn script_errors_name_the_key() {
+    let with = |entry: &str| format!("{GOOD}\n[faults]\n[[faults.script]]\n{entry}\n");
+    let text = with("kind = \"crash\"\nnode = \"prefill-9\"\nat_ms = 5\nrestart_after_ms = 10");
+    let e = err(&text);
+    assert_eq!(e.key, "faults.script[0].node", "{e}");
+    assert_eq!(e.line, Some(line_of(&text, "node")), "{e}");
+    let text = with("kind = \"delay\"\nrequest = 0");
+    let e = err(&text);
+    assert!(e.message.contains("needs `delay_ms`"), "{e}");
+    let text = with("kind = \"transfer_fail\"\nrequest = 7");
+    let e = err(&text);
+    assert_eq!((e.key.as_str(), e.line), ("faults.script[0].request", Some(line_of(&text, "request = 7"))), "{e}");
+    let text = with("kind = \"transfer_fail\"\nrequest = 0\nlag_ms = 3");
+    let e = err(&text);
+    assert_eq!((e.key.as_str(), e.line), ("faults.script[0].lag_ms", Some(line_of(&text, "lag_ms"))), "{e}");
+    let text = with("kind = \"visibility_lag\"\nrequest = 0\nlag_ms = \"soon\"");
+    let e = err(&text);
+    assert_eq!(e.line, Some(line_of(&text, "lag_ms")), "{e}");
+    assert!(e.key.contains("lag_ms"), "{e}");
+    let text = with(&format!("kind = \"visibility_lag\"\nrequest = 0\nlag_ms = {}", MAX_TIME_MS + 1));
+    let e = err(&text);
+    assert_eq!((e.key.as_str(), e.line), ("faults.script[0].lag_ms", Some(line_of(&text, "lag_ms"))), "{e}");
+}
+
+#[test]
+fn override_errors_blame_the_override_not_a_valid_file_line() {
+    let o = |set: &[(&str, &str)], profile: Option<&str>| Overrides {
+        profile: profile.map(str::to_string),
+        seed: None,
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    // The file's page_size = 16 is valid; --set page_size=0 is not.
+    let e = resolve(GOOD, &o(&[("page_size", "0")], None)).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("--set", None), "{e}");
+    assert_eq!(e.key, "knobs.page_size");
+    let e = resolve(GOOD, &o(&[("chunked_prefill_size", "0")], None)).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("--set", None), "{e}");
+    let e = resolve(GOOD, &o(&[("bootstrap_timeout_ms", &u64::MAX.to_string())], None)).unwrap_err();
+    assert_eq!(e.file, "--set", "{e}");
+    // A bad --profile is the flag's fault, even when the file names a valid profile.
+    let text = format!("profile = \"sglang-0.5.22\"\n{GOOD}");
+    let e = resolve(&text, &o(&[], Some("sglang-9"))).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("--profile", None), "{e}");
+    // A bad value in the file is still placed at its line.
+    let text = GOOD.replace("page_size = 16", "page_size = 0");
+    let e = resolve(&text, &o(&[], None)).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("h.toml", Some(line_of(&text, "page_size"))), "{e}");
+    let text = "profile = \"nope\"\n".to_string() + GOOD;
+    let e = resolve(&text, &o(&[], None)).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("h.toml", Some(1)), "{e}");
+}
+
+#[test]
+fn the_binary_never_aborts_on_huge_numbers() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, text) in [
+        GOOD.replace("pool_tokens = 8192", "pool_tokens = 8192\nmetadata_slots = 4294967295"),
+        GOOD.replace("context_len = 8192", &format!("context_len = {}", u64::MAX)),
+        GOOD.replace("prompt_tokens = 100", &format!("prompt_tokens = {}", u64::MAX)),
+        format!("{GOOD}\n[cost]\ndecode_step_base_us = {}\n", 1u64 << 62),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = dir.join(format!("h{i}.toml"));
+        std::fs::write(&f, text).unwrap();
+        let out = std::process::Command::new(bin).args(["run", f.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{i}: {stderr}");
+        assert!(stderr.contains(&format!("h{i}.toml:")), "{i}: {stderr}");
+    }
+}
