@@ -6,8 +6,10 @@
 //! - [`cross_tenant`]: the same scenarios with the engine knobs of one profile; true when a
 //!   request reads another tenant's KV (the target reports that as its finding).
 //! - [`parse_scenario`]: bytes as a TOML scenario file; parsing and resolving never panic.
-//! - [`parse_trace`]: bytes as a JSON Lines trace, read the way `kvsim replay` and `kvsim confirm`
-//!   read one; then the replay filter and `confirm::lower` on its memory log, CPU-side only.
+//! - [`parse_trace`]: bytes as a JSON Lines trace, read by the one trace reader every command uses;
+//!   then the replay filter and `confirm::lower` on its memory log, CPU-side only.
+//! - [`parse_audit_log`]: bytes as an engine start-up log, through `kvsim audit`'s parser and
+//!   analysis; a generated scenario must resolve.
 //!
 //! Bytes are decoded with `arbitrary::Unstructured` into [`FuzzInput`]; short input decodes to
 //! zeros (the first choice of everything), so every byte string is a scenario. The layout:
@@ -22,7 +24,7 @@ use crate::config::{
 };
 use crate::confirm::{self, Select};
 use crate::trace::{MemOp, TraceRecord};
-use crate::tracefile::{Filter, Footer, Header, Line};
+use crate::tracefile::{ReadOptions, TraceReader};
 use crate::types::Ratio;
 use arbitrary::{Arbitrary, Unstructured};
 use serde::Deserialize;
@@ -399,42 +401,13 @@ pub fn cross_tenant_signatures(data: &[u8], profile: &str) -> BTreeSet<String> {
 pub fn parse_scenario(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Ok(s) = crate::scenario::Scenario::parse("fuzz.toml", &text) {
-        let _ = s.resolve(&Default::default());
-    }
-}
-
-/// A trace file as `kvsim replay` and `kvsim confirm` read it.
-#[derive(Debug)]
-pub struct TraceFile {
-    pub header: Header,
-    pub lines: Vec<Line>,
-    pub footer: Option<Footer>,
-    /// Record lines that are not memory operations and did not read as a `Line` (1-based line,
-    /// error). `kvsim confirm` skips those lines unread; `kvsim replay` compares them as text.
-    pub unreadable: Vec<(usize, String)>,
-}
-
-/// Reads a JSON Lines trace: the header line, record lines up to the footer (the line that starts
-/// `{"kind":"footer"`, as `confirm` finds it), the footer. Every record line is read as a `Line`;
-/// a memory-operation line that does not read is an error (as in `confirm`), any other is kept in
-/// `unreadable`. Errors name the 1-based line.
-pub fn read_trace(text: &str) -> Result<TraceFile, String> {
-    let mut it = text.lines();
-    let first = it.next().ok_or("1: empty trace")?;
-    let header: Header = serde_json::from_str(first).map_err(|e| format!("1: not a kvsim trace header: {e}"))?;
-    let mut t = TraceFile { header, lines: Vec::new(), footer: None, unreadable: Vec::new() };
-    for (i, l) in it.enumerate() {
-        if l.starts_with("{\"kind\":\"footer\"") {
-            t.footer = Some(serde_json::from_str::<Footer>(l).map_err(|e| format!("{}: bad footer: {e}", i + 2))?);
-            break;
-        }
-        match serde_json::from_str::<Line>(l) {
-            Ok(line) => t.lines.push(line),
-            Err(e) if l.contains("\"kind\":\"mem\"") => return Err(format!("{}: {e}", i + 2)),
-            Err(e) => t.unreadable.push((i + 2, e.to_string())),
+        if let Ok(cfg) = s.resolve(&Default::default()) {
+            // What a resolved scenario writes into a trace header must read back (replay, shrink).
+            if let Err(e) = crate::scenario::validate_config(&cfg, "fuzz.jsonl") {
+                panic!("a resolved scenario fails header validation: {e}");
+            }
         }
     }
-    Ok(t)
 }
 
 /// The fuzzer's budget for `parse_trace` (time and memory; kvsim's own traces of small scenarios
@@ -459,50 +432,38 @@ fn within_budget(mem: &[(u64, MemOp)], cfg: &SimConfig) -> bool {
         })
 }
 
-/// Checks a `--trace-filter` filter: page runs whose end fits in a `u32` (`Filter::keeps`
-/// computes `first + count`).
-pub fn validate_filter(f: &Filter) -> Result<(), String> {
-    for (pool, runs) in &f.pages {
-        if let Some((a, c)) = runs.iter().find(|(a, c)| a.checked_add(*c).is_none()) {
-            return Err(format!("filter: pages {a}+{c} of {pool} overflow"));
-        }
-    }
-    Ok(())
-}
-
-/// Target `parse_trace`: bytes as a trace (lossy UTF-8). If it reads and its memory log is valid
-/// (`validate_mem_log`), applies the header's filter to every record (as `kvsim replay` does to
-/// the records it replays) and lowers the log with `confirm::lower` twice: for the footer's
-/// violating reads (as `kvsim confirm` does) and for the last read of the first requests seen
+/// Target `parse_trace`: bytes as a trace (lossy UTF-8), read by the one trace reader every
+/// command uses (`tracefile::TraceReader`: header validation included). Every record as
+/// `kvsim replay` reads it (the header's filter applied to each), then the memory log as
+/// `kvsim confirm` reads it: validated (`validate_mem_log`) and lowered with
+/// `confirm::lower` for the footer's violating reads and for the last read of the first readers
 /// (as `kvsim confirm --request` does). No backend runs. Never panics.
 pub fn parse_trace(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let Ok(trace) = read_trace(&text) else { return };
-    let page_size = trace.header.config.knobs.page_size;
-    let mem: Vec<(u64, MemOp)> = trace
-        .lines
-        .iter()
-        .filter_map(|l| match &l.rec {
-            TraceRecord::Mem(op) => Some((l.t, op.clone())),
-            _ => None,
-        })
-        .collect();
-    let cfg = &trace.header.config;
-    if confirm::validate_mem_log(&mem, cfg).is_err() || !within_budget(&mem, cfg) {
+    let Ok(mut reader) = TraceReader::open("fuzz.jsonl", text.as_bytes(), ReadOptions { any_version: true }) else {
         return;
-    }
-    if let Some(f) = &trace.header.filter {
-        if validate_filter(f).is_ok() {
-            for l in &trace.lines {
-                let _ = f.keeps(&l.rec, page_size);
-            }
+    };
+    let filter = reader.header.filter.clone();
+    let page_size = reader.header.config.knobs.page_size;
+    while let Ok(Some(item)) = reader.next_item() {
+        if let (Some(f), crate::tracefile::Item::Record { line, .. }) = (&filter, &item) {
+            let _ = f.keeps(&line.rec, page_size);
         }
     }
-    let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
-    if let Some(footer) = &trace.footer {
-        let _ = confirm::lower(&mem, page_size, Select::Violations { violations: &footer.violations, max: 8 }, shape);
+    let Ok(log) =
+        TraceReader::open("fuzz.jsonl", text.as_bytes(), ReadOptions { any_version: true }).and_then(|r| r.mem_log())
+    else {
+        return;
+    };
+    let cfg = &log.header.config;
+    if confirm::validate_mem_log(&log.mem, cfg).is_err() || !within_budget(&log.mem, cfg) {
+        return;
     }
-    let mut readers: Vec<u32> = mem
+    let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
+    let _ =
+        confirm::lower(&log.mem, page_size, Select::Violations { violations: &log.footer.violations, max: 8 }, shape);
+    let mut readers: Vec<u32> = log
+        .mem
         .iter()
         .filter_map(|(_, op)| match op {
             MemOp::Read { r, .. } => Some(r.0),
@@ -513,7 +474,26 @@ pub fn parse_trace(data: &[u8]) {
     readers.dedup();
     readers.truncate(4);
     if !readers.is_empty() {
-        let _ = confirm::lower(&mem, page_size, Select::Requests(&readers), shape);
+        let _ = confirm::lower(&log.mem, page_size, Select::Requests(&readers), shape);
+    }
+}
+
+/// Target `parse_audit_log`: bytes as an engine start-up log (lossy UTF-8), read by the parser
+/// `kvsim audit` uses, analysed as `kvsim audit` does (roles from the log). When the audit can
+/// build a scenario, that scenario must parse and resolve under the default profile (a generated
+/// scenario that does not is a kvsim bug: this panics). Never panics otherwise.
+pub fn parse_audit_log(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let Ok(facts) = crate::audit::parse::parse_log("fuzz.log", &text) else { return };
+    let files = vec![("fuzz.log".to_string(), facts, None)];
+    let a = crate::audit::analyse(&files);
+    let _ = crate::audit::node_table(&a);
+    if let Some(text) = crate::audit::scenario(&a, "fuzz.log") {
+        let resolved = crate::scenario::Scenario::parse("audit-scenario.toml", &text)
+            .and_then(|s| s.resolve(&crate::scenario::Overrides::default()));
+        if let Err(e) = resolved {
+            panic!("the audit wrote a scenario that does not resolve: {e}\n{text}");
+        }
     }
 }
 

@@ -61,6 +61,205 @@ pub fn line_json(at: Instant, rec: &TraceRecord) -> String {
     serde_json::to_string(&Line { t: at.0, rec: rec.clone() }).expect("records serialise")
 }
 
+/// The footer a run writes after its records: counts, hash, exit status and violations.
+impl Footer {
+    pub fn of(w: &crate::world::World, report: &crate::report::Report, written: u64) -> Footer {
+        Footer {
+            kind: "footer".into(),
+            records: w.tracer.records,
+            written,
+            events: w.events,
+            trace_hash: w.tracer.hash_hex(),
+            exit_code: report.exit_code,
+            violations: report.violations.clone(),
+        }
+    }
+
+    /// The fields in which `replayed` differs from this (recorded) footer, as `name: recorded →
+    /// replayed` lines; empty when they agree.
+    pub fn differences(&self, replayed: &Footer) -> Vec<String> {
+        let mut d = Vec::new();
+        let mut field = |name: &str, a: String, b: String| {
+            if a != b {
+                d.push(format!("{name}: recorded {a}, replayed {b}"));
+            }
+        };
+        field("trace_hash", self.trace_hash.clone(), replayed.trace_hash.clone());
+        field("records", self.records.to_string(), replayed.records.to_string());
+        field("written", self.written.to_string(), replayed.written.to_string());
+        field("events", self.events.to_string(), replayed.events.to_string());
+        field("exit_code", self.exit_code.to_string(), replayed.exit_code.to_string());
+        field("violations (count)", self.violations.len().to_string(), replayed.violations.len().to_string());
+        if let Some((i, (a, b))) =
+            self.violations.iter().zip(&replayed.violations).enumerate().find(|(_, (a, b))| a != b)
+        {
+            let j = |v: &ViolationOut| serde_json::to_string(v).expect("violations serialise");
+            field(&format!("violations[{i}]"), j(a), j(b));
+        }
+        d
+    }
+}
+
+/// A bad trace file (exit status 2): the file, the 1-based line (0 = the file as a whole) and
+/// what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}: {}", self.file, self.message),
+            l => write!(f, "{}:{l}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// How strictly to read a header.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// Accept a trace written by another kvsim version (`replay --force`; `confirm` and
+    /// `shrink`, which do not compare records, always do).
+    pub any_version: bool,
+}
+
+/// One item after the header.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// A record line, as written and as read.
+    Record {
+        text: String,
+        line: Line,
+    },
+    Footer(Footer),
+}
+
+/// The one reader of trace files, for every command that reads one (`replay`, `shrink`,
+/// `confirm`, `fuzz`) and for the `parse_trace` fuzz target. Streaming: memory is one line.
+/// `open` reads and validates the header (format, version, the configuration — exactly one a
+/// scenario resolves to — and the filter); `next` yields records up to the footer.
+pub struct TraceReader<R: std::io::BufRead> {
+    src: R,
+    file: String,
+    line: usize,
+    pub header: Header,
+    done: bool,
+}
+
+impl<R: std::io::BufRead> TraceReader<R> {
+    pub fn open(file: &str, mut src: R, opts: ReadOptions) -> Result<TraceReader<R>, TraceError> {
+        let e = |line: usize, message: String| TraceError { file: file.to_string(), line, message };
+        let mut first = String::new();
+        match src.read_line(&mut first) {
+            Ok(0) => return Err(e(1, "empty trace".into())),
+            Ok(_) => {}
+            Err(x) => return Err(e(1, format!("cannot read: {x}"))),
+        }
+        let header: Header =
+            serde_json::from_str(first.trim_end()).map_err(|x| e(1, format!("not a kvsim trace header: {x}")))?;
+        if header.kind != "header" {
+            return Err(e(1, format!("the first line is a `{}` line, not the header", header.kind)));
+        }
+        if header.format != FORMAT {
+            return Err(e(1, format!("trace format `{}`, this kvsim reads `{FORMAT}`", header.format)));
+        }
+        let mine = env!("CARGO_PKG_VERSION");
+        if header.kvsim_version != mine && !opts.any_version {
+            return Err(e(
+                1,
+                format!(
+                    "written by kvsim {}, this is kvsim {mine}; a different model version may legitimately diverge (replay --force to compare anyway)",
+                    header.kvsim_version
+                ),
+            ));
+        }
+        if header.seed != header.config.seed {
+            return Err(e(
+                1,
+                format!("header seed {} differs from its configuration's {}", header.seed, header.config.seed),
+            ));
+        }
+        crate::scenario::validate_config(&header.config, file).map_err(|x| e(1, x.to_string()))?;
+        if let Some(f) = &header.filter {
+            f.validate().map_err(|m| e(1, m))?;
+        }
+        Ok(TraceReader { src, file: file.to_string(), line: 1, header, done: false })
+    }
+
+    /// The 1-based number of the last line read.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    fn err(&self, message: String) -> TraceError {
+        TraceError { file: self.file.clone(), line: self.line, message }
+    }
+
+    /// The next record or the footer; `None` at the end of the file (after the footer, or where
+    /// a cut-short trace ends). Text after the footer is an error.
+    pub fn next_item(&mut self) -> Result<Option<Item>, TraceError> {
+        let mut text = String::new();
+        let n =
+            self.src.read_line(&mut text).map_err(|x| self.err(format!("cannot read line {}: {x}", self.line + 1)))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        if self.done {
+            return Err(self.err("text after the footer".into()));
+        }
+        let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
+        match serde_json::from_str::<Line>(&text) {
+            Ok(line) => Ok(Some(Item::Record { text, line })),
+            Err(e) if text.contains("\"kind\":\"footer\"") => {
+                let f: Footer = serde_json::from_str(&text).map_err(|x| self.err(format!("bad footer: {x}")))?;
+                if f.kind != "footer" {
+                    return Err(self.err(format!("not a trace record: {e}")));
+                }
+                self.done = true;
+                Ok(Some(Item::Footer(f)))
+            }
+            Err(e) => Err(self.err(format!("not a trace record: {e}"))),
+        }
+    }
+
+    /// Reads to the end: the memory operations (time, op) and the footer, which must be there.
+    pub fn mem_log(mut self) -> Result<MemLog, TraceError> {
+        let mut mem = Vec::new();
+        let mut footer = None;
+        while let Some(item) = self.next_item()? {
+            match item {
+                Item::Record { line: Line { t, rec: TraceRecord::Mem(op) }, .. } => mem.push((t, op)),
+                Item::Record { .. } => {}
+                Item::Footer(f) => footer = Some(f),
+            }
+        }
+        let footer = footer.ok_or_else(|| TraceError {
+            file: self.file.clone(),
+            line: 0,
+            message: "no footer (the trace was cut short)".into(),
+        })?;
+        Ok(MemLog { header: self.header, mem, footer })
+    }
+}
+
+/// What `confirm` needs of a trace.
+#[derive(Debug, Clone)]
+pub struct MemLog {
+    pub header: Header,
+    pub mem: Vec<(u64, MemOp)>,
+    pub footer: Footer,
+}
+
 /// `--trace-filter`: the violating requests and, per pool, the pages their violations name.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Filter {
@@ -75,6 +274,17 @@ fn overlaps(runs: &[(u32, u32)], pages: &[Run]) -> bool {
 }
 
 impl Filter {
+    /// A filter read from a file: page runs whose end fits in a `u32` (`keeps` computes
+    /// `first + count`).
+    pub fn validate(&self) -> Result<(), String> {
+        for (pool, runs) in &self.pages {
+            if let Some((a, c)) = runs.iter().find(|(a, c)| a.checked_add(*c).is_none()) {
+                return Err(format!("filter: pages {a}+{c} of {pool} overflow"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn from_violations(vs: &[crate::check::Violation]) -> Filter {
         let mut f = Filter::default();
         for v in vs {

@@ -5,10 +5,7 @@
 
 use kvsim::confirm::{lower, Select};
 use kvsim::report::exit;
-use kvsim::trace::TraceRecord;
-use kvsim::tracefile::{Footer, Header, Line};
 use kvsim_gpu::{AttnShape, BackendChoice, Dtype, GpuError};
-use std::io::BufRead;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
@@ -77,28 +74,10 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
     };
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
     shape.validate().map_err(|e| bad(e.to_string()))?;
-    let file = std::fs::File::open(&path).map_err(|e| bad(format!("{path}: cannot read: {e}")))?;
-    let mut lines = std::io::BufReader::new(file).lines();
-    let first = lines.next().and_then(Result::ok).ok_or_else(|| bad(format!("{path}:1: empty trace")))?;
-    let header: Header =
-        serde_json::from_str(&first).map_err(|e| bad(format!("{path}:1: not a kvsim trace header: {e}")))?;
-    let mut mem = Vec::new();
-    let mut footer: Option<Footer> = None;
-    for (i, l) in lines.enumerate() {
-        let l = l.map_err(|e| bad(format!("{path}:{}: {e}", i + 2)))?;
-        if l.starts_with("{\"kind\":\"footer\"") {
-            footer = Some(serde_json::from_str(&l).map_err(|e| bad(format!("{path}:{}: bad footer: {e}", i + 2)))?);
-            break;
-        }
-        if !l.contains("\"kind\":\"mem\"") {
-            continue;
-        }
-        let line: Line = serde_json::from_str(&l).map_err(|e| bad(format!("{path}:{}: {e}", i + 2)))?;
-        if let TraceRecord::Mem(op) = line.rec {
-            mem.push((line.t, op));
-        }
-    }
-    let footer = footer.ok_or_else(|| bad(format!("{path}: no footer (the trace was cut short)")))?;
+    let log = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
+        .and_then(|r| r.mem_log())
+        .map_err(|e| bad(e.to_string()))?;
+    let (header, mem, footer) = (log.header, log.mem, log.footer);
     kvsim::confirm::validate_mem_log(&mem, &header.config)
         .map_err(|e| bad(format!("{path}: corrupt memory log: {e}")))?;
     let select = if o.request.is_empty() {

@@ -273,15 +273,7 @@ pub fn trace_to_file(
     if let Some(e) = &st.error {
         return Err(format!("{path}: write failed: {e}"));
     }
-    let footer = Footer {
-        kind: "footer".into(),
-        records: w.tracer.records,
-        written: st.written,
-        events: w.events,
-        trace_hash: w.tracer.hash_hex(),
-        exit_code: report.exit_code,
-        violations: report.violations.clone(),
-    };
+    let footer = Footer::of(&w, &report, st.written);
     let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| format!("{path}: {e}"))?;
     writeln!(f, "{}", serde_json::to_string(&footer).expect("footer serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
@@ -342,68 +334,54 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         eprintln!("error: {m}");
         exit::BAD_INPUT
     };
-    let mut lines = match tracefile::open_lines(path) {
-        Ok(l) => l,
-        Err(e) => return bad(e),
+    let reader = match tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }) {
+        Ok(r) => r,
+        Err(e) => return bad(e.to_string()),
     };
-    let Some(Ok(first)) = lines.next() else {
-        return bad(format!("{path}:1: empty trace file"));
-    };
-    let header: Header = match serde_json::from_str(&first) {
-        Ok(h) => h,
-        Err(e) => return bad(format!("{path}:1: not a kvsim trace header: {e}")),
-    };
-    if header.format != kvsim::tracefile::FORMAT {
-        return bad(format!(
-            "{path}:1: trace format `{}`, this kvsim reads `{}`",
-            header.format,
-            kvsim::tracefile::FORMAT
-        ));
-    }
-    let mine = env!("CARGO_PKG_VERSION");
-    if header.kvsim_version != mine && !force {
-        return bad(format!(
-            "{path}: written by kvsim {}, this is kvsim {mine}; a different model version may legitimately diverge. Use --force to replay anyway",
-            header.kvsim_version
-        ));
-    }
-    let cfg = header.config.clone();
-    if let Err(e) = kvsim::scenario::validate_config(&cfg, path) {
-        return bad(e.to_string());
-    }
-    let (sink, state) = tracefile::Comparer::new(lines, 1, header.filter.clone(), cfg.knobs.page_size);
+    let cfg = reader.header.config.clone();
+    let (sink, state) = tracefile::Comparer::new(reader);
     let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
     w.run();
     let repro = format!("kvsim replay {path}");
     let report = Report::build(&w, repro);
+    drop(w.tracer.take_sink());
     let mut st = state.borrow_mut();
+    if let Some(e) = st.error.take() {
+        return bad(e.to_string());
+    }
     if let Some((line, theirs, mine)) = st.divergence.clone() {
         eprintln!("replay DIVERGED at {path}:{line} (after {} matching records)", st.compared);
         eprintln!("  recorded: {theirs}");
         eprintln!("  replayed: {mine}");
         return exit::DIVERGED;
     }
-    let footer_line = st.next_line().unwrap_or_default();
-    let footer: Footer = match serde_json::from_str(&footer_line) {
-        Ok(f) => f,
-        Err(_) => {
+    let recorded = match st.reader.next_item() {
+        Ok(Some(kvsim::tracefile::Item::Footer(f))) => f,
+        Ok(Some(kvsim::tracefile::Item::Record { text, .. })) => {
             eprintln!(
-                "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay (or no footer)",
-                st.line
+                "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay",
+                st.reader.line()
             );
-            eprintln!("  recorded: {footer_line}");
+            eprintln!("  recorded: {text}");
             return exit::DIVERGED;
         }
+        Ok(None) => return bad(format!("{path}: no footer (the trace was cut short)")),
+        Err(e) => return bad(e.to_string()),
     };
-    if footer.trace_hash != report.trace_hash || footer.records != w.tracer.records {
-        eprintln!(
-            "replay DIVERGED: recorded trace hash {} over {} records, replay {} over {}",
-            footer.trace_hash, footer.records, report.trace_hash, w.tracer.records
-        );
+    if let Err(e) = st.reader.next_item() {
+        return bad(e.to_string());
+    }
+    let replayed = kvsim::tracefile::Footer::of(&w, &report, st.compared);
+    let diffs = recorded.differences(&replayed);
+    if !diffs.is_empty() {
+        eprintln!("replay DIVERGED at {path}:{} (the footer; all {} records matched)", st.reader.line(), st.compared);
+        for d in diffs {
+            eprintln!("  {d}");
+        }
         return exit::DIVERGED;
     }
     println!(
-        "replay matches: {} records compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
+        "replay matches: {} records and the footer compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
         st.compared, report.trace_hash, cfg.name, cfg.seed, cfg.profile, report.exit_code
     );
     report.exit_code

@@ -27,12 +27,9 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String>
     let p = std::path::Path::new(input);
     let path = if p.is_dir() { format!("{}/scenario.toml", input.trim_end_matches('/')) } else { input.to_string() };
     if path.ends_with(".jsonl") {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: cannot read: {e}"))?;
-        let first = text.lines().next().unwrap_or_default();
-        let h: kvsim::tracefile::Header =
-            serde_json::from_str(first).map_err(|e| format!("{path}:1: not a kvsim trace header: {e}"))?;
-        kvsim::scenario::validate_config(&h.config, &path).map_err(|e| e.to_string())?;
-        return Ok(h.config);
+        let reader = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
+            .map_err(|e| e.to_string())?;
+        return Ok(reader.header.config);
     }
     super::load(&path, opts).map_err(|e| e.to_string())
 }

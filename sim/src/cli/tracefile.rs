@@ -2,11 +2,11 @@
 //! replay comparer that reads a trace file line by line alongside a new run.
 
 use kvsim::trace::{TraceRecord, TraceSink};
-use kvsim::tracefile::{line_json, Filter};
+use kvsim::tracefile::{line_json, Filter, Item, ReadOptions, TraceError, TraceReader};
 use kvsim::types::Instant;
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Lines, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::rc::Rc;
 
 /// Writes each record as it happens. I/O errors are kept and reported after the run.
@@ -60,7 +60,7 @@ impl Drop for JsonlWriter {
     }
 }
 
-/// Compares each new record with the next line of the recorded trace.
+/// Compares each new record with the next record of the recorded trace.
 pub struct Comparer {
     filter: Option<Filter>,
     page_size: u64,
@@ -68,38 +68,27 @@ pub struct Comparer {
 }
 
 pub struct CompareState {
-    lines: Lines<BufReader<File>>,
-    /// 1-based line number of the last line read.
-    pub line: usize,
+    pub reader: TraceReader<BufReader<File>>,
     pub compared: u64,
     /// (line, recorded, replayed)
     pub divergence: Option<(usize, String, String)>,
-}
-
-impl CompareState {
-    /// The next line of the file (after the run: the footer).
-    pub fn next_line(&mut self) -> Option<String> {
-        let l = self.lines.next()?;
-        self.line += 1;
-        Some(l.unwrap_or_else(|_| String::from("<unreadable>")))
-    }
+    /// A trace line that does not read (bad input rather than a divergence).
+    pub error: Option<TraceError>,
 }
 
 impl Comparer {
-    pub fn new(
-        lines: Lines<BufReader<File>>,
-        first_line: usize,
-        filter: Option<Filter>,
-        page_size: u64,
-    ) -> (Comparer, Rc<RefCell<CompareState>>) {
-        let state = Rc::new(RefCell::new(CompareState { lines, line: first_line, compared: 0, divergence: None }));
+    pub fn new(reader: TraceReader<BufReader<File>>) -> (Comparer, Rc<RefCell<CompareState>>) {
+        let filter = reader.header.filter.clone();
+        let page_size = reader.header.config.knobs.page_size;
+        let state = Rc::new(RefCell::new(CompareState { reader, compared: 0, divergence: None, error: None }));
         (Comparer { filter, page_size, state: state.clone() }, state)
     }
 }
 
 impl TraceSink for Comparer {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
-        if self.state.borrow().divergence.is_some() {
+        let mut st = self.state.borrow_mut();
+        if st.divergence.is_some() || st.error.is_some() {
             return;
         }
         if let Some(f) = &self.filter {
@@ -108,10 +97,17 @@ impl TraceSink for Comparer {
             }
         }
         let mine = line_json(at, rec);
-        let mut st = self.state.borrow_mut();
-        let theirs = st.next_line().unwrap_or_else(|| String::from("<end of file>"));
+        let theirs = match st.reader.next_item() {
+            Ok(Some(Item::Record { text, .. })) => text,
+            Ok(Some(Item::Footer(_))) => String::from("<the footer: the recorded trace has fewer records>"),
+            Ok(None) => String::from("<end of file>"),
+            Err(e) => {
+                st.error = Some(e);
+                return;
+            }
+        };
         if theirs != mine {
-            let line = st.line;
+            let line = st.reader.line();
             st.divergence = Some((line, theirs, mine));
         } else {
             st.compared += 1;
@@ -119,7 +115,12 @@ impl TraceSink for Comparer {
     }
 }
 
-/// Opens a trace file for reading line by line.
-pub fn open_lines(path: &str) -> Result<Lines<BufReader<File>>, String> {
-    File::open(path).map(|f| BufReader::new(f).lines()).map_err(|e| format!("{path}: cannot read: {e}"))
+/// Opens a trace file and reads its header (see `TraceReader::open`).
+pub fn open(path: &str, opts: ReadOptions) -> Result<TraceReader<BufReader<File>>, TraceError> {
+    let f = File::open(path).map_err(|e| TraceError {
+        file: path.to_string(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    })?;
+    TraceReader::open(path, BufReader::new(f), opts)
 }

@@ -92,29 +92,27 @@ fn parse_trace_corpus_and_regressions() {
 /// valid and lowers: the corpus exercises `confirm::lower`, not only the error paths.
 #[test]
 fn the_real_trace_in_the_parse_trace_corpus_reads_and_lowers() {
+    let read = |name: &str| {
+        let path = fuzz_dir().join("corpus/parse_trace").join(name);
+        let f = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
+        kvsim::tracefile::TraceReader::open(name, f, kvsim::tracefile::ReadOptions { any_version: true })
+            .and_then(|r| r.mem_log())
+            .unwrap_or_else(|e| panic!("{e}: regenerate the trace seeds (python3 fuzz/seeds.py --traces KVSIM)"))
+    };
     for name in ["stub-leak.jsonl", "stub-cold.jsonl", "stub-leak-filtered.jsonl"] {
-        let text = std::fs::read_to_string(fuzz_dir().join("corpus/parse_trace").join(name)).unwrap();
-        let t = fuzz_targets::read_trace(&text).unwrap_or_else(|e| panic!("{name}:{e}"));
-        assert!(t.footer.is_some(), "{name}: no footer");
-        if let Some((line, e)) = t.unreadable.first() {
-            panic!("{name}:{line}: {e}: regenerate the trace seeds (python3 fuzz/seeds.py --traces KVSIM)");
-        }
+        read(name);
     }
-    let text = std::fs::read_to_string(fuzz_dir().join("corpus/parse_trace/stub-leak.jsonl")).unwrap();
-    let t = fuzz_targets::read_trace(&text).unwrap_or_else(|e| panic!("stub-leak.jsonl:{e}"));
-    let footer = t.footer.expect("footer");
-    let mem: Vec<_> = t
-        .lines
-        .iter()
-        .filter_map(|l| match &l.rec {
-            kvsim::trace::TraceRecord::Mem(op) => Some((l.t, op.clone())),
-            _ => None,
-        })
-        .collect();
+    let t = read("stub-leak.jsonl");
+    let (footer, mem) = (t.footer, t.mem);
     kvsim::confirm::validate_mem_log(&mem, &t.header.config).unwrap();
     let ps = t.header.config.knobs.page_size;
     let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
     let select = kvsim::confirm::Select::Violations { violations: &footer.violations, max: 8 };
     let lowered = kvsim::confirm::lower(&mem, ps, select, shape).unwrap();
     assert!(!lowered.targets.is_empty());
+}
+
+#[test]
+fn parse_audit_log_corpus_and_regressions() {
+    each("parse_audit_log", 8, |_, b| fuzz_targets::parse_audit_log(b));
 }

@@ -249,3 +249,90 @@ fn the_binary_never_aborts_on_huge_numbers() {
         assert!(stderr.contains(&format!("h{i}.toml:")), "{i}: {stderr}");
     }
 }
+
+fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("kvsim-hostile-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name).to_string_lossy().into_owned()
+}
+
+/// A trace of scenarios/small/stub-leak.toml (a leak: exit 10).
+fn stub_trace(name: &str) -> (String, Vec<String>) {
+    let t = tmp(name);
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let (code, _, err) = kvsim(&["run", scen.to_str().unwrap(), "--trace", &t]);
+    assert_eq!(code, Some(10), "{err}");
+    let lines = std::fs::read_to_string(&t).unwrap().lines().map(str::to_string).collect();
+    (t, lines)
+}
+
+#[test]
+fn replay_compares_the_footer_too() {
+    let (_, lines) = stub_trace("footer.jsonl");
+    let mut footer: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    footer["exit_code"] = 0.into();
+    footer["violations"] = serde_json::Value::Array(vec![]);
+    let mut edited = lines.clone();
+    *edited.last_mut().unwrap() = serde_json::to_string(&footer).unwrap();
+    let f = tmp("footer-edited.jsonl");
+    std::fs::write(&f, edited.join("\n") + "\n").unwrap();
+    let (code, out, err) = kvsim(&["replay", &f]);
+    assert_eq!(code, Some(3), "an edited footer must not replay: {out}{err}");
+    assert!(err.contains("exit_code: recorded 0, replayed 10") && err.contains("violations"), "{err}");
+    // Text after the footer is bad input.
+    std::fs::write(&f, lines.join("\n") + "\n{\"t\":1}\n").unwrap();
+    let (code, _, err) = kvsim(&["replay", &f]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!(":{}:", lines.len() + 1)), "{err}");
+}
+
+#[test]
+fn headers_with_huge_generators_are_refused_at_once_by_every_reader() {
+    let (_, lines) = stub_trace("gen.jsonl");
+    let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    header["config"]["generator"] = serde_json::json!({
+        "requests": u32::MAX, "tenants": 2, "mean_interarrival_us": 1000,
+        "prompt_tokens": [{"weight": 1, "min": 10, "max": 20}],
+        "output_tokens": [{"weight": 1, "min": 1, "max": 2}],
+        "client_abort": {"num": 0, "den": 1}, "abort_within_ms": 1000, "start_ms": 0
+    });
+    let mut edited = lines.clone();
+    edited[0] = serde_json::to_string(&header).unwrap();
+    let f = tmp("gen-huge.jsonl");
+    std::fs::write(&f, edited.join("\n") + "\n").unwrap();
+    for cmd in
+        [vec!["replay", f.as_str()], vec!["shrink", f.as_str(), "--out", "/dev/null"], vec!["confirm", f.as_str()]]
+    {
+        let started = std::time::Instant::now();
+        let (code, _, err) = kvsim(&cmd);
+        assert_eq!(code, Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("gen-huge.jsonl") && err.contains("requests"), "{cmd:?}: {err}");
+        assert!(started.elapsed().as_secs() < 10, "{cmd:?} took {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn names_with_any_characters_replay() {
+    let text =
+        GOOD.replacen("context_len", "name = \"cafe\u{301} \u{200b} \\u0000 \\u007f \\u001b[31m\"\ncontext_len", 1);
+    let s = tmp("named.toml");
+    std::fs::write(&s, text).unwrap();
+    let t = tmp("named.jsonl");
+    let (code, _, err) = kvsim(&["run", &s, "--trace", &t]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = kvsim(&["replay", &t]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("replay matches"), "{out}");
+    let shrunk = tmp("named-shrunk.toml");
+    let (code, _, err) = kvsim(&["shrink", &t, "--out", &shrunk]);
+    assert!(code == Some(0) || code == Some(1) || err.contains("no violation"), "{code:?} {err}");
+}
