@@ -23,7 +23,7 @@ use crate::config::{
     self, CostConfig, FaultConfig, Knobs, NodeConfig, RequestSpec, RouterPolicy, ScriptedFault, SimConfig,
 };
 use crate::confirm::{self, Select};
-use crate::trace::{MemOp, TraceRecord};
+use crate::trace::MemOp;
 use crate::tracefile::{ReadOptions, TraceReader};
 use crate::types::Ratio;
 use arbitrary::{Arbitrary, Unstructured};

@@ -240,6 +240,63 @@ pub fn saved_failures(corpus: &Path) -> BTreeMap<String, Failure> {
     out
 }
 
+impl Failure {
+    /// Points the reproduce commands at the copy of this failure under `sig_dir` (a signature
+    /// folder `<corpus>/<slug>`), e.g. after `kvsim corpus merge` copied it there.
+    pub fn relocate(&mut self, sig_dir: &Path) {
+        let seed_dir = sig_dir.join(format!("seed-{}", self.seed));
+        self.reproduce = format!("kvsim run {}", seed_dir.join("scenario.toml").display());
+        if self.shrunk.is_some() {
+            self.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
+        }
+    }
+}
+
+/// Whether a corpus entry is scratch left by an interrupted writer: a `.tmp-seed-*` folder (a
+/// failure being saved), a `*.tmp<pid>` file (an atomic write in progress).
+fn is_scratch(name: &str) -> bool {
+    name.starts_with(".tmp-")
+        || name.rsplit_once(".tmp").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Removes what a killed campaign left behind: scratch files and folders, and seed folders that
+/// no `failure.json` points at (a save interrupted between its two renames, or a superseded seed
+/// not yet removed). Committed failures and the checkpoint are never touched. Returns what was
+/// removed, for the log line.
+pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let mut remove = |p: PathBuf| {
+        let ok = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        if ok.is_ok() {
+            removed.push(p);
+        }
+    };
+    let Ok(rd) = std::fs::read_dir(corpus) else { return removed };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if is_scratch(&name) {
+            remove(path);
+            continue;
+        }
+        if !path.is_dir() {
+            continue;
+        }
+        let committed = std::fs::read_to_string(path.join("failure.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+            .map(|f| format!("seed-{}", f.seed));
+        let Ok(inner) = std::fs::read_dir(&path) else { continue };
+        for e in inner.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if is_scratch(&name) || (name.starts_with("seed-") && committed.as_deref() != Some(name.as_str())) {
+                remove(e.path());
+            }
+        }
+    }
+    removed
+}
+
 pub fn run(o: &FuzzOpts) -> i32 {
     match campaign(o) {
         Ok(code) => code,
@@ -274,6 +331,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
+    let scratch = clean_corpus(&corpus);
+    if !scratch.is_empty() {
+        eprintln!("{}: removed {} leftover(s) of an interrupted campaign", o.corpus, scratch.len());
+    }
     let mut camp = match std::fs::read_to_string(&ckpt_path) {
         Ok(text) => {
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
@@ -463,80 +524,111 @@ pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Fail
     s
 }
 
-/// `kvsim corpus merge DIR… --into OUT`: the union of shard corpora.
+/// `kvsim corpus merge DIR… --into OUT`: the union of the shards of one campaign. The corpora
+/// must be disjoint shards of the same split (same space, seed start and shard count, distinct
+/// shard indices): merging a corpus twice, or overlapping ones, would count runs twice and is
+/// refused. Only committed failures are copied (scratch of an interrupted campaign is not), and
+/// their reproduce commands are rewritten to point into the merged corpus.
 pub fn merge(dirs: &[String], into: &str) -> i32 {
+    match merge_corpora(dirs, into) {
+        Ok(text) => {
+            print!("{text}");
+            exit::CLEAN
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::BAD_INPUT
+        }
+    }
+}
+
+fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
     let mut table: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut best: BTreeMap<String, (u64, PathBuf)> = BTreeMap::new();
+    let mut best: BTreeMap<String, (Failure, PathBuf)> = BTreeMap::new();
     let mut runs = 0;
-    let mut space = None;
-    let mut seed_start = u64::MAX;
+    let mut first: Option<(String, Campaign)> = None;
+    let mut shards_seen: BTreeMap<u64, String> = BTreeMap::new();
+    let out = Path::new(into);
+    let out_real = std::fs::canonicalize(out).ok();
     for d in dirs {
         let p = Path::new(d).join("campaign.json");
-        let c: Campaign = match std::fs::read_to_string(&p)
+        let c: Campaign = std::fs::read_to_string(&p)
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {}: {e}", p.display());
-                return exit::BAD_INPUT;
-            }
-        };
-        if space.as_ref().is_some_and(|s| *s != c.space) {
-            eprintln!("error: {d}: space {} differs from the other corpora's", c.space);
-            return exit::BAD_INPUT;
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        if c.format != CORPUS_FORMAT {
+            return Err(format!("{}: corpus format `{}`, this kvsim merges `{CORPUS_FORMAT}`", p.display(), c.format));
         }
-        space = Some(c.space.clone());
-        seed_start = seed_start.min(c.seed_start);
+        if out_real.is_some() && std::fs::canonicalize(d).ok() == out_real {
+            return Err(format!("{d}: the output corpus cannot be one of the inputs"));
+        }
+        if let Some((d0, c0)) = &first {
+            if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
+                return Err(format!(
+                    "{d}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {d0} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",
+                    c.space, c.seed_start, c.shard.1, c0.space, c0.seed_start, c0.shard.1
+                ));
+            }
+        }
+        if let Some(other) = shards_seen.insert(c.shard.0, d.clone()) {
+            return Err(format!(
+                "{d}: shard {}/{} is also {other}: the corpora overlap (the same runs would be counted twice)",
+                c.shard.0, c.shard.1
+            ));
+        }
         runs += c.runs_done;
-        for (sig, e) in c.table {
-            let t = table.entry(sig).or_insert(Entry { count: 0, first_seed: e.first_seed });
+        for (sig, e) in &c.table {
+            let t = table.entry(sig.clone()).or_insert(Entry { count: 0, first_seed: e.first_seed });
             t.count += e.count;
             t.first_seed = t.first_seed.min(e.first_seed);
         }
         for (sig, f) in saved_failures(Path::new(d)) {
-            if best.get(&sig).is_none_or(|(s, _)| f.seed < *s) {
-                best.insert(sig, (f.seed, Path::new(d).join(slug(&f.signature))));
+            if best.get(&sig).is_none_or(|(b, _)| f.seed < b.seed) {
+                let src = Path::new(d).join(slug(&f.signature));
+                best.insert(sig, (f, src));
             }
         }
+        first.get_or_insert((d.clone(), c));
     }
-    let out = Path::new(into);
-    if let Err(e) = std::fs::create_dir_all(out) {
-        eprintln!("error: {into}: {e}");
-        return exit::BAD_INPUT;
-    }
-    for (sig, (_, src)) in &best {
+    let (_, c0) = first.ok_or("no corpora to merge")?;
+    std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
+    for (sig, (f, src)) in &best {
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
-        if let Err(e) = copy_dir(src, &dst) {
-            eprintln!("error: copying {}: {e}", src.display());
-            return exit::BAD_INPUT;
-        }
+        let seed_dir = format!("seed-{}", f.seed);
+        copy_dir(&src.join(&seed_dir), &dst.join(&seed_dir)).map_err(|e| format!("copying {}: {e}", src.display()))?;
+        let mut f = f.clone();
+        f.relocate(&dst);
+        write_atomic(&dst.join("failure.json"), serde_json::to_string_pretty(&f).expect("json").as_bytes())
+            .map_err(|e| format!("{}: {e}", dst.display()))?;
     }
     let merged = Campaign {
         format: CORPUS_FORMAT.into(),
-        space: space.unwrap_or_default(),
-        seed_start,
+        space: c0.space,
+        seed_start: c0.seed_start,
         shard: (0, 1),
         next_k: runs,
         runs_done: runs,
         table,
     };
-    if let Err(e) =
-        write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
-    {
-        eprintln!("error: {into}: {e}");
-        return exit::BAD_INPUT;
-    }
-    println!("merged {} corpora: {} runs, {} signature(s) into {into}", dirs.len(), runs, merged.table.len());
-    print!("{}", table_text(&merged.table, &saved_failures(out)));
-    exit::CLEAN
+    write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
+        .map_err(|e| format!("{into}: {e}"))?;
+    Ok(format!(
+        "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
+        dirs.len(),
+        runs,
+        merged.table.len(),
+        table_text(&merged.table, &saved_failures(out))
+    ))
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dst)?;
     for e in std::fs::read_dir(src)? {
         let e = e?;
+        if is_scratch(&e.file_name().to_string_lossy()) {
+            continue;
+        }
         let to = dst.join(e.file_name());
         if e.file_type()?.is_dir() {
             copy_dir(&e.path(), &to)?;

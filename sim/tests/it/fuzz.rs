@@ -118,3 +118,79 @@ fn the_incident_shrinks_to_its_minimal_form_deterministically() {
     let w = kvsim::simulate(cfg, None, true);
     assert!(kvsim::fuzz::signatures(&w).contains("cross_tenant_read/stub_commit"));
 }
+
+#[test]
+fn merge_refuses_overlapping_corpora_and_relocates_failures() {
+    let mut shards = Vec::new();
+    for i in 0..2 {
+        let d = tmp(&format!("ov-shard{i}"));
+        let sh = format!("{i}/2");
+        let out =
+            kvsim(&["fuzz", "--runs", "300", "--corpus", &d, "--no-shrink", "--seed-start", "9100", "--shard", &sh]);
+        assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+        shards.push(d);
+    }
+    // The same corpus twice: refused (its runs would be counted twice).
+    let twice = tmp("ov-twice");
+    let out = kvsim(&["corpus", "merge", &shards[0], &shards[0], "--into", &twice]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("overlap"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A merged corpus with one of its own shards: refused.
+    let merged = tmp("ov-merged");
+    let out = kvsim(&["corpus", "merge", &shards[0], &shards[1], "--into", &merged]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let again = tmp("ov-again");
+    let out = kvsim(&["corpus", "merge", &merged, &shards[1], "--into", &again]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    // Every merged failure points into the merged corpus, and its command runs.
+    let mut checked = 0;
+    for e in std::fs::read_dir(&merged).unwrap().flatten() {
+        let Ok(t) = std::fs::read_to_string(e.path().join("failure.json")) else { continue };
+        let f: serde_json::Value = serde_json::from_str(&t).unwrap();
+        let repro = f["reproduce"].as_str().unwrap();
+        assert!(repro.contains(&merged) && !repro.contains("ov-shard"), "{repro}");
+        let scen = repro.strip_prefix("kvsim run ").unwrap();
+        let out = kvsim(&["run", scen]);
+        assert!(matches!(out.status.code(), Some(10) | Some(11)), "{repro}");
+        checked += 1;
+    }
+    assert!(checked >= 2, "merged failures: {checked}");
+}
+
+#[test]
+fn leftovers_of_a_killed_campaign_are_cleaned_and_never_merged() {
+    let c = tmp("leftovers");
+    let out = kvsim(&["fuzz", "--runs", "200", "--corpus", &c, "--no-shrink", "--seed-start", "9300"]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+    let sig_dir =
+        std::fs::read_dir(&c).unwrap().flatten().find(|e| e.path().join("failure.json").exists()).unwrap().path();
+    // What kill -9 leaves at each step of a save and of a checkpoint write.
+    let junk = [sig_dir.join(".tmp-seed-9301-4242"), sig_dir.join("seed-999999"), Path::new(&c).join(".tmp-seed-1-1")];
+    for d in &junk {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("scenario.toml"), "half written").unwrap();
+    }
+    let files = [Path::new(&c).join("campaign.tmp4242"), sig_dir.join("failure.tmp4242")];
+    for f in &files {
+        std::fs::write(f, "{").unwrap();
+    }
+    // Merging does not copy them.
+    let merged = tmp("leftovers-merged");
+    let out = kvsim(&["corpus", "merge", &c, "--into", &merged]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged_sig = Path::new(&merged).join(sig_dir.file_name().unwrap());
+    let names: Vec<String> = std::fs::read_dir(&merged_sig)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "failure.json and one seed folder: {names:?}");
+    // Resuming cleans them up and keeps everything committed.
+    let before = saved(&c);
+    let out = kvsim(&["fuzz", "--runs", "200", "--corpus", &c, "--no-shrink", "--seed-start", "9300"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leftover"), "{}", String::from_utf8_lossy(&out.stderr));
+    for p in junk.iter().chain(files.iter()) {
+        assert!(!p.exists(), "{} survived", p.display());
+    }
+    assert_eq!(saved(&c), before);
+}
