@@ -33,7 +33,8 @@ pub struct FuzzOpts {
     /// Run for this long instead: 30s, 10m, 2h.
     #[arg(long)]
     pub time: Option<String>,
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub jobs: usize,
     #[arg(long, default_value = "kvsim-corpus")]
     pub corpus: String,
@@ -101,8 +102,10 @@ fn parse_time(s: &str) -> Result<std::time::Duration, String> {
         Some('h') => (&s[..s.len() - 1], 3600),
         _ => (s, 1),
     };
-    let n: u64 = num.parse().map_err(|_| format!("--time {s}: expected e.g. 30s, 10m or 2h"))?;
-    Ok(std::time::Duration::from_secs(n * mul))
+    let bad = || format!("--time {s}: expected e.g. 30s, 10m or 2h, at most 10000h");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = n.checked_mul(mul).filter(|&x| x <= 10_000 * 3600).ok_or_else(bad)?;
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {

@@ -336,3 +336,21 @@ fn names_with_any_characters_replay() {
     let (code, _, err) = kvsim(&["shrink", &t, "--out", &shrunk]);
     assert!(code == Some(0) || code == Some(1) || err.contains("no violation"), "{code:?} {err}");
 }
+
+#[test]
+fn campaign_flags_are_bounded() {
+    for args in [
+        ["fuzz", "--jobs", "4294967295", "--runs", "1"],
+        ["fuzz", "--jobs", "0", "--runs", "1"],
+        ["fuzz", "--time", "99999999999999999h", "--runs", "1"],
+    ] {
+        let corpus = tmp("flags-corpus");
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--corpus", &corpus]);
+        if a.contains(&"--time") {
+            a.retain(|x| *x != "--runs" && *x != "1");
+        }
+        let (code, _, err) = kvsim(&a);
+        assert_eq!(code, Some(2), "{a:?}: {err}");
+    }
+}
