@@ -337,7 +337,39 @@ impl KnobOrigins {
 }
 
 fn unknown_knob(k: &str) -> String {
-    format!("unknown knob `{k}` (known: {})", config::knob_names().join(", "))
+    let names = config::knob_names();
+    let hint =
+        did_you_mean(k, names.iter().map(String::as_str)).map(|m| format!("did you mean `{m}`? ")).unwrap_or_default();
+    format!("unknown knob `{k}`: {hint}(known: {})", names.join(", "))
+}
+
+/// The closest of `candidates` to a misspelt `word`, when it is close enough to be the intended
+/// one (edit distance at most a third of the word, at least 1; or the same word in another case
+/// or with `-` for `_`).
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let budget = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .filter(|c| *c != word)
+        .map(|c| (if norm(c) == norm(word) { 0 } else { strsim::damerau_levenshtein(word, c) }, c))
+        .filter(|(d, _)| *d <= budget)
+        .min_by_key(|(d, c)| (*d, *c))
+        .map(|(_, c)| c)
+}
+
+/// Adds "did you mean" to serde's unknown-field and unknown-variant messages ("unknown field
+/// `x`, expected one of `a`, `b`"), which already list what is allowed.
+pub fn with_suggestion(message: &str) -> String {
+    for what in ["unknown field `", "unknown variant `"] {
+        let Some(rest) = message.strip_prefix(what) else { continue };
+        let Some((word, tail)) = rest.split_once('`') else { continue };
+        let allowed: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+        if let Some(m) = did_you_mean(word, allowed.iter().copied()) {
+            return format!("{message} (did you mean `{m}`?)");
+        }
+    }
+    message.to_string()
 }
 
 /// The parsed file with its text (for locating keys).
@@ -387,14 +419,27 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
 
 impl Scenario {
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let spec: ScenarioFile = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start));
-            let key = line
-                .and_then(|l| text.lines().nth(l - 1))
-                .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
-                .unwrap_or_default();
-            ScenarioError { file: file.to_string(), line, key, message: e.message().trim().to_string() }
-        })?;
+        let spec: ScenarioFile =
+            toml::from_str(text).map_err(|e| {
+                let line = e.span().map(|s| line_of(text, s.start));
+                let key = line
+                    .and_then(|l| text.lines().nth(l - 1))
+                    .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string()))
+                    .unwrap_or_default();
+                // Qualify the key with the table it sits in (`decode.pool_tokens`).
+                let table = line
+                    .and_then(|l| {
+                        text.lines().take(l).filter(|x| x.trim_start().starts_with('[')).last().map(|h| {
+                            h.trim().trim_start_matches('[').split(']').next().unwrap_or("").trim().to_string()
+                        })
+                    })
+                    .unwrap_or_default();
+                let key = match (table.is_empty(), key.is_empty()) {
+                    (false, false) => format!("{table}.{key}"),
+                    _ => key,
+                };
+                ScenarioError { file: file.to_string(), line, key, message: with_suggestion(e.message().trim()) }
+            })?;
         Ok(Scenario { file: file.to_string(), text: text.to_string(), spec })
     }
 
@@ -462,7 +507,7 @@ impl Scenario {
             let mut one = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
             one.insert(k.clone(), v.clone());
             if let Err(e) = Knobs::deserialize(one) {
-                return Err(origins.err(k, e.message().trim()));
+                return Err(origins.err(k, &with_suggestion(e.message().trim())));
             }
         }
         Ok((Knobs::deserialize(table).expect("each knob checked"), origins))

@@ -113,3 +113,24 @@ fn cli_exit_codes() {
     }
     assert_eq!(v["violations"][0]["kind"], "cross_tenant_read");
 }
+
+#[test]
+fn misspellings_get_a_did_you_mean() {
+    let e = resolve(&GOOD.replace("pool_tokens = 8192", "pool_tokenz = 8192"), &[]).unwrap_err();
+    assert!(e.message.contains("did you mean `pool_tokens`?"), "{e}");
+    assert_eq!(e.key, "decode.pool_tokenz", "{e}");
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nreject_mod = \"x\""), &[]).unwrap_err();
+    assert!(e.message.contains("did you mean `reject_mode`?"), "{e}");
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nfree_list_policy = \"sorted-on-merge\""), &[])
+        .unwrap_err();
+    assert!(e.message.contains("did you mean `sorted_on_merge`?") && e.message.contains("lifo"), "{e}");
+    let e = resolve(GOOD, &[("free_list_policy", "lifoo")]).unwrap_err();
+    assert!(e.message.contains("did you mean `lifo`?"), "{e}");
+    let e = resolve(GOOD, &[("zero_on_fre", "true")]).unwrap_err();
+    assert!(e.message.contains("did you mean `zero_on_free`?"), "{e}");
+    // Nothing close: no guess, but the allowed values are listed.
+    let e = resolve(GOOD, &[("free_list_policy", "random")]).unwrap_err();
+    assert!(!e.message.contains("did you mean") && e.message.contains("lru"), "{e}");
+    let e = resolve(&format!("{GOOD}\n[router]\npolicy = \"round-robin\"\n"), &[]).unwrap_err();
+    assert!(e.message.contains("did you mean `round_robin`?"), "{e}");
+}
