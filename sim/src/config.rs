@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 macro_rules! knob_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($(#[$vm])* $var),+ }
     };
@@ -89,42 +89,108 @@ impl OnOff {
 
 /// Every behaviour knob of the modelled engine (section 9 of the lifecycle reference), plus the
 /// mitigations and timeouts. Buggy value first in each enum.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Knobs {
+    /// How the scheduler rejects a prompt longer than `max_req_input_len`: `stub_pending` marks it to
+    /// finish with a 400 later and replaces its input with a one-token stub (sglang
+    /// `set_finish_with_abort`, the incident); `finish_now` finishes it at once (`prepare_abort`).
     pub reject_mode: RejectMode,
+    /// Which requests the prefill bootstrap/admission gates retire: `finished_only` (a pending abort
+    /// walks on) or `aborted_too` (sglang PR #38935).
     pub pd_admission_check: AbortCheck,
+    /// Whether prefill checks for a pending abort after the forward pass, before sending KV (sglang PR
+    /// #36988).
     pub prefill_post_forward_abort_check: OnOff,
+    /// Whether a transfer that succeeds keeps a request's pending abort instead of reporting success
+    /// (sglang #33507).
     pub inflight_success_keeps_abort: OnOff,
+    /// Which requests decode's prealloc sweep retires: `finished_only` or `aborted_too`.
     pub decode_prealloc_abort_check: AbortCheck,
+    /// Decode's check before committing a transferred request: `room_only` (the metadata row's room id
+    /// matches), `coverage` (every reserved page was written; sglang PR #38704, open), `assert_crash`
+    /// (vLLM: an assertion fails the request loudly).
     pub decode_commit_check: CommitCheck,
+    /// Mitigation: a checksum of each transferred page verified at commit (fails the request with 500).
     pub kv_checksum: OnOff,
+    /// Mitigation: a per-slot canary verified on every read: `log` records it, `raise` fails the
+    /// request.
     pub kv_canary: Canary,
+    /// Mitigation: every page tagged with its owning request, verified on read.
     pub page_tags: OnOff,
+    /// When decode frees the pages of a request aborted during transfer: `immediate`, or `deferred`
+    /// until the transfer acknowledges or `deferred_release_timeout_ms` passes (sglang PR #35049, vLLM
+    /// PR #32255).
     pub decode_abort_release: DecodeRelease,
+    /// When prefill frees the source pages of an aborted request: `immediate`, or
+    /// `hold_source_until_drained` (sglang PR #38961, open).
     pub prefill_abort_release: PrefillRelease,
+    /// What a transfer call that times out does with writes in flight: `returns_while_writing` (the
+    /// writes land later: Mooncake #4247) or `quiesced`.
     pub transfer_timeout_semantics: TimeoutSemantics,
-    /// 0 = unbounded.
+    /// Pages per transfer batch; 0 = unbounded (sglang PR #32758, 0.5.21+, default unbounded). Tokens-
+    /// scale limit `MAX_TOKENS`.
+    #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub max_transfer_batch_pages: u64,
+    /// Reuse order of the paged allocator's free list, which decides whose stale page a new request
+    /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM).
     pub free_list_policy: FreeListPolicy,
+    /// Whether freed pages are zeroed (a stale read then reads zeros, never another tenant's KV).
     pub zero_on_free: bool,
+    /// Tokens per KV page (sglang `--page-size`, vLLM `--block-size`): 1 to 65,536; pools must be
+    /// multiples of it.
+    #[schemars(range(min = 1, max = 65536))]
     pub page_size: u64,
+    /// Whether prefill keeps released pages in a radix (prefix) cache (`radix`) or frees them (`chunk`,
+    /// sglang `--disable-radix-cache`).
     pub prefill_cache: PrefillCache,
+    /// Prefix-cache sharing: `global` (any tenant hits any tenant's blocks: a timing side channel) or
+    /// `per_tenant` (salted per tenant).
     pub prefix_cache_scope: PrefixCacheScope,
+    /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
+    /// decode (vLLM proxy).
     pub router_mode: RouterMode,
+    /// What the router answers when the prefill leg fails first: `return_decode_leg` (mini_lb: the
+    /// client gets decode's status) or `cancel_decode` (sglang gateway, PR #29017).
     pub router_on_prefill_error: RouterOnPrefillError,
+    /// Whether prefill's abort tells decode at once (sglang PR #38704, open: no release has it).
     pub prefill_abort_notifies_decode: OnOff,
+    /// Whether a released metadata slot's row is zeroed (sglang PR #27374).
     pub metadata_zero_on_free: OnOff,
+    /// What decode's abort does to a request whose KV has arrived but is not committed yet: `leak`
+    /// forgets it with pages and slot held (sglang #9817), `free` releases them.
     pub decode_transferred_abort: TransferredAbort,
+    /// Tokens decode reserves beyond the prompt for generated output (per request).
+    #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub reserved_decode_tokens: u64,
+    /// Tokens the tokenizer/template adds to every prompt before admission checks.
+    #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub tokenizer_reserved_tokens: u64,
+    /// Largest prefill chunk in tokens (sglang `--chunked-prefill-size`): at least 1.
+    #[schemars(range(min = 1, max = crate::scenario::MAX_TOKENS))]
     pub chunked_prefill_size: u64,
+    /// How long prefill waits for decode's bootstrap before failing the request (sglang default 300 s).
+    #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub bootstrap_timeout_ms: u64,
+    /// How long decode waits for a transfer to finish before failing the request (sglang default 300
+    /// s).
+    #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub waiting_timeout_ms: u64,
+    /// Interval of the prefill↔decode heartbeat (default 5 s).
+    #[schemars(range(min = 1, max = crate::scenario::MAX_TIME_MS))]
     pub heartbeat_interval_ms: u64,
+    /// Missed heartbeats after which the peer is declared dead (default 2).
+    #[schemars(range(min = 1))]
     pub heartbeat_failures: u64,
+    /// With `decode_abort_release = deferred`: the longest decode holds an aborted request's pages
+    /// (default 30 s).
+    #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub deferred_release_timeout_ms: u64,
+    /// How long prefill keeps a sent request's source pages leased (default 480 s).
+    #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub source_lease_ms: u64,
+    /// How long a synchronous transfer call waits before returning a timeout (default 60 s).
+    #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub transfer_sync_timeout_ms: u64,
 }
 
@@ -283,11 +349,16 @@ pub struct RequestSpec {
 }
 
 /// A weighted bucket of a length distribution: uniform in `min..=max`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bucket {
+    /// Relative weight of this bucket (the weights of a list must not all be 0).
     pub weight: u64,
+    /// Smallest length in tokens (at least 1).
+    #[schemars(range(min = 1, max = crate::scenario::MAX_TOKENS))]
     pub min: u64,
+    /// Largest length in tokens (at least `min`).
+    #[schemars(range(min = 1, max = crate::scenario::MAX_TOKENS))]
     pub max: u64,
 }
 

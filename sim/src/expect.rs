@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One expectation: run the scenario under `profile` with `set` overrides, then check.
-#[derive(Deserialize, Serialize, Debug, Clone, PartialEq)]
+#[derive(Deserialize, Serialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     /// A short name shown in the table, e.g. `buggy` or `fixed`.
@@ -18,6 +18,7 @@ pub struct Expectation {
     pub profile: Option<String>,
     /// Knob overrides, as `--set` would give them.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub set: BTreeMap<String, toml::Value>,
     /// The run has no violation at all.
     #[serde(default)]

@@ -25,6 +25,7 @@ pub mod report;
 pub mod rng;
 pub mod router;
 pub mod scenario;
+pub mod scenario_doc;
 pub mod shrink;
 pub mod trace;
 pub mod tracefile;

@@ -7,6 +7,7 @@ use crate::config::{
     ScriptedFault, SimConfig,
 };
 use crate::types::Ratio;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,37 +37,61 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+/// A kvsim scenario: a disaggregated (prefill/decode) deployment, its workload, the engine's
+/// behaviour knobs, faults and expectations. Times are virtual; nothing here touches a GPU.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "kvsim scenario")]
 pub struct ScenarioFile {
+    /// Shown in reports and reproduce commands. Default: the file name without `.toml`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Free text for people; kvsim ignores it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Root seed of every random draw (workload, router, faults). Default 1; `--seed` overrides.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Engine profile whose knob values are the starting point (`kvsim profiles` lists them):
+    /// `sglang-0.5.16` (default), `sglang-0.5.22`, `vllm-nixl`. `--profile` overrides.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The model's advertised context length in tokens (sglang `--context-length`, vLLM
+    /// `--max-model-len`). Required.
+    #[schemars(range(min = 2, max = MAX_TOKENS))]
     pub context_len: u64,
+    /// After the last arrival, how long every request may take to reach a final status before it
+    /// counts as a hang (liveness). Seconds; default 3,600.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS / 1000))]
     pub liveness_bound_s: Option<u64>,
+    /// Prefill node groups (at least one; at most 1,024 nodes in all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefill: Vec<NodeGroup>,
+    /// Decode node groups (at least one; at most 1,024 nodes in all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decode: Vec<NodeGroup>,
+    /// How the router picks a (prefill, decode) pair. Default: round robin.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterSection>,
+    /// The forward-pass and transfer cost model (virtual time). Every key optional.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostSection>,
+    /// A synthetic workload generator (Poisson arrivals, bucketed lengths, client aborts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadSection>,
+    /// Explicit requests, numbered with the generated ones in arrival order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request: Vec<RequestEntry>,
     /// A production request trace as the workload (Mooncake JSON Lines or CSV).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSection>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Knob overrides over the profile (section 9 of `docs/reference/sglang-pd-lifecycle.md`);
+    /// `--set KNOB=VALUE` overrides these. Unknown knobs are errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "knobs_schema")]
     pub knobs: Option<toml::Table>,
+    /// Random and scripted faults.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultSection>,
     /// Expectations for `kvsim check`: one entry per (profile, knob settings) to run.
@@ -74,160 +99,283 @@ pub struct ScenarioFile {
     pub expect: Vec<crate::expect::Expectation>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// The schema of `[knobs]`: every knob of `config::Knobs`, each optional.
+fn knobs_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut s = Knobs::json_schema(g);
+    s.remove("required");
+    s.insert("description".into(), "Knob overrides over the profile; every knob optional.".into());
+    s
+}
+
+/// `count` identical nodes of one role.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeGroup {
+    /// How many nodes of this shape. Default 1.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
     pub count: Option<u16>,
+    /// The node's KV pool in tokens: sglang `--max-total-tokens` (the "KV Cache is allocated.
+    /// #tokens" line), vLLM `--num-gpu-blocks-override` × block size. A multiple of `page_size`;
+    /// at most 2^31 pages. Required.
+    #[schemars(range(min = 1, max = MAX_TOKENS))]
     pub pool_tokens: u64,
+    /// Metadata buffer slots (sglang's disaggregation metadata rows; one per request in flight).
+    /// Default 1,024; at most 2^20 per node and 2^24 over all nodes of a role.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_SLOTS_PER_NODE))]
     pub metadata_slots: Option<u32>,
+    /// Requests decoding (or in transfer) at once (sglang `--max-running-requests`). Default 256.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_SLOTS_PER_NODE))]
     pub max_running_requests: Option<u32>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// The router.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSection {
+    /// Pair selection: `round_robin`, `random` (seeded) or `least_loaded`.
     pub policy: RouterPolicy,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+/// The cost model. Defaults are a large model on H200-class hardware with RDMA transfers.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostSection {
+    /// Fixed cost of a prefill forward pass, µs. Default 5,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub prefill_base_us: Option<u64>,
+    /// Prefill cost per prompt token, ns. Default 30,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_NS_PER_UNIT))]
     pub prefill_ns_per_token: Option<u64>,
+    /// Extra prefill cost per token per 1,000 tokens of context already in the sequence (attention's
+    /// quadratic part), ns. Default 20.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_NS_PER_UNIT))]
     pub prefill_ns_per_token_per_kctx: Option<u64>,
+    /// Fixed cost of a decode step over the running batch, µs. Default 25,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub decode_step_base_us: Option<u64>,
+    /// Decode step cost per 1,000 KV tokens attended over the batch, ns. Default 2,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_NS_PER_UNIT))]
     pub decode_ns_per_kkv: Option<u64>,
+    /// Bytes of KV cache per token (all layers, K and V), for transfer times. Default 70,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_BYTES))]
     pub kv_bytes_per_token: Option<u64>,
+    /// Fixed latency of one transfer batch, µs. Default 500.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub transfer_latency_us: Option<u64>,
+    /// Transfer bandwidth, bytes per µs (25,000 = 25 GB/s, the default). At least 1.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_BYTES))]
     pub transfer_bytes_per_us: Option<u64>,
+    /// Latency of a control message (router ↔ nodes, status, heartbeats), µs. Default 200.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub message_latency_us: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// The synthetic workload: Poisson arrivals from `start_ms`, lengths drawn from weighted buckets,
+/// tenants drawn uniformly.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSection {
+    /// How many requests to generate (with explicit and trace requests: at most 10,000,000).
+    #[schemars(range(max = MAX_REQUESTS))]
     pub requests: u32,
+    /// How many tenants the requests are spread over (at least 1).
+    #[schemars(range(min = 1))]
     pub tenants: u32,
-    /// Mean time between arrivals; `mean_interarrival_us` for finer values (give exactly one).
+    /// Mean time between arrivals, ms; `mean_interarrival_us` for finer values (give exactly one).
+    /// `requests` × mean must fit in the time bound.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub mean_interarrival_ms: Option<u64>,
+    /// Mean time between arrivals, µs (instead of `mean_interarrival_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub mean_interarrival_us: Option<u64>,
+    /// Prompt lengths: weighted buckets, each uniform in `min..=max` tokens.
     pub prompt_tokens: Vec<Bucket>,
+    /// Output lengths: weighted buckets, each uniform in `min..=max` tokens.
     pub output_tokens: Vec<Bucket>,
+    /// Probability that a client aborts its request, as an integer ratio `"N/D"` (e.g. `"1/20"`).
+    /// Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub client_abort: Option<String>,
+    /// An aborting client aborts uniformly within this many ms after arrival. Default 60,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub abort_within_ms: Option<u64>,
+    /// Virtual time of the first arrival's process start, ms. Default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub start_ms: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// One explicit request.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestEntry {
-    /// Arrival in ms, or `at_ns` for exact times (written by `kvsim shrink` and the fuzzer).
+    /// Arrival, ms (give exactly one of `at_ms` and `at_ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub at_ms: Option<u64>,
+    /// Arrival, ns (exact times, as `kvsim shrink` and the fuzzer write them).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_NS))]
     pub at_ns: Option<u64>,
+    /// The tenant (any number; tenants are compared, never interpreted).
     pub tenant: u32,
+    /// Prompt length in tokens, as tokenized (at least 1).
+    #[schemars(range(min = 1, max = MAX_TOKENS))]
     pub prompt_tokens: u64,
+    /// Tokens to generate (at least 1).
+    #[schemars(range(min = 1, max = MAX_TOKENS))]
     pub output_tokens: u64,
+    /// The client aborts at this time, ms (at most one of `abort_at_ms` and `abort_at_ns`; not
+    /// before arrival).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub abort_at_ms: Option<u64>,
+    /// The client aborts at this time, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_NS))]
     pub abort_at_ns: Option<u64>,
-    /// The prompt as 512-token block hashes (shared prefixes), optional.
+    /// The prompt as 512-token block hashes: equal ids at the same position (after equal
+    /// predecessors) are a shared prefix the prefill radix cache can hit. Optional.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// A production request trace.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSection {
-    /// Path relative to the scenario file.
+    /// Path of the trace, relative to the scenario file. Required.
     pub file: String,
-    /// `mooncake` or `csv` (default: from the file).
+    /// `mooncake` (JSON Lines: `timestamp`, `input_length`, `output_length`, `hash_ids`) or `csv`
+    /// (`arrived_at` seconds, `num_prefill_tokens`, `num_decode_tokens`, optional tenant column).
+    /// Default: from the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
-    /// 1000 = as recorded, 500 = twice as fast.
+    /// Time scale in ‰: 1000 = as recorded, 500 = twice as fast. Default 1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub time_scale_permille: Option<u64>,
+    /// Skip arrivals before this time of the trace, ms. Default 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window_start_ms: Option<u64>,
+    /// Keep only arrivals within this long a window, ms. Default: to the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window_ms: Option<u64>,
+    /// Keep at most this many requests. Default: all.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
-    /// `conversation` (default), `round_robin:N` or `column:NAME`.
+    /// Tenant assignment: `conversation` (default: requests sharing a first block are one tenant),
+    /// `round_robin:N` or `column:NAME` (CSV).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(conversation|round_robin:[1-9][0-9]*|column:.+)$"))]
     pub tenants: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+/// Random faults (integer probabilities `"N/D"`, drawn per transfer batch or per node) and a script
+/// of exact ones. Random faults stop at `heal_at_ms`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSection {
+    /// Probability that a transfer batch fails. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub transfer_fail: Option<String>,
+    /// Probability that a transfer batch is delayed by `delay_spike_ms`. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub delay_spike: Option<String>,
+    /// Length of a delay spike, ms. Default 90,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub delay_spike_ms: Option<u64>,
+    /// Probability that a completed write becomes visible `visibility_lag_ms` late (a hardware
+    /// question: RDMA completion before visibility). Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub visibility_lag: Option<String>,
+    /// How late a lagged write becomes visible, ms. Default 5.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub visibility_lag_ms: Option<u64>,
+    /// Probability per node that it crashes during the run. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub node_crash: Option<String>,
+    /// How long a crashed node stays down, ms. Default 30,000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub crash_restart_ms: Option<u64>,
+    /// Random faults stop at this time, ms. Default: never.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub heal_at_ms: Option<u64>,
+    /// Exact faults, one table each (`[[faults.script]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub script: Vec<ScriptEntry>,
 }
 
 /// What a scripted fault does.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScriptKind {
+    /// Node `node` crashes at `at_ms` and restarts `restart_after_ms` later (its pool comes back
+    /// empty, its requests fail).
     Crash,
+    /// Every transfer batch of `request` fails.
     TransferFail,
+    /// `request`'s transfer takes `delay_ms` longer.
     Delay,
+    /// `request`'s KV writes become visible `lag_ms` after they complete.
     VisibilityLag,
+    /// `request`'s metadata row becomes visible `lag_ms` after its status message.
     MetadataLag,
 }
 
 /// One `[[faults.script]]` entry as written: a flat table, so that a bad or missing field is
 /// reported at its own line and key (an internally tagged enum would lose the field's position).
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptEntry {
+    /// What happens; decides which of the other fields are required.
     pub kind: ScriptKind,
-    /// `crash`: the node, `prefill-I` or `decode-I`.
+    /// `crash`: the node, `prefill-I` or `decode-I` (0-based over all groups of the role).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(prefill|decode)-[0-9]+$"))]
     pub node: Option<String>,
-    /// `crash`: when.
+    /// `crash`: when, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub at_ms: Option<u64>,
-    /// `crash`: how long the node stays down.
+    /// `crash`: how long the node stays down, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub restart_after_ms: Option<u64>,
-    /// `transfer_fail`, `delay`, `visibility_lag`, `metadata_lag`: the request (arrival order).
+    /// `transfer_fail`, `delay`, `visibility_lag`, `metadata_lag`: the request (0-based, arrival
+    /// order).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<u32>,
-    /// `delay`: extra transfer time.
+    /// `delay`: extra transfer time, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub delay_ms: Option<u64>,
-    /// `visibility_lag`, `metadata_lag`: how late the write becomes visible.
+    /// `visibility_lag`, `metadata_lag`: how late the write becomes visible, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_TIME_MS))]
     pub lag_ms: Option<u64>,
 }
 

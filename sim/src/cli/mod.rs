@@ -92,6 +92,25 @@ enum Cmd {
     },
     /// List every engine profile and its knob values.
     Profiles,
+    /// Print the JSON Schema of scenario files (shipped as docs/scenario.schema.json), or with
+    /// --markdown the format reference (docs/scenario-format.md).
+    Schema {
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Write a commented starting scenario: every section present, every value explained.
+    New {
+        /// The scenario's name; written to NAME.toml unless --out.
+        name: String,
+        /// Start from a shipped scenario's deployment and workload.
+        #[arg(long, value_enum, default_value = "small")]
+        like: kvsim::scenario_doc::Like,
+        #[arg(long)]
+        out: Option<String>,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
     /// Replay a trace's violating reads on real KV memory with a paged-attention kernel and
     /// measure whose KV reached the output (exit 10 confirmed, 0 none, 3 no backend, 2 bad input).
     Confirm(confirm::ConfirmOpts),
@@ -187,6 +206,15 @@ pub fn main() -> i32 {
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
+        Cmd::Schema { markdown } => {
+            if markdown {
+                print!("{}", kvsim::scenario_doc::format_reference_md());
+            } else {
+                print!("{}", kvsim::scenario_doc::schema_json());
+            }
+            exit::CLEAN
+        }
+        Cmd::New { name, like, out, force } => cmd_new(&name, like, out.as_deref(), force),
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),
@@ -315,6 +343,21 @@ fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool, topt
         print!("{}", report.text());
     }
     report.exit_code
+}
+
+fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, out: Option<&str>, force: bool) -> i32 {
+    let path = out.map(str::to_string).unwrap_or_else(|| format!("{name}.toml"));
+    if std::path::Path::new(&path).exists() && !force {
+        eprintln!("error: {path} exists (use --force to overwrite, or --out another file)");
+        return exit::BAD_INPUT;
+    }
+    let text = kvsim::scenario_doc::starting_scenario(name, like);
+    if let Err(e) = std::fs::write(&path, &text) {
+        eprintln!("error: {path}: cannot write: {e}");
+        return exit::BAD_INPUT;
+    }
+    println!("wrote {path}: run it with `kvsim run {path}`; the keys are documented in docs/scenario-format.md");
+    exit::CLEAN
 }
 
 fn cmd_profiles() -> i32 {

@@ -9,6 +9,7 @@ mod fuzz_corpus;
 mod hostile;
 mod incident;
 mod invariants;
+mod scenario_format;
 mod self_contained;
 mod snapshots;
 mod trace;

@@ -1,0 +1,395 @@
+//! The scenario format's reference, generated from the serde types and their doc comments: a JSON
+//! Schema (`kvsim schema`, shipped as `docs/scenario.schema.json` for editors: taplo / Even Better
+//! TOML read the `#:schema` line at the top of each shipped scenario) and the Markdown reference
+//! `docs/scenario-format.md` (`kvsim schema --markdown`). Tests fail when either shipped file is
+//! stale, so the reference cannot drift from the parser.
+
+use crate::scenario::ScenarioFile;
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
+
+/// The JSON Schema (draft 2020-12) of a scenario file, pretty-printed with a final newline.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(ScenarioFile);
+    let mut v = serde_json::to_value(&schema).expect("schema serialises");
+    if let Some(o) = v.as_object_mut() {
+        o.insert("$id".into(), "https://github.com/kvsim/kvsim/docs/scenario.schema.json".into());
+    }
+    serde_json::to_string_pretty(&v).expect("schema serialises") + "\n"
+}
+
+fn defs(root: &Value) -> &Map<String, Value> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    root.get("$defs").and_then(Value::as_object).unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+}
+
+/// Follows a `$ref`, and unwraps `Option<T>` (`anyOf: [T, null]`).
+fn resolve<'a>(root: &'a Value, v: &'a Value) -> &'a Value {
+    if let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        if let Some(d) = defs(root).get(name) {
+            return resolve(root, d);
+        }
+    }
+    if let Some(any) = v.get("anyOf").and_then(Value::as_array) {
+        let non_null: Vec<&Value> =
+            any.iter().filter(|x| x.get("type").and_then(Value::as_str) != Some("null")).collect();
+        if non_null.len() == 1 {
+            return resolve(root, non_null[0]);
+        }
+    }
+    v
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
+}
+
+fn type_name(root: &Value, v: &Value) -> String {
+    let r = resolve(root, v);
+    if r.get("enum").is_some() || r.get("oneOf").is_some() {
+        return "string (one of)".into();
+    }
+    let t = match r.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => {
+            ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect::<Vec<_>>().join(" | ")
+        }
+        _ => "any".into(),
+    };
+    match t.as_str() {
+        "array" => {
+            let item = r.get("items").map(|i| resolve(root, i));
+            match item {
+                Some(i) if i.get("properties").is_some() => "array of tables".into(),
+                Some(i) => format!("array of {}", type_name(root, i)),
+                None => "array".into(),
+            }
+        }
+        "object" if r.get("properties").is_some() => "table".into(),
+        "object" => "table of values".into(),
+        _ => t,
+    }
+}
+
+fn allowed(root: &Value, v: &Value) -> String {
+    let r = resolve(root, v);
+    let mut parts = Vec::new();
+    let variants: Vec<String> = if let Some(e) = r.get("enum").and_then(Value::as_array) {
+        e.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect()
+    } else if let Some(e) = r.get("oneOf").and_then(Value::as_array) {
+        e.iter()
+            .filter_map(|x| x.get("const").or_else(|| x.get("enum").and_then(|e| e.get(0))).and_then(Value::as_str))
+            .map(|s| format!("`{s}`"))
+            .collect()
+    } else {
+        vec![]
+    };
+    if !variants.is_empty() {
+        parts.push(variants.join(", "));
+    }
+    let min = r.get("minimum").and_then(Value::as_u64);
+    let max = r.get("maximum").and_then(Value::as_u64);
+    match (min, max) {
+        (Some(0) | None, Some(b)) => parts.push(format!("≤ {b}")),
+        (Some(a), Some(b)) => parts.push(format!("{a}..={b}")),
+        (Some(a), None) if a > 0 => parts.push(format!("≥ {a}")),
+        _ => {}
+    }
+    if let Some(p) = r.get("pattern").and_then(Value::as_str) {
+        parts.push(format!("matches `{}`", p.replace('|', "\\|")));
+    }
+    parts.join("; ")
+}
+
+fn table(root: &Value, obj: &Value, out: &mut String) {
+    let required: Vec<&str> = obj
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let _ = writeln!(out, "| key | type | allowed | required | meaning |\n|---|---|---|---|---|");
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            let desc = v
+                .get("description")
+                .or_else(|| resolve(root, v).get("description"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let req = if required.contains(&k.as_str()) { "required" } else { "optional" };
+            let _ =
+                writeln!(out, "| `{k}` | {} | {} | {req} | {} |", type_name(root, v), allowed(root, v), one_line(desc));
+        }
+    }
+    out.push('\n');
+}
+
+/// `docs/scenario-format.md`: every section and key with type, allowed range, whether required,
+/// and meaning (units, defaults and the engine flag each corresponds to live in the descriptions).
+pub fn format_reference_md() -> String {
+    let root: Value = serde_json::from_str(&schema_json()).expect("schema is JSON");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Scenario format\n\n<!-- Generated by `kvsim schema --markdown` from the serde types in `sim/src/scenario.rs`,\n`sim/src/config.rs` and `sim/src/expect.rs`. Do not edit: a test fails when this file is stale. -->\n"
+    );
+    let _ = writeln!(out, "{}\n", one_line(root.get("description").and_then(Value::as_str).unwrap_or("")));
+    let _ = writeln!(
+        out,
+        "A scenario is a TOML file. Unknown keys are errors (with a \"did you mean\"); every number is range-checked where it is read, with an error naming file, line and key (exit 2). Times are virtual. Editors validate and complete scenarios with the JSON Schema `docs/scenario.schema.json` (add `#:schema ../docs/scenario.schema.json`, relative to the scenario, as its first line; taplo and Even Better TOML read it). `kvsim new NAME --like small|incident|mooncake` writes a commented starting point.\n"
+    );
+    let _ = writeln!(out, "## Top level\n");
+    let props = root.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut top = root.clone();
+    let mut sections = Vec::new();
+    if let Some(p) = top.get_mut("properties").and_then(Value::as_object_mut) {
+        p.retain(|k, v| {
+            let r = resolve(&root, v);
+            let is_table = r.get("properties").is_some()
+                || r.get("items").map(|i| resolve(&root, i).get("properties").is_some()).unwrap_or(false);
+            if is_table {
+                sections.push(k.clone());
+            }
+            !is_table
+        });
+    }
+    table(&root, &top, &mut out);
+    for k in sections {
+        let v = &props[&k];
+        let r = resolve(&root, v);
+        let (header, body) = match r.get("items") {
+            Some(i) => (format!("[[{k}]]"), resolve(&root, i)),
+            None => (format!("[{k}]"), r),
+        };
+        let _ = writeln!(out, "## `{header}`\n");
+        if let Some(d) = v.get("description").and_then(Value::as_str) {
+            let _ = writeln!(out, "{}\n", one_line(d));
+        }
+        if let Some(d) = body.get("description").and_then(Value::as_str) {
+            if v.get("description").and_then(Value::as_str) != Some(d) {
+                let _ = writeln!(out, "{}\n", one_line(d));
+            }
+        }
+        // Nested arrays of tables (`[[faults.script]]`) get their own section.
+        let mut nested = Vec::new();
+        let mut flat = body.clone();
+        if let Some(p) = flat.get_mut("properties").and_then(Value::as_object_mut) {
+            p.retain(|nk, nv| {
+                let is_tables = resolve(&root, nv)
+                    .get("items")
+                    .map(|i| resolve(&root, i).get("properties").is_some())
+                    .unwrap_or(false);
+                if is_tables {
+                    nested.push((nk.clone(), nv.clone()));
+                }
+                !is_tables
+            });
+        }
+        table(&root, &flat, &mut out);
+        for (nk, nv) in nested {
+            let item = resolve(&root, resolve(&root, &nv).get("items").expect("items"));
+            let _ = writeln!(out, "### `[[{k}.{nk}]]`\n");
+            if let Some(d) = nv.get("description").and_then(Value::as_str) {
+                let _ = writeln!(out, "{}\n", one_line(d));
+            }
+            table(&root, item, &mut out);
+            if let Some(kind) = item.get("properties").and_then(|p| p.get("kind")) {
+                if let Some(vs) = resolve(&root, kind).get("oneOf").and_then(Value::as_array) {
+                    let _ = writeln!(out, "Kinds:\n");
+                    for v in vs {
+                        let name = v.get("const").and_then(Value::as_str).unwrap_or("?");
+                        let d = v.get("description").and_then(Value::as_str).unwrap_or("");
+                        let _ = writeln!(out, "- `{name}`: {}", one_line(d));
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "## Limits\n\n| name | value | applies to |\n|---|---|---|\n| `MAX_TIME_MS` | {} | every time key (`*_ms`; `*_ns` keys: `MAX_TIME_NS` = {}) |\n| `MAX_TOKENS` | {} | context, prompts, outputs, pools, token knobs |\n| `MAX_NODES` | {} | nodes per role over all groups |\n| `MAX_SLOTS_PER_NODE` | {} | `metadata_slots`, `max_running_requests` |\n| `MAX_SLOTS_TOTAL` | {} | metadata slots over all nodes of a role |\n| `MAX_REQUESTS` | {} | requests in a scenario (generated + explicit + trace) |\n| `MAX_NS_PER_UNIT` | {} | `*_ns_per_*` costs |\n| `MAX_BYTES` | {} | `kv_bytes_per_token`, `transfer_bytes_per_us` |",
+        crate::scenario::MAX_TIME_MS,
+        crate::scenario::MAX_TIME_NS,
+        crate::scenario::MAX_TOKENS,
+        crate::scenario::MAX_NODES,
+        crate::scenario::MAX_SLOTS_PER_NODE,
+        crate::scenario::MAX_SLOTS_TOTAL,
+        crate::scenario::MAX_REQUESTS,
+        crate::scenario::MAX_NS_PER_UNIT,
+        crate::scenario::MAX_BYTES
+    );
+    out
+}
+
+/// Which shipped scenario `kvsim new` starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Like {
+    /// The incident's mechanism in miniature (1P1D, three explicit requests).
+    Small,
+    /// The incident at full scale (2P2D, a 1M-token context, a generated workload).
+    Incident,
+    /// An hour of real traffic from the Mooncake trace (4P4D).
+    Mooncake,
+}
+
+impl Like {
+    fn source(self) -> (&'static str, &'static str) {
+        match self {
+            Like::Small => ("scenarios/small/stub-leak.toml", include_str!("../../scenarios/small/stub-leak.toml")),
+            Like::Incident => ("scenarios/glm53-incident.toml", include_str!("../../scenarios/glm53-incident.toml")),
+            Like::Mooncake => {
+                ("scenarios/mooncake-conversation.toml", include_str!("../../scenarios/mooncake-conversation.toml"))
+            }
+        }
+    }
+}
+
+/// The shipped scenario with every section and every default written out (the knobs stay the
+/// shipped overrides: the profile supplies the rest, so `--profile` still switches them).
+fn filled(spec: &ScenarioFile, name: &str) -> ScenarioFile {
+    use crate::scenario::{to_file, Overrides, RequestEntry, Scenario};
+    let mut probe = spec.clone();
+    probe.trace = None;
+    if probe.request.is_empty() && probe.workload.is_none() {
+        probe.request.push(RequestEntry {
+            at_ms: Some(0),
+            at_ns: None,
+            tenant: 0,
+            prompt_tokens: 1,
+            output_tokens: 1,
+            abort_at_ms: None,
+            abort_at_ns: None,
+            prefix_blocks: vec![],
+        });
+    }
+    let text = toml::to_string(&probe).expect("a scenario image serialises");
+    let cfg = Scenario::parse("shipped.toml", &text)
+        .and_then(|s| s.resolve(&Overrides::default()))
+        .expect("shipped scenarios resolve");
+    let full = to_file(&cfg, false);
+    ScenarioFile {
+        name: Some(name.to_string()),
+        description: spec
+            .description
+            .clone()
+            .or(Some(format!("Started from {}.", spec.name.clone().unwrap_or_default()))),
+        seed: full.seed,
+        profile: full.profile,
+        context_len: full.context_len,
+        liveness_bound_s: full.liveness_bound_s,
+        prefill: full.prefill,
+        decode: full.decode,
+        router: full.router,
+        cost: full.cost,
+        workload: full.workload,
+        request: spec.request.clone(),
+        trace: spec.trace.clone(),
+        knobs: Some(spec.knobs.clone().unwrap_or_default()),
+        faults: full.faults,
+        expect: spec.expect.clone(),
+    }
+}
+
+/// `# ` lines of `text` wrapped at 96 columns.
+fn comment(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in one_line(text).replace("\\|", "|").split(' ') {
+        if !line.is_empty() && line.len() + w.len() + 1 > 94 {
+            let _ = writeln!(out, "{indent}# {line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{indent}# {line}");
+    }
+    out
+}
+
+/// Puts each key's description (and allowed values) above it, as comments.
+fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
+    let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let keys: Vec<String> = t.iter().filter(|(_, i)| i.is_value()).map(|(k, _)| k.to_string()).collect();
+    for k in keys {
+        let Some(v) = props.get(&k) else { continue };
+        let desc =
+            v.get("description").or_else(|| resolve(root, v).get("description")).and_then(Value::as_str).unwrap_or("");
+        let allowed = allowed(root, v);
+        let text = if allowed.is_empty() { desc.to_string() } else { format!("{desc} Allowed: {allowed}.") };
+        if let Some(mut key) = t.key_mut(&k) {
+            key.leaf_decor_mut().set_prefix(format!("\n{}", comment(&text, "")));
+        }
+    }
+}
+
+/// A commented starting scenario (`kvsim new`): the shipped scenario `like` with every section
+/// present and every value explained by the same descriptions as `docs/scenario-format.md`.
+pub fn starting_scenario(name: &str, like: Like) -> String {
+    let (path, text) = like.source();
+    let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
+    let file = filled(&spec, name);
+    let root: Value = serde_json::from_str(&schema_json()).expect("schema is JSON");
+    let mut doc: toml_edit::DocumentMut =
+        toml::to_string(&file).expect("a scenario image serialises").parse().expect("toml reads its own output");
+    annotate_table(&root, &root, doc.as_table_mut());
+    let props = root.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let names: Vec<String> = doc.as_table().iter().map(|(k, _)| k.to_string()).collect();
+    for k in names {
+        let Some(v) = props.get(&k) else { continue };
+        let r = resolve(&root, v);
+        let section_doc = v.get("description").and_then(Value::as_str).unwrap_or("").to_string();
+        let item = doc.as_table_mut().get_mut(&k).expect("key listed");
+        match item {
+            toml_edit::Item::Table(t) => {
+                let mut header = comment(&section_doc, "");
+                if k == "knobs" {
+                    header
+                        .push_str("# Every knob, with the profile's value (`kvsim profiles` lists each profile's):\n");
+                    let profile = file.profile.clone().unwrap_or_else(|| "sglang-0.5.16".into());
+                    let p = crate::config::profile(&profile).expect("shipped profiles exist");
+                    let values = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+                    let knob_props = resolve(&root, v).get("properties").cloned().unwrap_or_default();
+                    for (kn, kv) in &values {
+                        if t.contains_key(kn) {
+                            continue;
+                        }
+                        let d =
+                            knob_props.get(kn).and_then(|x| x.get("description")).and_then(Value::as_str).unwrap_or("");
+                        header.push_str(&comment(d, ""));
+                        let _ = writeln!(header, "#   {kn} = {kv}");
+                    }
+                }
+                t.decor_mut().set_prefix(format!("\n{header}"));
+                annotate_table(&root, r, t);
+            }
+            toml_edit::Item::ArrayOfTables(a) => {
+                let item_schema = resolve(&root, r.get("items").unwrap_or(&Value::Null)).clone();
+                for (i, t) in a.iter_mut().enumerate() {
+                    if i == 0 {
+                        t.decor_mut().set_prefix(format!("\n{}", comment(&section_doc, "")));
+                    }
+                    annotate_table(&root, &item_schema, t);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    out.push_str(&comment(
+        &format!(
+            "Scenario `{name}`, written by `kvsim new {name} --like {}` from {path}. Every section is present and every value explained; the reference is docs/scenario-format.md. Run it with `kvsim run {name}.toml`. For editor validation and completion add, as the first line, `#:schema <path to docs/scenario.schema.json>`.",
+            format!("{like:?}").to_lowercase()
+        ),
+        "",
+    ));
+    if let Some(t) = &file.trace {
+        out.push_str(&comment(&format!("The trace file `{}` is read relative to this file: point it at data/mooncake/conversation_trace.jsonl of a kvsim checkout.", t.file), ""));
+    }
+    out.push_str(&doc.to_string());
+    out
+}

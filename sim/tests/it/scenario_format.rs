@@ -1,0 +1,146 @@
+//! The scenario format's reference and schema: generated from the serde types, shipped in docs/,
+//! never stale; every shipped scenario carries the `#:schema` directive and validates; `kvsim new`
+//! writes scenarios that run and validate.
+
+use std::path::PathBuf;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn schema() -> jsonschema::Validator {
+    let v: serde_json::Value = serde_json::from_str(&kvsim::scenario_doc::schema_json()).unwrap();
+    jsonschema::validator_for(&v).unwrap()
+}
+
+/// TOML text as the JSON value a schema validator checks (what taplo does with `#:schema`).
+fn as_json(text: &str) -> serde_json::Value {
+    let t: toml::Table = toml::from_str(text).unwrap();
+    serde_json::to_value(t).unwrap()
+}
+
+#[test]
+fn shipped_schema_and_reference_are_up_to_date() {
+    let regen = "regenerate: target/release/kvsim schema > docs/scenario.schema.json && target/release/kvsim schema --markdown > docs/scenario-format.md";
+    let shipped = std::fs::read_to_string(repo().join("docs/scenario.schema.json")).unwrap();
+    assert!(shipped == kvsim::scenario_doc::schema_json(), "docs/scenario.schema.json is stale; {regen}");
+    let shipped = std::fs::read_to_string(repo().join("docs/scenario-format.md")).unwrap();
+    assert!(shipped == kvsim::scenario_doc::format_reference_md(), "docs/scenario-format.md is stale; {regen}");
+    // The reference names every key the parser accepts, in every section.
+    let md = kvsim::scenario_doc::format_reference_md();
+    for key in [
+        "`pool_tokens`",
+        "`prefill_base_us`",
+        "`decode_ns_per_kkv`",
+        "`mean_interarrival_ms`",
+        "`time_scale_permille`",
+        "`heal_at_ms`",
+        "`restart_after_ms`",
+        "`clean`",
+        "`free_list_policy`",
+        "`prefix_blocks`",
+        "[[faults.script]]",
+        "MAX_TIME_MS",
+    ] {
+        assert!(md.contains(key), "the reference lacks {key}");
+    }
+    for k in kvsim::config::knob_names() {
+        assert!(md.contains(&format!("| `{k}` |")), "the reference lacks knob {k}");
+    }
+}
+
+#[test]
+fn every_shipped_scenario_has_the_directive_and_validates() {
+    let v = schema();
+    let mut n = 0;
+    for rel in crate::all_scenarios() {
+        let path = crate::scenarios_dir().join(&rel);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first = text.lines().next().unwrap();
+        let target =
+            first.strip_prefix("#:schema ").unwrap_or_else(|| panic!("{rel}: no #:schema directive on line 1"));
+        let resolved = path.parent().unwrap().join(target).canonicalize().unwrap();
+        assert_eq!(resolved, repo().join("docs/scenario.schema.json").canonicalize().unwrap(), "{rel}");
+        let errors: Vec<String> =
+            v.iter_errors(&as_json(&text)).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "{rel}: {errors:?}");
+        n += 1;
+    }
+    assert!(n >= 20, "{n} scenarios");
+}
+
+#[test]
+fn the_schema_rejects_what_the_parser_rejects() {
+    let v = schema();
+    let good = "context_len = 8192\n[[prefill]]\npool_tokens = 4096\n[[decode]]\npool_tokens = 8192\n[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 10\noutput_tokens = 1\n";
+    let errors: Vec<String> = v.iter_errors(&as_json(good)).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    for bad in [
+        good.replace("pool_tokens = 8192", "pool_tokenz = 8192"),
+        good.replace("context_len = 8192", "context_len = 1"),
+        format!("{good}[knobs]\nfree_list_policy = \"random\"\n"),
+        format!("{good}[knobs]\npage_size = 0\n"),
+        format!("{good}[knobs]\nno_such_knob = 1\n"),
+        format!("{good}[faults]\n[[faults.script]]\nkind = \"explode\"\n"),
+        good.replace("prompt_tokens = 10", "prompt_tokens = 0"),
+    ] {
+        assert!(!v.is_valid(&as_json(&bad)), "the schema accepts:\n{bad}");
+        let parsed = kvsim::scenario::Scenario::parse("b.toml", &bad).and_then(|s| s.resolve(&Default::default()));
+        assert!(parsed.is_err(), "the parser accepts:\n{bad}");
+    }
+}
+
+#[test]
+fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
+    let v = schema();
+    let dir = std::env::temp_dir().join(format!("kvsim-new-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for like in ["small", "incident", "mooncake"] {
+        let out = dir.join(format!("{like}.toml"));
+        let _ = std::fs::remove_file(&out);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(["new", "mine", "--like", like, "--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut text = std::fs::read_to_string(&out).unwrap();
+        for section in ["[[prefill]]", "[[decode]]", "[router]", "[cost]", "[knobs]", "[faults]"] {
+            assert!(text.contains(section), "{like}: no {section}");
+        }
+        assert!(text.contains("\n# Tokens per KV page") || text.contains("page_size"), "{like}: knobs unexplained");
+        let comments = text.lines().filter(|l| l.starts_with('#')).count();
+        let keys = text.lines().filter(|l| l.contains(" = ") && !l.starts_with('#')).count();
+        assert!(comments >= keys, "{like}: {comments} comment lines for {keys} keys");
+        let errors: Vec<String> = v.iter_errors(&as_json(&text)).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{like}: {errors:?}");
+        if like == "mooncake" {
+            let data = repo().join("data/mooncake/conversation_trace.jsonl");
+            text =
+                text.replace("\"../data/mooncake/conversation_trace.jsonl\"", &format!("{:?}", data.to_str().unwrap()));
+            std::fs::write(&out, &text).unwrap();
+        }
+        let cfg = crate::load_path(out.to_str().unwrap());
+        assert_eq!(cfg.name, "mine");
+        // Every value written out is the shipped scenario's: same verdict.
+        let shipped = crate::load(
+            match like {
+                "small" => "small/stub-leak.toml",
+                "incident" => "glm53-incident.toml",
+                _ => "mooncake-conversation.toml",
+            },
+            None,
+            &[],
+        );
+        assert_eq!(
+            (cfg.requests.len(), &cfg.knobs, &cfg.cost, &cfg.prefill),
+            (shipped.requests.len(), &shipped.knobs, &shipped.cost, &shipped.prefill),
+            "{like}"
+        );
+    }
+    // Never overwrites unasked.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["new", "mine", "--out", dir.join("small.toml").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
