@@ -127,11 +127,13 @@ enum Cmd {
         /// Role of each log, in order (or once for all): prefill or decode.
         #[arg(long)]
         role: Vec<String>,
-        #[arg(long, default_value = "sglang-0.5.16")]
-        profile: String,
-        /// Where to write the generated scenario.
-        #[arg(long, default_value = "kvsim-audit-scenario.toml")]
-        scenario_out: String,
+        /// Engine profile to simulate the gap under (default: vllm-nixl for vLLM logs, else
+        /// sglang-0.5.16).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Write the generated scenario to FILE (nothing is written without it).
+        #[arg(long, value_name = "FILE")]
+        scenario_out: Option<String>,
     },
 }
 
@@ -194,7 +196,9 @@ pub fn main() -> i32 {
         Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, &mitigations),
         Cmd::Fuzz(o) => fuzz::run(&o),
         Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
-        Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),
+        Cmd::Audit { logs, role, profile, scenario_out } => {
+            audit::run(&logs, &role, profile.as_deref(), scenario_out.as_deref())
+        }
     }
 }
 
