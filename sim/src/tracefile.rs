@@ -34,6 +34,12 @@ pub struct Footer {
     pub trace_hash: String,
     pub exit_code: i32,
     pub violations: Vec<ViolationOut>,
+    /// Latency summaries (absent in traces written before they existed).
+    #[serde(default)]
+    pub latency: crate::latency::Latency,
+    /// One record per request (absent in traces written before they existed).
+    #[serde(default)]
+    pub requests: Vec<crate::latency::RequestRecord>,
 }
 
 /// One record line.
