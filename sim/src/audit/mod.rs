@@ -122,9 +122,12 @@ impl Audit {
 }
 
 /// sglang: the scheduler rejects `L >= min(ctx - 1, pool - 1) - 5`; the tokenizer admits `L < ctx`.
-/// vLLM: the API server admits `L + max_tokens <= max_model_len` (so `L <= ctx - 1` with one output
-/// token; `vllm/entrypoints/openai/serving_engine.py`, `_validate_input`), and a prompt longer than
-/// the whole pool is admitted but can never be scheduled (vllm-project/vllm#39734).
+/// vLLM: the OpenAI server rejects `L + max_tokens > max_model_len` (and `L >= max_model_len` when
+/// `max_tokens` is unset), so with at least one output token it admits `L <= ctx - 1`
+/// (`_validate_prompt_and_tokenize` in
+/// <https://github.com/vllm-project/vllm/blob/0030b9ffce2b2e8b8e9f04a7b108f5877193cec0/vllm/entrypoints/openai/serving_engine.py>;
+/// later releases keep the rule in `_validate_input`); a prompt longer than the whole pool is
+/// admitted but can never be scheduled (<https://github.com/vllm-project/vllm/issues/39734>).
 pub fn admission(engine: Engine, context_len: u64, pool_tokens: u64) -> Admission {
     match engine {
         Engine::Sglang => {
@@ -238,6 +241,7 @@ fn fill(a: &mut NodeFacts, b: &NodeFacts) {
     if a.role == Role::Unknown {
         a.role = b.role;
     }
+    a.refused_start = a.refused_start.or(b.refused_start);
     a.engine = a.engine.or(b.engine);
     if a.version.is_none() {
         a.version.clone_from(&b.version);
@@ -328,7 +332,16 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
     for n in &mut nodes {
         let ctx = n.facts.context_len.or(context_len);
         if let (Some(ctx), Some(pool)) = (ctx, n.facts.pool_tokens) {
-            n.admission = Some(admission(n.engine(), ctx, pool));
+            let mut adm = admission(n.engine(), ctx, pool);
+            if let Some(line) = n.facts.refused_start {
+                // The engine refused to start with this pool: nothing was served with it.
+                adm.band = None;
+                adm.rule = format!(
+                    "{}; the engine REFUSED TO START with this pool (line {line}): no request was served",
+                    adm.rule
+                );
+            }
+            n.admission = Some(adm);
         }
     }
     if let Some(ctx) = context_len {

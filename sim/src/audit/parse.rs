@@ -126,6 +126,9 @@ pub struct NodeFacts {
     pub max_req_input_len: Option<u64>,
     /// 1-based line that provided `pool_tokens`, else the first fact's line.
     pub line: usize,
+    /// 1-based line of the engine's refusal to start because the pool cannot hold one request of
+    /// the context length (vLLM's `max seq len … is larger than … KV cache` errors).
+    pub refused_start: Option<usize>,
     /// 1-based line that provided `context_len`.
     pub context_line: Option<usize>,
     /// 1-based line that provided `page_size`.
@@ -281,6 +284,7 @@ enum Fact {
     Concurrency(f64),
     Blocks(u64),
     MaxReqInput(u64),
+    RefusedStart,
 }
 
 #[derive(Debug, Clone)]
@@ -346,6 +350,7 @@ struct Facts {
     concurrency: Slot<f64>,
     blocks: Slot<u64>,
     max_req_input: Slot<u64>,
+    refused: Slot<()>,
 }
 
 impl Facts {
@@ -364,6 +369,7 @@ impl Facts {
             Fact::Concurrency(v) => self.concurrency.offer(v, prio, line),
             Fact::Blocks(v) => self.blocks.offer(v, prio, line),
             Fact::MaxReqInput(v) => self.max_req_input.offer(v, prio, line),
+            Fact::RefusedStart => self.refused.offer((), prio, line),
         }
     }
 
@@ -381,6 +387,7 @@ impl Facts {
         self.concurrency.absorb(&o.concurrency);
         self.blocks.absorb(&o.blocks);
         self.max_req_input.absorb(&o.max_req_input);
+        self.refused.absorb(&o.refused);
     }
 
     fn merged(own: &Facts, fill: &Facts) -> Facts {
@@ -398,6 +405,7 @@ impl Facts {
             concurrency: Slot::merged(&own.concurrency, &fill.concurrency),
             blocks: Slot::merged(&own.blocks, &fill.blocks),
             max_req_input: Slot::merged(&own.max_req_input, &fill.max_req_input),
+            refused: Slot::merged(&own.refused, &fill.refused),
         }
     }
 
@@ -490,6 +498,7 @@ impl Facts {
             gpu_blocks: self.blocks.value(),
             max_req_input_len: self.max_req_input.value(),
             line: pool_line.or_else(|| self.first_line()).unwrap_or(fallback),
+            refused_start: self.refused.line(),
             context_line: self.context.line(),
             page_size_line,
             derived,
@@ -876,10 +885,12 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
         info.push(ctx.map(Fact::Context), P_RESOLVED);
         let pool = parse_count(c[2].trim()).ok_or_else(|| malformed(&c[2], "tokens in KV cache"))?;
         info.push(pool.map(Fact::Pool), P_SUMMARY);
+        info.push(Some(Fact::RefusedStart), P_SUMMARY);
     } else if let Some(c) = p.vllm_v1_too_small.captures(line) {
         info.engine(Engine::Vllm, true);
         let ctx = parse_count(c[1].trim()).ok_or_else(|| malformed(&c[1], "max seq len"))?;
         info.push(ctx.map(Fact::Context), P_RESOLVED);
+        info.push(Some(Fact::RefusedStart), P_SUMMARY);
     }
     // vLLM ≥ 0.10's ASCII-art banner: `▄▄ ▄█ █ … version 0.19.1`.
     if let Some(c) = p.vllm_banner_version.captures(msg) {
@@ -1077,6 +1088,7 @@ mod tests {
             gpu_blocks: None,
             max_req_input_len: None,
             line,
+            refused_start: None,
             context_line: None,
             page_size_line: None,
             derived: Vec::new(),
@@ -1148,9 +1160,11 @@ mod tests {
         let f = form("v0_error");
         assert_eq!((f.engine, f.version.as_deref()), (Some(Engine::Vllm), None));
         assert_eq!((f.context_len, f.pool_tokens, f.line, f.gpu_blocks), (Some(4096), Some(3664), 4, Some(229)));
+        assert_eq!(f.refused_start, Some(4));
         let v1 = "ERROR 04-05 01:12:55 [core.py:390] ValueError: To serve at least one request with the models's max seq len (1048576), (24.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.97 GiB).";
         let f = parse("v1.log", v1).remove(0);
         assert_eq!((f.engine, f.context_len, f.pool_tokens), (Some(Engine::Vllm), Some(1_048_576), None));
+        assert_eq!(f.refused_start, Some(1));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         if a.nodes.iter().any(|n| n.admission.is_none()) {
             return bad("a node's pool or context length is unknown: cannot tell whether there is a gap".into());
         }
+        if a.nodes.iter().all(|n| n.facts.refused_start.is_some()) {
+            println!("verdict: no gap served — the engine refused to start with this pool (exit 0)");
+            return exit::CLEAN;
+        }
         println!("verdict: no gap — every pool holds any prompt the context admits (exit 0)");
         return exit::CLEAN;
     }

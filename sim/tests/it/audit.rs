@@ -89,6 +89,13 @@ fn vllm_logs_use_vllm_admission_and_profile() {
     assert!(out.contains("vLLM: the API server admits L + max_tokens <= max_model_len, so L <= 262,143"), "{out}");
     assert!(out.contains("GAP: prompts 76,641 <= L < 262,144 are admitted but can never be scheduled"), "{out}");
     assert!(out.contains("under vllm-nixl"), "{out}");
+    // A log whose engine refused to start: nothing was served with that pool.
+    let (code, out, _) = audit(&[&data("vllm_v0_error_issue2418.log")]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("REFUSED TO START with this pool (line 4)") && out.contains("verdict: no gap served"),
+        "{out}"
+    );
     let (code, out, _) = audit(&[&data("vllm_blocks_concurrency_pr12569.log")]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("block size 16 deduced"), "{out}");
