@@ -33,6 +33,10 @@ pub const MAX_CONTEXT_LEN: u64 = 1 << 30;
 pub const MAX_PAGE_SIZE: u64 = 1 << 16;
 /// Largest pool in pages: a scenario's pool must have fewer than `u32::MAX / 2` pages.
 pub const MAX_POOL_PAGES: u64 = (u32::MAX / 2) as u64 - 1;
+/// Most nodes audited at once (after merging ranks that agree): bounds the generated scenario.
+pub const MAX_NODES: usize = 1024;
+/// Each probe is sent this many times at most (once per prefill node, round robin, up to this).
+pub const MAX_PROBE_COPIES: usize = 16;
 /// Decode's `num_reserved_decode_tokens` in sglang (512): the assumed decode partner holds the
 /// whole context plus these.
 pub const RESERVED_DECODE_TOKENS: u64 = 512;
@@ -304,6 +308,14 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                 (None, Role::Unknown) => (Role::Unknown, RoleSource::Either),
                 (None, r) => (r, RoleSource::Log),
             };
+            if nodes.len() == MAX_NODES {
+                return Err(AuditError {
+                    file: f.source.clone(),
+                    line: f.line,
+                    field: "rank",
+                    message: format!("more than {MAX_NODES} nodes in the logs (ranks that disagree count one each)"),
+                });
+            }
             nodes.push(AuditNode { facts: f, ranks, role, role_source, admission: None });
         }
     }
@@ -544,7 +556,7 @@ pub fn scenario(a: &Audit, sources: &str) -> Option<Generated> {
         probes.insert(accepted);
     }
     for p in probes {
-        for _ in 0..prefill.len() {
+        for _ in 0..prefill.len().min(MAX_PROBE_COPIES) {
             request.push(GenRequest { at_ms: at, tenant: 1, prompt_tokens: p, output_tokens: 8 });
             at += 1_000;
         }
@@ -672,6 +684,21 @@ mod tests {
         let a = analyse(&[("r.log".into(), vec![a0, a1], None)]).unwrap();
         assert_eq!(a.nodes.len(), 2);
         assert!(a.notes.iter().any(|n| n.contains("disagree")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn node_count_is_bounded() {
+        let many: Vec<NodeFacts> = (0..=MAX_NODES as u64)
+            .map(|i| {
+                let mut f = node("many.log", Some(1000 + i), Some(4096));
+                f.rank = Some(format!("DP{i}"));
+                f
+            })
+            .collect();
+        let err = analyse(&[("many.log".into(), many[..MAX_NODES].to_vec(), None)]).map(|a| a.nodes.len());
+        assert_eq!(err, Ok(MAX_NODES));
+        let err = analyse(&[("many.log".into(), many, None)]).unwrap_err();
+        assert_eq!((err.file.as_str(), err.field), ("many.log", "rank"));
     }
 
     #[test]
