@@ -177,3 +177,25 @@ fn per_request_records_and_latency_in_json_csv_and_footer() {
     let txt = String::from_utf8_lossy(&run(&[]).stdout).into_owned();
     assert!(txt.contains("latency over the 3 request(s) answered 200"), "{txt}");
 }
+
+#[test]
+fn latency_follows_the_cost_model_on_the_blis_workload() {
+    // sim/bench-scenarios/blis-fair-10k.toml with default costs: a 512-token prefill is
+    // 5 ms + 512 × 30 µs = 20.36 ms, the transfer 0.5 ms + 35.84 MB / 25 GB/s = 1.9336 ms, three
+    // 0.2 ms messages before decode has the KV; a decode step is 25 ms + ⌊KV/1000⌋ × 2 µs.
+    let path = format!("{}/bench-scenarios/blis-fair-10k.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cfg = kvsim::scenario::Scenario::parse(&path, &text).unwrap().resolve(&Default::default()).unwrap();
+    let w = kvsim::simulate(cfg, None, false);
+    let r = kvsim::report::Report::build(&w, String::new());
+    assert_eq!(r.latency.overall.ok, 10_000);
+    let kv_lands = 200_000 + 200_000 + 20_360_000 + 1_933_600 + 200_000;
+    assert!(r.per_request.iter().all(|q| q.ttft_ns.unwrap() >= kv_lands), "no first token before the KV lands");
+    let itl = r.latency.overall.itl.unwrap();
+    assert!((25_000_000..25_100_000).contains(&itl.mean_ns) && itl.max_ns < 25_100_000, "{itl:?}");
+    // E2E − TTFT is 127 steps (and the router's answer) for every request.
+    assert!(r.per_request.iter().all(|q| {
+        let body = q.e2e_ns.unwrap() - q.ttft_ns.unwrap();
+        (127 * 25_000_000..127 * 25_100_000).contains(&body)
+    }));
+}
