@@ -20,14 +20,29 @@
 //!   `args: Namespace(…)` (`max_model_len`, `block_size`, `kv_role`),
 //!   `Initializing a V1 LLM engine (vX) with config: … max_seq_len=N`,
 //!   `Using max model len N`, `Chunked prefill is enabled with max_num_batched_tokens=N`,
-//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`.
+//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`;
+//! * vLLM before 0.8: `Initializing an LLM engine with config: … max_seq_len=N`, the pool in
+//!   blocks (`# GPU blocks: N, # CPU blocks: M`: tokens = blocks × block size, the block size
+//!   deduced from the concurrency line when no argument dump gives it), and the start-up refusal
+//!   `The model's max seq len (C) is larger than the maximum number of tokens that can be stored
+//!   in KV cache (P)` (V1: `To serve at least one request with the models's max seq len (C)`);
+//! * vLLM ≥ 0.10's ASCII-art banner `… version X`;
+//! * sglang's scheduler error `Input length (L tokens) exceeds the maximum allowed length
+//!   (N tokens)`: N is `max_req_input_len`, which pins the pool at N + 6 when that is below the
+//!   context;
+//! * the launch command (`python -m sglang.launch_server …`, `vllm serve …`, continued over
+//!   lines ending in `\`): `--context-length`, `--page-size`, `--disaggregation-mode`,
+//!   `--max-model-len`, `--block-size`, and `kv_role` in `--kv-transfer-config`;
+//! * server arguments dumped one per line as `key=value` or `key: value` (a pretty-printed
+//!   `ServerArgs(` repr, a debug dump, a YAML config): `context_length`, `page_size`,
+//!   `disaggregation_mode`, `max_model_len`, `block_size`, `max_total_num_tokens`.
 //!
 //! Rules: ANSI colour escapes are stripped first; numbers may carry thousands
 //! separators (`681,280`); `None` and `-1` ("unset" / "disabled" in both engines'
 //! argument dumps) read as missing. Lines from different ranks may be interleaved:
 //! sglang's `[date time DP0 TP0 …]` prefix and vLLM's `(EngineCore_DP0 pid=…)`
-//! tag pick the rank, ranks are grouped by their DP index (the TP ranks of one DP
-//! group share one pool), and lines without a rank fill in for every rank of their
+//! tag pick the rank, ranks are grouped by their DP index and PP stage (the TP/EP ranks of
+//! one group share one pool; `kvsim audit` then merges groups that agree), and lines without a rank fill in for every rank of their
 //! launch. When a fact is reported more than once the more authoritative source
 //! wins (scheduler summary > allocation / resolved config > argument dump), then
 //! the rank-specific line, then the earlier line. Nothing is inferred: a fact the
@@ -523,6 +538,8 @@ enum Marker {
 #[derive(Debug, Clone)]
 struct Scope {
     dp: Option<u32>,
+    /// Pipeline stage (`PP1`): stages hold different layers, so each has its own pool.
+    pp: Option<u32>,
     label: String,
     order: Vec<u32>,
 }
@@ -536,7 +553,8 @@ struct Group {
 #[derive(Debug, Default)]
 struct Launch {
     general: Facts,
-    groups: BTreeMap<Option<u32>, Group>,
+    /// Keyed by (DP index, PP stage): the TP/EP ranks of one group share a pool.
+    groups: BTreeMap<(Option<u32>, Option<u32>), Group>,
     seen: BTreeSet<Marker>,
     /// Past its argument dumps: a further launch marker opens a new launch.
     progressed: bool,
@@ -548,7 +566,7 @@ impl Launch {
     fn record(&mut self, scope: Option<&Scope>, fact: Fact, prio: u8, line: usize) {
         match scope {
             Some(s) if !matches!(fact, Fact::Engine(_)) => {
-                let group = self.groups.entry(s.dp).or_default();
+                let group = self.groups.entry((s.dp, s.pp)).or_default();
                 group.facts.record(fact, prio, line);
                 if group.label.as_ref().is_none_or(|(o, _)| s.order < *o) {
                     group.label = Some((s.order.clone(), s.label.clone()));
@@ -562,8 +580,8 @@ impl Launch {
         let fallback = self.first_line.unwrap_or(1);
         // TP-only prefixes next to DP-prefixed ones cannot be tied to one DP rank:
         // treat their facts as launch-wide.
-        if self.groups.keys().any(Option::is_some) {
-            if let Some(g) = self.groups.remove(&None) {
+        if self.groups.keys().any(|k| *k != (None, None)) {
+            if let Some(g) = self.groups.remove(&(None, None)) {
                 self.general.absorb(&g.facts);
             }
         }
@@ -722,10 +740,11 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
             .captures(&c[1])
             .and_then(|d| d.get(1).or_else(|| d.get(2)))
             .and_then(|m| m.as_str().parse::<u32>().ok())?;
-        return Some(Scope { dp: Some(dp), label: format!("DP{dp}"), order: vec![dp] });
+        return Some(Scope { dp: Some(dp), pp: None, label: format!("DP{dp}"), order: vec![dp] });
     }
     let c = p.sgl_rank.captures(line)?;
     let mut dp = None;
+    let mut pp = None;
     let mut order = Vec::new();
     let mut label = Vec::new();
     for token in c[1].split_whitespace() {
@@ -735,10 +754,13 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
         if name == "DP" {
             dp = Some(n);
         }
+        if name == "PP" {
+            pp = Some(n);
+        }
         order.push(n);
         label.push(token);
     }
-    Some(Scope { dp, label: label.join(" "), order })
+    Some(Scope { dp, pp, label: label.join(" "), order })
 }
 
 /// The message of a line: without its process tag, timestamp prefix and level header.
@@ -1516,6 +1538,18 @@ INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
         assert_eq!((got[0].context_len, got[0].line), (Some(8192), 1));
         assert_eq!((got[1].launch, got[1].pool_tokens), (1, Some(99_999)));
         assert_eq!((got[1].context_len, got[1].line), (Some(4096), 6));
+    }
+
+    #[test]
+    fn pipeline_stages_are_their_own_groups_and_tp_ranks_share_one() {
+        let text = "\
+[2026-03-02 10:00:00 PP0 TP0] KV Cache is allocated. #tokens: 500000, K size: 1.00 GB
+[2026-03-02 10:00:00 PP0 TP1] KV Cache is allocated. #tokens: 500000, K size: 1.00 GB
+[2026-03-02 10:00:00 PP1 TP0] KV Cache is allocated. #tokens: 480000, K size: 1.00 GB
+";
+        let got = parse("pp.log", text);
+        let pools: Vec<_> = got.iter().map(|n| (n.rank.as_deref(), n.pool_tokens)).collect();
+        assert_eq!(pools, vec![(Some("PP0 TP0"), Some(500_000)), (Some("PP1 TP0"), Some(480_000))]);
     }
 
     #[test]
