@@ -67,6 +67,8 @@ impl World {
                 prefill_leg: None,
                 decode_leg: None,
                 decode_tokens: 0,
+                first_token_at: None,
+                last_token_at: None,
                 response: None,
                 caught_by: None,
                 detected_by: None,

@@ -351,6 +351,9 @@ impl World {
             d.read_upto = d.seq_len;
             d.dirty = false;
             let generated = d.generated;
+            let req = &mut self.reqs[r.idx()];
+            req.first_token_at.get_or_insert(now);
+            req.last_token_at = Some(now);
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });

@@ -486,9 +486,10 @@ pub fn parse_audit_log(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let Ok(facts) = crate::audit::parse::parse_log("fuzz.log", &text) else { return };
     let files = vec![("fuzz.log".to_string(), facts, None)];
-    let a = crate::audit::analyse(&files);
+    let Ok(a) = crate::audit::analyse(&files) else { return };
     let _ = crate::audit::node_table(&a);
-    if let Some(text) = crate::audit::scenario(&a, "fuzz.log") {
+    if let Some(generated) = crate::audit::scenario(&a, "fuzz.log") {
+        let text = generated.toml;
         let resolved = crate::scenario::Scenario::parse("audit-scenario.toml", &text)
             .and_then(|s| s.resolve(&crate::scenario::Overrides::default()));
         if let Err(e) = resolved {

@@ -16,6 +16,7 @@ pub mod faults;
 pub mod fuzz;
 pub mod fuzz_targets;
 pub mod intake;
+pub mod latency;
 pub mod metadata;
 pub mod picture;
 pub mod pool;

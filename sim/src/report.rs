@@ -57,6 +57,10 @@ pub struct Report {
     pub stories: Vec<String>,
     pub reproduce: String,
     pub exit_code: i32,
+    /// TTFT, ITL and E2E over the requests answered 200, overall and per tenant.
+    pub latency: crate::latency::Latency,
+    /// One record per request, in id order.
+    pub per_request: Vec<crate::latency::RequestRecord>,
 }
 
 fn runs_text(runs: &[Run], total: u64) -> String {
@@ -217,6 +221,8 @@ impl Report {
         for v in &w.oracle.violations {
             *violation_counts.entry(v.kind.name().to_string()).or_insert(0) += 1;
         }
+        let per_request = crate::latency::records(w);
+        let latency = crate::latency::Latency::of(&per_request);
         Report {
             kvsim_version: env!("CARGO_PKG_VERSION"),
             scenario: w.cfg.name.clone(),
@@ -235,6 +241,8 @@ impl Report {
             stories,
             reproduce,
             exit_code,
+            latency,
+            per_request,
         }
     }
 
@@ -292,6 +300,7 @@ impl Report {
                 let _ = writeln!(s, "  - {st}");
             }
         }
+        s.push_str(&crate::latency::table(&self.latency));
         let verdict = match self.exit_code {
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",

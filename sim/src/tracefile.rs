@@ -34,6 +34,12 @@ pub struct Footer {
     pub trace_hash: String,
     pub exit_code: i32,
     pub violations: Vec<ViolationOut>,
+    /// Latency summaries (absent in traces written before they existed).
+    #[serde(default)]
+    pub latency: crate::latency::Latency,
+    /// One record per request (absent in traces written before they existed).
+    #[serde(default)]
+    pub requests: Vec<crate::latency::RequestRecord>,
 }
 
 /// One record line.
@@ -72,6 +78,8 @@ impl Footer {
             trace_hash: w.tracer.hash_hex(),
             exit_code: report.exit_code,
             violations: report.violations.clone(),
+            latency: report.latency.clone(),
+            requests: report.per_request.clone(),
         }
     }
 
@@ -96,7 +104,25 @@ impl Footer {
             let j = |v: &ViolationOut| serde_json::to_string(v).expect("violations serialise");
             field(&format!("violations[{i}]"), j(a), j(b));
         }
+        let json = |v: &dyn erased::Json| v.json();
+        field("latency", json(&self.latency), json(&replayed.latency));
+        field("requests (count)", self.requests.len().to_string(), replayed.requests.len().to_string());
+        if let Some((i, (a, b))) = self.requests.iter().zip(&replayed.requests).enumerate().find(|(_, (a, b))| a != b) {
+            field(&format!("requests[{i}]"), json(a), json(b));
+        }
         d
+    }
+}
+
+mod erased {
+    /// A value shown as its JSON in a footer difference.
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).expect("footer fields serialise")
+        }
     }
 }
 

@@ -76,6 +76,10 @@ pub struct Req {
     pub prefill_leg: Option<u16>,
     pub decode_leg: Option<u16>,
     pub decode_tokens: u64,
+    /// When decode produced this request's first and latest output token (report only: never
+    /// traced, hashed or read by the model).
+    pub first_token_at: Option<Instant>,
+    pub last_token_at: Option<Instant>,
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,

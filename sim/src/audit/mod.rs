@@ -1,23 +1,108 @@
 //! `kvsim audit`: measure, don't assume. Reads engine start-up logs (see `parse`), reports each
-//! node's KV pool against the context length and the band of prompt lengths that fall into the
-//! scheduler's rejection path, then builds a scenario from the measured numbers so the simulator
-//! can say what that gap means under an engine profile. Pure: text in, text out.
+//! node's KV pool against the context length under its engine's own admission rule, and the band
+//! of prompt lengths that the front door admits but the pool cannot serve; then builds a scenario
+//! from the measured numbers so the simulator can say what that gap means under an engine
+//! profile. Pure: text in, text out.
+//!
+//! Roles: a node whose log names no disaggregation role (the common case: one server's log) is
+//! audited as a node that could serve either role. A pool gap leaks on the prefill side, so it is
+//! placed there, against the worst partner the context admits: a decode node whose pool holds the
+//! whole context (plus sglang's reserved decode tokens), so a stub's reservation always covers
+//! stale pages. Roles given with `--role` or found in the log narrow this. The report states every
+//! assumption it made.
+//!
+//! Ranks: the TP/PP/EP/DP ranks of one launch are one node unless they disagree on a fact (pool,
+//! context, page size, role); ranks that disagree are audited separately.
 
 pub mod parse;
 
 use crate::report::thousands;
-use parse::{NodeFacts, Role};
+use parse::{Engine, NodeFacts, Role};
+use serde::Serialize;
 use std::fmt::Write as _;
 
-/// One audited node: the last launch of each (file, rank), with its effective role.
+/// Smallest pool (tokens) an engine starts with: below 7, sglang's `max_req_input_len`
+/// (`min(context - 1, pool - 1) - 5`) is 0 and the server refuses to start.
+pub const MIN_POOL_TOKENS: u64 = 7;
+/// Smallest context length, for the same reason.
+pub const MIN_CONTEXT_LEN: u64 = 7;
+/// Largest context length audited (2^30 tokens, a thousand times today's longest contexts):
+/// the generated scenario must stay within the scenario's page limit even at page size 1.
+pub const MAX_CONTEXT_LEN: u64 = 1 << 30;
+/// Largest page size, the scenario's `page_size` knob limit.
+pub const MAX_PAGE_SIZE: u64 = 1 << 16;
+/// Largest pool in pages: a scenario's pool must have fewer than `u32::MAX / 2` pages.
+pub const MAX_POOL_PAGES: u64 = (u32::MAX / 2) as u64 - 1;
+/// Most nodes audited at once (after merging ranks that agree): bounds the generated scenario.
+pub const MAX_NODES: usize = 1024;
+/// Each probe is sent this many times at most (once per prefill node, round robin, up to this).
+pub const MAX_PROBE_COPIES: usize = 16;
+/// Decode's `num_reserved_decode_tokens` in sglang (512): the assumed decode partner holds the
+/// whole context plus these.
+pub const RESERVED_DECODE_TOKENS: u64 = 512;
+
+/// A log value outside what an engine can run with: names the log file, line and field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditError {
+    pub file: String,
+    pub line: usize,
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for AuditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: `{}`: {}", self.file, self.line, self.field, self.message)
+    }
+}
+
+impl std::error::Error for AuditError {}
+
+/// How a node's role was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleSource {
+    /// Printed in the log (`disaggregation_mode`, `kv_role`).
+    Log,
+    /// Given with `--role`.
+    Flag,
+    /// Not known: the node could serve either role.
+    Either,
+}
+
+/// The engine's admission rule applied to one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// Longest prompt the engine admits and can serve from this pool.
+    pub max_accepted: u64,
+    /// `[lo, hi)`: admitted at the front door, but the pool cannot serve them.
+    pub band: Option<(u64, u64)>,
+    /// The rule, in words.
+    pub rule: String,
+    /// What happens to a prompt in the band.
+    pub band_means: &'static str,
+}
+
+/// One audited node: the last launch of each file, its ranks merged unless they disagree.
 #[derive(Debug, Clone)]
 pub struct AuditNode {
     pub facts: NodeFacts,
+    /// Rank labels merged into this node (empty when the log names none).
+    pub ranks: Vec<String>,
+    /// Effective role: `Unknown` means "either".
     pub role: Role,
-    /// Prompts of this length or longer are rejected by the scheduler.
-    pub max_req_input_len: Option<u64>,
-    /// `[lo, hi)`: admitted by the tokenizer, rejected by the prefill scheduler.
-    pub band: Option<(u64, u64)>,
+    pub role_source: RoleSource,
+    pub admission: Option<Admission>,
+}
+
+impl AuditNode {
+    /// The engine whose rule applies (sglang's when the log does not say).
+    pub fn engine(&self) -> Engine {
+        self.facts.engine.unwrap_or(Engine::Sglang)
+    }
+    /// Whether this node may serve as prefill.
+    pub fn prefill_capable(&self) -> bool {
+        self.role != Role::Decode
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -30,20 +115,182 @@ pub struct Audit {
 }
 
 impl Audit {
-    pub fn prefill(&self) -> impl Iterator<Item = &AuditNode> {
-        self.nodes.iter().filter(|n| n.role == Role::Prefill)
-    }
-    pub fn decode(&self) -> impl Iterator<Item = &AuditNode> {
-        self.nodes.iter().filter(|n| n.role == Role::Decode)
-    }
-    /// Whether any prefill node has a rejection band.
+    /// Whether any node has a band.
     pub fn has_gap(&self) -> bool {
-        self.prefill().any(|n| n.band.is_some())
+        self.nodes.iter().any(|n| n.admission.as_ref().is_some_and(|a| a.band.is_some()))
+    }
+    /// Whether every node is a vLLM node.
+    pub fn all_vllm(&self) -> bool {
+        !self.nodes.is_empty() && self.nodes.iter().all(|n| n.facts.engine == Some(Engine::Vllm))
     }
 }
 
-/// Builds the audit from parsed logs. `roles[i]` overrides the role of file `i`'s nodes.
-pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Audit {
+/// sglang: the scheduler rejects `L >= min(ctx - 1, pool - 1) - 5`; the tokenizer admits `L < ctx`.
+/// vLLM: the OpenAI server rejects `L + max_tokens > max_model_len` (and `L >= max_model_len` when
+/// `max_tokens` is unset), so with at least one output token it admits `L <= ctx - 1`
+/// (`_validate_prompt_and_tokenize` in
+/// <https://github.com/vllm-project/vllm/blob/0030b9ffce2b2e8b8e9f04a7b108f5877193cec0/vllm/entrypoints/openai/serving_engine.py>;
+/// later releases keep the rule in `_validate_input`); a prompt longer than the whole pool is
+/// admitted but can never be scheduled (<https://github.com/vllm-project/vllm/issues/39734>).
+pub fn admission(engine: Engine, context_len: u64, pool_tokens: u64) -> Admission {
+    match engine {
+        Engine::Sglang => {
+            let m = parse::max_req_input_len(context_len, pool_tokens);
+            Admission {
+                max_accepted: m.saturating_sub(1),
+                band: if pool_tokens < context_len { parse::rejection_band(context_len, pool_tokens) } else { None },
+                rule: format!(
+                    "sglang: max_req_input_len = min(context - 1, pool - 1) - 5 = {}; the scheduler rejects L >= it, the tokenizer admits L < context",
+                    thousands(m)
+                ),
+                band_means: "pass the tokenizer and fall into the scheduler's rejection path",
+            }
+        }
+        Engine::Vllm => {
+            let admitted = context_len.saturating_sub(1);
+            let band = (pool_tokens < admitted).then_some((pool_tokens + 1, context_len));
+            Admission {
+                max_accepted: admitted.min(pool_tokens),
+                band,
+                rule: format!(
+                    "vLLM: the API server admits L + max_tokens <= max_model_len, so L <= {} with one output token; the pool holds {} tokens",
+                    thousands(admitted),
+                    thousands(pool_tokens)
+                ),
+                band_means: "are admitted but can never be scheduled (the request waits; vLLM #39734)",
+            }
+        }
+    }
+}
+
+/// Range-checks what a log said against the limits above.
+fn check_ranges(n: &NodeFacts) -> Result<(), AuditError> {
+    let err =
+        |line: usize, field: &'static str, message: String| AuditError { file: n.source.clone(), line, field, message };
+    if let Some(ps) = n.page_size {
+        if ps == 0 || ps > MAX_PAGE_SIZE {
+            return Err(err(
+                n.page_size_line.unwrap_or(n.line),
+                "page_size",
+                format!("{ps}: a page size must be between 1 and {MAX_PAGE_SIZE} tokens"),
+            ));
+        }
+    }
+    if let Some(ctx) = n.context_len {
+        if !(MIN_CONTEXT_LEN..=MAX_CONTEXT_LEN).contains(&ctx) {
+            return Err(err(
+                n.context_line.unwrap_or(n.line),
+                "context_len",
+                format!(
+                    "{} tokens: outside what an engine runs with ({MIN_CONTEXT_LEN} to {} tokens)",
+                    thousands(ctx),
+                    thousands(MAX_CONTEXT_LEN)
+                ),
+            ));
+        }
+    }
+    if let Some(pool) = n.pool_tokens {
+        let ps = n.page_size.unwrap_or(1);
+        if pool < MIN_POOL_TOKENS.max(ps) {
+            return Err(err(
+                n.line,
+                "pool_tokens",
+                format!(
+                    "{} tokens: smaller than any pool an engine starts with (at least {} tokens: sglang refuses to start when max_req_input_len = min(context - 1, pool - 1) - 5 is 0, and a pool holds at least one page)",
+                    thousands(pool),
+                    MIN_POOL_TOKENS.max(ps)
+                ),
+            ));
+        }
+        if pool / ps > MAX_POOL_PAGES {
+            return Err(err(
+                n.line,
+                "pool_tokens",
+                format!("{} tokens: more than {} pages of {ps} tokens", thousands(pool), thousands(MAX_POOL_PAGES)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two ranks of one launch say the same (unknown values agree with anything).
+fn agree(a: &NodeFacts, b: &NodeFacts) -> bool {
+    fn same<T: PartialEq>(x: &Option<T>, y: &Option<T>) -> bool {
+        match (x, y) {
+            (Some(x), Some(y)) => x == y,
+            _ => true,
+        }
+    }
+    same(&a.pool_tokens, &b.pool_tokens)
+        && same(&a.context_len, &b.context_len)
+        && same(&a.page_size, &b.page_size)
+        && same(&a.engine, &b.engine)
+        && (a.role == b.role || a.role == Role::Unknown || b.role == Role::Unknown)
+}
+
+/// Fills `a`'s unknown facts from `b`.
+fn fill(a: &mut NodeFacts, b: &NodeFacts) {
+    if a.pool_tokens.is_none() {
+        a.pool_tokens = b.pool_tokens;
+        a.line = b.line;
+    }
+    if a.context_len.is_none() {
+        a.context_len = b.context_len;
+        a.context_line = b.context_line;
+    }
+    if a.page_size.is_none() {
+        a.page_size = b.page_size;
+        a.page_size_line = b.page_size_line;
+    }
+    if a.role == Role::Unknown {
+        a.role = b.role;
+    }
+    a.refused_start = a.refused_start.or(b.refused_start);
+    a.engine = a.engine.or(b.engine);
+    if a.version.is_none() {
+        a.version.clone_from(&b.version);
+    }
+    for d in &b.derived {
+        if !a.derived.contains(d) {
+            a.derived.push(d.clone());
+        }
+    }
+}
+
+/// The nodes of one file's last launch: ranks merged when they agree.
+fn merge_ranks(name: &str, facts: Vec<NodeFacts>, notes: &mut Vec<String>) -> Vec<(NodeFacts, Vec<String>)> {
+    let all_agree = facts.iter().enumerate().all(|(i, x)| facts[i + 1..].iter().all(|y| agree(x, y)));
+    if facts.len() > 1 && all_agree {
+        let ranks: Vec<String> = facts.iter().filter_map(|f| f.rank.clone()).collect();
+        let mut it = facts.into_iter();
+        let mut first = it.next().expect("more than one");
+        for f in it {
+            fill(&mut first, &f);
+        }
+        notes.push(format!(
+            "{name}: {} ranks ({}) agree on pool, context and page size: one node",
+            ranks.len(),
+            ranks.join(", ")
+        ));
+        first.rank = None;
+        return vec![(first, ranks)];
+    }
+    if facts.len() > 1 {
+        notes.push(format!(
+            "{name}: the ranks disagree (pool, context, page size or role): each audited as its own node"
+        ));
+    }
+    facts
+        .into_iter()
+        .map(|f| {
+            let r = f.rank.clone().into_iter().collect();
+            (f, r)
+        })
+        .collect()
+}
+
+/// Builds the audit from parsed logs. `role` (per file) overrides the role found in the log.
+pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit, AuditError> {
     let mut nodes: Vec<AuditNode> = Vec::new();
     let mut notes = Vec::new();
     for (name, facts, role) in files {
@@ -51,30 +298,69 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Audit {
         if last > 0 {
             notes.push(format!("{name}: {} launches found; auditing the last one", last + 1));
         }
-        for f in facts.iter().filter(|f| f.launch == last) {
-            let role = role.unwrap_or(f.role);
-            nodes.push(AuditNode { facts: f.clone(), role, max_req_input_len: None, band: None });
+        let launch: Vec<NodeFacts> = facts.iter().filter(|f| f.launch == last).cloned().collect();
+        for f in &launch {
+            check_ranges(f)?;
+        }
+        for (f, ranks) in merge_ranks(name, launch, &mut notes) {
+            let (role, role_source) = match (role, f.role) {
+                (Some(r), _) => (*r, RoleSource::Flag),
+                (None, Role::Unknown) => (Role::Unknown, RoleSource::Either),
+                (None, r) => (r, RoleSource::Log),
+            };
+            if nodes.len() == MAX_NODES {
+                return Err(AuditError {
+                    file: f.source.clone(),
+                    line: f.line,
+                    field: "rank",
+                    message: format!("more than {MAX_NODES} nodes in the logs (ranks that disagree count one each)"),
+                });
+            }
+            nodes.push(AuditNode { facts: f, ranks, role, role_source, admission: None });
         }
     }
     let context_len = nodes.iter().filter_map(|n| n.facts.context_len).max();
+    let contexts: std::collections::BTreeSet<u64> = nodes.iter().filter_map(|n| n.facts.context_len).collect();
+    if contexts.len() > 1 {
+        notes.push(format!(
+            "the logs give different context lengths ({}); a node whose log gives none uses the largest",
+            contexts.iter().map(|c| thousands(*c)).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let sizes: Vec<u64> = nodes.iter().filter_map(|n| n.facts.page_size).collect();
     let page_size_known = !sizes.is_empty();
-    let page_size = sizes.iter().copied().max().unwrap_or(1);
-    if !page_size_known {
-        notes.push("page size not found in any log; using 1 (sglang's default)".into());
-    }
+    let all_vllm = !nodes.is_empty() && nodes.iter().all(|n| n.facts.engine == Some(Engine::Vllm));
+    let page_size = match sizes.iter().copied().max() {
+        Some(ps) => ps,
+        None if all_vllm => {
+            notes.push("block size not found in any log; using 16 (vLLM's default)".into());
+            16
+        }
+        None => {
+            notes.push("page size not found in any log; using 1 (sglang's default)".into());
+            1
+        }
+    };
     for n in &mut nodes {
         let ctx = n.facts.context_len.or(context_len);
         if let (Some(ctx), Some(pool)) = (ctx, n.facts.pool_tokens) {
-            n.max_req_input_len = Some(parse::max_req_input_len(ctx, pool));
-            // The gap the pool opens. With a pool at least as large as the context, sglang still
-            // rejects the last 6 tokens below the context (`ctx - 6 <= L < ctx`), on every node,
-            // whatever its pool: noted once below, not counted as a pool gap.
-            n.band = if pool < ctx { parse::rejection_band(ctx, pool) } else { None };
+            let mut adm = admission(n.engine(), ctx, pool);
+            if let Some(line) = n.facts.refused_start {
+                // The engine refused to start with this pool: nothing was served with it.
+                adm.band = None;
+                adm.rule = format!(
+                    "{}; the engine REFUSED TO START with this pool (line {line}): no request was served",
+                    adm.rule
+                );
+            }
+            n.admission = Some(adm);
         }
     }
     if let Some(ctx) = context_len {
-        if nodes.iter().any(|n| n.band.is_none() && n.max_req_input_len.is_some()) {
+        let sglang_no_band = nodes
+            .iter()
+            .any(|n| n.engine() == Engine::Sglang && n.admission.as_ref().is_some_and(|a| a.band.is_none()));
+        if sglang_no_band {
             notes.push(format!(
                 "sglang's scheduler also rejects {} <= L < {} (max_req_len - 5) on every node whatever its pool; the tokenizer admits them unless it reserves tokens for the output",
                 thousands(ctx.saturating_sub(6)),
@@ -82,7 +368,12 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Audit {
             ));
         }
     }
-    Audit { nodes, context_len, page_size, page_size_known, notes }
+    if nodes.iter().any(|n| n.engine() == Engine::Vllm && n.admission.as_ref().is_some_and(|a| a.band.is_some())) {
+        notes.push(
+            "the simulator's vllm-nixl profile applies the scheduler's pool rule at prefill admission, so it refuses these prompts (400) where vLLM itself keeps them waiting: the verdict says whether the gap leaks, not how long a request waits".into(),
+        );
+    }
+    Ok(Audit { nodes, context_len, page_size, page_size_known, notes })
 }
 
 fn unknown<T: ToString>(v: Option<T>) -> String {
@@ -98,39 +389,55 @@ pub fn node_table(a: &Audit) -> String {
     let mut s = String::new();
     for n in &a.nodes {
         let f = &n.facts;
-        let rank = f.rank.clone().map(|r| format!(" {r}")).unwrap_or_default();
+        let rank = match n.ranks.len() {
+            0 => String::new(),
+            1 => format!(" {}", n.ranks[0]),
+            k => format!(" ({k} ranks)"),
+        };
+        let role = match n.role_source {
+            RoleSource::Either => "either (no role in the log)".to_string(),
+            RoleSource::Flag => format!("{} (--role)", n.role),
+            RoleSource::Log => n.role.to_string(),
+        };
         let _ = writeln!(
             s,
-            "{}{rank} (line {}): {} {} · role {} · pool {} tokens · context {} · page size {}",
+            "{}{rank} (line {}): {} {} · role {role} · pool {} tokens · context {} · page size {}",
             f.source,
             f.line,
             unknown(f.engine),
             f.version.clone().unwrap_or_else(|| "version unknown".into()),
-            n.role,
             num(f.pool_tokens),
             num(f.context_len.or(a.context_len)),
             num(f.page_size),
         );
-        match (n.max_req_input_len, n.band) {
-            (None, _) => {
+        for d in &f.derived {
+            let _ = writeln!(s, "    {d}");
+        }
+        match &n.admission {
+            None => {
                 let _ = writeln!(s, "    cannot compute the admission limit: pool or context unknown");
             }
-            (Some(m), None) => {
-                let _ = writeln!(
-                    s,
-                    "    largest prompt accepted {} tokens; no gap: the pool holds any prompt the context admits",
-                    thousands(m.saturating_sub(1))
-                );
-            }
-            (Some(m), Some((lo, hi))) => {
-                let _ = writeln!(
-                    s,
-                    "    largest prompt accepted {} tokens (max_req_input_len {}); GAP: prompts {} <= L < {} pass the tokenizer and fall into the scheduler's rejection path",
-                    thousands(m.saturating_sub(1)),
-                    thousands(m),
-                    thousands(lo),
-                    thousands(hi)
-                );
+            Some(adm) => {
+                let _ = writeln!(s, "    rule: {}", adm.rule);
+                match adm.band {
+                    None => {
+                        let _ = writeln!(
+                            s,
+                            "    largest prompt accepted {} tokens; no gap: the pool holds any prompt the context admits",
+                            thousands(adm.max_accepted)
+                        );
+                    }
+                    Some((lo, hi)) => {
+                        let _ = writeln!(
+                            s,
+                            "    largest prompt accepted {} tokens; GAP: prompts {} <= L < {} {}",
+                            thousands(adm.max_accepted),
+                            thousands(lo),
+                            thousands(hi),
+                            adm.band_means
+                        );
+                    }
+                }
             }
         }
     }
@@ -142,68 +449,269 @@ fn round(pool: u64, ps: u64) -> u64 {
     (pool / ps).max(1) * ps
 }
 
+#[derive(Serialize)]
+struct GenGroup {
+    pool_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct GenKnobs {
+    page_size: u64,
+}
+
+#[derive(Serialize)]
+struct GenRequest {
+    at_ms: u64,
+    tenant: u32,
+    prompt_tokens: u64,
+    output_tokens: u64,
+}
+
+/// The generated scenario, serialised with the `toml` crate (field names are the scenario's keys).
+#[derive(Serialize)]
+struct GenScenario {
+    name: String,
+    description: String,
+    seed: u64,
+    context_len: u64,
+    liveness_bound_s: u64,
+    prefill: Vec<GenGroup>,
+    decode: Vec<GenGroup>,
+    knobs: GenKnobs,
+    request: Vec<GenRequest>,
+}
+
+/// The generated scenario and the assumptions it made.
+pub struct Generated {
+    pub toml: String,
+    pub assumptions: Vec<String>,
+}
+
 /// A scenario reproducing the measured deployment: warm-up traffic from tenant 0 fills decode's
-/// pool with KV, then tenant 1 sends probes at both edges of each prefill node's band.
-/// Returns `None` when the pools or the context are unknown.
-pub fn scenario(a: &Audit, sources: &str) -> Option<String> {
+/// pool with KV, then tenant 1 sends probes at both edges of each node's band. Nodes with no role
+/// take the prefill side; a missing side is the worst partner the context admits. Returns `None`
+/// when the context or every pool is unknown.
+pub fn scenario(a: &Audit, sources: &str) -> Option<Generated> {
     let ctx = a.context_len?;
     let ps = a.page_size;
-    let prefill: Vec<&AuditNode> = a.prefill().collect();
-    if prefill.is_empty() || prefill.iter().any(|n| n.facts.pool_tokens.is_none()) {
+    let mut assumptions = Vec::new();
+    let measured = |n: &&AuditNode| n.facts.pool_tokens.is_some();
+    let mut prefill: Vec<u64> =
+        a.nodes.iter().filter(|n| n.prefill_capable()).filter(measured).filter_map(|n| n.facts.pool_tokens).collect();
+    let mut decode: Vec<u64> = a
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Decode)
+        .filter(measured)
+        .filter_map(|n| n.facts.pool_tokens)
+        .collect();
+    if prefill.is_empty() && decode.is_empty() {
         return None;
     }
-    let decode: Vec<u64> = a.decode().filter_map(|n| n.facts.pool_tokens).collect();
-    let mut s = String::new();
-    let _ = writeln!(s, "# Generated by `kvsim audit` from {sources}.");
-    let _ =
-        writeln!(s, "# Pools as measured; tenant 0 warms the decode pools, tenant 1 probes each prefill node's band.");
-    let _ = writeln!(s, "name = \"audit\"\nseed = 1\ncontext_len = {ctx}\nliveness_bound_s = 3600\n");
-    for n in &prefill {
-        let pool = n.facts.pool_tokens.expect("checked");
-        let _ = writeln!(
-            s,
-            "# {} {}\n[[prefill]]\npool_tokens = {}\n",
-            n.facts.source,
-            n.facts.rank.clone().unwrap_or_default(),
-            round(pool, ps)
-        );
+    let either = a.nodes.iter().filter(|n| n.role_source == RoleSource::Either).count();
+    if either > 0 {
+        assumptions.push(format!(
+            "{either} node(s) with no role in the log: audited as either role, placed on the prefill side, where a pool gap can leak (as a decode node the same band applies at its door)"
+        ));
     }
-    let decode_pools: Vec<u64> = if decode.is_empty() {
-        let _ = writeln!(s, "# no decode log: decode pool ASSUMED (not measured) at twice the context");
-        vec![round(2 * ctx, ps)]
-    } else {
-        decode.clone()
-    };
-    for d in &decode_pools {
-        let _ = writeln!(s, "[[decode]]\npool_tokens = {}\n", round(*d, ps));
+    if prefill.is_empty() {
+        let pool = ctx.div_ceil(ps) * ps;
+        assumptions.push(format!(
+            "no prefill-capable node measured: ASSUMED a prefill partner whose pool holds the whole context ({} tokens)",
+            thousands(pool)
+        ));
+        prefill.push(pool);
     }
-    let _ = writeln!(s, "[knobs]\npage_size = {ps}\n");
+    if decode.is_empty() {
+        let pool = (ctx + RESERVED_DECODE_TOKENS).div_ceil(ps) * ps;
+        assumptions.push(format!(
+            "no decode node measured: ASSUMED the worst partner the context admits, a decode node whose pool holds the whole context plus sglang's {RESERVED_DECODE_TOKENS} reserved decode tokens ({} tokens)",
+            thousands(pool)
+        ));
+        decode.push(pool);
+    }
+    let prefill: Vec<u64> = prefill.into_iter().map(|p| round(p, ps)).collect();
+    let decode: Vec<u64> = decode.into_iter().map(|p| round(p, ps)).collect();
     // Warm-up: enough accepted prompts to cover every decode pool once more than its size.
-    let accepted = prefill.iter().filter_map(|n| n.max_req_input_len).min().unwrap_or(2).saturating_sub(1).max(1);
+    let accepted =
+        a.nodes.iter().filter_map(|n| n.admission.as_ref().map(|x| x.max_accepted)).min().unwrap_or(1).max(1);
     let warm = accepted.min(ctx / 2).max(1);
-    let total_decode: u64 = decode_pools.iter().sum();
+    let total_decode: u64 = decode.iter().sum();
     let count = (total_decode.div_ceil(warm) + 1).max(prefill.len() as u64 * 2).min(400);
     let spacing_ms = warm * 30 / 1000 + 2_000;
+    let mut request = Vec::new();
     let mut at = 0;
     for _ in 0..count {
-        let _ = writeln!(s, "[[request]]\nat_ms = {at}\ntenant = 0\nprompt_tokens = {warm}\noutput_tokens = 16\n");
+        request.push(GenRequest { at_ms: at, tenant: 0, prompt_tokens: warm, output_tokens: 16 });
         at += spacing_ms;
     }
-    let mut probes = Vec::new();
-    for n in &prefill {
-        if let Some((lo, hi)) = n.band {
-            probes.push(lo);
-            probes.push(hi - 1);
+    let mut probes = std::collections::BTreeSet::new();
+    for n in &a.nodes {
+        if let Some((lo, hi)) = n.admission.as_ref().and_then(|x| x.band) {
+            probes.insert(lo);
+            probes.insert(hi - 1);
         }
     }
     if probes.is_empty() {
-        probes.push(accepted);
+        probes.insert(accepted);
     }
     for p in probes {
-        for _ in 0..prefill.len() {
-            let _ = writeln!(s, "[[request]]\nat_ms = {at}\ntenant = 1\nprompt_tokens = {p}\noutput_tokens = 8\n");
+        for _ in 0..prefill.len().min(MAX_PROBE_COPIES) {
+            request.push(GenRequest { at_ms: at, tenant: 1, prompt_tokens: p, output_tokens: 8 });
             at += 1_000;
         }
     }
-    Some(s)
+    let mut description = format!(
+        "Generated by kvsim audit from {sources}. Pools as measured; tenant 0 warms the decode pools, tenant 1 probes both edges of each band."
+    );
+    for s in &assumptions {
+        description.push(' ');
+        description.push_str(s);
+        description.push('.');
+    }
+    let gen = GenScenario {
+        name: "audit".into(),
+        description,
+        seed: 1,
+        context_len: ctx,
+        liveness_bound_s: 3600,
+        prefill: prefill.into_iter().map(|pool_tokens| GenGroup { pool_tokens }).collect(),
+        decode: decode.into_iter().map(|pool_tokens| GenGroup { pool_tokens }).collect(),
+        knobs: GenKnobs { page_size: ps },
+        request,
+    };
+    let toml = toml::to_string(&gen).expect("the generated scenario serialises");
+    Some(Generated { toml, assumptions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(source: &str, pool: Option<u64>, ctx: Option<u64>) -> NodeFacts {
+        let mut f =
+            parse::parse_log(source, "[2026-03-02 10:00:00] KV Cache is allocated. #tokens: 1000, K size: 0.01 GB")
+                .expect("parses")
+                .remove(0);
+        f.pool_tokens = pool;
+        f.context_len = ctx;
+        f
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_log_line_and_field() {
+        let log = "[2026-03-02 10:11:11] Load weight end.\n\
+            [2026-03-02 10:11:12] max_total_num_tokens=3, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=4096\n";
+        let facts = parse::parse_log("tiny.log", log).unwrap();
+        let err = analyse(&[("tiny.log".into(), facts, None)]).unwrap_err();
+        assert_eq!((err.file.as_str(), err.line, err.field), ("tiny.log", 2, "pool_tokens"), "{err}");
+        assert!(err.to_string().starts_with("tiny.log:2: `pool_tokens`: 3 tokens"), "{err}");
+
+        let log = "[2026-03-02 10:11:10] server_args=ServerArgs(context_length=18446744073709551615, page_size=1)\n\
+            [2026-03-02 10:11:12] KV Cache is allocated. #tokens: 681280, K size: 1.00 GB\n";
+        let facts = parse::parse_log("huge.log", log).unwrap();
+        let err = analyse(&[("huge.log".into(), facts, None)]).unwrap_err();
+        assert_eq!((err.line, err.field), (1, "context_len"), "{err}");
+
+        let log = "[2026-03-02 10:11:10] server_args=ServerArgs(context_length=4096, page_size=0)\n\
+            [2026-03-02 10:11:12] KV Cache is allocated. #tokens: 681280, K size: 1.00 GB\n";
+        let err = analyse(&[("ps.log".into(), parse::parse_log("ps.log", log).unwrap(), None)]).unwrap_err();
+        assert_eq!((err.line, err.field), (1, "page_size"), "{err}");
+
+        let log = "[2026-03-02 10:11:10] server_args=ServerArgs(context_length=4096, page_size=1)\n\
+            [2026-03-02 10:11:12] KV Cache is allocated. #tokens: 9999999999999, K size: 1.00 GB\n";
+        let err = analyse(&[("big.log".into(), parse::parse_log("big.log", log).unwrap(), None)]).unwrap_err();
+        assert_eq!((err.line, err.field), (2, "pool_tokens"), "{err}");
+    }
+
+    #[test]
+    fn every_value_in_range_gives_a_scenario_the_scenario_parser_accepts() {
+        // The edges of the limits: the generated scenario must parse and resolve.
+        for (pool, ctx, ps) in [
+            (MIN_POOL_TOKENS, MAX_CONTEXT_LEN, 1),
+            (MAX_POOL_PAGES, MAX_CONTEXT_LEN, 1),
+            (MIN_POOL_TOKENS.max(64), MIN_CONTEXT_LEN, 64),
+            (MAX_PAGE_SIZE * 3, MAX_CONTEXT_LEN, MAX_PAGE_SIZE),
+        ] {
+            let mut f = node("edge.log", Some(pool), Some(ctx));
+            f.page_size = Some(ps);
+            let a = analyse(&[("edge.log".into(), vec![f], None)]).unwrap();
+            let g = scenario(&a, "edge.log").unwrap();
+            let sc =
+                crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap_or_else(|e| panic!("{e}\n{}", g.toml));
+            sc.resolve(&crate::scenario::Overrides::default()).unwrap_or_else(|e| panic!("{pool} {ctx} {ps}: {e}"));
+        }
+    }
+
+    #[test]
+    fn strange_file_names_cannot_break_the_generated_toml() {
+        let f = node("we\"ird\nname ' = [x].log", Some(1000), Some(4096));
+        let a = analyse(&[("we\"ird\nname ' = [x].log".into(), vec![f], None)]).unwrap();
+        let g = scenario(&a, "we\"ird\nname ' = [x].log").unwrap();
+        let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
+        assert!(sc.spec.description.unwrap().contains("we\"ird\nname ' = [x].log"));
+    }
+
+    #[test]
+    fn a_node_without_a_role_is_either_and_gets_the_worst_decode_partner() {
+        let f = node("one.log", Some(1000), Some(4096));
+        let a = analyse(&[("one.log".into(), vec![f], None)]).unwrap();
+        assert_eq!(a.nodes[0].role_source, RoleSource::Either);
+        assert!(a.has_gap());
+        let g = scenario(&a, "one.log").unwrap();
+        let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
+        assert_eq!(sc.spec.prefill[0].pool_tokens, 1000);
+        assert_eq!(sc.spec.decode[0].pool_tokens, 4096 + RESERVED_DECODE_TOKENS);
+        assert!(g.assumptions.iter().any(|s| s.contains("ASSUMED the worst partner")), "{:?}", g.assumptions);
+        // Told it is a decode node: the prefill side is the assumed partner instead.
+        let f = node("one.log", Some(1000), Some(4096));
+        let a = analyse(&[("one.log".into(), vec![f], Some(Role::Decode))]).unwrap();
+        let g = scenario(&a, "one.log").unwrap();
+        let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
+        assert_eq!((sc.spec.prefill[0].pool_tokens, sc.spec.decode[0].pool_tokens), (4096, 1000));
+    }
+
+    #[test]
+    fn ranks_that_agree_are_one_node_and_ranks_that_disagree_are_not() {
+        let mut a0 = node("r.log", Some(1000), Some(4096));
+        a0.rank = Some("DP0 TP0".into());
+        let mut a1 = node("r.log", Some(1000), None);
+        a1.rank = Some("DP1 TP1".into());
+        let a = analyse(&[("r.log".into(), vec![a0.clone(), a1.clone()], None)]).unwrap();
+        assert_eq!(a.nodes.len(), 1);
+        assert_eq!(a.nodes[0].ranks, vec!["DP0 TP0".to_string(), "DP1 TP1".to_string()]);
+        a1.pool_tokens = Some(990);
+        let a = analyse(&[("r.log".into(), vec![a0, a1], None)]).unwrap();
+        assert_eq!(a.nodes.len(), 2);
+        assert!(a.notes.iter().any(|n| n.contains("disagree")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn node_count_is_bounded() {
+        let many: Vec<NodeFacts> = (0..=MAX_NODES as u64)
+            .map(|i| {
+                let mut f = node("many.log", Some(1000 + i), Some(4096));
+                f.rank = Some(format!("DP{i}"));
+                f
+            })
+            .collect();
+        let err = analyse(&[("many.log".into(), many[..MAX_NODES].to_vec(), None)]).map(|a| a.nodes.len());
+        assert_eq!(err, Ok(MAX_NODES));
+        let err = analyse(&[("many.log".into(), many, None)]).unwrap_err();
+        assert_eq!((err.file.as_str(), err.field), ("many.log", "rank"));
+    }
+
+    #[test]
+    fn engine_rules_differ() {
+        // sglang: min(ctx - 1, pool - 1) - 5 is the first rejected length.
+        let s = admission(Engine::Sglang, 1_048_576, 681_280);
+        assert_eq!((s.max_accepted, s.band), (681_273, Some((681_274, 1_048_576))));
+        let s = admission(Engine::Sglang, 32_768, 400_000);
+        assert_eq!((s.max_accepted, s.band), (32_761, None));
+        // vLLM: L + max_tokens <= max_model_len; a pool below that leaves prompts that never run.
+        let v = admission(Engine::Vllm, 32_768, 400_000);
+        assert_eq!((v.max_accepted, v.band), (32_767, None));
+        let v = admission(Engine::Vllm, 262_144, 76_640);
+        assert_eq!((v.max_accepted, v.band), (76_640, Some((76_641, 262_144))));
+    }
 }

@@ -20,14 +20,29 @@
 //!   `args: Namespace(…)` (`max_model_len`, `block_size`, `kv_role`),
 //!   `Initializing a V1 LLM engine (vX) with config: … max_seq_len=N`,
 //!   `Using max model len N`, `Chunked prefill is enabled with max_num_batched_tokens=N`,
-//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`.
+//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`;
+//! * vLLM before 0.8: `Initializing an LLM engine with config: … max_seq_len=N`, the pool in
+//!   blocks (`# GPU blocks: N, # CPU blocks: M`: tokens = blocks × block size, the block size
+//!   deduced from the concurrency line when no argument dump gives it), and the start-up refusal
+//!   `The model's max seq len (C) is larger than the maximum number of tokens that can be stored
+//!   in KV cache (P)` (V1: `To serve at least one request with the models's max seq len (C)`);
+//! * vLLM ≥ 0.10's ASCII-art banner `… version X`;
+//! * sglang's scheduler error `Input length (L tokens) exceeds the maximum allowed length
+//!   (N tokens)`: N is `max_req_input_len`, which pins the pool at N + 6 when that is below the
+//!   context;
+//! * the launch command (`python -m sglang.launch_server …`, `vllm serve …`, continued over
+//!   lines ending in `\`): `--context-length`, `--page-size`, `--disaggregation-mode`,
+//!   `--max-model-len`, `--block-size`, and `kv_role` in `--kv-transfer-config`;
+//! * server arguments dumped one per line as `key=value` or `key: value` (a pretty-printed
+//!   `ServerArgs(` repr, a debug dump, a YAML config): `context_length`, `page_size`,
+//!   `disaggregation_mode`, `max_model_len`, `block_size`, `max_total_num_tokens`.
 //!
 //! Rules: ANSI colour escapes are stripped first; numbers may carry thousands
 //! separators (`681,280`); `None` and `-1` ("unset" / "disabled" in both engines'
 //! argument dumps) read as missing. Lines from different ranks may be interleaved:
 //! sglang's `[date time DP0 TP0 …]` prefix and vLLM's `(EngineCore_DP0 pid=…)`
-//! tag pick the rank, ranks are grouped by their DP index (the TP ranks of one DP
-//! group share one pool), and lines without a rank fill in for every rank of their
+//! tag pick the rank, ranks are grouped by their DP index and PP stage (the TP/EP ranks of
+//! one group share one pool; `kvsim audit` then merges groups that agree), and lines without a rank fill in for every rank of their
 //! launch. When a fact is reported more than once the more authoritative source
 //! wins (scheduler summary > allocation / resolved config > argument dump), then
 //! the rank-specific line, then the earlier line. Nothing is inferred: a fact the
@@ -119,8 +134,23 @@ pub struct NodeFacts {
     pub available_gpu_mem_gb: Option<f64>,
     /// vLLM `Maximum concurrency for N tokens per request: F x`.
     pub vllm_max_concurrency: Option<f64>,
+    /// vLLM `# GPU blocks: N` (older releases print blocks, not tokens).
+    pub gpu_blocks: Option<u64>,
+    /// sglang's `max_req_input_len` as printed in an `Input length (…) exceeds the maximum
+    /// allowed length (N tokens)` error.
+    pub max_req_input_len: Option<u64>,
     /// 1-based line that provided `pool_tokens`, else the first fact's line.
     pub line: usize,
+    /// 1-based line of the engine's refusal to start because the pool cannot hold one request of
+    /// the context length (vLLM's `max seq len … is larger than … KV cache` errors).
+    pub refused_start: Option<usize>,
+    /// 1-based line that provided `context_len`.
+    pub context_line: Option<usize>,
+    /// 1-based line that provided `page_size`.
+    pub page_size_line: Option<usize>,
+    /// How a value that the log does not print directly was obtained (blocks × block size,
+    /// a block size deduced from the concurrency line, a pool from an error message).
+    pub derived: Vec<String>,
 }
 
 /// Why a log could not be parsed. `line` is 1-based; 0 means the whole file.
@@ -176,6 +206,8 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
     let p = patterns();
     let mut launches = vec![Launch::default()];
     let mut prev_name: Option<String> = None;
+    // A launch command continued over several lines with a trailing `\`.
+    let mut command: Option<Engine> = None;
 
     for (idx, raw) in text.lines().enumerate() {
         let line_no = idx + 1;
@@ -186,11 +218,20 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         }
         let scope = rank_scope(p, line);
         let msg = message(p, line);
-        let info = classify(p, line, msg, prev_name.as_deref()).map_err(|message| ParseError {
-            source: source.to_string(),
-            line: line_no,
-            message,
-        })?;
+        let at = |message| ParseError { source: source.to_string(), line: line_no, message };
+        let mut info = classify(p, line, msg, prev_name.as_deref()).map_err(at)?;
+        if let Some(engine) = command.filter(|_| p.launch_cmd.find(line).is_none()) {
+            info.engine(engine, false);
+            for f in p.cli_flag.captures_iter(line) {
+                arg_fact(&mut info, &f[1].replace('-', "_"), &f[2]).map_err(at)?;
+            }
+        }
+        let continued = line.trim_end().ends_with('\\');
+        command = match p.launch_cmd.captures(line) {
+            Some(c) if continued => Some(if c[1].starts_with("sglang") { Engine::Sglang } else { Engine::Vllm }),
+            _ if continued => command,
+            _ => None,
+        };
         prev_name = p.pip_name.captures(msg).map(|c| c[1].to_ascii_lowercase());
 
         if let Some(marker) = info.marker {
@@ -256,6 +297,9 @@ enum Fact {
     MaxRunning(u64),
     AvailMem(f64),
     Concurrency(f64),
+    Blocks(u64),
+    MaxReqInput(u64),
+    RefusedStart,
 }
 
 #[derive(Debug, Clone)]
@@ -319,6 +363,9 @@ struct Facts {
     max_running: Slot<u64>,
     avail_mem: Slot<f64>,
     concurrency: Slot<f64>,
+    blocks: Slot<u64>,
+    max_req_input: Slot<u64>,
+    refused: Slot<()>,
 }
 
 impl Facts {
@@ -335,6 +382,9 @@ impl Facts {
             Fact::MaxRunning(v) => self.max_running.offer(v, prio, line),
             Fact::AvailMem(v) => self.avail_mem.offer(v, prio, line),
             Fact::Concurrency(v) => self.concurrency.offer(v, prio, line),
+            Fact::Blocks(v) => self.blocks.offer(v, prio, line),
+            Fact::MaxReqInput(v) => self.max_req_input.offer(v, prio, line),
+            Fact::RefusedStart => self.refused.offer((), prio, line),
         }
     }
 
@@ -350,6 +400,9 @@ impl Facts {
         self.max_running.absorb(&o.max_running);
         self.avail_mem.absorb(&o.avail_mem);
         self.concurrency.absorb(&o.concurrency);
+        self.blocks.absorb(&o.blocks);
+        self.max_req_input.absorb(&o.max_req_input);
+        self.refused.absorb(&o.refused);
     }
 
     fn merged(own: &Facts, fill: &Facts) -> Facts {
@@ -365,6 +418,9 @@ impl Facts {
             max_running: Slot::merged(&own.max_running, &fill.max_running),
             avail_mem: Slot::merged(&own.avail_mem, &fill.avail_mem),
             concurrency: Slot::merged(&own.concurrency, &fill.concurrency),
+            blocks: Slot::merged(&own.blocks, &fill.blocks),
+            max_req_input: Slot::merged(&own.max_req_input, &fill.max_req_input),
+            refused: Slot::merged(&own.refused, &fill.refused),
         }
     }
 
@@ -381,6 +437,8 @@ impl Facts {
             self.max_running.line(),
             self.avail_mem.line(),
             self.concurrency.line(),
+            self.blocks.line(),
+            self.max_req_input.line(),
         ]
         .into_iter()
         .flatten()
@@ -388,22 +446,77 @@ impl Facts {
     }
 
     fn node(&self, source: &str, launch: u32, rank: Option<String>, fallback: usize) -> NodeFacts {
+        let mut derived = Vec::new();
+        let mut pool = self.pool.value();
+        let mut pool_line = self.pool.line();
+        let mut page_size = self.page_size.value();
+        let mut page_size_line = self.page_size.line();
+        let context = self.context.value();
+        let engine = self.engine.value();
+        if let (None, Some(blocks)) = (pool, self.blocks.value()) {
+            if page_size.is_none() {
+                // vLLM prints `Maximum concurrency for C tokens per request: F x` with
+                // F = blocks × block_size / C rounded to 2 decimals: only one power-of-two block
+                // size may fit, else it stays unknown.
+                if let (Some(f), Some(c)) = (self.concurrency.value(), context) {
+                    let fits: Vec<u64> = (0..=10)
+                        .map(|e| 1u64 << e)
+                        .filter(|b| {
+                            let tokens = blocks.saturating_mul(*b) as f64;
+                            (tokens / c as f64 - f).abs() <= 0.005 + 1e-9
+                        })
+                        .collect();
+                    if let [b] = fits[..] {
+                        page_size = Some(b);
+                        page_size_line = self.concurrency.line();
+                        derived.push(format!(
+                            "block size {b} deduced from `# GPU blocks: {blocks}` and `Maximum concurrency for {c} tokens per request: {f:.2}x`"
+                        ));
+                    }
+                }
+            }
+            if let Some(ps) = page_size {
+                if let Some(tokens) = blocks.checked_mul(ps) {
+                    pool = Some(tokens);
+                    pool_line = self.blocks.line();
+                    derived.push(format!("pool = {blocks} GPU blocks × block size {ps} = {tokens} tokens"));
+                }
+            }
+        }
+        if let (None, Some(m), Some(c)) = (pool, self.max_req_input.value(), context) {
+            // sglang: max_req_input_len = min(context_len - 1, pool - 1) - 5; below the
+            // context's own limit the printed value pins the pool exactly.
+            if m.saturating_add(6) < c {
+                pool = Some(m + 6);
+                pool_line = self.max_req_input.line();
+                derived.push(format!(
+                    "pool = {} tokens: the scheduler's maximum allowed length {m} is min(context - 1, pool - 1) - 5",
+                    m + 6
+                ));
+            }
+        }
         NodeFacts {
             source: source.to_string(),
             launch,
             rank,
-            engine: self.engine.value(),
+            engine,
             version: self.version.value(),
             role: self.role.value().unwrap_or(Role::Unknown),
-            page_size: self.page_size.value(),
-            pool_tokens: self.pool.value(),
-            context_len: self.context.value(),
+            page_size,
+            pool_tokens: pool,
+            context_len: context,
             chunked_prefill_size: self.chunk.value(),
             max_prefill_tokens: self.max_prefill.value(),
             max_running_requests: self.max_running.value(),
             available_gpu_mem_gb: self.avail_mem.value(),
             vllm_max_concurrency: self.concurrency.value(),
-            line: self.pool.line().or_else(|| self.first_line()).unwrap_or(fallback),
+            gpu_blocks: self.blocks.value(),
+            max_req_input_len: self.max_req_input.value(),
+            line: pool_line.or_else(|| self.first_line()).unwrap_or(fallback),
+            refused_start: self.refused.line(),
+            context_line: self.context.line(),
+            page_size_line,
+            derived,
         }
     }
 }
@@ -425,6 +538,8 @@ enum Marker {
 #[derive(Debug, Clone)]
 struct Scope {
     dp: Option<u32>,
+    /// Pipeline stage (`PP1`): stages hold different layers, so each has its own pool.
+    pp: Option<u32>,
     label: String,
     order: Vec<u32>,
 }
@@ -438,7 +553,8 @@ struct Group {
 #[derive(Debug, Default)]
 struct Launch {
     general: Facts,
-    groups: BTreeMap<Option<u32>, Group>,
+    /// Keyed by (DP index, PP stage): the TP/EP ranks of one group share a pool.
+    groups: BTreeMap<(Option<u32>, Option<u32>), Group>,
     seen: BTreeSet<Marker>,
     /// Past its argument dumps: a further launch marker opens a new launch.
     progressed: bool,
@@ -450,7 +566,7 @@ impl Launch {
     fn record(&mut self, scope: Option<&Scope>, fact: Fact, prio: u8, line: usize) {
         match scope {
             Some(s) if !matches!(fact, Fact::Engine(_)) => {
-                let group = self.groups.entry(s.dp).or_default();
+                let group = self.groups.entry((s.dp, s.pp)).or_default();
                 group.facts.record(fact, prio, line);
                 if group.label.as_ref().is_none_or(|(o, _)| s.order < *o) {
                     group.label = Some((s.order.clone(), s.label.clone()));
@@ -464,8 +580,8 @@ impl Launch {
         let fallback = self.first_line.unwrap_or(1);
         // TP-only prefixes next to DP-prefixed ones cannot be tied to one DP rank:
         // treat their facts as launch-wide.
-        if self.groups.keys().any(Option::is_some) {
-            if let Some(g) = self.groups.remove(&None) {
+        if self.groups.keys().any(|k| *k != (None, None)) {
+            if let Some(g) = self.groups.remove(&(None, None)) {
                 self.general.absorb(&g.facts);
             }
         }
@@ -540,6 +656,14 @@ struct Patterns {
     max_model_len: Regex,
     block_size: Regex,
     max_seq_len: Regex,
+    vllm_blocks: Regex,
+    vllm_v0_too_small: Regex,
+    vllm_v1_too_small: Regex,
+    vllm_banner_version: Regex,
+    sgl_too_long: Regex,
+    arg_line: Regex,
+    cli_flag: Regex,
+    launch_cmd: Regex,
 }
 
 fn re(pattern: &str) -> Regex {
@@ -571,7 +695,7 @@ fn patterns() -> &'static Patterns {
         pip_version: re(r"^\s*Version:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
         banner: re(r"(?i)^[\s=#*>\-]*starting\s+(?:the\s+)?(sglang|vllm)\b"),
         vllm_version: re(r"\bvLLM API server version\s+v?(\S+)"),
-        vllm_engine_init: re(r"\bInitializing an? (?:V1 )?LLM engine \(v([^)\s]+)\)"),
+        vllm_engine_init: re(r"\bInitializing an? (?:V1 )?LLM engine (?:\(v([^)\s]+)\) )?with config:"),
         vllm_max_model_len: re(r"\bUsing max model len\s+"),
         vllm_chunked: re(r"\bChunked prefill is enabled with max_num_batched_tokens="),
         vllm_kv_size: re(r"\bGPU KV cache size:\s*"),
@@ -591,6 +715,20 @@ fn patterns() -> &'static Patterns {
         max_model_len: key("max_model_len"),
         block_size: key("block_size"),
         max_seq_len: key("max_seq_len"),
+        vllm_blocks: re(r"#\s*(?:GPU|gpu|cuda)\s+blocks:\s*"),
+        vllm_v0_too_small: re(
+            r"max seq len \(([^)]*)\) is larger than the maximum number of tokens that can be stored in KV cache \(([^)]*)\)",
+        ),
+        vllm_v1_too_small: re(r"To serve at least one request with the models?'s max seq len \(([^)]*)\)"),
+        vllm_banner_version: re(r"[\u{2580}-\u{259F}].*\bversion\s+v?(\d+\.\d+[\w.+\-]*)"),
+        sgl_too_long: re(r"Input length \(([^)]*?) tokens\) exceeds the maximum allowed length \(([^)]*?) tokens\)"),
+        arg_line: re(
+            r#"^\s*['"]?(context_length|page_size|disaggregation_mode|max_model_len|block_size|max_total_num_tokens)['"]?\s*[:=]\s*(.*?)\s*,?\s*$"#,
+        ),
+        cli_flag: re(
+            r#"(?:^|\s)--(context-length|page-size|disaggregation-mode|max-model-len|block-size)(?:=|\s+)['"]?([^\s'"]+)"#,
+        ),
+        launch_cmd: re(r"\b(sglang\.launch_server|sglang\s+serve|vllm\s+serve|vllm\.entrypoints\.openai\.api_server)\b"),
     })
 }
 
@@ -602,10 +740,11 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
             .captures(&c[1])
             .and_then(|d| d.get(1).or_else(|| d.get(2)))
             .and_then(|m| m.as_str().parse::<u32>().ok())?;
-        return Some(Scope { dp: Some(dp), label: format!("DP{dp}"), order: vec![dp] });
+        return Some(Scope { dp: Some(dp), pp: None, label: format!("DP{dp}"), order: vec![dp] });
     }
     let c = p.sgl_rank.captures(line)?;
     let mut dp = None;
+    let mut pp = None;
     let mut order = Vec::new();
     let mut label = Vec::new();
     for token in c[1].split_whitespace() {
@@ -615,10 +754,13 @@ fn rank_scope(p: &Patterns, line: &str) -> Option<Scope> {
         if name == "DP" {
             dp = Some(n);
         }
+        if name == "PP" {
+            pp = Some(n);
+        }
         order.push(n);
         label.push(token);
     }
-    Some(Scope { dp, label: label.join(" "), order })
+    Some(Scope { dp, pp, label: label.join(" "), order })
 }
 
 /// The message of a line: without its process tag, timestamp prefix and level header.
@@ -719,7 +861,7 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
     }
     if let Some(c) = p.vllm_engine_init.captures(line) {
         info.engine(Engine::Vllm, true);
-        info.push(Some(Fact::Version(c[1].to_string())), P_ARGS);
+        info.push(c.get(1).map(|v| Fact::Version(v.as_str().to_string())), P_ARGS);
         let ctx = count(line, &p.max_seq_len, "max_seq_len")?;
         info.push(ctx.map(Fact::Context), P_RESOLVED);
     }
@@ -751,6 +893,61 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
         info.engine(Engine::Vllm, true);
     }
 
+    // vLLM before 0.8 prints the pool in blocks: `# GPU blocks: N, # CPU blocks: M`.
+    if p.vllm_blocks.is_match(line) {
+        info.engine(Engine::Vllm, true);
+        let blocks = count(line, &p.vllm_blocks, "# GPU blocks")?;
+        info.push(blocks.map(Fact::Blocks), P_RESOLVED);
+    }
+    // vLLM's start-up refusal when the pool cannot hold one max-length request: the only place
+    // some logs print the pool in tokens (`… max seq len (C) is larger than … KV cache (P)`).
+    if let Some(c) = p.vllm_v0_too_small.captures(line) {
+        info.engine(Engine::Vllm, true);
+        let ctx = parse_count(c[1].trim()).ok_or_else(|| malformed(&c[1], "max seq len"))?;
+        info.push(ctx.map(Fact::Context), P_RESOLVED);
+        let pool = parse_count(c[2].trim()).ok_or_else(|| malformed(&c[2], "tokens in KV cache"))?;
+        info.push(pool.map(Fact::Pool), P_SUMMARY);
+        info.push(Some(Fact::RefusedStart), P_SUMMARY);
+    } else if let Some(c) = p.vllm_v1_too_small.captures(line) {
+        info.engine(Engine::Vllm, true);
+        let ctx = parse_count(c[1].trim()).ok_or_else(|| malformed(&c[1], "max seq len"))?;
+        info.push(ctx.map(Fact::Context), P_RESOLVED);
+        info.push(Some(Fact::RefusedStart), P_SUMMARY);
+    }
+    // vLLM ≥ 0.10's ASCII-art banner: `▄▄ ▄█ █ … version 0.19.1`.
+    if let Some(c) = p.vllm_banner_version.captures(msg) {
+        info.engine(Engine::Vllm, false);
+        info.marker = Some(Marker::Version);
+        info.push(Some(Fact::Version(c[1].to_string())), P_RESOLVED);
+    }
+    // sglang's scheduler refusing a prompt prints its `max_req_input_len`.
+    if let Some(c) = p.sgl_too_long.captures(line) {
+        info.engine(Engine::Sglang, true);
+        let m = parse_count(c[2].trim()).ok_or_else(|| malformed(&c[2], "maximum allowed length"))?;
+        info.push(m.map(Fact::MaxReqInput), P_RESOLVED);
+    }
+    // The launch command itself: `python -m sglang.launch_server … --context-length N`,
+    // `vllm serve … --max-model-len N --block-size 16`.
+    if let Some(c) = p.launch_cmd.captures(line) {
+        let engine = if c[1].starts_with("sglang") { Engine::Sglang } else { Engine::Vllm };
+        info.engine(engine, false);
+        for f in p.cli_flag.captures_iter(line) {
+            arg_fact(&mut info, &f[1].replace('-', "_"), &f[2])?;
+        }
+    }
+    // A server-argument dump with one `key=value` (or `key: value`) per line: a pretty-printed
+    // `ServerArgs(` repr, a debug dump, a YAML config.
+    if !info.recognized {
+        if let Some(c) = p.arg_line.captures(msg) {
+            let engine = match &c[1] {
+                "max_model_len" | "block_size" => Engine::Vllm,
+                _ => Engine::Sglang,
+            };
+            info.engine(engine, false);
+            arg_fact(&mut info, &c[1], c[2].trim_end_matches(','))?;
+        }
+    }
+
     // Roles, wherever they are printed.
     if let Some(c) = p.disagg_mode.captures(line) {
         let role = match c[1].to_ascii_lowercase().as_str() {
@@ -776,6 +973,29 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
     }
 
     Ok(info)
+}
+
+/// One server argument given as `key` and its raw value (a dump line or a command-line flag).
+fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), String> {
+    let raw = raw.trim().trim_matches(['\'', '"']);
+    let number = |what: &str| parse_count(scan_value(raw)).ok_or_else(|| malformed(raw, what));
+    match key {
+        "context_length" | "max_model_len" => info.push(number(key)?.map(Fact::Context), P_ARGS),
+        "page_size" | "block_size" => info.push(number(key)?.map(Fact::PageSize), P_ARGS),
+        "max_total_num_tokens" => info.push(number(key)?.map(Fact::Pool), P_RESOLVED),
+        "disaggregation_mode" => {
+            let mode = raw.trim_start_matches("DisaggregationMode.").to_ascii_lowercase();
+            let role = match mode.as_str() {
+                "prefill" => Some(Role::Prefill),
+                "decode" => Some(Role::Decode),
+                "null" | "none" => Some(Role::Unknown),
+                _ => None,
+            };
+            info.push(role.map(Fact::Role), P_ARGS);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -887,12 +1107,165 @@ mod tests {
             max_running_requests: None,
             available_gpu_mem_gb: None,
             vllm_max_concurrency: None,
+            gpu_blocks: None,
+            max_req_input_len: None,
             line,
+            refused_start: None,
+            context_line: None,
+            page_size_line: None,
+            derived: Vec::new(),
         }
     }
 
     fn parse(name: &str, text: &str) -> Vec<NodeFacts> {
         parse_log(name, text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// One fixture per form, each from a public issue thread (URL on its first line) or
+    /// synthesized after the engine's format (said on its first line).
+    #[test]
+    fn fixtures_name_their_source() {
+        for (name, text) in FORMS {
+            let first = text.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with("# source: https://github.com/")
+                    || first.starts_with("# synthesized after the format of"),
+                "{name}: {first}"
+            );
+        }
+    }
+
+    const FORMS: [(&str, &str); 7] = [
+        ("summary", include_str!("../../tests/data/audit/sglang_summary_issue29575.log")),
+        ("too_long", include_str!("../../tests/data/audit/sglang_input_too_long_issue4048.log")),
+        ("v0_error", include_str!("../../tests/data/audit/vllm_v0_error_issue2418.log")),
+        ("blocks", include_str!("../../tests/data/audit/vllm_blocks_concurrency_pr12569.log")),
+        ("kv_size", include_str!("../../tests/data/audit/vllm_kv_cache_size_pr13596.log")),
+        ("below", include_str!("../../tests/data/audit/vllm_pool_below_context_issue39734.log")),
+        ("kv_dump", include_str!("../../tests/data/audit/sglang_kv_dump.log")),
+    ];
+
+    fn form(name: &str) -> NodeFacts {
+        let text = FORMS.iter().find(|(n, _)| *n == name).expect("fixture").1;
+        let mut got = parse(name, text);
+        assert_eq!(got.len(), 1, "{name}: {got:?}");
+        got.remove(0)
+    }
+
+    #[test]
+    fn form_sglang_summary_line() {
+        let f = form("summary");
+        assert_eq!(
+            (f.engine, f.pool_tokens, f.context_len, f.line),
+            (Some(Engine::Sglang), Some(2_086_558), Some(256_000), 2)
+        );
+        assert_eq!((f.max_running_requests, f.available_gpu_mem_gb), (Some(33), Some(17.22)));
+    }
+
+    #[test]
+    fn form_sglang_pool_only_in_an_error_message_and_context_in_the_launch_command() {
+        let f = form("too_long");
+        // `--context-length 163840` on a continuation line of the command; max_req_input_len 59,862.
+        assert_eq!((f.engine, f.context_len, f.context_line), (Some(Engine::Sglang), Some(163_840), Some(9)));
+        assert_eq!((f.max_req_input_len, f.pool_tokens, f.line), (Some(59_862), Some(59_868), 12));
+        assert!(f.derived[0].contains("min(context - 1, pool - 1) - 5"), "{:?}", f.derived);
+        // At the context's own limit the printed value does not pin the pool.
+        let text = "python -m sglang.launch_server --context-length 4096
+            [2025-03-03 06:49:28 TP0] Input length (5000 tokens) exceeds the maximum allowed length (4090 tokens). Use a shorter input.
+";
+        let f = parse("ctx.log", text).remove(0);
+        assert_eq!((f.max_req_input_len, f.pool_tokens), (Some(4090), None));
+    }
+
+    #[test]
+    fn form_vllm_v0_refusal_error_gives_pool_and_context() {
+        let f = form("v0_error");
+        assert_eq!((f.engine, f.version.as_deref()), (Some(Engine::Vllm), None));
+        assert_eq!((f.context_len, f.pool_tokens, f.line, f.gpu_blocks), (Some(4096), Some(3664), 4, Some(229)));
+        assert_eq!(f.refused_start, Some(4));
+        let v1 = "ERROR 04-05 01:12:55 [core.py:390] ValueError: To serve at least one request with the models's max seq len (1048576), (24.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.97 GiB).";
+        let f = parse("v1.log", v1).remove(0);
+        assert_eq!((f.engine, f.context_len, f.pool_tokens), (Some(Engine::Vllm), Some(1_048_576), None));
+        assert_eq!(f.refused_start, Some(1));
+    }
+
+    #[test]
+    fn form_vllm_blocks_with_block_size_deduced_from_concurrency() {
+        let f = form("blocks");
+        assert_eq!(
+            (f.gpu_blocks, f.page_size, f.pool_tokens, f.context_len),
+            (Some(1381), Some(16), Some(22_096), Some(2048))
+        );
+        assert_eq!(f.derived.len(), 2, "{:?}", f.derived);
+        // The block size given: blocks × block size, nothing deduced.
+        let text = "INFO 06-28 23:40:03 api_server.py:207] args: Namespace(max_model_len=29000, block_size=32)
+            INFO 06-28 23:41:03 distributed_gpu_executor.py:45] # GPU blocks: 1478, # CPU blocks: 2048
+";
+        let f = parse("b.log", text).remove(0);
+        assert_eq!((f.page_size, f.pool_tokens, f.line), (Some(32), Some(47_296), 2));
+        // Blocks alone: the pool stays unknown.
+        let f = parse(
+            "c.log",
+            "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 127626
+",
+        )
+        .remove(0);
+        assert_eq!((f.gpu_blocks, f.pool_tokens), (Some(127_626), None));
+    }
+
+    #[test]
+    fn form_vllm_kv_cache_size_and_concurrency() {
+        let f = form("kv_size");
+        assert_eq!((f.pool_tokens, f.context_len, f.vllm_max_concurrency), (Some(2_042_016), Some(2048), Some(997.08)));
+    }
+
+    #[test]
+    fn form_vllm_banner_version_and_max_model_len() {
+        let f = form("below");
+        assert_eq!(f.version.as_deref(), Some("0.19.1rc1.dev301+g60995c05b"));
+        assert_eq!(
+            (f.engine, f.pool_tokens, f.context_len, f.context_line),
+            (Some(Engine::Vllm), Some(76_640), Some(262_144), Some(3))
+        );
+    }
+
+    #[test]
+    fn form_server_args_one_key_value_per_line() {
+        let f = form("kv_dump");
+        assert_eq!((f.role, f.page_size, f.context_len), (Role::Prefill, Some(64), Some(1_048_576)));
+        assert_eq!((f.pool_tokens, f.context_line, f.page_size_line), (Some(681_280), Some(4), Some(5)));
+        // vLLM keys, YAML-style, and a command line with flags.
+        let f = parse(
+            "y.log",
+            "max_model_len: 32768
+block_size: 16
+GPU KV cache size: 100,000 tokens
+",
+        )
+        .remove(0);
+        assert_eq!((f.engine, f.context_len, f.page_size), (Some(Engine::Vllm), Some(32_768), Some(16)));
+        let f = parse(
+            "cmd.log",
+            "$ vllm serve m --max-model-len=8192 --block-size 32
+GPU KV cache size: 9,000 tokens
+",
+        )
+        .remove(0);
+        assert_eq!((f.context_len, f.page_size, f.pool_tokens), (Some(8192), Some(32), Some(9000)));
+        let f = parse(
+            "r.log",
+            "python3 -m sglang.launch_server --disaggregation-mode decode --page-size 64
+",
+        )
+        .remove(0);
+        assert_eq!((f.role, f.page_size), (Role::Decode, Some(64)));
+        let err = parse_log(
+            "bad.log",
+            "  context_length=12x4
+",
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.message.as_str()), (1, "malformed number \"12x4\" for context_length"));
     }
 
     #[test]
@@ -908,6 +1281,8 @@ mod tests {
             max_prefill_tokens: Some(16384),
             max_running_requests: Some(2048),
             available_gpu_mem_gb: Some(11.84),
+            context_line: Some(22),
+            page_size_line: Some(2),
             ..blank("sglang_prefill_single.log", 0, None, 22)
         };
         assert_eq!(got, vec![want]);
@@ -924,6 +1299,7 @@ mod tests {
             chunked_prefill_size: Some(8192),
             max_prefill_tokens: Some(16384),
             max_running_requests: Some(512),
+            page_size_line: Some(2),
             ..blank("decode.log", 0, None, 0)
         };
         let dp0 = NodeFacts {
@@ -931,6 +1307,7 @@ mod tests {
             pool_tokens: Some(372_736),
             available_gpu_mem_gb: Some(9.87),
             line: 31,
+            context_line: Some(31),
             ..base.clone()
         };
         let dp1 = NodeFacts {
@@ -938,6 +1315,7 @@ mod tests {
             pool_tokens: Some(371_200),
             available_gpu_mem_gb: Some(10.02),
             line: 30,
+            context_line: Some(30),
             ..base
         };
         assert_eq!(got, vec![dp0, dp1]);
@@ -952,6 +1330,7 @@ mod tests {
             pool_tokens: Some(226_816),
             chunked_prefill_size: Some(4096),
             max_prefill_tokens: Some(16384),
+            page_size_line: Some(2),
             ..blank("dpa.log", 0, None, 0)
         };
         let dp0 = NodeFacts {
@@ -960,6 +1339,7 @@ mod tests {
             max_running_requests: Some(2048),
             available_gpu_mem_gb: Some(31.15),
             line: 17,
+            context_line: Some(17),
             ..base.clone()
         };
         // DP1 never prints the scheduler summary: its pool comes from the allocation
@@ -981,13 +1361,21 @@ mod tests {
             max_prefill_tokens: Some(16384),
             ..blank("two.log", 0, None, 0)
         };
-        let first = NodeFacts { pool_tokens: Some(813_440), line: 11, ..base.clone() };
+        let first = NodeFacts {
+            pool_tokens: Some(813_440),
+            line: 11,
+            context_line: Some(3),
+            page_size_line: Some(4),
+            ..base.clone()
+        };
         let second = NodeFacts {
             launch: 1,
             pool_tokens: Some(721_664),
             max_running_requests: Some(4096),
             available_gpu_mem_gb: Some(12.37),
             line: 45,
+            context_line: Some(45),
+            page_size_line: Some(30),
             ..base
         };
         assert_eq!(got, vec![first, second]);
@@ -1018,6 +1406,8 @@ mod tests {
             context_len: Some(32768),
             chunked_prefill_size: Some(8192),
             vllm_max_concurrency: Some(14.14),
+            context_line: Some(26),
+            page_size_line: Some(3),
             ..blank("p.log", 0, None, 25)
         };
         assert_eq!(got, vec![want]);
@@ -1035,6 +1425,7 @@ mod tests {
             context_len: Some(32768),
             chunked_prefill_size: Some(8192),
             vllm_max_concurrency: Some(10.46),
+            context_line: Some(23),
             ..blank("c.log", 0, None, 22)
         };
         assert_eq!(got, vec![want]);
@@ -1147,6 +1538,18 @@ INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
         assert_eq!((got[0].context_len, got[0].line), (Some(8192), 1));
         assert_eq!((got[1].launch, got[1].pool_tokens), (1, Some(99_999)));
         assert_eq!((got[1].context_len, got[1].line), (Some(4096), 6));
+    }
+
+    #[test]
+    fn pipeline_stages_are_their_own_groups_and_tp_ranks_share_one() {
+        let text = "\
+[2026-03-02 10:00:00 PP0 TP0] KV Cache is allocated. #tokens: 500000, K size: 1.00 GB
+[2026-03-02 10:00:00 PP0 TP1] KV Cache is allocated. #tokens: 500000, K size: 1.00 GB
+[2026-03-02 10:00:00 PP1 TP0] KV Cache is allocated. #tokens: 480000, K size: 1.00 GB
+";
+        let got = parse("pp.log", text);
+        let pools: Vec<_> = got.iter().map(|n| (n.rank.as_deref(), n.pool_tokens)).collect();
+        assert_eq!(pools, vec![(Some("PP0 TP0"), Some(500_000)), (Some("PP1 TP0"), Some(480_000))]);
     }
 
     #[test]

@@ -1,13 +1,22 @@
 //! `kvsim audit LOG… [--role prefill|decode]… [--profile NAME] [--scenario-out FILE]`.
 //! Exit 0: no gap; 10: a gap that leaks under the profile; 11: a gap that does not leak
-//! (the requests are refused); 2: bad input.
+//! (the requests are refused); 2: bad input (the message names the log, line and field).
 
 use kvsim::audit::{self, parse};
 use kvsim::check::Kind;
 use kvsim::report::exit;
 use kvsim::scenario::{Overrides, Scenario};
 
-pub fn run(logs: &[String], roles: &[String], profile: &str, out: &str) -> i32 {
+/// Quotes a word for a POSIX shell when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./-=:,+@%".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option<&str>) -> i32 {
     let bad = |m: String| {
         eprintln!("error: {m}");
         exit::BAD_INPUT
@@ -37,42 +46,68 @@ pub fn run(logs: &[String], roles: &[String], profile: &str, out: &str) -> i32 {
             Err(e) => return bad(e.to_string()),
         }
     }
-    let a = audit::analyse(&files);
+    let a = match audit::analyse(&files) {
+        Ok(a) => a,
+        Err(e) => return bad(e.to_string()),
+    };
     print!("{}", audit::node_table(&a));
     for n in &a.notes {
         println!("note: {n}");
     }
-    let unknown_roles = a.nodes.iter().filter(|n| n.role == parse::Role::Unknown).count();
-    if unknown_roles > 0 {
-        println!(
-            "note: {unknown_roles} node(s) with no disaggregation role in the log; pass --role prefill|decode per file"
-        );
-    }
-    if a.prefill().next().is_none() {
-        return bad("no prefill node found: pass --role prefill for the prefill logs".into());
-    }
     if !a.has_gap() {
-        if a.prefill().any(|n| n.band.is_none() && n.max_req_input_len.is_none()) {
-            return bad("a prefill node's pool or context length is unknown: cannot tell whether there is a gap".into());
+        if a.nodes.iter().any(|n| n.admission.is_none()) {
+            return bad("a node's pool or context length is unknown: cannot tell whether there is a gap".into());
         }
-        println!("verdict: no gap — every prefill pool holds any prompt the context admits (exit 0)");
+        if a.nodes.iter().all(|n| n.facts.refused_start.is_some()) {
+            println!("verdict: no gap served — the engine refused to start with this pool (exit 0)");
+            return exit::CLEAN;
+        }
+        println!("verdict: no gap — every pool holds any prompt the context admits (exit 0)");
         return exit::CLEAN;
     }
+    let profile = match profile {
+        Some(p) => p.to_string(),
+        None if a.all_vllm() => "vllm-nixl".to_string(),
+        None => "sglang-0.5.16".to_string(),
+    };
     let sources = logs.join(", ");
-    let Some(text) = audit::scenario(&a, &sources) else {
+    let Some(generated) = audit::scenario(&a, &sources) else {
         return bad("pools or context length unknown: cannot build a scenario".into());
     };
-    if let Err(e) = std::fs::write(out, &text) {
-        return bad(format!("{out}: cannot write: {e}"));
+    for s in &generated.assumptions {
+        println!("assumption: {s}");
     }
-    let sc = match Scenario::parse(out, &text) {
+    let name = out.unwrap_or("<generated scenario>");
+    let sc = match Scenario::parse(name, &generated.toml) {
         Ok(s) => s,
         Err(e) => return bad(format!("generated scenario is invalid (a kvsim bug): {e}")),
     };
-    let cfg = match sc.resolve(&Overrides { profile: Some(profile.to_string()), ..Default::default() }) {
+    let cfg = match sc.resolve(&Overrides { profile: Some(profile.clone()), ..Default::default() }) {
         Ok(c) => c,
         Err(e) => return bad(e.to_string()),
     };
+    match out {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &generated.toml) {
+                return bad(format!("{path}: cannot write: {e}"));
+            }
+            println!("scenario written to {path}");
+            println!("reproduce: kvsim run {} --seed {} --profile {}", shell_word(path), cfg.seed, cfg.profile);
+        }
+        None => {
+            let mut cmd = String::from("kvsim audit");
+            for l in logs {
+                cmd.push(' ');
+                cmd.push_str(&shell_word(l));
+            }
+            for r in roles {
+                cmd.push_str(" --role ");
+                cmd.push_str(&shell_word(r));
+            }
+            cmd.push_str(&format!(" --profile {} --scenario-out kvsim-audit-scenario.toml", shell_word(&profile)));
+            println!("scenario not written; to write it: {cmd}");
+        }
+    }
     let w = kvsim::simulate(cfg.clone(), None, false);
     let leaked: Vec<_> = w
         .oracle
@@ -80,8 +115,6 @@ pub fn run(logs: &[String], roles: &[String], profile: &str, out: &str) -> i32 {
         .iter()
         .filter(|v| matches!(v.kind, Kind::CrossTenantRead | Kind::UninitializedRead | Kind::WrongStatus))
         .collect();
-    println!("scenario written to {out}");
-    println!("reproduce: kvsim run {out} --seed {} --profile {}", cfg.seed, cfg.profile);
     if leaked.is_empty() {
         let statuses: std::collections::BTreeSet<u16> =
             w.reqs.iter().filter(|r| r.tenant.0 == 1).filter_map(|r| r.response.map(|x| x.status)).collect();

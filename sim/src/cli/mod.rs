@@ -56,6 +56,14 @@ pub struct TraceOpts {
     pub svg: Option<String>,
 }
 
+/// `kvsim run --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
 #[derive(Subcommand)]
 enum CorpusCmd {
     /// Merge shard corpora into one.
@@ -74,9 +82,15 @@ enum Cmd {
         scenario: String,
         #[command(flatten)]
         opts: RunOpts,
-        /// Print one JSON object instead of the text report.
+        /// Print one JSON object instead of the text report (same as --format json).
         #[arg(long)]
         json: bool,
+        /// Report format on stdout: text, json, or csv (the per-request table).
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// Also write the per-request table as CSV to FILE.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<String>,
         /// Run twice in this process and compare the trace hashes.
         #[arg(long)]
         check_determinism: bool,
@@ -146,11 +160,13 @@ enum Cmd {
         /// Role of each log, in order (or once for all): prefill or decode.
         #[arg(long)]
         role: Vec<String>,
-        #[arg(long, default_value = "sglang-0.5.16")]
-        profile: String,
-        /// Where to write the generated scenario.
-        #[arg(long, default_value = "kvsim-audit-scenario.toml")]
-        scenario_out: String,
+        /// Engine profile to simulate the gap under (default: vllm-nixl for vLLM logs, else
+        /// sglang-0.5.16).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Write the generated scenario to FILE (nothing is written without it).
+        #[arg(long, value_name = "FILE")]
+        scenario_out: Option<String>,
     },
 }
 
@@ -201,8 +217,9 @@ pub fn main() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, check_determinism, trace } => {
-            cmd_run(&scenario, &opts, json, check_determinism, &trace)
+        Cmd::Run { scenario, opts, json, format, csv, check_determinism, trace } => {
+            let format = if json { Format::Json } else { format };
+            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, &trace)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
@@ -222,7 +239,9 @@ pub fn main() -> i32 {
         Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, &mitigations),
         Cmd::Fuzz(o) => fuzz::run(&o),
         Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
-        Cmd::Audit { logs, role, profile, scenario_out } => audit::run(&logs, &role, &profile, &scenario_out),
+        Cmd::Audit { logs, role, profile, scenario_out } => {
+            audit::run(&logs, &role, profile.as_deref(), scenario_out.as_deref())
+        }
     }
 }
 
@@ -309,7 +328,14 @@ pub fn trace_to_file(
     Ok((w, report))
 }
 
-fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool, topts: &TraceOpts) -> i32 {
+fn cmd_run(
+    path: &str,
+    opts: &RunOpts,
+    format: Format,
+    csv: Option<&str>,
+    check_determinism: bool,
+    topts: &TraceOpts,
+) -> i32 {
     let cfg = match load(path, opts) {
         Ok(c) => c,
         Err(e) => {
@@ -337,10 +363,16 @@ fn cmd_run(path: &str, opts: &RunOpts, json: bool, check_determinism: bool, topt
         }
         eprintln!("determinism check passed: both runs hashed {} over {} events", h2, again.events);
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
-    } else {
-        print!("{}", report.text());
+    if let Some(file) = csv {
+        if let Err(e) = std::fs::write(file, kvsim::latency::csv(&report.per_request)) {
+            eprintln!("error: {file}: cannot write: {e}");
+            return exit::BAD_INPUT;
+        }
+    }
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report).expect("report serialises")),
+        Format::Csv => print!("{}", kvsim::latency::csv(&report.per_request)),
+        Format::Text => print!("{}", report.text()),
     }
     report.exit_code
 }

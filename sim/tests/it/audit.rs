@@ -8,13 +8,30 @@ fn data(name: &str) -> String {
 
 fn audit(args: &[&str]) -> (Option<i32>, String, String) {
     let dir = std::env::temp_dir().join(format!("kvsim-audit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kvsim")).arg("audit").args(args).current_dir(&dir).output().unwrap();
+    audit_in(&dir, args)
+}
+
+/// Runs `kvsim audit` with `dir` as the working directory.
+fn audit_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kvsim")).arg("audit").args(args).current_dir(dir).output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A fresh, empty working directory for one test.
+fn empty_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kvsim-audit-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn files_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
 }
 
 #[test]
@@ -26,8 +43,12 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
     assert!(out.contains("681,274 <= L < 1,048,576"), "{out}");
     assert!(out.contains("reproduce: kvsim run"), "{out}");
     let text = std::fs::read_to_string(&scen).unwrap();
-    assert!(text.contains("pool_tokens = 681280") && text.contains("pool_tokens = 3145728"), "{text}");
-    assert!(text.contains("prompt_tokens = 681274"), "a probe at the band's lower edge: {text}");
+    // Written by the toml serializer: read it back as a scenario.
+    let sc = kvsim::scenario::Scenario::parse("gen.toml", &text).unwrap();
+    assert_eq!(sc.spec.prefill.iter().map(|g| g.pool_tokens).collect::<Vec<_>>(), vec![681_280]);
+    assert_eq!(sc.spec.decode.iter().map(|g| g.pool_tokens).collect::<Vec<_>>(), vec![3_145_728]);
+    assert!(sc.spec.request.iter().any(|r| r.prompt_tokens == 681_274), "a probe at the band's lower edge: {text}");
+    assert!(sc.spec.request.iter().any(|r| r.prompt_tokens == 1_048_575), "a probe at the band's upper edge: {text}");
     let (code, out, _) = audit(&[
         &data("glm_prefill_gap.log"),
         &data("glm_decode.log"),
@@ -38,6 +59,87 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
     ]);
     assert_eq!(code, Some(11), "{out}");
     assert!(out.contains("400"), "{out}");
+}
+
+#[test]
+fn a_log_without_a_role_gets_a_verdict_and_says_what_it_assumed() {
+    // One server's log, no disaggregation role: before, exit 2 "no prefill node found".
+    let dir = empty_dir("norole");
+    let (code, out, err) = audit_in(&dir, &[&data("sglang_input_too_long_issue4048.log")]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(out.contains("role either (no role in the log)"), "{out}");
+    assert!(out.contains("assumption: no decode node measured: ASSUMED the worst partner"), "{out}");
+    assert!(out.contains("GAP: prompts 59,862 <= L < 163,840"), "{out}");
+    // Nothing written unasked; the command that would write it is printed.
+    assert!(files_in(&dir).is_empty(), "{:?}", files_in(&dir));
+    assert!(
+        out.contains("scenario not written; to write it: kvsim audit ") && out.contains("--scenario-out "),
+        "{out}"
+    );
+    // The fixed profile refuses the band.
+    let (code, out, _) = audit_in(&dir, &[&data("sglang_input_too_long_issue4048.log"), "--profile", "sglang-0.5.22"]);
+    assert_eq!(code, Some(11), "{out}");
+    assert!(files_in(&dir).is_empty());
+}
+
+#[test]
+fn vllm_logs_use_vllm_admission_and_profile() {
+    let (code, out, err) = audit(&[&data("vllm_pool_below_context_issue39734.log")]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("vLLM: the API server admits L + max_tokens <= max_model_len, so L <= 262,143"), "{out}");
+    assert!(out.contains("GAP: prompts 76,641 <= L < 262,144 are admitted but can never be scheduled"), "{out}");
+    assert!(out.contains("under vllm-nixl"), "{out}");
+    // A log whose engine refused to start: nothing was served with that pool.
+    let (code, out, _) = audit(&[&data("vllm_v0_error_issue2418.log")]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("REFUSED TO START with this pool (line 4)") && out.contains("verdict: no gap served"),
+        "{out}"
+    );
+    let (code, out, _) = audit(&[&data("vllm_blocks_concurrency_pr12569.log")]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("block size 16 deduced"), "{out}");
+}
+
+#[test]
+fn out_of_range_log_values_blame_the_log_line_not_a_generated_file() {
+    // Before: a 3-token pool and a 2^64-1 context wrote an invalid scenario and reported
+    // `kvsim-audit-scenario.toml:14: decode.pool_tokens`.
+    let dir = empty_dir("range");
+    let log = dir.join("tiny.log");
+    std::fs::write(
+        &log,
+        "[2026-03-02 10:11:11] Load weight end.\n[2026-03-02 10:11:12] max_total_num_tokens=3, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=18446744073709551615\n",
+    )
+    .unwrap();
+    let (code, out, err) = audit_in(&dir, &[log.to_str().unwrap(), "--role", "prefill", "--scenario-out", "s.toml"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{}:2: `context_len`", log.display())), "{err}");
+    assert!(!err.contains("s.toml") && !err.contains("kvsim-audit-scenario"), "{err}");
+    std::fs::write(
+        &log,
+        "[2026-03-02 10:11:12] max_total_num_tokens=3, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, context_len=4096\n",
+    )
+    .unwrap();
+    let (code, _, err) = audit_in(&dir, &[log.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("{}:1: `pool_tokens`: 3 tokens", log.display())), "{err}");
+    assert_eq!(files_in(&dir), vec!["tiny.log".to_string()]);
+}
+
+#[test]
+fn ranks_that_agree_are_one_node() {
+    // DP attention: two DP ranks with the same pool, one without the summary line.
+    let (_, out, _) = audit(&[&data("sglang_dp_attention.log")]);
+    assert!(out.contains("2 ranks (DP0 TP0 EP0, DP1 TP1 EP1) agree"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("sglang_dp_attention.log") && l.contains("(line ")).count(),
+        1,
+        "{out}"
+    );
+    // DP ranks with different pools stay apart.
+    let (_, out, _) = audit(&[&data("sglang_decode_dp2_ansi.log")]);
+    assert!(out.contains("the ranks disagree"), "{out}");
 }
 
 #[test]

@@ -126,3 +126,76 @@ fn every_record_line_reads_back_exactly() {
         assert_eq!(kvsim::tracefile::line_json(kvsim::types::Instant(line.t), &line.rec), *l, "line {}", i + 2);
     }
 }
+
+#[test]
+fn per_request_records_and_latency_in_json_csv_and_footer() {
+    let t = tmp("latency.jsonl");
+    let c = tmp("latency.csv");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run".to_string(), scen("small/stub-leak.toml")];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(bin()).args(&args).output().unwrap()
+    };
+    let plain = run(&["--json"]);
+    let out = run(&["--json", "--trace", t.to_str().unwrap(), "--csv", c.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(10));
+    let a: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Collecting the records changes nothing: the same hash with and without a trace sink.
+    assert_eq!(a["trace_hash"], b["trace_hash"]);
+    let reqs = b["per_request"].as_array().unwrap();
+    assert_eq!(reqs.len() as u64, b["requests"].as_u64().unwrap());
+    // The stub-leak story: request 2 got a 200 while reading other tenants' KV, far sooner
+    // than an honest prefill of its 6,000 tokens would have allowed.
+    let leak = &reqs[2];
+    assert_eq!((leak["status"].as_u64(), leak["prompt_tokens"].as_u64()), (Some(200), Some(6000)));
+    assert_eq!(leak["violations"], serde_json::json!(["cross_tenant_read", "wrong_status"]));
+    assert!(leak["ttft_ns"].as_u64().unwrap() < reqs[0]["ttft_ns"].as_u64().unwrap());
+    let o = &b["latency"]["overall"];
+    assert_eq!(o["ok"].as_u64(), Some(3));
+    for m in ["ttft", "itl", "e2e"] {
+        let d = &o[m];
+        let (p50, p90, p99, max) = (
+            d["p50_ns"].as_u64().unwrap(),
+            d["p90_ns"].as_u64().unwrap(),
+            d["p99_ns"].as_u64().unwrap(),
+            d["max_ns"].as_u64().unwrap(),
+        );
+        assert!(p50 <= p90 && p90 <= p99 && p99 <= max, "{m}: {d}");
+    }
+    // The trace footer carries the same records and summaries.
+    let text = std::fs::read_to_string(&t).unwrap();
+    let footer: kvsim::tracefile::Footer = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(serde_json::to_value(&footer.requests).unwrap(), b["per_request"]);
+    assert_eq!(serde_json::to_value(&footer.latency).unwrap(), b["latency"]);
+    // CSV: a header and one line per request; --format csv prints the same table.
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert_eq!(csv.lines().count(), reqs.len() + 1);
+    assert!(csv.lines().nth(3).unwrap().ends_with(",cross_tenant_read;wrong_status"), "{csv}");
+    assert_eq!(String::from_utf8_lossy(&run(&["--format", "csv"]).stdout), csv);
+    // The text report prints the table.
+    let txt = String::from_utf8_lossy(&run(&[]).stdout).into_owned();
+    assert!(txt.contains("latency over the 3 request(s) answered 200"), "{txt}");
+}
+
+#[test]
+fn latency_follows_the_cost_model_on_the_blis_workload() {
+    // sim/bench-scenarios/blis-fair-10k.toml with default costs: a 512-token prefill is
+    // 5 ms + 512 × 30 µs = 20.36 ms, the transfer 0.5 ms + 35.84 MB / 25 GB/s = 1.9336 ms, three
+    // 0.2 ms messages before decode has the KV; a decode step is 25 ms + ⌊KV/1000⌋ × 2 µs.
+    let path = format!("{}/bench-scenarios/blis-fair-10k.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cfg = kvsim::scenario::Scenario::parse(&path, &text).unwrap().resolve(&Default::default()).unwrap();
+    let w = kvsim::simulate(cfg, None, false);
+    let r = kvsim::report::Report::build(&w, String::new());
+    assert_eq!(r.latency.overall.ok, 10_000);
+    let kv_lands = 200_000 + 200_000 + 20_360_000 + 1_933_600 + 200_000;
+    assert!(r.per_request.iter().all(|q| q.ttft_ns.unwrap() >= kv_lands), "no first token before the KV lands");
+    let itl = r.latency.overall.itl.unwrap();
+    assert!((25_000_000..25_100_000).contains(&itl.mean_ns) && itl.max_ns < 25_100_000, "{itl:?}");
+    // E2E − TTFT is 127 steps (and the router's answer) for every request.
+    assert!(r.per_request.iter().all(|q| {
+        let body = q.e2e_ns.unwrap() - q.ttft_ns.unwrap();
+        (127 * 25_000_000..127 * 25_100_000).contains(&body)
+    }));
+}
