@@ -1,8 +1,8 @@
 //! The CPU reference backend: the specification of the arithmetic.
 //!
 //! Pools are host arrays in the engine layout (page-major, then slot, KV head, head dim),
-//! separate K and V, stored in the program's dtype and zeroed once at creation. Writes
-//! store the derived values; copies move whole pages; frees do nothing.
+//! separate K and V, stored in the program's dtype and zeroed at creation. Writes store the
+//! derived values; copies move whole pages; `Zero` clears whole pages; frees do nothing.
 //!
 //! Attention (per KV head, for each query head of its GQA group), all in f32:
 //! `q' = q * (1/sqrt(head_dim))`, `s_t = Σ_d q'_d k_t,d` (eight interleaved partial sums),
@@ -121,6 +121,16 @@ impl CpuReplay {
                 dst.v.copy_from(dof, &src.v, so, len);
                 self.pools.insert(dst_pool, dst);
             }
+        }
+    }
+
+    fn zero(&mut self, pool: u32, runs: &[(u32, u32)]) {
+        let page_elems = self.pool(pool).spec.page_size as usize * self.shape.slot_elems() as usize;
+        let p = self.pool_mut(pool);
+        for &(first, count) in runs {
+            let (off, len) = (first as usize * page_elems, count as usize * page_elems);
+            p.k.zero(off, len);
+            p.v.zero(off, len);
         }
     }
 
@@ -292,6 +302,7 @@ pub fn replay_outputs(p: &Program) -> Result<Vec<AttendOutput>, GpuError> {
             Op::Copy { src_pool, dst_pool, pages } => state.copy(*src_pool, *dst_pool, pages),
             // Freeing a page does not clear it, in the engine or here.
             Op::Free { .. } => {}
+            Op::Zero { pool, pages } => state.zero(*pool, pages),
             Op::Attend { id, pool, reader, block_table, seq_len } => {
                 outputs.push(state.attend(*id, *pool, *reader, block_table, *seq_len))
             }

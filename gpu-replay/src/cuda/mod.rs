@@ -1,9 +1,9 @@
 //! The CUDA backend: pools in device memory, writes and paged attention as kernels.
 //!
 //! Each pool is one device allocation for K and one for V, zeroed once at creation
-//! (`alloc_zeros`), never again. Writes run `kv_write`, which derives the values on the
-//! device with the same hash as [`crate::values`]; copies are `memcpy_dtod` of whole page
-//! runs; frees do nothing. An `Attend` runs `attn_partial` (one block per 256-token
+//! (`alloc_zeros`) and afterwards only by a `Zero` op (`cuMemsetD8Async` over the page
+//! runs). Writes run `kv_write`, which derives the values on the device with the same hash
+//! as [`crate::values`]; copies are `memcpy_dtod` of whole page runs; frees do nothing. An `Attend` runs `attn_partial` (one block per 256-token
 //! partition and KV head, GQA heads sharing each K/V load) and `attn_reduce` (merges the
 //! partitions), timed with CUDA events.
 //!
@@ -262,6 +262,10 @@ impl CudaBackend {
                 }
                 // Freeing a page does not clear it, in the engine or here.
                 Op::Free { .. } => {}
+                Op::Zero { pool, pages } => {
+                    let dev = pools.get_mut(pool).ok_or_else(|| missing(*pool))?;
+                    self.zero(&p.shape, dev, pages)?;
+                }
                 Op::Attend { id, pool, reader, block_table, seq_len } => {
                     let dev = pools.get(pool).ok_or_else(|| missing(*pool))?;
                     let k = self.kernels_for(&p.shape, dev.spec.page_size)?;
@@ -302,6 +306,20 @@ impl CudaBackend {
         // SAFETY: the argument list matches kv_write's signature; every slot was validated
         // to lie inside the pool, so all stores stay inside `dev.k`/`dev.v`.
         unsafe { b.launch(cfg) }.map_err(driver("launch kv_write"))?;
+        Ok(())
+    }
+
+    /// Clears whole page runs of K and V with `cuMemsetD8Async` (stream-ordered).
+    fn zero(&self, shape: &AttnShape, dev: &mut DevPool, runs: &[(u32, u32)]) -> Result<(), GpuError> {
+        let page_bytes = dev.spec.page_size as usize * (shape.slot_bytes() / 2) as usize;
+        for &(first, count) in runs {
+            if count == 0 {
+                continue;
+            }
+            let (off, len) = (first as usize * page_bytes, count as usize * page_bytes);
+            self.stream.memset_zeros(&mut dev.k.slice_mut(off..off + len)).map_err(driver("memset K page run"))?;
+            self.stream.memset_zeros(&mut dev.v.slice_mut(off..off + len)).map_err(driver("memset V page run"))?;
+        }
         Ok(())
     }
 

@@ -55,8 +55,8 @@ fn harness_input(p: &Program) -> String {
         s.push('\n');
     }
     assert!(
-        p.pools.len() == 1 && p.ops.iter().all(|o| !matches!(o, Op::Copy { .. })),
-        "the harness replays one pool without copies"
+        p.pools.len() == 1 && p.ops.iter().all(|o| !matches!(o, Op::Copy { .. } | Op::Zero { .. })),
+        "the harness replays one pool without copies or zeroed pages"
     );
     s
 }
