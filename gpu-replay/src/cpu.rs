@@ -38,6 +38,10 @@ pub struct AttendOutput {
     pub output: Vec<f32>,
     /// Weight share of each writing tenant (averaged over heads), sorted by tenant.
     pub per_tenant: Vec<(u32, f64)>,
+    /// Tokens read per writing tenant, from the stored provenance dimensions, sorted by tenant.
+    pub tokens_per_tenant: Vec<(u32, u64)>,
+    /// Tokens read that hold zeros (never written, or cleared by `Zero`).
+    pub zero_tokens: u64,
 }
 
 /// One pool on the host.
@@ -145,8 +149,16 @@ impl CpuReplay {
             seq_len: seq_len as usize,
             reader_tenant: reader.tenant,
         };
-        let (output, per_tenant) = read.run(&query);
-        AttendOutput { id, seq_len, output, per_tenant }
+        let (output, per_tenant, tags) = read.run(&query);
+        let mut counts: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut zero_tokens = 0;
+        for tag in tags {
+            match tag.checked_sub(1) {
+                Some(tenant) => *counts.entry(tenant).or_default() += 1,
+                None => zero_tokens += 1,
+            }
+        }
+        AttendOutput { id, seq_len, output, per_tenant, tokens_per_tenant: counts.into_iter().collect(), zero_tokens }
     }
 }
 
@@ -203,12 +215,14 @@ impl PagedRead<'_> {
         slot * self.shape.slot_elems() as usize + kv_head as usize * self.shape.head_dim as usize
     }
 
-    /// Returns the output (`heads * head_dim`) and the per-tenant shares.
-    fn run(&mut self, query: &[f32]) -> (Vec<f32>, Vec<(u32, f64)>) {
+    /// Returns the output (`heads * head_dim`), the per-tenant shares and each token's writer
+    /// tag (tenant + 1, or 0 for zeros) as KV head 0 stores it (a write fills every head).
+    fn run(&mut self, query: &[f32]) -> (Vec<f32>, Vec<(u32, f64)>, Vec<u32>) {
         let hd = self.shape.head_dim as usize;
         let mut output = vec![0.0f32; self.shape.heads as usize * hd];
         let mut tenant_weight = vec![0.0f64; MAX_TENANT as usize + 1];
         let mut tenant_seen = vec![false; MAX_TENANT as usize + 1];
+        let mut head0_tags = Vec::new();
         for g in 0..self.shape.kv_heads {
             let group = self.shape.group() as usize;
             let first_head = g as usize * group;
@@ -232,13 +246,16 @@ impl PagedRead<'_> {
                 tenant_weight[tenant as usize] += w;
                 tenant_seen[tenant as usize] = true;
             }
+            if g == 0 {
+                head0_tags = tags;
+            }
         }
         let heads = f64::from(self.shape.heads);
         let per_tenant = (0..=MAX_TENANT)
             .filter(|&t| tenant_seen[t as usize])
             .map(|t| (t, tenant_weight[t as usize] / heads))
             .collect();
-        (output, per_tenant)
+        (output, per_tenant, head0_tags)
     }
 
     /// One KV head: the running states of its query heads, all scores (`seq_len * group`)

@@ -479,6 +479,7 @@ pub fn parse_trace(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let Ok(trace) = read_trace(&text) else { return };
     let page_size = trace.header.config.knobs.page_size;
+    let model = confirm::MemModel::of(&trace.header.config);
     let mem: Vec<(u64, MemOp)> = trace
         .lines
         .iter()
@@ -500,7 +501,7 @@ pub fn parse_trace(data: &[u8]) {
     }
     let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
     if let Some(footer) = &trace.footer {
-        let _ = confirm::lower(&mem, page_size, Select::Violations { violations: &footer.violations, max: 8 }, shape);
+        let _ = confirm::lower(&mem, model, Select::Violations { violations: &footer.violations, max: 8 }, shape);
     }
     let mut readers: Vec<u32> = mem
         .iter()
@@ -513,7 +514,7 @@ pub fn parse_trace(data: &[u8]) {
     readers.dedup();
     readers.truncate(4);
     if !readers.is_empty() {
-        let _ = confirm::lower(&mem, page_size, Select::Requests(&readers), shape);
+        let _ = confirm::lower(&mem, model, Select::Requests(&readers), shape);
     }
 }
 

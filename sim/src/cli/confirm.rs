@@ -3,7 +3,7 @@
 //! Exit 10 when any leak is confirmed, 0 when none, 3 when the backend is unavailable, 2 on bad
 //! input.
 
-use kvsim::confirm::{lower, Select};
+use kvsim::confirm::{lower, LowerError, MemModel, Select};
 use kvsim::report::exit;
 use kvsim::trace::TraceRecord;
 use kvsim::tracefile::{Footer, Header, Line};
@@ -83,6 +83,8 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
     let header: Header =
         serde_json::from_str(&first).map_err(|e| bad(format!("{path}:1: not a kvsim trace header: {e}")))?;
     let mut mem = Vec::new();
+    // The file line of each memory record, for messages.
+    let mut mem_lines: Vec<usize> = Vec::new();
     let mut footer: Option<Footer> = None;
     for (i, l) in lines.enumerate() {
         let l = l.map_err(|e| bad(format!("{path}:{}: {e}", i + 2)))?;
@@ -96,23 +98,30 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
         let line: Line = serde_json::from_str(&l).map_err(|e| bad(format!("{path}:{}: {e}", i + 2)))?;
         if let TraceRecord::Mem(op) = line.rec {
             mem.push((line.t, op));
+            mem_lines.push(i + 2);
         }
     }
     let footer = footer.ok_or_else(|| bad(format!("{path}: no footer (the trace was cut short)")))?;
+    // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".
+    let at = |e: &LowerError| match e {
+        LowerError::Invalid { op: Some(i), .. } => format!("{path}:{}", mem_lines.get(*i).copied().unwrap_or(0)),
+        _ => path.clone(),
+    };
     kvsim::confirm::validate_mem_log(&mem, &header.config)
-        .map_err(|e| bad(format!("{path}: corrupt memory log: {e}")))?;
+        .map_err(|e| bad(format!("{}: invalid memory log: {e}", at(&e))))?;
     let select = if o.request.is_empty() {
         Select::Violations { violations: &footer.violations, max: o.max_reads }
     } else {
         Select::Requests(&o.request)
     };
     let mut out = String::new();
-    let lowered = match lower(&mem, header.config.knobs.page_size, select, shape) {
+    let lowered = match lower(&mem, MemModel::of(&header.config), select, shape) {
         Ok(l) => l,
-        Err(e) if o.request.is_empty() => {
+        Err(LowerError::NoRead(e)) if o.request.is_empty() => {
             out.push_str(&format!("{path}: nothing to confirm: {e}\n"));
             return Ok(Verdict { confirmed: 0, reads: 0, backend: "none".into(), text: out });
         }
+        Err(e @ LowerError::Invalid { .. }) => return Err(bad(format!("{}: invalid memory log: {e}", at(&e)))),
         Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
     let (mut backend, note) = kvsim_gpu::select(choice).map_err(|e| match e {

@@ -92,3 +92,89 @@ fn the_incidents_shrunk_trace_is_a_confirmed_leak() {
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(share(&out, "foreign") > 25.0, "{out}");
 }
+
+/// Issue 16: with `zero_on_free` the stale pages are cleared when freed; the simulator calls the
+/// read `uninitialized_read` and the replay must read zeros, not the previous tenant's KV.
+#[test]
+fn zero_on_free_reads_zeros_and_is_not_confirmed() {
+    let t = trace_of("small/stub-leak.toml", &["--set", "zero_on_free=true"]);
+    let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("[uninitialized_read]"), "{out}");
+    assert!(!out.contains("CONFIRMED"), "{out}");
+    assert!(share(&out, "zeros") > 99.9, "{out}");
+    assert_eq!(share(&out, "foreign"), 0.0, "{out}");
+}
+
+/// Issue 16: a decode node restarted before the stub leak: its pool comes back as zeros, so the
+/// leaking read sees only the one stale page the stub transfer copied in (15 of 6,000 slots), not
+/// the pre-crash tenant's KV on the other 374 pages.
+#[test]
+fn a_restarted_nodes_pool_is_zeros_in_the_replay() {
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    let scen = dir.join("restart.toml");
+    std::fs::write(
+        &scen,
+        format!(
+            "{base}\n[faults]\ncrash_restart_ms = 100\n\n[[faults.script]]\nkind = \"crash\"\nat_ms = 1500\n\
+             node = \"decode-0\"\nrestart_after_ms = 100\n"
+        ),
+    )
+    .unwrap();
+    let trace = dir.join("restart.jsonl");
+    let (code, out, _) = kvsim(&["run", scen.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{out}");
+    assert!(out.contains("5,984 slots") && out.contains("never written"), "{out}");
+    let (code, out, err) = kvsim(&["confirm", trace.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(share(&out, "zeros") > 99.0, "{out}");
+    let foreign = share(&out, "foreign");
+    assert!(foreign > 0.0 && foreign < 1.0, "only the stub page is foreign: {out}");
+    assert!(out.contains("not confirmed"), "{out}");
+}
+
+/// Issue 12 item 8: a memory log that fails validation or is over confirm's limit is bad input
+/// (exit 2, naming the file and line), never "nothing to confirm".
+#[test]
+fn an_invalid_or_oversized_memory_log_is_bad_input_with_its_line() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    let text = std::fs::read_to_string(&t).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let first_alloc = lines.iter().position(|l| l.contains("\"op\":\"alloc\"")).unwrap();
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-badlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, lines: &[String]| {
+        let p = dir.join(name);
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    // A page run outside the pool (decode-0 has 513 pages).
+    let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    bad[first_alloc] = bad[first_alloc].replace("\"count\":250", "\"count\":9999");
+    let p = write("outside.jsonl", &bad);
+    let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{p}:{}:", first_alloc + 1)) && err.contains("outside"), "{err}");
+    assert!(!out.contains("nothing to confirm"), "{out}");
+    // Over the limit: a decode pool of 2^30 + 1 pages and an allocation of all of it; the run's
+    // own allocations then pass the limit of 2^30 pages.
+    let mut big: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    big[0] = big[0].replace(
+        "\"decode\":[{\"pool_tokens\":8192,",
+        &format!("\"decode\":[{{\"pool_tokens\":{},", (1u64 << 30) * 16),
+    );
+    assert_ne!(big[0], lines[0], "the header names the decode pool");
+    big.insert(
+        first_alloc,
+        "{\"t\":0,\"kind\":\"mem\",\"op\":\"alloc\",\"pool\":{\"role\":\"decode\",\"index\":0},\"r\":9,\
+         \"pages\":[{\"first\":1,\"count\":1073741824}]}"
+            .to_string(),
+    );
+    let p = write("oversized.jsonl", &big);
+    let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{p}:{}:", first_alloc + 2)) && err.contains("limit"), "{err}");
+    assert!(!out.contains("nothing to confirm"), "{out}");
+}
