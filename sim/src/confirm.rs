@@ -33,6 +33,9 @@ pub struct ReadTarget {
 #[derive(Debug)]
 pub struct Lowered {
     pub program: Program,
+    /// Every page the replayed reads depend on, per pool of the run (the pages of the program,
+    /// before renumbering): what `--trace-filter` must keep the history of.
+    pub depends_on: BTreeMap<PoolId, BTreeSet<u32>>,
     pub targets: Vec<ReadTarget>,
     pub pages_kept: u64,
     pub ops_kept: usize,
@@ -521,6 +524,7 @@ pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape
     let ops_kept = keep.iter().filter(|k| **k).count();
     Ok(Lowered {
         program: Program { pools, ops, shape },
+        depends_on: needed,
         targets: found.into_iter().map(|f| f.1).collect(),
         pages_kept,
         ops_kept,

@@ -159,8 +159,8 @@ impl Ctx {
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
         std::fs::write(tmp.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header)).map_err(io)?;
-        let (w, _) = run_case(cfg.clone());
-        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(Filter::from_violations(&w.oracle.violations)))?;
+        let (_, filter) = super::filter_for(cfg);
+        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(filter))?;
         let mut failure = Failure {
             signature: sig.to_string(),
             seed,

@@ -240,13 +240,21 @@ fn write_trace(
     path: &str,
     tracer: MakeTracer,
 ) -> Result<(kvsim::world::World, Report), String> {
-    let filter = if t.trace_filter {
-        let first = kvsim::simulate(cfg.clone(), None, false);
-        Some(Filter::from_violations(&first.oracle.violations))
-    } else {
-        None
-    };
+    let filter = if t.trace_filter { Some(filter_for(cfg).1) } else { None };
     trace_to_file(cfg, repro, path, filter, tracer)
+}
+
+/// `--trace-filter`: runs `cfg` once keeping only its memory log, and returns the filter that
+/// keeps the violating requests and the whole history of every page their reads depend on.
+pub fn filter_for(cfg: &SimConfig) -> (kvsim::world::World, Filter) {
+    let log = kvsim::tracefile::MemLog::default();
+    let mem = log.0.clone();
+    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(log))));
+    w.run();
+    drop(w.tracer.take_sink());
+    let mem = std::mem::take(&mut *mem.borrow_mut());
+    let filter = Filter::for_run(&w, &mem);
+    (w, filter)
 }
 
 /// Runs `cfg` writing its trace to `path` (streaming; bounded memory): header, the records that
@@ -371,7 +379,8 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
     if let Err(e) = kvsim::scenario::validate_config(&cfg, path) {
         return bad(e.to_string());
     }
-    let (sink, state) = tracefile::Comparer::new(lines, 1, header.filter.clone(), cfg.knobs.page_size);
+    let (sink, state) =
+        tracefile::Comparer::new(lines, 1, header.filter.clone().map(Filter::normalized), cfg.knobs.page_size);
     let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
     w.run();
     let repro = format!("kvsim replay {path}");

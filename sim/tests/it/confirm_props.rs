@@ -3,12 +3,14 @@
 //! read, exactly the slots the oracle sees — zeros where the oracle says never written (or
 //! cleared), another tenant's KV where the oracle says another tenant wrote — and `confirm`'s
 //! verdict (foreign share over the threshold) is CONFIRMED only for reads the oracle calls foreign.
+//! And the memory log a `--trace-filter` trace keeps lowers to the same program as the whole log.
 
 use kvsim::config::SimConfig;
 use kvsim::confirm::{lower, MemModel, Select};
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::Report;
 use kvsim::trace::{TraceRecord, Tracer};
+use kvsim::tracefile::Filter;
 use kvsim::types::Ratio;
 use kvsim::world::World;
 use kvsim_gpu::{replay_outputs, values::shares_from_output, AttnShape, Dtype};
@@ -47,6 +49,7 @@ fn share_bounds(n: u64, total: u64) -> (f64, f64) {
 #[test]
 fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
     let (mut reads, mut zero_reads, mut foreign_reads, mut confirmed, mut zeroing_programs) = (0, 0, 0, 0, 0);
+    let mut filtered_smaller = 0;
     for seed in 0..RUNS {
         let cfg = case(seed);
         let model = MemModel::of(&cfg);
@@ -71,6 +74,17 @@ fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
             Err(kvsim::confirm::LowerError::NoRead(_)) => continue,
             Err(e) => panic!("seed {seed}: a run's own log must lower: {e}"),
         };
+        // Issue 12 item 6: the `--trace-filter` log lowers to the very same program.
+        let filter = Filter::for_run(&w, &mem);
+        let kept: Vec<_> = mem
+            .iter()
+            .filter(|(_, op)| filter.keeps(&TraceRecord::Mem(op.clone()), model.page_size))
+            .cloned()
+            .collect();
+        let select = Select::Violations { violations: &report.violations, max: usize::MAX };
+        let filtered = lower(&kept, model, select, SHAPE).unwrap_or_else(|e| panic!("seed {seed}: filtered: {e}"));
+        assert_eq!(filtered.program, lowered.program, "seed {seed}: the filtered trace lowers differently");
+        filtered_smaller += usize::from(kept.len() < mem.len());
         if lowered.program.ops.iter().any(|op| matches!(op, kvsim_gpu::Op::Zero { .. })) {
             zeroing_programs += 1;
         }
@@ -113,8 +127,9 @@ fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
     }
     eprintln!(
         "{RUNS} runs: {reads} violating reads replayed, {zero_reads} with zeros, {foreign_reads} foreign, \
-         {confirmed} confirmed, {zeroing_programs} programs with Zero ops"
+         {confirmed} confirmed, {zeroing_programs} programs with Zero ops, {filtered_smaller} filtered logs smaller"
     );
+    assert!(filtered_smaller >= 20, "the filter must drop something: {filtered_smaller}");
     // The property must have been exercised, not vacuously true.
     assert!(reads >= 20 && zero_reads >= 5 && foreign_reads >= 5 && confirmed >= 5, "too few cases");
     assert!(zeroing_programs >= 3, "too few programs with zeroed pages: {zeroing_programs}");
