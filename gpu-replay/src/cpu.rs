@@ -337,6 +337,8 @@ pub fn result_from_output(shape: &AttnShape, out: &AttendOutput, max_abs_diff_vs
         own_share: shares.own,
         zeros_share: shares.zeros,
         per_tenant: out.per_tenant.clone(),
+        tokens_per_tenant: out.tokens_per_tenant.clone(),
+        zero_tokens: out.zero_tokens,
         max_abs_diff_vs_cpu,
     }
 }

@@ -214,3 +214,68 @@ fn a_filtered_trace_confirms_exactly_like_the_full_one() {
         assert_eq!(verdict_lines(&a), verdict_lines(&b), "{scenario}\nfull:\n{a}\nfiltered:\n{b}");
     }
 }
+
+/// Issue 16: a GPU failure during the replay (CUDA error such as out of memory, NVRTC compile
+/// error) has its own exit code, 4, distinct from bad input (2) and an unavailable backend (3).
+/// The failures are injected into the real exit path with `KVSIM_INJECT_GPU_ERROR`.
+#[test]
+fn gpu_runtime_failures_exit_4_unlike_bad_input_and_unavailable() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    for (kind, code, says) in [
+        ("cuda", 4, "CUDA_ERROR_OUT_OF_MEMORY"),
+        ("compile", 4, "NVRTC compilation failed"),
+        ("unavailable", 3, "unavailable"),
+        ("too_large", 2, "over the limit"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(["confirm", &t, "--backend", "cpu"])
+            .env("KVSIM_INJECT_GPU_ERROR", kind)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{kind}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{kind}: {err}");
+        if code == 4 {
+            assert!(err.contains("GPU failure while replaying") && err.contains(&t), "{kind}: {err}");
+        }
+    }
+}
+
+/// Issue 16: `kvsim run --confirm` confirms the run's violating reads like `kvsim confirm` on its
+/// trace; the run's exit code is kept.
+#[test]
+fn run_confirm_prints_a_verdict_per_read() {
+    let s = crate::scenarios_dir().join("small/stub-leak.toml");
+    let (code, out, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "cpu"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    let tail = out.split("confirmation on KV memory:").nth(1).unwrap_or_else(|| panic!("{out}"));
+    assert!(tail.contains("read 0: request 2 (tenant 2)") && tail.contains("CONFIRMED"), "{tail}");
+    assert!(tail.contains("verdict: 1 of 1 read(s) confirmed"), "{tail}");
+    let (code, out, _) = kvsim(&["run", s.to_str().unwrap(), "--set", "zero_on_free=true", "--confirm", "cpu"]);
+    assert_eq!(code, Some(10), "the run's own verdict: {out}");
+    assert!(out.contains("not confirmed") && !out.contains("CONFIRMED") && !out.contains("DISAGREEMENT"), "{out}");
+    let (code, _, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "tpu"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+/// Issue 16: `kvsim fuzz` confirms each new read signature by default (`--confirm auto`) and
+/// shows the verdict per signature; `--confirm off` leaves it out.
+#[test]
+fn fuzz_confirms_read_signatures_by_default() {
+    let corpus = std::env::temp_dir().join(format!("kvsim-fuzz-confirm-{}", std::process::id()));
+    let c = corpus.to_str().unwrap();
+    let (code, out, err) = kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", c]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    let line = out.lines().find(|l| l.starts_with("cross_tenant_read/stub_commit")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("[confirmed: "), "{line}");
+    let f = std::fs::read_to_string(corpus.join("cross_tenant_read--stub_commit/failure.json")).unwrap();
+    let f: serde_json::Value = serde_json::from_str(&f).unwrap();
+    assert!(f["confirm"].as_str().is_some_and(|s| s.starts_with("confirmed: ")), "{f}");
+    assert!(!out.contains("DISAGREEMENT"), "{out}");
+    let line = out.lines().find(|l| l.starts_with("uninitialized_read/stub_commit")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("[replay agrees: "), "{line}");
+    let off = format!("{c}-off");
+    let (_, out, _) =
+        kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", &off, "--confirm", "off"]);
+    assert!(!out.contains("[confirmed"), "{out}");
+}
