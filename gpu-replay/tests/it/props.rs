@@ -143,9 +143,7 @@ fn oracle(p: &Program) -> (Vec<f32>, BTreeSet<u32>) {
             Op::Free { .. } => {}
             Op::Zero { pool, pages } => {
                 for &(first, count) in pages {
-                    for o in first as usize * ps..(first + count) as usize * ps {
-                        owner[*pool as usize][o] = None;
-                    }
+                    owner[*pool as usize][first as usize * ps..(first + count) as usize * ps].fill(None);
                 }
             }
             Op::Attend { pool, reader, block_table, seq_len, .. } => {
