@@ -95,7 +95,7 @@ fn emulate(cxx: &str, p: &Program, tag: &str, sms: &[u32]) -> Vec<Vec<Vec<f32>>>
 }
 
 fn run_harness(exe: &Path, p: &Program, sms: u32) -> Vec<Vec<f32>> {
-    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start harness");
+    let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start harness");
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("stdin");

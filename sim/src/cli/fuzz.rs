@@ -139,9 +139,18 @@ fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
     }
     let o = super::confirm::ConfirmOpts::defaults(trace.to_string_lossy().into_owned(), backend, 4);
     Some(match super::confirm::confirm(&o) {
-        Ok(v) if v.disagreements > 0 || (kind == "cross_tenant_read" && v.confirmed == 0) => format!(
+        Ok(v) if v.disagreements > 0 => format!(
             "DISAGREEMENT model/replay: {} of {} read(s) confirmed, {} contradict the model on {} — investigate",
             v.confirmed, v.reads, v.disagreements, v.backend
+        ),
+        Ok(v) if v.reads == 0 => {
+            "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
+                .to_string()
+        }
+        Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
+            "DISAGREEMENT model/replay: 0 of {} read(s) confirmed on {} (the foreign tokens are in the replayed \
+             memory but under the threshold) — investigate",
+            v.reads, v.backend
         ),
         Ok(v) if kind == "cross_tenant_read" => {
             format!("confirmed: {} of {} read(s) on {}", v.confirmed, v.reads, v.backend)
