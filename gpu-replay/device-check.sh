@@ -10,8 +10,14 @@
 # What it does: finds libnvrtc.so.13 (system CUDA, ldconfig, or the nvidia-cuda-nvrtc
 # Python wheel's nvidia/cu13/lib), puts it and the driver's library folder on
 # LD_LIBRARY_PATH (cudarc opens them at run time through the system loader), and runs the
-# bench on CUDA: every bench program on CUDA and on the CPU reference, including a
-# full-scale 1M-token read, printed as one table with PASS/FAIL per row.
+# bench on CUDA: every bench program on CUDA and on the CPU reference — own-only,
+# stale-foreign, never-written, copy-then-free, zeroed-on-free (the Zero op's memset path),
+# a wide GQA page-1 read, 32k-token reads in f16/bf16/f32 and at GQA group 16 with
+# head_dim 128, and the full-scale 1M-token read — printed as one table: program, tokens,
+# foreign share CUDA and CPU, max |cuda - cpu|, kernel ms, kernel GB/s, measured copy GB/s,
+# % of copy bandwidth, PASS/FAIL. A row passes when CUDA agrees with the CPU, the shares are
+# the program's, and a long read reaches its bandwidth target (80% of the measured copy
+# bandwidth at 1M tokens, 60% at 32k). It is sized to finish well inside the 480 s limit.
 #
 # Exit code: the bench's (0 all passed, 1 a check failed, 2 error, 3 CUDA unavailable),
 # 4 if the binary or libnvrtc is missing, 124 if it ran past its time limit.

@@ -1,8 +1,8 @@
 //! The CPU reference backend: the specification of the arithmetic.
 //!
 //! Pools are host arrays in the engine layout (page-major, then slot, KV head, head dim),
-//! separate K and V, stored in the program's dtype and zeroed once at creation. Writes
-//! store the derived values; copies move whole pages; frees do nothing.
+//! separate K and V, stored in the program's dtype and zeroed at creation. Writes store the
+//! derived values; copies move whole pages; `Zero` clears whole pages; frees do nothing.
 //!
 //! Attention (per KV head, for each query head of its GQA group), all in f32:
 //! `q' = q * (1/sqrt(head_dim))`, `s_t = Σ_d q'_d k_t,d` (eight interleaved partial sums),
@@ -38,6 +38,10 @@ pub struct AttendOutput {
     pub output: Vec<f32>,
     /// Weight share of each writing tenant (averaged over heads), sorted by tenant.
     pub per_tenant: Vec<(u32, f64)>,
+    /// Tokens read per writing tenant, from the stored provenance dimensions, sorted by tenant.
+    pub tokens_per_tenant: Vec<(u32, u64)>,
+    /// Tokens read that hold zeros (never written, or cleared by `Zero`).
+    pub zero_tokens: u64,
 }
 
 /// One pool on the host.
@@ -124,6 +128,16 @@ impl CpuReplay {
         }
     }
 
+    fn zero(&mut self, pool: u32, runs: &[(u32, u32)]) {
+        let page_elems = self.pool(pool).spec.page_size as usize * self.shape.slot_elems() as usize;
+        let p = self.pool_mut(pool);
+        for &(first, count) in runs {
+            let (off, len) = (first as usize * page_elems, count as usize * page_elems);
+            p.k.zero(off, len);
+            p.v.zero(off, len);
+        }
+    }
+
     fn attend(&self, id: u64, pool: u32, reader: Writer, table: &[(u32, u32)], seq_len: u64) -> AttendOutput {
         let p = self.pool(pool);
         let pages = expand_block_table(table, p.spec.page_size, seq_len);
@@ -135,8 +149,16 @@ impl CpuReplay {
             seq_len: seq_len as usize,
             reader_tenant: reader.tenant,
         };
-        let (output, per_tenant) = read.run(&query);
-        AttendOutput { id, seq_len, output, per_tenant }
+        let (output, per_tenant, tags) = read.run(&query);
+        let mut counts: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut zero_tokens = 0;
+        for tag in tags {
+            match tag.checked_sub(1) {
+                Some(tenant) => *counts.entry(tenant).or_default() += 1,
+                None => zero_tokens += 1,
+            }
+        }
+        AttendOutput { id, seq_len, output, per_tenant, tokens_per_tenant: counts.into_iter().collect(), zero_tokens }
     }
 }
 
@@ -193,12 +215,14 @@ impl PagedRead<'_> {
         slot * self.shape.slot_elems() as usize + kv_head as usize * self.shape.head_dim as usize
     }
 
-    /// Returns the output (`heads * head_dim`) and the per-tenant shares.
-    fn run(&mut self, query: &[f32]) -> (Vec<f32>, Vec<(u32, f64)>) {
+    /// Returns the output (`heads * head_dim`), the per-tenant shares and each token's writer
+    /// tag (tenant + 1, or 0 for zeros) as KV head 0 stores it (a write fills every head).
+    fn run(&mut self, query: &[f32]) -> (Vec<f32>, Vec<(u32, f64)>, Vec<u32>) {
         let hd = self.shape.head_dim as usize;
         let mut output = vec![0.0f32; self.shape.heads as usize * hd];
         let mut tenant_weight = vec![0.0f64; MAX_TENANT as usize + 1];
         let mut tenant_seen = vec![false; MAX_TENANT as usize + 1];
+        let mut head0_tags = Vec::new();
         for g in 0..self.shape.kv_heads {
             let group = self.shape.group() as usize;
             let first_head = g as usize * group;
@@ -222,13 +246,16 @@ impl PagedRead<'_> {
                 tenant_weight[tenant as usize] += w;
                 tenant_seen[tenant as usize] = true;
             }
+            if g == 0 {
+                head0_tags = tags;
+            }
         }
         let heads = f64::from(self.shape.heads);
         let per_tenant = (0..=MAX_TENANT)
             .filter(|&t| tenant_seen[t as usize])
             .map(|t| (t, tenant_weight[t as usize] / heads))
             .collect();
-        (output, per_tenant)
+        (output, per_tenant, head0_tags)
     }
 
     /// One KV head: the running states of its query heads, all scores (`seq_len * group`)
@@ -292,6 +319,7 @@ pub fn replay_outputs(p: &Program) -> Result<Vec<AttendOutput>, GpuError> {
             Op::Copy { src_pool, dst_pool, pages } => state.copy(*src_pool, *dst_pool, pages),
             // Freeing a page does not clear it, in the engine or here.
             Op::Free { .. } => {}
+            Op::Zero { pool, pages } => state.zero(*pool, pages),
             Op::Attend { id, pool, reader, block_table, seq_len } => {
                 outputs.push(state.attend(*id, *pool, *reader, block_table, *seq_len))
             }
@@ -309,6 +337,8 @@ pub fn result_from_output(shape: &AttnShape, out: &AttendOutput, max_abs_diff_vs
         own_share: shares.own,
         zeros_share: shares.zeros,
         per_tenant: out.per_tenant.clone(),
+        tokens_per_tenant: out.tokens_per_tenant.clone(),
+        zero_tokens: out.zero_tokens,
         max_abs_diff_vs_cpu,
     }
 }

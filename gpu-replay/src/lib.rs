@@ -50,6 +50,10 @@ pub struct AttendResult {
     pub zeros_share: f64,
     /// Exact weight share of each writing tenant (CPU second pass), sorted by tenant.
     pub per_tenant: Vec<(u32, f64)>,
+    /// Tokens read per writing tenant, from the stored provenance dims (CPU second pass).
+    pub tokens_per_tenant: Vec<(u32, u64)>,
+    /// Tokens read that hold zeros (CPU second pass).
+    pub zero_tokens: u64,
     /// For a device backend: the largest absolute difference between its output vector
     /// and the CPU reference's. `None` on the CPU backend.
     pub max_abs_diff_vs_cpu: Option<f64>,

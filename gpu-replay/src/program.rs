@@ -1,8 +1,8 @@
 //! The KV page program format and its validation.
 //!
 //! A [`Program`] is what the simulator lowers a run into: pools of pages, writes of KV
-//! values into slots, whole-page copies, frees, and decode reads (`Attend`) through a block
-//! table. It knows pages, slots and values, and nothing of scheduling. Everything is serde
+//! values into slots, whole-page copies, frees, zeroing of pages (`Zero`: a free under
+//! `zero_on_free`, a node restart), and decode reads (`Attend`) through a block table. It knows pages, slots and values, and nothing of scheduling. Everything is serde
 //! (JSON-friendly; ops are tagged `{"op": "write", …}`).
 //!
 //! Guarantee: [`Program::validate`] accepts a program only if every backend can replay it
@@ -121,7 +121,8 @@ impl AttnShape {
     }
 }
 
-/// Creates a pool. Pools are zeroed once at creation (as engines do) and never again.
+/// Creates a pool. Pools are zeroed at creation (as engines do) and afterwards only by an
+/// explicit [`Op::Zero`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
@@ -187,6 +188,15 @@ pub enum Op {
     /// Returns pages to the allocator. Does NOT clear them: a no-op for the data, kept for
     /// fidelity with the engine.
     Free {
+        /// Pool.
+        pool: u32,
+        /// Page runs `(first, count)`.
+        pages: Vec<(u32, u32)>,
+    },
+    /// Clears whole pages (K and V) to zeros: what an engine's free does under
+    /// `zero_on_free`, and what a restarted node's fresh pool holds. A read of a zeroed slot
+    /// sees a never-written slot (flag 0, no tenant).
+    Zero {
         /// Pool.
         pool: u32,
         /// Page runs `(first, count)`.
@@ -292,7 +302,7 @@ impl Program {
                 Ok(())
             }
             Op::Copy { src_pool, dst_pool, pages } => self.validate_copy(index, *src_pool, *dst_pool, pages),
-            Op::Free { pool, pages } => {
+            Op::Free { pool, pages } | Op::Zero { pool, pages } => {
                 let spec = self.pool_at(index, *pool)?;
                 for &(first, count) in pages {
                     check_pages(index, spec, first, count)?;

@@ -2,7 +2,8 @@
 //!
 //! A [`Store`] is a flat array in the engine layout (page-major, then slot, KV head, head
 //! dim) holding f16, bf16 or f32 elements. Reads convert to f32 a slice at a time; writes
-//! round to the dtype. It is zeroed once at creation, never again — like an engine's pool.
+//! round to the dtype. It is zeroed at creation and then only by an explicit `Zero` op (a free
+//! under `zero_on_free`, a node restart) — like an engine's pool.
 
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
@@ -56,6 +57,16 @@ impl Store {
             Store::F16(v) => v[r].convert_from_f32_slice(vals),
             Store::Bf16(v) => v[r].convert_from_f32_slice(vals),
             Store::F32(v) => v[r].copy_from_slice(vals),
+        }
+    }
+
+    /// Sets `len` elements starting at `offset` to zero.
+    pub(crate) fn zero(&mut self, offset: usize, len: usize) {
+        let r = offset..offset + len;
+        match self {
+            Store::F16(v) => v[r].fill(f16::ZERO),
+            Store::Bf16(v) => v[r].fill(bf16::ZERO),
+            Store::F32(v) => v[r].fill(0.0),
         }
     }
 

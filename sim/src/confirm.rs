@@ -1,9 +1,16 @@
 //! Lowering a trace's KV memory log to a `kvsim_gpu::Program`: only what the violating reads
 //! depend on — the pages they read and the history of those pages, following copies back to
 //! their source pages — with pages renumbered compactly, so full-scale traces stay small.
+//!
+//! Exactness: every page the engine clears becomes an `Op::Zero` — a free under `zero_on_free`
+//! (only the pages the freer held, as `Pool::free` clears them) and a node restart (`reset`: the
+//! pool comes back as zeros). In the reverse pass a zeroed page, and a page a whole-page copy
+//! overwrites, stops depending on anything before that op. So at every kept read, each page it
+//! reads holds in the program exactly what the model's pool holds: the writer's KV, or zeros.
 
 use crate::config::SimConfig;
-use crate::pool::Run;
+use crate::extent::IntervalMap;
+use crate::pool::{push_run, Holder, Run};
 use crate::report::ViolationOut;
 use crate::trace::MemOp;
 use crate::types::{PoolId, Role};
@@ -26,6 +33,9 @@ pub struct ReadTarget {
 #[derive(Debug)]
 pub struct Lowered {
     pub program: Program,
+    /// Every page the replayed reads depend on, per pool of the run (the pages of the program,
+    /// before renumbering): what `--trace-filter` must keep the history of.
+    pub depends_on: BTreeMap<PoolId, BTreeSet<u32>>,
     pub targets: Vec<ReadTarget>,
     pub pages_kept: u64,
     pub ops_kept: usize,
@@ -38,6 +48,43 @@ pub enum Select<'a> {
     Violations { violations: &'a [ViolationOut], max: usize },
     /// The last read of each of these requests (any pool), violating or not.
     Requests(&'a [u32]),
+}
+
+/// The engine's memory semantics the lowering needs from the run's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemModel {
+    /// Slots per page.
+    pub page_size: u64,
+    /// Whether a free clears the pages it returns (`zero_on_free`).
+    pub zero_on_free: bool,
+}
+
+impl MemModel {
+    pub fn of(cfg: &SimConfig) -> MemModel {
+        MemModel { page_size: cfg.knobs.page_size, zero_on_free: cfg.knobs.zero_on_free }
+    }
+}
+
+/// Why a memory log cannot be lowered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LowerError {
+    /// The log breaks a rule a run never breaks, or is over a limit; `op` is the index into the
+    /// log of the record at fault, when one is.
+    Invalid { op: Option<usize>, why: String },
+    /// The log is valid but holds no read that the selection asks for.
+    NoRead(String),
+}
+
+impl std::fmt::Display for LowerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LowerError::Invalid { why, .. } | LowerError::NoRead(why) => f.write_str(why),
+        }
+    }
+}
+
+fn invalid(op: Option<usize>, why: String) -> LowerError {
+    LowerError::Invalid { op, why }
 }
 
 /// Most pages a log may allocate or copy in all (a full-scale incident trace: about 10^6).
@@ -74,17 +121,17 @@ pub fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
 /// `reset` re-created; every page run, copied run and slot run lies inside its pool (so no
 /// `first + count` or `slot + len` overflows and no page index passes `u32`); write positions do
 /// not overflow.
-pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), String> {
+pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), LowerError> {
     let page_size = cfg.knobs.page_size;
     if page_size == 0 || page_size > 1 << 16 {
-        return Err(format!("page_size {page_size} outside 1..=65536"));
+        return Err(invalid(None, format!("page_size {page_size} outside 1..=65536")));
     }
     let mut pools = initial_pools(cfg);
-    let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, String> {
+    let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, LowerError> {
         match pools.get(p) {
             Some(&n) if n <= 1 << 31 => Ok(n),
-            Some(n) => Err(format!("op {i}: {p} has {n} pages (limit 2^31)")),
-            None => Err(format!("op {i}: no pool {p} in the configuration")),
+            Some(n) => Err(invalid(Some(i), format!("{p} has {n} pages (limit 2^31)"))),
+            None => Err(invalid(Some(i), format!("no pool {p} in the configuration"))),
         }
     };
     let inside = |first: u32, count: u32, pages: u64| u64::from(first) + u64::from(count) <= pages;
@@ -93,28 +140,37 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Str
             MemOp::Reset { pool, pages, page_size: ps } => {
                 pages_of(&pools, pool, i)?;
                 if *ps != page_size {
-                    return Err(format!("op {i}: reset of {pool} with page size {ps}, the run's is {page_size}"));
+                    return Err(invalid(
+                        Some(i),
+                        format!("reset of {pool} with page size {ps}, the run's is {page_size}"),
+                    ));
                 }
                 pools.insert(*pool, u64::from(*pages));
             }
             MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } => {
                 let n = pages_of(&pools, pool, i)?;
                 if let Some(r) = pages.iter().find(|r| !inside(r.first, r.count, n)) {
-                    return Err(format!("op {i}: pages {}+{} outside {pool} ({n} pages)", r.first, r.count));
+                    return Err(invalid(Some(i), format!("pages {}+{} outside {pool} ({n} pages)", r.first, r.count)));
                 }
             }
             MemOp::Write { pool, slots, .. } => {
                 let n = pages_of(&pools, pool, i)? * page_size;
                 for &(s, l, pos) in slots {
                     if s.checked_add(l).is_none_or(|e| e > n) || pos.checked_add(l).is_none() {
-                        return Err(format!("op {i}: slots {s}+{l} (position {pos}) outside {pool} ({n} slots)"));
+                        return Err(invalid(
+                            Some(i),
+                            format!("slots {s}+{l} (position {pos}) outside {pool} ({n} slots)"),
+                        ));
                     }
                 }
             }
             MemOp::Copy { src, dst, pages, .. } => {
                 let (ns, nd) = (pages_of(&pools, src, i)?, pages_of(&pools, dst, i)?);
                 if let Some(&(s, d, c)) = pages.iter().find(|&&(s, d, c)| !inside(s, c, ns) || !inside(d, c, nd)) {
-                    return Err(format!("op {i}: copy {s}->{d} of {c} pages outside {src} ({ns}) or {dst} ({nd})"));
+                    return Err(invalid(
+                        Some(i),
+                        format!("copy {s}->{d} of {c} pages outside {src} ({ns}) or {dst} ({nd})"),
+                    ));
                 }
             }
             MemOp::Read { pool, .. } => {
@@ -122,14 +178,36 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Str
             }
         }
     }
+    check_volume(mem)
+}
+
+/// Lowering walks copied and allocated pages one by one: bounds the work a (corrupt) log can ask
+/// for.
+fn check_volume(mem: &[(u64, MemOp)]) -> Result<(), LowerError> {
+    let mut total = 0u64;
+    for (i, (_, op)) in mem.iter().enumerate() {
+        total = total.saturating_add(match op {
+            MemOp::Copy { pages, .. } => pages.iter().map(|p| u64::from(p.2)).sum(),
+            MemOp::Alloc { pages, .. } => crate::pool::pages_in(pages),
+            _ => 0,
+        });
+        if total > MAX_LOWERED_PAGES {
+            return Err(invalid(
+                Some(i),
+                format!(
+                    "the memory log allocates or copies more than {MAX_LOWERED_PAGES} pages (the limit of confirm)"
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
 /// Rejects memory records whose numbers a well-formed trace never has (a hand-edited or corrupt
 /// trace must give an error, not a panic or a silently different program).
-fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
+fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), LowerError> {
     if page_size == 0 || page_size > 1 << 16 {
-        return Err(format!("page size {page_size} out of range"));
+        return Err(invalid(None, format!("page size {page_size} out of range")));
     }
     let max_slot = u64::from(u32::MAX) * page_size;
     let runs_ok = |runs: &[Run]| runs.iter().all(|r| r.first.checked_add(r.count).is_some());
@@ -145,28 +223,67 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), String> {
             }
         };
         if !ok {
-            return Err(format!("memory record {} has out-of-range page or slot numbers", i + 1));
+            return Err(invalid(Some(i), "out-of-range page or slot numbers".into()));
         }
     }
-    // Lowering walks copied pages one by one: bound the work a (corrupt) log can ask for.
-    let copied: u64 = mem
-        .iter()
-        .map(|(_, op)| match op {
-            MemOp::Copy { pages, .. } => pages.iter().map(|p| u64::from(p.2)).sum(),
-            MemOp::Alloc { pages, .. } => crate::pool::pages_in(pages),
-            _ => 0,
-        })
-        .sum();
-    if copied > MAX_LOWERED_PAGES {
-        return Err(format!(
-            "the memory log allocates or copies {copied} pages; confirm handles at most {MAX_LOWERED_PAGES}"
-        ));
-    }
-    Ok(())
+    check_volume(mem)
 }
 
-/// `mem` holds the memory log in order: `(t_ns, op)`. `page_size` is the run's page size.
-pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnShape) -> Result<Lowered, String> {
+/// What one record of the log clears.
+enum Zeroes {
+    /// Nothing.
+    None,
+    /// These pages (a free under `zero_on_free`).
+    Pages(Vec<Run>),
+    /// The whole pool (a node restart).
+    Pool,
+}
+
+/// Forward pass: the pages each record leaves as zeros. A free clears only the pages the
+/// freeing request holds (as `Pool::free` does: a bad free clears nothing); holders follow the
+/// `alloc` records of the log, and a `reset` drops them all.
+fn zeroing(mem: &[(u64, MemOp)], m: MemModel) -> Vec<Zeroes> {
+    let mut holders: BTreeMap<PoolId, IntervalMap<Holder>> = BTreeMap::new();
+    mem.iter()
+        .map(|(_, op)| match op {
+            MemOp::Reset { pool, .. } => {
+                holders.remove(pool);
+                Zeroes::Pool
+            }
+            MemOp::Alloc { pool, r, pages } => {
+                let h = holders.entry(*pool).or_insert_with(IntervalMap::new);
+                for p in pages {
+                    h.set(u64::from(p.first), u64::from(p.end()), Holder::Req(*r));
+                }
+                Zeroes::None
+            }
+            MemOp::Free { pool, r, pages } => {
+                let h = holders.entry(*pool).or_insert_with(IntervalMap::new);
+                let mut ok: Vec<Run> = Vec::new();
+                for p in pages {
+                    for (s, e, who) in h.pieces(u64::from(p.first), u64::from(p.end())) {
+                        if who == Some(Holder::Req(*r)) {
+                            push_run(&mut ok, Run { first: s as u32, count: (e - s) as u32 });
+                        }
+                    }
+                }
+                for p in &ok {
+                    h.clear(u64::from(p.first), u64::from(p.end()));
+                }
+                if m.zero_on_free && !ok.is_empty() {
+                    Zeroes::Pages(ok)
+                } else {
+                    Zeroes::None
+                }
+            }
+            _ => Zeroes::None,
+        })
+        .collect()
+}
+
+/// `mem` holds the memory log in order: `(t_ns, op)`; `m` is the run's memory semantics.
+pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape) -> Result<Lowered, LowerError> {
+    let page_size = m.page_size;
     validate(mem, page_size)?;
     // 1. Find each target's read op and the reader's block table at that moment.
     let mut wanted: Vec<(PoolId, u32, Option<u64>, String)> = Vec::new();
@@ -235,11 +352,15 @@ pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnSh
         f.1.id = n as u64;
     }
     if found.is_empty() {
-        return Err("no matching attention read in the trace's memory log".into());
+        return Err(LowerError::NoRead("no matching attention read in the trace's memory log".into()));
     }
-    // 2. Reverse pass: the pages each read depends on, and every op that shaped them.
+    // 2. Reverse pass: the pages each read depends on (`live`), and every op that shaped them.
+    // A page leaves `live` at an op that replaces its whole content (a zeroing, a page copy);
+    // `all` keeps every page ever live, the pages of the program.
     let last = found.iter().map(|f| f.0).max().expect("non-empty");
-    let mut needed: BTreeMap<PoolId, BTreeSet<u32>> = BTreeMap::new();
+    let zeroes = zeroing(&mem[..=last], m);
+    let mut live: BTreeMap<PoolId, BTreeSet<u32>> = BTreeMap::new();
+    let mut all: BTreeMap<PoolId, BTreeSet<u32>> = BTreeMap::new();
     let mut keep = vec![false; last + 1];
     let mut targets_at: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, f) in found.iter().enumerate() {
@@ -248,40 +369,60 @@ pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnSh
     let table_pages = |table: &[Run], seq_len: u64| -> Vec<u32> {
         crate::pool::prefix_pages(table, seq_len.div_ceil(page_size)).iter().flat_map(|r| r.first..r.end()).collect()
     };
+    let mut make_live = |live: &mut BTreeMap<PoolId, BTreeSet<u32>>, pool: PoolId, pages: &[u32]| {
+        live.entry(pool).or_default().extend(pages.iter().copied());
+        all.entry(pool).or_default().extend(pages.iter().copied());
+    };
     for i in (0..=last).rev() {
         if let Some(ks) = targets_at.get(&i) {
             for k in ks {
                 let f = &found[*k];
-                needed.entry(f.1.pool).or_default().extend(table_pages(&f.2, f.1.seq_len));
+                make_live(&mut live, f.1.pool, &table_pages(&f.2, f.1.seq_len));
             }
         }
-        match &mem[i].1 {
-            MemOp::Write { pool, slots, .. } => {
-                if let Some(set) = needed.get(pool) {
+        match (&mem[i].1, &zeroes[i]) {
+            (MemOp::Reset { pool, .. }, Zeroes::Pool) => {
+                keep[i] = live.remove(pool).is_some_and(|set| !set.is_empty());
+            }
+            (MemOp::Free { pool, .. }, Zeroes::Pages(runs)) => {
+                if let Some(set) = live.get_mut(pool) {
+                    for r in runs {
+                        let hit: Vec<u32> = set.range(r.first..r.end()).copied().collect();
+                        keep[i] |= !hit.is_empty();
+                        for p in hit {
+                            set.remove(&p);
+                        }
+                    }
+                }
+            }
+            (MemOp::Write { pool, slots, .. }, _) => {
+                if let Some(set) = live.get(pool) {
                     keep[i] = slots.iter().any(|&(s, l, _)| {
                         set.range((s / page_size) as u32..(s + l).div_ceil(page_size) as u32).next().is_some()
                     });
                 }
             }
-            MemOp::Copy { src, dst, pages, .. } => {
+            (MemOp::Copy { src, dst, pages, .. }, _) => {
+                // Runs land in order: walk them backwards, so a page a later run overwrote is no
+                // longer live for an earlier one.
                 let mut srcs = Vec::new();
-                if let Some(set) = needed.get(dst) {
-                    for &(s, d, c) in pages {
-                        for k in 0..c {
-                            if set.contains(&(d + k)) {
-                                srcs.push(s + k);
-                            }
+                for &(s, d, c) in pages.iter().rev() {
+                    for k in 0..c {
+                        if live.get_mut(dst).is_some_and(|set| set.remove(&(d + k))) {
+                            srcs.push(s + k);
                         }
                     }
-                }
-                if !srcs.is_empty() {
-                    keep[i] = true;
-                    needed.entry(*src).or_default().extend(srcs);
+                    if !srcs.is_empty() {
+                        keep[i] = true;
+                        make_live(&mut live, *src, &srcs);
+                        srcs.clear();
+                    }
                 }
             }
             _ => {}
         }
     }
+    let needed = all;
     // 3. Compact page ids per pool (page 0 stays reserved) and emit the program in order.
     let pool_ids: BTreeMap<PoolId, u32> = needed.keys().enumerate().map(|(i, p)| (*p, i as u32)).collect();
     let maps: BTreeMap<PoolId, BTreeMap<u32, u32>> = needed
@@ -335,6 +476,25 @@ pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnSh
                     }
                     ops.push(Op::Copy { src_pool: pool_ids[src], dst_pool: pool_ids[dst], pages: out });
                 }
+                MemOp::Reset { pool, .. } | MemOp::Free { pool, .. } => {
+                    // Every mapped page the engine cleared: all of the pool's on a reset.
+                    let map = &maps[pool];
+                    let mut out: Vec<(u32, u32)> = Vec::new();
+                    let mut push = |np: u32| match out.last_mut() {
+                        Some(x) if x.0 + x.1 == np => x.1 += 1,
+                        _ => out.push((np, 1)),
+                    };
+                    match &zeroes[i] {
+                        Zeroes::Pool => map.values().for_each(|&np| push(np)),
+                        Zeroes::Pages(runs) => {
+                            for r in runs {
+                                map.range(r.first..r.end()).for_each(|(_, &np)| push(np));
+                            }
+                        }
+                        Zeroes::None => {}
+                    }
+                    ops.push(Op::Zero { pool: pool_ids[pool], pages: out });
+                }
                 _ => {}
             }
         }
@@ -364,6 +524,7 @@ pub fn lower(mem: &[(u64, MemOp)], page_size: u64, select: Select, shape: AttnSh
     let ops_kept = keep.iter().filter(|k| **k).count();
     Ok(Lowered {
         program: Program { pools, ops, shape },
+        depends_on: needed,
         targets: found.into_iter().map(|f| f.1).collect(),
         pages_kept,
         ops_kept,

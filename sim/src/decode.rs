@@ -329,6 +329,14 @@ impl World {
             }
             let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
             self.oracle.check_read(&ctx, &s);
+            if let Some(audit) = self.read_audit.as_mut() {
+                let d = &self.decode[n as usize].reqs[&r];
+                let shared = d.shared_tokens;
+                let shared = |w: &crate::pool::Writer, pos: u64| pos < shared && w.pos == pos;
+                let pool = &self.decode[n as usize].pool;
+                let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &shared, self.now);
+                audit.push(a);
+            }
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
             // The new token's KV: grow by a page at a page boundary.
             if seq_len == table_pages * ps {

@@ -459,9 +459,9 @@ pub fn parse_trace(data: &[u8]) {
     if confirm::validate_mem_log(&log.mem, cfg).is_err() || !within_budget(&log.mem, cfg) {
         return;
     }
+    let model = confirm::MemModel::of(cfg);
     let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
-    let _ =
-        confirm::lower(&log.mem, page_size, Select::Violations { violations: &log.footer.violations, max: 8 }, shape);
+    let _ = confirm::lower(&log.mem, model, Select::Violations { violations: &log.footer.violations, max: 8 }, shape);
     let mut readers: Vec<u32> = log
         .mem
         .iter()
@@ -474,7 +474,7 @@ pub fn parse_trace(data: &[u8]) {
     readers.dedup();
     readers.truncate(4);
     if !readers.is_empty() {
-        let _ = confirm::lower(&log.mem, page_size, Select::Requests(&readers), shape);
+        let _ = confirm::lower(&log.mem, model, Select::Requests(&readers), shape);
     }
 }
 

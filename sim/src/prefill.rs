@@ -420,6 +420,14 @@ impl World {
             self.note_foreign_writes(pool_id, r, rep, "prefill write");
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);
+            if let Some(audit) = self.read_audit.as_mut() {
+                let pr = &self.prefill[n as usize].reqs[&r];
+                let reused = pr.reused_tokens;
+                let shared = |w: &crate::pool::Writer, pos: u64| pos < reused && w.pos == pos;
+                let pool = &self.prefill[n as usize].pool;
+                let a = crate::check::oracle::audit_read(pool, &pr.pages, to, r, tenant, &shared, self.now);
+                audit.push(a);
+            }
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {

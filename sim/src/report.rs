@@ -13,6 +13,9 @@ pub mod exit {
     pub const CLEAN: i32 = 0;
     pub const BAD_INPUT: i32 = 2;
     pub const DIVERGED: i32 = 3;
+    /// `confirm`: the GPU failed while replaying (CUDA driver error such as out of memory or a
+    /// failed launch, or an NVRTC compile error) — neither bad input nor a missing backend.
+    pub const GPU_RUNTIME: i32 = 4;
     pub const SAFETY: i32 = 10;
     pub const LIVENESS: i32 = 11;
 }

@@ -162,7 +162,7 @@ pub enum Item {
         text: String,
         line: Line,
     },
-    Footer(Footer),
+    Footer(Box<Footer>),
 }
 
 /// The one reader of trace files, for every command that reads one (`replay`, `shrink`,
@@ -252,21 +252,25 @@ impl<R: std::io::BufRead> TraceReader<R> {
                     return Err(self.err(format!("not a trace record: {e}")));
                 }
                 self.done = true;
-                Ok(Some(Item::Footer(f)))
+                Ok(Some(Item::Footer(Box::new(f))))
             }
             Err(e) => Err(self.err(format!("not a trace record: {e}"))),
         }
     }
 
     /// Reads to the end: the memory operations (time, op) and the footer, which must be there.
-    pub fn mem_log(mut self) -> Result<MemLog, TraceError> {
+    pub fn mem_log(mut self) -> Result<TraceMemLog, TraceError> {
         let mut mem = Vec::new();
+        let mut lines = Vec::new();
         let mut footer = None;
         while let Some(item) = self.next_item()? {
             match item {
-                Item::Record { line: Line { t, rec: TraceRecord::Mem(op) }, .. } => mem.push((t, op)),
+                Item::Record { line: Line { t, rec: TraceRecord::Mem(op) }, .. } => {
+                    mem.push((t, op));
+                    lines.push(self.line);
+                }
                 Item::Record { .. } => {}
-                Item::Footer(f) => footer = Some(f),
+                Item::Footer(f) => footer = Some(*f),
             }
         }
         let footer = footer.ok_or_else(|| TraceError {
@@ -274,29 +278,77 @@ impl<R: std::io::BufRead> TraceReader<R> {
             line: 0,
             message: "no footer (the trace was cut short)".into(),
         })?;
-        Ok(MemLog { header: self.header, mem, footer })
+        Ok(TraceMemLog { header: self.header, mem, lines, footer })
     }
 }
 
-/// What `confirm` needs of a trace.
+/// What `confirm` needs of a trace file.
 #[derive(Debug, Clone)]
-pub struct MemLog {
+pub struct TraceMemLog {
     pub header: Header,
     pub mem: Vec<(u64, MemOp)>,
+    /// The file line of each memory operation, for messages.
+    pub lines: Vec<usize>,
     pub footer: Footer,
 }
 
-/// `--trace-filter`: the violating requests and, per pool, the pages their violations name.
+/// `--trace-filter`: the violating requests and, per pool, the pages their violations name and
+/// every page their violating reads depend on (see [`Filter::for_run`]).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Filter {
     pub requests: BTreeSet<u32>,
     pub pages: BTreeMap<String, Vec<(u32, u32)>>,
 }
 
+/// Whether any page of `pages` lies in `runs` (sorted, disjoint: see [`normalize`]).
 fn overlaps(runs: &[(u32, u32)], pages: &[Run]) -> bool {
-    pages
-        .iter()
-        .any(|p| runs.iter().any(|&(f, c)| p.first < f.saturating_add(c) && f < p.first.saturating_add(p.count)))
+    pages.iter().any(|p| {
+        // The first run that ends after the page run starts; it overlaps if it starts before
+        // the page run ends.
+        let i = runs.partition_point(|&(f, c)| u64::from(f) + u64::from(c) <= u64::from(p.first));
+        runs.get(i).is_some_and(|&(f, _)| u64::from(f) < u64::from(p.first) + u64::from(p.count))
+    })
+}
+
+/// Sorts page runs and merges overlapping and adjacent ones (ends clamped to `u32::MAX`).
+fn normalize(runs: &mut Vec<(u32, u32)>) {
+    runs.retain(|r| r.1 > 0);
+    runs.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(runs.len());
+    for &(f, c) in runs.iter() {
+        let end = (u64::from(f) + u64::from(c)).min(u64::from(u32::MAX));
+        match out.last_mut() {
+            Some(last) if u64::from(last.0) + u64::from(last.1) >= u64::from(f) => {
+                last.1 = (end.max(u64::from(last.0) + u64::from(last.1)) - u64::from(last.0)) as u32;
+            }
+            _ => out.push((f, (end - u64::from(f)) as u32)),
+        }
+    }
+    *runs = out;
+}
+
+/// Sorted pages as `(first, count)` runs.
+fn pages_to_runs(pages: BTreeSet<u32>) -> Vec<(u32, u32)> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for p in pages {
+        match runs.last_mut() {
+            Some(r) if r.0 + r.1 == p => r.1 += 1,
+            _ => runs.push((p, 1)),
+        }
+    }
+    runs
+}
+
+/// A trace sink that keeps only the memory log (for [`Filter::for_run`]).
+#[derive(Default)]
+pub struct MemLog(pub std::rc::Rc<std::cell::RefCell<Vec<(u64, MemOp)>>>);
+
+impl crate::trace::TraceSink for MemLog {
+    fn record(&mut self, at: Instant, rec: &TraceRecord) {
+        if let TraceRecord::Mem(op) = rec {
+            self.0.borrow_mut().push((at.0, op.clone()));
+        }
+    }
 }
 
 impl Filter {
@@ -320,14 +372,43 @@ impl Filter {
             if let (Some(pool), false) = (v.pool, v.page_runs.is_empty()) {
                 let e = f.pages.entry(pool.to_string()).or_default();
                 e.extend(v.page_runs.iter().map(|r| (r.first, r.count)));
-                e.sort();
-                e.dedup();
+                normalize(e);
             }
             if let Some(c) = v.culprit {
                 f.requests.insert(c.request.0);
             }
         }
         f
+    }
+
+    /// The filter of a finished run: [`Filter::from_violations`] plus every page the violating
+    /// reads depend on, as `confirm::lower` traces them back (through copies to their source
+    /// pages, up to the frees and restarts that cleared them). Every record that touches one of
+    /// those pages is kept, so the history of each page a kept read reads — the prefill writes
+    /// behind a copy, another request's allocation and free of a page that `zero_on_free`
+    /// clears — is in the filtered trace, and `kvsim confirm` on it lowers the same program as on
+    /// the full trace. `mem` is the run's whole memory log.
+    pub fn for_run(w: &crate::world::World, mem: &[(u64, MemOp)]) -> Filter {
+        let mut f = Filter::from_violations(&w.oracle.violations);
+        let report = crate::report::Report::build(w, String::new());
+        let select = crate::confirm::Select::Violations { violations: &report.violations, max: usize::MAX };
+        let shape = kvsim_gpu::AttnShape::default_small();
+        // A run's own log always lowers; without a violating read there is nothing to add.
+        if let Ok(l) = crate::confirm::lower(mem, crate::confirm::MemModel::of(&w.cfg), select, shape) {
+            for (pool, pages) in l.depends_on {
+                let e = f.pages.entry(pool.to_string()).or_default();
+                e.extend(pages_to_runs(pages));
+                normalize(e);
+            }
+        }
+        f
+    }
+
+    /// The same filter with every pool's page runs sorted and merged, as `keeps` expects (the
+    /// constructors produce that; a filter read from a file goes through here).
+    pub fn normalized(mut self) -> Filter {
+        self.pages.values_mut().for_each(normalize);
+        self
     }
 
     fn req(&self, r: RequestId) -> bool {
@@ -389,6 +470,16 @@ impl Filter {
 mod tests {
     use super::*;
     use crate::types::{Role, TenantId};
+
+    #[test]
+    fn page_runs_normalize_and_overlap() {
+        let mut runs = vec![(10, 5), (0, 2), (12, 10), (2, 1), (40, 0), (u32::MAX - 1, 5)];
+        normalize(&mut runs);
+        assert_eq!(runs, vec![(0, 3), (10, 12), (u32::MAX - 1, 1)]);
+        let hit = |first, count| overlaps(&runs, &[Run { first, count }]);
+        assert!(hit(2, 1) && hit(21, 9) && hit(5, 6) && hit(u32::MAX - 1, 1));
+        assert!(!hit(3, 7) && !hit(22, 100) && !hit(5, 0));
+    }
 
     #[test]
     fn lines_round_trip() {

@@ -185,6 +185,9 @@ pub struct World {
     pub event_limit_hit: bool,
     /// Prefix blocks every tenant sends (reusing them is not a side channel).
     pub public_blocks: std::collections::BTreeSet<u64>,
+    /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
+    /// Not part of the trace or its hash.
+    pub read_audit: Option<Vec<crate::check::oracle::ReadAudit>>,
 }
 
 impl World {
@@ -211,6 +214,7 @@ impl World {
             ended_at: Instant(0),
             event_limit_hit: false,
             public_blocks: Default::default(),
+            read_audit: None,
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);

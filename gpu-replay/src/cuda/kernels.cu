@@ -6,8 +6,10 @@
 //   KVH         kv_heads                 PAGE_SIZE  slots per page
 //   VEC         elements per vector load VBYTES     VEC * sizeof(store_t) (2, 4, 8 or 16)
 //   LPT         lanes per token (a power of two <= 32)
-//   NW          warps per block          PART  tokens per partition (flash-decoding split)
+//   NW          warps per block          MINB  blocks per SM __launch_bounds__ must allow
 //   UNROLL      tokens in flight per lane group
+// The partition length (flash-decoding split) is a kernel argument, chosen on the host from
+// the SM count and the read's length (kernels.rs `split`).
 //
 // Layout of a pool (K and V alike): [page][slot in page][kv head][head dim], so slot s of
 // KV head g starts at element (s * KVH + g) * HD.
@@ -149,8 +151,7 @@ extern "C" __global__ void kv_write(store_t* __restrict__ K, store_t* __restrict
 
 // ---- paged decode attention, flash-decoding split ----
 
-__device__ __forceinline__ void load_chunk(const store_t* p, float* out) {
-    const vec_t raw = *reinterpret_cast<const vec_t*>(p);
+__device__ __forceinline__ void convert(const vec_t& raw, float* out) {
     const store_t* e = reinterpret_cast<const store_t*>(&raw);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) out[i] = to_f32(e[i]);
@@ -158,11 +159,11 @@ __device__ __forceinline__ void load_chunk(const store_t* p, float* out) {
 
 // Turns the stored reserved dims [flag, hi, lo] of a value into the effective
 // [flag, own, foreign] for the reader (src/values.rs effective_reserved).
-__device__ __forceinline__ void provenance(const store_t* vp, int chunk, float* v, float rhi,
+__device__ __forceinline__ void provenance(const store_t* rsv, int chunk, float* v, float rhi,
                                            float rlo) {
-    const float flag = to_f32(vp[HD - 3]);
-    const float hi = to_f32(vp[HD - 2]);
-    const float lo = to_f32(vp[HD - 1]);
+    const float flag = to_f32(rsv[0]);
+    const float hi = to_f32(rsv[1]);
+    const float lo = to_f32(rsv[2]);
     const bool written = flag == 1.0f;
     const bool own = written && hi == rhi && lo == rlo;
 #pragma unroll
@@ -173,16 +174,16 @@ __device__ __forceinline__ void provenance(const store_t* vp, int chunk, float* 
     }
 }
 
-// Grid (n_parts, KVH); block NW warps. A warp holds TPW token groups of LPT lanes; each
+// Grid (n_parts, KVH); block NW warps; partition p holds tokens [p * part_tokens, ...). A warp holds TPW token groups of LPT lanes; each
 // lane group walks its tokens with an online softmax for the G query heads of KV head
 // blockIdx.y, then the groups and warps merge. Writes the partition's max, sum and
 // unnormalised accumulator per query head.
-extern "C" __global__ void __launch_bounds__(NW * 32)
+extern "C" __global__ void __launch_bounds__(NW * 32, MINB)
 attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
              const unsigned int* __restrict__ pages, const float* __restrict__ q,
              float* __restrict__ part_m, float* __restrict__ part_l,
-             float* __restrict__ part_acc, unsigned int seq_len, unsigned int reader_tenant,
-             float scale) {
+             float* __restrict__ part_acc, unsigned int seq_len, unsigned int part_tokens,
+             unsigned int reader_tenant, float scale) {
     __shared__ float sm_m[NW][G];
     __shared__ float sm_l[NW][G];
     __shared__ float sm_acc[NW][G][HD];
@@ -213,39 +214,56 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
         }
     }
 
-    const unsigned int t0 = part * PART;
-    const unsigned int t_end = min(t0 + PART, seq_len);
+    const unsigned int t0 = part * part_tokens;
+    const unsigned int t_end = min(t0 + part_tokens, seq_len);
     const unsigned int my = warp * TPW + tg;
     for (unsigned int base = t0; base < t_end; base += NGROUPS * UNROLL) {
-        float kf[UNROLL][CPL][VEC];
-        float vf[UNROLL][CPL][VEC];
+        // 1. Issue every load of the UNROLL tokens before converting any: the page indices,
+        //    then the K and V vectors and the stored provenance dims, all in flight together.
+        unsigned long long slot[UNROLL];
         bool valid[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const unsigned int t = base + u * NGROUPS + my;
             valid[u] = t < t_end;
-            const unsigned long long slot =
-                valid[u] ? (unsigned long long)pages[t / PAGE_SIZE] * PAGE_SIZE + (t % PAGE_SIZE) : 0ull;
-            const store_t* kp = K + (slot * KVH + g) * HD;
-            const store_t* vp = V + (slot * KVH + g) * HD;
+            slot[u] = valid[u] ? (unsigned long long)pages[t / PAGE_SIZE] * PAGE_SIZE + (t % PAGE_SIZE) : 0ull;
+        }
+        vec_t kraw[UNROLL][CPL];
+        vec_t vraw[UNROLL][CPL];
+        store_t rsv[UNROLL][3];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const store_t* kp = K + (slot[u] * KVH + g) * HD;
+            const store_t* vp = V + (slot[u] * KVH + g) * HD;
 #pragma unroll
             for (int c = 0; c < CPL; ++c) {
                 const int chunk = sub + c * LPT;
                 if (valid[u] && chunk < NCHUNK) {
-                    load_chunk(kp + chunk * VEC, kf[u][c]);
-                    load_chunk(vp + chunk * VEC, vf[u][c]);
-                    if ((chunk + 1) * VEC > HD - 3) provenance(vp, chunk, vf[u][c], rhi, rlo);
-                } else {
-#pragma unroll
-                    for (int i = 0; i < VEC; ++i) {
-                        kf[u][c][i] = 0.0f;
-                        vf[u][c][i] = 0.0f;
-                    }
+                    kraw[u][c] = *reinterpret_cast<const vec_t*>(kp + chunk * VEC);
+                    vraw[u][c] = *reinterpret_cast<const vec_t*>(vp + chunk * VEC);
                 }
             }
+            if (valid[u]) {
+#pragma unroll
+                for (int i = 0; i < 3; ++i) rsv[u][i] = vp[HD - 3 + i];
+            }
         }
+        // 2. Per token: convert its K (scores), then its V (accumulate). Only the raw
+        //    vectors of the tokens in flight stay in registers.
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
+            float kf[CPL][VEC];
+            float vf[CPL][VEC];
+#pragma unroll
+            for (int c = 0; c < CPL; ++c) {
+                const int chunk = sub + c * LPT;
+                if (valid[u] && chunk < NCHUNK) {
+                    convert(kraw[u][c], kf[c]);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < VEC; ++i) kf[c][i] = 0.0f;
+                }
+            }
             float s[G];
 #pragma unroll
             for (int j = 0; j < G; ++j) {
@@ -253,7 +271,7 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
 #pragma unroll
                 for (int c = 0; c < CPL; ++c)
 #pragma unroll
-                    for (int i = 0; i < VEC; ++i) a = fmaf(qr[j][c][i], kf[u][c][i], a);
+                    for (int i = 0; i < VEC; ++i) a = fmaf(qr[j][c][i], kf[c][i], a);
                 s[j] = a;
             }
             // Every lane of the warp takes part in the shuffles (the loop is warp-uniform).
@@ -262,6 +280,17 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
 #pragma unroll
                 for (int j = 0; j < G; ++j) s[j] += __shfl_xor_sync(FULL_MASK, s[j], off);
             if (valid[u]) {
+#pragma unroll
+                for (int c = 0; c < CPL; ++c) {
+                    const int chunk = sub + c * LPT;
+                    if (chunk < NCHUNK) {
+                        convert(vraw[u][c], vf[c]);
+                        if ((chunk + 1) * VEC > HD - 3) provenance(rsv[u], chunk, vf[c], rhi, rlo);
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < VEC; ++i) vf[c][i] = 0.0f;
+                    }
+                }
 #pragma unroll
                 for (int j = 0; j < G; ++j) {
                     const float mn = fmaxf(m[j], s[j]);
@@ -272,7 +301,7 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
                     for (int c = 0; c < CPL; ++c)
 #pragma unroll
                         for (int i = 0; i < VEC; ++i)
-                            acc[j][c][i] = fmaf(p, vf[u][c][i], acc[j][c][i] * corr);
+                            acc[j][c][i] = fmaf(p, vf[c][i], acc[j][c][i] * corr);
                     m[j] = mn;
                 }
             }
@@ -346,8 +375,10 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
 }
 
 // Grid (heads); block RED_THREADS. Merges the partitions of one query head into the
-// normalised output out[h * HD + d]. Every partition holds at least one token, so every
-// part_m is finite.
+// normalised output out[h * HD + d], in parallel over partitions: thread t takes dim
+// t % HD of the partitions p = t / HD (mod RED_SLICES), then the slices are summed in shared
+// memory. Every partition holds at least one token, so every part_m is finite.
+#define RED_SLICES (RED_THREADS / HD)
 extern "C" __global__ void __launch_bounds__(RED_THREADS)
 attn_reduce(const float* __restrict__ part_m, const float* __restrict__ part_l,
             const float* __restrict__ part_acc, float* __restrict__ out, unsigned int n_parts) {
@@ -380,13 +411,22 @@ attn_reduce(const float* __restrict__ part_m, const float* __restrict__ part_l,
         __syncthreads();
     }
     const float L = red[0];
+    __syncthreads();
 
-    for (unsigned int d = tid; d < HD; d += RED_THREADS) {
-        float a = 0.0f;
-        for (unsigned int p = 0; p < n_parts; ++p) {
+    const unsigned int d = tid % HD;
+    const unsigned int slice = tid / HD;
+    float a = 0.0f;
+    if (slice < RED_SLICES) {
+        for (unsigned int p = slice; p < n_parts; p += RED_SLICES) {
             const unsigned long long row = (unsigned long long)p * H + h;
             a += part_acc[row * HD + d] * expf(part_m[row] - M);
         }
-        out[h * HD + d] = a / L;
+    }
+    red[tid] = a;
+    __syncthreads();
+    if (tid < HD) {
+        float sum = 0.0f;
+        for (unsigned int k = 0; k < RED_SLICES; ++k) sum += red[k * HD + tid];
+        out[h * HD + tid] = sum / L;
     }
 }

@@ -1,11 +1,12 @@
 //! The CUDA backend: pools in device memory, writes and paged attention as kernels.
 //!
 //! Each pool is one device allocation for K and one for V, zeroed once at creation
-//! (`alloc_zeros`), never again. Writes run `kv_write`, which derives the values on the
-//! device with the same hash as [`crate::values`]; copies are `memcpy_dtod` of whole page
-//! runs; frees do nothing. An `Attend` runs `attn_partial` (one block per 256-token
-//! partition and KV head, GQA heads sharing each K/V load) and `attn_reduce` (merges the
-//! partitions), timed with CUDA events.
+//! (`alloc_zeros`) and afterwards only by a `Zero` op (`cuMemsetD8Async` over the page
+//! runs). Writes run `kv_write`, which derives the values on the device with the same hash
+//! as [`crate::values`]; copies are `memcpy_dtod` of whole page runs; frees do nothing. An
+//! `Attend` runs `attn_partial` (one block per partition and KV head, GQA heads sharing each
+//! K/V load; the split fills the device's SMs, see [`KernelConfig::split`]) and `attn_reduce`
+//! (merges the partitions, in parallel over them), timed with CUDA events.
 //!
 //! Every run also replays the program on the CPU reference and reports the largest
 //! absolute difference of the output vectors; the verdict uses the device's output.
@@ -28,7 +29,7 @@ use crate::program::{expand_block_table, AttnShape, Op, PoolSpec, Program, SlotR
 use crate::values::derive_query;
 use crate::{AttendResult, Backend};
 
-use kernels::{KernelConfig, Output, PART_TOKENS, REDUCE_THREADS};
+use kernels::{KernelConfig, Output, REDUCE_THREADS};
 
 /// Checks, without panicking, that a CUDA driver, at least one device and NVRTC can be
 /// used. `Err` holds the reason for a [`GpuError::Unavailable`].
@@ -104,6 +105,8 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     device_name: String,
     compute_capability: (i32, i32),
+    /// Multiprocessors of the device (the flash-decoding split fills them).
+    sms: u32,
     kernels: BTreeMap<KernelConfig, Arc<Kernels>>,
     notes: Vec<String>,
     timings: Vec<AttendTiming>,
@@ -128,7 +131,11 @@ impl CudaBackend {
         let stream = ctx.default_stream();
         let device_name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         let compute_capability = ctx.compute_capability().map_err(driver("compute capability"))?;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver("cuDeviceGetAttribute (multiprocessors)"))?;
         Ok(CudaBackend {
+            sms: u32::try_from(sms).unwrap_or(1).max(1),
             ctx,
             stream,
             device_name,
@@ -262,6 +269,10 @@ impl CudaBackend {
                 }
                 // Freeing a page does not clear it, in the engine or here.
                 Op::Free { .. } => {}
+                Op::Zero { pool, pages } => {
+                    let dev = pools.get_mut(pool).ok_or_else(|| missing(*pool))?;
+                    self.zero(&p.shape, dev, pages)?;
+                }
                 Op::Attend { id, pool, reader, block_table, seq_len } => {
                     let dev = pools.get(pool).ok_or_else(|| missing(*pool))?;
                     let k = self.kernels_for(&p.shape, dev.spec.page_size)?;
@@ -302,6 +313,20 @@ impl CudaBackend {
         // SAFETY: the argument list matches kv_write's signature; every slot was validated
         // to lie inside the pool, so all stores stay inside `dev.k`/`dev.v`.
         unsafe { b.launch(cfg) }.map_err(driver("launch kv_write"))?;
+        Ok(())
+    }
+
+    /// Clears whole page runs of K and V with `cuMemsetD8Async` (stream-ordered).
+    fn zero(&self, shape: &AttnShape, dev: &mut DevPool, runs: &[(u32, u32)]) -> Result<(), GpuError> {
+        let page_bytes = dev.spec.page_size as usize * (shape.slot_bytes() / 2) as usize;
+        for &(first, count) in runs {
+            if count == 0 {
+                continue;
+            }
+            let (off, len) = (first as usize * page_bytes, count as usize * page_bytes);
+            self.stream.memset_zeros(&mut dev.k.slice_mut(off..off + len)).map_err(driver("memset K page run"))?;
+            self.stream.memset_zeros(&mut dev.v.slice_mut(off..off + len)).map_err(driver("memset V page run"))?;
+        }
         Ok(())
     }
 
@@ -371,7 +396,7 @@ impl CudaBackend {
         let d_pages = self.stream.clone_htod(&pages).map_err(driver("upload block table"))?;
         let d_q = self.stream.clone_htod(&query).map_err(driver("upload query"))?;
         let seq_len = read.seq_len as u32;
-        let n_parts = seq_len.div_ceil(PART_TOKENS);
+        let (n_parts, part_tokens) = k.cfg.split(seq_len, self.sms);
         let heads = shape.heads as usize;
         let hd = shape.head_dim as usize;
         let rows = n_parts as usize * heads;
@@ -400,6 +425,7 @@ impl CudaBackend {
                 .arg(&mut part_l)
                 .arg(&mut part_acc)
                 .arg(&seq_len)
+                .arg(&part_tokens)
                 .arg(&read.reader.tenant)
                 .arg(&scale);
             // SAFETY: arguments match attn_partial; the page list covers seq_len tokens and

@@ -4,7 +4,7 @@
 // stdin (whitespace separated):
 //   pool_slots
 //   n_writes, then per write: tenant request n_tok, then n_tok pairs "slot pos"
-//   n_reads,  then per read:  reader_tenant seq_len n_pages pages... heads q[heads*HD]
+//   n_reads,  then per read:  reader_tenant seq_len part_tokens n_pages pages... heads q[heads*HD]
 // stdout: per read, heads*HD output floats, one per line (%.9g).
 #include "emu.h"
 #include "kernel.cu"
@@ -33,8 +33,8 @@ int main() {
     unsigned int n_reads = 0;
     if (scanf("%u", &n_reads) != 1) return 2;
     for (unsigned int r = 0; r < n_reads; ++r) {
-        unsigned int reader, seq_len, n_pages, heads;
-        if (scanf("%u %u %u", &reader, &seq_len, &n_pages) != 3) return 2;
+        unsigned int reader, seq_len, part_tokens, n_pages, heads;
+        if (scanf("%u %u %u %u", &reader, &seq_len, &part_tokens, &n_pages) != 4) return 2;
         std::vector<unsigned int> pages(n_pages);
         for (auto& p : pages)
             if (scanf("%u", &p) != 1) return 2;
@@ -42,12 +42,12 @@ int main() {
         std::vector<float> q((size_t)heads * HD);
         for (auto& x : q)
             if (scanf("%f", &x) != 1) return 2;
-        const unsigned int n_parts = (seq_len + PART - 1) / PART;
+        const unsigned int n_parts = (seq_len + part_tokens - 1) / part_tokens;
         std::vector<float> pm((size_t)n_parts * heads), pl(pm.size()), pa(pm.size() * HD), out(q.size());
         const float scale = 1.0f / std::sqrt((float)HD);
         emu::launch(dim3{n_parts, KVH, 1}, dim3{NW * 32, 1, 1}, [&] {
             attn_partial(K.data(), V.data(), pages.data(), q.data(), pm.data(), pl.data(), pa.data(),
-                         seq_len, reader, scale);
+                         seq_len, part_tokens, reader, scale);
         });
         emu::launch(dim3{heads, 1, 1}, dim3{RED_THREADS, 1, 1}, [&] {
             attn_reduce(pm.data(), pl.data(), pa.data(), out.data(), n_parts);

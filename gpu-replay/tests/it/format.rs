@@ -89,6 +89,48 @@ fn copies_are_checked() {
 }
 
 #[test]
+fn zero_pages_are_checked() {
+    let why = invalid(&with(Op::Zero { pool: 0, pages: vec![(3, 2)] }));
+    assert!(why.contains("op 0") && why.contains("leave pool 0"), "{why}");
+    let why = invalid(&with(Op::Zero { pool: 5, pages: vec![(0, 1)] }));
+    assert!(why.contains("unknown pool 5"), "{why}");
+    let why = invalid(&with(Op::Zero { pool: 0, pages: vec![(u32::MAX, 2)] }));
+    assert!(why.contains("leave pool 0"), "{why}");
+}
+
+/// A write by tenant 7, then `Zero` of one of its two pages: the reader (tenant 8) sees
+/// foreign KV on the kept page and zeros on the cleared one; a `Free` alone clears nothing.
+#[test]
+fn zero_clears_whole_pages_and_free_does_not() {
+    let text = r#"{
+        "pools": [{"pool": 0, "pages": 3, "page_size": 4}],
+        "shape": {"heads": 2, "kv_heads": 1, "head_dim": 8, "dtype": "f16"},
+        "ops": [
+            {"op": "write", "pool": 0, "slots": [{"start_slot": 4, "len": 8, "first_pos": 0}],
+             "writer": {"tenant": 7, "request": 0}},
+            {"op": "free", "pool": 0, "pages": [[1, 2]]},
+            {"op": "attend", "id": 0, "pool": 0, "reader": {"tenant": 8, "request": 0},
+             "block_table": [[1, 2]], "seq_len": 8},
+            {"op": "zero", "pool": 0, "pages": [[2, 1]]},
+            {"op": "attend", "id": 1, "pool": 0, "reader": {"tenant": 8, "request": 0},
+             "block_table": [[1, 2]], "seq_len": 8},
+            {"op": "zero", "pool": 0, "pages": [[0, 3]]},
+            {"op": "attend", "id": 2, "pool": 0, "reader": {"tenant": 8, "request": 0},
+             "block_table": [[1, 2]], "seq_len": 8}
+        ]
+    }"#;
+    let p: Program = serde_json::from_str(text).expect("parse");
+    assert_eq!(serde_json::from_str::<Program>(&serde_json::to_string(&p).unwrap()).unwrap(), p);
+    let r = CpuBackend::new().run(&p).expect("run");
+    assert!((r[0].foreign_share - 1.0).abs() < 1e-6 && r[0].zeros_share.abs() < 1e-6, "{:?}", r[0]);
+    assert!(r[1].foreign_share > 0.05 && r[1].zeros_share > 0.05, "{:?}", r[1]);
+    assert!((r[1].foreign_share + r[1].zeros_share - 1.0).abs() < 1e-5, "{:?}", r[1]);
+    assert_eq!(r[1].per_tenant.len(), 1);
+    assert!(r[2].foreign_share.abs() < 1e-9 && (r[2].zeros_share - 1.0).abs() < 1e-6, "{:?}", r[2]);
+    assert!(r[2].per_tenant.is_empty(), "{:?}", r[2]);
+}
+
+#[test]
 fn reads_are_checked() {
     let read = |table: Vec<(u32, u32)>, seq_len| Op::Attend { id: 0, pool: 0, reader: W, block_table: table, seq_len };
     let why = invalid(&with(read(vec![(0, 2)], 33)));

@@ -1,7 +1,7 @@
 //! Property tests: the paged CPU kernel equals dense attention over the gathered slots.
 //!
 //! The oracle is independent of the replay: it tracks which `(writer, position)` each slot
-//! holds by itself (writes and page copies), re-derives the K/V values, builds the
+//! holds by itself (writes, page copies and zeroed pages), re-derives the K/V values, builds the
 //! effective provenance values from its own owner map, and runs [`dense_reference`] in f64.
 
 use std::collections::BTreeSet;
@@ -24,6 +24,8 @@ struct Case {
     writes: Vec<(u32, u32, u32, u64, u64, u64)>,
     /// (src_page, dst_page, count) from pool 0 to pool 1, reduced modulo the pool.
     copies: Vec<(u32, u32, u32)>,
+    /// (pool, first_page, count) cleared after the copy, reduced modulo the pool.
+    zeros: Vec<(u32, u32, u32)>,
     read_pool: u32,
     reader: (u32, u32),
     table: Vec<u32>,
@@ -38,18 +40,20 @@ fn case() -> impl Strategy<Value = Case> {
         1u32..=8,
         prop::collection::vec((0u32..2, 0u32..4, 0u32..3, any::<u64>(), any::<u64>(), 0u64..1 << 40), 0..6),
         prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..3),
+        prop::collection::vec((0u32..2, any::<u32>(), any::<u32>()), 0..3),
         0u32..2,
         (0u32..4, 0u32..3),
         prop::collection::vec(any::<u32>(), 1..=8),
         any::<u64>(),
     )
-        .prop_map(|(shape, dtype, page_size, pages, writes, copies, read_pool, reader, table, seq)| Case {
+        .prop_map(|(shape, dtype, page_size, pages, writes, copies, zeros, read_pool, reader, table, seq)| Case {
             shape,
             dtype,
             page_size,
             pages,
             writes,
             copies,
+            zeros,
             read_pool,
             reader,
             table,
@@ -88,6 +92,11 @@ fn program(c: &Case) -> Program {
         .collect();
     ops.push(Op::Copy { src_pool: 0, dst_pool: 1, pages: copies });
     ops.push(Op::Free { pool: 0, pages: vec![(0, c.pages)] });
+    for &(pool, first, count) in &c.zeros {
+        let first = first % c.pages;
+        let count = count % (c.pages - first + 1);
+        ops.push(Op::Zero { pool, pages: vec![(first, count)] });
+    }
     let table: Vec<(u32, u32)> = c.table.iter().map(|&p| (p % c.pages, 1)).collect();
     let table_slots = table.len() as u64 * u64::from(ps);
     ops.push(Op::Attend {
@@ -132,6 +141,11 @@ fn oracle(p: &Program) -> (Vec<f32>, BTreeSet<u32>) {
                 }
             }
             Op::Free { .. } => {}
+            Op::Zero { pool, pages } => {
+                for &(first, count) in pages {
+                    owner[*pool as usize][first as usize * ps..(first + count) as usize * ps].fill(None);
+                }
+            }
             Op::Attend { pool, reader, block_table, seq_len, .. } => {
                 let slot_elems = shape.slot_elems() as usize;
                 let hd = shape.head_dim;

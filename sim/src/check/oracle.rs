@@ -157,6 +157,56 @@ pub fn summarize(
     s
 }
 
+/// A whole read (positions `0..seq_len`) as the oracle sees it, slot by slot, as counts: what
+/// `World::audit_reads` collects for tests that check a replay against the model (decode reads
+/// are checked incrementally, so a violation's `slots` may cover only part of its read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadAudit {
+    pub at: Instant,
+    pub pool: PoolId,
+    pub reader: RequestId,
+    pub tenant: TenantId,
+    pub seq_len: u64,
+    /// Never-written (zero) slots: the oracle's `uninit`.
+    pub zeros: u64,
+    /// Slots written by the reader's tenant (any request).
+    pub own_tenant: u64,
+    /// Slots written by another tenant, legitimate shared prefixes included.
+    pub other_tenant: u64,
+    /// The oracle's verdict for the whole read: slots it calls foreign (`cross_tenant_read`).
+    pub foreign: u64,
+}
+
+/// Audits positions `0..seq_len` of `table`; `shared` as for [`summarize`].
+pub fn audit_read(
+    pool: &Pool,
+    table: &[Run],
+    seq_len: u64,
+    reader: RequestId,
+    tenant: TenantId,
+    shared: &dyn Fn(&Writer, u64) -> bool,
+    at: Instant,
+) -> ReadAudit {
+    let s = summarize(pool, table, 0, seq_len, reader, tenant, shared);
+    let (mut own_tenant, mut other_tenant) = (0, 0);
+    pool.read(table, 0, seq_len, |_, _, len, w| match w {
+        Some(w) if w.tenant == tenant => own_tenant += len,
+        Some(_) => other_tenant += len,
+        None => {}
+    });
+    ReadAudit {
+        at,
+        pool: pool.id,
+        reader,
+        tenant,
+        seq_len,
+        zeros: s.uninit,
+        own_tenant,
+        other_tenant,
+        foreign: s.foreign,
+    }
+}
+
 /// Collects violations; one record per (kind, request), every occurrence counted.
 #[derive(Debug, Default)]
 pub struct Oracle {

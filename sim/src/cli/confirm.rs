@@ -1,11 +1,17 @@
 //! `kvsim confirm TRACE_OR_FAILURE`: replays the trace's memory log for the violating reads on a
 //! KV page backend (CPU reference or CUDA) and measures whose KV reached the attention output.
-//! Exit 10 when any leak is confirmed, 0 when none, 3 when the backend is unavailable, 2 on bad
-//! input.
+//! Exit 10 when any leak is confirmed, 0 when none, 3 when the backend is unavailable, 4 when the
+//! GPU fails during the replay (CUDA error, out of memory, NVRTC compile error), 2 on bad input.
+//!
+//! Test hook: `KVSIM_INJECT_GPU_ERROR=cuda|compile|unavailable|too_large` makes the backend's run
+//! fail with that error (after a successful selection), so the exit paths are tested without a
+//! GPU.
 
-use kvsim::confirm::{lower, Select};
+use kvsim::confirm::{lower, LowerError, MemModel, Select};
 use kvsim::report::exit;
-use kvsim_gpu::{AttnShape, BackendChoice, Dtype, GpuError};
+use kvsim::report::ViolationOut;
+use kvsim::trace::MemOp;
+use kvsim_gpu::{AttnShape, Backend, BackendChoice, Dtype, GpuError, Program};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
@@ -33,10 +39,29 @@ pub struct ConfirmOpts {
     pub request: Vec<u32>,
 }
 
+impl ConfirmOpts {
+    /// The defaults of `kvsim confirm` (the attention shape, 1% threshold) on `backend`.
+    pub fn defaults(input: String, backend: &str, max_reads: usize) -> ConfirmOpts {
+        ConfirmOpts {
+            input,
+            backend: backend.to_string(),
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 64,
+            dtype: "f16".into(),
+            max_reads,
+            threshold: 0.01,
+            request: vec![],
+        }
+    }
+}
+
 /// Verdict of one confirm run, for `fuzz --confirm`.
 pub struct Verdict {
     pub confirmed: usize,
     pub reads: usize,
+    /// Reads whose replay does not show what the model saw (see `confirm_log`).
+    pub disagreements: usize,
     pub backend: String,
     pub text: String,
 }
@@ -58,13 +83,48 @@ pub fn run(o: &ConfirmOpts) -> i32 {
     }
 }
 
+/// A memory log to confirm, with where it came from.
+pub struct Log {
+    /// The trace file's path, or what the log came from (`kvsim run`).
+    pub label: String,
+    pub config: kvsim::config::SimConfig,
+    pub seed: u64,
+    pub mem: Vec<(u64, MemOp)>,
+    /// The file line of each memory record (empty when the log did not come from a file).
+    pub lines: Vec<usize>,
+    pub violations: Vec<ViolationOut>,
+}
+
 pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
+    let log = read_log(&o.input)?;
+    confirm_log(&log, o)
+}
+
+/// Reads a trace file (or a saved failure directory holding `trace.jsonl`).
+pub fn read_log(input: &str) -> Result<Log, (i32, String)> {
     let bad = |m: String| (exit::BAD_INPUT, m);
-    let path = if std::path::Path::new(&o.input).is_dir() {
-        format!("{}/trace.jsonl", o.input.trim_end_matches('/'))
+    let path = if std::path::Path::new(input).is_dir() {
+        format!("{}/trace.jsonl", input.trim_end_matches('/'))
     } else {
-        o.input.clone()
+        input.to_string()
     };
+    let log = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
+        .and_then(|r| r.mem_log())
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(Log {
+        label: path,
+        config: log.header.config,
+        seed: log.header.seed,
+        mem: log.mem,
+        lines: log.lines,
+        violations: log.footer.violations,
+    })
+}
+
+/// Lowers and replays a memory log's violating reads (or `o.request`'s last reads).
+pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
+    let bad = |m: String| (exit::BAD_INPUT, m);
+    let path = &log.label;
     let choice: BackendChoice = o.backend.parse().map_err(bad)?;
     let dtype = match o.dtype.as_str() {
         "f16" => Dtype::F16,
@@ -74,38 +134,41 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
     };
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
     shape.validate().map_err(|e| bad(e.to_string()))?;
-    let log = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
-        .and_then(|r| r.mem_log())
-        .map_err(|e| bad(e.to_string()))?;
-    let (header, mem, footer) = (log.header, log.mem, log.footer);
-    kvsim::confirm::validate_mem_log(&mem, &header.config)
-        .map_err(|e| bad(format!("{path}: corrupt memory log: {e}")))?;
+    // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".
+    let at = |e: &LowerError| match e {
+        LowerError::Invalid { op: Some(i), .. } => match log.lines.get(*i) {
+            Some(line) => format!("{path}:{line}"),
+            None => format!("{path}: memory record {}", i + 1),
+        },
+        _ => path.clone(),
+    };
+    kvsim::confirm::validate_mem_log(&log.mem, &log.config)
+        .map_err(|e| bad(format!("{}: invalid memory log: {e}", at(&e))))?;
     let select = if o.request.is_empty() {
-        Select::Violations { violations: &footer.violations, max: o.max_reads }
+        Select::Violations { violations: &log.violations, max: o.max_reads }
     } else {
         Select::Requests(&o.request)
     };
     let mut out = String::new();
-    let lowered = match lower(&mem, header.config.knobs.page_size, select, shape) {
+    let lowered = match lower(&log.mem, MemModel::of(&log.config), select, shape) {
         Ok(l) => l,
-        Err(e) if o.request.is_empty() => {
+        Err(LowerError::NoRead(e)) if o.request.is_empty() => {
             out.push_str(&format!("{path}: nothing to confirm: {e}\n"));
-            return Ok(Verdict { confirmed: 0, reads: 0, backend: "none".into(), text: out });
+            return Ok(Verdict { confirmed: 0, reads: 0, disagreements: 0, backend: "none".into(), text: out });
         }
+        Err(e @ LowerError::Invalid { .. }) => return Err(bad(format!("{}: invalid memory log: {e}", at(&e)))),
         Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
-    let (mut backend, note) = kvsim_gpu::select(choice).map_err(|e| match e {
-        GpuError::Unavailable(why) => (exit::DIVERGED, format!("backend {} unavailable: {why}", o.backend)),
-        e => (exit::BAD_INPUT, e.to_string()),
-    })?;
+    let (backend, note) = kvsim_gpu::select(choice).map_err(|e| gpu_error(&o.backend, "selecting the backend", e))?;
+    let mut backend = inject_failure(backend);
     if let Some(n) = note {
         out.push_str(&format!("note: {n}\n"));
     }
     out.push_str(&format!(
         "{path}: scenario {}, seed {}, profile {}; replaying {} of {} memory ops over {} pages on the {} backend ({} heads, {} KV heads, head dim {}, {})\n",
-        header.config.name,
-        header.seed,
-        header.config.profile,
+        log.config.name,
+        log.seed,
+        log.config.profile,
         lowered.ops_kept,
         lowered.ops_total,
         lowered.pages_kept,
@@ -115,17 +178,33 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
         shape.head_dim,
         shape.dtype.name()
     ));
-    let results = backend.run(&lowered.program).map_err(|e| match e {
-        GpuError::Unavailable(why) => (exit::DIVERGED, format!("backend unavailable: {why}")),
-        e => (exit::BAD_INPUT, format!("replay failed: {e}")),
-    })?;
-    let mut confirmed = 0;
+    let results = backend.run(&lowered.program).map_err(|e| gpu_error(&o.backend, &format!("replaying {path}"), e))?;
+    let (mut confirmed, mut disagreements) = (0, 0);
     for (t, r) in lowered.targets.iter().zip(&results) {
         let verdict = if r.foreign_share > o.threshold {
             confirmed += 1;
-            "CONFIRMED"
+            "CONFIRMED".to_string()
         } else {
-            "not confirmed"
+            "not confirmed".to_string()
+        };
+        // What the model said about this read must show in the replay's output.
+        // What the model said about this read must show in the replayed memory: the tokens the
+        // reader's attention read, by the tenant their stored provenance names.
+        let (other, own) = r.tokens_per_tenant.iter().fold(
+            (0, 0),
+            |(o, w), &(x, n)| {
+                if x == t.tenant {
+                    (o, w + n)
+                } else {
+                    (o + n, w)
+                }
+            },
+        );
+        let disagreement = match t.kind.as_str() {
+            "cross_tenant_read" if other == 0 => Some("the model saw another tenant's KV"),
+            "uninitialized_read" if r.zero_tokens == 0 => Some("the model saw never-written (zero) slots"),
+            "cross_request_read" if own == 0 => Some("the model saw another request of the tenant"),
+            _ => None,
         };
         let mut shares: Vec<(u32, f64)> = r.per_tenant.clone();
         shares.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -150,12 +229,59 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
         if let Some(d) = r.max_abs_diff_vs_cpu {
             out.push_str(&format!("; max |cuda - cpu| = {d:.2e}"));
         }
+        if let Some(what) = disagreement {
+            disagreements += 1;
+            out.push_str(&format!(
+                "\n  DISAGREEMENT between model and replay: {what}, the replayed memory holds none — investigate"
+            ));
+        }
         out.push('\n');
     }
     out.push_str(&format!(
-        "verdict: {confirmed} of {} read(s) confirmed as cross-tenant leaks (exit {})\n",
+        "verdict: {confirmed} of {} read(s) confirmed as cross-tenant leaks{} (exit {})\n",
         results.len(),
+        if disagreements > 0 { format!(", {disagreements} model/replay disagreement(s)") } else { String::new() },
         if confirmed > 0 { exit::SAFETY } else { exit::CLEAN }
     ));
-    Ok(Verdict { confirmed, reads: results.len(), backend: backend.name().to_string(), text: out })
+    Ok(Verdict { confirmed, reads: results.len(), disagreements, backend: backend.name().to_string(), text: out })
+}
+
+/// The exit code and message of a backend error: 3 when the backend is unavailable, 4 when the
+/// GPU failed at run time (a CUDA driver error — out of memory, a failed launch — or an NVRTC
+/// compile error), 2 when the program is invalid or over a size limit (bad input).
+pub fn gpu_error(backend: &str, doing: &str, e: GpuError) -> (i32, String) {
+    match e {
+        GpuError::Unavailable(why) => (exit::DIVERGED, format!("backend {backend} unavailable: {why}")),
+        e @ (GpuError::Cuda(_) | GpuError::Compile(_)) => {
+            (exit::GPU_RUNTIME, format!("GPU failure while {doing} on the {backend} backend: {e}"))
+        }
+        e @ (GpuError::InvalidProgram(_) | GpuError::TooLarge { .. }) => (exit::BAD_INPUT, format!("{doing}: {e}")),
+    }
+}
+
+/// A backend whose every run fails with one error (the `KVSIM_INJECT_GPU_ERROR` test hook).
+struct Failing {
+    name: &'static str,
+    error: GpuError,
+}
+
+impl Backend for Failing {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn run(&mut self, _: &Program) -> Result<Vec<kvsim_gpu::AttendResult>, GpuError> {
+        Err(self.error.clone())
+    }
+}
+
+fn inject_failure(backend: Box<dyn Backend>) -> Box<dyn Backend> {
+    let Ok(kind) = std::env::var("KVSIM_INJECT_GPU_ERROR") else { return backend };
+    let error = match kind.as_str() {
+        "cuda" => GpuError::Cuda("alloc pool K: CUDA_ERROR_OUT_OF_MEMORY (injected)".into()),
+        "compile" => GpuError::Compile("kernels.cu(1): error: injected".into()),
+        "unavailable" => GpuError::Unavailable("injected".into()),
+        "too_large" => GpuError::TooLarge { what: "injected pools".into(), bytes: 2, limit_bytes: 1 },
+        _ => return backend,
+    };
+    Box::new(Failing { name: backend.name(), error })
 }

@@ -43,8 +43,10 @@ pub struct FuzzOpts {
     /// This machine's part of the range: I/N (runs with k % N == I).
     #[arg(long)]
     pub shard: Option<String>,
-    /// Confirm each new signature's shrunk trace on a KV backend: off, auto, cpu, cuda.
-    #[arg(long, default_value = "off")]
+    /// Confirm each new read signature's shrunk trace on a KV backend: auto (CUDA where a driver
+    /// is present, else the CPU reference), cpu, cuda or off. A cross-tenant signature whose
+    /// replay does not confirm is reported as a model/replay DISAGREEMENT.
+    #[arg(long, default_value = "auto")]
     pub confirm: String,
     /// Simulation runs each shrink may use.
     #[arg(long, default_value_t = 1500)]
@@ -129,6 +131,38 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Confirms a saved failure's violating reads on `backend` when its signature is a read kind.
+/// A cross-tenant signature whose replay does not confirm, and any read whose replayed memory
+/// does not hold what the model saw, is a DISAGREEMENT between model and replay: reported, never
+/// dropped.
+fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
+    let kind = sig.split('/').next().unwrap_or_default();
+    if !["cross_tenant_read", "cross_request_read", "uninitialized_read"].contains(&kind) {
+        return None;
+    }
+    let o = super::confirm::ConfirmOpts::defaults(trace.to_string_lossy().into_owned(), backend, 4);
+    Some(match super::confirm::confirm(&o) {
+        Ok(v) if v.disagreements > 0 => format!(
+            "DISAGREEMENT model/replay: {} of {} read(s) confirmed, {} contradict the model on {} — investigate",
+            v.confirmed, v.reads, v.disagreements, v.backend
+        ),
+        Ok(v) if v.reads == 0 => {
+            "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
+                .to_string()
+        }
+        Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
+            "DISAGREEMENT model/replay: 0 of {} read(s) confirmed on {} (the foreign tokens are in the replayed \
+             memory but under the threshold) — investigate",
+            v.reads, v.backend
+        ),
+        Ok(v) if kind == "cross_tenant_read" => {
+            format!("confirmed: {} of {} read(s) on {}", v.confirmed, v.reads, v.backend)
+        }
+        Ok(v) => format!("replay agrees: {} read(s) on {}", v.reads, v.backend),
+        Err((_, e)) => format!("confirm failed: {e}"),
+    })
+}
+
 fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>) -> Result<(), String> {
     let path = path.to_string_lossy();
     super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new).map(|_| ())
@@ -162,8 +196,8 @@ impl Ctx {
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
         std::fs::write(tmp.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header)).map_err(io)?;
-        let (w, _) = run_case(cfg.clone());
-        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(Filter::from_violations(&w.oracle.violations)))?;
+        let (_, filter) = super::filter_for(cfg);
+        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(filter))?;
         let mut failure = Failure {
             signature: sig.to_string(),
             seed,
@@ -182,23 +216,10 @@ impl Ctx {
             failure.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
-            if self.opts.confirm != "off" && sig.starts_with("cross_tenant_read/") {
-                let o = super::confirm::ConfirmOpts {
-                    input: tmp.join("shrunk.jsonl").to_string_lossy().into_owned(),
-                    backend: self.opts.confirm.clone(),
-                    heads: 8,
-                    kv_heads: 2,
-                    head_dim: 64,
-                    dtype: "f16".into(),
-                    max_reads: 4,
-                    threshold: 0.01,
-                    request: vec![],
-                };
-                failure.confirm = Some(match super::confirm::confirm(&o) {
-                    Ok(v) => format!("{} of {} read(s) confirmed on {}", v.confirmed, v.reads, v.backend),
-                    Err((_, e)) => format!("not confirmed: {e}"),
-                });
-            }
+        }
+        if self.opts.confirm != "off" {
+            let trace = if tmp.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
+            failure.confirm = confirm_signature(sig, &tmp.join(trace), &self.opts.confirm);
         }
         // Commit under the lock, and only if no smaller seed has claimed the signature meanwhile.
         let saved = self.saved.lock().expect("lock");

@@ -96,6 +96,10 @@ enum Cmd {
         check_determinism: bool,
         #[command(flatten)]
         trace: TraceOpts,
+        /// Confirm the run's violating reads on a KV backend (as `kvsim confirm` on its trace):
+        /// auto (the default when no value is given), cpu or cuda.
+        #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
+        confirm: Option<String>,
     },
     /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
     Replay {
@@ -217,9 +221,9 @@ pub fn main() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, format, csv, check_determinism, trace } => {
+        Cmd::Run { scenario, opts, json, format, csv, check_determinism, trace, confirm } => {
             let format = if json { Format::Json } else { format };
-            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, &trace)
+            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, &trace, confirm.as_deref())
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
@@ -287,13 +291,27 @@ fn write_trace(
     path: &str,
     tracer: MakeTracer,
 ) -> Result<(kvsim::world::World, Report), String> {
-    let filter = if t.trace_filter {
-        let first = kvsim::simulate(cfg.clone(), None, false);
-        Some(Filter::from_violations(&first.oracle.violations))
-    } else {
-        None
-    };
+    let filter = if t.trace_filter { Some(filter_for(cfg).1) } else { None };
     trace_to_file(cfg, repro, path, filter, tracer)
+}
+
+/// `--trace-filter`: runs `cfg` once keeping only its memory log, and returns the filter that
+/// keeps the violating requests and the whole history of every page their reads depend on.
+pub fn filter_for(cfg: &SimConfig) -> (kvsim::world::World, Filter) {
+    let (w, mem) = mem_log_of(cfg);
+    let filter = Filter::for_run(&w, &mem);
+    (w, filter)
+}
+
+/// Runs `cfg` keeping only its memory log (in memory).
+pub fn mem_log_of(cfg: &SimConfig) -> (kvsim::world::World, Vec<(u64, kvsim::trace::MemOp)>) {
+    let log = kvsim::tracefile::MemLog::default();
+    let mem = log.0.clone();
+    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(log))));
+    w.run();
+    drop(w.tracer.take_sink());
+    let mem = std::mem::take(&mut *mem.borrow_mut());
+    (w, mem)
 }
 
 /// Runs `cfg` writing its trace to `path` (streaming; bounded memory): header, the records that
@@ -335,6 +353,7 @@ fn cmd_run(
     csv: Option<&str>,
     check_determinism: bool,
     topts: &TraceOpts,
+    confirm_on: Option<&str>,
 ) -> i32 {
     let cfg = match load(path, opts) {
         Ok(c) => c,
@@ -352,7 +371,7 @@ fn cmd_run(
         }
     };
     if check_determinism {
-        let again = kvsim::simulate(cfg, None, false);
+        let again = kvsim::simulate(cfg.clone(), None, false);
         let h2 = again.tracer.hash_hex();
         if h2 != report.trace_hash || again.events != report.events {
             eprintln!(
@@ -374,6 +393,9 @@ fn cmd_run(
         Format::Csv => print!("{}", kvsim::latency::csv(&report.per_request)),
         Format::Text => print!("{}", report.text()),
     }
+    if let Some(backend) = confirm_on {
+        return confirm_run(&cfg, &report, backend, format == Format::Json);
+    }
     report.exit_code
 }
 
@@ -390,6 +412,37 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, out: Option<&str>, force
     }
     println!("wrote {path}: run it with `kvsim run {path}`; the keys are documented in docs/scenario-format.md");
     exit::CLEAN
+}
+
+/// `kvsim run --confirm`: replays the run's violating reads (up to 64) on `backend`, like
+/// `kvsim confirm` on its trace, and prints the verdict of each read (to stderr with `--json`).
+/// The exit code stays the run's, unless the confirmation itself fails (2, 3 or 4).
+fn confirm_run(cfg: &SimConfig, report: &Report, backend: &str, json: bool) -> i32 {
+    let (_, mem) = mem_log_of(cfg);
+    let log = confirm::Log {
+        label: format!("{} (seed {})", cfg.name, cfg.seed),
+        config: cfg.clone(),
+        seed: cfg.seed,
+        mem,
+        lines: Vec::new(),
+        violations: report.violations.clone(),
+    };
+    let o = confirm::ConfirmOpts::defaults(String::new(), backend, 64);
+    match confirm::confirm_log(&log, &o) {
+        Ok(v) => {
+            let text = format!("\nconfirmation on KV memory:\n{}", v.text);
+            if json {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
+            }
+            report.exit_code
+        }
+        Err((code, msg)) => {
+            eprintln!("error: confirm: {msg}");
+            code
+        }
+    }
 }
 
 fn cmd_profiles() -> i32 {
@@ -431,7 +484,7 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         return exit::DIVERGED;
     }
     let recorded = match st.reader.next_item() {
-        Ok(Some(kvsim::tracefile::Item::Footer(f))) => f,
+        Ok(Some(kvsim::tracefile::Item::Footer(f))) => *f,
         Ok(Some(kvsim::tracefile::Item::Record { text, .. })) => {
             eprintln!(
                 "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay",

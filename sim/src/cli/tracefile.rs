@@ -78,7 +78,7 @@ pub struct CompareState {
 
 impl Comparer {
     pub fn new(reader: TraceReader<BufReader<File>>) -> (Comparer, Rc<RefCell<CompareState>>) {
-        let filter = reader.header.filter.clone();
+        let filter = reader.header.filter.clone().map(Filter::normalized);
         let page_size = reader.header.config.knobs.page_size;
         let state = Rc::new(RefCell::new(CompareState { reader, compared: 0, divergence: None, error: None }));
         (Comparer { filter, page_size, state: state.clone() }, state)

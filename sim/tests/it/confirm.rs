@@ -92,3 +92,190 @@ fn the_incidents_shrunk_trace_is_a_confirmed_leak() {
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(share(&out, "foreign") > 25.0, "{out}");
 }
+
+/// Issue 16: with `zero_on_free` the stale pages are cleared when freed; the simulator calls the
+/// read `uninitialized_read` and the replay must read zeros, not the previous tenant's KV.
+#[test]
+fn zero_on_free_reads_zeros_and_is_not_confirmed() {
+    let t = trace_of("small/stub-leak.toml", &["--set", "zero_on_free=true"]);
+    let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("[uninitialized_read]"), "{out}");
+    assert!(!out.contains("CONFIRMED"), "{out}");
+    assert!(share(&out, "zeros") > 99.9, "{out}");
+    assert_eq!(share(&out, "foreign"), 0.0, "{out}");
+}
+
+/// Issue 16: a decode node restarted before the stub leak: its pool comes back as zeros, so the
+/// leaking read sees only the one stale page the stub transfer copied in (15 of 6,000 slots), not
+/// the pre-crash tenant's KV on the other 374 pages.
+#[test]
+fn a_restarted_nodes_pool_is_zeros_in_the_replay() {
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    let scen = dir.join("restart.toml");
+    std::fs::write(
+        &scen,
+        format!(
+            "{base}\n[faults]\ncrash_restart_ms = 100\n\n[[faults.script]]\nkind = \"crash\"\nat_ms = 1500\n\
+             node = \"decode-0\"\nrestart_after_ms = 100\n"
+        ),
+    )
+    .unwrap();
+    let trace = dir.join("restart.jsonl");
+    let (code, out, _) = kvsim(&["run", scen.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{out}");
+    assert!(out.contains("5,984 slots") && out.contains("never written"), "{out}");
+    let (code, out, err) = kvsim(&["confirm", trace.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(share(&out, "zeros") > 99.0, "{out}");
+    let foreign = share(&out, "foreign");
+    assert!(foreign > 0.0 && foreign < 1.0, "only the stub page is foreign: {out}");
+    assert!(out.contains("not confirmed"), "{out}");
+}
+
+/// Issue 12 item 8: a memory log that fails validation or is over confirm's limit is bad input
+/// (exit 2, naming the file and line), never "nothing to confirm".
+#[test]
+fn an_invalid_or_oversized_memory_log_is_bad_input_with_its_line() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    let text = std::fs::read_to_string(&t).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let first_alloc = lines.iter().position(|l| l.contains("\"op\":\"alloc\"")).unwrap();
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-badlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, lines: &[String]| {
+        let p = dir.join(name);
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    // A page run outside the pool (decode-0 has 513 pages).
+    let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    bad[first_alloc] = bad[first_alloc].replace("\"count\":250", "\"count\":9999");
+    let p = write("outside.jsonl", &bad);
+    let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{p}:{}:", first_alloc + 1)) && err.contains("outside"), "{err}");
+    assert!(!out.contains("nothing to confirm"), "{out}");
+    // Over the limit: a decode pool of 2^30 + 1 pages and an allocation of all of it; the run's
+    // own allocations then pass the limit of 2^30 pages.
+    let mut big: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    big[0] = big[0].replace(
+        "\"decode\":[{\"pool_tokens\":8192,",
+        &format!("\"decode\":[{{\"pool_tokens\":{},", (1u64 << 30) * 16),
+    );
+    assert_ne!(big[0], lines[0], "the header names the decode pool");
+    big.insert(
+        first_alloc,
+        "{\"t\":0,\"kind\":\"mem\",\"op\":\"alloc\",\"pool\":{\"role\":\"decode\",\"index\":0},\"r\":9,\
+         \"pages\":[{\"first\":1,\"count\":1073741824}]}"
+            .to_string(),
+    );
+    let p = write("oversized.jsonl", &big);
+    let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{p}:{}:", first_alloc + 2)) && err.contains("limit"), "{err}");
+    assert!(!out.contains("nothing to confirm"), "{out}");
+}
+
+/// The per-read verdict lines of a confirm output (the header line names the file and counts the
+/// trace's memory ops, which a filtered trace has fewer of).
+fn verdict_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| !l.contains(".jsonl: scenario ")).collect()
+}
+
+/// Issue 12 item 6: `--trace-filter` keeps every record the violating reads depend on (the
+/// prefill writes behind a kept copy, the frees that clear a page), so `confirm` on the filtered
+/// trace says exactly what it says on the full one — `mixed-faults` confirmed 7 of 8 before.
+#[test]
+fn a_filtered_trace_confirms_exactly_like_the_full_one() {
+    let cases: [(&str, &[&str]); 5] = [
+        ("small/stub-leak.toml", &[]),
+        ("small/mixed-faults.toml", &[]),
+        ("small/mixed-faults.toml", &["--set", "zero_on_free=true"]),
+        ("catalogue/rdma-visibility-lag.toml", &[]),
+        ("catalogue/sync-timeout-still-writing.toml", &[]),
+    ];
+    for (i, (scenario, extra)) in cases.iter().enumerate() {
+        let full = trace_of(scenario, extra);
+        let tag = format!("filtered-{i}.jsonl");
+        let filtered = full.replace(".jsonl", &tag);
+        let s = crate::scenarios_dir().join(scenario);
+        let mut args = vec!["run", s.to_str().unwrap(), "--trace", &filtered, "--trace-filter"];
+        args.extend_from_slice(extra);
+        kvsim(&args);
+        let (la, lb) = (std::fs::read_to_string(&full).unwrap(), std::fs::read_to_string(&filtered).unwrap());
+        assert!(lb.lines().count() < la.lines().count(), "{scenario}: the filter keeps everything");
+        let (ca, a, _) = kvsim(&["confirm", &full, "--backend", "cpu", "--max-reads", "64"]);
+        let (cb, b, _) = kvsim(&["confirm", &filtered, "--backend", "cpu", "--max-reads", "64"]);
+        assert_eq!(ca, cb, "{scenario}");
+        assert!(a.contains("read 0:"), "{scenario}: {a}");
+        assert_eq!(verdict_lines(&a), verdict_lines(&b), "{scenario}\nfull:\n{a}\nfiltered:\n{b}");
+    }
+}
+
+/// Issue 16: a GPU failure during the replay (CUDA error such as out of memory, NVRTC compile
+/// error) has its own exit code, 4, distinct from bad input (2) and an unavailable backend (3).
+/// The failures are injected into the real exit path with `KVSIM_INJECT_GPU_ERROR`.
+#[test]
+fn gpu_runtime_failures_exit_4_unlike_bad_input_and_unavailable() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    for (kind, code, says) in [
+        ("cuda", 4, "CUDA_ERROR_OUT_OF_MEMORY"),
+        ("compile", 4, "NVRTC compilation failed"),
+        ("unavailable", 3, "unavailable"),
+        ("too_large", 2, "over the limit"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(["confirm", &t, "--backend", "cpu"])
+            .env("KVSIM_INJECT_GPU_ERROR", kind)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{kind}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{kind}: {err}");
+        if code == 4 {
+            assert!(err.contains("GPU failure while replaying") && err.contains(&t), "{kind}: {err}");
+        }
+    }
+}
+
+/// Issue 16: `kvsim run --confirm` confirms the run's violating reads like `kvsim confirm` on its
+/// trace; the run's exit code is kept.
+#[test]
+fn run_confirm_prints_a_verdict_per_read() {
+    let s = crate::scenarios_dir().join("small/stub-leak.toml");
+    let (code, out, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "cpu"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    let tail = out.split("confirmation on KV memory:").nth(1).unwrap_or_else(|| panic!("{out}"));
+    assert!(tail.contains("read 0: request 2 (tenant 2)") && tail.contains("CONFIRMED"), "{tail}");
+    assert!(tail.contains("verdict: 1 of 1 read(s) confirmed"), "{tail}");
+    let (code, out, _) = kvsim(&["run", s.to_str().unwrap(), "--set", "zero_on_free=true", "--confirm", "cpu"]);
+    assert_eq!(code, Some(10), "the run's own verdict: {out}");
+    assert!(out.contains("not confirmed") && !out.contains("CONFIRMED") && !out.contains("DISAGREEMENT"), "{out}");
+    let (code, _, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "tpu"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+/// Issue 16: `kvsim fuzz` confirms each new read signature by default (`--confirm auto`) and
+/// shows the verdict per signature; `--confirm off` leaves it out.
+#[test]
+fn fuzz_confirms_read_signatures_by_default() {
+    let corpus = std::env::temp_dir().join(format!("kvsim-fuzz-confirm-{}", std::process::id()));
+    let c = corpus.to_str().unwrap();
+    let (code, out, err) = kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", c]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    let line = out.lines().find(|l| l.starts_with("cross_tenant_read/stub_commit")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("[confirmed: "), "{line}");
+    let f = std::fs::read_to_string(corpus.join("cross_tenant_read--stub_commit/failure.json")).unwrap();
+    let f: serde_json::Value = serde_json::from_str(&f).unwrap();
+    assert!(f["confirm"].as_str().is_some_and(|s| s.starts_with("confirmed: ")), "{f}");
+    assert!(!out.contains("DISAGREEMENT"), "{out}");
+    let line = out.lines().find(|l| l.starts_with("uninitialized_read/stub_commit")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("[replay agrees: "), "{line}");
+    let off = format!("{c}-off");
+    let (_, out, _) =
+        kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", &off, "--confirm", "off"]);
+    assert!(!out.contains("[confirmed"), "{out}");
+}

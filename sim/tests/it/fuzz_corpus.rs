@@ -105,10 +105,10 @@ fn the_real_trace_in_the_parse_trace_corpus_reads_and_lowers() {
     let t = read("stub-leak.jsonl");
     let (footer, mem) = (t.footer, t.mem);
     kvsim::confirm::validate_mem_log(&mem, &t.header.config).unwrap();
-    let ps = t.header.config.knobs.page_size;
+    let model = kvsim::confirm::MemModel::of(&t.header.config);
     let shape = kvsim_gpu::AttnShape { heads: 8, kv_heads: 2, head_dim: 64, dtype: kvsim_gpu::Dtype::F16 };
     let select = kvsim::confirm::Select::Violations { violations: &footer.violations, max: 8 };
-    let lowered = kvsim::confirm::lower(&mem, ps, select, shape).unwrap();
+    let lowered = kvsim::confirm::lower(&mem, model, select, shape).unwrap();
     assert!(!lowered.targets.is_empty());
 }
 

@@ -53,6 +53,7 @@ fn metadata_slots_are_bounded_before_anything_is_allocated() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // a guard against drawing (minutes and gigabytes), not a benchmark
 fn a_header_generator_is_validated_without_drawing_it() {
     let mut cfg = resolve(GOOD, &Overrides::default()).unwrap();
     cfg.generator = Some(kvsim::config::GeneratorConfig {
@@ -296,6 +297,7 @@ fn replay_compares_the_footer_too() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // a guard against drawing 2^32 requests, not a benchmark
 fn headers_with_huge_generators_are_refused_at_once_by_every_reader() {
     let (_, lines) = stub_trace("gen.jsonl");
     let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();

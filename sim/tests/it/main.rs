@@ -3,6 +3,7 @@
 mod audit;
 mod bad_input;
 mod confirm;
+mod confirm_props;
 mod determinism;
 mod fuzz;
 mod fuzz_corpus;
