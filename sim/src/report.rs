@@ -15,6 +15,18 @@ pub mod exit {
     pub const DIVERGED: i32 = 3;
     pub const SAFETY: i32 = 10;
     pub const LIVENESS: i32 = 11;
+    /// The fast and the reference oracle disagreed on a read (a kvsim bug).
+    pub const ORACLE_DISAGREEMENT: i32 = 12;
+}
+
+/// The differential check's outcome (runs with the reference oracle on).
+#[derive(Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct OracleCheck {
+    pub reads: u64,
+    pub slots: u64,
+    pub disagreements: u64,
+    /// The first disagreements, described.
+    pub first: Vec<String>,
 }
 
 /// The JSON form of a violation.
@@ -56,6 +68,8 @@ pub struct Report {
     pub violations: Vec<ViolationOut>,
     pub stories: Vec<String>,
     pub reproduce: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle_check: Option<OracleCheck>,
     pub exit_code: i32,
 }
 
@@ -206,7 +220,15 @@ impl Report {
                 stories.push(story(w, v));
             }
         }
-        let exit_code = if w.oracle.has_safety() {
+        let oracle_check = w.reference.as_ref().map(|rf| OracleCheck {
+            reads: rf.reads,
+            slots: rf.slots_read,
+            disagreements: rf.disagreement_count,
+            first: rf.disagreements.iter().take(8).map(|d| d.to_string()).collect(),
+        });
+        let exit_code = if oracle_check.as_ref().is_some_and(|c| c.disagreements > 0) {
+            exit::ORACLE_DISAGREEMENT
+        } else if w.oracle.has_safety() {
             exit::SAFETY
         } else if w.oracle.has_liveness() {
             exit::LIVENESS
@@ -234,6 +256,7 @@ impl Report {
             violations,
             stories,
             reproduce,
+            oracle_check,
             exit_code,
         }
     }
@@ -292,7 +315,20 @@ impl Report {
                 let _ = writeln!(s, "  - {st}");
             }
         }
+        if let Some(c) = &self.oracle_check {
+            let _ = writeln!(
+                s,
+                "oracle check: {} read(s), {} slot(s) compared with the reference oracle; {} disagreement(s)",
+                thousands(c.reads),
+                thousands(c.slots),
+                c.disagreements
+            );
+            for d in &c.first {
+                let _ = writeln!(s, "  - {d}");
+            }
+        }
         let verdict = match self.exit_code {
+            exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",
             _ => "clean",

@@ -1,5 +1,6 @@
 //! Command-line front end. Every failure prints how to reproduce it; exit statuses:
-//! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness.
+//! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness,
+//! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug).
 
 use clap::{Parser, Subcommand};
 use kvsim::config::{self, SimConfig};
@@ -54,6 +55,10 @@ pub struct TraceOpts {
     /// Write an SVG page map: time on x, pages on y, allocations coloured by tenant.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<String>,
+    /// Check every read of the fast oracle against the reference oracle (a per-slot shadow of
+    /// every pool); exit 12 on any disagreement.
+    #[arg(long)]
+    pub check_oracle: bool,
 }
 
 #[derive(Subcommand)]
@@ -211,6 +216,9 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
     let (w, report) = match &t.trace {
         None => {
             let mut w = kvsim::world::World::new(cfg.clone(), tracer(None));
+            if t.check_oracle {
+                w.enable_reference();
+            }
             w.run();
             let r = Report::build(&w, repro.to_string());
             (w, r)
@@ -246,7 +254,7 @@ fn write_trace(
     } else {
         None
     };
-    trace_to_file(cfg, repro, path, filter, tracer)
+    trace_to_file(cfg, repro, path, filter, tracer, t.check_oracle)
 }
 
 /// Runs `cfg` writing its trace to `path` (streaming; bounded memory): header, the records that
@@ -257,6 +265,7 @@ pub fn trace_to_file(
     path: &str,
     filter: Option<Filter>,
     tracer: MakeTracer,
+    check_oracle: bool,
 ) -> Result<(kvsim::world::World, Report), String> {
     let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
     let mut out = BufWriter::new(file);
@@ -266,6 +275,9 @@ pub fn trace_to_file(
         .map_err(|e| format!("{path}: {e}"))?;
     let (sink, state) = tracefile::JsonlWriter::new(out, filter, cfg.knobs.page_size);
     let mut w = kvsim::world::World::new(cfg.clone(), tracer(Some(Box::new(sink))));
+    if check_oracle {
+        w.enable_reference();
+    }
     w.run();
     let report = Report::build(&w, repro.to_string());
     drop(w.tracer.take_sink());
