@@ -123,7 +123,7 @@ fn story(w: &World, v: &Violation) -> String {
     );
     let pool = v.pool.map(|p| p.to_string()).unwrap_or_default();
     match v.kind {
-        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead => {
+        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead | Kind::OwnKvMisplaced => {
             let whose = match v.kind {
                 Kind::CrossTenantRead => {
                     let t: Vec<String> = v.victim_tenants.iter().take(5).map(|t| t.0.to_string()).collect();
@@ -139,6 +139,7 @@ fn story(w: &World, v: &Violation) -> String {
                     )
                 }
                 Kind::CrossRequestRead => "last written by other requests of the same tenant".to_string(),
+                Kind::OwnKvMisplaced => "its own KV of other positions (corrupted context)".to_string(),
                 _ => "never written (zeros)".to_string(),
             };
             let _ = write!(

@@ -348,3 +348,59 @@ impl Oracle {
         self.counts.keys().any(|k| k.is_liveness())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{NodeId, Role};
+
+    fn leak(pool: PoolId) -> Violation {
+        Violation {
+            kind: Kind::PageLeak,
+            request: None,
+            tenant: None,
+            victim_tenants: vec![],
+            pool: Some(pool),
+            pages: 3,
+            page_runs: vec![],
+            slots: 0,
+            at: Instant(0),
+            pages_read: 0,
+            seq_len: 0,
+            culprit: None,
+            cause: pool.role_name().to_string(),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn every_leaking_pool_is_named() {
+        let mut o = Oracle::default();
+        let p0 = NodeId { role: Role::Prefill, index: 0 };
+        let d0 = NodeId { role: Role::Decode, index: 0 };
+        let d1 = NodeId { role: Role::Decode, index: 1 };
+        for p in [p0, d0, d1, d1] {
+            o.record(leak(p));
+        }
+        let pools: Vec<PoolId> = o.violations.iter().filter_map(|v| v.pool).collect();
+        assert_eq!(pools, vec![p0, d0, d1], "one record per leaking pool");
+        assert_eq!(o.counts[&Kind::PageLeak], 4);
+    }
+
+    #[test]
+    fn equal_content_needs_position_bounds_and_chain() {
+        let w = Writer {
+            tenant: TenantId(1),
+            request: RequestId(0),
+            pos: 100,
+            epoch: 1,
+            at: Instant(0),
+            chain_upto: 1024,
+        };
+        assert_eq!(equal_content(&w, 100, 2000, 1536, 512), 412, "split at the common chain");
+        assert_eq!(equal_content(&w, 100, 2000, 300, 1536), 200, "split at the reader's bound");
+        assert_eq!(equal_content(&w, 100, 2000, 4096, 4096), 924, "split at the writer's bound");
+        assert_eq!(equal_content(&w, 101, 10, 4096, 4096), 0, "another position");
+        assert_eq!(equal_content(&w, 100, 10, 4096, 0), 0, "another chain");
+    }
+}

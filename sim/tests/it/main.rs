@@ -8,6 +8,7 @@ mod fuzz;
 mod fuzz_corpus;
 mod incident;
 mod invariants;
+mod oracle;
 mod snapshots;
 mod trace;
 mod workload_trace;
