@@ -178,7 +178,9 @@ fn ownership(c: &mut Criterion) {
         let mut p = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let table = fragmented(&mut p, 8, 64);
         g.throughput(Throughput::Elements(8192));
-        g.bench_function("write_prefill_chunk_8192", |b| b.iter(|| p.write(&table, 0, 8192, tenant, me, Instant(1), 0)));
+        g.bench_function("write_prefill_chunk_8192", |b| {
+            b.iter(|| p.write(&table, 0, 8192, tenant, me, Instant(1), 0))
+        });
     }
     // A transfer batch: 64 source runs (each with 2 writers) copied into 16 destination runs.
     {

@@ -322,18 +322,7 @@ impl World {
             let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
             });
-            let mut seen = None;
-            if self.reference.is_some() {
-                // The incremental verdict, completed with what earlier reads found, against the
-                // reference's reading of the whole table.
-                let mut whole = if d.dirty { Tally::default() } else { d.seen.as_deref().cloned().unwrap_or_default() };
-                whole.add(&s.tally());
-                let table = d.pages.clone();
-                self.differential_read(pool_id, r, &table, seq_len, upto, &whole, "decode_read");
-                // The token this step writes is the reader's own at its position.
-                whole.ok += 1;
-                seen = Some(Box::new(whole));
-            }
+            let seen = if self.reference.is_some() { self.decode_differential(n, r, &s.tally()) } else { None };
             if !s.clean() {
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
@@ -387,6 +376,23 @@ impl World {
             }
         }
         self.tick(pool_id);
+    }
+
+    /// The differential check of a decode read: the incremental verdict `new` (positions
+    /// `[from, seq_len)`), completed with what earlier reads found, against the reference's reading
+    /// of the whole table. Returns the verdict to keep once this step's token is written.
+    #[cold]
+    #[inline(never)]
+    fn decode_differential(&mut self, n: u16, r: RequestId, new: &Tally) -> Option<Box<Tally>> {
+        let pool = self.decode[n as usize].id();
+        let d = &self.decode[n as usize].reqs[&r];
+        let mut whole = if d.dirty { Tally::default() } else { d.seen.as_deref().cloned().unwrap_or_default() };
+        whole.add(new);
+        let (table, seq_len, upto) = (d.pages.clone(), d.seq_len, d.chain_upto);
+        self.differential_read(pool, r, &table, seq_len, upto, &whole, "decode_read");
+        // The token this step writes is the reader's own at its position.
+        whole.ok += 1;
+        Some(Box::new(whole))
     }
 
     /// Ends a request on this node: pages freed at once, slot released, leg answered.

@@ -229,7 +229,8 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
 /// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`; a
 /// disagreement of the two oracles (a kvsim bug) is `oracle_disagreement/<read>`.
 pub fn signatures(w: &World) -> BTreeSet<String> {
-    let mut s: BTreeSet<String> = w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect();
+    let mut s: BTreeSet<String> =
+        w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect();
     if let Some(rf) = &w.reference {
         s.extend(rf.signatures());
     }

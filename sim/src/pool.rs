@@ -359,13 +359,20 @@ impl Pool {
         }
     }
 
-    fn foreign_pages(&self, slot_start: u64, len: u64, writer: RequestId, cached: &[RequestId], out: &mut WriteReport) {
+    fn foreign_pages(
+        &self,
+        slot_start: u64,
+        len: u64,
+        writer: RequestId,
+        cached: (Option<RequestId>, &[RequestId]),
+        out: &mut WriteReport,
+    ) {
         let ps = self.page_size;
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
         self.holders.visit(p0, p1, |s, e, h| {
             let ok = match h {
                 Some(Holder::Req(x)) => *x == writer,
-                Some(Holder::Cache(x)) => cached.contains(x),
+                Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
                 None => false,
             };
             if !ok {
@@ -374,18 +381,19 @@ impl Pool {
         });
     }
 
-    /// Pages of `pages` held neither by `r` nor by one of the cache entries `cached` (for reads of
+    /// Pages of `pages` held neither by `r`, nor by its own cache entry, nor by the cache entries of
+    /// `lenders` (the requests whose cached blocks `r` borrowed) — for reads of
     /// source pages by a transfer: a request legitimately reads its own pages after releasing them
     /// into the radix cache, and the cached prefix blocks it borrowed — but not a page that was
     /// evicted, reused and cached again by someone else).
-    pub fn not_held_by(&self, pages: &[Run], r: RequestId, cached: &[RequestId]) -> WriteReport {
+    pub fn not_held_by(&self, pages: &[Run], r: RequestId, lenders: &[RequestId]) -> WriteReport {
         let mut rep = WriteReport::default();
         for run in pages {
             self.foreign_pages(
                 u64::from(run.first) * self.page_size,
                 u64::from(run.count) * self.page_size,
                 r,
-                cached,
+                (Some(r), lenders),
                 &mut rep,
             );
         }
@@ -411,7 +419,7 @@ impl Pool {
         let mut pieces = Vec::new();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
         for &(slot, len, pos) in &pieces {
-            self.foreign_pages(slot, len, request, &[], &mut rep);
+            self.foreign_pages(slot, len, request, (None, &[]), &mut rep);
             self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at, chain_upto });
         }
         rep.slots = pieces;
@@ -448,7 +456,7 @@ impl Pool {
             while piece_at < e {
                 let Some((dslot, dlen)) = cur else { return rep };
                 let n = (e - piece_at).min(dlen);
-                self.foreign_pages(dslot, n, copier, &[], &mut rep);
+                self.foreign_pages(dslot, n, copier, (None, &[]), &mut rep);
                 match w {
                     Some(w) => self.owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
                     None => self.owners.clear(dslot, dslot + n),

@@ -222,7 +222,9 @@ impl World {
                 node.prefix.clock += 1;
                 let t = node.prefix.clock;
                 let senders = BTreeSet::from([tenant]);
-                node.prefix.blocks.insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
+                node.prefix
+                    .blocks
+                    .insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
                 node.prefix.lru.insert((t, key));
             }
             i += 1;

@@ -125,9 +125,7 @@ impl World {
         // Reading a source page the request no longer holds is itself a use after free. Pages it
         // released into the radix cache, and the cached blocks it borrowed, are still its data
         // while the same cache entry holds them.
-        let mut cached = self.jobs[job as usize].lenders.clone();
-        cached.push(j.r);
-        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r, &cached);
+        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r, &self.jobs[job as usize].lenders);
         self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
         if self.decode[d].epoch == j.decode_epoch && self.decode[d].alive {
             let contents = self.prefill[p].pool.page_contents(&b.src);

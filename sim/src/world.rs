@@ -307,16 +307,25 @@ impl World {
 
     pub fn mem(&mut self, op: MemOp) {
         if self.reference.is_some() {
-            let chain_upto = match &op {
-                MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
-                    self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
-                }
-                _ => 0,
-            };
-            let now = self.now;
-            self.reference.as_mut().expect("checked").apply(now, &op, chain_upto);
+            self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// Feeds a memory operation to the reference oracle (off the fast path).
+    #[cold]
+    #[inline(never)]
+    fn mem_reference(&mut self, op: &MemOp) {
+        let chain_upto = match op {
+            MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
+                self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
+            }
+            _ => 0,
+        };
+        let now = self.now;
+        if let Some(rf) = self.reference.as_mut() {
+            rf.apply(now, op, chain_upto);
+        }
     }
 
     /// Tokens of a leg of `len` prompt tokens whose KV its prefix chain fixes: its full 512-token
@@ -346,6 +355,8 @@ impl World {
     /// Compares the fast oracle's verdict on a whole read (`fast`, positions `[0, seq_len)` of
     /// `table`) with the reference's; a difference is recorded as a disagreement.
     #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
     pub(crate) fn differential_read(
         &mut self,
         pool: PoolId,

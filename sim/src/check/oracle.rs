@@ -215,6 +215,7 @@ fn note_pages(runs: &mut Vec<Run>, slot: u64, len: u64, ps: u64) {
 /// there (a shared prefix: same position, same prefix chain). The rest of the piece is
 /// classified slot by slot: the reader's own KV at another position, another request of the
 /// same tenant, another tenant.
+#[inline]
 pub fn summarize(
     pool: &Pool,
     table: &[Run],
@@ -389,14 +390,8 @@ mod tests {
 
     #[test]
     fn equal_content_needs_position_bounds_and_chain() {
-        let w = Writer {
-            tenant: TenantId(1),
-            request: RequestId(0),
-            pos: 100,
-            epoch: 1,
-            at: Instant(0),
-            chain_upto: 1024,
-        };
+        let w =
+            Writer { tenant: TenantId(1), request: RequestId(0), pos: 100, epoch: 1, at: Instant(0), chain_upto: 1024 };
         assert_eq!(equal_content(&w, 100, 2000, 1536, 512), 412, "split at the common chain");
         assert_eq!(equal_content(&w, 100, 2000, 300, 1536), 200, "split at the reader's bound");
         assert_eq!(equal_content(&w, 100, 2000, 4096, 4096), 924, "split at the writer's bound");

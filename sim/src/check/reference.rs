@@ -90,7 +90,11 @@ impl std::fmt::Display for Disagreement {
             self.seq_len,
             self.fast,
             self.reference,
-            if self.not_held > 0 { format!(", {} slot(s) in pages the reader does not hold", self.not_held) } else { String::new() }
+            if self.not_held > 0 {
+                format!(", {} slot(s) in pages the reader does not hold", self.not_held)
+            } else {
+                String::new()
+            }
         )
     }
 }

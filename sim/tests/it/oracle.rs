@@ -23,11 +23,8 @@ fn scenario(name: &str) -> Scenario {
 }
 
 fn config(name: &str, set: &[(&str, &str)]) -> SimConfig {
-    let o = Overrides {
-        profile: None,
-        seed: None,
-        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-    };
+    let o =
+        Overrides { profile: None, seed: None, set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
     scenario(name).resolve_with(&o, Some(&crate::read)).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -60,8 +57,11 @@ fn violation(w: &World, kind: Kind, r: u32) -> &Violation {
 
 #[test]
 fn every_regression_scenario_holds_and_the_oracles_agree() {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(data_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
     files.sort();
     assert!(files.len() >= 8, "{files:?}");
     for f in files {
@@ -148,9 +148,13 @@ fn identical_prefix_content_of_another_tenant_is_not_flagged() {
         .iter()
         .position(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Read { r, pool, .. }) if r.0 == 1 && pool.role == kvsim::types::Role::Decode))
         .expect("request 1 reads on decode");
-    let landed = w.tracer.collected.as_ref().unwrap().iter().position(
-        |(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 1),
-    );
+    let landed = w
+        .tracer
+        .collected
+        .as_ref()
+        .unwrap()
+        .iter()
+        .position(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 1));
     assert!(landed.is_none_or(|l| l > first_read), "the first decode read came before the land");
     // ...and no read of it is flagged.
     assert!(w.oracle.violations.iter().all(|v| v.request != Some(RequestId(1)) || v.kind == Kind::UseAfterFree));
@@ -162,7 +166,8 @@ fn reusing_a_block_the_tenant_sent_itself_is_not_a_prefix_hit() {
     let w = run_checked(config("self-sent-block.toml", &[]));
     // Tenant 1's copy of block [100] is the cached one; tenant 2 sent it too.
     let chain = kvsim::prefix::chain_ids(&[100])[0];
-    let b = w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b).expect("block [100] is cached");
+    let b =
+        w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b).expect("block [100] is cached");
     assert_eq!(b.tenant, kvsim::types::TenantId(1));
     assert!(b.senders.contains(&kvsim::types::TenantId(2)));
     assert!(!w.oracle.has(Kind::CrossTenantPrefixHit, RequestId(3)));
