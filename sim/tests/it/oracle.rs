@@ -100,7 +100,7 @@ fn prefix_piece_is_split_at_the_shared_chain() {
     // kv_checksum judges the same read by the same definition: request 1 is stopped.
     let w = run_checked(config("prefix-split.toml", &[("kv_checksum", "on")]));
     assert_eq!(w.reqs[1].caught_by, Some(kvsim::world::Mitigation::KvChecksum));
-    assert!(w.oracle.counts.get(&Kind::CrossTenantRead).is_none());
+    assert!(!w.oracle.counts.contains_key(&Kind::CrossTenantRead));
 }
 
 /// Item 3: same offsets below the shared bound, other content.
