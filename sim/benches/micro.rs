@@ -162,12 +162,12 @@ fn ownership(c: &mut Criterion) {
         let mut p = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let table = fragmented(&mut p, 64, 1024);
         let len = 64 * 1024 * ps;
-        p.write(&table, 0, len - 4096, tenant, me, Instant(0));
+        p.write(&table, 0, len - 4096, tenant, me, Instant(0), 0);
         let mut pos = len - 4096;
         g.throughput(Throughput::Elements(1));
         g.bench_function("write_decode_token", |b| {
             b.iter(|| {
-                let rep = p.write(&table, pos, pos + 1, tenant, me, Instant(pos));
+                let rep = p.write(&table, pos, pos + 1, tenant, me, Instant(pos), 0);
                 pos = if pos + 1 == len { len - 4096 } else { pos + 1 };
                 rep
             })
@@ -178,15 +178,17 @@ fn ownership(c: &mut Criterion) {
         let mut p = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let table = fragmented(&mut p, 8, 64);
         g.throughput(Throughput::Elements(8192));
-        g.bench_function("write_prefill_chunk_8192", |b| b.iter(|| p.write(&table, 0, 8192, tenant, me, Instant(1))));
+        g.bench_function("write_prefill_chunk_8192", |b| {
+            b.iter(|| p.write(&table, 0, 8192, tenant, me, Instant(1), 0))
+        });
     }
     // A transfer batch: 64 source runs (each with 2 writers) copied into 16 destination runs.
     {
         let mut src = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let st = fragmented(&mut src, 64, 16);
         let half = 64 * 16 * ps / 2;
-        src.write(&st, 0, half, TenantId(2), RequestId(1), Instant(0));
-        src.write(&st, half, 2 * half, tenant, me, Instant(0));
+        src.write(&st, 0, half, TenantId(2), RequestId(1), Instant(0), 0);
+        src.write(&st, half, 2 * half, tenant, me, Instant(0), 0);
         let mut dst = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let dt = fragmented(&mut dst, 16, 64);
         g.throughput(Throughput::Elements(64 * 16));
@@ -204,7 +206,7 @@ fn ownership(c: &mut Criterion) {
         let len = 64 * 1024 * ps;
         let step = len / writers;
         for i in 0..writers {
-            p.write(&table, i * step, (i + 1) * step, TenantId(i as u32 % 3), RequestId(i as u32), Instant(0));
+            p.write(&table, i * step, (i + 1) * step, TenantId(i as u32 % 3), RequestId(i as u32), Instant(0), 0);
         }
         g.throughput(Throughput::Elements(len));
         g.bench_with_input(BenchmarkId::new("read_1m_tokens_writers", writers), &writers, |b, _| {
@@ -225,9 +227,9 @@ fn oracle(c: &mut Criterion) {
     for tokens in [1_024u64, 1_048_576] {
         let mut p = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let table = p.alloc(tokens / ps, Holder::Req(me)).expect("space");
-        p.write(&table, 0, tokens, tenant, me, Instant(0));
+        p.write(&table, 0, tokens, tenant, me, Instant(0), 0);
         g.bench_with_input(BenchmarkId::new("clean_one_run_tokens", tokens), &tokens, |b, &t| {
-            b.iter(|| summarize(&p, &table, 0, t, me, tenant, &|_, _| false))
+            b.iter(|| summarize(&p, &table, 0, t, me, tenant, &|_, _, _| 0))
         });
     }
     // Runs matter: a 64-run table, clean or with every other run written by another tenant.
@@ -235,15 +237,15 @@ fn oracle(c: &mut Criterion) {
         let mut p = decode_pool(ps * 80_000, ps, FreeListPolicy::Fifo);
         let table = fragmented(&mut p, 64, 64);
         let len = 64 * 64 * ps;
-        p.write(&table, 0, len, tenant, me, Instant(0));
+        p.write(&table, 0, len, tenant, me, Instant(0), 0);
         if foreign {
             // Half of every other run overwritten by tenant 9 (as a late transfer write would).
             for i in (0..64u64).step_by(2) {
-                p.write(&table, i * 64 * ps, (i * 64 + 32) * ps, TenantId(9), RequestId(9), Instant(0));
+                p.write(&table, i * 64 * ps, (i * 64 + 32) * ps, TenantId(9), RequestId(9), Instant(0), 0);
             }
         }
         let name = if foreign { "64_runs_cross_tenant" } else { "64_runs_clean" };
-        g.bench_function(name, |b| b.iter(|| summarize(&p, &table, 0, len, me, tenant, &|_, _| false)));
+        g.bench_function(name, |b| b.iter(|| summarize(&p, &table, 0, len, me, tenant, &|_, _, _| 0)));
     }
     g.finish();
 }

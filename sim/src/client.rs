@@ -54,6 +54,7 @@ impl World {
                 prompt_tokens: s.prompt_tokens,
                 output_tokens: s.output_tokens,
                 abort_at: s.abort_at_ns.map(Instant),
+                chain: crate::prefix::chain_ids(&s.prefix_blocks),
                 prefix_blocks: s.prefix_blocks,
                 prefill: 0,
                 decode: 0,

@@ -4,13 +4,13 @@
 //! batch whose first read covers the whole reservation, running decode steps with page growth,
 //! and release (immediate, or deferred until prefill acknowledges the abort or a timeout).
 
-use crate::check::oracle::summarize;
+use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig, TransferredAbort};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
+use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,11 @@ pub struct DReq {
     pub page_count: u64,
     /// Leading tokens that are a shared prefix (reused by prefill from its radix cache).
     pub shared_tokens: u64,
+    /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
+    pub chain_upto: u64,
+    /// The verdict on positions `[0, read_upto)`, kept only under the differential check so each
+    /// incremental read can be compared, whole, with the reference oracle.
+    pub seen: Option<Box<Tally>>,
 }
 
 pub struct DecodeNode {
@@ -134,6 +139,7 @@ impl World {
             LegIntake::NodeDown => return,
         };
         let now = self.now;
+        let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
         let node = self.dnode(n);
         node.reqs.insert(
             r,
@@ -152,6 +158,8 @@ impl World {
                 read_upto: 0,
                 page_count: 0,
                 shared_tokens: 0,
+                chain_upto,
+                seen: None,
             },
         );
         node.prealloc.push_back(r);
@@ -276,10 +284,15 @@ impl World {
         if k.kv_checksum.on() {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
             let tenant = self.reqs[r.idx()].tenant;
-            let shared = d.shared_tokens;
-            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|w, pos| {
-                pos < shared && w.pos == pos
+            let (upto, reqs) = (d.chain_upto, &self.reqs);
+            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|w, pos, len| {
+                equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
             });
+            if self.reference.is_some() {
+                let (table, len) = (d.pages.clone(), d.len);
+                let pool = self.decode[n as usize].id();
+                self.differential_read(pool, r, &table, len, upto, &s.tally(), "kv_checksum");
+            }
             if !s.clean() {
                 self.decode_finish(n, r, 500, Some(Mitigation::KvChecksum));
                 return;
@@ -309,8 +322,11 @@ impl World {
             let Some(d) = node.reqs.get(&r) else { continue };
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
-            let shared = d.shared_tokens;
-            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|w, pos| pos < shared && w.pos == pos);
+            let (upto, reqs) = (d.chain_upto, &self.reqs);
+            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
+                equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
+            });
+            let seen = if self.reference.is_some() { self.decode_differential(n, r, &s.tally()) } else { None };
             if !s.clean() {
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
@@ -331,10 +347,12 @@ impl World {
             self.oracle.check_read(&ctx, &s);
             if let Some(audit) = self.read_audit.as_mut() {
                 let d = &self.decode[n as usize].reqs[&r];
-                let shared = d.shared_tokens;
-                let shared = |w: &crate::pool::Writer, pos: u64| pos < shared && w.pos == pos;
+                let (upto, reqs) = (d.chain_upto, &self.reqs);
+                let same = |w: &crate::pool::Writer, pos: u64, len: u64| {
+                    equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
+                };
                 let pool = &self.decode[n as usize].pool;
-                let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &shared, self.now);
+                let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
@@ -353,11 +371,14 @@ impl World {
             let now = self.now;
             let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
             let d = reqs.get_mut(&r).expect("running");
-            let rep = pool.write(&d.pages, seq_len, seq_len + 1, tenant, r, now);
+            let rep = pool.write(&d.pages, seq_len, seq_len + 1, tenant, r, now, 0);
             d.seq_len += 1;
             d.generated += 1;
             d.read_upto = d.seq_len;
             d.dirty = false;
+            if seen.is_some() {
+                d.seen = seen;
+            }
             let generated = d.generated;
             let req = &mut self.reqs[r.idx()];
             req.first_token_at.get_or_insert(now);
@@ -372,6 +393,23 @@ impl World {
             }
         }
         self.tick(pool_id);
+    }
+
+    /// The differential check of a decode read: the incremental verdict `new` (positions
+    /// `[from, seq_len)`), completed with what earlier reads found, against the reference's reading
+    /// of the whole table. Returns the verdict to keep once this step's token is written.
+    #[cold]
+    #[inline(never)]
+    fn decode_differential(&mut self, n: u16, r: RequestId, new: &Tally) -> Option<Box<Tally>> {
+        let pool = self.decode[n as usize].id();
+        let d = &self.decode[n as usize].reqs[&r];
+        let mut whole = if d.dirty { Tally::default() } else { d.seen.as_deref().cloned().unwrap_or_default() };
+        whole.add(new);
+        let (table, seq_len, upto) = (d.pages.clone(), d.seq_len, d.chain_upto);
+        self.differential_read(pool, r, &table, seq_len, upto, &whole, "decode_read");
+        // The token this step writes is the reader's own at its position.
+        whole.ok += 1;
+        Some(Box::new(whole))
     }
 
     /// Ends a request on this node: pages freed at once, slot released, leg answered.

@@ -21,6 +21,9 @@ pub enum Space {
     Profile(String),
     /// This scenario with the run's seed (its generator and random faults re-drawn).
     Base(Box<SimConfig>),
+    /// Prefix-heavy: the deployment and knobs of the inner space (`Blind` or `Profile`), the
+    /// radix cache on, and explicit requests whose prompts share prefix chains (`draw_prefix_requests`).
+    Prefix(Box<Space>),
 }
 
 fn pick<T: Copy>(rng: &mut Prng, xs: &[T]) -> T {
@@ -85,8 +88,53 @@ pub fn fuzz_cost() -> CostConfig {
     }
 }
 
+/// A prefix-heavy workload: 4–24 requests of 1–4 tenants whose prompts are whole 512-token blocks
+/// (plus, sometimes, a partial tail block) drawn from a small alphabet — three "system prompts"
+/// for the first block, six ids after it — so chains are shared across tenants and requests, the
+/// same id follows different prefixes, and tenants re-send blocks they sent before.
+pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::RequestSpec> {
+    let n = rng.between(4, 24);
+    let tenants = rng.between(1, 4);
+    let gap_us = pick(rng, &[1_000u64, 20_000, 200_000]);
+    let max_blocks = (context_len / crate::prefix::BLOCK_TOKENS).saturating_sub(1).clamp(1, 8);
+    let mut at = 0u64;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        at += rng.below(2 * gap_us + 1) * 1_000;
+        let k = rng.between(1, max_blocks);
+        let mut blocks = vec![rng.between(1, 3)];
+        for _ in 1..k {
+            blocks.push(rng.between(1, 6));
+        }
+        let tail = if rng.below(2) == 0 { 0 } else { rng.between(1, 511) };
+        if tail > 0 && rng.below(2) == 0 {
+            blocks.push(rng.between(1, 6));
+        }
+        out.push(config::RequestSpec {
+            at_ns: at,
+            tenant: rng.below(tenants) as u32,
+            prompt_tokens: k * crate::prefix::BLOCK_TOKENS + tail,
+            output_tokens: rng.between(1, 40),
+            abort_at_ns: (rng.below(8) == 0).then(|| at + rng.between(1, 300) * 1_000_000),
+            prefix_blocks: blocks,
+        });
+    }
+    out
+}
+
 /// Draws a whole scenario for run `seed`.
 pub fn draw(seed: u64, space: &Space) -> SimConfig {
+    if let Space::Prefix(inner) = space {
+        let mut c = draw(seed, inner);
+        let mut rng = Prng::child(seed, "prefix");
+        c.knobs.prefill_cache = config::PrefillCache::Radix;
+        c.knobs.prefix_cache_scope =
+            pick(&mut rng, &[config::PrefixCacheScope::Global, config::PrefixCacheScope::PerTenant]);
+        c.generator = None;
+        c.requests = draw_prefix_requests(&mut rng, c.context_len);
+        c.name = format!("fuzz-prefix-seed{seed}");
+        return c;
+    }
     if let Space::Base(b) = space {
         let mut c = (**b).clone();
         c.seed = seed;
@@ -178,9 +226,38 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
     }
 }
 
-/// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`.
+/// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`; a
+/// disagreement of the two oracles (a kvsim bug) is `oracle_disagreement/<read>`.
 pub fn signatures(w: &World) -> BTreeSet<String> {
-    w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect()
+    let mut s: BTreeSet<String> =
+        w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect();
+    if let Some(rf) = &w.reference {
+        s.extend(rf.signatures());
+    }
+    s
+}
+
+/// Whether a signature is a disagreement between the fast and the reference oracle.
+pub fn is_disagreement(sig: &str) -> bool {
+    sig.starts_with("oracle_disagreement/")
+}
+
+/// The deterministic sample of runs a campaign checks differentially by default: one seed in 64,
+/// chosen by a hash of the seed (not `seed % 64`, so any seed range is sampled evenly).
+pub fn sampled_for_check(seed: u64) -> bool {
+    let mut h = crate::types::StableHasher::default();
+    std::hash::Hash::hash(&("check-oracle", seed), &mut h);
+    std::hash::Hasher::finish(&h) % 64 == 0
+}
+
+/// Runs a configuration the way a signature needs: with the differential check when the
+/// signature is an oracle disagreement.
+pub fn simulate_for(cfg: SimConfig, sig: &str) -> World {
+    if is_disagreement(sig) {
+        crate::simulate_checked(cfg, None, false)
+    } else {
+        crate::simulate(cfg, None, false)
+    }
 }
 
 /// Whether a signature names a safety violation (liveness ones are kept apart).
@@ -190,7 +267,12 @@ pub fn is_safety(sig: &str) -> bool {
 
 /// Runs one drawn case.
 pub fn run_case(cfg: SimConfig) -> (World, BTreeSet<String>) {
-    let w = crate::simulate(cfg, None, false);
+    run_case_checked(cfg, false)
+}
+
+/// Runs one drawn case, with the differential oracle check when `check`.
+pub fn run_case_checked(cfg: SimConfig, check: bool) -> (World, BTreeSet<String>) {
+    let w = if check { crate::simulate_checked(cfg, None, false) } else { crate::simulate(cfg, None, false) };
     let s = signatures(&w);
     (w, s)
 }

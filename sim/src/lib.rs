@@ -47,6 +47,16 @@ pub fn simulate(cfg: SimConfig, sink: Option<Box<dyn TraceSink>>, check_invarian
     w
 }
 
+/// Like `simulate`, with the differential check on: the reference oracle shadows every pool and
+/// every read's verdict is compared with the fast oracle's (`w.reference`).
+pub fn simulate_checked(cfg: SimConfig, sink: Option<Box<dyn TraceSink>>, check_invariants: bool) -> World {
+    let mut w = World::new(cfg, Tracer::new(sink));
+    w.check_invariants = check_invariants;
+    w.enable_reference();
+    w.run();
+    w
+}
+
 /// Like `simulate`, keeping every trace record in memory (`w.tracer.collected`).
 pub fn simulate_collect(cfg: SimConfig, check_invariants: bool) -> World {
     let mut w = World::new(cfg, Tracer::collecting(None));

@@ -75,8 +75,11 @@ pub fn push_run(runs: &mut Vec<Run>, r: Run) {
     runs.push(r);
 }
 
-/// Who last wrote a slot: tenant, request, the token position written there, and the write
-/// epoch (a pool-wide write counter) with its virtual time.
+/// Who last wrote a slot: tenant, request, the token position written there, the write epoch (a
+/// pool-wide write counter) with its virtual time, and `chain_upto`: positions below it hold
+/// prompt KV whose content is fixed by the writer's prefix chain (full 512-token prompt blocks;
+/// 0 for generated tokens and stubs), so another request with the same chain up to that block
+/// would have written the same values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Writer {
     pub tenant: TenantId,
@@ -84,6 +87,7 @@ pub struct Writer {
     pub pos: u64,
     pub epoch: u64,
     pub at: Instant,
+    pub chain_upto: u64,
 }
 
 impl RunValue for Writer {
@@ -91,7 +95,10 @@ impl RunValue for Writer {
         Writer { pos: self.pos + by, ..*self }
     }
     fn continued_by(&self, by: u64, next: &Self) -> bool {
-        self.tenant == next.tenant && self.request == next.request && self.pos + by == next.pos
+        self.tenant == next.tenant
+            && self.request == next.request
+            && self.pos + by == next.pos
+            && self.chain_upto == next.chain_upto
     }
 }
 
@@ -99,8 +106,10 @@ impl RunValue for Writer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Holder {
     Req(RequestId),
-    /// Released into prefill's radix cache: still allocated, evictable.
-    Cache,
+    /// Released into prefill's radix cache by this request: still allocated, evictable. The
+    /// request names the cache entry (a request releases once), so a page evicted, reused and
+    /// cached again by another request has another holder.
+    Cache(RequestId),
 }
 
 impl RunValue for Holder {
@@ -350,33 +359,50 @@ impl Pool {
         }
     }
 
-    fn foreign_pages(&self, slot_start: u64, len: u64, writer: RequestId, cache_ok: bool, out: &mut WriteReport) {
+    fn foreign_pages(
+        &self,
+        slot_start: u64,
+        len: u64,
+        writer: RequestId,
+        cached: (Option<RequestId>, &[RequestId]),
+        out: &mut WriteReport,
+    ) {
         let ps = self.page_size;
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
         self.holders.visit(p0, p1, |s, e, h| {
-            if h != Some(&Holder::Req(writer)) && !(cache_ok && h == Some(&Holder::Cache)) {
+            let ok = match h {
+                Some(Holder::Req(x)) => *x == writer,
+                Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
+                None => false,
+            };
+            if !ok {
                 out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
             }
         });
     }
 
-    /// Pages of `pages` neither held by `r` nor cached (for reads of source pages by a transfer:
-    /// a request legitimately reads the radix-cached prefix pages it reuses).
-    pub fn not_held_by(&self, pages: &[Run], r: RequestId) -> WriteReport {
+    /// Pages of `pages` held neither by `r`, nor by its own cache entry, nor by the cache entries of
+    /// `lenders` (the requests whose cached blocks `r` borrowed) — for reads of
+    /// source pages by a transfer: a request legitimately reads its own pages after releasing them
+    /// into the radix cache, and the cached prefix blocks it borrowed — but not a page that was
+    /// evicted, reused and cached again by someone else).
+    pub fn not_held_by(&self, pages: &[Run], r: RequestId, lenders: &[RequestId]) -> WriteReport {
         let mut rep = WriteReport::default();
         for run in pages {
             self.foreign_pages(
                 u64::from(run.first) * self.page_size,
                 u64::from(run.count) * self.page_size,
                 r,
-                true,
+                (Some(r), lenders),
                 &mut rep,
             );
         }
         rep
     }
 
-    /// Writes the KV of positions `[from, to)` of `request` into its block table.
+    /// Writes the KV of positions `[from, to)` of `request` into its block table (`chain_upto`:
+    /// see `Writer`).
+    #[allow(clippy::too_many_arguments)]
     pub fn write(
         &mut self,
         table: &[Run],
@@ -385,6 +411,7 @@ impl Pool {
         tenant: TenantId,
         request: RequestId,
         at: Instant,
+        chain_upto: u64,
     ) -> WriteReport {
         let mut rep = WriteReport::default();
         self.write_epoch += 1;
@@ -392,8 +419,8 @@ impl Pool {
         let mut pieces = Vec::new();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
         for &(slot, len, pos) in &pieces {
-            self.foreign_pages(slot, len, request, false, &mut rep);
-            self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at });
+            self.foreign_pages(slot, len, request, (None, &[]), &mut rep);
+            self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at, chain_upto });
         }
         rep.slots = pieces;
         rep
@@ -429,7 +456,7 @@ impl Pool {
             while piece_at < e {
                 let Some((dslot, dlen)) = cur else { return rep };
                 let n = (e - piece_at).min(dlen);
-                self.foreign_pages(dslot, n, copier, false, &mut rep);
+                self.foreign_pages(dslot, n, copier, (None, &[]), &mut rep);
                 match w {
                     Some(w) => self.owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
                     None => self.owners.clear(dslot, dslot + n),
@@ -528,10 +555,10 @@ mod tests {
     fn stale_data_survives_free_and_copy_carries_tails() {
         let mut p = pool(FreeListPolicy::Lifo);
         let a = p.alloc(2, Holder::Req(RequestId(0))).unwrap();
-        p.write(&a, 0, 8, TenantId(7), RequestId(0), Instant(5));
+        p.write(&a, 0, 8, TenantId(7), RequestId(0), Instant(5), 0);
         p.free(&a, Holder::Req(RequestId(0)));
         let b = p.alloc(2, Holder::Req(RequestId(1))).unwrap();
-        p.write(&b, 0, 1, TenantId(1), RequestId(1), Instant(9));
+        p.write(&b, 0, 1, TenantId(1), RequestId(1), Instant(9), 0);
         let mut seen = Vec::new();
         p.read(&b, 0, 8, |pos, _, len, w| seen.push((pos, len, w.map(|w| w.tenant.0))));
         assert_eq!(seen, vec![(0, 1, Some(1)), (1, 7, Some(7))]);

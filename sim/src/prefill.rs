@@ -3,14 +3,14 @@
 //! cost model, the transfer sender's page count, the inflight queue, and release (radix-cached or
 //! freed). Aborts fail the sender locally only; in-flight transfers are not cancelled.
 
-use crate::check::oracle::summarize;
+use crate::check::oracle::{equal_content, summarize};
 use crate::config::{AbortCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
 use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{DstInfo, Ev, LegIntake, TimeoutKind, World};
+use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The KV sender's state for one room. Ordered: Failed lowest, Success highest.
@@ -53,6 +53,8 @@ pub struct PReq {
     pub borrowed: Vec<crate::prefix::BlockKey>,
     /// Tokens whose KV came from the radix cache (shared prefix).
     pub reused_tokens: u64,
+    /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
+    pub chain_upto: u64,
 }
 
 pub struct PrefillNode {
@@ -155,6 +157,7 @@ impl World {
         let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
         let now = self.now;
         let epoch = self.prefill[n as usize].epoch;
+        let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
         let node = self.pnode(n);
         node.reqs.insert(
             r,
@@ -175,6 +178,7 @@ impl World {
                 entered: now,
                 borrowed: Vec::new(),
                 reused_tokens: 0,
+                chain_upto,
             },
         );
         node.bootstrap.push(r);
@@ -273,7 +277,7 @@ impl World {
                 }
                 return;
             };
-            let bad = self.pnode(n).pool.free(&pages, Holder::Cache);
+            let bad = self.pnode(n).pool.free(&pages, Holder::Cache(owner));
             assert!(bad.is_empty(), "prefill-{n}: evicted cache pages were not held by the cache");
             let pool = self.prefill[n as usize].id();
             self.mem(MemOp::Free { pool, r: owner, pages });
@@ -410,10 +414,13 @@ impl World {
             let (len, pending) = (pr.len, pr.pending_abort);
             let now = self.now;
             let PrefillNode { pool, reqs, .. } = &mut self.prefill[n as usize];
-            let rep = pool.write(&reqs[&r].pages, from, to, tenant, r, now);
+            let upto = reqs[&r].chain_upto;
+            let rep = pool.write(&reqs[&r].pages, from, to, tenant, r, now, upto);
             // Prefill attention over everything computed so far.
-            let reused = reqs[&r].reused_tokens;
-            let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|w, pos| pos < reused && w.pos == pos);
+            let all = &self.reqs;
+            let s = summarize(pool, &reqs[&r].pages, 0, to, r, tenant, &|w, pos, len| {
+                equal_content(w, pos, len, upto, common_chain_tokens(all, w.request, r))
+            });
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
@@ -422,13 +429,19 @@ impl World {
             self.oracle.check_read(&ctx, &s);
             if let Some(audit) = self.read_audit.as_mut() {
                 let pr = &self.prefill[n as usize].reqs[&r];
-                let reused = pr.reused_tokens;
-                let shared = |w: &crate::pool::Writer, pos: u64| pos < reused && w.pos == pos;
+                let all = &self.reqs;
+                let same = |w: &crate::pool::Writer, pos: u64, len: u64| {
+                    equal_content(w, pos, len, upto, common_chain_tokens(all, w.request, r))
+                };
                 let pool = &self.prefill[n as usize].pool;
-                let a = crate::check::oracle::audit_read(pool, &pr.pages, to, r, tenant, &shared, self.now);
+                let a = crate::check::oracle::audit_read(pool, &pr.pages, to, r, tenant, &same, self.now);
                 audit.push(a);
             }
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
+            if self.reference.is_some() {
+                let table = self.prefill[n as usize].reqs[&r].pages.clone();
+                self.differential_read(pool_id, r, &table, to, upto, &s.tally(), "prefill_read");
+            }
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {
                 let whole = to / self.page_size();
@@ -475,6 +488,9 @@ impl World {
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
         let room = self.reqs[r.idx()].room;
+        // The cache entries whose pages this request may read: the prefix blocks it borrowed.
+        let lenders: Vec<RequestId> =
+            pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
         let job = TransferJob {
             r,
             prefill: n,
@@ -486,6 +502,7 @@ impl World {
             meta: last.then_some((dst.meta_slot, room)),
             sender_pages: pr.num_pages,
             prefix_tokens: pr.reused_tokens,
+            lenders,
         };
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);

@@ -2,8 +2,10 @@
 //! workload's block hashes, e.g. Mooncake `hash_ids`) whose KV stays in the pool after their
 //! request finishes, reused by later requests with the same prefix. `prefix_cache_scope` decides
 //! whether the index is shared by all tenants (`global`) or salted per tenant (`per_tenant`).
-//! Reusing a block that only another tenant sent is `cross_tenant_prefix_hit`: the timing side
+//! Reusing a block that only other tenants sent is `cross_tenant_prefix_hit`: the timing side
 //! channel a missing salt opens. Blocks every tenant sends (a shared system prompt) are public.
+//! A block is identified by its chain — the block ids before it and its own — not by (position,
+//! id): the KV of a block depends on every token before it.
 
 use crate::check::{Kind, Violation};
 use crate::config::PrefixCacheScope;
@@ -21,13 +23,31 @@ pub struct CachedBlock {
     pub pages: Vec<Run>,
     pub tenant: TenantId,
     pub request: RequestId,
+    /// Every tenant that sent this block to this node (computed it or reused it): a hit by one of
+    /// them reveals nothing about the others.
+    pub senders: BTreeSet<TenantId>,
     /// Requests currently using the block (never evicted while > 0).
     pub refs: u32,
     pub last_use: u64,
 }
 
-/// Key: (salt, position, block id); the salt is 0 under `global`, tenant + 1 under `per_tenant`.
+/// Key: (salt, position, chain); the salt is 0 under `global`, tenant + 1 under `per_tenant`; the
+/// chain identifies the block with every block before it (`chain_ids`).
 pub type BlockKey = (u64, u32, u64);
+
+/// The chain identity of each block of a prompt: block `i`'s is a hash of block `i - 1`'s chain
+/// identity, `i` and its own id, so the same id after a different prefix is another block.
+pub fn chain_ids(blocks: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut prev = 0u64;
+    for (i, b) in blocks.iter().enumerate() {
+        let mut h = crate::types::StableHasher::default();
+        std::hash::Hash::hash(&(prev, i as u64, *b), &mut h);
+        prev = std::hash::Hasher::finish(&h);
+        out.push(prev);
+    }
+    out
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct PrefixIndex {
@@ -63,14 +83,15 @@ impl PrefixIndex {
     }
 }
 
-/// Blocks every tenant of the workload sends: public, so reusing them reveals nothing.
+/// Blocks (chain identities) every tenant of the workload sends: public, so reusing them
+/// reveals nothing.
 pub fn public_blocks(reqs: &[crate::world::Req]) -> BTreeSet<u64> {
     let mut tenants: BTreeSet<TenantId> = BTreeSet::new();
     let mut by_block: BTreeMap<u64, BTreeSet<TenantId>> = BTreeMap::new();
     for r in reqs.iter().filter(|r| !r.prefix_blocks.is_empty()) {
         tenants.insert(r.tenant);
-        for b in &r.prefix_blocks {
-            by_block.entry(*b).or_default().insert(r.tenant);
+        for b in chain_ids(&r.prefix_blocks) {
+            by_block.entry(b).or_default().insert(r.tenant);
         }
     }
     by_block.into_iter().filter(|(_, t)| tenants.len() >= 2 && t.len() == tenants.len()).map(|(b, _)| b).collect()
@@ -94,7 +115,7 @@ impl World {
         let tenant = self.reqs[r.idx()].tenant;
         let salt = self.salt(tenant);
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
-        let blocks: Vec<u64> = self.reqs[r.idx()].prefix_blocks.iter().take(max_blocks).copied().collect();
+        let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
         let idx = &mut self.prefill[n as usize].prefix;
         let mut keys = Vec::new();
         for (i, b) in blocks.iter().enumerate() {
@@ -117,7 +138,9 @@ impl World {
             for p in &b.pages {
                 push_run(&mut table, *p);
             }
-            if b.tenant != tenant && !self.public_blocks.contains(&key.2) {
+            let sent_before = b.senders.contains(&tenant);
+            b.senders.insert(tenant);
+            if !sent_before && !self.public_blocks.contains(&key.2) {
                 *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
                 culprit.get_or_insert(crate::check::oracle::Culprit {
                     request: b.request,
@@ -151,7 +174,7 @@ impl World {
                 culprit,
                 cause: "global_prefix_cache".into(),
                 detail: format!(
-                    "reused {} cached prefix block(s) that only other tenants had sent",
+                    "reused {} cached prefix block(s) that only other tenants had sent to this node",
                     slots / BLOCK_TOKENS
                 ),
             });
@@ -167,7 +190,7 @@ impl World {
         let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
         let tenant = self.reqs[r.idx()].tenant;
         let salt = self.salt(tenant);
-        let blocks = self.reqs[r.idx()].prefix_blocks.clone();
+        let blocks = self.reqs[r.idx()].chain.clone();
         let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n as usize];
         for key in &pr.borrowed {
@@ -175,7 +198,10 @@ impl World {
                 b.refs -= 1;
             }
         }
-        node.pool.rehold(&own, Holder::Cache);
+        node.pool.rehold(&own, Holder::Cache(r));
+        if let Some(rf) = self.reference.as_mut() {
+            rf.rehold(node.id(), &own, Holder::Cache(r));
+        }
         if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
             return own;
         }
@@ -189,12 +215,16 @@ impl World {
         while i < full.min(blocks.len()) && page + per <= own_pages {
             let key = (salt, i as u32, blocks[i]);
             let pages = slice_pages(&own, page, per);
-            if node.prefix.blocks.contains_key(&key) {
+            if let Some(b) = node.prefix.blocks.get_mut(&key) {
+                b.senders.insert(tenant);
                 dup.extend(pages);
             } else {
                 node.prefix.clock += 1;
                 let t = node.prefix.clock;
-                node.prefix.blocks.insert(key, CachedBlock { pages, tenant, request: r, refs: 0, last_use: t });
+                let senders = BTreeSet::from([tenant]);
+                node.prefix
+                    .blocks
+                    .insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
                 node.prefix.lru.insert((t, key));
             }
             i += 1;
@@ -208,7 +238,7 @@ impl World {
     /// Frees the least recently used unused block; false when none can be evicted.
     pub(crate) fn prefix_evict_one(&mut self, n: u16) -> bool {
         let Some(b) = self.prefill[n as usize].prefix.evict_one() else { return false };
-        let bad = self.prefill[n as usize].pool.free(&b.pages, Holder::Cache);
+        let bad = self.prefill[n as usize].pool.free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.prefill[n as usize].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });

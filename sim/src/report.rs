@@ -18,6 +18,18 @@ pub mod exit {
     pub const GPU_RUNTIME: i32 = 4;
     pub const SAFETY: i32 = 10;
     pub const LIVENESS: i32 = 11;
+    /// The fast and the reference oracle disagreed on a read (a kvsim bug).
+    pub const ORACLE_DISAGREEMENT: i32 = 12;
+}
+
+/// The differential check's outcome (runs with the reference oracle on).
+#[derive(Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct OracleCheck {
+    pub reads: u64,
+    pub slots: u64,
+    pub disagreements: u64,
+    /// The first disagreements, described.
+    pub first: Vec<String>,
 }
 
 /// The JSON form of a violation.
@@ -59,6 +71,8 @@ pub struct Report {
     pub violations: Vec<ViolationOut>,
     pub stories: Vec<String>,
     pub reproduce: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle_check: Option<OracleCheck>,
     pub exit_code: i32,
     /// TTFT, ITL and E2E over the requests answered 200, overall and per tenant.
     pub latency: crate::latency::Latency,
@@ -116,7 +130,7 @@ fn story(w: &World, v: &Violation) -> String {
     );
     let pool = v.pool.map(|p| p.to_string()).unwrap_or_default();
     match v.kind {
-        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead => {
+        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead | Kind::OwnKvMisplaced => {
             let whose = match v.kind {
                 Kind::CrossTenantRead => {
                     let t: Vec<String> = v.victim_tenants.iter().take(5).map(|t| t.0.to_string()).collect();
@@ -132,6 +146,7 @@ fn story(w: &World, v: &Violation) -> String {
                     )
                 }
                 Kind::CrossRequestRead => "last written by other requests of the same tenant".to_string(),
+                Kind::OwnKvMisplaced => "its own KV of other positions (corrupted context)".to_string(),
                 _ => "never written (zeros)".to_string(),
             };
             let _ = write!(
@@ -213,7 +228,15 @@ impl Report {
                 stories.push(story(w, v));
             }
         }
-        let exit_code = if w.oracle.has_safety() {
+        let oracle_check = w.reference.as_ref().map(|rf| OracleCheck {
+            reads: rf.reads,
+            slots: rf.slots_read,
+            disagreements: rf.disagreement_count,
+            first: rf.disagreements.iter().take(8).map(|d| d.to_string()).collect(),
+        });
+        let exit_code = if oracle_check.as_ref().is_some_and(|c| c.disagreements > 0) {
+            exit::ORACLE_DISAGREEMENT
+        } else if w.oracle.has_safety() {
             exit::SAFETY
         } else if w.oracle.has_liveness() {
             exit::LIVENESS
@@ -243,6 +266,7 @@ impl Report {
             violations,
             stories,
             reproduce,
+            oracle_check,
             exit_code,
             latency,
             per_request,
@@ -304,7 +328,20 @@ impl Report {
             }
         }
         s.push_str(&crate::latency::table(&self.latency));
+        if let Some(c) = &self.oracle_check {
+            let _ = writeln!(
+                s,
+                "oracle check: {} read(s), {} slot(s) compared with the reference oracle; {} disagreement(s)",
+                thousands(c.reads),
+                thousands(c.slots),
+                c.disagreements
+            );
+            for d in &c.first {
+                let _ = writeln!(s, "  - {d}");
+            }
+        }
         let verdict = match self.exit_code {
+            exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",
             _ => "clean",

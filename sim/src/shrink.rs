@@ -71,7 +71,7 @@ impl Shrinker {
             return false;
         }
         self.runs += 1;
-        let w = crate::simulate(cfg.clone(), None, false);
+        let w = crate::fuzz::simulate_for(cfg.clone(), &self.sig);
         let ok = signatures(&w).contains(&self.sig) && best_permille(&w, &self.sig) >= self.min_permille;
         self.accepted += u32::from(ok);
         ok
@@ -326,7 +326,7 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
 /// Shrinks `cfg` keeping `sig`, within `budget` runs.
 pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
     let mut cur = explicit(cfg);
-    let original = crate::simulate(cur.clone(), None, false);
+    let original = crate::fuzz::simulate_for(cur.clone(), sig);
     let min_permille = best_permille(&original, sig) / 2;
     let mut s = Shrinker { sig: sig.to_string(), runs: 0, accepted: 0, budget, min_permille };
     let mut necessary = Vec::new();

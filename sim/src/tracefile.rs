@@ -23,6 +23,10 @@ pub struct Header {
     pub config: SimConfig,
     /// Present when only the records touching these requests and pages were kept.
     pub filter: Option<Filter>,
+    /// The run compared every read with the reference oracle (`--check-oracle`): a replay does
+    /// the same, so a recorded disagreement replays as one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_oracle: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -59,6 +63,7 @@ impl Header {
             seed: cfg.seed,
             config: cfg.clone(),
             filter,
+            check_oracle: false,
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct TransferJob {
     pub sender_pages: u64,
     /// Leading tokens whose KV is a shared prefix from prefill's radix cache.
     pub prefix_tokens: u64,
+    /// The requests whose cached prefix blocks this request borrowed (their cache entries).
+    pub lenders: Vec<RequestId>,
 }
 
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
@@ -125,8 +127,10 @@ impl World {
         }
         let src_id = NodeId { role: Role::Prefill, index: j.prefill };
         let dst_id = NodeId { role: Role::Decode, index: j.decode };
-        // Reading a source page the request no longer holds is itself a use after free.
-        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r);
+        // Reading a source page the request no longer holds is itself a use after free. Pages it
+        // released into the radix cache, and the cached blocks it borrowed, are still its data
+        // while the same cache entry holds them.
+        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r, &self.jobs[job as usize].lenders);
         self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
         if self.decode[d].epoch == j.decode_epoch && self.decode[d].alive {
             let contents = self.prefill[p].pool.page_contents(&b.src);
@@ -157,6 +161,11 @@ impl World {
             }
             self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: pairs });
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
+            // The request's own data landed: if decode already read these positions (the land
+            // lagged), its next read must read them again.
+            if let Some(dr) = self.decode[d].reqs.get_mut(&j.r) {
+                dr.dirty = true;
+            }
         }
         self.prefill_maybe_drained(j.prefill, j.r);
     }

@@ -60,6 +60,8 @@ pub struct Req {
     pub output_tokens: u64,
     pub abort_at: Option<Instant>,
     pub prefix_blocks: Vec<u64>,
+    /// The chain identity of each prefix block (`prefix::chain_ids`).
+    pub chain: Vec<u64>,
     pub prefill: u16,
     pub decode: u16,
     pub room: u64,
@@ -188,6 +190,15 @@ pub struct World {
     /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
     /// Not part of the trace or its hash.
     pub read_audit: Option<Vec<crate::check::oracle::ReadAudit>>,
+    /// The reference oracle, when the differential check is on (`enable_reference`).
+    pub reference: Option<Box<crate::check::reference::Reference>>,
+}
+
+/// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
+pub fn common_chain_tokens(reqs: &[Req], a: RequestId, b: RequestId) -> u64 {
+    let (ca, cb) = (&reqs[a.idx()].chain, &reqs[b.idx()].chain);
+    let n = ca.iter().zip(cb).take_while(|(x, y)| x == y).count() as u64;
+    n * crate::prefix::BLOCK_TOKENS
 }
 
 impl World {
@@ -215,6 +226,7 @@ impl World {
             event_limit_hit: false,
             public_blocks: Default::default(),
             read_audit: None,
+            reference: None,
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);
@@ -302,7 +314,71 @@ impl World {
     }
 
     pub fn mem(&mut self, op: MemOp) {
+        if self.reference.is_some() {
+            self.mem_reference(&op);
+        }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// Feeds a memory operation to the reference oracle (off the fast path).
+    #[cold]
+    #[inline(never)]
+    fn mem_reference(&mut self, op: &MemOp) {
+        let chain_upto = match op {
+            MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
+                self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
+            }
+            _ => 0,
+        };
+        let now = self.now;
+        if let Some(rf) = self.reference.as_mut() {
+            rf.apply(now, op, chain_upto);
+        }
+    }
+
+    /// Tokens of a leg of `len` prompt tokens whose KV its prefix chain fixes: its full 512-token
+    /// prefix blocks (none for a one-token stub, whose KV is not the prompt's).
+    pub fn chain_upto(&self, r: RequestId, len: u64, stub: bool) -> u64 {
+        if stub {
+            return 0;
+        }
+        let blocks = self.reqs[r.idx()].prefix_blocks.len() as u64;
+        blocks.min(len / crate::prefix::BLOCK_TOKENS) * crate::prefix::BLOCK_TOKENS
+    }
+
+    /// Turns the differential check on: a reference oracle shadows every pool from now on (call
+    /// before `run`).
+    pub fn enable_reference(&mut self) {
+        let pools: Vec<(PoolId, u32, u64, bool)> = self
+            .prefill
+            .iter()
+            .map(|p| (p.id(), p.pool.pages, p.pool.page_size))
+            .chain(self.decode.iter().map(|d| (d.id(), d.pool.pages, d.pool.page_size)))
+            .map(|(id, pages, ps)| (id, pages, ps, self.cfg.knobs.zero_on_free))
+            .collect();
+        let reqs = self.reqs.iter().map(|r| (r.tenant, r.prefix_blocks.clone())).collect();
+        self.reference = Some(Box::new(crate::check::reference::Reference::new(&pools, reqs)));
+    }
+
+    /// Compares the fast oracle's verdict on a whole read (`fast`, positions `[0, seq_len)` of
+    /// `table`) with the reference's; a difference is recorded as a disagreement.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn differential_read(
+        &mut self,
+        pool: PoolId,
+        r: RequestId,
+        table: &[Run],
+        seq_len: u64,
+        chain_upto: u64,
+        fast: &crate::check::oracle::Tally,
+        what: &'static str,
+    ) {
+        let now = self.now;
+        if let Some(rf) = self.reference.as_mut() {
+            rf.compare_read(now, pool, r, table, seq_len, chain_upto, fast, what);
+        }
     }
 
     /// Records use-after-free for writes that landed in pages the writer does not hold, and

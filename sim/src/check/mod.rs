@@ -2,4 +2,6 @@
 //! run at its end. A violation is data (an outcome of the modelled engine), never a panic.
 
 pub mod oracle;
-pub use oracle::{Kind, Oracle, ReadSummary, Violation};
+pub use oracle::{Kind, Oracle, ReadSummary, Tally, Violation};
+pub mod reference;
+pub use reference::{Disagreement, Reference};

@@ -17,6 +17,9 @@ pub enum Kind {
     UseAfterFree,
     DoubleFree,
     CrossTenantPrefixHit,
+    /// The reader's own KV at another position than the one it reads (corruption of its own
+    /// context, not another request's data).
+    OwnKvMisplaced,
     PageLeak,
     RequestHang,
 }
@@ -31,6 +34,7 @@ impl Kind {
             Kind::UseAfterFree => "use_after_free",
             Kind::DoubleFree => "double_free",
             Kind::CrossTenantPrefixHit => "cross_tenant_prefix_hit",
+            Kind::OwnKvMisplaced => "own_kv_misplaced",
             Kind::PageLeak => "page_leak",
             Kind::RequestHang => "request_hang",
         }
@@ -43,7 +47,7 @@ impl Kind {
     }
 }
 
-pub const ALL_KINDS: [Kind; 9] = [
+pub const ALL_KINDS: [Kind; 10] = [
     Kind::CrossTenantRead,
     Kind::CrossRequestRead,
     Kind::UninitializedRead,
@@ -51,6 +55,7 @@ pub const ALL_KINDS: [Kind; 9] = [
     Kind::UseAfterFree,
     Kind::DoubleFree,
     Kind::CrossTenantPrefixHit,
+    Kind::OwnKvMisplaced,
     Kind::PageLeak,
     Kind::RequestHang,
 ];
@@ -88,21 +93,103 @@ pub struct Violation {
 /// What a read found, slot by slot, as counts.
 #[derive(Clone, Debug, Default)]
 pub struct ReadSummary {
+    /// The reader's own KV at its position, or KV of equal content (same position, same prefix
+    /// chain: a shared prefix).
     pub own: u64,
     pub uninit: u64,
     pub cross_request: u64,
     pub foreign: u64,
+    /// The reader's own KV found at another position.
+    pub misplaced: u64,
     pub victims: BTreeMap<TenantId, u64>,
     pub foreign_pages: Vec<Run>,
     pub uninit_pages: Vec<Run>,
     pub other_request_pages: Vec<Run>,
+    pub misplaced_pages: Vec<Run>,
     pub culprit: Option<Culprit>,
     pub same_tenant_culprit: Option<Culprit>,
 }
 
 impl ReadSummary {
     pub fn clean(&self) -> bool {
-        self.uninit == 0 && self.cross_request == 0 && self.foreign == 0
+        self.uninit == 0 && self.cross_request == 0 && self.foreign == 0 && self.misplaced == 0
+    }
+
+    /// The counts, for comparison with the reference oracle.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            ok: self.own,
+            uninit: self.uninit,
+            cross_request: self.cross_request,
+            misplaced: self.misplaced,
+            victims: self.victims.clone(),
+        }
+    }
+}
+
+/// A read's verdict as slot counts: what the fast and the reference oracle must agree on.
+/// `victims` holds the cross-tenant slots by the tenant that wrote them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Own KV at its position, or equal content (shared prefix).
+    pub ok: u64,
+    pub uninit: u64,
+    pub cross_request: u64,
+    pub misplaced: u64,
+    pub victims: BTreeMap<TenantId, u64>,
+}
+
+impl Tally {
+    pub fn add(&mut self, o: &Tally) {
+        self.ok += o.ok;
+        self.uninit += o.uninit;
+        self.cross_request += o.cross_request;
+        self.misplaced += o.misplaced;
+        for (t, n) in &o.victims {
+            *self.victims.entry(*t).or_default() += n;
+        }
+    }
+
+    pub fn foreign(&self) -> u64 {
+        self.victims.values().sum()
+    }
+
+    pub fn slots(&self) -> u64 {
+        self.ok + self.uninit + self.cross_request + self.misplaced + self.foreign()
+    }
+
+    /// The violation kinds this verdict records.
+    pub fn kinds(&self) -> Vec<Kind> {
+        let mut k = Vec::new();
+        if self.foreign() > 0 {
+            k.push(Kind::CrossTenantRead);
+        }
+        if self.cross_request > 0 {
+            k.push(Kind::CrossRequestRead);
+        }
+        if self.uninit > 0 {
+            k.push(Kind::UninitializedRead);
+        }
+        if self.misplaced > 0 {
+            k.push(Kind::OwnKvMisplaced);
+        }
+        k
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v: Vec<String> = self.victims.iter().map(|(t, n)| format!("{}:{n}", t.0)).collect();
+        write!(
+            f,
+            "ok {} · uninit {} · cross_request {} · misplaced {} · cross_tenant {} [{}]",
+            self.ok,
+            self.uninit,
+            self.cross_request,
+            self.misplaced,
+            self.foreign(),
+            v.join(" ")
+        )
     }
 }
 
@@ -122,8 +209,13 @@ fn note_pages(runs: &mut Vec<Run>, slot: u64, len: u64, ps: u64) {
     push_run(runs, Run { first: p0 as u32, count: (p1 - p0) as u32 });
 }
 
-/// Summarises a read of positions `[from, to)` of `table` by `reader`. `shared` says whether a
-/// slot written by another request of the same tenant is a legitimate shared prefix.
+/// Summarises a read of positions `[from, to)` of `table` by `reader`. `same(w, pos, len)` says
+/// how many leading slots of a piece of `len` slots at positions `pos..` written by `w` (another
+/// request, or the reader at another position) hold the same content as the reader's own KV
+/// there (a shared prefix: same position, same prefix chain). The rest of the piece is
+/// classified slot by slot: the reader's own KV at another position, another request of the
+/// same tenant, another tenant.
+#[inline]
 pub fn summarize(
     pool: &Pool,
     table: &[Run],
@@ -131,7 +223,7 @@ pub fn summarize(
     to: u64,
     reader: RequestId,
     tenant: TenantId,
-    shared: &dyn Fn(&Writer, u64) -> bool,
+    same: &dyn Fn(&Writer, u64, u64) -> u64,
 ) -> ReadSummary {
     let ps = pool.page_size;
     let mut s = ReadSummary::default();
@@ -141,20 +233,41 @@ pub fn summarize(
             note_pages(&mut s.uninit_pages, slot, len, ps);
         }
         Some(w) if w.request == reader && w.pos == pos => s.own += len,
-        Some(w) if shared(w, pos) => s.own += len,
-        Some(w) if w.tenant == tenant => {
-            s.cross_request += len;
-            note_pages(&mut s.other_request_pages, slot, len, ps);
-            s.same_tenant_culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
-        }
         Some(w) => {
-            s.foreign += len;
-            *s.victims.entry(w.tenant).or_default() += len;
-            note_pages(&mut s.foreign_pages, slot, len, ps);
-            s.culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
+            let eq = same(w, pos, len).min(len);
+            s.own += eq;
+            let (slot, len) = (slot + eq, len - eq);
+            if len == 0 {
+                return;
+            }
+            if w.request == reader {
+                s.misplaced += len;
+                note_pages(&mut s.misplaced_pages, slot, len, ps);
+            } else if w.tenant == tenant {
+                s.cross_request += len;
+                note_pages(&mut s.other_request_pages, slot, len, ps);
+                s.same_tenant_culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
+            } else {
+                s.foreign += len;
+                *s.victims.entry(w.tenant).or_default() += len;
+                note_pages(&mut s.foreign_pages, slot, len, ps);
+                s.culprit.get_or_insert(Culprit { request: w.request, tenant: w.tenant, at: w.at });
+            }
         }
     });
     s
+}
+
+/// Whether KV written by `w` at positions `pos..pos+len` equals the reader's own there, as a
+/// count of leading slots: same position, a prompt token of both (below both `chain_upto`
+/// bounds), and the same prefix chain up to the block holding it (`common_tokens`: the tokens of
+/// the blocks the two requests' chains share).
+pub fn equal_content(w: &Writer, pos: u64, len: u64, reader_chain_upto: u64, common_tokens: u64) -> u64 {
+    if w.pos != pos {
+        return 0;
+    }
+    let bound = w.chain_upto.min(reader_chain_upto).min(common_tokens);
+    bound.saturating_sub(pos).min(len)
 }
 
 /// A whole read (positions `0..seq_len`) as the oracle sees it, slot by slot, as counts: what
@@ -177,17 +290,17 @@ pub struct ReadAudit {
     pub foreign: u64,
 }
 
-/// Audits positions `0..seq_len` of `table`; `shared` as for [`summarize`].
+/// Audits positions `0..seq_len` of `table`; `same` as for [`summarize`].
 pub fn audit_read(
     pool: &Pool,
     table: &[Run],
     seq_len: u64,
     reader: RequestId,
     tenant: TenantId,
-    shared: &dyn Fn(&Writer, u64) -> bool,
+    same: &dyn Fn(&Writer, u64, u64) -> u64,
     at: Instant,
 ) -> ReadAudit {
-    let s = summarize(pool, table, 0, seq_len, reader, tenant, shared);
+    let s = summarize(pool, table, 0, seq_len, reader, tenant, same);
     let (mut own_tenant, mut other_tenant) = (0, 0);
     pool.read(table, 0, seq_len, |_, _, len, w| match w {
         Some(w) if w.tenant == tenant => own_tenant += len,
@@ -207,11 +320,12 @@ pub fn audit_read(
     }
 }
 
-/// Collects violations; one record per (kind, request), every occurrence counted.
+/// Collects violations; one record per (kind, request) — per (kind, pool) for records without a
+/// request (a page leak in each pool is its own record) — every occurrence counted.
 #[derive(Debug, Default)]
 pub struct Oracle {
     pub violations: Vec<Violation>,
-    seen: BTreeSet<(Kind, Option<RequestId>)>,
+    seen: BTreeSet<(Kind, Option<RequestId>, Option<PoolId>)>,
     pub counts: BTreeMap<Kind, u64>,
 }
 
@@ -229,13 +343,14 @@ pub struct ReadCtx {
 impl Oracle {
     pub fn record(&mut self, v: Violation) {
         *self.counts.entry(v.kind).or_default() += 1;
-        if self.seen.insert((v.kind, v.request)) {
+        let pool = if v.request.is_none() { v.pool } else { None };
+        if self.seen.insert((v.kind, v.request, pool)) {
             self.violations.push(v);
         }
     }
 
     pub fn has(&self, kind: Kind, request: RequestId) -> bool {
-        self.seen.contains(&(kind, Some(request)))
+        self.seen.contains(&(kind, Some(request), None))
     }
 
     /// Records the read violations a summary shows.
@@ -272,6 +387,9 @@ impl Oracle {
         if s.uninit > 0 {
             self.record(base(Kind::UninitializedRead, s.uninit, &s.uninit_pages, vec![], None));
         }
+        if s.misplaced > 0 {
+            self.record(base(Kind::OwnKvMisplaced, s.misplaced, &s.misplaced_pages, vec![], None));
+        }
     }
 
     pub fn has_safety(&self) -> bool {
@@ -279,5 +397,55 @@ impl Oracle {
     }
     pub fn has_liveness(&self) -> bool {
         self.counts.keys().any(|k| k.is_liveness())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{NodeId, Role};
+
+    fn leak(pool: PoolId) -> Violation {
+        Violation {
+            kind: Kind::PageLeak,
+            request: None,
+            tenant: None,
+            victim_tenants: vec![],
+            pool: Some(pool),
+            pages: 3,
+            page_runs: vec![],
+            slots: 0,
+            at: Instant(0),
+            pages_read: 0,
+            seq_len: 0,
+            culprit: None,
+            cause: pool.role_name().to_string(),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn every_leaking_pool_is_named() {
+        let mut o = Oracle::default();
+        let p0 = NodeId { role: Role::Prefill, index: 0 };
+        let d0 = NodeId { role: Role::Decode, index: 0 };
+        let d1 = NodeId { role: Role::Decode, index: 1 };
+        for p in [p0, d0, d1, d1] {
+            o.record(leak(p));
+        }
+        let pools: Vec<PoolId> = o.violations.iter().filter_map(|v| v.pool).collect();
+        assert_eq!(pools, vec![p0, d0, d1], "one record per leaking pool");
+        assert_eq!(o.counts[&Kind::PageLeak], 4);
+    }
+
+    #[test]
+    fn equal_content_needs_position_bounds_and_chain() {
+        let w =
+            Writer { tenant: TenantId(1), request: RequestId(0), pos: 100, epoch: 1, at: Instant(0), chain_upto: 1024 };
+        assert_eq!(equal_content(&w, 100, 2000, 1536, 512), 412, "split at the common chain");
+        assert_eq!(equal_content(&w, 100, 2000, 300, 1536), 200, "split at the reader's bound");
+        assert_eq!(equal_content(&w, 100, 2000, 4096, 4096), 924, "split at the writer's bound");
+        assert_eq!(equal_content(&w, 101, 10, 4096, 4096), 0, "another position");
+        assert_eq!(equal_content(&w, 100, 10, 4096, 0), 0, "another chain");
     }
 }

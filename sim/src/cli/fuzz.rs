@@ -9,7 +9,7 @@
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
 use kvsim::config::SimConfig;
-use kvsim::fuzz::{draw, run_case, Space};
+use kvsim::fuzz::{draw, run_case_checked, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,13 @@ pub struct FuzzOpts {
     /// reports how many runs and how long it took.
     #[arg(long)]
     pub until: Option<String>,
+    /// Check every run's reads against the reference oracle (by default one run in 64, chosen by
+    /// a hash of its seed); a disagreement is signature `oracle_disagreement/<read>`, exit 12.
+    #[arg(long)]
+    pub check_oracle: bool,
+    /// Draw prefix-heavy workloads: explicit requests sharing prefix chains, radix cache on.
+    #[arg(long, conflicts_with = "base")]
+    pub prefix_heavy: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -163,9 +170,9 @@ fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
     })
 }
 
-fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>) -> Result<(), String> {
+fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>, check: bool) -> Result<(), String> {
     let path = path.to_string_lossy();
-    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new).map(|_| ())
+    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, check).map(|_| ())
 }
 
 struct Ctx {
@@ -196,8 +203,10 @@ impl Ctx {
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
         std::fs::write(tmp.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header)).map_err(io)?;
-        let (_, filter) = super::filter_for(cfg);
-        write_trace_file(cfg, &tmp.join("trace.jsonl"), Some(filter))?;
+        let check = kvsim::fuzz::is_disagreement(sig);
+        // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
+        let filter = (!check).then(|| super::filter_for(cfg).1);
+        write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
         let mut failure = Failure {
             signature: sig.to_string(),
             seed,
@@ -212,7 +221,7 @@ impl Ctx {
             let (text, s) =
                 super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
             std::fs::write(tmp.join("shrunk.toml"), text).map_err(io)?;
-            write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None)?;
+            write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None, check)?;
             failure.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
@@ -339,6 +348,17 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         return Err(format!("--confirm {}: expected off, auto, cpu or cuda", o.confirm));
     }
     let (space, space_name) = match (&o.base, &o.profile) {
+        (None, p) if o.prefix_heavy => {
+            let inner = match p {
+                Some(p) if kvsim::config::profile(p).is_none() => {
+                    return Err(format!("--profile {p}: unknown (known: {})", kvsim::config::profile_names()))
+                }
+                Some(p) => Space::Profile(p.clone()),
+                None => Space::Blind,
+            };
+            let name = format!("prefix:{}", p.as_deref().unwrap_or("blind"));
+            (Space::Prefix(Box::new(inner)), name)
+        }
         (Some(b), _) => {
             let cfg = super::load(b, &super::RunOpts { profile: o.profile.clone(), ..Default::default() })
                 .map_err(|e| e.to_string())?;
@@ -425,7 +445,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 }
                 let seed = o.seed_start.wrapping_add(k);
                 let cfg = draw(seed, &ctx.space);
-                let (_, sigs) = run_case(cfg.clone());
+                let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
+                let (_, sigs) = run_case_checked(cfg.clone(), check);
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
                     if !known {
@@ -522,7 +543,9 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }
     }
-    Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
+    Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_disagreement(s)) {
+        exit::ORACLE_DISAGREEMENT
+    } else if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
         exit::SAFETY
     } else if camp.table.is_empty() {
         exit::CLEAN

@@ -1,5 +1,6 @@
 //! Command-line front end. Every failure prints how to reproduce it; exit statuses:
-//! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness.
+//! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness,
+//! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug).
 
 use clap::{Parser, Subcommand};
 use kvsim::config::{self, SimConfig};
@@ -54,6 +55,10 @@ pub struct TraceOpts {
     /// Write an SVG page map: time on x, pages on y, allocations coloured by tenant.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<String>,
+    /// Check every read of the fast oracle against the reference oracle (a per-slot shadow of
+    /// every pool); exit 12 on any disagreement.
+    #[arg(long)]
+    pub check_oracle: bool,
 }
 
 /// `kvsim run --format`.
@@ -262,6 +267,9 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
     let (w, report) = match &t.trace {
         None => {
             let mut w = kvsim::world::World::new(cfg.clone(), tracer(None));
+            if t.check_oracle {
+                w.enable_reference();
+            }
             w.run();
             let r = Report::build(&w, repro.to_string());
             (w, r)
@@ -292,7 +300,7 @@ fn write_trace(
     tracer: MakeTracer,
 ) -> Result<(kvsim::world::World, Report), String> {
     let filter = if t.trace_filter { Some(filter_for(cfg).1) } else { None };
-    trace_to_file(cfg, repro, path, filter, tracer)
+    trace_to_file(cfg, repro, path, filter, tracer, t.check_oracle)
 }
 
 /// `--trace-filter`: runs `cfg` once keeping only its memory log, and returns the filter that
@@ -322,15 +330,19 @@ pub fn trace_to_file(
     path: &str,
     filter: Option<Filter>,
     tracer: MakeTracer,
+    check_oracle: bool,
 ) -> Result<(kvsim::world::World, Report), String> {
     let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
     let mut out = BufWriter::new(file);
-    let header = Header::new(cfg, filter.clone());
+    let header = Header { check_oracle, ..Header::new(cfg, filter.clone()) };
     use std::io::Write as _;
     writeln!(out, "{}", serde_json::to_string(&header).expect("header serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
     let (sink, state) = tracefile::JsonlWriter::new(out, filter, cfg.knobs.page_size);
     let mut w = kvsim::world::World::new(cfg.clone(), tracer(Some(Box::new(sink))));
+    if check_oracle {
+        w.enable_reference();
+    }
     w.run();
     let report = Report::build(&w, repro.to_string());
     drop(w.tracer.take_sink());
@@ -467,8 +479,12 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         Err(e) => return bad(e.to_string()),
     };
     let cfg = reader.header.config.clone();
+    let check_oracle = reader.header.check_oracle;
     let (sink, state) = tracefile::Comparer::new(reader);
     let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    if check_oracle {
+        w.enable_reference();
+    }
     w.run();
     let repro = format!("kvsim replay {path}");
     let report = Report::build(&w, repro);

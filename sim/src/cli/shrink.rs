@@ -72,7 +72,8 @@ pub fn run(o: &ShrinkOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let (_, sigs) = kvsim::fuzz::run_case(cfg.clone());
+    let check = o.signature.as_deref().is_some_and(kvsim::fuzz::is_disagreement);
+    let (_, sigs) = kvsim::fuzz::run_case_checked(cfg.clone(), check);
     let sig = match (&o.signature, pick_signature(&sigs)) {
         (Some(s), _) if sigs.contains(s) => s.clone(),
         (Some(s), _) => {
@@ -101,8 +102,10 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         if s.necessary_knobs.is_empty() { "none".to_string() } else { s.necessary_knobs.join(", ") }
     );
     println!("written to {}\nreproduce: kvsim run {}", o.out, o.out);
-    let (_, after) = kvsim::fuzz::run_case(s.cfg);
-    if after.iter().any(|x| kvsim::fuzz::is_safety(x)) {
+    let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);
+    if after.iter().any(|x| kvsim::fuzz::is_disagreement(x)) {
+        exit::ORACLE_DISAGREEMENT
+    } else if after.iter().any(|x| kvsim::fuzz::is_safety(x)) {
         exit::SAFETY
     } else {
         exit::LIVENESS

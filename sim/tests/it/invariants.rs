@@ -1,9 +1,10 @@
 //! Every component's invariants after every event (a panic fails the test), over small scenarios,
-//! every profile and a fault mix; then liveness: once faults heal, every request ends.
+//! every profile and a fault mix, with the differential oracle check on (the fast and the
+//! reference oracle agree on every read); then liveness: once faults heal, every request ends.
 
 use crate::load;
 use kvsim::check::Kind;
-use kvsim::simulate;
+use kvsim::simulate_checked;
 
 #[test]
 fn invariants_hold_under_faults_and_every_profile() {
@@ -12,8 +13,11 @@ fn invariants_hold_under_faults_and_every_profile() {
             [vec![], vec![("chunked_prefill_size", "512"), ("free_list_policy", "lifo")], vec![("page_size", "1")]]
         {
             for s in ["small/stub-leak.toml", "small/mixed-faults.toml"] {
-                let w = simulate(load(s, Some(profile), &set), None, true);
+                let w = simulate_checked(load(s, Some(profile), &set), None, true);
                 assert!(w.events > 0);
+                let rf = w.reference.as_ref().expect("checked");
+                assert!(rf.reads > 0);
+                assert_eq!(rf.disagreement_count, 0, "{profile} {set:?} {s}: {:?}", rf.disagreements.first());
                 assert!(
                     !w.oracle.counts.contains_key(&Kind::RequestHang),
                     "{profile} {set:?} {s}: {:?}",

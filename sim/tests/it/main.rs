@@ -10,6 +10,7 @@ mod fuzz_corpus;
 mod hostile;
 mod incident;
 mod invariants;
+mod oracle;
 mod scenario_format;
 mod self_contained;
 mod snapshots;

@@ -1,0 +1,260 @@
+//! Issue 22: the oracle checked by a slow twin. The regression scenarios of the soundness fixes
+//! (`sim/tests/data/oracle/`, one per item, each with its `[[expect]]` entries) run with the
+//! differential check on: their expectations must hold and the fast and the reference oracle must
+//! agree on every read. The tests below pin what each scenario is about, so a scenario that stops
+//! exercising its mechanism fails too.
+
+use kvsim::check::{Kind, Violation};
+use kvsim::config::SimConfig;
+use kvsim::scenario::{Overrides, Scenario};
+use kvsim::trace::{MemOp, TraceRecord, Tracer};
+use kvsim::types::RequestId;
+use kvsim::world::World;
+use std::path::PathBuf;
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/oracle")
+}
+
+fn scenario(name: &str) -> Scenario {
+    let path = data_dir().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Scenario::parse(&path.to_string_lossy(), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn config(name: &str, set: &[(&str, &str)]) -> SimConfig {
+    let o =
+        Overrides { profile: None, seed: None, set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
+    scenario(name).resolve_with(&o, Some(&crate::read)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs with the reference oracle and invariant checks on, keeping the records; asserts that the
+/// two oracles agreed on every read (and that there were reads to compare).
+fn run_checked(cfg: SimConfig) -> World {
+    let mut w = World::new(cfg, Tracer::collecting(None));
+    w.check_invariants = true;
+    w.enable_reference();
+    w.run();
+    let rf = w.reference.as_ref().expect("enabled");
+    assert!(rf.reads > 0, "{}: no read was compared", w.cfg.name);
+    assert_eq!(
+        rf.disagreement_count,
+        0,
+        "{}: the oracles disagree: {:?}",
+        w.cfg.name,
+        rf.disagreements.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+    );
+    w
+}
+
+fn violation(w: &World, kind: Kind, r: u32) -> &Violation {
+    w.oracle
+        .violations
+        .iter()
+        .find(|v| v.kind == kind && v.request == Some(RequestId(r)))
+        .unwrap_or_else(|| panic!("{}: no {} for request {r}", w.cfg.name, kind.name()))
+}
+
+#[test]
+fn every_regression_scenario_holds_and_the_oracles_agree() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    for f in files {
+        let sc = scenario(f.file_name().unwrap().to_str().unwrap());
+        assert!(!sc.spec.expect.is_empty(), "{}: no [[expect]]", f.display());
+        for e in &sc.spec.expect {
+            let o = Overrides { profile: e.profile.clone(), seed: None, set: e.set_pairs() };
+            let cfg = sc.resolve_with(&o, Some(&crate::read)).unwrap();
+            let w = run_checked(cfg);
+            let miss = e.mismatches(&w);
+            assert!(miss.is_empty(), "{} `{}`: {miss:?}", f.display(), e.name);
+        }
+    }
+}
+
+/// Item 1: the land after decode started reading is read again: first zeros, then tenant 2's KV.
+#[test]
+fn lag_and_reuse_is_read_again_after_the_land() {
+    let w = run_checked(config("lag-reuse.toml", &[]));
+    let uninit = violation(&w, Kind::UninitializedRead, 0);
+    let foreign = violation(&w, Kind::CrossTenantRead, 0);
+    assert!(foreign.at > uninit.at, "the foreign KV is found by a later read, after the land");
+    assert_eq!(foreign.victim_tenants, vec![kvsim::types::TenantId(2)]);
+    assert_eq!(foreign.culprit.map(|c| c.request), Some(RequestId(1)));
+    // Its whole prompt was replaced: 1,000 positions (the land copies whole pages of request 1).
+    assert_eq!(foreign.slots, 1000);
+}
+
+/// Item 2 (and the mitigations): the exemption stops at the shared chain, slot by slot.
+#[test]
+fn prefix_piece_is_split_at_the_shared_chain() {
+    let w = run_checked(config("prefix-split.toml", &[]));
+    let v = violation(&w, Kind::CrossTenantRead, 1);
+    assert_eq!(v.slots, 2000 - 512, "positions 0..512 are the shared block 100, the rest tenant 1's");
+    assert_eq!(v.culprit.map(|c| c.request), Some(RequestId(0)));
+    // kv_checksum judges the same read by the same definition: request 1 is stopped.
+    let w = run_checked(config("prefix-split.toml", &[("kv_checksum", "on")]));
+    assert_eq!(w.reqs[1].caught_by, Some(kvsim::world::Mitigation::KvChecksum));
+    assert!(!w.oracle.counts.contains_key(&Kind::CrossTenantRead));
+}
+
+/// Item 3: same offsets below the shared bound, other content.
+#[test]
+fn stale_kv_at_the_same_offsets_is_not_exempt() {
+    let w = run_checked(config("stale-same-offset.toml", &[]));
+    let v = violation(&w, Kind::CrossTenantRead, 2);
+    assert_eq!(v.slots, 516, "request 1's 512 prompt slots (block 200, not 100) and its 4 generated tokens");
+    assert_eq!(v.culprit.map(|c| c.request), Some(RequestId(1)));
+}
+
+/// Item 4: a source page evicted, reused and cached again by another request.
+#[test]
+fn recached_source_page_is_a_use_after_free() {
+    let w = run_checked(config("recached-source.toml", &[]));
+    let v = violation(&w, Kind::UseAfterFree, 0);
+    assert_eq!(v.cause, "transfer_read_of_a_source_page");
+    assert_eq!(v.victim_tenants, Vec::<kvsim::types::TenantId>::new(), "held by the cache, not by a request");
+    assert!(w.oracle.has(Kind::CrossTenantRead, RequestId(0)));
+}
+
+/// Item 5: the reader's own KV at a wrong position is its own kind, never its own culprit.
+#[test]
+fn own_kv_at_a_wrong_position_is_misplaced_not_cross_request() {
+    let w = run_checked(config("own-kv-misplaced.toml", &[]));
+    let v = violation(&w, Kind::OwnKvMisplaced, 4);
+    assert_eq!(v.slots, 1);
+    assert!(v.culprit.is_none());
+    let cr = violation(&w, Kind::CrossRequestRead, 4);
+    assert_ne!(cr.culprit.map(|c| c.request), Some(RequestId(4)), "a reader is never its own culprit");
+}
+
+/// Item 6: identical public-prefix content of another tenant at the same positions is not foreign.
+#[test]
+fn identical_prefix_content_of_another_tenant_is_not_flagged() {
+    let w = run_checked(config("public-content.toml", &[]));
+    // Request 1 did read request 0's stale KV (its data landed 300 ms after its reads began)...
+    let lagged = w.reqs[1].lagged;
+    assert!(lagged);
+    let first_read = w
+        .tracer
+        .collected
+        .as_ref()
+        .unwrap()
+        .iter()
+        .position(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Read { r, pool, .. }) if r.0 == 1 && pool.role == kvsim::types::Role::Decode))
+        .expect("request 1 reads on decode");
+    let landed = w
+        .tracer
+        .collected
+        .as_ref()
+        .unwrap()
+        .iter()
+        .position(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 1));
+    assert!(landed.is_none_or(|l| l > first_read), "the first decode read came before the land");
+    // ...and no read of it is flagged.
+    assert!(w.oracle.violations.iter().all(|v| v.request != Some(RequestId(1)) || v.kind == Kind::UseAfterFree));
+}
+
+/// Item 7: a tenant reusing a block it sent itself is not a cross-tenant prefix hit.
+#[test]
+fn reusing_a_block_the_tenant_sent_itself_is_not_a_prefix_hit() {
+    let w = run_checked(config("self-sent-block.toml", &[]));
+    // Tenant 1's copy of block [100] is the cached one; tenant 2 sent it too.
+    let chain = kvsim::prefix::chain_ids(&[100])[0];
+    let b =
+        w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b).expect("block [100] is cached");
+    assert_eq!(b.tenant, kvsim::types::TenantId(1));
+    assert!(b.senders.contains(&kvsim::types::TenantId(2)));
+    assert!(!w.oracle.has(Kind::CrossTenantPrefixHit, RequestId(3)));
+    // The same reuse by a tenant that never sent the block is still flagged.
+    let mut cfg = config("self-sent-block.toml", &[]);
+    cfg.requests[1].prefix_blocks = vec![400, 401];
+    let w = run_checked(cfg);
+    assert!(w.oracle.has(Kind::CrossTenantPrefixHit, RequestId(3)));
+}
+
+/// Item 9: a block id after another prefix is another block.
+#[test]
+fn prefix_index_is_keyed_by_the_chain() {
+    let w = run_checked(config("chained-keys.toml", &[]));
+    let holder = |blocks: &[u64]| {
+        let chain = *kvsim::prefix::chain_ids(blocks).last().unwrap();
+        w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b.request)
+    };
+    // Block 5 after 100 and block 5 after 200 are two entries, each with its own KV.
+    assert_eq!(holder(&[100, 5]), Some(RequestId(0)));
+    assert_eq!(holder(&[200, 5]), Some(RequestId(1)));
+    // Request 2 reused [200, 5] (1,024 tokens: it computes from position 1,024)...
+    let first_write = w
+        .tracer
+        .collected
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find_map(|(_, rec)| match rec {
+            TraceRecord::Mem(MemOp::Write { r, pool, slots, .. })
+                if r.0 == 2 && pool.role == kvsim::types::Role::Prefill =>
+            {
+                slots.first().map(|s| s.2)
+            }
+            _ => None,
+        })
+        .expect("request 2 computes on prefill");
+    assert_eq!(first_write, 1024);
+    // ...from request 1's pages: every read of it is clean by the reference's content check.
+    assert!(w.oracle.violations.iter().all(|v| v.request != Some(RequestId(2))));
+}
+
+/// The default sample of a campaign: about one seed in 64, spread over any range.
+#[test]
+fn campaign_sample_is_about_one_in_64() {
+    let n = (0..64_000u64).filter(|s| kvsim::fuzz::sampled_for_check(*s)).count();
+    assert!((800..1200).contains(&n), "{n}");
+    let m = (1_000_000..1_006_400u64).filter(|s| kvsim::fuzz::sampled_for_check(*s)).count();
+    assert!((60..140).contains(&m), "{m}");
+}
+
+/// A disagreement is its own signature and exit status.
+#[test]
+fn a_disagreement_is_exit_12_and_its_own_signature() {
+    let mut w = run_checked(config("lag-reuse.toml", &[]));
+    let rf = w.reference.as_mut().unwrap();
+    let pool = kvsim::types::NodeId { role: kvsim::types::Role::Decode, index: 0 };
+    let table = [kvsim::pool::Run { first: 1, count: 63 }];
+    // A wrong fast verdict on a real read: everything "ok".
+    let (truth, _) = rf.read(pool, RequestId(0), &table, 1000, 0);
+    let wrong = kvsim::check::Tally { ok: 1000, ..Default::default() };
+    assert_ne!(truth, wrong);
+    rf.compare_read(kvsim::types::Instant(0), pool, RequestId(0), &table, 1000, 0, &wrong, "decode_read");
+    assert_eq!(rf.disagreement_count, 1);
+    assert!(kvsim::fuzz::signatures(&w).contains("oracle_disagreement/decode_read"));
+    let report = kvsim::report::Report::build(&w, String::new());
+    assert_eq!(report.exit_code, kvsim::report::exit::ORACLE_DISAGREEMENT);
+    assert!(report.text().contains("1 disagreement(s)"));
+}
+
+/// `kvsim run --check-oracle` reports the comparison; the check changes nothing of the run.
+#[test]
+fn run_check_oracle_flag() {
+    let path = crate::scenarios_dir().join("small/stub-leak.toml");
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(["run", path.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = run(&["--check-oracle"]);
+    assert_eq!(code, Some(10), "{text}");
+    assert!(text.contains("compared with the reference oracle; 0 disagreement(s)"), "{text}");
+    let (code2, plain) = run(&[]);
+    assert_eq!(code2, Some(10));
+    let hash = |t: &str| t.lines().find(|l| l.contains("trace hash")).map(str::to_string);
+    assert_eq!(hash(&text), hash(&plain));
+}
