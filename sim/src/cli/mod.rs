@@ -126,8 +126,11 @@ enum Cmd {
         /// The scenario's name; written to NAME.toml unless --out.
         name: String,
         /// Start from a shipped scenario's deployment and workload.
-        #[arg(long, value_enum, default_value = "small")]
+        #[arg(long, value_enum, default_value = "small", conflicts_with = "from_log")]
         like: kvsim::scenario_doc::Like,
+        /// Start from the deployment these engine start-up logs describe (as `kvsim audit` reads them).
+        #[arg(long = "from-log", value_name = "LOG", num_args = 1..)]
+        from_log: Vec<String>,
         #[arg(long)]
         out: Option<String>,
         /// Overwrite an existing file.
@@ -240,7 +243,7 @@ pub fn main() -> i32 {
             }
             exit::CLEAN
         }
-        Cmd::New { name, like, out, force } => cmd_new(&name, like, out.as_deref(), force),
+        Cmd::New { name, like, from_log, out, force } => cmd_new(&name, like, &from_log, out.as_deref(), force),
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),
@@ -411,13 +414,33 @@ fn cmd_run(
     report.exit_code
 }
 
-fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, out: Option<&str>, force: bool) -> i32 {
+fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Option<&str>, force: bool) -> i32 {
     let path = out.map(str::to_string).unwrap_or_else(|| format!("{name}.toml"));
     if std::path::Path::new(&path).exists() && !force {
         eprintln!("error: {path} exists (use --force to overwrite, or --out another file)");
         return exit::BAD_INPUT;
     }
-    let text = kvsim::scenario_doc::starting_scenario(name, like);
+    let text = if logs.is_empty() {
+        kvsim::scenario_doc::starting_scenario(name, like)
+    } else {
+        let mut texts = Vec::new();
+        for l in logs {
+            match std::fs::read(l) {
+                Ok(b) => texts.push((l.clone(), String::from_utf8_lossy(&b).into_owned())),
+                Err(e) => {
+                    eprintln!("error: {l}: cannot read: {e}");
+                    return exit::BAD_INPUT;
+                }
+            }
+        }
+        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
+            }
+        }
+    };
     if let Err(e) = std::fs::write(&path, &text) {
         eprintln!("error: {path}: cannot write: {e}");
         return exit::BAD_INPUT;
