@@ -288,8 +288,11 @@ pub fn run_case_checked(cfg: SimConfig, check: bool) -> (World, BTreeSet<String>
 /// Runs one drawn case, with the differential oracle check when `check` and the
 /// noninterference check (every tenant that sends prefix blocks, in turn) when `noninterference`.
 pub fn run_case_with(cfg: SimConfig, check: bool, noninterference: bool) -> (World, BTreeSet<String>) {
-    let mut w =
-        if check { crate::simulate_checked(cfg.clone(), None, false) } else { crate::simulate(cfg.clone(), None, false) };
+    let mut w = if check {
+        crate::simulate_checked(cfg.clone(), None, false)
+    } else {
+        crate::simulate(cfg.clone(), None, false)
+    };
     if noninterference {
         crate::check::noninterference::apply(&cfg, &mut w, None);
     }

@@ -68,12 +68,8 @@ pub fn secrets(cfg: &SimConfig, secret: Option<u32>) -> Vec<u32> {
 /// the tenant sends no prefix blocks (there is no content to vary).
 pub fn vary(cfg: &SimConfig, secret: u32) -> Option<SimConfig> {
     let used: BTreeSet<u64> = cfg.requests.iter().flat_map(|r| r.prefix_blocks.iter().copied()).collect();
-    let own: BTreeSet<u64> = cfg
-        .requests
-        .iter()
-        .filter(|r| r.tenant == secret)
-        .flat_map(|r| r.prefix_blocks.iter().copied())
-        .collect();
+    let own: BTreeSet<u64> =
+        cfg.requests.iter().filter(|r| r.tenant == secret).flat_map(|r| r.prefix_blocks.iter().copied()).collect();
     if own.is_empty() {
         return None;
     }
@@ -218,14 +214,13 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
                 first_reuse.map_or(0, |r| a.reqs[r.idx()].prefix_reused),
                 first_reuse.map_or(0, |r| b.reqs[r.idx()].prefix_reused)
             )),
-            "prefix_eviction" => detail.push_str(&format!(
-                "; the prefix cache's evictions went another way from {}",
-                ms(ev_div.map(|t| t.0))
-            )),
+            "prefix_eviction" => detail
+                .push_str(&format!("; the prefix cache's evictions went another way from {}", ms(ev_div.map(|t| t.0)))),
             "content_check" => detail.push_str("; a content-checking mitigation stopped it in one run only"),
             _ => detail.push_str("; an allocation or schedule went another way"),
         }
-        let culprit = culprit.map(|r| Culprit { request: r, tenant: a.reqs[r.idx()].tenant, at: a.reqs[r.idx()].arrival });
+        let culprit =
+            culprit.map(|r| Culprit { request: r, tenant: a.reqs[r.idx()].tenant, at: a.reqs[r.idx()].arrival });
         out.push(Violation {
             kind,
             request: Some(x.id),
@@ -302,7 +297,10 @@ mod tests {
         let used: BTreeSet<u64> = c.requests.iter().flat_map(|r| r.prefix_blocks.clone()).collect();
         let mut map = BTreeMap::new();
         for (a, b) in c.requests.iter().zip(&v.requests) {
-            assert_eq!((a.at_ns, a.tenant, a.prompt_tokens, a.output_tokens), (b.at_ns, b.tenant, b.prompt_tokens, b.output_tokens));
+            assert_eq!(
+                (a.at_ns, a.tenant, a.prompt_tokens, a.output_tokens),
+                (b.at_ns, b.tenant, b.prompt_tokens, b.output_tokens)
+            );
             assert_eq!(a.prefix_blocks.len(), b.prefix_blocks.len());
             for (x, y) in a.prefix_blocks.iter().zip(&b.prefix_blocks) {
                 if a.tenant == 0 {
@@ -326,11 +324,9 @@ mod tests {
             let w = crate::simulate(c.clone(), None, false);
             let v = check(&c, &w, None);
             match c.knobs.prefix_cache_scope {
-                PrefixCacheScope::PerTenant => assert!(
-                    v.is_empty() || read_bug(&w),
-                    "seed {seed}: {:?}",
-                    v.first().map(|v| (&v.cause, &v.detail))
-                ),
+                PrefixCacheScope::PerTenant => {
+                    assert!(v.is_empty() || read_bug(&w), "seed {seed}: {:?}", v.first().map(|v| (&v.cause, &v.detail)))
+                }
                 PrefixCacheScope::Global => {
                     global += 1;
                     found += usize::from(!v.is_empty());
