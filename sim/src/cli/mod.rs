@@ -375,6 +375,7 @@ pub fn trace_to_file(
     Ok((w, report))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &str,
     opts: &RunOpts,
