@@ -223,7 +223,7 @@ pub fn format_reference_md() -> String {
 }
 
 /// Which shipped scenario `kvsim new` starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Like {
     /// The incident's mechanism in miniature (1P1D, three explicit requests).
     Small,
@@ -234,6 +234,27 @@ pub enum Like {
 }
 
 impl Like {
+    /// Every choice, in the order a help text lists them.
+    pub const ALL: [Like; 3] = [Like::Small, Like::Incident, Like::Mooncake];
+
+    /// The name a command line gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Like::Small => "small",
+            Like::Incident => "incident",
+            Like::Mooncake => "mooncake",
+        }
+    }
+
+    /// One line on what it starts from.
+    pub fn about(self) -> &'static str {
+        match self {
+            Like::Small => "The incident's mechanism in miniature (1P1D, three explicit requests)",
+            Like::Incident => "The incident at full scale (2P2D, a 1M-token context, a generated workload)",
+            Like::Mooncake => "An hour of real traffic from the Mooncake trace (4P4D)",
+        }
+    }
+
     fn source(self) -> (&'static str, &'static str) {
         match self {
             Like::Small => ("scenarios/small/stub-leak.toml", include_str!("../../scenarios/small/stub-leak.toml")),

@@ -13,7 +13,7 @@ use kvsim::world::World;
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {
-    crate::manifest_dir().join("tests/data/oracle")
+    crate::sim_data().join("oracle")
 }
 
 fn scenario(name: &str) -> Scenario {

@@ -17,9 +17,9 @@ use kvsim::scenario::{Overrides, Scenario};
 use serde::{Deserialize, Serialize};
 use std::process::Command;
 
-const INCIDENT_TOML: &str = include_str!("../../../scenarios/glm53-incident.toml");
-const MIXED_TOML: &str = include_str!("../../bench-scenarios/mixed-10k.toml");
-const FUZZ_TOML: &str = include_str!("../../bench-scenarios/fuzz-small.toml");
+const INCIDENT_TOML: &str = include_str!("../../scenarios/glm53-incident.toml");
+const MIXED_TOML: &str = include_str!("../../sim/bench-scenarios/mixed-10k.toml");
+const FUZZ_TOML: &str = include_str!("../../sim/bench-scenarios/fuzz-small.toml");
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOpts {

@@ -1,4 +1,5 @@
-//! Command-line front end. Every failure prints how to reproduce it; exit statuses:
+//! The `kvsim` command: argument parsing, files, threads and progress around the pure `kvsim`
+//! library. Every failure prints how to reproduce it; exit statuses:
 //! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness,
 //! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug).
 
@@ -143,7 +144,7 @@ enum Cmd {
         name: String,
         /// Start from a shipped scenario's deployment and workload.
         #[arg(long, value_enum, default_value = "small", conflicts_with = "from_log")]
-        like: kvsim::scenario_doc::Like,
+        like: LikeArg,
         /// Start from the deployment these engine start-up logs describe (as `kvsim audit` reads them).
         #[arg(long = "from-log", value_name = "LOG", num_args = 1..)]
         from_log: Vec<String>,
@@ -227,6 +228,22 @@ pub fn read_file(path: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
+/// `--like`: the library's [`Like`](kvsim::scenario_doc::Like) as a clap choice (the library has no
+/// clap dependency).
+#[derive(Debug, Clone, Copy)]
+struct LikeArg(kvsim::scenario_doc::Like);
+
+impl clap::ValueEnum for LikeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        use kvsim::scenario_doc::Like;
+        &[LikeArg(Like::Small), LikeArg(Like::Incident), LikeArg(Like::Mooncake)]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.about()))
+    }
+}
+
 /// The exact command that reproduces a run.
 pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     let mut s = format!("kvsim run {path} --seed {} --profile {}", cfg.seed, cfg.profile);
@@ -236,7 +253,11 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     s
 }
 
-pub fn main() -> i32 {
+fn main() {
+    std::process::exit(run());
+}
+
+fn run() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -260,7 +281,7 @@ pub fn main() -> i32 {
             }
             exit::CLEAN
         }
-        Cmd::New { name, like, from_log, out, force } => cmd_new(&name, like, &from_log, out.as_deref(), force),
+        Cmd::New { name, like, from_log, out, force } => cmd_new(&name, like.0, &from_log, out.as_deref(), force),
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),

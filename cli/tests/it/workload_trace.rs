@@ -53,7 +53,7 @@ fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
 
 #[test]
 fn csv_traces_replay_with_a_tenant_column() {
-    let csv = format!("{}/tests/data/traces/vidur_tenants_crlf.csv", crate::manifest_dir().display());
+    let csv = format!("{}/traces/vidur_tenants_crlf.csv", crate::sim_data().display());
     let s = scenario_with(&format!("file = {csv:?}\ntenants = \"column:tenant\""));
     let (code, out, err) = kvsim(&["run", &s, "--json"]);
     assert!(matches!(code, Some(0) | Some(10) | Some(11)), "{err}");
@@ -67,7 +67,7 @@ fn bad_traces_name_the_file_and_line() {
     let (code, _, err) = kvsim(&["run", &s]);
     assert_eq!(code, Some(2));
     assert!(err.contains("/nonexistent/trace.jsonl") && err.contains("cannot read"), "{err}");
-    let bad = format!("{}/tests/data/traces/vidur_backwards.csv", crate::manifest_dir().display());
+    let bad = format!("{}/traces/vidur_backwards.csv", crate::sim_data().display());
     let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {bad:?}"))]);
     assert_eq!(code, Some(2));
     assert!(err.contains("vidur_backwards.csv:5"), "{err}");
