@@ -556,6 +556,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         exit::SAFETY
     } else if camp.table.is_empty() {
         exit::CLEAN
+    } else if camp.table.keys().all(|s| s == kvsim::fuzz::EVENT_LIMIT) {
+        exit::EVENT_LIMIT
     } else {
         exit::LIVENESS
     })

@@ -1,7 +1,8 @@
 //! The `kvsim` command: argument parsing, files, threads and progress around the pure `kvsim`
 //! library. Every failure prints how to reproduce it; exit statuses:
 //! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness,
-//! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug).
+//! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug), 13 inconclusive
+//! (the event limit was reached; liveness not judged).
 
 use clap::{Parser, Subcommand};
 use kvsim::config::{self, SimConfig};

@@ -234,8 +234,14 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
     if let Some(rf) = &w.reference {
         s.extend(rf.signatures());
     }
+    if w.event_limit_hit {
+        s.insert(EVENT_LIMIT.to_string());
+    }
     s
 }
+
+/// The signature of a run that reached the event limit (inconclusive about liveness).
+pub const EVENT_LIMIT: &str = "event_limit";
 
 /// Whether a signature is a disagreement between the fast and the reference oracle.
 pub fn is_disagreement(sig: &str) -> bool {

@@ -20,6 +20,9 @@ pub mod exit {
     pub const LIVENESS: i32 = 11;
     /// The fast and the reference oracle disagreed on a read (a kvsim bug).
     pub const ORACLE_DISAGREEMENT: i32 = 12;
+    /// Inconclusive: the run reached the event limit before it ended, so liveness (hangs, leaks)
+    /// was not judged; no safety violation was found before the limit.
+    pub const EVENT_LIMIT: i32 = 13;
 }
 
 /// The differential check's outcome (runs with the reference oracle on).
@@ -73,6 +76,9 @@ pub struct Report {
     pub reproduce: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oracle_check: Option<OracleCheck>,
+    /// The event limit, when the run reached it (the run is inconclusive about liveness).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_limit: Option<u64>,
     pub exit_code: i32,
     /// TTFT, ITL and E2E over the requests answered 200, overall and per tenant.
     pub latency: crate::latency::Latency,
@@ -238,6 +244,8 @@ impl Report {
             exit::ORACLE_DISAGREEMENT
         } else if w.oracle.has_safety() {
             exit::SAFETY
+        } else if w.event_limit_hit {
+            exit::EVENT_LIMIT
         } else if w.oracle.has_liveness() {
             exit::LIVENESS
         } else {
@@ -267,6 +275,7 @@ impl Report {
             stories,
             reproduce,
             oracle_check,
+            event_limit: w.event_limit_hit.then_some(w.max_events),
             exit_code,
             latency,
             per_request,
@@ -340,10 +349,18 @@ impl Report {
                 let _ = writeln!(s, "  - {d}");
             }
         }
+        if let Some(n) = self.event_limit {
+            let _ = writeln!(
+                s,
+                "event limit: the run stopped after {} events, before every request ended; hangs and leaks are not judged",
+                thousands(n)
+            );
+        }
         let verdict = match self.exit_code {
             exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",
+            exit::EVENT_LIMIT => "INCONCLUSIVE: event limit reached, liveness not judged",
             _ => "clean",
         };
         let _ = writeln!(s, "verdict: {verdict} (exit {})", self.exit_code);

@@ -170,7 +170,8 @@ impl Ord for Scheduled {
     }
 }
 
-/// Named limits of a run.
+/// Named limits of a run: a run that processes this many events stops and its verdict is
+/// `event_limit` (inconclusive: liveness is not judged), not a hang.
 pub const MAX_EVENTS: u64 = 200_000_000;
 
 /// The whole simulated deployment.
@@ -192,6 +193,8 @@ pub struct World {
     pub horizon: Instant,
     pub ended_at: Instant,
     pub event_limit_hit: bool,
+    /// The event limit of this run (`MAX_EVENTS` unless a test lowers it).
+    pub max_events: u64,
     /// Prefix blocks every tenant sends (reusing them is not a side channel).
     pub public_blocks: std::collections::BTreeSet<u64>,
     /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
@@ -234,6 +237,7 @@ impl World {
             horizon: Instant(0),
             ended_at: Instant(0),
             event_limit_hit: false,
+            max_events: MAX_EVENTS,
             public_blocks: Default::default(),
             read_audit: None,
             reference: None,
@@ -501,7 +505,7 @@ impl World {
                 self.queue.push(Reverse(s));
                 break;
             }
-            if self.events >= MAX_EVENTS {
+            if self.events >= self.max_events {
                 self.event_limit_hit = true;
                 break;
             }
@@ -619,6 +623,12 @@ impl World {
 
     fn check_liveness(&mut self) {
         let end = self.now;
+        if self.event_limit_hit {
+            // The run was cut short: an unanswered request or a held page says nothing about the
+            // engine, so neither hangs nor leaks are judged (the verdict is `event_limit`).
+            self.check_statuses();
+            return;
+        }
         for i in 0..self.reqs.len() {
             if self.reqs[i].response.is_none() {
                 let r = &self.reqs[i];

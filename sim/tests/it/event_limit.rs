@@ -1,0 +1,68 @@
+//! A run that reaches the event limit is inconclusive about liveness: its verdict is
+//! `event_limit` (exit 13), never a hang or a leak of requests the cut left in flight.
+
+use kvsim::check::Kind;
+use kvsim::report::{exit, Report};
+use kvsim::trace::Tracer;
+use kvsim::world::World;
+
+fn run(limit: Option<u64>, profile: &str) -> World {
+    let cfg = crate::load("glm53-incident.toml", Some(profile), &[]);
+    let mut w = World::new(cfg, Tracer::new(None));
+    if let Some(n) = limit {
+        w.max_events = n;
+    }
+    w.run();
+    w
+}
+
+#[test]
+fn a_cut_run_is_inconclusive_not_a_hang() {
+    // The fixed build ends clean when it runs to completion...
+    let whole = run(None, "sglang-0.5.22");
+    assert!(!whole.event_limit_hit);
+    assert_eq!(Report::build(&whole, String::new()).exit_code, exit::CLEAN);
+    assert!(whole.events > 2_000, "the run needs more events than the limit below: {}", whole.events);
+
+    // ...and cut after 2,000 events, with requests still in flight, it is neither clean nor a hang.
+    let cut = run(Some(2_000), "sglang-0.5.22");
+    assert!(cut.event_limit_hit);
+    assert_eq!(cut.events, 2_000);
+    assert!(cut.reqs.iter().any(|r| r.response.is_none()), "the cut leaves requests unanswered");
+    assert!(
+        !cut.oracle.violations.iter().any(|v| matches!(v.kind, Kind::RequestHang | Kind::PageLeak)),
+        "no hang or leak is judged on a cut run: {:?}",
+        cut.oracle.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>()
+    );
+    let report = Report::build(&cut, String::new());
+    assert_eq!(report.exit_code, exit::EVENT_LIMIT);
+    assert_eq!(report.event_limit, Some(2_000));
+    assert!(report.text().contains("INCONCLUSIVE"), "{}", report.text());
+    assert!(kvsim::fuzz::signatures(&cut).contains(kvsim::fuzz::EVENT_LIMIT));
+}
+
+#[test]
+fn safety_found_before_the_cut_still_counts() {
+    // The vulnerable build leaks within its first events; a cut after the first leaked read keeps it.
+    let whole = run(None, "sglang-0.5.16");
+    let first_read = whole
+        .oracle
+        .violations
+        .iter()
+        .filter(|v| v.kind == Kind::CrossTenantRead)
+        .map(|v| v.at)
+        .min()
+        .expect("the incident leaks on 0.5.16");
+    let mut limit = 1_000;
+    let cut = loop {
+        let w = run(Some(limit), "sglang-0.5.16");
+        if w.oracle.violations.iter().any(|v| v.kind == Kind::CrossTenantRead) {
+            break w;
+        }
+        limit *= 2;
+        assert!(limit < whole.events, "the leak appears before the run ends");
+    };
+    assert!(cut.event_limit_hit);
+    assert!(cut.now >= first_read);
+    assert_eq!(Report::build(&cut, String::new()).exit_code, exit::SAFETY);
+}
