@@ -10,4 +10,5 @@ mod event_limit;
 mod fuzz_corpus;
 mod incident;
 mod invariants;
+mod pool_model;
 mod self_contained;

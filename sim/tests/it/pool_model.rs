@@ -1,0 +1,262 @@
+//! `IntervalMap` and `Pool` against plain per-key / per-slot models. The model stores ownership as
+//! runs (cost follows runs, not tokens); these tests hold it to the obvious representation — one
+//! entry per key, one holder per page, one writer per slot — over random operation sequences
+//! (proptest shrinks a failure to its shortest sequence).
+
+use kvsim::config::FreeListPolicy;
+use kvsim::extent::{IntervalMap, RunValue};
+use kvsim::pool::{pages_in, Holder, Pool, Run, Writer};
+use kvsim::types::{Instant, NodeId, RequestId, Role, TenantId};
+use proptest::prelude::*;
+
+/// A run value like ownership's: an owner and the position of the run's first key.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Own(u8, u64);
+
+impl RunValue for Own {
+    fn advanced(&self, by: u64) -> Self {
+        Own(self.0, self.1 + by)
+    }
+}
+
+/// A fixed seed (the same cases on every machine and every run, like the simulator) and no
+/// regression files written into the source tree.
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b76_7369_6d),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum MapOp {
+    Set(u64, u64, u8, u64),
+    Clear(u64, u64),
+}
+
+const KEYS: u64 = 48;
+
+fn map_op() -> impl Strategy<Value = MapOp> {
+    let range = (0..=KEYS, 0..=KEYS).prop_map(|(a, b)| (a.min(b), a.max(b)));
+    prop_oneof![
+        3 => (range.clone(), 0u8..3, 0u64..100).prop_map(|((s, e), o, p)| MapOp::Set(s, e, o, p)),
+        1 => range.prop_map(|(s, e)| MapOp::Clear(s, e)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(2048))]
+
+    #[test]
+    fn interval_map_matches_a_per_key_model(ops in prop::collection::vec(map_op(), 1..40)) {
+        let mut map = IntervalMap::new();
+        let mut model: Vec<Option<Own>> = vec![None; KEYS as usize];
+        for op in &ops {
+            match *op {
+                MapOp::Set(s, e, o, p) => {
+                    map.set(s, e, Own(o, p));
+                    for k in s..e {
+                        model[k as usize] = Some(Own(o, p + (k - s)));
+                    }
+                }
+                MapOp::Clear(s, e) => {
+                    map.clear(s, e);
+                    for k in s..e {
+                        model[k as usize] = None;
+                    }
+                }
+            }
+            map.invariants();
+            // Every sub-range reads back key by key as the model has it, gaps included.
+            for (lo, hi) in [(0, KEYS), (3, 17), (17, 18), (20, KEYS)] {
+                let mut covered = lo;
+                for (s, e, v) in map.pieces(lo, hi) {
+                    prop_assert_eq!(s, covered, "pieces are contiguous from {}", lo);
+                    prop_assert!(s < e);
+                    for k in s..e {
+                        prop_assert_eq!(v.map(|v| v.advanced(k - s)), model[k as usize], "key {} after {:?}", k, op);
+                    }
+                    covered = e;
+                }
+                prop_assert_eq!(covered, hi);
+            }
+        }
+        // Runs never outnumber the model's maximal runs by more than the splits that clears leave
+        // (a run per distinct (owner, position-continuing) stretch at most): cost follows runs.
+        let stretches = (0..KEYS as usize)
+            .filter(|&k| model[k].is_some() && (k == 0 || model[k - 1].map(|p| p.advanced(1)) != model[k]))
+            .count();
+        prop_assert!(map.len_runs() <= stretches.max(1) * 2 + ops.len(), "{} runs for {} stretches", map.len_runs(), stretches);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum PoolOp {
+    /// Request `r` allocates `n` pages (if it holds none).
+    Alloc(u8, u64),
+    /// Request `r`'s pages are freed by `r` itself, or (a bug the oracle reports) by request `by`.
+    Free(u8, Option<u8>),
+    /// Request `r` writes positions `[from, from+len)` of its table.
+    Write(u8, u64, u64),
+    /// Request `dst`'s pages receive a copy of request `src`'s pages (a transfer, same pool).
+    Copy(u8, u8),
+}
+
+const REQS: u8 = 4;
+
+fn pool_op() -> impl Strategy<Value = PoolOp> {
+    prop_oneof![
+        3 => (0..REQS, 1u64..6).prop_map(|(r, n)| PoolOp::Alloc(r, n)),
+        2 => (0..REQS, prop::option::weighted(0.2, 0..REQS)).prop_map(|(r, by)| PoolOp::Free(r, by)),
+        4 => (0..REQS, 0u64..24, 1u64..16).prop_map(|(r, f, l)| PoolOp::Write(r, f, l)),
+        1 => (0..REQS, 0..REQS).prop_map(|(s, d)| PoolOp::Copy(s, d)),
+    ]
+}
+
+fn policy() -> impl Strategy<Value = FreeListPolicy> {
+    prop_oneof![
+        Just(FreeListPolicy::SortedOnMerge),
+        Just(FreeListPolicy::Lifo),
+        Just(FreeListPolicy::Fifo),
+        Just(FreeListPolicy::Lru),
+    ]
+}
+
+/// The per-page, per-slot model.
+struct Model {
+    page_size: u64,
+    holder: Vec<Option<Holder>>,
+    owner: Vec<Option<(u32, u64)>>, // (request, position) per slot
+}
+
+impl Model {
+    fn slots(&self, table: &[Run]) -> Vec<u64> {
+        table
+            .iter()
+            .flat_map(|r| r.first..r.end())
+            .flat_map(|p| (0..self.page_size).map(move |i| u64::from(p) * self.page_size + i))
+            .collect()
+    }
+}
+
+fn req(r: u8) -> Holder {
+    Holder::Req(RequestId(u32::from(r)))
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn pool_matches_a_per_slot_model(
+        page_size in 1u64..5,
+        pages in 2u64..14,
+        policy in policy(),
+        zero_on_free in any::<bool>(),
+        ops in prop::collection::vec(pool_op(), 1..48),
+    ) {
+        let id = NodeId { role: Role::Decode, index: 0 };
+        let mut pool = Pool::new(id, pages * page_size, page_size, policy, zero_on_free);
+        let total = pages as usize + 1; // page 0 is reserved
+        let mut m = Model { page_size, holder: vec![None; total], owner: vec![None; total * page_size as usize] };
+        let mut tables: Vec<Option<Vec<Run>>> = vec![None; REQS as usize];
+        let at = Instant(7);
+        for op in &ops {
+            match *op {
+                PoolOp::Alloc(r, n) => {
+                    if tables[r as usize].is_some() {
+                        continue;
+                    }
+                    let free = m.holder.iter().skip(1).filter(|h| h.is_none()).count() as u64;
+                    match pool.alloc(n, req(r)) {
+                        Some(runs) => {
+                            prop_assert_eq!(pages_in(&runs), n);
+                            for p in runs.iter().flat_map(|x| x.first..x.end()) {
+                                prop_assert!(p != 0, "page 0 is reserved");
+                                prop_assert_eq!(m.holder[p as usize], None, "page {} handed out twice", p);
+                                m.holder[p as usize] = Some(req(r));
+                            }
+                            tables[r as usize] = Some(runs);
+                        }
+                        None => prop_assert!(free < n, "refused {} pages with {} free", n, free),
+                    }
+                }
+                PoolOp::Free(r, by) => {
+                    let Some(table) = tables[r as usize].clone() else { continue };
+                    let freer = req(by.unwrap_or(r));
+                    let bad = pool.free(&table, freer);
+                    let mut expect_bad = 0u64;
+                    for p in table.iter().flat_map(|x| x.first..x.end()) {
+                        if m.holder[p as usize] == Some(freer) {
+                            m.holder[p as usize] = None;
+                            if zero_on_free {
+                                for s in 0..page_size {
+                                    m.owner[(u64::from(p) * page_size + s) as usize] = None;
+                                }
+                            }
+                        } else {
+                            expect_bad += 1;
+                        }
+                    }
+                    prop_assert_eq!(bad.iter().map(|b| u64::from(b.pages.count)).sum::<u64>(), expect_bad);
+                    if by.is_none() {
+                        tables[r as usize] = None;
+                    }
+                }
+                PoolOp::Write(r, from, len) => {
+                    let Some(table) = tables[r as usize].clone() else { continue };
+                    let cap = pages_in(&table) * page_size;
+                    let (from, to) = (from.min(cap), (from + len).min(cap));
+                    let rid = RequestId(u32::from(r));
+                    let rep = pool.write(&table, from, to, TenantId(u32::from(r)), rid, at, 0);
+                    let slots = m.slots(&table);
+                    let mut foreign_pages = std::collections::BTreeSet::new();
+                    for pos in from..to {
+                        let slot = slots[pos as usize];
+                        m.owner[slot as usize] = Some((u32::from(r), pos));
+                        let page = slot / page_size;
+                        if m.holder[page as usize] != Some(req(r)) {
+                            foreign_pages.insert(page);
+                        }
+                    }
+                    let reported: u64 = rep.foreign.iter().map(|(run, _)| u64::from(run.count)).sum();
+                    prop_assert_eq!(reported, foreign_pages.len() as u64, "foreign pages of a write");
+                }
+                PoolOp::Copy(src, dst) => {
+                    let (Some(st), Some(dt)) = (tables[src as usize].clone(), tables[dst as usize].clone()) else {
+                        continue;
+                    };
+                    let contents = pool.page_contents(&st);
+                    pool.land_copy(&contents, &dt, RequestId(u32::from(dst)));
+                    let (ss, ds) = (m.slots(&st), m.slots(&dt));
+                    let snapshot: Vec<_> = ss.iter().map(|&s| m.owner[s as usize]).collect();
+                    for (i, &d) in ds.iter().enumerate().take(ss.len()) {
+                        m.owner[d as usize] = snapshot[i];
+                    }
+                }
+            }
+            pool.invariants();
+            let free = m.holder.iter().skip(1).filter(|h| h.is_none()).count() as u64;
+            prop_assert_eq!(pool.free_pages(), free, "free pages after {:?}", op);
+            prop_assert_eq!(pool.held_pages(), pages - free);
+            for p in 1..total as u32 {
+                prop_assert_eq!(pool.holder_of(p), m.holder[p as usize], "holder of page {}", p);
+            }
+            // Every live table reads back slot by slot as the model has it.
+            for table in tables.iter().flatten() {
+                let slots = m.slots(table);
+                let mut seen = 0u64;
+                pool.read(table, 0, slots.len() as u64, |pos, slot, len, w| {
+                    for i in 0..len {
+                        let got = w.map(|w: &Writer| (w.request.0, w.pos + i));
+                        assert_eq!(slot + i, slots[(pos + i) as usize], "slot of position {}", pos + i);
+                        assert_eq!(got, m.owner[(slot + i) as usize], "writer of slot {} after {:?}", slot + i, op);
+                    }
+                    seen += len;
+                });
+                prop_assert_eq!(seen, slots.len() as u64);
+            }
+        }
+    }
+}
