@@ -73,9 +73,20 @@ fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // Kill it mid-run: once its checkpoint shows finished runs, and (checked below) before all.
+    let ckpt = std::path::Path::new(&resumed).join("campaign.json");
+    let done = |path: &std::path::Path| -> Option<u64> {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        v["next_k"].as_u64()
+    };
+    let t0 = std::time::Instant::now();
+    while done(&ckpt).unwrap_or(0) == 0 && t0.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     child.kill().unwrap(); // SIGKILL: nothing gets to clean up
     child.wait().unwrap();
+    let at_kill = done(&ckpt).expect("the killed campaign left a readable checkpoint");
+    assert!(0 < at_kill && at_kill < 3000, "the kill landed mid-run: {at_kill} of 3000 runs checkpointed");
     kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
     assert_eq!(table(&resumed), table(&fresh));
     assert_eq!(saved(&resumed), saved(&fresh));
