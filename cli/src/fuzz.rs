@@ -66,7 +66,8 @@ pub struct FuzzOpts {
     pub prefix_heavy: bool,
     /// `noninterference`: also check every run for content channels (a second run per tenant that
     /// sends prefix blocks, with its block ids replaced); findings are `timing_channel/<mechanism>`
-    /// and `status_channel/<mechanism>`.
+    /// and `status_channel/<mechanism>`. `invariants`: check every run's invariants after every
+    /// event (without it, one run in 16 does); findings are `invariant_broken/<what>`.
     #[arg(long, value_enum, value_name = "CHECK")]
     pub check: Option<super::PropertyCheck>,
 }
@@ -212,7 +213,13 @@ impl Ctx {
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
         let filter = (!check).then(|| super::filter_for(cfg).1);
         write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
-        let channel = if kvsim::fuzz::is_channel(sig) { " --check noninterference" } else { "" };
+        let channel = if kvsim::fuzz::is_channel(sig) {
+            " --check noninterference"
+        } else if kvsim::fuzz::is_model_bug(sig) && !check {
+            " --check invariants"
+        } else {
+            ""
+        };
         let mut failure = Failure {
             signature: sig.to_string(),
             seed,
@@ -453,7 +460,15 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let seed = o.seed_start.wrapping_add(k);
                 let cfg = draw(seed, &ctx.space);
                 let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
-                let (_, sigs) = kvsim::fuzz::run_case_with(cfg.clone(), check, o.check.is_some());
+                let ni = o.check == Some(super::PropertyCheck::Noninterference);
+                let sigs = if o.check == Some(super::PropertyCheck::Invariants) {
+                    kvsim::fuzz::invariant_failure(&cfg).map_or_else(
+                        || kvsim::fuzz::run_case_with(cfg.clone(), check, ni).1,
+                        |broken| std::iter::once(broken).collect(),
+                    )
+                } else {
+                    kvsim::fuzz::run_case_with(cfg.clone(), check, ni).1
+                };
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
                     if !known {
@@ -552,6 +567,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     }
     Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_disagreement(s)) {
         exit::ORACLE_DISAGREEMENT
+    } else if camp.table.keys().any(|s| kvsim::fuzz::is_model_bug(s)) {
+        exit::INVARIANT_BROKEN
     } else if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
         exit::SAFETY
     } else if camp.table.is_empty() {

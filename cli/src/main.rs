@@ -2,7 +2,7 @@
 //! library. Every failure prints how to reproduce it; exit statuses:
 //! 0 clean, 2 bad input, 3 replay divergence / backend unavailable, 10 safety, 11 liveness,
 //! 12 the fast and the reference oracle disagreed (`--check-oracle`; a kvsim bug), 13 inconclusive
-//! (the event limit was reached; liveness not judged).
+//! (the event limit was reached; liveness not judged), 14 a model invariant broke (a kvsim bug).
 
 use clap::{Parser, Subcommand};
 use kvsim::config::{self, SimConfig};
@@ -67,6 +67,8 @@ pub struct TraceOpts {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PropertyCheck {
     Noninterference,
+    /// Every component's invariants after every event (about 2-3x a run); a broken one exits 14.
+    Invariants,
 }
 
 /// `kvsim run --format`.
@@ -110,7 +112,8 @@ enum Cmd {
         /// Also run a property check: `noninterference` runs the scenario again with a secret
         /// tenant's prompt content (its prefix block ids) replaced and compares what every other
         /// tenant observes (status, TTFT, inter-token times, tokens); a difference is a
-        /// `timing_channel` or `status_channel` violation (exit 10).
+        /// `timing_channel` or `status_channel` violation (exit 10). `invariants` checks every
+        /// component's invariants after every event; a broken one is a kvsim bug (exit 14).
         #[arg(long, value_enum, value_name = "CHECK")]
         check: Option<PropertyCheck>,
         /// The secret-holding tenant for `--check noninterference` (default: every tenant that
@@ -269,7 +272,12 @@ fn run() -> i32 {
     match cli.cmd {
         Cmd::Run { scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm } => {
             let format = if json { Format::Json } else { format };
-            let ni = check.map(|_| secret_tenant);
+            if check == Some(PropertyCheck::Invariants) {
+                if let Some(code) = check_invariants(&scenario, &opts) {
+                    return code;
+                }
+            }
+            let ni = (check == Some(PropertyCheck::Noninterference)).then_some(secret_tenant);
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm.as_deref())
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
@@ -401,6 +409,26 @@ pub fn trace_to_file(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// `run --check invariants`: the run with every invariant checked after every event. `Some(exit
+/// status)` when it cannot go on (bad input, or a broken invariant: a kvsim bug); `None` when every
+/// invariant held and the run proper follows.
+fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
+    let cfg = match load(path, opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Some(exit::BAD_INPUT);
+        }
+    };
+    let sig = kvsim::fuzz::invariant_failure(&cfg)?;
+    println!(
+        "verdict: INVARIANT BROKEN ({sig}; a kvsim bug, the panic message is above) (exit {})",
+        exit::INVARIANT_BROKEN
+    );
+    println!("reproduce: {} --check invariants", reproduce_cmd(path, &cfg, opts));
+    Some(exit::INVARIANT_BROKEN)
+}
+
 fn cmd_run(
     path: &str,
     opts: &RunOpts,

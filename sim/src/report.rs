@@ -23,6 +23,8 @@ pub mod exit {
     /// Inconclusive: the run reached the event limit before it ended, so liveness (hangs, leaks)
     /// was not judged; no safety violation was found before the limit.
     pub const EVENT_LIMIT: i32 = 13;
+    /// A component's invariant broke (`--check invariants`, or a sampled campaign run): a kvsim bug.
+    pub const INVARIANT_BROKEN: i32 = 14;
 }
 
 /// The differential check's outcome (runs with the reference oracle on).

@@ -135,3 +135,16 @@ fn misspellings_get_a_did_you_mean() {
     let e = resolve(&format!("{GOOD}\n[router]\npolicy = \"round-robin\"\n"), &[]).unwrap_err();
     assert!(e.message.contains("did you mean `round_robin`?"), "{e}");
 }
+
+#[test]
+fn check_invariants_runs_the_scenario_with_every_invariant_on() {
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["run", scen.to_str().unwrap(), "--check", "invariants"])
+        .output()
+        .unwrap();
+    // Every invariant holds, so the verdict is the run's own: the stub leak (exit 10).
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("SAFETY VIOLATION") && !text.contains("INVARIANT"), "{text}");
+}
