@@ -24,7 +24,7 @@ impl RunValue for Own {
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b76_7369_6d),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x006b_7673_696d),
         failure_persistence: None,
         ..ProptestConfig::default()
     }
