@@ -408,7 +408,6 @@ pub fn trace_to_file(
     Ok((w, report))
 }
 
-#[allow(clippy::too_many_arguments)]
 /// `run --check invariants`: the run with every invariant checked after every event. `Some(exit
 /// status)` when it cannot go on (bad input, or a broken invariant: a kvsim bug); `None` when every
 /// invariant held and the run proper follows.
@@ -429,6 +428,7 @@ fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
     Some(exit::INVARIANT_BROKEN)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &str,
     opts: &RunOpts,
