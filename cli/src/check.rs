@@ -112,98 +112,20 @@ pub fn run_check(paths: &[String]) -> i32 {
     }
 }
 
-/// A mitigation as the knob settings that switch it on.
-pub fn mitigation_knobs(name: &str) -> Option<Vec<(&'static str, &'static str)>> {
-    Some(match name {
-        "kv_checksum" => vec![("kv_checksum", "on")],
-        "kv_canary" => vec![("kv_canary", "raise")],
-        "page_tags" => vec![("page_tags", "on")],
-        "coverage_check" => vec![("decode_commit_check", "coverage")],
-        "deferred_release" => {
-            vec![("decode_abort_release", "deferred"), ("prefill_abort_release", "hold_source_until_drained")]
-        }
-        "bounded_batches" => vec![("max_transfer_batch_pages", "64"), ("transfer_timeout_semantics", "quiesced")],
-        _ => return None,
-    })
-}
-
-pub const ALL_MITIGATIONS: &str = "kv_checksum,kv_canary,page_tags,coverage_check,deferred_release,bounded_batches";
-
-/// The matrix as text: one row per scenario with a `buggy` expectation.
-pub fn matrix_text(paths: &[String], mitigations: &str) -> Result<String, String> {
-    let mits: Vec<&str> = mitigations.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    for m in &mits {
-        if mitigation_knobs(m).is_none() {
-            return Err(format!("--mitigations: unknown `{m}` (known: {ALL_MITIGATIONS})"));
-        }
-    }
-    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+/// The matrix as text: one row per scenario with a `buggy` expectation; every mitigation the
+/// library knows unless `--mitigations` names some.
+pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String, String> {
+    use kvsim::check::matrix::{Matrix, Mitigation};
+    let mits = mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list)?;
+    let mut m = Matrix::new(mits);
     for f in collect(paths)? {
-        let sc = parse(&f)?;
-        let Some(buggy) = sc.spec.expect.iter().find(|e| e.name == "buggy") else { continue };
-        let mut targets: Vec<String> = buggy
-            .violations
-            .iter()
-            .chain(buggy.requests.values().flatten())
-            .filter(|k| kvsim::check::Kind::parse(k).is_some_and(|k| !k.is_liveness() && k.name() != "wrong_status"))
-            .cloned()
-            .collect();
-        // The question is whether the leak (the read) was stopped; the mechanism (a late write)
-        // may still happen under a read-side defence.
-        const READS: [&str; 3] = ["cross_tenant_read", "cross_request_read", "uninitialized_read"];
-        if targets.iter().any(|k| READS.contains(&k.as_str())) {
-            targets.retain(|k| READS.contains(&k.as_str()));
-        }
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let mut cells = Vec::new();
-        for m in &mits {
-            let mut set = buggy.set_pairs();
-            for (k, v) in mitigation_knobs(m).expect("checked") {
-                set.retain(|(x, _)| x != k);
-                set.push((k.to_string(), v.to_string()));
-            }
-            let cfg = resolve(&sc, buggy.profile.clone(), set)?;
-            let w = kvsim::simulate(cfg, None, false);
-            let still = targets.iter().any(|k| w.oracle.counts.keys().any(|x| x.name() == k));
-            let caught: Vec<u16> =
-                w.reqs.iter().filter(|r| r.caught_by.is_some()).filter_map(|r| r.response.map(|x| x.status)).collect();
-            let cell = if targets.is_empty() {
-                let liveness = buggy.violations.iter().all(|k| !w.oracle.counts.keys().any(|x| x.name() == k));
-                if liveness {
-                    "prevented".to_string()
-                } else {
-                    "missed".to_string()
-                }
-            } else if still {
-                "missed".to_string()
-            } else if let Some(s) = caught.first() {
-                format!("detected ({s})")
-            } else {
-                "prevented".to_string()
-            };
-            cells.push(cell);
-        }
-        rows.push((name, cells));
+        m.add(&name, &parse(&f)?, Some(&super::read_file))?;
     }
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
-    let wc = mits.iter().map(|m| m.len()).max().unwrap_or(8).max(14);
-    let mut s = format!("{:<w0$}", "bug");
-    for m in &mits {
-        s.push_str(&format!("  {m:<wc$}"));
-    }
-    s.push('\n');
-    for (name, cells) in &rows {
-        s.push_str(&format!("{name:<w0$}"));
-        for c in cells {
-            s.push_str(&format!("  {c:<wc$}"));
-        }
-        s.push('\n');
-    }
-    s.push_str("prevented: the violation did not occur and no request failed · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred\n");
-    Ok(s)
+    Ok(m.text())
 }
 
-pub fn run_matrix(paths: &[String], mitigations: &str) -> i32 {
+pub fn run_matrix(paths: &[String], mitigations: Option<&str>) -> i32 {
     match matrix_text(paths, mitigations) {
         Ok(t) => {
             print!("{t}");

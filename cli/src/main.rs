@@ -174,8 +174,10 @@ enum Cmd {
     Matrix {
         #[arg(required = true)]
         paths: Vec<String>,
-        #[arg(long, default_value = check::ALL_MITIGATIONS)]
-        mitigations: String,
+        /// Comma-separated mitigations, in column order (default: every one: kv_checksum, kv_canary,
+        /// page_tags, coverage_check, deferred_release, bounded_batches).
+        #[arg(long)]
+        mitigations: Option<String>,
     },
     /// Swarm fuzzing campaign: draw scenarios from seeds, group failures by signature, shrink,
     /// save to a corpus; parallel, sharded and resumable.
@@ -295,7 +297,7 @@ fn run() -> i32 {
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),
         Cmd::Check { paths } => check::run_check(&paths),
-        Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, &mitigations),
+        Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, mitigations.as_deref()),
         Cmd::Fuzz(o) => fuzz::run(&o),
         Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
         Cmd::Audit { logs, role, profile, scenario_out } => {

@@ -3,6 +3,7 @@
 
 pub mod oracle;
 pub use oracle::{Kind, Oracle, ReadSummary, Tally, Violation};
+pub mod matrix;
 pub mod noninterference;
 pub mod reference;
 pub use reference::{Disagreement, Reference};
