@@ -2,7 +2,7 @@
 //! output lengths with a long-context tail, client aborts) merged with explicit request lists.
 //! Requests are numbered in arrival order; ties keep list order.
 
-use crate::config::{Bucket, GeneratorConfig, RequestSpec};
+use crate::config::{Bucket, GeneratorConfig, RequestSpec, SimConfig};
 use crate::rng::Prng;
 use crate::types::{Duration, Instant, RequestId, TenantId};
 use crate::world::{Ev, Req, World};
@@ -82,5 +82,72 @@ impl World {
                 self.at(Instant(a), Ev::ClientAbort { r: id });
             }
         }
+    }
+}
+
+/// The same workload with every prompt `f` times longer: the generator's requests are drawn once
+/// and made explicit with `prompt_tokens * f` (same arrivals, tenants, outputs and aborts), and
+/// every token-denominated size scales with them (context, pools, chunked-prefill budget) while
+/// per-token costs are divided by `f`, so that forward passes, transfers and decode steps take the
+/// same virtual time and the run processes (nearly) the same events over `f` times more tokens.
+/// Decode-side token counts (outputs, `reserved_decode_tokens`) and the page size are unchanged.
+pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
+    let mut reqs = std::mem::take(&mut cfg.requests);
+    if let Some(g) = cfg.generator.take() {
+        reqs.extend(generate(cfg.seed, &g));
+    }
+    for r in &mut reqs {
+        r.prompt_tokens *= f;
+    }
+    cfg.requests = reqs;
+    cfg.name = format!("{}-x{f}", cfg.name);
+    cfg.context_len *= f;
+    for n in cfg.prefill.iter_mut().chain(cfg.decode.iter_mut()) {
+        n.pool_tokens *= f;
+    }
+    cfg.knobs.chunked_prefill_size *= f;
+    let c = &mut cfg.cost;
+    if c.prefill_ns_per_token_per_kctx != 0 {
+        return Err("scale_prompts: prefill_ns_per_token_per_kctx must be 0 (it cannot be scaled in integers)".into());
+    }
+    for (name, v) in [
+        ("prefill_ns_per_token", &mut c.prefill_ns_per_token),
+        ("decode_ns_per_kkv", &mut c.decode_ns_per_kkv),
+        ("kv_bytes_per_token", &mut c.kv_bytes_per_token),
+    ] {
+        if *v % f != 0 {
+            return Err(format!("scale_prompts: cost `{name}` = {v} is not a multiple of {f}"));
+        }
+        *v /= f;
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod scale_tests {
+    use super::*;
+
+    #[test]
+    fn x1000_scales_prompts_sizes_and_costs() {
+        let text = include_str!("../bench-scenarios/mixed-10k.toml");
+        let a = crate::scenario::Scenario::parse("mixed-10k.toml", text)
+            .and_then(|s| s.resolve(&Default::default()))
+            .expect("mixed-10k parses");
+        let b = scale_prompts(a.clone(), 1000).expect("scales");
+        let g = generate(a.seed, a.generator.as_ref().expect("generator"));
+        assert!(b.generator.is_none());
+        assert_eq!(b.requests.len(), g.len());
+        for (x, y) in g.iter().zip(&b.requests) {
+            assert_eq!(y.prompt_tokens, x.prompt_tokens * 1000);
+            assert_eq!(
+                (y.at_ns, y.tenant, y.output_tokens, y.abort_at_ns),
+                (x.at_ns, x.tenant, x.output_tokens, x.abort_at_ns)
+            );
+        }
+        assert_eq!(b.context_len, a.context_len * 1000);
+        assert_eq!(b.decode[0].pool_tokens, a.decode[0].pool_tokens * 1000);
+        assert_eq!(b.knobs.chunked_prefill_size, a.knobs.chunked_prefill_size * 1000);
+        assert_eq!(b.knobs.page_size, a.knobs.page_size);
+        assert_eq!(b.cost.prefill_ns_per_token * 1000, a.cost.prefill_ns_per_token);
     }
 }
