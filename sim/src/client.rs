@@ -37,14 +37,22 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
     out
 }
 
+/// Every request of a configuration in the order the model numbers them (`RequestId` = index):
+/// the explicit requests and the generator's, by arrival time; the sort is stable, so explicit
+/// requests come first among equal arrival times, in file order. The one definition of request
+/// order: the world, the shrinker, the scenario writer and the pictures all use it.
+pub fn in_id_order(cfg: &SimConfig) -> Vec<RequestSpec> {
+    let mut specs = cfg.requests.clone();
+    if let Some(g) = &cfg.generator {
+        specs.extend(generate(cfg.seed, g));
+    }
+    specs.sort_by_key(|s| s.at_ns);
+    specs
+}
+
 impl World {
     pub(crate) fn build_workload(&mut self) {
-        let mut specs = self.cfg.requests.clone();
-        if let Some(g) = &self.cfg.generator {
-            specs.extend(generate(self.cfg.seed, g));
-        }
-        // Stable: explicit requests keep their order among equal arrival times.
-        specs.sort_by_key(|s| s.at_ns);
+        let specs = in_id_order(&self.cfg);
         for (i, s) in specs.into_iter().enumerate() {
             let id = RequestId(i as u32);
             self.reqs.push(Req {
@@ -92,10 +100,8 @@ impl World {
 /// same virtual time and the run processes (nearly) the same events over `f` times more tokens.
 /// Decode-side token counts (outputs, `reserved_decode_tokens`) and the page size are unchanged.
 pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
-    let mut reqs = std::mem::take(&mut cfg.requests);
-    if let Some(g) = cfg.generator.take() {
-        reqs.extend(generate(cfg.seed, &g));
-    }
+    let mut reqs = in_id_order(&cfg);
+    cfg.generator = None;
     for r in &mut reqs {
         r.prompt_tokens *= f;
     }

@@ -1178,12 +1178,11 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
     let c = &cfg.cost;
     let f = &cfg.faults;
     let ratio = |r: Ratio| Some(r.to_string());
-    let mut specs = cfg.requests.clone();
+    // With `expand`, every request in the order the model numbers them.
+    let specs = if expand { crate::client::in_id_order(cfg) } else { cfg.requests.clone() };
     let mut workload = None;
     if let Some(g) = &cfg.generator {
-        if expand {
-            specs.extend(crate::client::generate(cfg.seed, g));
-        } else {
+        if !expand {
             workload = Some(WorkloadSection {
                 requests: g.requests,
                 tenants: g.tenants,
@@ -1196,10 +1195,6 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
                 start_ms: Some(g.start_ms),
             });
         }
-    }
-    if expand {
-        // The order the model numbers requests in (stable: explicit requests first among ties).
-        specs.sort_by_key(|r| r.at_ns);
     }
     ScenarioFile {
         name: Some(cfg.name.clone()),

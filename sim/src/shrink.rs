@@ -91,10 +91,8 @@ impl Shrinker {
 /// Expands the generator into explicit requests, so that requests can be removed one by one.
 pub fn explicit(cfg: &SimConfig) -> SimConfig {
     let mut c = cfg.clone();
-    if let Some(g) = c.generator.take() {
-        c.requests.extend(crate::client::generate(cfg.seed, &g));
-    }
-    c.requests.sort_by_key(|r| r.at_ns);
+    c.requests = crate::client::in_id_order(cfg);
+    c.generator = None;
     c
 }
 

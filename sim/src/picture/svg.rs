@@ -122,11 +122,7 @@ pub(crate) fn pool_index(cfg: &SimConfig, pool: PoolId) -> Option<usize> {
 /// The tenant of every request, by request id: the workload rebuilt from the configuration as
 /// the world builds it, overridden by the tenants that `write` and `read` records carry.
 pub(crate) fn request_tenants(cfg: &SimConfig, records: &[(Instant, TraceRecord)]) -> Vec<Option<u32>> {
-    let mut specs = cfg.requests.clone();
-    if let Some(g) = &cfg.generator {
-        specs.extend(crate::client::generate(cfg.seed, g));
-    }
-    specs.sort_by_key(|s| s.at_ns);
+    let specs = crate::client::in_id_order(cfg);
     let mut out: Vec<Option<u32>> = specs.iter().map(|s| Some(s.tenant)).collect();
     for (_, rec) in records {
         if let TraceRecord::Mem(MemOp::Write { r, tenant, .. } | MemOp::Read { r, tenant, .. }) = rec {
