@@ -532,37 +532,38 @@ fn line_of(text: &str, at: usize) -> usize {
     text[..at.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
-/// Finds the line of `key` inside the `nth` occurrence of table `table` (`""` = top level).
+/// The line of `key` in table `table` (a dotted path, `""` = top level; `nth` picks the element
+/// when the last segment is an array of tables, `[[faults.script]]`), from the spans of the `toml`
+/// crate's own parse (the parser that read the file: it keeps integers as text, so a value out of
+/// range is still found); the table's header line when the key is absent, `None` when the table is.
 pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
-    let mut in_table = table.is_empty();
-    let mut seen = 0usize;
-    let mut table_line = None;
-    for (i, raw) in text.lines().enumerate() {
-        let l = raw.trim();
-        if l.starts_with('[') {
-            let name = l.trim_start_matches('[').split(']').next().unwrap_or("").trim();
-            in_table = false;
-            if name == table {
-                if seen == nth {
-                    in_table = true;
-                    table_line = Some(i + 1);
-                }
-                seen += 1;
-            }
-            continue;
-        }
-        if in_table {
-            if key.is_empty() {
-                return table_line;
-            }
-            if let Some((k, _)) = l.split_once('=') {
-                if k.trim().trim_matches('"') == key {
-                    return Some(i + 1);
-                }
-            }
-        }
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    fn find<'i>(t: &DeTable<'i>, name: &str) -> Option<(std::ops::Range<usize>, toml::Spanned<DeValue<'i>>)> {
+        t.iter().find(|(k, _)| k.get_ref().as_ref() == name).map(|(k, v)| (k.span(), v.clone()))
     }
-    table_line
+    let mut t: DeTable = doc.into_inner();
+    let mut header = None;
+    for seg in table.split('.').filter(|s| !s.is_empty()) {
+        let (kspan, v) = find(&t, seg)?;
+        header = Some(line_of(text, kspan.start));
+        t = match v.into_inner() {
+            DeValue::Table(x) => x,
+            DeValue::Array(a) => {
+                let e = a.into_iter().nth(nth)?;
+                header = Some(line_of(text, e.span().start));
+                match e.into_inner() {
+                    DeValue::Table(x) => x,
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+    }
+    if key.is_empty() {
+        return header;
+    }
+    find(&t, key).map(|(k, _)| line_of(text, k.start)).or(header)
 }
 
 impl Scenario {
@@ -1302,4 +1303,50 @@ pub fn validate_config(cfg: &SimConfig, file: &str) -> Result<(), ScenarioError>
         }));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod locate_tests {
+    use super::locate;
+
+    const TEXT: &str = r#"name = "t"
+description = """
+[decode]
+pool_tokens = 1
+"""
+# pool_tokens = 2 (a comment, not the key)
+[[decode]]
+pool_tokens = 3
+
+[[decode]]
+"pool_tokens" = 4
+knobs.page_size = 5
+
+[faults]
+[[faults.script]]
+at_ms = 1
+[[faults.script]]
+kind = "crash"
+at_ms = 2
+"#;
+
+    #[test]
+    fn keys_are_found_by_the_parse_not_by_scanning_text() {
+        assert_eq!(locate(TEXT, "", 0, "name"), Some(1));
+        // A table header inside a multi-line string and a key in a comment are not keys.
+        assert_eq!(locate(TEXT, "decode", 0, "pool_tokens"), Some(8));
+        // Quoted keys; the nth element of an array of tables.
+        assert_eq!(locate(TEXT, "decode", 1, "pool_tokens"), Some(11));
+        // A dotted key inside an array element's table.
+        assert_eq!(locate(TEXT, "decode.knobs", 1, "page_size"), Some(12));
+        // Dotted table paths and array elements.
+        assert_eq!(locate(TEXT, "faults.script", 1, "at_ms"), Some(19));
+        assert_eq!(locate(TEXT, "faults.script", 1, "kind"), Some(18));
+        // A missing key falls back to its table's header; a missing table is unknown.
+        assert_eq!(locate(TEXT, "faults.script", 0, "kind"), Some(15));
+        assert_eq!(locate(TEXT, "cost", 0, "x"), None);
+        assert_eq!(locate("not = [valid", "", 0, "not"), None);
+        // A value beyond i64 (the range check reports it, so it must be found).
+        assert_eq!(locate("[[request]]\nat_ns = 18446744073709551610\n", "request", 0, "at_ns"), Some(2));
+    }
 }
