@@ -64,6 +64,101 @@ pub struct FuzzOpts {
     /// Draw prefix-heavy workloads: explicit requests sharing prefix chains, radix cache on.
     #[arg(long, conflicts_with = "base")]
     pub prefix_heavy: bool,
+    /// Known-bugs file (`known-bugs/<profile>.toml` format): its signatures are reported as
+    /// `known (<row>)` and do not make the exit status non-zero. Default: the shipped file of
+    /// `--profile` when there is one; `--known none` turns triage off.
+    #[arg(long)]
+    pub known: Option<String>,
+}
+
+/// One entry of a known-bugs file: a signature and the catalogue row that explains it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KnownBug {
+    pub signature: String,
+    /// The row id in `docs/reference/bug-catalogue.md`.
+    pub row: String,
+    /// The public issue or pull request behind the row.
+    pub reference: String,
+    /// Why the row explains this signature (how it was checked).
+    #[serde(default)]
+    pub note: String,
+}
+
+/// A known-bugs file: the signatures a profile is expected to show, each tied to a catalogue row.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct KnownBugs {
+    pub profile: String,
+    #[serde(default)]
+    pub known: Vec<KnownBug>,
+}
+
+/// The shipped known-bugs files, by profile (embedded, so the default works from any folder).
+pub const SHIPPED_KNOWN: &[(&str, &str)] = &[
+    ("sglang-0.5.22", include_str!("../../../known-bugs/sglang-0.5.22.toml")),
+    ("vllm-nixl", include_str!("../../../known-bugs/vllm-nixl.toml")),
+];
+
+impl KnownBugs {
+    pub fn parse(name: &str, text: &str) -> Result<KnownBugs, String> {
+        let k: KnownBugs = toml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+        let mut seen = BTreeSet::new();
+        for b in &k.known {
+            if kvsim::fuzz::is_disagreement(&b.signature) {
+                return Err(format!("{name}: {}: an oracle disagreement is a kvsim bug, never known", b.signature));
+            }
+            if b.signature.split('/').next().and_then(kvsim::check::Kind::parse).is_none() {
+                return Err(format!("{name}: {}: not a signature (kind/mechanism)", b.signature));
+            }
+            if b.row.is_empty() || b.reference.is_empty() {
+                return Err(format!("{name}: {}: `row` and `reference` must name the catalogue row", b.signature));
+            }
+            if !seen.insert(b.signature.clone()) {
+                return Err(format!("{name}: {}: listed twice", b.signature));
+            }
+        }
+        Ok(k)
+    }
+
+    /// The shipped file of a profile, if there is one.
+    pub fn shipped(profile: &str) -> Option<KnownBugs> {
+        SHIPPED_KNOWN.iter().find(|(p, _)| *p == profile).map(|(p, text)| {
+            KnownBugs::parse(&format!("known-bugs/{p}.toml"), text).expect("shipped known-bugs files parse")
+        })
+    }
+
+    /// The catalogue row of a known signature.
+    pub fn row(&self, sig: &str) -> Option<&str> {
+        self.known.iter().find(|b| b.signature == sig).map(|b| b.row.as_str())
+    }
+}
+
+/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or the profile's shipped one.
+fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
+    match o.known.as_deref() {
+        Some("none") => Ok(None),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            KnownBugs::parse(path, &text).map(Some)
+        }
+        None => Ok(o.profile.as_deref().filter(|_| o.base.is_none()).and_then(KnownBugs::shipped)),
+    }
+}
+
+/// The exit status of a campaign's table: 12 on any oracle disagreement, else 10 / 11 for a new
+/// safety / liveness signature, else 0 (nothing, or only known signatures).
+pub fn exit_status(table: &BTreeMap<String, Entry>, known: Option<&KnownBugs>) -> i32 {
+    let new: Vec<&String> = table.keys().filter(|s| known.and_then(|k| k.row(s)).is_none()).collect();
+    if new.iter().any(|s| kvsim::fuzz::is_disagreement(s)) {
+        exit::ORACLE_DISAGREEMENT
+    } else if new.iter().any(|s| kvsim::fuzz::is_safety(s)) {
+        exit::SAFETY
+    } else if new.is_empty() {
+        exit::CLEAN
+    } else {
+        exit::LIVENESS
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -347,6 +442,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if !["off", "auto", "cpu", "cuda"].contains(&o.confirm.as_str()) {
         return Err(format!("--confirm {}: expected off, auto, cpu or cuda", o.confirm));
     }
+    let known = load_known(o)?;
     let (space, space_name) = match (&o.base, &o.profile) {
         (None, p) if o.prefix_heavy => {
             let inner = match p {
@@ -536,37 +632,46 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         shard.1,
         o.corpus
     );
-    print!("{}", table_text(&camp.table, &saved_failures(&corpus)));
+    print!("{}", table_text(&camp.table, &saved_failures(&corpus), known.as_ref()));
     if let Some(u) = &o.until {
         match found_after {
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
             None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }
     }
-    Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_disagreement(s)) {
-        exit::ORACLE_DISAGREEMENT
-    } else if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
-        exit::SAFETY
-    } else if camp.table.is_empty() {
-        exit::CLEAN
-    } else {
-        exit::LIVENESS
-    })
+    if let Some(k) = &known {
+        let n_new = camp.table.keys().filter(|s| k.row(s).is_none()).count();
+        println!(
+            "triage against the known bugs of {}: {} known, {} new{}",
+            k.profile,
+            camp.table.len() - n_new,
+            n_new,
+            if n_new == 0 { " (exit 0)" } else { "" }
+        );
+    }
+    Ok(exit_status(&camp.table, known.as_ref()))
 }
 
 /// The final table: signature, count, first seed, reproduce command.
-pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Failure>) -> String {
+/// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
+pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Failure>, known: Option<&KnownBugs>) -> String {
     let mut s = String::new();
     if table.is_empty() {
         s.push_str("no violations found\n");
         return s;
     }
-    s.push_str(&format!("{:<48} {:>8} {:>12}  reproduce\n", "signature", "runs", "first seed"));
+    let status = |sig: &str| match known.map(|k| k.row(sig)) {
+        None => String::new(),
+        Some(None) => format!("{:<36} ", "new"),
+        Some(Some(row)) => format!("{:<36} ", format!("known ({row})")),
+    };
+    let head = if known.is_some() { format!("{:<36} ", "status") } else { String::new() };
+    s.push_str(&format!("{:<48} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
         let f = saved.get(sig);
         let repro = f.map(|f| f.shrunk.clone().unwrap_or_else(|| f.reproduce.clone())).unwrap_or_default();
         let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
-        s.push_str(&format!("{sig:<48} {:>8} {:>12}  {repro}{extra}\n", e.count, e.first_seed));
+        s.push_str(&format!("{sig:<48} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
     }
     s
 }
@@ -665,7 +770,7 @@ fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
         dirs.len(),
         runs,
         merged.table.len(),
-        table_text(&merged.table, &saved_failures(out))
+        table_text(&merged.table, &saved_failures(out), None)
     ))
 }
 
