@@ -12,6 +12,7 @@ use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
+use kvsim::triage::KnownBugs;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
@@ -44,8 +45,8 @@ pub struct FuzzOpts {
     #[arg(long)]
     pub shard: Option<String>,
     /// Confirm each new read signature's shrunk trace on a KV backend: auto (CUDA where a driver
-    /// is present, else the CPU reference), cpu, cuda or off. A cross-tenant signature whose
-    /// replay does not confirm is reported as a model/replay DISAGREEMENT.
+    /// is present, else the CPU reference), cpu, cuda or off. A read whose replayed memory does
+    /// not hold what the model saw is reported as a model/replay DISAGREEMENT.
     #[arg(long, default_value = "auto")]
     pub confirm: String,
     /// Simulation runs each shrink may use.
@@ -76,93 +77,26 @@ pub struct FuzzOpts {
     pub check: Option<super::PropertyCheck>,
 }
 
-/// One entry of a known-bugs file: a signature and the catalogue row that explains it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct KnownBug {
-    pub signature: String,
-    /// The row id in `docs/reference/bug-catalogue.md`.
-    pub row: String,
-    /// The public issue or pull request behind the row.
-    pub reference: String,
-    /// Why the row explains this signature (how it was checked).
-    #[serde(default)]
-    pub note: String,
-}
-
-/// A known-bugs file: the signatures a profile is expected to show, each tied to a catalogue row.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
-#[serde(deny_unknown_fields)]
-pub struct KnownBugs {
-    pub profile: String,
-    #[serde(default)]
-    pub known: Vec<KnownBug>,
-}
-
-/// The shipped known-bugs files, by profile (embedded, so the default works from any folder).
-pub const SHIPPED_KNOWN: &[(&str, &str)] = &[
-    ("sglang-0.5.22", include_str!("../../../known-bugs/sglang-0.5.22.toml")),
-    ("vllm-nixl", include_str!("../../../known-bugs/vllm-nixl.toml")),
-];
-
-impl KnownBugs {
-    pub fn parse(name: &str, text: &str) -> Result<KnownBugs, String> {
-        let k: KnownBugs = toml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
-        let mut seen = BTreeSet::new();
-        for b in &k.known {
-            if kvsim::fuzz::is_disagreement(&b.signature) {
-                return Err(format!("{name}: {}: an oracle disagreement is a kvsim bug, never known", b.signature));
-            }
-            if b.signature.split('/').next().and_then(kvsim::check::Kind::parse).is_none() {
-                return Err(format!("{name}: {}: not a signature (kind/mechanism)", b.signature));
-            }
-            if b.row.is_empty() || b.reference.is_empty() {
-                return Err(format!("{name}: {}: `row` and `reference` must name the catalogue row", b.signature));
-            }
-            if !seen.insert(b.signature.clone()) {
-                return Err(format!("{name}: {}: listed twice", b.signature));
-            }
-        }
-        Ok(k)
-    }
-
-    /// The shipped file of a profile, if there is one.
-    pub fn shipped(profile: &str) -> Option<KnownBugs> {
-        SHIPPED_KNOWN.iter().find(|(p, _)| *p == profile).map(|(p, text)| {
-            KnownBugs::parse(&format!("known-bugs/{p}.toml"), text).expect("shipped known-bugs files parse")
-        })
-    }
-
-    /// The catalogue row of a known signature.
-    pub fn row(&self, sig: &str) -> Option<&str> {
-        self.known.iter().find(|b| b.signature == sig).map(|b| b.row.as_str())
-    }
-}
-
-/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or the profile's shipped one.
+/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
+/// shipped file of `--profile` when it has one. A file for another profile than `--profile` is
+/// refused: its rows say what that engine has, not this one.
 fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
-    match o.known.as_deref() {
-        Some("none") => Ok(None),
+    let k = match o.known.as_deref() {
+        Some("none") => return Ok(None),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
-            KnownBugs::parse(path, &text).map(Some)
+            KnownBugs::parse(path, &text)?
         }
-        None => Ok(o.profile.as_deref().filter(|_| o.base.is_none()).and_then(KnownBugs::shipped)),
-    }
-}
-
-/// The exit status of a campaign's table: 12 on any oracle disagreement, else 10 / 11 for a new
-/// safety / liveness signature, else 0 (nothing, or only known signatures).
-pub fn exit_status(table: &BTreeMap<String, Entry>, known: Option<&KnownBugs>) -> i32 {
-    let new: Vec<&String> = table.keys().filter(|s| known.and_then(|k| k.row(s)).is_none()).collect();
-    if new.iter().any(|s| kvsim::fuzz::is_disagreement(s)) {
-        exit::ORACLE_DISAGREEMENT
-    } else if new.iter().any(|s| kvsim::fuzz::is_safety(s)) {
-        exit::SAFETY
-    } else if new.is_empty() {
-        exit::CLEAN
-    } else {
-        exit::LIVENESS
+        None => match o.profile.as_deref().and_then(KnownBugs::shipped) {
+            Some(k) => k,
+            None => return Ok(None),
+        },
+    };
+    match o.profile.as_deref() {
+        Some(p) if p != k.profile => {
+            Err(format!("--known {}: the file is for profile {}, the campaign runs {p}", k.source, k.profile))
+        }
+        _ => Ok(Some(k)),
     }
 }
 
@@ -239,9 +173,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Confirms a saved failure's violating reads on `backend` when its signature is a read kind.
-/// A cross-tenant signature whose replay does not confirm, and any read whose replayed memory
-/// does not hold what the model saw, is a DISAGREEMENT between model and replay: reported, never
-/// dropped.
+/// A read whose replayed memory does not hold what the model saw is a DISAGREEMENT between model
+/// and replay: reported, never dropped. A cross-tenant read whose foreign KV is in the replayed
+/// memory but under the leak threshold agrees with the model (not confirmed, not a disagreement).
 fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
     let kind = sig.split('/').next().unwrap_or_default();
     if !["cross_tenant_read", "cross_request_read", "uninitialized_read"].contains(&kind) {
@@ -257,9 +191,11 @@ fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
             "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
                 .to_string()
         }
+        // No disagreement: every read's replayed memory holds another tenant's KV, as the model
+        // saw, but its share of the attention is under the leak threshold (a read of 2 foreign
+        // slots among 466). The replay agrees with the model; it is just not confirmed as a leak.
         Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
-            "DISAGREEMENT model/replay: 0 of {} read(s) confirmed on {} (the foreign tokens are in the replayed \
-             memory but under the threshold) — investigate",
+            "replay agrees: {} read(s) on {} hold foreign KV, all under the leak threshold (not confirmed)",
             v.reads, v.backend
         ),
         Ok(v) if kind == "cross_tenant_read" => {
@@ -647,21 +583,31 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
     }
     if let Some(k) = &known {
-        let n_new = camp.table.keys().filter(|s| k.row(s).is_none()).count();
-        println!(
-            "triage against the known bugs of {}: {} known, {} new{}",
-            k.profile,
-            camp.table.len() - n_new,
-            n_new,
-            if n_new == 0 { " (exit 0)" } else { "" }
-        );
+        print!("{}", triage_line(&camp.table, k));
     }
-    Ok(exit_status(&camp.table, known.as_ref()))
+    Ok(kvsim::triage::exit_status(camp.table.keys(), known.as_ref()))
+}
+
+/// The triage summary under a table: how many of its signatures are known and how many new.
+fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
+    let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
+    format!(
+        "triage against {} (profile {}): {} known, {} new{}\n",
+        k.source,
+        k.profile,
+        table.len() - n_new,
+        n_new,
+        if n_new == 0 { " (exit 0)" } else { "" }
+    )
 }
 
 /// The final table: signature, count, first seed, reproduce command.
 /// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
-pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Failure>, known: Option<&KnownBugs>) -> String {
+pub fn table_text(
+    table: &BTreeMap<String, Entry>,
+    saved: &BTreeMap<String, Failure>,
+    known: Option<&KnownBugs>,
+) -> String {
     let mut s = String::new();
     if table.is_empty() {
         s.push_str("no violations found\n");
@@ -688,11 +634,16 @@ pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Fail
 /// shard indices): merging a corpus twice, or overlapping ones, would count runs twice and is
 /// refused. Only committed failures are copied (scratch of an interrupted campaign is not), and
 /// their reproduce commands are rewritten to point into the merged corpus.
-pub fn merge(dirs: &[String], into: &str) -> i32 {
-    match merge_corpora(dirs, into) {
-        Ok(text) => {
+///
+/// Triage as in a campaign: with `--known FILE`, or by default the shipped known-bugs file of the
+/// campaign's profile (space `profile:P` or `prefix:P`), the table gets its new/known column and
+/// the merge exits like the campaign (0 when only known signatures, else 10/11/12); without a
+/// known-bugs file (`--known none`, a blind campaign) it exits 0 once merged.
+pub fn merge(dirs: &[String], into: &str, known: Option<&str>) -> i32 {
+    match merge_corpora(dirs, into, known) {
+        Ok((text, code)) => {
             print!("{text}");
-            exit::CLEAN
+            code
         }
         Err(e) => {
             eprintln!("error: {e}");
@@ -701,7 +652,28 @@ pub fn merge(dirs: &[String], into: &str) -> i32 {
     }
 }
 
-fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
+/// The known-bugs file of a merge: `--known FILE`, `--known none`, or the shipped file of the
+/// campaign space's profile.
+fn merge_known(space: &str, known: Option<&str>) -> Result<Option<KnownBugs>, String> {
+    let profile = space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:"));
+    match known {
+        Some("none") => Ok(None),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            let k = KnownBugs::parse(path, &text)?;
+            match profile {
+                Some(p) if p != "blind" && p != k.profile => Err(format!(
+                    "--known {path}: the file is for profile {}, the merged campaign ran {space}",
+                    k.profile
+                )),
+                _ => Ok(Some(k)),
+            }
+        }
+        None => Ok(profile.and_then(KnownBugs::shipped)),
+    }
+}
+
+fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(String, i32), String> {
     let mut table: BTreeMap<String, Entry> = BTreeMap::new();
     let mut best: BTreeMap<String, (Failure, PathBuf)> = BTreeMap::new();
     let mut runs = 0;
@@ -750,6 +722,7 @@ fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
         first.get_or_insert((d.clone(), c));
     }
     let (_, c0) = first.ok_or("no corpora to merge")?;
+    let known = merge_known(&c0.space, known)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     for (sig, (f, src)) in &best {
         let dst = out.join(slug(sig));
@@ -772,13 +745,21 @@ fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
     };
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
-    Ok(format!(
+    let mut text = format!(
         "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
         dirs.len(),
         runs,
         merged.table.len(),
-        table_text(&merged.table, &saved_failures(out), None)
-    ))
+        table_text(&merged.table, &saved_failures(out), known.as_ref())
+    );
+    let code = match &known {
+        Some(k) => {
+            text.push_str(&triage_line(&merged.table, k));
+            kvsim::triage::exit_status(merged.table.keys(), Some(k))
+        }
+        None => exit::CLEAN,
+    };
+    Ok((text, code))
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
