@@ -304,26 +304,43 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
 /// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`; a
 /// disagreement of the two oracles (a kvsim bug) is `oracle_disagreement/<read>`.
 ///
-/// A use after free by a transfer write says whether the writer's transfer was acknowledged before
-/// its data was visible (`use_after_free/transfer_write/visibility_lag`: the rdma-visibility-lag
-/// chain, decode freed the pages a lagged write then landed in) or not (`…/transfer_write`: a write
-/// that outlived its pages for another reason), so two mechanisms do not share one signature.
+/// The mechanism names the chain behind the foreign data where the run knows it, so two
+/// mechanisms do not share one signature:
+/// - a use after free whose request had a transfer acknowledged before its data was visible
+///   ends in `/visibility_lag` (the rdma-visibility-lag chain: decode freed the pages a lagged
+///   write then landed in, or prefill freed source pages a lagged read was still reading);
+///   without it (`use_after_free/transfer_write`) the write outlived its pages for another reason;
+/// - a read whose cause is `late_write` (another request's write landed in the reader's pages)
+///   says whose write: `…/late_write/visibility_lag` when a lagged writer's, `…/late_write` when
+///   another one's; a reader hit by both counts for both;
+/// - a valid request that decode failed because its metadata slot held another request's room
+///   (a false corruption abort, the stale-metadata-room symptom) is
+///   `wrong_status/valid_request_failed/room_mismatch`.
 pub fn signatures(w: &World) -> BTreeSet<String> {
-    let mut s: BTreeSet<String> = w
-        .oracle
-        .violations
-        .iter()
-        .map(|v| {
-            let lagged_writer = v.kind == Kind::UseAfterFree
-                && v.cause == "transfer_write"
-                && v.request.is_some_and(|r| w.reqs[r.idx()].lagged);
-            if lagged_writer {
-                format!("{}/{}/visibility_lag", v.kind.name(), v.cause)
-            } else {
-                format!("{}/{}", v.kind.name(), v.cause)
+    let mut s: BTreeSet<String> = BTreeSet::new();
+    for v in &w.oracle.violations {
+        let base = format!("{}/{}", v.kind.name(), v.cause);
+        let req = v.request.map(|r| &w.reqs[r.idx()]);
+        match (v.kind, v.cause.as_str(), req) {
+            (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
+                s.insert(format!("{base}/visibility_lag"));
             }
-        })
-        .collect();
+            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
+                s.insert(format!("{base}/room_mismatch"));
+            }
+            (_, "late_write", Some(r)) if r.late_writers != (false, false) => {
+                if r.late_writers.0 {
+                    s.insert(format!("{base}/visibility_lag"));
+                }
+                if r.late_writers.1 {
+                    s.insert(base);
+                }
+            }
+            _ => {
+                s.insert(base);
+            }
+        }
+    }
     if let Some(rf) = &w.reference {
         s.extend(rf.signatures());
     }
@@ -490,5 +507,63 @@ mod reach_tests {
             assert_eq!(c.knobs.decode_transferred_abort, p.decode_transferred_abort);
             assert_eq!(c.knobs.prefix_cache_scope, p.prefix_cache_scope, "seed {seed}");
         }
+    }
+}
+
+#[cfg(test)]
+mod signature_tests {
+    use super::*;
+    use crate::scenario::{Overrides, Scenario};
+
+    fn catalogue(name: &str, set: &[(&str, &str)]) -> SimConfig {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/catalogue/{name}.toml"));
+        let text = std::fs::read_to_string(&p).expect("catalogue scenario");
+        let o =
+            Overrides { set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };
+        Scenario::parse(name, &text).expect("parses").resolve(&o).expect("resolves")
+    }
+
+    /// The rdma-visibility-lag chain is named by its lag; the decode-free-before-late-write chain
+    /// (decode frees an aborted request's pages at once, its transfer writes later) is a plain
+    /// `late_write`: the two rows never share a read signature.
+    #[test]
+    fn late_write_reads_name_the_writers_chain() {
+        let (_, lag) = run_case(catalogue("rdma-visibility-lag", &[]));
+        assert!(lag.contains("cross_tenant_read/visibility_lag"), "{lag:?}");
+        let (_, free) = run_case(catalogue("decode-free-before-late-write", &[]));
+        assert!(free.contains("cross_tenant_read/late_write"), "{free:?}");
+        assert!(free.iter().all(|x| !x.ends_with("/visibility_lag")), "{free:?}");
+    }
+
+    /// The same late write, once lagged and once not: only the lagged one carries the suffix,
+    /// on the use after free and on the victim's read.
+    #[test]
+    fn a_lagged_late_writer_splits_the_signature() {
+        let base = catalogue("decode-free-before-late-write", &[]);
+        let writer = base.requests.iter().position(|r| r.abort_at_ns.is_some()).expect("an aborted writer") as u32;
+        let mut lagged = base.clone();
+        lagged.faults.script.push(config::ScriptedFault::VisibilityLag { request: writer, lag_ms: 1 });
+        let (w, sigs) = run_case(lagged);
+        assert!(w.reqs[writer as usize].lagged);
+        assert!(sigs.contains("cross_tenant_read/late_write/visibility_lag"), "{sigs:?}");
+        assert!(!sigs.contains("cross_tenant_read/late_write"), "{sigs:?}");
+        assert!(
+            sigs.iter().filter(|x| x.starts_with("use_after_free/")).all(|x| x.ends_with("/visibility_lag")),
+            "{sigs:?}"
+        );
+        let (w, sigs) = run_case(base);
+        assert!(!w.reqs[writer as usize].lagged);
+        assert!(sigs.iter().all(|x| !x.ends_with("/visibility_lag")), "{sigs:?}");
+    }
+
+    /// A false corruption abort (decode reads another request's room in its metadata slot) is
+    /// named as such; the fixed setting of the row has no such signature.
+    #[test]
+    fn a_room_mismatch_names_the_false_corruption_abort() {
+        let (_, buggy) = run_case(catalogue("stale-metadata-room", &[("metadata_zero_on_free", "off")]));
+        assert!(buggy.contains("wrong_status/valid_request_failed/room_mismatch"), "{buggy:?}");
+        assert!(!buggy.contains("wrong_status/valid_request_failed"), "{buggy:?}");
+        let (_, fixed) = run_case(catalogue("stale-metadata-room", &[("metadata_zero_on_free", "on")]));
+        assert!(fixed.iter().all(|x| !x.ends_with("/room_mismatch")), "{fixed:?}");
     }
 }

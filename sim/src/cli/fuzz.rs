@@ -613,18 +613,22 @@ pub fn table_text(
         s.push_str("no violations found\n");
         return s;
     }
-    let status = |sig: &str| match known.map(|k| k.row(sig)) {
+    let label = |sig: &str| match known.map(|k| k.row(sig)) {
         None => String::new(),
-        Some(None) => format!("{:<36} ", "new"),
-        Some(Some(row)) => format!("{:<36} ", format!("known ({row})")),
+        Some(None) => "new".to_string(),
+        Some(Some(row)) => format!("known ({row})"),
     };
-    let head = if known.is_some() { format!("{:<36} ", "status") } else { String::new() };
-    s.push_str(&format!("{:<48} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
+    // Columns as wide as their longest entry (a chain signature is longer than a plain one).
+    let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
+    let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
+    let status = |sig: &str| if known.is_some() { format!("{:<sw$} ", label(sig)) } else { String::new() };
+    let head = if known.is_some() { format!("{:<sw$} ", "status") } else { String::new() };
+    s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
         let f = saved.get(sig);
         let repro = f.map(|f| f.shrunk.clone().unwrap_or_else(|| f.reproduce.clone())).unwrap_or_default();
         let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
-        s.push_str(&format!("{sig:<48} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
+        s.push_str(&format!("{sig:<w$} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
     }
     s
 }
