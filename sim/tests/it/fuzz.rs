@@ -228,31 +228,31 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
+            c,
         )
     };
-    let (code, out, err) = run("triage-none", "none");
+    let (code, out, err, corpus) = run("triage-none", "none");
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(!out.contains("status") && !out.contains("triage against"), "{out}");
-    let t = table(&tmp("triage-none"));
+    let t = table(&corpus);
     let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
     let safety: Vec<&String> =
         sigs.iter().copied().filter(|s| !s.starts_with("page_leak/") && !s.starts_with("request_hang/")).collect();
     assert!(safety.len() >= 2 && safety.len() < sigs.len(), "30 runs find safety and liveness signatures: {sigs:?}");
 
     let all = known_file("known-all", "sglang-0.5.22", &sigs);
-    let (code, out, err) = run("triage-all", &all);
+    let (code, out, err, _) = run("triage-all", &all);
     assert_eq!(code, Some(0), "only known signatures: {out}{err}");
     assert!(out.contains(&format!("{} known, 0 new (exit 0)", sigs.len())), "{out}");
     assert!(out.lines().filter(|l| l.contains("known (rdma-visibility-lag)")).count() == sigs.len(), "{out}");
 
-    let (code, out, _) = run("triage-liveness", &known_file("known-safety", "sglang-0.5.22", &safety));
+    let (code, out, _, _) = run("triage-liveness", &known_file("known-safety", "sglang-0.5.22", &safety));
     assert_eq!(code, Some(11), "only liveness signatures are new: {out}");
     let new = sigs.len() - safety.len();
     assert!(out.contains(&format!("{} known, {new} new", safety.len())), "{out}");
     assert!(out.lines().any(|l| l.starts_with("page_leak/") && l.contains(" new ")), "{out}");
 
-    let (code, out, _) =
-        run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..].iter().copied().collect::<Vec<_>>()));
+    let (code, out, _, _) = run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..]));
     assert_eq!(code, Some(if safety.contains(&sigs[0]) { 10 } else { 11 }), "{} is new: {out}", sigs[0]);
 
     // Bad files: exit 2, file:line: field: what, and no campaign run.
@@ -260,14 +260,14 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
     let text =
         std::fs::read_to_string(bad.replace("-bad.toml", ".toml")).unwrap().replace("rdma-visibility-lag", "rdma-lag");
     std::fs::write(&bad, text).unwrap();
-    let (code, out, err) = run("triage-bad", &bad);
+    let (code, out, err, _) = run("triage-bad", &bad);
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(err.contains(&format!("{bad}:5: known[0].row: `rdma-lag` is not a row")), "{err}");
     assert!(!err.contains("panicked") && out.is_empty(), "{out}{err}");
-    let (code, _, err) = run("triage-other", &known_file("known-other", "vllm-nixl", &sigs));
+    let (code, _, err, _) = run("triage-other", &known_file("known-other", "vllm-nixl", &sigs));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("the file is for profile vllm-nixl, the campaign runs sglang-0.5.22"), "{err}");
-    let (code, _, err) = run("triage-missing", "/nonexistent/known.toml");
+    let (code, _, err, _) = run("triage-missing", "/nonexistent/known.toml");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--known /nonexistent/known.toml"), "{err}");
 }
