@@ -115,6 +115,16 @@ fn the_incident_shrinks_to_its_minimal_form_deterministically() {
     let tenants: std::collections::BTreeSet<u32> = cfg.requests.iter().map(|r| r.tenant).collect();
     assert!(tenants.len() <= 2);
     assert_eq!((cfg.prefill.len(), cfg.decode.len()), (1, 1));
+    // Issue 15: only the knobs that differ from the profile are written (and read back, the case
+    // keeps its signature, asserted below).
+    let file: toml::Table = text.parse().unwrap();
+    let profile = kvsim::config::profile(&cfg.profile).expect("a shipped profile");
+    let base = toml::Table::try_from((profile.knobs)()).unwrap();
+    let knobs = file.get("knobs").and_then(|k| k.as_table()).cloned().unwrap_or_default();
+    assert!(knobs.len() < base.len() / 2, "{knobs:?}");
+    for (k, v) in &knobs {
+        assert_ne!(base.get(k), Some(v), "{k} = {v} is the profile's own value");
+    }
     let w = kvsim::simulate(cfg, None, true);
     assert!(kvsim::fuzz::signatures(&w).contains("cross_tenant_read/stub_commit"));
 }
@@ -307,4 +317,37 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
     let out = kvsim(&["corpus", "merge", &c, "--into", &merged3, "--known", "none"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("triage"));
+}
+
+/// Issue 15: `kvsim shrink` accepts a signature folder of a corpus and keeps that folder's
+/// signature (not the first cross-tenant one the run also shows).
+#[test]
+fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
+    let c = tmp("shrink-folder");
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.16",
+        "--runs",
+        "20",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+    ]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let sig = "uninitialized_read/stub_commit";
+    let folder = Path::new(&c).join(sig.replace('/', "--"));
+    assert!(folder.join("failure.json").is_file(), "20 runs save {sig}: {:?}", saved(&c));
+    let shrunk = format!("{}.toml", tmp("shrink-folder-out"));
+    let out = kvsim(&["shrink", folder.to_str().unwrap(), "--out", &shrunk, "--budget", "400"]);
+    assert!(out.status.success() || out.status.code() == Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&shrunk).unwrap();
+    assert!(text.contains(&format!("# Signature: {sig}\n")), "{text}");
+    let w = kvsim::simulate(crate::load_path(&shrunk), None, false);
+    assert!(kvsim::fuzz::signatures(&w).contains(sig));
+    // A folder that is neither a seed nor a signature folder is bad input.
+    let out = kvsim(&["shrink", &c, "--out", &shrunk]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
