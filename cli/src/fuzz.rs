@@ -12,6 +12,7 @@ use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
+use kvsim::triage::KnownBugs;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
@@ -44,8 +45,8 @@ pub struct FuzzOpts {
     #[arg(long)]
     pub shard: Option<String>,
     /// Confirm each new read signature's shrunk trace on a KV backend: auto (CUDA where a driver
-    /// is present, else the CPU reference), cpu, cuda or off. A cross-tenant signature whose
-    /// replay does not confirm is reported as a model/replay DISAGREEMENT.
+    /// is present, else the CPU reference), cpu, cuda or off. A read whose replayed memory does
+    /// not hold what the model saw is reported as a model/replay DISAGREEMENT.
     #[arg(long, default_value = "auto")]
     pub confirm: String,
     /// Simulation runs each shrink may use.
@@ -64,12 +65,40 @@ pub struct FuzzOpts {
     /// Draw prefix-heavy workloads: explicit requests sharing prefix chains, radix cache on.
     #[arg(long, conflicts_with = "base")]
     pub prefix_heavy: bool,
+    /// Known-bugs file (`known-bugs/<profile>.toml` format): its signatures are reported as
+    /// `known (<row>)` and do not make the exit status non-zero. Default: the shipped file of
+    /// `--profile` when there is one; `--known none` turns triage off.
+    #[arg(long)]
+    pub known: Option<String>,
     /// `noninterference`: also check every run for content channels (a second run per tenant that
     /// sends prefix blocks, with its block ids replaced); findings are `timing_channel/<mechanism>`
     /// and `status_channel/<mechanism>`. `invariants`: check every run's invariants after every
     /// event (without it, one run in 16 does); findings are `invariant_broken/<what>`.
     #[arg(long, value_enum, value_name = "CHECK")]
     pub check: Option<super::PropertyCheck>,
+}
+
+/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
+/// shipped file of `--profile` when it has one. A file for another profile than `--profile` is
+/// refused: its rows say what that engine has, not this one.
+fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
+    let k = match o.known.as_deref() {
+        Some("none") => return Ok(None),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            KnownBugs::parse(path, &text)?
+        }
+        None => match o.profile.as_deref().and_then(KnownBugs::shipped) {
+            Some(k) => k,
+            None => return Ok(None),
+        },
+    };
+    match o.profile.as_deref() {
+        Some(p) if p != k.profile => {
+            Err(format!("--known {}: the file is for profile {}, the campaign runs {p}", k.source, k.profile))
+        }
+        _ => Ok(Some(k)),
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -145,9 +174,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Confirms a saved failure's violating reads on `backend` when its signature is a read kind.
-/// A cross-tenant signature whose replay does not confirm, and any read whose replayed memory
-/// does not hold what the model saw, is a DISAGREEMENT between model and replay: reported, never
-/// dropped.
+/// A read whose replayed memory does not hold what the model saw is a DISAGREEMENT between model
+/// and replay: reported, never dropped. A cross-tenant read whose foreign KV is in the replayed
+/// memory but under the leak threshold agrees with the model (not confirmed, not a disagreement).
 fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
     let kind = sig.split('/').next().unwrap_or_default();
     if !["cross_tenant_read", "cross_request_read", "uninitialized_read"].contains(&kind) {
@@ -163,9 +192,11 @@ fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
             "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
                 .to_string()
         }
+        // No disagreement: every read's replayed memory holds another tenant's KV, as the model
+        // saw, but its share of the attention is under the leak threshold (a read of 2 foreign
+        // slots among 466). The replay agrees with the model; it is just not confirmed as a leak.
         Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
-            "DISAGREEMENT model/replay: 0 of {} read(s) confirmed on {} (the foreign tokens are in the replayed \
-             memory but under the threshold) — investigate",
+            "replay agrees: {} read(s) on {} hold foreign KV, all under the leak threshold (not confirmed)",
             v.reads, v.backend
         ),
         Ok(v) if kind == "cross_tenant_read" => {
@@ -361,6 +392,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if !["off", "auto", "cpu", "cuda"].contains(&o.confirm.as_str()) {
         return Err(format!("--confirm {}: expected off, auto, cpu or cuda", o.confirm));
     }
+    let known = load_known(o)?;
     let (space, space_name) = match (&o.base, &o.profile) {
         (None, p) if o.prefix_heavy => {
             let inner = match p {
@@ -558,41 +590,60 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         shard.1,
         o.corpus
     );
-    print!("{}", table_text(&camp.table, &saved_failures(&corpus)));
+    print!("{}", table_text(&camp.table, &saved_failures(&corpus), known.as_ref()));
     if let Some(u) = &o.until {
         match found_after {
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
             None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }
     }
-    Ok(if camp.table.keys().any(|s| kvsim::fuzz::is_disagreement(s)) {
-        exit::ORACLE_DISAGREEMENT
-    } else if camp.table.keys().any(|s| kvsim::fuzz::is_model_bug(s)) {
-        exit::INVARIANT_BROKEN
-    } else if camp.table.keys().any(|s| kvsim::fuzz::is_safety(s)) {
-        exit::SAFETY
-    } else if camp.table.is_empty() {
-        exit::CLEAN
-    } else if camp.table.keys().all(|s| s == kvsim::fuzz::EVENT_LIMIT) {
-        exit::EVENT_LIMIT
-    } else {
-        exit::LIVENESS
-    })
+    if let Some(k) = &known {
+        print!("{}", triage_line(&camp.table, k));
+    }
+    Ok(kvsim::triage::exit_status(camp.table.keys(), known.as_ref()))
+}
+
+/// The triage summary under a table: how many of its signatures are known and how many new.
+fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
+    let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
+    format!(
+        "triage against {} (profile {}): {} known, {} new{}\n",
+        k.source,
+        k.profile,
+        table.len() - n_new,
+        n_new,
+        if n_new == 0 { " (exit 0)" } else { "" }
+    )
 }
 
 /// The final table: signature, count, first seed, reproduce command.
-pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Failure>) -> String {
+/// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
+pub fn table_text(
+    table: &BTreeMap<String, Entry>,
+    saved: &BTreeMap<String, Failure>,
+    known: Option<&KnownBugs>,
+) -> String {
     let mut s = String::new();
     if table.is_empty() {
         s.push_str("no violations found\n");
         return s;
     }
-    s.push_str(&format!("{:<48} {:>8} {:>12}  reproduce\n", "signature", "runs", "first seed"));
+    let label = |sig: &str| match known.map(|k| k.row(sig)) {
+        None => String::new(),
+        Some(None) => "new".to_string(),
+        Some(Some(row)) => format!("known ({row})"),
+    };
+    // Columns as wide as their longest entry (a chain signature is longer than a plain one).
+    let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
+    let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
+    let status = |sig: &str| if known.is_some() { format!("{:<sw$} ", label(sig)) } else { String::new() };
+    let head = if known.is_some() { format!("{:<sw$} ", "status") } else { String::new() };
+    s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
         let f = saved.get(sig);
         let repro = f.map(|f| f.shrunk.clone().unwrap_or_else(|| f.reproduce.clone())).unwrap_or_default();
         let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
-        s.push_str(&format!("{sig:<48} {:>8} {:>12}  {repro}{extra}\n", e.count, e.first_seed));
+        s.push_str(&format!("{sig:<w$} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
     }
     s
 }
@@ -602,11 +653,16 @@ pub fn table_text(table: &BTreeMap<String, Entry>, saved: &BTreeMap<String, Fail
 /// shard indices): merging a corpus twice, or overlapping ones, would count runs twice and is
 /// refused. Only committed failures are copied (scratch of an interrupted campaign is not), and
 /// their reproduce commands are rewritten to point into the merged corpus.
-pub fn merge(dirs: &[String], into: &str) -> i32 {
-    match merge_corpora(dirs, into) {
-        Ok(text) => {
+///
+/// Triage as in a campaign: with `--known FILE`, or by default the shipped known-bugs file of the
+/// campaign's profile (space `profile:P` or `prefix:P`), the table gets its new/known column and
+/// the merge exits like the campaign (0 when only known signatures, else 10/11/12); without a
+/// known-bugs file (`--known none`, a blind campaign) it exits 0 once merged.
+pub fn merge(dirs: &[String], into: &str, known: Option<&str>) -> i32 {
+    match merge_corpora(dirs, into, known) {
+        Ok((text, code)) => {
             print!("{text}");
-            exit::CLEAN
+            code
         }
         Err(e) => {
             eprintln!("error: {e}");
@@ -615,7 +671,28 @@ pub fn merge(dirs: &[String], into: &str) -> i32 {
     }
 }
 
-fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
+/// The known-bugs file of a merge: `--known FILE`, `--known none`, or the shipped file of the
+/// campaign space's profile.
+fn merge_known(space: &str, known: Option<&str>) -> Result<Option<KnownBugs>, String> {
+    let profile = space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:"));
+    match known {
+        Some("none") => Ok(None),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            let k = KnownBugs::parse(path, &text)?;
+            match profile {
+                Some(p) if p != "blind" && p != k.profile => Err(format!(
+                    "--known {path}: the file is for profile {}, the merged campaign ran {space}",
+                    k.profile
+                )),
+                _ => Ok(Some(k)),
+            }
+        }
+        None => Ok(profile.and_then(KnownBugs::shipped)),
+    }
+}
+
+fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(String, i32), String> {
     let mut table: BTreeMap<String, Entry> = BTreeMap::new();
     let mut best: BTreeMap<String, (Failure, PathBuf)> = BTreeMap::new();
     let mut runs = 0;
@@ -664,6 +741,7 @@ fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
         first.get_or_insert((d.clone(), c));
     }
     let (_, c0) = first.ok_or("no corpora to merge")?;
+    let known = merge_known(&c0.space, known)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     for (sig, (f, src)) in &best {
         let dst = out.join(slug(sig));
@@ -686,13 +764,21 @@ fn merge_corpora(dirs: &[String], into: &str) -> Result<String, String> {
     };
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
-    Ok(format!(
+    let mut text = format!(
         "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
         dirs.len(),
         runs,
         merged.table.len(),
-        table_text(&merged.table, &saved_failures(out))
-    ))
+        table_text(&merged.table, &saved_failures(out), known.as_ref())
+    );
+    let code = match &known {
+        Some(k) => {
+            text.push_str(&triage_line(&merged.table, k));
+            kvsim::triage::exit_status(merged.table.keys(), Some(k))
+        }
+        None => exit::CLEAN,
+    };
+    Ok((text, code))
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {

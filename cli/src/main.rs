@@ -87,6 +87,11 @@ enum CorpusCmd {
         dirs: Vec<String>,
         #[arg(long)]
         into: String,
+        /// Known-bugs file to triage the merged table against (default: the shipped file of the
+        /// campaign's profile; `none` turns triage off). With one, the merge exits like the
+        /// campaign: 0 when only known signatures, else 10/11/12.
+        #[arg(long)]
+        known: Option<String>,
     },
 }
 
@@ -299,7 +304,7 @@ fn run() -> i32 {
         Cmd::Check { paths } => check::run_check(&paths),
         Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, mitigations.as_deref()),
         Cmd::Fuzz(o) => fuzz::run(&o),
-        Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into } } => fuzz::merge(&dirs, &into),
+        Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into, known } } => fuzz::merge(&dirs, &into, known.as_deref()),
         Cmd::Audit { logs, role, profile, scenario_out } => {
             audit::run(&logs, &role, profile.as_deref(), scenario_out.as_deref())
         }

@@ -7,9 +7,12 @@ use kvsim::report::exit;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ShrinkOpts {
-    /// A scenario file, a trace file (`--trace`) or a failure directory from `kvsim fuzz`.
+    /// A scenario file, a trace file (`--trace`), or a folder of a `kvsim fuzz` corpus: a seed
+    /// folder (`<corpus>/<signature>/seed-N`) or a signature folder (`<corpus>/<signature>`, whose
+    /// signature is then kept unless `--signature` says otherwise).
     pub input: String,
-    /// The signature to keep (default: the first cross-tenant one, else the first safety one).
+    /// The signature to keep (default: a signature folder's own, else the first cross-tenant
+    /// one, else the first safety one).
     #[arg(long)]
     pub signature: Option<String>,
     /// Where to write the shrunk scenario.
@@ -22,8 +25,34 @@ pub struct ShrinkOpts {
     pub opts: super::RunOpts,
 }
 
-/// Loads a configuration from a scenario, a trace header or a failure directory.
-pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
+/// The signature folder of a campaign (`<corpus>/<slug>/failure.json`): its saved seed's
+/// scenario and its signature.
+fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, String> {
+    let fj = dir.join("failure.json");
+    if !fj.is_file() {
+        return Ok(None);
+    }
+    let f: super::fuzz::Failure = std::fs::read_to_string(&fj)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", fj.display()))?;
+    let scenario = dir.join(format!("seed-{}", f.seed)).join("scenario.toml");
+    Ok(Some((scenario.to_string_lossy().into_owned(), f.signature)))
+}
+
+/// Loads a configuration from a scenario, a trace header, a seed folder or a signature folder
+/// of a campaign; a signature folder also gives the signature to keep.
+pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<(SimConfig, Option<String>), String> {
+    let p = std::path::Path::new(input);
+    if p.is_dir() {
+        if let Some((scenario, sig)) = signature_folder(p)? {
+            return super::load(&scenario, opts).map(|c| (c, Some(sig))).map_err(|e| e.to_string());
+        }
+    }
+    load_plain(input, opts).map(|c| (c, None))
+}
+
+fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
     let p = std::path::Path::new(input);
     let path = if p.is_dir() { format!("{}/scenario.toml", input.trim_end_matches('/')) } else { input.to_string() };
     if path.ends_with(".jsonl") {
@@ -61,20 +90,39 @@ pub fn shrink_to_text(cfg: &SimConfig, sig: &str, budget: u32, origin: &str) -> 
     );
     let mut out = s.cfg.clone();
     out.name = format!("{}-shrunk", cfg.name);
-    (kvsim::scenario::to_toml(&out, &header), s)
+    (shrunk_toml(&out, &header), s)
+}
+
+/// A shrunk case as a scenario file whose `[knobs]` holds only the knobs that differ from its
+/// profile (the rest come from `profile = …` when it is read back), so a reader sees what the
+/// case changes. A configuration without a known profile keeps every knob.
+fn shrunk_toml(cfg: &SimConfig, header: &str) -> String {
+    let mut f = kvsim::scenario::to_file(cfg, true);
+    if let (Some(p), Some(knobs)) = (kvsim::config::profile(&cfg.profile), f.knobs.as_mut()) {
+        let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+        knobs.retain(|k, v| base.get(k) != Some(v));
+        if knobs.is_empty() {
+            f.knobs = None;
+        }
+    }
+    let body = toml::to_string(&f).expect("a scenario image serialises");
+    format!("{}{body}", kvsim::scenario::comment_block(header))
 }
 
 pub fn run(o: &ShrinkOpts) -> i32 {
-    let cfg = match load_any(&o.input, &o.opts) {
+    let (cfg, folder_sig) = match load_any(&o.input, &o.opts) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
         }
     };
-    let check = o.signature.as_deref().is_some_and(kvsim::fuzz::is_disagreement);
-    let (_, sigs) = kvsim::fuzz::run_case_checked(cfg.clone(), check);
-    let sig = match (&o.signature, pick_signature(&sigs)) {
+    // `--signature`, else the signature of a signature folder: the shrunk case keeps it.
+    let want = o.signature.clone().or(folder_sig);
+    let check = want.as_deref().is_some_and(kvsim::fuzz::is_disagreement);
+    let channel = want.as_deref().is_some_and(kvsim::fuzz::is_channel);
+    let (_, sigs) = kvsim::fuzz::run_case_with(cfg.clone(), check, channel);
+    let sig = match (&want, pick_signature(&sigs)) {
         (Some(s), _) if sigs.contains(s) => s.clone(),
         (Some(s), _) => {
             eprintln!("error: {}: the run does not show signature `{s}` (it shows: {sigs:?})", o.input);

@@ -72,6 +72,8 @@ impl World {
                 fault_touched: false,
                 timed_out: false,
                 late_written: false,
+                late_writers: (false, false),
+                room_mismatch: false,
                 lagged: false,
                 prefill_leg: None,
                 decode_leg: None,

@@ -261,6 +261,7 @@ impl World {
             return; // metadata not written yet: keep polling
         }
         if row.room != self.reqs[r.idx()].room {
+            self.reqs[r.idx()].room_mismatch = true;
             self.decode_finish(n, r, 500, None);
             return;
         }

@@ -38,22 +38,51 @@ fn ratio(rng: &mut Prng, on: bool) -> Ratio {
     }
 }
 
-/// Draws every knob from its values, independently.
-pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
-    let table = toml::Table::try_from(base).expect("knobs serialise");
-    // Enum knobs: pick among the values the profiles use (buggy and fixed).
-    let mut variants: Vec<(String, Vec<toml::Value>)> = Vec::new();
-    for name in table.keys() {
-        let mut vals: Vec<toml::Value> = Vec::new();
-        for p in config::PROFILES {
-            let t = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-            let v = t[name].clone();
+/// Knob values no profile uses but a catalogue row's scenario does (as its buggy or its fixed
+/// setting): drawable too, so the blind swarm reaches every row the model expresses
+/// (`router_on_prefill_error = cancel_decode` for abort-lost-on-success and router-waits-for-decode,
+/// `decode_transferred_abort = leak` for leak-abort-in-waiting, `prefix_cache_scope = per_tenant`
+/// for cross-tenant-prefix-hit, a 10 s lease for held-blocks-leak and
+/// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
+/// scenarios). A test checks every value the catalogue uses against blind draws.
+pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
+    ("router_on_prefill_error", "cancel_decode"),
+    ("decode_transferred_abort", "leak"),
+    ("prefix_cache_scope", "per_tenant"),
+    ("source_lease_ms", "10000"),
+    ("reserved_decode_tokens", "16"),
+];
+
+/// Every value a knob may take in a blind draw: the values the profiles use, then the catalogue's.
+pub fn drawable_values(name: &str) -> Vec<toml::Value> {
+    let mut vals: Vec<toml::Value> = Vec::new();
+    for p in config::PROFILES {
+        let t = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+        let v = t[name].clone();
+        if !vals.contains(&v) {
+            vals.push(v);
+        }
+    }
+    for (k, v) in CATALOGUE_KNOB_VALUES {
+        if *k == name {
+            let v = match v.parse::<i64>() {
+                Ok(n) => toml::Value::Integer(n),
+                Err(_) => toml::Value::String((*v).into()),
+            };
             if !vals.contains(&v) {
                 vals.push(v);
             }
         }
-        variants.push((name.clone(), vals));
     }
+    vals
+}
+
+/// Draws every knob from its values, independently.
+pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
+    let table = toml::Table::try_from(base).expect("knobs serialise");
+    // Enum knobs: pick among the values the profiles (buggy and fixed) and the catalogue rows use.
+    let variants: Vec<(String, Vec<toml::Value>)> =
+        table.keys().map(|name| (name.clone(), drawable_values(name))).collect();
     let mut t = table;
     for (name, vals) in variants {
         let v = match name.as_str() {
@@ -122,25 +151,71 @@ pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::Req
     out
 }
 
-/// Draws a whole scenario for run `seed`.
-pub fn draw(seed: u64, space: &Space) -> SimConfig {
-    if let Space::Prefix(inner) = space {
-        let mut c = draw(seed, inner);
-        let mut rng = Prng::child(seed, "prefix");
-        c.knobs.prefill_cache = config::PrefillCache::Radix;
-        c.knobs.prefix_cache_scope =
-            pick(&mut rng, &[config::PrefixCacheScope::Global, config::PrefixCacheScope::PerTenant]);
-        c.generator = None;
-        c.requests = draw_prefix_requests(&mut rng, c.context_len);
-        c.name = format!("fuzz-prefix-seed{seed}");
-        return c;
+/// Turns a drawn case into a prefix-heavy one: radix cache on, its knobs' cache scope (or, when
+/// `scope`, a drawn one), explicit requests sharing prefix chains instead of the generator.
+fn make_prefix_heavy(c: &mut SimConfig, seed: u64, draw_scope: bool) {
+    let mut rng = Prng::child(seed, "prefix");
+    c.knobs.prefill_cache = config::PrefillCache::Radix;
+    let scope = pick(&mut rng, &[config::PrefixCacheScope::Global, config::PrefixCacheScope::PerTenant]);
+    if draw_scope {
+        c.knobs.prefix_cache_scope = scope;
     }
+    c.generator = None;
+    c.requests = draw_prefix_requests(&mut rng, c.context_len);
+    c.name = format!("fuzz-prefix-seed{seed}");
+}
+
+/// Random metadata lag (one run in four): scripted `metadata_lag` entries for a drawn subset of
+/// the run's requests, each with a drawn lag (the stale-metadata-room reordering). Scripted, so a
+/// shrunk case keeps them as they are.
+fn draw_metadata_lag(c: &mut SimConfig, seed: u64) {
+    let mut rng = Prng::child(seed, "metadata-lag");
+    if rng.below(4) != 0 {
+        return;
+    }
+    let n = match &c.generator {
+        Some(g) => g.requests as u64,
+        None => c.requests.len() as u64,
+    };
+    let every = pick(&mut rng, &[1u64, 2, 4]);
+    for r in 0..n {
+        if rng.below(every) == 0 {
+            let lag_ms = pick(&mut rng, &[1u64, 20, 50, 500]);
+            c.faults.script.push(config::ScriptedFault::MetadataLag { request: r as u32, lag_ms });
+        }
+    }
+}
+
+/// Draws a whole scenario for run `seed`. Swarm draws (blind, profile, prefix-heavy) also draw
+/// random metadata lag; blind and profile draws are prefix-heavy one run in four.
+pub fn draw(seed: u64, space: &Space) -> SimConfig {
     if let Space::Base(b) = space {
         let mut c = (**b).clone();
         c.seed = seed;
         c.name = format!("{}-seed{seed}", b.name);
         return c;
     }
+    let mut c = match space {
+        Space::Prefix(inner) => {
+            let mut c = draw_swarm(seed, inner);
+            make_prefix_heavy(&mut c, seed, true);
+            c
+        }
+        _ => {
+            let mut c = draw_swarm(seed, space);
+            if Prng::child(seed, "reach").below(4) == 0 {
+                // The blind draw already drew the cache scope among every value; a profile keeps its own.
+                make_prefix_heavy(&mut c, seed, false);
+            }
+            c
+        }
+    };
+    draw_metadata_lag(&mut c, seed);
+    c
+}
+
+/// The swarm's draw of deployment, workload, faults and (blind) knobs.
+fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let mut rng = Prng::child(seed, "swarm");
     let context_len = pick(&mut rng, &[2048u64, 4096, 8192, 16384, 32768]);
     let page_size = pick(&mut rng, &[1u64, 4, 16, 64]);
@@ -172,7 +247,7 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
     knobs.page_size = page_size;
     knobs.chunked_prefill_size = pick(&mut rng, &[256u64, 1024, 4096]);
     knobs.max_transfer_batch_pages = if rng.below(2) == 0 { 0 } else { pick(&mut rng, &[4u64, 64]) };
-    knobs.transfer_sync_timeout_ms = pick(&mut rng, &[500u64, 5_000, 60_000]);
+    knobs.transfer_sync_timeout_ms = pick(&mut rng, &[500u64, 2_000, 5_000, 60_000]);
     let w = |rng: &mut Prng| pick(rng, &[0u64, 1, 3, 10]);
     let mut prompt = vec![
         Bucket { weight: w(&mut rng), min: 1, max: (context_len / 16).max(1) },
@@ -228,9 +303,44 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
 
 /// A violation's signature: kind and mechanism, e.g. `cross_tenant_read/stub_commit`; a
 /// disagreement of the two oracles (a kvsim bug) is `oracle_disagreement/<read>`.
+///
+/// The mechanism names the chain behind the foreign data where the run knows it, so two
+/// mechanisms do not share one signature:
+/// - a use after free whose request had a transfer acknowledged before its data was visible
+///   ends in `/visibility_lag` (the rdma-visibility-lag chain: decode freed the pages a lagged
+///   write then landed in, or prefill freed source pages a lagged read was still reading);
+///   without it (`use_after_free/transfer_write`) the write outlived its pages for another reason;
+/// - a read whose cause is `late_write` (another request's write landed in the reader's pages)
+///   says whose write: `…/late_write/visibility_lag` when a lagged writer's, `…/late_write` when
+///   another one's; a reader hit by both counts for both;
+/// - a valid request that decode failed because its metadata slot held another request's room
+///   (a false corruption abort, the stale-metadata-room symptom) is
+///   `wrong_status/valid_request_failed/room_mismatch`.
 pub fn signatures(w: &World) -> BTreeSet<String> {
-    let mut s: BTreeSet<String> =
-        w.oracle.violations.iter().map(|v| format!("{}/{}", v.kind.name(), v.cause)).collect();
+    let mut s: BTreeSet<String> = BTreeSet::new();
+    for v in &w.oracle.violations {
+        let base = format!("{}/{}", v.kind.name(), v.cause);
+        let req = v.request.map(|r| &w.reqs[r.idx()]);
+        match (v.kind, v.cause.as_str(), req) {
+            (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
+                s.insert(format!("{base}/visibility_lag"));
+            }
+            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
+                s.insert(format!("{base}/room_mismatch"));
+            }
+            (_, "late_write", Some(r)) if r.late_writers != (false, false) => {
+                if r.late_writers.0 {
+                    s.insert(format!("{base}/visibility_lag"));
+                }
+                if r.late_writers.1 {
+                    s.insert(base);
+                }
+            }
+            _ => {
+                s.insert(base);
+            }
+        }
+    }
     if let Some(rf) = &w.reference {
         s.extend(rf.signatures());
     }
@@ -396,5 +506,142 @@ mod tests {
             let (wb, _) = run_case(back);
             assert_eq!(wa.tracer.hash_hex(), wb.tracer.hash_hex(), "seed {seed}");
         }
+    }
+}
+
+#[cfg(test)]
+mod reach_tests {
+    use super::*;
+
+    /// Every (knob, value) a catalogue scenario sets, in `[knobs]` or an `[[expect]]`'s `set`.
+    fn catalogue_knob_values() -> BTreeSet<(String, String)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue");
+        let mut out = BTreeSet::new();
+        let mut add = |t: &toml::Table| {
+            for (k, v) in t {
+                out.insert((k.clone(), v.to_string()));
+            }
+        };
+        for e in std::fs::read_dir(&dir).expect("catalogue folder") {
+            let p = e.expect("entry").path();
+            if p.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
+            let t: toml::Table = std::fs::read_to_string(&p).expect("read").parse().expect("toml");
+            if let Some(k) = t.get("knobs").and_then(|k| k.as_table()) {
+                add(k);
+            }
+            for x in t.get("expect").and_then(|x| x.as_array()).into_iter().flatten() {
+                if let Some(s) = x.get("set").and_then(|s| s.as_table()) {
+                    add(s);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn blind_draws_reach_every_knob_value_the_catalogue_uses() {
+        let mut want = catalogue_knob_values();
+        assert!(want.len() > 20, "{want:?}");
+        for seed in 0..400 {
+            let c = draw(seed, &Space::Blind);
+            let t = toml::Table::try_from(&c.knobs).expect("knobs serialise");
+            want.retain(|(k, v)| t.get(k).map(|x| x.to_string()).as_ref() != Some(v));
+            if want.is_empty() {
+                return;
+            }
+        }
+        panic!("not drawn in 400 blind seeds: {want:?}");
+    }
+
+    #[test]
+    fn swarm_draws_reach_metadata_lag_and_prefix_workloads() {
+        for space in [Space::Blind, Space::Profile("sglang-0.5.22".into()), Space::Profile("vllm-nixl".into())] {
+            let (mut lag, mut prefix) = (0, 0);
+            for seed in 0..200 {
+                let c = draw(seed, &space);
+                lag += c.faults.script.iter().any(|s| matches!(s, config::ScriptedFault::MetadataLag { .. })) as u32;
+                prefix += c.requests.iter().any(|r| !r.prefix_blocks.is_empty()) as u32;
+                // Scripted lag names requests the run has.
+                let n = c.generator.as_ref().map_or(c.requests.len() as u64, |g| g.requests as u64);
+                for s in &c.faults.script {
+                    if let config::ScriptedFault::MetadataLag { request, .. } = s {
+                        assert!((*request as u64) < n, "seed {seed}: {s:?} of {n} requests");
+                    }
+                }
+            }
+            assert!((25..=75).contains(&lag), "{space:?}: {lag} of 200 draws with metadata lag");
+            assert!((25..=75).contains(&prefix), "{space:?}: {prefix} of 200 draws prefix-heavy");
+        }
+    }
+
+    #[test]
+    fn profile_draws_keep_the_profiles_knobs() {
+        for seed in 0..100 {
+            let c = draw(seed, &Space::Profile("sglang-0.5.22".into()));
+            let p = (config::profile("sglang-0.5.22").expect("profile").knobs)();
+            assert_eq!(c.knobs.router_on_prefill_error, p.router_on_prefill_error);
+            assert_eq!(c.knobs.decode_transferred_abort, p.decode_transferred_abort);
+            assert_eq!(c.knobs.prefix_cache_scope, p.prefix_cache_scope, "seed {seed}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod signature_tests {
+    use super::*;
+    use crate::scenario::{Overrides, Scenario};
+
+    fn catalogue(name: &str, set: &[(&str, &str)]) -> SimConfig {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/catalogue/{name}.toml"));
+        let text = std::fs::read_to_string(&p).expect("catalogue scenario");
+        let o =
+            Overrides { set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };
+        Scenario::parse(name, &text).expect("parses").resolve(&o).expect("resolves")
+    }
+
+    /// The rdma-visibility-lag chain is named by its lag; the decode-free-before-late-write chain
+    /// (decode frees an aborted request's pages at once, its transfer writes later) is a plain
+    /// `late_write`: the two rows never share a read signature.
+    #[test]
+    fn late_write_reads_name_the_writers_chain() {
+        let (_, lag) = run_case(catalogue("rdma-visibility-lag", &[]));
+        assert!(lag.contains("cross_tenant_read/visibility_lag"), "{lag:?}");
+        let (_, free) = run_case(catalogue("decode-free-before-late-write", &[]));
+        assert!(free.contains("cross_tenant_read/late_write"), "{free:?}");
+        assert!(free.iter().all(|x| !x.ends_with("/visibility_lag")), "{free:?}");
+    }
+
+    /// The same late write, once lagged and once not: only the lagged one carries the suffix,
+    /// on the use after free and on the victim's read.
+    #[test]
+    fn a_lagged_late_writer_splits_the_signature() {
+        let base = catalogue("decode-free-before-late-write", &[]);
+        let writer = base.requests.iter().position(|r| r.abort_at_ns.is_some()).expect("an aborted writer") as u32;
+        let mut lagged = base.clone();
+        lagged.faults.script.push(config::ScriptedFault::VisibilityLag { request: writer, lag_ms: 1 });
+        let (w, sigs) = run_case(lagged);
+        assert!(w.reqs[writer as usize].lagged);
+        assert!(sigs.contains("cross_tenant_read/late_write/visibility_lag"), "{sigs:?}");
+        assert!(!sigs.contains("cross_tenant_read/late_write"), "{sigs:?}");
+        assert!(
+            sigs.iter().filter(|x| x.starts_with("use_after_free/")).all(|x| x.ends_with("/visibility_lag")),
+            "{sigs:?}"
+        );
+        let (w, sigs) = run_case(base);
+        assert!(!w.reqs[writer as usize].lagged);
+        assert!(sigs.iter().all(|x| !x.ends_with("/visibility_lag")), "{sigs:?}");
+    }
+
+    /// A false corruption abort (decode reads another request's room in its metadata slot) is
+    /// named as such; the fixed setting of the row has no such signature.
+    #[test]
+    fn a_room_mismatch_names_the_false_corruption_abort() {
+        let (_, buggy) = run_case(catalogue("stale-metadata-room", &[("metadata_zero_on_free", "off")]));
+        assert!(buggy.contains("wrong_status/valid_request_failed/room_mismatch"), "{buggy:?}");
+        assert!(!buggy.contains("wrong_status/valid_request_failed"), "{buggy:?}");
+        let (_, fixed) = run_case(catalogue("stale-metadata-room", &[("metadata_zero_on_free", "on")]));
+        assert!(fixed.iter().all(|x| !x.ends_with("/room_mismatch")), "{fixed:?}");
     }
 }

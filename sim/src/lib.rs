@@ -31,6 +31,7 @@ pub mod shrink;
 pub mod trace;
 pub mod tracefile;
 pub mod transfer;
+pub mod triage;
 pub mod types;
 pub mod workload_trace;
 pub mod world;

@@ -73,6 +73,14 @@ pub struct Req {
     pub timed_out: bool,
     /// Another request's write landed in pages this request held.
     pub late_written: bool,
+    /// Which late writers: one whose transfer was acknowledged before its data was visible
+    /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
+    /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
+    pub late_writers: (bool, bool),
+    /// Decode failed it because its metadata slot held another request's room (sglang 0.5.22
+    /// `srt/disaggregation/decode.py`: "Metadata corruption detected - bootstrap_room mismatch",
+    /// HTTP 500). Only the fuzz signature reads it.
+    pub room_mismatch: bool,
     /// A transfer of this request was acknowledged before its data was visible.
     pub lagged: bool,
     pub prefill_leg: Option<u16>,
@@ -412,8 +420,14 @@ impl World {
         }
         victims.sort();
         victims.dedup();
+        let lagged_writer = self.reqs[writer.idx()].lagged;
         for v in &victims {
             self.reqs[v.idx()].late_written = true;
+            if lagged_writer {
+                self.reqs[v.idx()].late_writers.0 = true;
+            } else {
+                self.reqs[v.idx()].late_writers.1 = true;
+            }
             if pool.role == Role::Decode {
                 if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
                     d.dirty = true;

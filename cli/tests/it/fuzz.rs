@@ -126,6 +126,16 @@ fn the_incident_shrinks_to_its_minimal_form_deterministically() {
     let tenants: std::collections::BTreeSet<u32> = cfg.requests.iter().map(|r| r.tenant).collect();
     assert!(tenants.len() <= 2);
     assert_eq!((cfg.prefill.len(), cfg.decode.len()), (1, 1));
+    // Issue 15: only the knobs that differ from the profile are written (and read back, the case
+    // keeps its signature, asserted below).
+    let file: toml::Table = text.parse().unwrap();
+    let profile = kvsim::config::profile(&cfg.profile).expect("a shipped profile");
+    let base = toml::Table::try_from((profile.knobs)()).unwrap();
+    let knobs = file.get("knobs").and_then(|k| k.as_table()).cloned().unwrap_or_default();
+    assert!(knobs.len() < base.len() / 2, "{knobs:?}");
+    for (k, v) in &knobs {
+        assert_ne!(base.get(k), Some(v), "{k} = {v} is the profile's own value");
+    }
     let w = kvsim::simulate(cfg, None, true);
     assert!(kvsim::fuzz::signatures(&w).contains("cross_tenant_read/stub_commit"));
 }
@@ -204,4 +214,151 @@ fn leftovers_of_a_killed_campaign_are_cleaned_and_never_merged() {
         assert!(!p.exists(), "{} survived", p.display());
     }
     assert_eq!(saved(&c), before);
+}
+
+/// A known-bugs file listing `sigs`, each tied to a catalogue row.
+fn known_file(name: &str, profile: &str, sigs: &[&String]) -> String {
+    let mut t = format!("profile = \"{profile}\"\n");
+    for s in sigs {
+        t.push_str(&format!(
+            "\n[[known]]\nsignature = \"{s}\"\nrow = \"rdma-visibility-lag\"\nreference = \"test\"\nnote = \"test\"\n"
+        ));
+    }
+    let p = format!("{}.toml", tmp(name));
+    std::fs::write(&p, t).unwrap();
+    p
+}
+
+/// Issue 15: triage. Signatures listed in the known-bugs file are `known (<row>)` and leave the
+/// exit status at 0; a new safety signature exits 10, a new liveness one alone 11; a malformed
+/// file or one for another profile is refused with exit 2 and the file, line and field.
+#[test]
+fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
+    let args = |corpus: &str, known: &str| -> Vec<String> {
+        ["fuzz", "--profile", "sglang-0.5.22", "--runs", "30", "--no-shrink", "--confirm", "off", "--corpus", corpus]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["--known".to_string(), known.to_string()])
+            .collect()
+    };
+    let run = |name: &str, known: &str| {
+        let c = tmp(name);
+        let a = args(&c, known);
+        let out = kvsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            c,
+        )
+    };
+    let (code, out, err, corpus) = run("triage-none", "none");
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(!out.contains("status") && !out.contains("triage against"), "{out}");
+    let t = table(&corpus);
+    let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
+    let safety: Vec<&String> =
+        sigs.iter().copied().filter(|s| !s.starts_with("page_leak/") && !s.starts_with("request_hang/")).collect();
+    assert!(safety.len() >= 2 && safety.len() < sigs.len(), "30 runs find safety and liveness signatures: {sigs:?}");
+
+    let all = known_file("known-all", "sglang-0.5.22", &sigs);
+    let (code, out, err, _) = run("triage-all", &all);
+    assert_eq!(code, Some(0), "only known signatures: {out}{err}");
+    assert!(out.contains(&format!("{} known, 0 new (exit 0)", sigs.len())), "{out}");
+    assert!(out.lines().filter(|l| l.contains("known (rdma-visibility-lag)")).count() == sigs.len(), "{out}");
+
+    let (code, out, _, _) = run("triage-liveness", &known_file("known-safety", "sglang-0.5.22", &safety));
+    assert_eq!(code, Some(11), "only liveness signatures are new: {out}");
+    let new = sigs.len() - safety.len();
+    assert!(out.contains(&format!("{} known, {new} new", safety.len())), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("page_leak/") && l.contains(" new ")), "{out}");
+
+    let (code, out, _, _) = run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..]));
+    assert_eq!(code, Some(if safety.contains(&sigs[0]) { 10 } else { 11 }), "{} is new: {out}", sigs[0]);
+
+    // Bad files: exit 2, file:line: field: what, and no campaign run.
+    let bad = known_file("known-bad", "sglang-0.5.22", &sigs[..1]).replace(".toml", "-bad.toml");
+    let text =
+        std::fs::read_to_string(bad.replace("-bad.toml", ".toml")).unwrap().replace("rdma-visibility-lag", "rdma-lag");
+    std::fs::write(&bad, text).unwrap();
+    let (code, out, err, _) = run("triage-bad", &bad);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&format!("{bad}:5: known[0].row: `rdma-lag` is not a row")), "{err}");
+    assert!(!err.contains("panicked") && out.is_empty(), "{out}{err}");
+    let (code, _, err, _) = run("triage-other", &known_file("known-other", "vllm-nixl", &sigs));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("the file is for profile vllm-nixl, the campaign runs sglang-0.5.22"), "{err}");
+    let (code, _, err, _) = run("triage-missing", "/nonexistent/known.toml");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--known /nonexistent/known.toml"), "{err}");
+}
+
+/// Issue 15: `--known` defaults to the shipped file of the profile, and `corpus merge` triages
+/// the merged table the same way (exit 0 when only known, 10/11 on new; 0 with `--known none`).
+#[test]
+fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
+    let c = tmp("shipped");
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.22",
+        "--runs",
+        "30",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+    ]);
+    let (fuzz_code, text) = (out.status.code(), String::from_utf8_lossy(&out.stdout));
+    assert!(text.contains("triage against known-bugs/sglang-0.5.22.toml (profile sglang-0.5.22)"), "{text}");
+    assert!(text.contains("known (rdma-visibility-lag)"), "{text}");
+    let merged = tmp("shipped-merged");
+    let out = kvsim(&["corpus", "merge", &c, "--into", &merged]);
+    let m = String::from_utf8_lossy(&out.stdout);
+    assert!(m.contains("triage against known-bugs/sglang-0.5.22.toml"), "{m}");
+    assert_eq!(out.status.code(), fuzz_code, "the merge of one corpus exits like its campaign: {m}");
+    let t = table(&c);
+    let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
+    let all = known_file("shipped-all", "sglang-0.5.22", &sigs);
+    let merged2 = tmp("shipped-merged2");
+    let out = kvsim(&["corpus", "merge", &c, "--into", &merged2, "--known", &all]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let merged3 = tmp("shipped-merged3");
+    let out = kvsim(&["corpus", "merge", &c, "--into", &merged3, "--known", "none"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("triage"));
+}
+
+/// Issue 15: `kvsim shrink` accepts a signature folder of a corpus and keeps that folder's
+/// signature (not the first cross-tenant one the run also shows).
+#[test]
+fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
+    let c = tmp("shrink-folder");
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.16",
+        "--runs",
+        "20",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+    ]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let sig = "uninitialized_read/stub_commit";
+    let folder = Path::new(&c).join(sig.replace('/', "--"));
+    assert!(folder.join("failure.json").is_file(), "20 runs save {sig}: {:?}", saved(&c));
+    let shrunk = format!("{}.toml", tmp("shrink-folder-out"));
+    let out = kvsim(&["shrink", folder.to_str().unwrap(), "--out", &shrunk, "--budget", "400"]);
+    assert!(out.status.success() || out.status.code() == Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&shrunk).unwrap();
+    assert!(text.contains(&format!("# Signature: {sig}\n")), "{text}");
+    let w = kvsim::simulate(crate::load_path(&shrunk), None, false);
+    assert!(kvsim::fuzz::signatures(&w).contains(sig));
+    // A folder that is neither a seed nor a signature folder is bad input.
+    let out = kvsim(&["shrink", &c, "--out", &shrunk]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -1,0 +1,280 @@
+//! Triage of a campaign's signatures against a profile's known bugs.
+//!
+//! A known-bugs file (`known-bugs/<profile>.toml`) lists the signatures a profile is expected to
+//! show because the engine it models really has the bug: each entry names the row of
+//! `docs/reference/bug-catalogue.md` that explains it and says how that was checked. A campaign
+//! reports every signature as `new` or `known (<row>)`, and its exit status counts only the new
+//! ones, so a nightly job on a fixed engine exits 0 when it finds nothing but known rows.
+//!
+//! The shipped files are embedded, so `kvsim fuzz --profile P` uses them from any folder. An
+//! oracle disagreement (a kvsim bug) is never known: a file that lists one is refused.
+
+use crate::check::Kind;
+use crate::report::exit;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+
+/// One entry of a known-bugs file: a signature and the catalogue row that explains it.
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct RawBug {
+    signature: toml::Spanned<String>,
+    row: toml::Spanned<String>,
+    reference: toml::Spanned<String>,
+    note: toml::Spanned<String>,
+}
+
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    profile: toml::Spanned<String>,
+    #[serde(default)]
+    known: Vec<RawBug>,
+}
+
+/// A known signature: the catalogue row, the public issue behind it, and why the row explains it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownBug {
+    pub signature: String,
+    /// The row id in `docs/reference/bug-catalogue.md`.
+    pub row: String,
+    /// The public issue or pull request behind the row.
+    pub reference: String,
+    /// Why the row explains this signature (how it was checked).
+    pub note: String,
+}
+
+/// A known-bugs file: the signatures a profile is expected to show, each tied to a catalogue row.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KnownBugs {
+    /// Where it came from (a path, or `known-bugs/<profile>.toml` for a shipped one).
+    pub source: String,
+    pub profile: String,
+    pub known: Vec<KnownBug>,
+}
+
+/// The shipped known-bugs files, by profile.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("sglang-0.5.22", include_str!("../../known-bugs/sglang-0.5.22.toml")),
+    ("vllm-nixl", include_str!("../../known-bugs/vllm-nixl.toml")),
+];
+
+const CATALOGUE: &str = include_str!("../../docs/reference/bug-catalogue.md");
+
+/// The row ids of `docs/reference/bug-catalogue.md` (the first column of its table).
+pub fn catalogue_rows() -> Vec<&'static str> {
+    CATALOGUE
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" |").next())
+        .filter(|id| !id.is_empty() && *id != "id" && id.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .collect()
+}
+
+/// The 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+impl KnownBugs {
+    /// Parses a known-bugs file. Errors read `<name>:<line>: <field>: <what>`.
+    pub fn parse(name: &str, text: &str) -> Result<KnownBugs, String> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| line_of(text, s.start));
+            format!("{name}:{line}: {}", e.message().trim_end())
+        })?;
+        let err = |s: &std::ops::Range<usize>, field: String, what: String| {
+            format!("{name}:{}: {field}: {what}", line_of(text, s.start))
+        };
+        let profile = raw.profile.get_ref();
+        if crate::config::profile(profile).is_none() {
+            return Err(err(
+                &raw.profile.span(),
+                "profile".into(),
+                format!("`{profile}` is not a profile (known: {})", crate::config::profile_names()),
+            ));
+        }
+        let rows = catalogue_rows();
+        let mut seen = BTreeSet::new();
+        let mut known = Vec::new();
+        for (i, b) in raw.known.iter().enumerate() {
+            let f = |field: &str| format!("known[{i}].{field}");
+            let sig = b.signature.get_ref();
+            if crate::fuzz::is_disagreement(sig) {
+                return Err(err(
+                    &b.signature.span(),
+                    f("signature"),
+                    format!("`{sig}`: an oracle disagreement is a kvsim bug, never known"),
+                ));
+            }
+            let mut parts = sig.split('/');
+            let kind = parts.next().and_then(Kind::parse);
+            if kind.is_none() || parts.next().is_none_or(str::is_empty) {
+                return Err(err(
+                    &b.signature.span(),
+                    f("signature"),
+                    format!("`{sig}`: not a signature (<kind>/<mechanism>, e.g. use_after_free/transfer_write)"),
+                ));
+            }
+            if !seen.insert(sig.clone()) {
+                return Err(err(&b.signature.span(), f("signature"), format!("`{sig}` is listed twice")));
+            }
+            if !rows.contains(&b.row.get_ref().as_str()) {
+                return Err(err(
+                    &b.row.span(),
+                    f("row"),
+                    format!("`{}` is not a row of docs/reference/bug-catalogue.md", b.row.get_ref()),
+                ));
+            }
+            for (field, v) in [("reference", &b.reference), ("note", &b.note)] {
+                if v.get_ref().trim().is_empty() {
+                    return Err(err(&v.span(), f(field), "must not be empty".into()));
+                }
+            }
+            known.push(KnownBug {
+                signature: sig.clone(),
+                row: b.row.get_ref().clone(),
+                reference: b.reference.get_ref().clone(),
+                note: b.note.get_ref().clone(),
+            });
+        }
+        Ok(KnownBugs { source: name.to_string(), profile: profile.clone(), known })
+    }
+
+    /// The shipped file of a profile, if there is one.
+    pub fn shipped(profile: &str) -> Option<KnownBugs> {
+        SHIPPED.iter().find(|(p, _)| *p == profile).map(|(p, text)| {
+            KnownBugs::parse(&format!("known-bugs/{p}.toml"), text).expect("shipped known-bugs files parse (tested)")
+        })
+    }
+
+    /// The catalogue row of a known signature.
+    pub fn row(&self, sig: &str) -> Option<&str> {
+        self.known.iter().find(|b| b.signature == sig).map(|b| b.row.as_str())
+    }
+}
+
+/// The exit status of a campaign's signatures: 12 on any oracle disagreement, else 10 / 11 for a
+/// new safety / liveness signature, else 0 (nothing, or only known signatures).
+pub fn exit_status<'a>(sigs: impl IntoIterator<Item = &'a String>, known: Option<&KnownBugs>) -> i32 {
+    let new: Vec<&String> = sigs.into_iter().filter(|s| known.and_then(|k| k.row(s)).is_none()).collect();
+    if new.iter().any(|s| crate::fuzz::is_disagreement(s)) {
+        exit::ORACLE_DISAGREEMENT
+    } else if new.iter().any(|s| crate::fuzz::is_model_bug(s)) {
+        exit::INVARIANT_BROKEN
+    } else if new.iter().any(|s| crate::fuzz::is_safety(s)) {
+        exit::SAFETY
+    } else if new.is_empty() {
+        exit::CLEAN
+    } else if new.iter().all(|s| *s == crate::fuzz::EVENT_LIMIT) {
+        exit::EVENT_LIMIT
+    } else {
+        exit::LIVENESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"profile = "sglang-0.5.22"
+
+[[known]]
+signature = "cross_tenant_prefix_hit/global_prefix_cache"
+row = "cross-tenant-prefix-hit"
+reference = "sglang #37160"
+note = "prefix_cache_scope = global in the profile"
+"#;
+
+    #[test]
+    fn catalogue_rows_are_the_table_ids() {
+        let rows = catalogue_rows();
+        assert!(rows.contains(&"rdma-visibility-lag") && rows.contains(&"stub-admission"), "{rows:?}");
+        assert!(!rows.contains(&"id") && !rows.iter().any(|r| r.contains(' ')), "{rows:?}");
+        // Every catalogue scenario is named after its row (the channel scenario is not a row).
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).expect("catalogue folder") {
+            let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            if let Some(row) = name.strip_suffix(".toml").filter(|r| *r != "prefix-timing-channel") {
+                assert!(rows.contains(&row), "{row} is not parsed as a row: {rows:?}");
+                n += 1;
+            }
+        }
+        assert!(n >= 14 && rows.len() > n, "{n} scenarios, {} rows", rows.len());
+    }
+
+    #[test]
+    fn shipped_files_parse_and_name_their_profile() {
+        for (p, _) in SHIPPED {
+            let k = KnownBugs::shipped(p).expect("shipped");
+            assert_eq!(k.profile, *p);
+            assert!(!k.known.is_empty(), "{p}: the shipped file lists the profile's catalogue rows");
+        }
+        assert!(KnownBugs::shipped("sglang-0.5.16").is_none());
+    }
+
+    #[test]
+    fn a_good_file_parses() {
+        let k = KnownBugs::parse("k.toml", GOOD).expect("parses");
+        assert_eq!(k.row("cross_tenant_prefix_hit/global_prefix_cache"), Some("cross-tenant-prefix-hit"));
+        assert_eq!(k.row("cross_tenant_read/stub_commit"), None);
+    }
+
+    /// Every malformed file is refused with `file:line: field: what`, the line of the bad value.
+    #[test]
+    fn malformed_files_name_file_line_and_field() {
+        let cases: &[(&str, &str, &str)] = &[
+            (r#"row = "x""#, "k.toml:5: known[0].row: `x` is not a row", "row"),
+            (r#"signature = "oracle_disagreement/read""#, "k.toml:4: known[0].signature: `oracle_disagreement", "sig"),
+            (r#"signature = "leak/x""#, "k.toml:4: known[0].signature: `leak/x`: not a signature", "sig"),
+            (r#"signature = "page_leak""#, "k.toml:4: known[0].signature: `page_leak`: not a signature", "sig"),
+            (r#"note = " ""#, "k.toml:7: known[0].note: must not be empty", "note"),
+            (r#"rwo = "x""#, "k.toml:4: unknown field `rwo`", "unknown"),
+        ];
+        for (replacement, want, _) in cases {
+            let key = replacement.split(' ').next().unwrap();
+            let text: String = GOOD
+                .lines()
+                .map(|l| if l.starts_with(&format!("{key} ")) { replacement.to_string() } else { l.to_string() })
+                .collect::<Vec<_>>()
+                .join("\n");
+            // An unknown key replaces nothing: put it on line 4.
+            let text =
+                if key == "rwo" { GOOD.replacen("signature", &format!("{replacement}\nsignature"), 1) } else { text };
+            let e = KnownBugs::parse("k.toml", &text).expect_err(replacement);
+            assert!(e.starts_with(want), "{replacement}: {e}");
+        }
+        let e = KnownBugs::parse("k.toml", &GOOD.replace("sglang-0.5.22", "sglang-9")).unwrap_err();
+        assert!(e.starts_with("k.toml:1: profile: `sglang-9` is not a profile"), "{e}");
+        let twice = format!("{GOOD}\n{}", GOOD.lines().skip(1).collect::<Vec<_>>().join("\n"));
+        let e = KnownBugs::parse("k.toml", &twice).unwrap_err();
+        assert!(
+            e.starts_with(
+                "k.toml:11: known[1].signature: `cross_tenant_prefix_hit/global_prefix_cache` is listed twice"
+            ),
+            "{e}"
+        );
+        let e =
+            KnownBugs::parse("k.toml", "profile = \"sglang-0.5.22\"\n[[known]]\nsignature = \"a/b\"\n").unwrap_err();
+        assert!(e.starts_with("k.toml:2: missing field `row`"), "{e}");
+        let e = KnownBugs::parse("k.toml", "profile = \n").unwrap_err();
+        assert!(e.starts_with("k.toml:1: "), "{e}");
+    }
+
+    #[test]
+    fn exit_status_counts_only_new_signatures() {
+        let k = KnownBugs::parse("k.toml", GOOD).unwrap();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let known_only = s(&["cross_tenant_prefix_hit/global_prefix_cache"]);
+        assert_eq!(exit_status(&known_only, Some(&k)), exit::CLEAN);
+        assert_eq!(exit_status(&known_only, None), exit::SAFETY);
+        assert_eq!(exit_status(&s(&[]), Some(&k)), exit::CLEAN);
+        let with_leak = s(&["cross_tenant_prefix_hit/global_prefix_cache", "page_leak/decode"]);
+        assert_eq!(exit_status(&with_leak, Some(&k)), exit::LIVENESS);
+        let with_read = s(&["cross_tenant_prefix_hit/global_prefix_cache", "page_leak/decode", "cross_tenant_read/x"]);
+        assert_eq!(exit_status(&with_read, Some(&k)), exit::SAFETY);
+        let with_dis = s(&["cross_tenant_read/x", "oracle_disagreement/read"]);
+        assert_eq!(exit_status(&with_dis, Some(&k)), exit::ORACLE_DISAGREEMENT);
+    }
+}
