@@ -65,8 +65,8 @@ knob_enum!(
     PrefillCache { Radix, Chunk }
 );
 knob_enum!(
-    /// What the router does when the prefill leg fails first.
-    RouterOnPrefillError { ReturnDecodeLeg, CancelDecode }
+    /// What the router does when the prefill leg fails first (the three released routers).
+    RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
 knob_enum!(
     /// Concurrent legs with a bootstrap room (sglang), or prefill first then decode (vLLM proxy).
@@ -150,10 +150,15 @@ pub struct Knobs {
     /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
     /// decode (vLLM proxy).
     pub router_mode: RouterMode,
-    /// What the router answers when the prefill leg fails first: `return_decode_leg` (mini_lb: the
-    /// client gets decode's status) or `cancel_decode` (sglang gateway, PR #29017).
+    /// What the router answers when the prefill leg fails first (lifecycle reference §5, §10):
+    /// `return_decode_leg` (sglang-router 0.3.2 `mini_lb`: the client gets decode's status, a 500
+    /// after decode's waiting timeout for a non-streaming request), `cancel_decode` (sglang's Rust
+    /// gateway, PR #29017: prefill's 400 at once, decode leg aborted), `cancel_decode_when_streaming`
+    /// (SMG: cancels the decode leg only for a streaming request, `[[request]] streaming = true`;
+    /// otherwise as `return_decode_leg`).
     pub router_on_prefill_error: RouterOnPrefillError,
-    /// Whether prefill's abort tells decode at once (sglang PR #38704, open: no release has it).
+    /// Whether prefill's abort tells decode at once (sglang PR #38704, open: no release has it, so
+    /// every shipped profile has `off`; a what-if switch).
     pub prefill_abort_notifies_decode: OnOff,
     /// Whether a released metadata slot's row is zeroed (sglang PR #27374).
     pub metadata_zero_on_free: OnOff,
@@ -250,7 +255,12 @@ fn sglang_0_5_22() -> Knobs {
         prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
         max_transfer_batch_pages: 4096,
-        prefill_abort_notifies_decode: OnOff::On,
+        // No release sends a prefill→decode abort notice (PR #38704 is open): checked against the
+        // sglang 0.5.22 wheel, `disaggregation/prefill.py` (the sender's abort marks the room Failed
+        // locally) — lifecycle reference §3 and §11. The router is mini_lb (sglang-router 0.3.2,
+        // `mini_lb.py` returns the decode leg), so an over-length prompt gets 500 at ~300 s.
+        prefill_abort_notifies_decode: OnOff::Off,
+        router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         metadata_zero_on_free: OnOff::On,
         ..sglang_0_5_16()
     }
@@ -346,6 +356,13 @@ pub struct RequestSpec {
     /// Prompt as 512-token block hashes (prefix sharing), empty when unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
+    /// The client asked for a streamed response (decides what `cancel_decode_when_streaming` does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub streaming: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A weighted bucket of a length distribution: uniform in `min..=max`.

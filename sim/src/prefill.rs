@@ -290,8 +290,10 @@ impl World {
             return;
         }
         let k = self.cfg.knobs.clone();
-        // 1. Bootstrap queue, in order; a missing metadata slot blocks the head.
-        let mut blocked = false;
+        // 1. Bootstrap queue, in order. A request that finds no free metadata slot is skipped this
+        //    round and stays queued; the requests behind it are still looked at (their aborts
+        //    retired, a slot freed by a retirement taken): no head-of-line stop (sglang 0.5.16 and
+        //    0.5.22 wheels, `disaggregation/prefill.py` `pop_bootstrapped`; lifecycle reference §3.2).
         for r in self.prefill[n as usize].bootstrap.clone() {
             let pr = &self.prefill[n as usize].reqs[&r];
             if k.pd_admission_check == AbortCheck::AbortedToo {
@@ -301,11 +303,10 @@ impl World {
                 }
             }
             let ready = k.router_mode == RouterMode::Sequential || pr.dst.is_some();
-            if blocked || !ready {
+            if !ready {
                 continue;
             }
             let Some(slot) = self.pnode(n).meta.take() else {
-                blocked = true;
                 continue;
             };
             let len = self.prefill[n as usize].reqs[&r].len;

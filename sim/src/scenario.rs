@@ -254,6 +254,12 @@ pub struct RequestEntry {
     /// predecessors) are a shared prefix the prefill radix cache can hit. Optional.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
+    /// The client asked for a streamed response (`stream: true`). Only the router reads it: SMG
+    /// (`router_on_prefill_error = "cancel_decode_when_streaming"`) cancels the decode leg of a
+    /// streaming request when prefill fails, so the client gets prefill's 400 at once; a
+    /// non-streaming request waits for decode's answer. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streaming: bool,
 }
 
 /// A production request trace.
@@ -727,6 +733,7 @@ impl Scenario {
                 output_tokens: r.output_tokens,
                 abort_at_ns: None,
                 prefix_blocks: r.hash_ids,
+                streaming: false,
             })
             .collect())
     }
@@ -985,6 +992,7 @@ impl Scenario {
                 output_tokens: r.output_tokens,
                 abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
+                streaming: r.streaming,
             });
         }
         Ok(out)
@@ -1234,6 +1242,7 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
                 abort_at_ms: None,
                 abort_at_ns: r.abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
+                streaming: r.streaming,
             })
             .collect(),
         trace: None,

@@ -60,6 +60,8 @@ pub struct Req {
     pub output_tokens: u64,
     pub abort_at: Option<Instant>,
     pub prefix_blocks: Vec<u64>,
+    /// The client streams the response (the router's `cancel_decode_when_streaming` reads it).
+    pub streaming: bool,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
     pub prefill: u16,

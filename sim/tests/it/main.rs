@@ -4,6 +4,7 @@ mod audit;
 mod bad_input;
 mod confirm;
 mod confirm_props;
+mod conformance;
 mod determinism;
 mod fuzz;
 mod fuzz_corpus;
