@@ -45,7 +45,15 @@ fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
         );
         assert_eq!(r.response.unwrap().status, 200);
     }
-    let fixed = kvsim::simulate(crate::load("mooncake-conversation.toml", Some("sglang-0.5.22"), &[]), None, false);
+    let fixed = kvsim::simulate(
+        crate::load(
+            "mooncake-conversation.toml",
+            Some("sglang-0.5.22"),
+            &[("router_on_prefill_error", "cancel_decode")],
+        ),
+        None,
+        false,
+    );
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations.first());
 }
 
@@ -91,8 +99,17 @@ fn prefix_reuse_crosses_tenants_only_without_a_salt() {
     let (_, out, err) =
         kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=global", "--json"]);
     assert!(out.contains("cross_tenant_prefix_hit"), "{err}{out}");
-    let (code, out, _) =
-        kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=per_tenant", "--json"]);
+    let (code, out, _) = kvsim(&[
+        "run",
+        &s,
+        "--profile",
+        "sglang-0.5.22",
+        "--set",
+        "prefix_cache_scope=per_tenant",
+        "--set",
+        "router_on_prefill_error=cancel_decode",
+        "--json",
+    ]);
     assert!(!out.contains("cross_tenant_prefix_hit"), "{out}");
     assert_eq!(code, Some(0), "{out}");
 }
