@@ -401,6 +401,7 @@ impl World {
             let req = &mut self.reqs[r.idx()];
             req.first_token_at.get_or_insert(now);
             req.last_token_at = Some(now);
+            req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });

@@ -54,6 +54,17 @@ impl Expectation {
             .collect()
     }
 
+    /// Whether the entry names `timing_channel` or `status_channel` (as occurring or absent):
+    /// then the run is followed by the noninterference check (every tenant that sends prefix
+    /// blocks as the secret holder in turn).
+    pub fn needs_noninterference(&self) -> bool {
+        self.violations
+            .iter()
+            .chain(&self.absent)
+            .chain(self.requests.values().flatten())
+            .any(|k| k == Kind::TimingChannel.name() || k == Kind::StatusChannel.name())
+    }
+
     /// Checks names before running: unknown kinds or request ids are configuration errors.
     pub fn validate(&self, requests: usize) -> Result<(), String> {
         for k in self.violations.iter().chain(&self.absent).chain(self.requests.values().flatten()) {

@@ -256,9 +256,19 @@ pub fn sampled_for_check(seed: u64) -> bool {
 pub fn simulate_for(cfg: SimConfig, sig: &str) -> World {
     if is_disagreement(sig) {
         crate::simulate_checked(cfg, None, false)
+    } else if is_channel(sig) {
+        let mut w = crate::simulate(cfg.clone(), None, false);
+        crate::check::noninterference::apply(&cfg, &mut w, None);
+        w
     } else {
         crate::simulate(cfg, None, false)
     }
+}
+
+/// Whether a signature is a finding of the noninterference check (`timing_channel/…`,
+/// `status_channel/…`): reproducing it needs `--check noninterference`.
+pub fn is_channel(sig: &str) -> bool {
+    sig.starts_with("timing_channel/") || sig.starts_with("status_channel/")
 }
 
 /// Whether a signature names a safety violation (liveness ones are kept apart).
@@ -273,7 +283,20 @@ pub fn run_case(cfg: SimConfig) -> (World, BTreeSet<String>) {
 
 /// Runs one drawn case, with the differential oracle check when `check`.
 pub fn run_case_checked(cfg: SimConfig, check: bool) -> (World, BTreeSet<String>) {
-    let w = if check { crate::simulate_checked(cfg, None, false) } else { crate::simulate(cfg, None, false) };
+    run_case_with(cfg, check, false)
+}
+
+/// Runs one drawn case, with the differential oracle check when `check` and the
+/// noninterference check (every tenant that sends prefix blocks, in turn) when `noninterference`.
+pub fn run_case_with(cfg: SimConfig, check: bool, noninterference: bool) -> (World, BTreeSet<String>) {
+    let mut w = if check {
+        crate::simulate_checked(cfg.clone(), None, false)
+    } else {
+        crate::simulate(cfg.clone(), None, false)
+    };
+    if noninterference {
+        crate::check::noninterference::apply(&cfg, &mut w, None);
+    }
     let s = signatures(&w);
     (w, s)
 }

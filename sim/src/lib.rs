@@ -64,3 +64,11 @@ pub fn simulate_collect(cfg: SimConfig, check_invariants: bool) -> World {
     w.run();
     w
 }
+
+/// The crate's folder as the test run sees it. `cargo test` sets `CARGO_MANIFEST_DIR` at run time;
+/// the compile-time value can be stale when one target folder serves two checkouts (CI's fresh-clone
+/// stage reuses the build of the in-place stage when the sources are identical).
+#[cfg(test)]
+pub(crate) fn test_manifest_dir() -> String {
+    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string())
+}

@@ -126,6 +126,8 @@ impl World {
             keys.push(key);
         }
         if keys.is_empty() {
+            self.reqs[r.idx()].prefix_reused = 0;
+            self.reqs[r.idx()].prefix_hit_owner = None;
             return 0;
         }
         let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
@@ -150,6 +152,9 @@ impl World {
             }
         }
         let reused = keys.len() as u64 * BLOCK_TOKENS;
+        let deepest = keys.last().and_then(|k| idx.blocks.get(k)).map(|b| (b.request, b.tenant));
+        self.reqs[r.idx()].prefix_reused = reused;
+        self.reqs[r.idx()].prefix_hit_owner = deepest;
         let pages = crate::pool::pages_in(&table);
         let pr = self.prefill[n as usize].reqs.get_mut(&r).expect("matching a queued request");
         pr.pages = table;
@@ -161,6 +166,7 @@ impl World {
             let slots = victims.values().sum();
             self.oracle.record(Violation {
                 kind: Kind::CrossTenantPrefixHit,
+                delta_ns: None,
                 request: Some(r),
                 tenant: Some(tenant),
                 victim_tenants: victims.keys().copied().collect(),
@@ -238,6 +244,7 @@ impl World {
     /// Frees the least recently used unused block; false when none can be evicted.
     pub(crate) fn prefix_evict_one(&mut self, n: u16) -> bool {
         let Some(b) = self.prefill[n as usize].prefix.evict_one() else { return false };
+        self.prefix_evictions.push((self.now, n, b.tenant));
         let bad = self.prefill[n as usize].pool.free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.prefill[n as usize].id();

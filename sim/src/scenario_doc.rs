@@ -333,7 +333,35 @@ fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
 pub fn starting_scenario(name: &str, like: Like) -> String {
     let (path, text) = like.source();
     let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
-    let file = filled(&spec, name);
+    let how = format!("written by `kvsim new {name} --like {}` from {path}", format!("{like:?}").to_lowercase());
+    annotated(name, &spec, &how)
+}
+
+/// A commented starting scenario from engine start-up logs (`kvsim new NAME --from-log LOG…`):
+/// the deployment `kvsim audit` measures in them (pools, context, page size; roles as found, or the
+/// worst partner the context admits), its warm-up and probe traffic, every section explained.
+/// `logs` are (file name, text); errors name the log, line and field.
+pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Result<String, String> {
+    let mut files = Vec::new();
+    for (path, text) in logs {
+        let facts = crate::audit::parse::parse_log(path, text).map_err(|e| e.to_string())?;
+        files.push((path.clone(), facts, None));
+    }
+    let a = crate::audit::analyse(&files).map_err(|e| e.to_string())?;
+    let sources: Vec<&str> = logs.iter().map(|(p, _)| p.as_str()).collect();
+    let generated = crate::audit::scenario(&a, &sources.join(", "))
+        .ok_or("the logs give no context length or no pool: cannot build a deployment (see `kvsim audit`)")?;
+    let spec: ScenarioFile = toml::from_str(&generated.toml)
+        .map_err(|e| format!("the audit's scenario does not read (a kvsim bug): {e}"))?;
+    let mut how = format!("written by `kvsim new {name} --from-log {}`", sources.join(" "));
+    for a in &generated.assumptions {
+        how.push_str(&format!("; assumption: {a}"));
+    }
+    Ok(annotated(name, &spec, &how))
+}
+
+fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {
+    let file = filled(spec, name);
     let root: Value = serde_json::from_str(&schema_json()).expect("schema is JSON");
     let mut doc: toml_edit::DocumentMut =
         toml::to_string(&file).expect("a scenario image serialises").parse().expect("toml reads its own output");
@@ -383,8 +411,7 @@ pub fn starting_scenario(name: &str, like: Like) -> String {
     let mut out = String::new();
     out.push_str(&comment(
         &format!(
-            "Scenario `{name}`, written by `kvsim new {name} --like {}` from {path}. Every section is present and every value explained; the reference is docs/scenario-format.md. Run it with `kvsim run {name}.toml`. For editor validation and completion add, as the first line, `#:schema <path to docs/scenario.schema.json>`.",
-            format!("{like:?}").to_lowercase()
+            "Scenario `{name}`, {how}. Every section is present and every value explained; the reference is docs/scenario-format.md. Run it with `kvsim run {name}.toml`. For editor validation and completion add, as the first line, `#:schema <path to docs/scenario.schema.json>`."
         ),
         "",
     ));

@@ -679,7 +679,7 @@ mod tests {
 
     /// The Mooncake traces are vendored in the repository: `<repo>/data/mooncake/`.
     fn mooncake(name: &str) -> (String, String) {
-        let path = format!("{}/../data/mooncake/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../data/mooncake/{name}", crate::test_manifest_dir());
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         (path, text)
     }

@@ -84,6 +84,13 @@ pub struct Req {
     /// traced, hashed or read by the model).
     pub first_token_at: Option<Instant>,
     pub last_token_at: Option<Instant>,
+    /// A digest of every output token's time, in order (report only, like the token times: the
+    /// noninterference check compares it to see inter-token times, not just their mean).
+    pub token_times_digest: u64,
+    /// Prompt tokens the prefix cache served at this request's (latest) prefill match, and the
+    /// owner of the deepest block it reused (report only: never traced, hashed or read).
+    pub prefix_reused: u64,
+    pub prefix_hit_owner: Option<(RequestId, TenantId)>,
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,
@@ -194,6 +201,9 @@ pub struct World {
     pub read_audit: Option<Vec<crate::check::oracle::ReadAudit>>,
     /// The reference oracle, when the differential check is on (`enable_reference`).
     pub reference: Option<Box<crate::check::reference::Reference>>,
+    /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
+    /// (never traced, hashed or read by the model), for the noninterference check's attribution.
+    pub prefix_evictions: Vec<(Instant, u16, TenantId)>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -229,6 +239,7 @@ impl World {
             public_blocks: Default::default(),
             read_audit: None,
             reference: None,
+            prefix_evictions: Vec::new(),
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);
@@ -429,6 +440,7 @@ impl World {
         );
         self.oracle.record(Violation {
             kind: Kind::UseAfterFree,
+            delta_ns: None,
             request: Some(writer),
             tenant: Some(req.tenant),
             victim_tenants,
@@ -452,6 +464,7 @@ impl World {
         let runs: Vec<Run> = bad.iter().map(|b| b.pages).collect();
         self.oracle.record(Violation {
             kind: Kind::DoubleFree,
+            delta_ns: None,
             request: Some(by),
             tenant: Some(self.reqs[by.idx()].tenant),
             victim_tenants: vec![],
@@ -619,6 +632,7 @@ impl World {
                 };
                 let v = Violation {
                     kind: Kind::RequestHang,
+                    delta_ns: None,
                     request: Some(r.id),
                     tenant: Some(r.tenant),
                     victim_tenants: vec![],
@@ -650,6 +664,7 @@ impl World {
             );
             self.oracle.record(Violation {
                 kind: Kind::PageLeak,
+                delta_ns: None,
                 request: None,
                 tenant: None,
                 victim_tenants: vec![],
@@ -705,6 +720,7 @@ impl World {
             };
             let v = Violation {
                 kind: Kind::WrongStatus,
+                delta_ns: None,
                 request: Some(r.id),
                 tenant: Some(r.tenant),
                 victim_tenants: vec![],

@@ -67,7 +67,10 @@ fn harness_input(p: &Program, sms: u32) -> String {
 fn build(cxx: &str, dir: &Path, cfg: &KernelConfig) -> PathBuf {
     std::fs::create_dir_all(dir).expect("temp dir");
     std::fs::write(dir.join("kernel.cu"), kernel_source(cfg)).expect("write kernel.cu");
-    let emu = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emu");
+    // Read at run time: the compile-time value is stale when one target folder serves two checkouts.
+    let manifest =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let emu = manifest.join("tests/emu");
     let exe = dir.join("harness");
     let out = Command::new(cxx)
         .args(["-std=c++20", "-O1", "-pthread", "-fno-strict-aliasing", "-DKVSIM_EMU", "-w"])

@@ -3,5 +3,6 @@
 
 pub mod oracle;
 pub use oracle::{Kind, Oracle, ReadSummary, Tally, Violation};
+pub mod noninterference;
 pub mod reference;
 pub use reference::{Disagreement, Reference};

@@ -22,6 +22,12 @@ pub enum Kind {
     OwnKvMisplaced,
     PageLeak,
     RequestHang,
+    /// What another tenant observes (time to first token, inter-token times, response time,
+    /// tokens) depends on the content of a secret-holding tenant's prompts (the noninterference
+    /// check, `check::noninterference`).
+    TimingChannel,
+    /// The HTTP status another tenant gets depends on a secret-holding tenant's prompt content.
+    StatusChannel,
 }
 
 impl Kind {
@@ -37,6 +43,8 @@ impl Kind {
             Kind::OwnKvMisplaced => "own_kv_misplaced",
             Kind::PageLeak => "page_leak",
             Kind::RequestHang => "request_hang",
+            Kind::TimingChannel => "timing_channel",
+            Kind::StatusChannel => "status_channel",
         }
     }
     pub fn is_liveness(self) -> bool {
@@ -47,7 +55,7 @@ impl Kind {
     }
 }
 
-pub const ALL_KINDS: [Kind; 10] = [
+pub const ALL_KINDS: [Kind; 12] = [
     Kind::CrossTenantRead,
     Kind::CrossRequestRead,
     Kind::UninitializedRead,
@@ -58,6 +66,8 @@ pub const ALL_KINDS: [Kind; 10] = [
     Kind::OwnKvMisplaced,
     Kind::PageLeak,
     Kind::RequestHang,
+    Kind::TimingChannel,
+    Kind::StatusChannel,
 ];
 
 /// The first foreign write found under a read: who put the data there and when.
@@ -88,6 +98,10 @@ pub struct Violation {
     /// The mechanism, for fuzzing signatures: e.g. `stub_commit`, `late_write`, `visibility_lag`.
     pub cause: String,
     pub detail: String,
+    /// For `timing_channel` / `status_channel`: the largest difference in what the observer saw
+    /// between the two runs (ns of virtual time); absent for every other kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_ns: Option<u64>,
 }
 
 /// What a read found, slot by slot, as counts.
@@ -357,6 +371,7 @@ impl Oracle {
     pub fn check_read(&mut self, c: &ReadCtx, s: &ReadSummary) {
         let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| Violation {
             kind,
+            delta_ns: None,
             request: Some(c.reader),
             tenant: Some(c.tenant),
             victim_tenants: victims,
@@ -408,6 +423,7 @@ mod tests {
     fn leak(pool: PoolId) -> Violation {
         Violation {
             kind: Kind::PageLeak,
+            delta_ns: None,
             request: None,
             tenant: None,
             victim_tenants: vec![],

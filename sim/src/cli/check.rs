@@ -77,7 +77,10 @@ pub fn run_check(paths: &[String]) -> i32 {
                 return exit::BAD_INPUT;
             }
             let profile = cfg.profile.clone();
-            let w = kvsim::simulate(cfg, None, false);
+            let mut w = kvsim::simulate(cfg.clone(), None, false);
+            if e.needs_noninterference() {
+                kvsim::check::noninterference::apply(&cfg, &mut w, None);
+            }
             let miss = e.mismatches(&w);
             let set: Vec<String> = e.set_pairs().iter().map(|(k, v)| format!("{k}={v}")).collect();
             let result = if miss.is_empty() {

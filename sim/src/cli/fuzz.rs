@@ -9,7 +9,7 @@
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
 use kvsim::config::SimConfig;
-use kvsim::fuzz::{draw, run_case_checked, Space};
+use kvsim::fuzz::{draw, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,11 @@ pub struct FuzzOpts {
     /// Draw prefix-heavy workloads: explicit requests sharing prefix chains, radix cache on.
     #[arg(long, conflicts_with = "base")]
     pub prefix_heavy: bool,
+    /// `noninterference`: also check every run for content channels (a second run per tenant that
+    /// sends prefix blocks, with its block ids replaced); findings are `timing_channel/<mechanism>`
+    /// and `status_channel/<mechanism>`.
+    #[arg(long, value_enum, value_name = "CHECK")]
+    pub check: Option<super::PropertyCheck>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -207,11 +212,12 @@ impl Ctx {
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
         let filter = (!check).then(|| super::filter_for(cfg).1);
         write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
+        let channel = if kvsim::fuzz::is_channel(sig) { " --check noninterference" } else { "" };
         let mut failure = Failure {
             signature: sig.to_string(),
             seed,
             space: self.space_name.clone(),
-            reproduce: format!("kvsim run {}", seed_dir.join("scenario.toml").display()),
+            reproduce: format!("kvsim run {}{channel}", seed_dir.join("scenario.toml").display()),
             shrunk: None,
             shrunk_requests: None,
             necessary_knobs: vec![],
@@ -222,7 +228,7 @@ impl Ctx {
                 super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
             std::fs::write(tmp.join("shrunk.toml"), text).map_err(io)?;
             write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None, check)?;
-            failure.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
+            failure.shrunk = Some(format!("kvsim run {}{channel}", seed_dir.join("shrunk.toml").display()));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
         }
@@ -278,9 +284,10 @@ impl Failure {
     /// folder `<corpus>/<slug>`), e.g. after `kvsim corpus merge` copied it there.
     pub fn relocate(&mut self, sig_dir: &Path) {
         let seed_dir = sig_dir.join(format!("seed-{}", self.seed));
-        self.reproduce = format!("kvsim run {}", seed_dir.join("scenario.toml").display());
+        let channel = if kvsim::fuzz::is_channel(&self.signature) { " --check noninterference" } else { "" };
+        self.reproduce = format!("kvsim run {}{channel}", seed_dir.join("scenario.toml").display());
         if self.shrunk.is_some() {
-            self.shrunk = Some(format!("kvsim run {}", seed_dir.join("shrunk.toml").display()));
+            self.shrunk = Some(format!("kvsim run {}{channel}", seed_dir.join("shrunk.toml").display()));
         }
     }
 }
@@ -446,7 +453,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let seed = o.seed_start.wrapping_add(k);
                 let cfg = draw(seed, &ctx.space);
                 let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
-                let (_, sigs) = run_case_checked(cfg.clone(), check);
+                let (_, sigs) = kvsim::fuzz::run_case_with(cfg.clone(), check, o.check.is_some());
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
                     if !known {

@@ -61,6 +61,12 @@ pub struct TraceOpts {
     pub check_oracle: bool,
 }
 
+/// `kvsim run --check`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PropertyCheck {
+    Noninterference,
+}
+
 /// `kvsim run --format`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -99,6 +105,16 @@ enum Cmd {
         /// Run twice in this process and compare the trace hashes.
         #[arg(long)]
         check_determinism: bool,
+        /// Also run a property check: `noninterference` runs the scenario again with a secret
+        /// tenant's prompt content (its prefix block ids) replaced and compares what every other
+        /// tenant observes (status, TTFT, inter-token times, tokens); a difference is a
+        /// `timing_channel` or `status_channel` violation (exit 10).
+        #[arg(long, value_enum, value_name = "CHECK")]
+        check: Option<PropertyCheck>,
+        /// The secret-holding tenant for `--check noninterference` (default: every tenant that
+        /// sends prefix blocks in turn, at most 8, one extra run each).
+        #[arg(long, value_name = "N", requires = "check")]
+        secret_tenant: Option<u32>,
         #[command(flatten)]
         trace: TraceOpts,
         /// Confirm the run's violating reads on a KV backend (as `kvsim confirm` on its trace):
@@ -126,8 +142,11 @@ enum Cmd {
         /// The scenario's name; written to NAME.toml unless --out.
         name: String,
         /// Start from a shipped scenario's deployment and workload.
-        #[arg(long, value_enum, default_value = "small")]
+        #[arg(long, value_enum, default_value = "small", conflicts_with = "from_log")]
         like: kvsim::scenario_doc::Like,
+        /// Start from the deployment these engine start-up logs describe (as `kvsim audit` reads them).
+        #[arg(long = "from-log", value_name = "LOG", num_args = 1..)]
+        from_log: Vec<String>,
         #[arg(long)]
         out: Option<String>,
         /// Overwrite an existing file.
@@ -226,9 +245,10 @@ pub fn main() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, format, csv, check_determinism, trace, confirm } => {
+        Cmd::Run { scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm } => {
             let format = if json { Format::Json } else { format };
-            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, &trace, confirm.as_deref())
+            let ni = check.map(|_| secret_tenant);
+            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm.as_deref())
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
@@ -240,7 +260,7 @@ pub fn main() -> i32 {
             }
             exit::CLEAN
         }
-        Cmd::New { name, like, out, force } => cmd_new(&name, like, out.as_deref(), force),
+        Cmd::New { name, like, from_log, out, force } => cmd_new(&name, like, &from_log, out.as_deref(), force),
         Cmd::Confirm(o) => confirm::run(&o),
         Cmd::Bench(o) => bench::run(&o),
         Cmd::Shrink(o) => shrink::run(&o),
@@ -358,12 +378,14 @@ pub fn trace_to_file(
     Ok((w, report))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &str,
     opts: &RunOpts,
     format: Format,
     csv: Option<&str>,
     check_determinism: bool,
+    noninterference: Option<Option<u32>>,
     topts: &TraceOpts,
     confirm_on: Option<&str>,
 ) -> i32 {
@@ -374,14 +396,37 @@ fn cmd_run(
             return exit::BAD_INPUT;
         }
     };
-    let repro = reproduce_cmd(path, &cfg, opts);
-    let (_w, report) = match run_with_trace(&cfg, &repro, topts) {
+    let mut repro = reproduce_cmd(path, &cfg, opts);
+    if let Some(secret) = noninterference {
+        if let Some(t) = secret {
+            if !kvsim::check::noninterference::content_tenants(&cfg).contains(&t) {
+                eprintln!("error: --secret-tenant {t}: tenant {t} sends no prefix blocks (no content to vary)");
+                return exit::BAD_INPUT;
+            }
+        }
+        repro.push_str(" --check noninterference");
+        if let Some(t) = secret {
+            repro.push_str(&format!(" --secret-tenant {t}"));
+        }
+    }
+    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
         }
     };
+    if let Some(secret) = noninterference {
+        let secrets = kvsim::check::noninterference::secrets(&cfg, secret);
+        let found = kvsim::check::noninterference::apply(&cfg, &mut w, secret);
+        report = Report::build(&w, repro.clone());
+        let list: Vec<String> = secrets.iter().map(|t| t.to_string()).collect();
+        eprintln!(
+            "noninterference check: {} extra run(s), secret tenant(s) {}: {found} observer request(s) saw a difference",
+            secrets.len(),
+            if list.is_empty() { "none (no tenant sends prefix blocks)".to_string() } else { list.join(", ") }
+        );
+    }
     if check_determinism {
         let again = kvsim::simulate(cfg.clone(), None, false);
         let h2 = again.tracer.hash_hex();
@@ -411,13 +456,33 @@ fn cmd_run(
     report.exit_code
 }
 
-fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, out: Option<&str>, force: bool) -> i32 {
+fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Option<&str>, force: bool) -> i32 {
     let path = out.map(str::to_string).unwrap_or_else(|| format!("{name}.toml"));
     if std::path::Path::new(&path).exists() && !force {
         eprintln!("error: {path} exists (use --force to overwrite, or --out another file)");
         return exit::BAD_INPUT;
     }
-    let text = kvsim::scenario_doc::starting_scenario(name, like);
+    let text = if logs.is_empty() {
+        kvsim::scenario_doc::starting_scenario(name, like)
+    } else {
+        let mut texts = Vec::new();
+        for l in logs {
+            match std::fs::read(l) {
+                Ok(b) => texts.push((l.clone(), String::from_utf8_lossy(&b).into_owned())),
+                Err(e) => {
+                    eprintln!("error: {l}: cannot read: {e}");
+                    return exit::BAD_INPUT;
+                }
+            }
+        }
+        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
+            }
+        }
+    };
     if let Err(e) = std::fs::write(&path, &text) {
         eprintln!("error: {path}: cannot write: {e}");
         return exit::BAD_INPUT;

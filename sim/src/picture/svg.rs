@@ -772,7 +772,7 @@ pub(crate) mod tests {
         profile: Option<&str>,
         crash: Option<&str>,
     ) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
-        let path = format!("{}/../scenarios/{rel}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../scenarios/{rel}", crate::test_manifest_dir());
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let sc = Scenario::parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
         let o = Overrides { profile: profile.map(str::to_string), ..Overrides::default() };

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 fn data(name: &str) -> String {
-    format!("{}/tests/data/audit/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/tests/data/audit/{name}", crate::manifest_dir().display())
 }
 
 fn audit(args: &[&str]) -> (Option<i32>, String, String) {

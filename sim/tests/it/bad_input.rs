@@ -2,7 +2,8 @@
 
 use kvsim::scenario::{Overrides, Scenario};
 
-const GOOD: &str = r#"
+/// A small valid scenario (1P1D, one request) that the bad-input tests break one key at a time.
+pub const GOOD: &str = r#"
 context_len = 8192
 [[prefill]]
 pool_tokens = 4096

@@ -7,7 +7,7 @@ use kvsim::fuzz_targets;
 use std::path::{Path, PathBuf};
 
 fn fuzz_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+    crate::manifest_dir().join("../fuzz")
 }
 
 /// Every input file of a target (README files excluded), sorted, with its bytes.

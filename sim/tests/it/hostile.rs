@@ -6,20 +6,7 @@
 use kvsim::config::SimConfig;
 use kvsim::scenario::{self, Overrides, Scenario, ScenarioError, MAX_TIME_MS};
 
-const GOOD: &str = r#"
-context_len = 8192
-[[prefill]]
-pool_tokens = 4096
-[[decode]]
-pool_tokens = 8192
-[knobs]
-page_size = 16
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 100
-output_tokens = 4
-"#;
+use crate::bad_input::GOOD;
 
 fn resolve(text: &str, o: &Overrides) -> Result<SimConfig, ScenarioError> {
     Scenario::parse("h.toml", text)?.resolve(o)

@@ -27,9 +27,16 @@ pub fn read(path: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
+/// The crate's folder, read at run time: `cargo test` sets `CARGO_MANIFEST_DIR` for the test run,
+/// and the compile-time value is stale when one target folder serves two checkouts (CI's fresh-clone
+/// stage reuses the in-place build when the sources are identical).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 /// The repository's `scenarios/` folder.
 pub fn scenarios_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+    manifest_dir().join("../scenarios")
 }
 
 /// Loads and resolves a shipped scenario with optional profile and overrides.

@@ -13,7 +13,7 @@ use kvsim::world::World;
 use std::path::PathBuf;
 
 fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/oracle")
+    crate::manifest_dir().join("tests/data/oracle")
 }
 
 fn scenario(name: &str) -> Scenario {

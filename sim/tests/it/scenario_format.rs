@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    crate::manifest_dir().join("..")
 }
 
 fn schema() -> jsonschema::Validator {
@@ -143,4 +143,34 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn kvsim_new_from_a_log_uses_the_measured_deployment() {
+    let dir = std::env::temp_dir().join(format!("kvsim-new-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("from-log.toml");
+    let _ = std::fs::remove_file(&out);
+    let log = repo().join("sim/tests/data/audit/glm_prefill_gap.log");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["new", "glm", "--from-log", log.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("assumption:"), "the assumption the audit made is stated");
+    assert!(schema().is_valid(&as_json(&text)));
+    let cfg = crate::load_path(out.to_str().unwrap());
+    // The measured numbers of the log: a 681,280-token prefill pool, a 1,048,576-token context, pages of 64.
+    assert_eq!((cfg.prefill[0].pool_tokens, cfg.context_len, cfg.knobs.page_size), (681_280, 1_048_576, 64));
+    let w = kvsim::simulate(cfg, None, false);
+    assert!(w.oracle.violations.iter().any(|v| v.kind == kvsim::check::Kind::CrossTenantRead), "the gap leaks");
+    // A log with nothing in it is bad input naming the log.
+    let garbage = repo().join("sim/tests/data/audit/garbage.log");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["new", "g", "--from-log", garbage.to_str().unwrap(), "--out", dir.join("g.toml").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("garbage.log"));
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+    crate::manifest_dir().join("..").canonicalize().unwrap()
 }
 
 /// Every file of the repository that a clone holds (build outputs and git's own folder excluded).

@@ -3,11 +3,9 @@
 //! catalogue, compared with `snapshots/` at the repository root. CI runs with `CI=true`, so a
 //! changed or missing snapshot fails. To review and accept a change, see README.md ("Snapshots").
 
-use std::path::Path;
-
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots"));
+    s.set_snapshot_path(crate::manifest_dir().join("../snapshots"));
     s.set_prepend_module_to_snapshot(false);
     s
 }

@@ -183,7 +183,7 @@ fn latency_follows_the_cost_model_on_the_blis_workload() {
     // sim/bench-scenarios/blis-fair-10k.toml with default costs: a 512-token prefill is
     // 5 ms + 512 × 30 µs = 20.36 ms, the transfer 0.5 ms + 35.84 MB / 25 GB/s = 1.9336 ms, three
     // 0.2 ms messages before decode has the KV; a decode step is 25 ms + ⌊KV/1000⌋ × 2 µs.
-    let path = format!("{}/bench-scenarios/blis-fair-10k.toml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/bench-scenarios/blis-fair-10k.toml", crate::manifest_dir().display());
     let text = std::fs::read_to_string(&path).unwrap();
     let cfg = kvsim::scenario::Scenario::parse(&path, &text).unwrap().resolve(&Default::default()).unwrap();
     let w = kvsim::simulate(cfg, None, false);

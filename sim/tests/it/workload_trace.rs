@@ -25,7 +25,9 @@ fn scenario_with(trace_section: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
-const MOONCAKE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/mooncake");
+fn mooncake_dir() -> String {
+    format!("{}/../data/mooncake", crate::manifest_dir().display())
+}
 
 #[test]
 fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
@@ -59,7 +61,7 @@ fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
 
 #[test]
 fn csv_traces_replay_with_a_tenant_column() {
-    let csv = format!("{}/tests/data/traces/vidur_tenants_crlf.csv", env!("CARGO_MANIFEST_DIR"));
+    let csv = format!("{}/tests/data/traces/vidur_tenants_crlf.csv", crate::manifest_dir().display());
     let s = scenario_with(&format!("file = {csv:?}\ntenants = \"column:tenant\""));
     let (code, out, err) = kvsim(&["run", &s, "--json"]);
     assert!(matches!(code, Some(0) | Some(10) | Some(11)), "{err}");
@@ -73,7 +75,7 @@ fn bad_traces_name_the_file_and_line() {
     let (code, _, err) = kvsim(&["run", &s]);
     assert_eq!(code, Some(2));
     assert!(err.contains("/nonexistent/trace.jsonl") && err.contains("cannot read"), "{err}");
-    let bad = format!("{}/tests/data/traces/vidur_backwards.csv", env!("CARGO_MANIFEST_DIR"));
+    let bad = format!("{}/tests/data/traces/vidur_backwards.csv", crate::manifest_dir().display());
     let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {bad:?}"))]);
     assert_eq!(code, Some(2));
     assert!(err.contains("vidur_backwards.csv:5"), "{err}");
@@ -86,7 +88,7 @@ fn bad_traces_name_the_file_and_line() {
     assert!(err.contains("t.jsonl:2"), "{err}");
     let (code, _, err) = kvsim(&[
         "run",
-        &scenario_with(&format!("file = \"{MOONCAKE}/conversation_trace.jsonl\"\ntenants = \"by_magic\"")),
+        &scenario_with(&format!("file = \"{}/conversation_trace.jsonl\"\ntenants = \"by_magic\"", mooncake_dir())),
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("tenants"), "{err}");
@@ -94,7 +96,8 @@ fn bad_traces_name_the_file_and_line() {
 
 #[test]
 fn prefix_reuse_crosses_tenants_only_without_a_salt() {
-    let base = format!("file = \"{MOONCAKE}/conversation_trace.jsonl\"\ntenants = \"round_robin:8\"\nlimit = 3000");
+    let base =
+        format!("file = \"{}/conversation_trace.jsonl\"\ntenants = \"round_robin:8\"\nlimit = 3000", mooncake_dir());
     let s = scenario_with(&base);
     let (_, out, err) =
         kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=global", "--json"]);
