@@ -61,7 +61,8 @@ pub struct ScenarioFile {
     #[schemars(range(min = 2, max = MAX_TOKENS))]
     pub context_len: u64,
     /// After the last arrival, how long every request may take to reach a final status before it
-    /// counts as a hang (liveness). Seconds; default 3,600.
+    /// counts as a hang (liveness); a request whose engine timer (bootstrap, waiting for KV) is
+    /// still armed then is given until that timer plus this bound again. Seconds; default 3,600.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS / 1000))]
     pub liveness_bound_s: Option<u64>,

@@ -264,3 +264,18 @@ output_tokens = 4
         assert!(w.oracle.violations.is_empty(), "{p}: {:?}", w.oracle.violations.first());
     }
 }
+
+#[test]
+fn s2_timeouts_a_request_the_engine_ends_at_its_waiting_timeout_is_no_hang() {
+    // The liveness bound (60 s) is shorter than decode's 300 s waiting timer: the released 0.5.22
+    // behind mini_lb answers both prompts 500 when that timer fires, so the run goes on to it and
+    // reports slow 500s, not hangs, and no pages held at the end.
+    let text = OVER_LENGTH.replace("context_len = 8192", "context_len = 8192\nliveness_bound_s = 60");
+    let w = run(&text, "sglang-0.5.22", &[]);
+    for r in 0..2 {
+        let (status, at) = answer(&w, r);
+        assert_eq!(status, 500, "request {r}");
+        assert!(at >= 300 * S, "request {r} answered at {at} ns");
+    }
+    assert_eq!(kinds(&w), ["wrong_status"], "{:?}", w.oracle.violations.first());
+}
