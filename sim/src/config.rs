@@ -58,7 +58,7 @@ knob_enum!(
 );
 knob_enum!(
     /// Free-list reuse order of the paged allocator.
-    FreeListPolicy { SortedOnMerge, Lifo, Fifo, Lru }
+    FreeListPolicy { SortedOnMerge, Lifo, Fifo, Lru, LruUnhashedFirst }
 );
 knob_enum!(
     /// Whether prefill keeps released pages in a radix cache.
@@ -133,7 +133,9 @@ pub struct Knobs {
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub max_transfer_batch_pages: u64,
     /// Reuse order of the paged allocator's free list, which decides whose stale page a new request
-    /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM).
+    /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM ≤0.11: every freed block to the
+    /// tail, tail first), `lru_unhashed_first` (later vLLM: blocks without a prefix hash to the head,
+    /// reused first; hashed ones to the tail).
     pub free_list_policy: FreeListPolicy,
     /// Whether freed pages are zeroed (a stale read then reads zeros, never another tenant's KV).
     pub zero_on_free: bool,
@@ -277,7 +279,10 @@ fn vllm_nixl() -> Knobs {
         decode_abort_release: DecodeRelease::Deferred,
         prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
-        free_list_policy: FreeListPolicy::Lru,
+        // vLLM 0.33.0 wheel, `v1/core/block_pool.py` `free_blocks` (called tail first by
+        // `single_type_kv_cache_manager.py` `free`): blocks without a hash are prepended (reused
+        // first), hashed ones appended (0.11.0 appended every block: `lru`). Reference §6.
+        free_list_policy: FreeListPolicy::LruUnhashedFirst,
         page_size: 16,
         prefill_cache: PrefillCache::Radix,
         router_mode: RouterMode::Sequential,

@@ -454,7 +454,10 @@ impl World {
             self.dnode(n).meta.release(s);
         }
         if !d.pages.is_empty() {
-            let bad = self.dnode(n).pool.free(&d.pages, Holder::Req(r));
+            // Full pages of KV the request computed or loaded carry a prefix hash (under prefix
+            // caching); a reservation still waiting for its KV has none.
+            let hashed = self.hashed_pages(d.seq_len);
+            let bad = self.dnode(n).pool.free_hashed(&d.pages, Holder::Req(r), hashed);
             let pool = self.decode[n as usize].id();
             self.mem(MemOp::Free { pool, r, pages: d.pages });
             self.note_bad_frees(pool, r, bad);

@@ -518,7 +518,7 @@ mod tests {
             assert!(!v.is_empty(), "{name}");
         }
         let get = |n: &str| &vals.iter().find(|(k, _)| k == n).unwrap().1;
-        assert_eq!(get("free_list_policy").len(), 4);
+        assert_eq!(get("free_list_policy").len(), 5);
         assert_eq!(get("decode_commit_check").len(), 3);
         assert_eq!(get("kv_canary").len(), 3);
         assert_eq!(get("zero_on_free").len(), 2);

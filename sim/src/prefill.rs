@@ -262,7 +262,8 @@ impl World {
                 }
             }
             let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
-            let bad = self.pnode(n).pool.free(&own, Holder::Req(r));
+            let hashed = self.hashed_pages(pr.prefilled).saturating_sub(borrowed_pages);
+            let bad = self.pnode(n).pool.free_hashed(&own, Holder::Req(r), hashed);
             let pool = self.prefill[n as usize].id();
             self.mem(MemOp::Free { pool, r, pages: own });
             self.note_bad_frees(pool, r, bad);

@@ -538,6 +538,18 @@ impl World {
         self.check_liveness();
     }
 
+    /// Leading pages of a block table that carry a prefix hash once `computed` tokens of KV are in
+    /// them: the full ones, under prefix caching (`prefill_cache = radix`); none without it. vLLM
+    /// hashes full blocks of computed tokens only with prefix caching on (vLLM 0.33.0 wheel,
+    /// `v1/core/block_pool.py` `free_blocks`: `block_hash is None or not enable_caching` → reused first).
+    pub(crate) fn hashed_pages(&self, computed: u64) -> u64 {
+        if self.cfg.knobs.prefill_cache == crate::config::PrefillCache::Radix {
+            computed / self.page_size()
+        } else {
+            0
+        }
+    }
+
     /// The earliest pending timer that will end a request still without a final status: a
     /// bootstrap or waiting timer of the node's current incarnation.
     fn pending_ending_timer(&self) -> Option<Instant> {

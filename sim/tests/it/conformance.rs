@@ -279,3 +279,24 @@ fn s2_timeouts_a_request_the_engine_ends_at_its_waiting_timeout_is_no_hang() {
     }
     assert_eq!(kinds(&w), ["wrong_status"], "{:?}", w.oracle.violations.first());
 }
+
+#[test]
+fn s6_vllm_reuses_unhashed_blocks_first_and_hashed_blocks_last() {
+    use kvsim::pool::{Holder, Pool, Run};
+    use kvsim::types::{NodeId, Role};
+    // vLLM 0.33.0 (`v1/core/block_pool.py` `free_blocks`, tail first): a finished request's full
+    // (hashed) blocks go to the tail, its partial last block and a reservation that never got its
+    // KV go to the head — the next allocation reuses those first.
+    let profile = PROFILES.iter().find(|p| p.name == "vllm-nixl").expect("profile");
+    let k = (profile.knobs)();
+    let mut p = Pool::new(NodeId { role: Role::Decode, index: 0 }, 64, 4, k.free_list_policy, k.zero_on_free);
+    let (r0, r1) = (Holder::Req(RequestId(0)), Holder::Req(RequestId(1)));
+    let a = p.alloc(4, r0).unwrap();
+    let b = p.alloc(2, r1).unwrap();
+    assert!(p.free_hashed(&a, r0, 3).is_empty());
+    assert!(p.free_hashed(&b, r1, 0).is_empty());
+    let next = p.alloc(3, Holder::Req(RequestId(2))).unwrap();
+    assert_eq!(next, vec![Run { first: 5, count: 2 }, Run { first: 4, count: 1 }]);
+    let rest = p.alloc(13, Holder::Req(RequestId(3))).unwrap();
+    assert_eq!(rest.last(), Some(&Run { first: 1, count: 3 }), "hashed blocks reused last");
+}
