@@ -47,6 +47,8 @@ pub struct PReq {
     pub sent_pages: u64,
     pub jobs_in_flight: u32,
     pub lands_pending: u32,
+    /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
+    pub jobs: Vec<u32>,
     pub ack_decode: bool,
     pub entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
@@ -173,6 +175,7 @@ impl World {
                 prefilled: 0,
                 sent_pages: 0,
                 jobs_in_flight: 0,
+                jobs: Vec::new(),
                 lands_pending: 0,
                 ack_decode: false,
                 entered: now,
@@ -223,6 +226,7 @@ impl World {
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
+        self.transfer_abort(n, r);
         self.prefill_release(n, r, false);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
@@ -505,6 +509,8 @@ impl World {
             sender_pages: pr.num_pages,
             prefix_tokens: pr.reused_tokens,
             lenders,
+            aborted: false,
+            done: false,
         };
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);
@@ -530,6 +536,7 @@ impl World {
             pr.ack_decode |= from_decode;
             return;
         }
+        self.transfer_abort(n, r);
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
         if !self.prefill_release_or_drain(n, r, from_decode) {

@@ -300,3 +300,42 @@ fn s6_vllm_reuses_unhashed_blocks_first_and_hashed_blocks_last() {
     let rest = p.alloc(13, Holder::Req(RequestId(3))).unwrap();
     assert_eq!(rest.last(), Some(&Run { first: 1, count: 3 }), "hashed blocks reused last");
 }
+
+/// One 4,000-token prompt whose KV moves in 25 batches of 10 pages, 16 ms each.
+const SLOW_TRANSFER: &str = r#"
+name = "slow-transfer"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+max_transfer_batch_pages = 10
+[cost]
+kv_bytes_per_token = 100
+transfer_bytes_per_us = 100
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 4000
+output_tokens = 4
+"#;
+
+#[test]
+fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_writing() {
+    let w = run(SLOW_TRANSFER, "sglang-0.5.22", &[]);
+    let job = w.jobs.last().expect("a transfer");
+    assert_eq!(job.batches.len(), 25);
+    let (start, _) = job.batches[10].span.expect("scheduled");
+    // The client aborts while batch 10 is being written (the abort reaches prefill within it).
+    let text = SLOW_TRANSFER.replace("output_tokens = 4", &format!("output_tokens = 4\nabort_at_ns = {}", start.0 + 1));
+    let w = run(&text, "sglang-0.5.22", &[]);
+    let job = w.jobs.last().expect("a transfer");
+    assert!(job.aborted && job.done);
+    let skipped: Vec<bool> = job.batches.iter().map(|b| b.skipped).collect();
+    assert_eq!(skipped.iter().filter(|s| !**s).count(), 11, "batches 0..=10 written: {skipped:?}");
+    assert!(skipped[11..].iter().all(|s| *s), "every queued batch skipped");
+    assert_eq!(answer(&w, 0).0, 499);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
