@@ -155,14 +155,12 @@ impl World {
             let mut end = now;
             for b in job.batches.iter_mut() {
                 match b.span {
-                    Some((start, _)) if start > now => {
-                        if b.lands && !b.skipped {
-                            b.skipped = true;
-                            skipped_lands += 1;
-                        }
+                    Some((start, _)) if start > now && b.lands && !b.skipped => {
+                        b.skipped = true;
+                        skipped_lands += 1;
                     }
-                    Some((_, ret)) => end = end.max(ret),
-                    None => {}
+                    Some((start, ret)) if start <= now => end = end.max(ret),
+                    _ => {}
                 }
             }
             self.at(end, Ev::TransferDone { job: id, ok: false });
