@@ -113,7 +113,12 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         .oracle
         .violations
         .iter()
-        .filter(|v| matches!(v.kind, Kind::CrossTenantRead | Kind::UninitializedRead | Kind::WrongStatus))
+        // A leak is a stale read or a rejected prompt answered 200; a rejected prompt answered 500
+        // after decode's waiting timeout (a fixed build behind mini_lb) is refused, not leaked.
+        .filter(|v| {
+            matches!(v.kind, Kind::CrossTenantRead | Kind::UninitializedRead)
+                || (v.kind == Kind::WrongStatus && v.cause == "rejected_answered_200")
+        })
         .collect();
     if leaked.is_empty() {
         let statuses: std::collections::BTreeSet<u16> =

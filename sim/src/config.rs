@@ -58,15 +58,15 @@ knob_enum!(
 );
 knob_enum!(
     /// Free-list reuse order of the paged allocator.
-    FreeListPolicy { SortedOnMerge, Lifo, Fifo, Lru }
+    FreeListPolicy { SortedOnMerge, Lifo, Fifo, Lru, LruUnhashedFirst }
 );
 knob_enum!(
     /// Whether prefill keeps released pages in a radix cache.
     PrefillCache { Radix, Chunk }
 );
 knob_enum!(
-    /// What the router does when the prefill leg fails first.
-    RouterOnPrefillError { ReturnDecodeLeg, CancelDecode }
+    /// What the router does when the prefill leg fails first (the three released routers).
+    RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
 knob_enum!(
     /// Concurrent legs with a bootstrap room (sglang), or prefill first then decode (vLLM proxy).
@@ -133,7 +133,9 @@ pub struct Knobs {
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub max_transfer_batch_pages: u64,
     /// Reuse order of the paged allocator's free list, which decides whose stale page a new request
-    /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM).
+    /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM ≤0.11: every freed block to the
+    /// tail, tail first), `lru_unhashed_first` (later vLLM: blocks without a prefix hash to the head,
+    /// reused first; hashed ones to the tail).
     pub free_list_policy: FreeListPolicy,
     /// Whether freed pages are zeroed (a stale read then reads zeros, never another tenant's KV).
     pub zero_on_free: bool,
@@ -150,10 +152,15 @@ pub struct Knobs {
     /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
     /// decode (vLLM proxy).
     pub router_mode: RouterMode,
-    /// What the router answers when the prefill leg fails first: `return_decode_leg` (mini_lb: the
-    /// client gets decode's status) or `cancel_decode` (sglang gateway, PR #29017).
+    /// What the router answers when the prefill leg fails first (lifecycle reference §5, §10):
+    /// `return_decode_leg` (sglang-router 0.3.2 `mini_lb`: the client gets decode's status, a 500
+    /// after decode's waiting timeout for a non-streaming request), `cancel_decode` (sglang's Rust
+    /// gateway, PR #29017: prefill's 400 at once, decode leg aborted), `cancel_decode_when_streaming`
+    /// (SMG: cancels the decode leg only for a streaming request, `[[request]] streaming = true`;
+    /// otherwise as `return_decode_leg`).
     pub router_on_prefill_error: RouterOnPrefillError,
-    /// Whether prefill's abort tells decode at once (sglang PR #38704, open: no release has it).
+    /// Whether prefill's abort tells decode at once (sglang PR #38704, open: no release has it, so
+    /// every shipped profile has `off`; a what-if switch).
     pub prefill_abort_notifies_decode: OnOff,
     /// Whether a released metadata slot's row is zeroed (sglang PR #27374).
     pub metadata_zero_on_free: OnOff,
@@ -250,7 +257,12 @@ fn sglang_0_5_22() -> Knobs {
         prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
         max_transfer_batch_pages: 4096,
-        prefill_abort_notifies_decode: OnOff::On,
+        // No release sends a prefill→decode abort notice (PR #38704 is open): checked against the
+        // sglang 0.5.22 wheel, `disaggregation/prefill.py` (the sender's abort marks the room Failed
+        // locally) — lifecycle reference §3 and §11. The router is mini_lb (sglang-router 0.3.2,
+        // `mini_lb.py` returns the decode leg), so an over-length prompt gets 500 at ~300 s.
+        prefill_abort_notifies_decode: OnOff::Off,
+        router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         metadata_zero_on_free: OnOff::On,
         ..sglang_0_5_16()
     }
@@ -267,7 +279,10 @@ fn vllm_nixl() -> Knobs {
         decode_abort_release: DecodeRelease::Deferred,
         prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
-        free_list_policy: FreeListPolicy::Lru,
+        // vLLM 0.33.0 wheel, `v1/core/block_pool.py` `free_blocks` (called tail first by
+        // `single_type_kv_cache_manager.py` `free`): blocks without a hash are prepended (reused
+        // first), hashed ones appended (0.11.0 appended every block: `lru`). Reference §6.
+        free_list_policy: FreeListPolicy::LruUnhashedFirst,
         page_size: 16,
         prefill_cache: PrefillCache::Radix,
         router_mode: RouterMode::Sequential,
@@ -346,6 +361,13 @@ pub struct RequestSpec {
     /// Prompt as 512-token block hashes (prefix sharing), empty when unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
+    /// The client asked for a streamed response (decides what `cancel_decode_when_streaming` does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub streaming: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A weighted bucket of a length distribution: uniform in `min..=max`.

@@ -50,6 +50,10 @@ pub struct DReq {
     /// The verdict on positions `[0, read_upto)`, kept only under the differential check so each
     /// incremental read can be compared, whole, with the reference oracle.
     pub seen: Option<Box<Tally>>,
+    /// The prefill incarnation (epoch) this request's KV comes from: the prefill's epoch when the
+    /// decode leg arrived, or the crashed one's (`epoch - 1`) when the prefill was down then. A
+    /// heartbeat loss fails only requests bound to an incarnation older than the one it reports.
+    pub prefill_epoch: u32,
 }
 
 pub struct DecodeNode {
@@ -140,6 +144,8 @@ impl World {
         };
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
+        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        let prefill_epoch = if p.alive { p.epoch } else { p.epoch.saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
             r,
@@ -160,6 +166,7 @@ impl World {
                 shared_tokens: 0,
                 chain_upto,
                 seen: None,
+                prefill_epoch,
             },
         );
         node.prealloc.push_back(r);
@@ -299,6 +306,17 @@ impl World {
                 return;
             }
         }
+        if let Some(status) = self.decode[n as usize].reqs[&r].pending_abort {
+            // Decode's own pending abort (its limit reached: a one-token stub). ≤0.5.16 has no door
+            // check (`decode_prealloc_abort_check = finished_only`): the request is preallocated,
+            // transferred and reaches the prebuilt step, where `check_finished` promotes the
+            // pending abort: the client gets 400, no decode step reads the stub's reservation
+            // (sglang 0.5.16 wheel, `disaggregation/decode.py` prebuilt path and
+            // `managers/schedule_batch.py` `to_finish`; lifecycle reference §4.1, §11). ≥0.5.21
+            // (`aborted_too`) turned it away at the door in the prealloc sweep.
+            self.decode_finish(n, r, status, None);
+            return;
+        }
         let node = self.dnode(n);
         node.transfer.retain(|x| *x != r);
         node.running.push(r);
@@ -437,7 +455,10 @@ impl World {
             self.dnode(n).meta.release(s);
         }
         if !d.pages.is_empty() {
-            let bad = self.dnode(n).pool.free(&d.pages, Holder::Req(r));
+            // Full pages of KV the request computed or loaded carry a prefix hash (under prefix
+            // caching); a reservation still waiting for its KV has none.
+            let hashed = self.hashed_pages(d.seq_len);
+            let bad = self.dnode(n).pool.free_hashed(&d.pages, Holder::Req(r), hashed);
             let pool = self.decode[n as usize].id();
             self.mem(MemOp::Free { pool, r, pages: d.pages });
             self.note_bad_frees(pool, r, bad);
@@ -541,17 +562,30 @@ impl World {
         self.tick(NodeId { role: Role::Decode, index: n });
     }
 
-    /// Heartbeats to a crashed prefill failed: its rooms are Failed.
-    pub(crate) fn decode_prefill_lost(&mut self, n: u16, prefill: u16, _epoch: u32) {
-        let rs: Vec<RequestId> = self.decode[n as usize].transfer.clone();
+    /// Heartbeats to a crashed prefill failed: the rooms bound to the crashed incarnation (older
+    /// than `epoch`, the prefill's epoch after that crash) are Failed — in the transfer queue
+    /// (Failed wins at the next poll) and in the prealloc queue (the prealloc poll sees Failed
+    /// and aborts with 500, sglang `disaggregation/decode.py` `pop_preallocatable`). Requests
+    /// admitted after a restart are bound to the new incarnation and untouched (lifecycle
+    /// reference §4.1–4.2).
+    pub(crate) fn decode_prefill_lost(&mut self, n: u16, prefill: u16, epoch: u32) {
+        let bound = |w: &World, r: &RequestId| {
+            w.reqs[r.idx()].prefill == prefill
+                && w.decode[n as usize].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
+        };
+        let waiting: Vec<RequestId> =
+            self.decode[n as usize].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
+        for r in waiting {
+            self.reqs[r.idx()].fault_touched = true;
+            self.decode_finish(n, r, 500, None);
+        }
+        let rs: Vec<RequestId> = self.decode[n as usize].transfer.iter().copied().filter(|r| bound(self, r)).collect();
         let mut any = false;
         for r in rs {
-            if self.reqs[r.idx()].prefill == prefill {
-                self.reqs[r.idx()].fault_touched = true;
-                if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
-                    d.status_ok = Some(false);
-                    any = true;
-                }
+            self.reqs[r.idx()].fault_touched = true;
+            if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
+                d.status_ok = Some(false);
+                any = true;
             }
         }
         if any {

@@ -103,7 +103,7 @@ impl Expectation {
             if has(k) {
                 out.push(format!(
                     "{k} occurred ({} request(s))",
-                    w.oracle.violations.iter().filter(|v| v.kind.name() == k).count()
+                    w.oracle.requests_affected().iter().find(|(x, _)| x.name() == k).map_or(0, |(_, n)| *n)
                 ));
             }
         }

@@ -208,6 +208,7 @@ impl FuzzInput {
                 output_tokens: 1 + u64::from(r.output % 64),
                 abort_at_ns: r.abort.map(|a| t + u64::from(a) * 100_000),
                 prefix_blocks: vec![],
+                streaming: false,
             });
         }
         if requests.is_empty() {
@@ -218,6 +219,7 @@ impl FuzzInput {
                 output_tokens: 4,
                 abort_at_ns: None,
                 prefix_blocks: vec![],
+                streaming: false,
             });
         }
         let n = requests.len() as u32;
@@ -516,7 +518,7 @@ mod tests {
             assert!(!v.is_empty(), "{name}");
         }
         let get = |n: &str| &vals.iter().find(|(k, _)| k == n).unwrap().1;
-        assert_eq!(get("free_list_policy").len(), 4);
+        assert_eq!(get("free_list_policy").len(), 5);
         assert_eq!(get("decode_commit_check").len(), 3);
         assert_eq!(get("kv_canary").len(), 3);
         assert_eq!(get("zero_on_free").len(), 2);

@@ -198,6 +198,24 @@ impl Allocator {
         Some(out)
     }
 
+    /// Frees `runs` (block-table order); the pages in `unhashed` (also table order, after `runs`
+    /// in the table) hold no prefix hash. Only `lru_unhashed_first` tells the two apart.
+    fn free_split(&mut self, runs: &[Run], unhashed: &[Run]) {
+        if self.policy != FreeListPolicy::LruUnhashedFirst {
+            let mut all = runs.to_vec();
+            for r in unhashed {
+                push_run(&mut all, *r);
+            }
+            self.free(&all);
+            return;
+        }
+        // vLLM frees a request's blocks tail first; blocks without a hash are prepended (the
+        // table's last one ends at the head, reused first), hashed ones appended to the tail.
+        unhashed.iter().for_each(|r| push_front_merged(&mut self.free, *r));
+        runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r));
+        self.free_pages += pages_in(runs) + pages_in(unhashed);
+    }
+
     fn free(&mut self, runs: &[Run]) {
         let n = pages_in(runs);
         match self.policy {
@@ -210,7 +228,9 @@ impl Allocator {
             FreeListPolicy::Lifo => runs.iter().rev().for_each(|r| push_front_merged(&mut self.free, *r)),
             FreeListPolicy::Fifo => runs.iter().for_each(|r| push_back_merged(&mut self.free, *r)),
             // vLLM frees a request's blocks in reverse order to the tail of the LRU queue.
-            FreeListPolicy::Lru => runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r)),
+            FreeListPolicy::Lru | FreeListPolicy::LruUnhashedFirst => {
+                runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r))
+            }
         }
         self.free_pages += n;
     }
@@ -306,7 +326,28 @@ impl Pool {
     /// Returns pages to the allocator. Pages the freer does not hold are not freed (the model
     /// never corrupts its own free list) and come back as `BadFree` for the oracle.
     pub fn free(&mut self, runs: &[Run], by: Holder) -> Vec<BadFree> {
+        self.free_hashed(runs, by, u64::MAX)
+    }
+
+    /// Frees `runs` (block-table order) of which the first `hashed` pages carry a prefix hash
+    /// (full pages of computed KV under prefix caching) and the rest do not: the reuse order of
+    /// `lru_unhashed_first` depends on it.
+    pub fn free_hashed(&mut self, runs: &[Run], by: Holder, hashed: u64) -> Vec<BadFree> {
+        let total = pages_in(runs);
+        let (head, tail) = if hashed >= total {
+            (runs.to_vec(), Vec::new())
+        } else {
+            (slice_pages(runs, 0, hashed), slice_pages(runs, hashed, total - hashed))
+        };
         let mut bad = Vec::new();
+        let (ok, ok_unhashed) = (self.release_held(&head, by, &mut bad), self.release_held(&tail, by, &mut bad));
+        self.held_pages -= pages_in(&ok) + pages_in(&ok_unhashed);
+        self.alloc.free_split(&ok, &ok_unhashed);
+        bad
+    }
+
+    /// Clears the holder of the pages of `runs` that `by` holds (returned); the rest are bad frees.
+    fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>) -> Vec<Run> {
         let mut ok: Vec<Run> = Vec::new();
         for r in runs {
             for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
@@ -324,10 +365,7 @@ impl Pool {
                 self.owners.clear(u64::from(r.first) * self.page_size, u64::from(r.end()) * self.page_size);
             }
         }
-        let n = pages_in(&ok);
-        self.held_pages -= n;
-        self.alloc.free(&ok);
-        bad
+        ok
     }
 
     /// Visits the physical slot ranges behind logical positions `[from, to)` of a block table:
@@ -539,6 +577,32 @@ mod tests {
         q.free(&a, Holder::Req(RequestId(0)));
         assert_eq!(q.alloc(1, Holder::Req(RequestId(1))).unwrap(), vec![Run { first: 3, count: 1 }]);
         q.invariants();
+    }
+
+    #[test]
+    fn vllm_reuses_unhashed_blocks_first_and_hashed_ones_last() {
+        // 16 free pages (1..=16). Request 0 holds 1..=4 (3 full, hashed; page 4 partial); request 1
+        // holds 5..=6 (a reservation that never got its KV: unhashed).
+        for policy in [FreeListPolicy::Lru, FreeListPolicy::LruUnhashedFirst] {
+            let mut p = pool(policy);
+            let a = p.alloc(4, Holder::Req(RequestId(0))).unwrap();
+            let b = p.alloc(2, Holder::Req(RequestId(1))).unwrap();
+            assert!(p.free_hashed(&a, Holder::Req(RequestId(0)), 3).is_empty());
+            assert!(p.free_hashed(&b, Holder::Req(RequestId(1)), 0).is_empty());
+            let next = p.alloc(3, Holder::Req(RequestId(2))).unwrap();
+            if policy == FreeListPolicy::Lru {
+                // vLLM 0.11.0: every freed block to the tail; the never-used pages come first.
+                assert_eq!(next, vec![Run { first: 7, count: 3 }]);
+            } else {
+                // vLLM 0.33.0: request 1's pages, then request 0's partial last page, at the head.
+                assert_eq!(next, vec![Run { first: 5, count: 2 }, Run { first: 4, count: 1 }]);
+                // The hashed pages come last, after the never-used ones.
+                let rest = p.alloc(10, Holder::Req(RequestId(3))).unwrap();
+                assert_eq!(rest, vec![Run { first: 7, count: 10 }]);
+                assert_eq!(p.alloc(3, Holder::Req(RequestId(4))).unwrap(), vec![Run { first: 1, count: 3 }]);
+            }
+            p.invariants();
+        }
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct PReq {
     pub sent_pages: u64,
     pub jobs_in_flight: u32,
     pub lands_pending: u32,
+    /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
+    pub jobs: Vec<u32>,
     pub ack_decode: bool,
     pub entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
@@ -173,6 +175,7 @@ impl World {
                 prefilled: 0,
                 sent_pages: 0,
                 jobs_in_flight: 0,
+                jobs: Vec::new(),
                 lands_pending: 0,
                 ack_decode: false,
                 entered: now,
@@ -223,6 +226,7 @@ impl World {
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
+        self.transfer_abort(n, r);
         self.prefill_release(n, r, false);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
@@ -262,7 +266,8 @@ impl World {
                 }
             }
             let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
-            let bad = self.pnode(n).pool.free(&own, Holder::Req(r));
+            let hashed = self.hashed_pages(pr.prefilled).saturating_sub(borrowed_pages);
+            let bad = self.pnode(n).pool.free_hashed(&own, Holder::Req(r), hashed);
             let pool = self.prefill[n as usize].id();
             self.mem(MemOp::Free { pool, r, pages: own });
             self.note_bad_frees(pool, r, bad);
@@ -290,8 +295,10 @@ impl World {
             return;
         }
         let k = self.cfg.knobs.clone();
-        // 1. Bootstrap queue, in order; a missing metadata slot blocks the head.
-        let mut blocked = false;
+        // 1. Bootstrap queue, in order. A request that finds no free metadata slot is skipped this
+        //    round and stays queued; the requests behind it are still looked at (their aborts
+        //    retired, a slot freed by a retirement taken): no head-of-line stop (sglang 0.5.16 and
+        //    0.5.22 wheels, `disaggregation/prefill.py` `pop_bootstrapped`; lifecycle reference §3.2).
         for r in self.prefill[n as usize].bootstrap.clone() {
             let pr = &self.prefill[n as usize].reqs[&r];
             if k.pd_admission_check == AbortCheck::AbortedToo {
@@ -301,11 +308,10 @@ impl World {
                 }
             }
             let ready = k.router_mode == RouterMode::Sequential || pr.dst.is_some();
-            if blocked || !ready {
+            if !ready {
                 continue;
             }
             let Some(slot) = self.pnode(n).meta.take() else {
-                blocked = true;
                 continue;
             };
             let len = self.prefill[n as usize].reqs[&r].len;
@@ -503,6 +509,8 @@ impl World {
             sender_pages: pr.num_pages,
             prefix_tokens: pr.reused_tokens,
             lenders,
+            aborted: false,
+            done: false,
         };
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);
@@ -528,6 +536,7 @@ impl World {
             pr.ack_decode |= from_decode;
             return;
         }
+        self.transfer_abort(n, r);
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
         if !self.prefill_release_or_drain(n, r, from_decode) {

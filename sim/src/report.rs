@@ -229,11 +229,19 @@ impl Report {
             .collect();
         let mut stories = Vec::new();
         let mut told = std::collections::BTreeSet::new();
+        let mut told_cause = std::collections::BTreeSet::new();
         let mut sorted: Vec<&Violation> = w.oracle.violations.iter().collect();
         sorted.sort_by_key(|v| v.kind);
         for v in sorted {
+            // The first of each kind, then the first of each further mechanism of that kind.
+            if !told_cause.insert((v.kind, v.cause.as_str())) {
+                continue;
+            }
             if told.insert(v.kind) {
                 stories.push(story(w, v));
+            } else {
+                let (k, st) = (v.kind.name(), story(w, v));
+                stories.push(st.replacen(&format!("{k}:"), &format!("{k} (another mechanism: {}):", v.cause), 1));
             }
         }
         let oracle_check = w.reference.as_ref().map(|rf| OracleCheck {
@@ -253,10 +261,8 @@ impl Report {
         } else {
             exit::CLEAN
         };
-        let mut violation_counts = BTreeMap::new();
-        for v in &w.oracle.violations {
-            *violation_counts.entry(v.kind.name().to_string()).or_insert(0) += 1;
-        }
+        let violation_counts: BTreeMap<String, u64> =
+            w.oracle.requests_affected().into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
         let per_request = crate::latency::records(w);
         let latency = crate::latency::Latency::of(&per_request);
         Report {
@@ -309,7 +315,13 @@ impl Report {
             let c: Vec<String> = self.detected_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
             let _ = writeln!(s, "detected (logged only): {}", c.join(", "));
         }
-        let leaks: Vec<&ViolationOut> = self.violations.iter().filter(|v| v.kind == "cross_tenant_read").collect();
+        // One per request (a request read over by two mechanisms has two records).
+        let mut leaked = std::collections::BTreeSet::new();
+        let leaks: Vec<&ViolationOut> = self
+            .violations
+            .iter()
+            .filter(|v| v.kind == "cross_tenant_read" && v.request.is_none_or(|r| leaked.insert(r)))
+            .collect();
         if !leaks.is_empty() {
             let readers: std::collections::BTreeSet<u32> = leaks.iter().filter_map(|v| v.tenant).collect();
             let victims: std::collections::BTreeSet<u32> =

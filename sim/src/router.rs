@@ -97,7 +97,14 @@ impl World {
                 }
             }
             (Role::Prefill, RouterMode::Concurrent) => {
-                if status != 200 && k.router_on_prefill_error == RouterOnPrefillError::CancelDecode {
+                // Lifecycle reference §5: mini_lb returns the decode leg; sglang's gateway (PR #29017)
+                // cancels it; SMG cancels it only for a streaming request.
+                let cancel = match k.router_on_prefill_error {
+                    RouterOnPrefillError::ReturnDecodeLeg => false,
+                    RouterOnPrefillError::CancelDecode => true,
+                    RouterOnPrefillError::CancelDecodeWhenStreaming => self.reqs[r.idx()].streaming,
+                };
+                if status != 200 && cancel {
                     self.respond(r, status, 0);
                     let lat = self.msg_latency();
                     self.after(lat, Ev::AbortAt { r, role: Role::Decode, status, from_decode: false });

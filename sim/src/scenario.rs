@@ -61,7 +61,8 @@ pub struct ScenarioFile {
     #[schemars(range(min = 2, max = MAX_TOKENS))]
     pub context_len: u64,
     /// After the last arrival, how long every request may take to reach a final status before it
-    /// counts as a hang (liveness). Seconds; default 3,600.
+    /// counts as a hang (liveness); a request whose engine timer (bootstrap, waiting for KV) is
+    /// still armed then is given until that timer plus this bound again. Seconds; default 3,600.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS / 1000))]
     pub liveness_bound_s: Option<u64>,
@@ -254,6 +255,12 @@ pub struct RequestEntry {
     /// predecessors) are a shared prefix the prefill radix cache can hit. Optional.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefix_blocks: Vec<u64>,
+    /// The client asked for a streamed response (`stream: true`). Only the router reads it: SMG
+    /// (`router_on_prefill_error = "cancel_decode_when_streaming"`) cancels the decode leg of a
+    /// streaming request when prefill fails, so the client gets prefill's 400 at once; a
+    /// non-streaming request waits for decode's answer. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streaming: bool,
 }
 
 /// A production request trace.
@@ -728,6 +735,7 @@ impl Scenario {
                 output_tokens: r.output_tokens,
                 abort_at_ns: None,
                 prefix_blocks: r.hash_ids,
+                streaming: false,
             })
             .collect())
     }
@@ -986,6 +994,7 @@ impl Scenario {
                 output_tokens: r.output_tokens,
                 abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
+                streaming: r.streaming,
             });
         }
         Ok(out)
@@ -1230,6 +1239,7 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
                 abort_at_ms: None,
                 abort_at_ns: r.abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
+                streaming: r.streaming,
             })
             .collect(),
         trace: None,

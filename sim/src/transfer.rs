@@ -3,18 +3,29 @@
 //! per prefill node, with a latency + bandwidth cost. A batch that outlives the sync timeout
 //! returns failed while its writes continue (`returns_while_writing`) or is quiesced; data lands
 //! (becomes visible) after an optional visibility lag. Source pages are read when the data lands,
-//! so a source page freed and reused meanwhile carries its new owner's KV.
+//! so a source page freed and reused meanwhile carries its new owner's KV. After an abort, the
+//! job's queued batches are skipped; only the batch being written keeps writing, and when it ends
+//! the job ends (the last chunk's end tells decode Failed: sglang 0.5.22 wheel,
+//! `disaggregation/mooncake/conn.py` `transfer_worker` skips chunks of a Failed room,
+//! `common/conn.py` `conclude_transfer` turns the last chunk's Success into Failed; reference §3).
 
 use crate::config::TimeoutSemantics;
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
-use crate::types::{Duration, NodeId, RequestId, Role};
+use crate::types::{Duration, Instant, NodeId, RequestId, Role};
 use crate::world::{Ev, World};
 
 #[derive(Clone, Debug)]
 pub struct Batch {
     pub src: Vec<Run>,
     pub dst: Vec<Run>,
+    /// When the worker starts it and when its call returns (`None`: never scheduled, the job
+    /// failed before it).
+    pub span: Option<(Instant, Instant)>,
+    /// A land event was scheduled for it.
+    pub lands: bool,
+    /// Skipped after an abort: queued when the request was aborted; its land does nothing.
+    pub skipped: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -33,6 +44,10 @@ pub struct TransferJob {
     pub prefix_tokens: u64,
     /// The requests whose cached prefix blocks this request borrowed (their cache entries).
     pub lenders: Vec<RequestId>,
+    /// The request was aborted while the job was queued or in flight.
+    pub aborted: bool,
+    /// The job has ended (its first `TransferDone` was handled; a later one is stale).
+    pub done: bool,
 }
 
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
@@ -54,7 +69,13 @@ impl World {
         let mut off = 0;
         loop {
             let c = per.min(n - off);
-            job.batches.push(Batch { src: slice_pages(&src, off, c), dst: slice_pages(&dst, off, c) });
+            job.batches.push(Batch {
+                src: slice_pages(&src, off, c),
+                dst: slice_pages(&dst, off, c),
+                span: None,
+                lands: false,
+                skipped: false,
+            });
             off += c;
             if off >= n {
                 break;
@@ -68,7 +89,7 @@ impl World {
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         let mut ok = true;
         let mut lands = 0u32;
-        for (b, batch) in job.batches.iter().enumerate() {
+        for (b, batch) in job.batches.iter_mut().enumerate() {
             let f = self.batch_faults(r);
             let bytes = u128::from(pages_in(&batch.src)) * u128::from(bytes_per_page);
             let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1)))
@@ -96,8 +117,10 @@ impl World {
             };
             if let Some(at) = land {
                 lands += 1;
+                batch.lands = true;
                 self.at(at, Ev::TransferLand { job: id, batch: b as u32 });
             }
+            batch.span = Some((t, ret));
             t = ret;
             if !ok {
                 break;
@@ -108,8 +131,47 @@ impl World {
         if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
             pr.jobs_in_flight += 1;
             pr.lands_pending += lands;
+            pr.jobs.push(id);
         }
         self.jobs.push(job);
+    }
+
+    /// The request was aborted on prefill: each of its unfinished jobs skips the batches still
+    /// queued (their lands no longer count), and ends when the batch being written ends — now, if
+    /// none is. The worker's queue is not pulled forward (later jobs keep their times).
+    pub(crate) fn transfer_abort(&mut self, n: u16, r: RequestId) {
+        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+            return;
+        };
+        let ids = pr.jobs.clone();
+        let now = self.now;
+        let mut skipped_lands = 0;
+        for id in ids {
+            let job = &mut self.jobs[id as usize];
+            if job.done || job.aborted {
+                continue;
+            }
+            job.aborted = true;
+            let mut end = now;
+            for b in job.batches.iter_mut() {
+                match b.span {
+                    Some((start, _)) if start > now && b.lands && !b.skipped => {
+                        b.skipped = true;
+                        skipped_lands += 1;
+                    }
+                    Some((start, ret)) if start <= now => end = end.max(ret),
+                    _ => {}
+                }
+            }
+            self.at(end, Ev::TransferDone { job: id, ok: false });
+        }
+        if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
+            pr.lands_pending -= skipped_lands;
+        }
+    }
+
+    fn pnode_mut(&mut self, n: u16) -> &mut crate::prefill::PrefillNode {
+        &mut self.prefill[n as usize]
     }
 
     /// A batch's data becomes visible in decode's pool.
@@ -117,6 +179,9 @@ impl World {
         let j = &self.jobs[job as usize];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
             (j.r, j.prefill as usize, j.decode as usize, j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
+        if j.batches[batch as usize].skipped {
+            return; // skipped after an abort: never written, its land was uncounted then
+        }
         let b = j.batches[batch as usize].clone();
         let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
         if self.prefill[p].epoch != j.prefill_epoch {
@@ -172,6 +237,11 @@ impl World {
 
     /// The job's last batch call returned.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
+        if self.jobs[job as usize].done {
+            return; // ended earlier by an abort
+        }
+        self.jobs[job as usize].done = true;
+        let aborted = self.jobs[job as usize].aborted;
         let j = &self.jobs[job as usize];
         let (p, last, meta, sender_pages, prefix) =
             (j.prefill as usize, j.last, j.meta, j.sender_pages, j.prefix_tokens);
@@ -191,8 +261,19 @@ impl World {
             return;
         };
         pr.jobs_in_flight -= 1;
+        pr.jobs.retain(|x| *x != job);
         let was_failed = pr.sender == crate::prefill::SenderState::Failed;
-        if !ok || !decode_ok {
+        if aborted {
+            // The chunk being written at the abort has ended: a failed one, or the last chunk
+            // (its Success concluded as Failed), tells decode Failed while the room still exists.
+            pr.sender = crate::prefill::SenderState::Failed;
+            if (last || !ok) && decode_ok {
+                self.after(
+                    lat,
+                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
+                );
+            }
+        } else if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
             if !was_failed {
                 self.after(

@@ -60,6 +60,8 @@ pub struct Req {
     pub output_tokens: u64,
     pub abort_at: Option<Instant>,
     pub prefix_blocks: Vec<u64>,
+    /// The client streams the response (the router's `cancel_decode_when_streaming` reads it).
+    pub streaming: bool,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
     pub prefill: u16,
@@ -513,10 +515,29 @@ impl World {
     }
 
     /// Runs until the queue drains or the horizon passes, then checks liveness.
+    ///
+    /// The horizon is the last arrival plus `liveness_bound_s`. A request still open there whose
+    /// engine has armed a timer that ends it (prefill's bootstrap timer, decode's waiting-for-KV
+    /// timer: 300 s each in sglang, `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT` /
+    /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, sglang 0.5.22 wheel `environ.py`) is not a hang:
+    /// the released engine answers it when the timer fires. The horizon then moves to that timer
+    /// plus the bound again, so a queue that drains one timeout at a time (decode reservations
+    /// nobody will fill, held 300 s each behind a router that waits for decode) runs to its end.
+    /// A request with no such timer is judged at the horizon as before.
     pub fn run(&mut self) {
+        // Each extension is owed to a distinct pending timer; the cap only guards a livelock
+        // that keeps re-arming timers without ending anything.
+        let mut extensions_left = 4 * self.reqs.len() as u64 + 16;
         while let Some(Reverse(s)) = self.queue.pop() {
             if s.at > self.horizon {
                 self.queue.push(Reverse(s));
+                if extensions_left > 0 {
+                    if let Some(t) = self.pending_ending_timer() {
+                        extensions_left -= 1;
+                        self.horizon = t + Duration::from_s(self.cfg.liveness_bound_s);
+                        continue;
+                    }
+                }
                 break;
             }
             if self.events >= self.max_events {
@@ -533,6 +554,36 @@ impl World {
         }
         self.ended_at = self.now;
         self.check_liveness();
+    }
+
+    /// Leading pages of a block table that carry a prefix hash once `computed` tokens of KV are in
+    /// them: the full ones, under prefix caching (`prefill_cache = radix`); none without it. vLLM
+    /// hashes full blocks of computed tokens only with prefix caching on (vLLM 0.33.0 wheel,
+    /// `v1/core/block_pool.py` `free_blocks`: `block_hash is None or not enable_caching` → reused first).
+    pub(crate) fn hashed_pages(&self, computed: u64) -> u64 {
+        if self.cfg.knobs.prefill_cache == crate::config::PrefillCache::Radix {
+            computed / self.page_size()
+        } else {
+            0
+        }
+    }
+
+    /// The earliest pending timer that will end a request still without a final status: a
+    /// bootstrap or waiting timer of the node's current incarnation.
+    fn pending_ending_timer(&self) -> Option<Instant> {
+        self.queue
+            .iter()
+            .filter_map(|Reverse(s)| match &s.ev {
+                Ev::Timeout { r, timer: TimeoutKind::Bootstrap | TimeoutKind::Waiting, node, epoch } => {
+                    let current = match node.role {
+                        Role::Prefill => self.prefill[node.index as usize].epoch,
+                        Role::Decode => self.decode[node.index as usize].epoch,
+                    };
+                    (self.reqs[r.idx()].response.is_none() && current == *epoch).then_some(s.at)
+                }
+                _ => None,
+            })
+            .min()
     }
 
     fn dispatch(&mut self, ev: Ev) {

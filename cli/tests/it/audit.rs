@@ -58,7 +58,8 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
         scen.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(11), "{out}");
-    assert!(out.contains("400"), "{out}");
+    // Behind mini_lb (the profile's router) the band's probes get decode's 500 after its waiting timeout.
+    assert!(out.contains("the probes were refused (HTTP {400, 500})"), "{out}");
 }
 
 #[test]

@@ -47,7 +47,15 @@ fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
         );
         assert_eq!(r.response.unwrap().status, 200);
     }
-    let fixed = kvsim::simulate(crate::load("mooncake-conversation.toml", Some("sglang-0.5.22"), &[]), None, false);
+    let fixed = kvsim::simulate(
+        crate::load(
+            "mooncake-conversation.toml",
+            Some("sglang-0.5.22"),
+            &[("router_on_prefill_error", "cancel_decode")],
+        ),
+        None,
+        false,
+    );
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations.first());
 }
 
@@ -91,11 +99,33 @@ fn prefix_reuse_crosses_tenants_only_without_a_salt() {
     let base =
         format!("file = \"{}/conversation_trace.jsonl\"\ntenants = \"round_robin:8\"\nlimit = 3000", mooncake_dir());
     let s = scenario_with(&base);
-    let (_, out, err) =
-        kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=global", "--json"]);
+    // Both runs use a router that cancels decode's leg when prefill rejects (sglang's gateway), so
+    // they differ in the salt alone. Behind mini_lb the released 0.5.22 holds each rejected
+    // prompt's decode reservation for the 300 s waiting timeout, decode's queue drains one
+    // timeout at a time and most prompts never reach a prefill forward (no prefix reuse to see).
+    let (_, out, err) = kvsim(&[
+        "run",
+        &s,
+        "--profile",
+        "sglang-0.5.22",
+        "--set",
+        "prefix_cache_scope=global",
+        "--set",
+        "router_on_prefill_error=cancel_decode",
+        "--json",
+    ]);
     assert!(out.contains("cross_tenant_prefix_hit"), "{err}{out}");
-    let (code, out, _) =
-        kvsim(&["run", &s, "--profile", "sglang-0.5.22", "--set", "prefix_cache_scope=per_tenant", "--json"]);
+    let (code, out, _) = kvsim(&[
+        "run",
+        &s,
+        "--profile",
+        "sglang-0.5.22",
+        "--set",
+        "prefix_cache_scope=per_tenant",
+        "--set",
+        "router_on_prefill_error=cancel_decode",
+        "--json",
+    ]);
     assert!(!out.contains("cross_tenant_prefix_hit"), "{out}");
     assert_eq!(code, Some(0), "{out}");
 }

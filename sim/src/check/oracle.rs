@@ -334,12 +334,16 @@ pub fn audit_read(
     }
 }
 
-/// Collects violations; one record per (kind, request) — per (kind, pool) for records without a
-/// request (a page leak in each pool is its own record) — every occurrence counted.
+/// Collects violations; one record per (kind, request, pool, mechanism) — per (kind, pool) for
+/// records without a request (a page leak in each pool is its own record) — every occurrence
+/// counted. A second mechanism on the same request (a decode-side late write after a prefill-side
+/// transfer read of a freed page, both `use_after_free`) is its own record, not folded into the
+/// first; "requests affected" still counts each request once per kind (`requests_affected`).
 #[derive(Debug, Default)]
 pub struct Oracle {
     pub violations: Vec<Violation>,
-    seen: BTreeSet<(Kind, Option<RequestId>, Option<PoolId>)>,
+    seen: BTreeSet<(Kind, Option<RequestId>, Option<PoolId>, String)>,
+    requests: BTreeSet<(Kind, RequestId)>,
     pub counts: BTreeMap<Kind, u64>,
 }
 
@@ -357,14 +361,33 @@ pub struct ReadCtx {
 impl Oracle {
     pub fn record(&mut self, v: Violation) {
         *self.counts.entry(v.kind).or_default() += 1;
-        let pool = if v.request.is_none() { v.pool } else { None };
-        if self.seen.insert((v.kind, v.request, pool)) {
-            self.violations.push(v);
+        let key = (v.kind, v.request, v.pool, v.cause);
+        if self.seen.contains(&key) {
+            return;
         }
+        let (kind, request, pool, cause) = key;
+        if let Some(r) = request {
+            self.requests.insert((kind, r));
+        }
+        self.violations.push(Violation { cause: cause.clone(), ..v });
+        self.seen.insert((kind, request, pool, cause));
     }
 
     pub fn has(&self, kind: Kind, request: RequestId) -> bool {
-        self.seen.contains(&(kind, Some(request), None))
+        self.requests.contains(&(kind, request))
+    }
+
+    /// Per kind: the requests it affected (each once, whatever its mechanisms), plus one per
+    /// record without a request (a leaking pool).
+    pub fn requests_affected(&self) -> BTreeMap<Kind, u64> {
+        let mut m: BTreeMap<Kind, u64> = BTreeMap::new();
+        for (k, _) in &self.requests {
+            *m.entry(*k).or_default() += 1;
+        }
+        for v in self.violations.iter().filter(|v| v.request.is_none()) {
+            *m.entry(v.kind).or_default() += 1;
+        }
+        m
     }
 
     /// Records the read violations a summary shows.
@@ -452,6 +475,29 @@ mod tests {
         let pools: Vec<PoolId> = o.violations.iter().filter_map(|v| v.pool).collect();
         assert_eq!(pools, vec![p0, d0, d1], "one record per leaking pool");
         assert_eq!(o.counts[&Kind::PageLeak], 4);
+    }
+
+    #[test]
+    fn a_second_mechanism_on_the_same_request_is_kept() {
+        let mut o = Oracle::default();
+        let p0 = NodeId { role: Role::Prefill, index: 0 };
+        let d0 = NodeId { role: Role::Decode, index: 0 };
+        let uaf = |pool, cause: &str| Violation {
+            kind: Kind::UseAfterFree,
+            request: Some(RequestId(7)),
+            tenant: Some(TenantId(1)),
+            cause: cause.to_string(),
+            ..leak(pool)
+        };
+        o.record(uaf(p0, "transfer_read_of_a_source_page"));
+        o.record(uaf(d0, "transfer_write"));
+        o.record(uaf(d0, "transfer_write"));
+        let causes: Vec<&str> = o.violations.iter().map(|v| v.cause.as_str()).collect();
+        assert_eq!(causes, ["transfer_read_of_a_source_page", "transfer_write"], "both mechanisms reported");
+        assert_eq!(o.counts[&Kind::UseAfterFree], 3);
+        assert_eq!(o.requests_affected()[&Kind::UseAfterFree], 1, "one request affected");
+        assert!(o.has(Kind::UseAfterFree, RequestId(7)));
+        assert!(!o.has(Kind::UseAfterFree, RequestId(8)));
     }
 
     #[test]

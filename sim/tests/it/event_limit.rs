@@ -6,8 +6,8 @@ use kvsim::report::{exit, Report};
 use kvsim::trace::Tracer;
 use kvsim::world::World;
 
-fn run(limit: Option<u64>, profile: &str) -> World {
-    let cfg = crate::load("glm53-incident.toml", Some(profile), &[]);
+fn run(limit: Option<u64>, rel: &str, profile: &str) -> World {
+    let cfg = crate::load(rel, Some(profile), &[]);
     let mut w = World::new(cfg, Tracer::new(None));
     if let Some(n) = limit {
         w.max_events = n;
@@ -18,14 +18,14 @@ fn run(limit: Option<u64>, profile: &str) -> World {
 
 #[test]
 fn a_cut_run_is_inconclusive_not_a_hang() {
-    // The fixed build ends clean when it runs to completion...
-    let whole = run(None, "sglang-0.5.22");
+    // The fixed deployment ends clean when it runs to completion...
+    let whole = run(None, "glm53-fixed-config.toml", "sglang-0.5.22");
     assert!(!whole.event_limit_hit);
     assert_eq!(Report::build(&whole, String::new()).exit_code, exit::CLEAN);
     assert!(whole.events > 2_000, "the run needs more events than the limit below: {}", whole.events);
 
     // ...and cut after 2,000 events, with requests still in flight, it is neither clean nor a hang.
-    let cut = run(Some(2_000), "sglang-0.5.22");
+    let cut = run(Some(2_000), "glm53-fixed-config.toml", "sglang-0.5.22");
     assert!(cut.event_limit_hit);
     assert_eq!(cut.events, 2_000);
     assert!(cut.reqs.iter().any(|r| r.response.is_none()), "the cut leaves requests unanswered");
@@ -44,7 +44,7 @@ fn a_cut_run_is_inconclusive_not_a_hang() {
 #[test]
 fn safety_found_before_the_cut_still_counts() {
     // The vulnerable build leaks within its first events; a cut after the first leaked read keeps it.
-    let whole = run(None, "sglang-0.5.16");
+    let whole = run(None, "glm53-incident.toml", "sglang-0.5.16");
     let first_read = whole
         .oracle
         .violations
@@ -55,7 +55,7 @@ fn safety_found_before_the_cut_still_counts() {
         .expect("the incident leaks on 0.5.16");
     let mut limit = 1_000;
     let cut = loop {
-        let w = run(Some(limit), "sglang-0.5.16");
+        let w = run(Some(limit), "glm53-incident.toml", "sglang-0.5.16");
         if w.oracle.violations.iter().any(|v| v.kind == Kind::CrossTenantRead) {
             break w;
         }

@@ -39,8 +39,35 @@ fn vulnerable_profile_leaks_only_in_the_band_with_http_200() {
 }
 
 #[test]
-fn fixed_profile_rejects_the_band_cleanly() {
+fn fixed_profile_reads_no_stale_kv_and_mini_lb_answers_the_band_500_after_the_waiting_timeout() {
+    // sglang-0.5.22 with mini_lb (the profile's router, lifecycle reference §10): prefill retires the
+    // band with 400 at once, the router returns decode's leg, decode holds its reservation until
+    // its 300 s waiting timeout: 500 (the router-waits-for-decode row), never a stale read.
     let w = simulate(load("glm53-incident.toml", Some("sglang-0.5.22"), &[]), None, false);
+    let mut n = 0;
+    for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens)) {
+        let resp = r.response.unwrap();
+        assert_eq!(resp.status, 500, "request {} in the band", r.id.0);
+        assert!(resp.at.since(r.arrival).0 >= 300_000_000_000, "request {} answered before the timeout", r.id.0);
+        n += 1;
+    }
+    assert!(n > 0);
+    for v in &w.oracle.violations {
+        assert_eq!((v.kind, v.cause.as_str()), (Kind::WrongStatus, "rejected_answered_5xx"), "{v:?}");
+        assert!(BAND.contains(&w.reqs[v.request.unwrap().idx()].prompt_tokens));
+    }
+    // Outside the band: 200, or a capacity timeout (decode's reservations held for 300 s fill it).
+    for r in w.reqs.iter().filter(|r| !BAND.contains(&r.prompt_tokens)) {
+        let status = r.response.unwrap().status;
+        assert!(status == 200 || (status == 500 && r.timed_out), "request {} got {status}", r.id.0);
+    }
+}
+
+#[test]
+fn fixed_profile_with_a_cancelling_router_rejects_the_band_cleanly() {
+    // sglang's Rust gateway (PR #29017) cancels the decode leg: 400 promptly, nothing flagged.
+    let set = [("router_on_prefill_error", "cancel_decode")];
+    let w = simulate(load("glm53-incident.toml", Some("sglang-0.5.22"), &set), None, false);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     let mut n = 0;
     for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens)) {

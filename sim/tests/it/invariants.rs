@@ -24,7 +24,15 @@ fn invariants_hold_under_faults_and_every_profile() {
                     w.oracle.violations.iter().find(|v| v.kind == Kind::RequestHang)
                 );
                 if profile != "sglang-0.5.16" {
-                    assert!(!w.oracle.counts.contains_key(&Kind::WrongStatus), "{profile} {set:?} {s}");
+                    // A fixed build behind mini_lb answers a prefill-rejected prompt with decode's 500
+                    // (rejected_answered_5xx: the router-waits-for-decode row); nothing else.
+                    assert!(
+                        !w.oracle
+                            .violations
+                            .iter()
+                            .any(|v| v.kind == Kind::WrongStatus && v.cause != "rejected_answered_5xx"),
+                        "{profile} {set:?} {s}"
+                    );
                 }
             }
         }
