@@ -52,6 +52,7 @@ pub struct DReq {
     pub seen: Option<Box<Tally>>,
 }
 
+#[derive(Debug)]
 pub struct DecodeNode {
     pub index: u16,
     pub pool_tokens: u64,

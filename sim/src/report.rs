@@ -20,6 +20,8 @@ pub mod exit {
     pub const LIVENESS: i32 = 11;
     /// The fast and the reference oracle disagreed on a read (a kvsim bug).
     pub const ORACLE_DISAGREEMENT: i32 = 12;
+    /// `kvsim explore`: no violation found, but the state bound was reached (not verified).
+    pub const INCONCLUSIVE: i32 = 13;
 }
 
 /// The differential check's outcome (runs with the reference oracle on).

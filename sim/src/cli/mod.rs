@@ -13,6 +13,7 @@ mod audit;
 mod bench;
 mod check;
 mod confirm;
+mod explore;
 mod fuzz;
 mod shrink;
 mod tracefile;
@@ -121,6 +122,9 @@ enum Cmd {
         /// auto (the default when no value is given), cpu or cuda.
         #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
         confirm: Option<String>,
+        /// Replay one schedule found by `kvsim explore` (its choice string).
+        #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "perfetto", "svg", "check_oracle"])]
+        choices: Option<String>,
     },
     /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
     Replay {
@@ -175,6 +179,9 @@ enum Cmd {
     /// Swarm fuzzing campaign: draw scenarios from seeds, group failures by signature, shrink,
     /// save to a corpus; parallel, sharded and resumable.
     Fuzz(fuzz::FuzzOpts),
+    /// Exhaustive small-scope exploration: every schedule of latencies, faults, router picks
+    /// and simultaneous-event orders within a bound; a counterexample (exit 10/11) or verified.
+    Explore(explore::ExploreOpts),
     /// Corpus tools.
     Corpus {
         #[command(subcommand)]
@@ -245,7 +252,13 @@ pub fn main() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm } => {
+        Cmd::Run { scenario, choices: Some(c), opts, json, format, .. } => {
+            explore::run_choices(&scenario, &opts, &c, json || format == Format::Json)
+        }
+        Cmd::Explore(o) => explore::run(&o),
+        Cmd::Run {
+            scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm, choices: None
+        } => {
             let format = if json { Format::Json } else { format };
             let ni = check.map(|_| secret_tenant);
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm.as_deref())
