@@ -116,7 +116,7 @@ pub fn run(o: &ExploreOpts) -> i32 {
         }
     };
     let spec = match (bounds_of(o, &cfg), explore::parse_kinds(o.kinds.as_deref().unwrap_or(""))) {
-        (Ok(bounds), Ok(kinds)) => Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, subtrees: 64 },
+        (Ok(bounds), Ok(kinds)) => Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, subtrees: 64, check: None },
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
@@ -326,9 +326,12 @@ fn describe_bound(spec: &Spec) -> String {
     let b = &spec.bounds;
     let kinds: Vec<&str> = b.fault_kinds.iter().map(|k| k.name()).collect();
     format!(
-        "faults <= {} of {}, latencies {} us, {}, {} states per subtree",
-        b.max_faults,
-        if kinds.is_empty() { "none".to_string() } else { kinds.join("/") },
+        "{}, latencies {} us, {}, {} states per subtree",
+        if kinds.is_empty() || b.max_faults == 0 {
+            "no faults".to_string()
+        } else {
+            format!("faults <= {} of {}", b.max_faults, kinds.join("/"))
+        },
         if b.latencies_us.is_empty() {
             "fixed".to_string()
         } else {

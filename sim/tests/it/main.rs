@@ -5,6 +5,7 @@ mod bad_input;
 mod confirm;
 mod confirm_props;
 mod determinism;
+mod explore;
 mod fuzz;
 mod fuzz_corpus;
 mod hostile;
