@@ -282,7 +282,8 @@ impl std::str::FromStr for ChoiceString {
             }
             latencies_us.push(us);
         }
-        let max_reorders: u32 = need(o, "o")?.parse().map_err(|_| format!("o={}: not a reorder count", o.unwrap_or("")))?;
+        let max_reorders: u32 =
+            need(o, "o")?.parse().map_err(|_| format!("o={}: not a reorder count", o.unwrap_or("")))?;
         let mut choices = Vec::new();
         for v in need(c, "c")?.split('.').filter(|x| !x.is_empty()) {
             choices.push(v.parse().map_err(|_| format!("c: `{v}` is not a choice"))?);
@@ -484,10 +485,8 @@ pub fn explore_subtree(
             }
             _ => {}
         }
-        let open: u64 = e.trail[root.len().min(e.trail.len())..]
-            .iter()
-            .map(|c| u64::from(c.domain - 1 - c.value))
-            .sum();
+        let open: u64 =
+            e.trail[root.len().min(e.trail.len())..].iter().map(|c| u64::from(c.domain - 1 - c.value)).sum();
         progress(&res, open);
         if spec.prune && res.states >= spec.max_states {
             res.truncated = true;

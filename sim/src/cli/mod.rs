@@ -257,7 +257,17 @@ pub fn main() -> i32 {
         }
         Cmd::Explore(o) => explore::run(&o),
         Cmd::Run {
-            scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm, choices: None
+            scenario,
+            opts,
+            json,
+            format,
+            csv,
+            check_determinism,
+            check,
+            secret_tenant,
+            trace,
+            confirm,
+            choices: None,
         } => {
             let format = if json { Format::Json } else { format };
             let ni = check.map(|_| secret_tenant);

@@ -27,11 +27,9 @@ fn schedule_count_equals_the_analytic_count() {
     // schedules; two such requests, k^12. Pruning off, so every schedule runs to its end.
     let one = super::load_path(&data("one-request.toml"));
     let two = super::load_path(&data("two-requests.toml"));
-    for (cfg, lat, want) in [
-        (&one, vec![200, 2000], 64u64),
-        (&one, vec![100, 200, 300], 729),
-        (&two, vec![200, 2000], 4096),
-    ] {
+    for (cfg, lat, want) in
+        [(&one, vec![200, 2000], 64u64), (&one, vec![100, 200, 300], 729), (&two, vec![200, 2000], 4096)]
+    {
         let s = explore::explore(cfg, &spec(latencies_only(lat.clone()), vec![], false));
         assert!(s.verified(), "{lat:?}: {s:?}");
         assert_eq!(s.schedules, want, "{} with latencies {lat:?}", cfg.name);
