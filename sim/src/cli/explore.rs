@@ -107,6 +107,7 @@ fn save_checkpoint(path: &str, c: &Checkpoint) -> Result<(), String> {
         .map_err(|e| format!("{path}: cannot write the checkpoint: {e}"))
 }
 
+#[allow(clippy::disallowed_methods)] // the command measures wall time (progress, the summary); the model never does
 pub fn run(o: &ExploreOpts) -> i32 {
     let cfg = match super::load(&o.scenario, &o.opts) {
         Ok(c) => c,
@@ -158,6 +159,7 @@ pub fn run(o: &ExploreOpts) -> i32 {
 }
 
 /// Runs the unfinished subtrees on `--jobs` workers; merges in subtree order.
+#[allow(clippy::disallowed_methods)] // progress on a terminal uses wall time; the model never does
 fn run_subtrees(
     o: &ExploreOpts,
     cfg: &SimConfig,
