@@ -15,6 +15,7 @@ mod audit;
 mod bench;
 mod check;
 mod confirm;
+mod explore;
 mod fuzz;
 mod shrink;
 mod tracefile;
@@ -131,6 +132,9 @@ enum Cmd {
         /// auto (the default when no value is given), cpu or cuda.
         #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
         confirm: Option<String>,
+        /// Replay one schedule found by `kvsim explore` (its choice string).
+        #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "perfetto", "svg", "check_oracle"])]
+        choices: Option<String>,
     },
     /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
     Replay {
@@ -187,6 +191,9 @@ enum Cmd {
     /// Swarm fuzzing campaign: draw scenarios from seeds, group failures by signature, shrink,
     /// save to a corpus; parallel, sharded and resumable.
     Fuzz(fuzz::FuzzOpts),
+    /// Exhaustive small-scope exploration: every schedule of latencies, faults, router picks
+    /// and simultaneous-event orders within a bound; a counterexample (exit 10/11) or verified.
+    Explore(explore::ExploreOpts),
     /// Corpus tools.
     Corpus {
         #[command(subcommand)]
@@ -277,7 +284,23 @@ fn run() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, opts, json, format, csv, check_determinism, check, secret_tenant, trace, confirm } => {
+        Cmd::Run { scenario, choices: Some(c), opts, json, format, .. } => {
+            explore::run_choices(&scenario, &opts, &c, json || format == Format::Json)
+        }
+        Cmd::Explore(o) => explore::run(&o),
+        Cmd::Run {
+            scenario,
+            opts,
+            json,
+            format,
+            csv,
+            check_determinism,
+            check,
+            secret_tenant,
+            trace,
+            confirm,
+            choices: None,
+        } => {
             let format = if json { Format::Json } else { format };
             if check == Some(PropertyCheck::Invariants) {
                 if let Some(code) = check_invariants(&scenario, &opts) {

@@ -56,6 +56,7 @@ pub struct DReq {
     pub prefill_epoch: u32,
 }
 
+#[derive(Debug)]
 pub struct DecodeNode {
     pub index: u16,
     pub pool_tokens: u64,

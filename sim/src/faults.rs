@@ -46,7 +46,21 @@ impl World {
                 _ => {}
             }
         }
-        if !self.healed() {
+        if self.chooser.is_some() {
+            // Exploration: at most one fault per batch, a choice while the budget lasts.
+            let healed = self.healed();
+            let fc = self.cfg.faults.clone();
+            if let Some(c) = self.chooser.as_mut() {
+                match c.batch_fault(healed) {
+                    Some(crate::explore::FaultKind::TransferFail) => f.fail = true,
+                    Some(crate::explore::FaultKind::Delay) => f.extra_delay = Duration::from_ms(fc.delay_spike_ms),
+                    Some(crate::explore::FaultKind::VisibilityLag) => {
+                        f.visibility_lag = Duration::from_ms(fc.visibility_lag_ms)
+                    }
+                    Some(crate::explore::FaultKind::Crash) | None => {}
+                }
+            }
+        } else if !self.healed() {
             let fc = &self.cfg.faults;
             if self.rng_faults.chance(fc.transfer_fail) {
                 f.fail = true;
@@ -69,6 +83,22 @@ impl World {
 
     /// With probability `node_crash` per arrival, crash a random node.
     pub(crate) fn maybe_random_crash(&mut self) {
+        if self.chooser.is_some() {
+            let healed = self.healed();
+            let n = (self.prefill.len() + self.decode.len()) as u32;
+            let Some(i) = self.chooser.as_mut().and_then(|c| c.crash(healed, n)) else {
+                return;
+            };
+            let i = i as usize;
+            let node = if i < self.prefill.len() {
+                NodeId { role: Role::Prefill, index: i as u16 }
+            } else {
+                NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
+            };
+            let restart_after_ms = self.cfg.faults.crash_restart_ms;
+            self.after(Duration(0), Ev::Crash { node, restart_after_ms });
+            return;
+        }
         if self.healed() || !self.rng_faults.chance(self.cfg.faults.node_crash) {
             return;
         }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod confirm;
 pub mod decode;
 pub mod expect;
+pub mod explore;
 pub mod extent;
 pub mod faults;
 pub mod fuzz;

@@ -9,11 +9,33 @@ pub struct MetaRow {
     pub room: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct MetaSlots {
     rows: Vec<MetaRow>,
     free: VecDeque<u32>,
     zero_on_free: bool,
+}
+
+/// Compact: the written rows with their slot, the free list as ascending runs (in FIFO order);
+/// the exploration's state digest hashes this image.
+impl std::fmt::Debug for MetaSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let written: Vec<(usize, u64)> =
+            self.rows.iter().enumerate().filter(|(_, r)| r.room != 0).map(|(i, r)| (i, r.room)).collect();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for &s in &self.free {
+            match runs.last_mut() {
+                Some((a, n)) if *a + *n == s => *n += 1,
+                _ => runs.push((s, 1)),
+            }
+        }
+        f.debug_struct("MetaSlots")
+            .field("slots", &self.rows.len())
+            .field("written", &written)
+            .field("free_runs", &runs)
+            .field("zero_on_free", &self.zero_on_free)
+            .finish()
+    }
 }
 
 impl MetaSlots {

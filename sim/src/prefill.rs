@@ -59,6 +59,7 @@ pub struct PReq {
     pub chain_upto: u64,
 }
 
+#[derive(Debug)]
 pub struct PrefillNode {
     pub index: u16,
     pub pool_tokens: u64,
@@ -520,9 +521,9 @@ impl World {
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
         let n = self.reqs[r.idx()].prefill;
         let decode = self.reqs[r.idx()].decode;
-        let lat = self.msg_latency();
         let ack = |w: &mut World| {
             if from_decode {
+                let lat = w.msg_latency();
                 let epoch = w.decode[decode as usize].epoch;
                 w.after(lat, Ev::AbortAck { r, decode, epoch });
             }

@@ -20,9 +20,10 @@ pub mod exit {
     pub const LIVENESS: i32 = 11;
     /// The fast and the reference oracle disagreed on a read (a kvsim bug).
     pub const ORACLE_DISAGREEMENT: i32 = 12;
-    /// Inconclusive: the run reached the event limit before it ended, so liveness (hangs, leaks)
-    /// was not judged; no safety violation was found before the limit.
-    pub const EVENT_LIMIT: i32 = 13;
+    /// Inconclusive: a bound was reached with no violation found — a run's event limit (liveness,
+    /// hangs and leaks, not judged; signature `event_limit` in a campaign) or `kvsim explore`'s
+    /// state bound (not verified).
+    pub const INCONCLUSIVE: i32 = 13;
     /// A component's invariant broke (`--check invariants`, or a sampled campaign run): a kvsim bug.
     pub const INVARIANT_BROKEN: i32 = 14;
 }
@@ -255,7 +256,7 @@ impl Report {
         } else if w.oracle.has_safety() {
             exit::SAFETY
         } else if w.event_limit_hit {
-            exit::EVENT_LIMIT
+            exit::INCONCLUSIVE
         } else if w.oracle.has_liveness() {
             exit::LIVENESS
         } else {
@@ -374,7 +375,7 @@ impl Report {
             exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",
-            exit::EVENT_LIMIT => "INCONCLUSIVE: event limit reached, liveness not judged",
+            exit::INCONCLUSIVE => "INCONCLUSIVE: event limit reached, liveness not judged",
             _ => "clean",
         };
         let _ = writeln!(s, "verdict: {verdict} (exit {})", self.exit_code);

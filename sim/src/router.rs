@@ -19,6 +19,12 @@ impl Router {
     pub fn new(seed: u64, policy: RouterPolicy) -> Router {
         Router { policy, rng: Prng::child(seed, "router"), next_prefill: 0, next_decode: 0 }
     }
+
+    /// The round-robin counters (part of the state digest; the generator's position follows from
+    /// the rooms drawn so far).
+    pub fn counters(&self) -> (usize, usize) {
+        (self.next_prefill, self.next_decode)
+    }
 }
 
 impl World {
@@ -37,7 +43,10 @@ impl World {
                 *c += 1;
                 i
             }
-            RouterPolicy::Random => self.router.rng.below(n as u64) as usize,
+            RouterPolicy::Random => match self.chooser.as_mut() {
+                Some(c) => c.choose(crate::explore::Point::Route, n as u32) as usize,
+                None => self.router.rng.below(n as u64) as usize,
+            },
             RouterPolicy::LeastLoaded => match role {
                 Role::Prefill => (0..n).min_by_key(|&i| (self.prefill[i].load(), i)).unwrap_or(0),
                 Role::Decode => (0..n).min_by_key(|&i| (self.decode[i].load(), i)).unwrap_or(0),
@@ -62,6 +71,8 @@ impl World {
         let lat = self.msg_latency();
         self.after(lat, Ev::LegArrive { r, role: Role::Prefill });
         if self.cfg.knobs.router_mode == RouterMode::Concurrent {
+            // Under exploration each leg is its own message with its own latency.
+            let lat = if self.chooser.is_some() { self.msg_latency() } else { lat };
             self.after(lat, Ev::LegArrive { r, role: Role::Decode });
         }
         self.maybe_random_crash();
@@ -132,6 +143,7 @@ impl World {
         self.respond(r, 499, 0);
         let lat = self.msg_latency();
         self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status: 499, from_decode: false });
+        let lat = if self.chooser.is_some() { self.msg_latency() } else { lat };
         self.after(lat, Ev::AbortAt { r, role: Role::Decode, status: 499, from_decode: false });
     }
 }

@@ -256,7 +256,6 @@ impl World {
             return;
         }
         let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch && self.decode[j.decode as usize].alive;
-        let lat = self.msg_latency();
         let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
             return;
         };
@@ -268,6 +267,7 @@ impl World {
             // (its Success concluded as Failed), tells decode Failed while the room still exists.
             pr.sender = crate::prefill::SenderState::Failed;
             if (last || !ok) && decode_ok {
+                let lat = self.msg_latency();
                 self.after(
                     lat,
                     Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
@@ -276,6 +276,7 @@ impl World {
         } else if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
             if !was_failed {
+                let lat = self.msg_latency();
                 self.after(
                     lat,
                     Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
@@ -283,6 +284,7 @@ impl World {
             }
         } else if last && !was_failed {
             pr.sender = crate::prefill::SenderState::Success;
+            let lat = self.msg_latency();
             if let Some((slot, room)) = meta {
                 // The row normally lands before the status message; a scripted lag reorders them.
                 let lag = self.metadata_lag(j.r);

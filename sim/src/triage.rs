@@ -167,7 +167,7 @@ pub fn exit_status<'a>(sigs: impl IntoIterator<Item = &'a String>, known: Option
     } else if new.is_empty() {
         exit::CLEAN
     } else if new.iter().all(|s| *s == crate::fuzz::EVENT_LIMIT) {
-        exit::EVENT_LIMIT
+        exit::INCONCLUSIVE
     } else {
         exit::LIVENESS
     }

@@ -205,6 +205,9 @@ pub struct World {
     pub event_limit_hit: bool,
     /// The event limit of this run (`MAX_EVENTS` unless a test lowers it).
     pub max_events: u64,
+    /// How many more times the liveness horizon may move to a pending engine timer (set when the
+    /// horizon is first reached; see `run`).
+    horizon_extensions_left: Option<u64>,
     /// Prefix blocks every tenant sends (reusing them is not a side channel).
     pub public_blocks: std::collections::BTreeSet<u64>,
     /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
@@ -215,6 +218,11 @@ pub struct World {
     /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
     /// (never traced, hashed or read by the model), for the noninterference check's attribution.
     pub prefix_evictions: Vec<(Instant, u16, TenantId)>,
+    /// Exhaustive exploration (`explore`): when `Some`, every random draw of the run (message
+    /// latencies, fault decisions, random router picks, the order of simultaneous events) is a
+    /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
+    /// run, whose draws and trace hash are exactly those of the generators.
+    pub chooser: Option<Box<crate::explore::Chooser>>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -248,10 +256,12 @@ impl World {
             ended_at: Instant(0),
             event_limit_hit: false,
             max_events: MAX_EVENTS,
+            horizon_extensions_left: None,
             public_blocks: Default::default(),
             read_audit: None,
             reference: None,
             prefix_evictions: Vec::new(),
+            chooser: None,
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);
@@ -315,7 +325,14 @@ impl World {
         }
     }
 
-    pub fn msg_latency(&self) -> Duration {
+    /// One message's latency: the cost model's constant, or under exploration a choice among
+    /// the explored latencies (one choice per message).
+    pub fn msg_latency(&mut self) -> Duration {
+        if let Some(c) = self.chooser.as_mut() {
+            if let Some(us) = c.latency() {
+                return Duration::from_us(us);
+            }
+        }
         Duration::from_us(self.cfg.cost.message_latency_us)
     }
 
@@ -525,33 +542,80 @@ impl World {
     /// nobody will fill, held 300 s each behind a router that waits for decode) runs to its end.
     /// A request with no such timer is judged at the horizon as before.
     pub fn run(&mut self) {
-        // Each extension is owed to a distinct pending timer; the cap only guards a livelock
-        // that keeps re-arming timers without ending anything.
-        let mut extensions_left = 4 * self.reqs.len() as u64 + 16;
-        while let Some(Reverse(s)) = self.queue.pop() {
-            if s.at > self.horizon {
-                self.queue.push(Reverse(s));
-                if extensions_left > 0 {
-                    if let Some(t) = self.pending_ending_timer() {
-                        extensions_left -= 1;
-                        self.horizon = t + Duration::from_s(self.cfg.liveness_bound_s);
-                        continue;
-                    }
+        while self.step() {}
+        self.finish();
+    }
+
+    /// Processes the next event; `false` when the queue is drained, the horizon passed or the
+    /// event limit was hit (then call `finish`). Under exploration with event ordering on, the
+    /// event is a choice among the distinct events due at the earliest time.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse(mut s)) = self.queue.pop() else {
+            return false;
+        };
+        if s.at > self.horizon {
+            self.queue.push(Reverse(s));
+            // Each extension is owed to a distinct pending timer; the cap only guards a livelock
+            // that keeps re-arming timers without ending anything.
+            let left = *self.horizon_extensions_left.get_or_insert(4 * self.reqs.len() as u64 + 16);
+            if left > 0 {
+                if let Some(t) = self.pending_ending_timer() {
+                    self.horizon_extensions_left = Some(left - 1);
+                    self.horizon = t + Duration::from_s(self.cfg.liveness_bound_s);
+                    return true;
                 }
-                break;
             }
-            if self.events >= self.max_events {
-                self.event_limit_hit = true;
-                break;
-            }
-            self.now = s.at;
-            self.events += 1;
-            self.tracer.record_event(self.now, &s.ev);
-            self.dispatch(s.ev);
-            if self.check_invariants {
-                self.invariants();
+            return false;
+        }
+        if self.events >= self.max_events {
+            self.event_limit_hit = true;
+            return false;
+        }
+        if self.chooser.as_ref().is_some_and(|c| c.reorders_used < c.bounds.max_reorders) {
+            s = self.choose_simultaneous(s);
+        }
+        self.now = s.at;
+        self.events += 1;
+        self.tracer.record_event(self.now, &s.ev);
+        self.dispatch(s.ev);
+        if self.check_invariants {
+            self.invariants();
+        }
+        true
+    }
+
+    /// Under exploration: the events due at `first.at`, distinct by content, in sequence order;
+    /// one is chosen, the others go back to the queue.
+    fn choose_simultaneous(&mut self, first: Scheduled) -> Scheduled {
+        let mut same = vec![first];
+        while self.queue.peek().is_some_and(|Reverse(n)| n.at == same[0].at) {
+            let Some(Reverse(n)) = self.queue.pop() else { break };
+            same.push(n);
+        }
+        let mut distinct: Vec<usize> = Vec::new();
+        for i in 0..same.len() {
+            // A transfer's completion is never reported before its data lands at the same
+            // instant (every ordinary run orders them so; data visible after the report is the
+            // `visibility_lag` fault, explored as a fault).
+            let waits_for_land = matches!(same[i].ev, Ev::TransferDone { job, .. }
+                if same.iter().any(|o| matches!(o.ev, Ev::TransferLand { job: j, .. } if j == job)));
+            if !waits_for_land && !distinct.iter().any(|&j| same[j].ev == same[i].ev) {
+                distinct.push(i);
             }
         }
+        let pick = match self.chooser.as_mut() {
+            Some(c) => distinct[c.order(distinct.len() as u32) as usize],
+            None => 0,
+        };
+        let chosen = same.swap_remove(pick);
+        for n in same {
+            self.queue.push(Reverse(n));
+        }
+        chosen
+    }
+
+    /// Ends the run: records the end time and checks liveness.
+    pub fn finish(&mut self) {
         self.ended_at = self.now;
         self.check_liveness();
     }
@@ -584,6 +648,70 @@ impl World {
                 _ => None,
             })
             .min()
+    }
+
+    /// A digest of the model state that decides the rest of a run: every node (pools, ownership,
+    /// holders, metadata, queues, prefix index), every request, every transfer job, the oracle's
+    /// records, the clock, the router's counters, the pending events and the explorer's fault
+    /// and reordering budgets. Deterministic (ordered containers only, `Debug` images hashed
+    /// word by word). Pending events are hashed in queue order (their relative sequence order
+    /// decides which simultaneous event is the default, so it is state; the numbers are not).
+    pub fn state_digest(&self) -> u64 {
+        use std::fmt::Write as _;
+        use std::hash::Hasher as _;
+        /// `Debug` images streamed into a word-at-a-time hash (no intermediate string).
+        struct Sink(crate::types::StableHasher, u64);
+        impl std::fmt::Write for Sink {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                let mut chunks = s.as_bytes().chunks_exact(8);
+                for c in &mut chunks {
+                    let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+                    self.1 = (self.1 ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+                }
+                for &b in chunks.remainder() {
+                    self.1 = (self.1 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                }
+                Ok(())
+            }
+        }
+        let mut img = Sink(crate::types::StableHasher::default(), 0xcbf2_9ce4_8422_2325);
+        let _ = write!(
+            img,
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
+            self.now, self.horizon, self.horizon_extensions_left, self.prefill, self.decode, self.jobs
+        );
+        for r in &self.reqs {
+            let _ = write!(
+                img,
+                "{:?}{:?}{:?}{:?}{}{}{}{}{}{:?}{:?}{}{:?}{:?}{:?};",
+                r.prefill,
+                r.decode,
+                r.room,
+                r.rejected,
+                r.client_aborted,
+                r.fault_touched,
+                r.timed_out,
+                r.late_written,
+                r.lagged,
+                r.prefill_leg,
+                r.decode_leg,
+                r.decode_tokens,
+                r.response,
+                r.caught_by,
+                r.detected_by
+            );
+        }
+        let _ = write!(img, "|{:?}|{:?}|", self.oracle, self.router.counters());
+        if let Some(c) = &self.chooser {
+            let _ = write!(img, "{}|{}|", c.faults_used, c.reorders_used);
+        }
+        let mut pending: Vec<(Instant, u64, &Ev)> = self.queue.iter().map(|Reverse(s)| (s.at, s.seq, &s.ev)).collect();
+        pending.sort_by_key(|a| (a.0, a.1));
+        for (at, _, ev) in &pending {
+            let _ = write!(img, "{at:?}{ev:?};");
+        }
+        img.0.write_u64(img.1);
+        img.0.finish()
     }
 
     fn dispatch(&mut self, ev: Ev) {

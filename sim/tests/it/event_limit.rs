@@ -35,7 +35,7 @@ fn a_cut_run_is_inconclusive_not_a_hang() {
         cut.oracle.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>()
     );
     let report = Report::build(&cut, String::new());
-    assert_eq!(report.exit_code, exit::EVENT_LIMIT);
+    assert_eq!(report.exit_code, exit::INCONCLUSIVE);
     assert_eq!(report.event_limit, Some(2_000));
     assert!(report.text().contains("INCONCLUSIVE"), "{}", report.text());
     assert!(kvsim::fuzz::signatures(&cut).contains(kvsim::fuzz::EVENT_LIMIT));

@@ -1,0 +1,403 @@
+//! `kvsim explore SCENARIO`: exhaustive small-scope exploration (the engine is
+//! `kvsim::explore`), and `kvsim run SCENARIO --choices STRING`, which replays one schedule.
+//! Subtrees run on `--jobs` worker threads and merge in subtree order, so the answer is the
+//! same for any number of workers; `--checkpoint FILE` makes a long exploration resumable.
+
+use kvsim::config::SimConfig;
+use kvsim::explore::{self, Bounds, ChoiceString, FaultKind, Spec, SubtreeResult};
+use kvsim::report::{exit, Report};
+use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExploreOpts {
+    pub scenario: String,
+    #[command(flatten)]
+    pub opts: super::RunOpts,
+    /// Faults placed per schedule, at most.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub max_faults: u32,
+    /// Faults the explorer may place: transfer_fail, delay, visibility_lag, crash (comma list;
+    /// `none` for none).
+    #[arg(long, default_value = "transfer_fail,crash")]
+    pub faults: String,
+    /// Each message's latency is one of these, in µs (comma list; `none`: the cost model's
+    /// constant). Default: the scenario's message latency and ten times it.
+    #[arg(long, value_name = "MIN,MAX")]
+    pub latencies: Option<String>,
+    /// Simultaneous events may run out of sequence order at most this many times per schedule
+    /// (0: always in sequence order).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub max_reorders: u32,
+    /// The property: no violation of these kinds (comma list; default: no violation at all).
+    #[arg(long, value_name = "KIND,...")]
+    pub kinds: Option<String>,
+    /// Distinct states explored at most in each subtree (the state table's bound; the tree is
+    /// cut into about 64 subtrees).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub max_states: u64,
+    /// Turn state hashing off: every schedule runs to its end (for counting schedules).
+    #[arg(long)]
+    pub no_prune: bool,
+    /// Worker threads (the answer does not depend on it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub jobs: u16,
+    /// Write the counterexample (shrunk) as a scenario file replayable with `--choices`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<String>,
+    /// Keep finished subtrees' results here and skip them when run again (resume).
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<String>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The bound from the flags.
+pub fn bounds_of(o: &ExploreOpts, cfg: &SimConfig) -> Result<Bounds, String> {
+    let mut fault_kinds = Vec::new();
+    if o.faults != "none" {
+        for name in o.faults.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            fault_kinds.push(FaultKind::parse(name).ok_or_else(|| {
+                format!("--faults: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash, none)")
+            })?);
+        }
+    }
+    let l = cfg.cost.message_latency_us;
+    let latencies_us = match o.latencies.as_deref() {
+        None => vec![l, l.saturating_mul(10)],
+        Some("none") => Vec::new(),
+        Some(s) => {
+            let mut v = Vec::new();
+            for x in s.split(',').map(str::trim) {
+                let us: u64 = x.parse().map_err(|_| format!("--latencies: `{x}` is not a latency in µs"))?;
+                if us > 1_000_000_000 {
+                    return Err(format!("--latencies: {us} µs is over 1,000 s"));
+                }
+                v.push(us);
+            }
+            if v.len() > 16 {
+                return Err(format!("--latencies: {} values (at most 16)", v.len()));
+            }
+            v
+        }
+    };
+    Ok(Bounds { max_faults: o.max_faults, fault_kinds, latencies_us, max_reorders: o.max_reorders }.normalised())
+}
+
+fn fingerprint(cfg: &SimConfig, spec: &Spec) -> String {
+    use std::hash::Hasher as _;
+    let mut h = kvsim::types::StableHasher::default();
+    h.write(serde_json::to_string(cfg).expect("config serialises").as_bytes());
+    h.write(serde_json::to_string(spec).expect("spec serialises").as_bytes());
+    format!("{:016x}", h.finish())
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Checkpoint {
+    fingerprint: String,
+    results: Vec<Option<SubtreeResult>>,
+}
+
+fn save_checkpoint(path: &str, c: &Checkpoint) -> Result<(), String> {
+    let tmp = format!("{path}.tmp");
+    std::fs::write(&tmp, serde_json::to_string(c).expect("checkpoint serialises"))
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{path}: cannot write the checkpoint: {e}"))
+}
+
+#[allow(clippy::disallowed_methods)] // the command measures wall time (progress, the summary); the model never does
+pub fn run(o: &ExploreOpts) -> i32 {
+    let cfg = match super::load(&o.scenario, &o.opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let spec = match (bounds_of(o, &cfg), explore::parse_kinds(o.kinds.as_deref().unwrap_or(""))) {
+        (Ok(bounds), Ok(kinds)) => Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, subtrees: 64, check: None },
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let t0 = std::time::Instant::now();
+    let roots = explore::plan(&cfg, &spec);
+    let spec = Spec { max_states: o.max_states, ..spec };
+    let fp = fingerprint(&cfg, &spec);
+    let mut results: Vec<Option<SubtreeResult>> = vec![None; roots.len()];
+    if let Some(path) = &o.checkpoint {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            match serde_json::from_str::<Checkpoint>(&text) {
+                Ok(c) if c.fingerprint == fp && c.results.len() == roots.len() => {
+                    results = c.results;
+                    let done = results.iter().filter(|r| r.is_some()).count();
+                    eprintln!("resuming from {path}: {done} of {} subtrees done", roots.len());
+                }
+                Ok(_) => {
+                    eprintln!("error: {path}: a checkpoint of another exploration (scenario, profile or bound differ)");
+                    return exit::BAD_INPUT;
+                }
+                Err(e) => {
+                    eprintln!("error: {path}: not a checkpoint: {e}");
+                    return exit::BAD_INPUT;
+                }
+            }
+        }
+    }
+    let summary = match run_subtrees(o, &cfg, &spec, &roots, results, &fp, t0) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    report(o, &cfg, &spec, &summary, secs)
+}
+
+/// Runs the unfinished subtrees on `--jobs` workers; merges in subtree order.
+#[allow(clippy::disallowed_methods)] // progress on a terminal uses wall time; the model never does
+fn run_subtrees(
+    o: &ExploreOpts,
+    cfg: &SimConfig,
+    spec: &Spec,
+    roots: &[Vec<u32>],
+    results: Vec<Option<SubtreeResult>>,
+    fp: &str,
+    t0: std::time::Instant,
+) -> Result<explore::Summary, String> {
+    // The first subtree (in order) with a violation: later ones need not run.
+    let first_found = AtomicUsize::new(
+        results.iter().position(|r| r.as_ref().is_some_and(|r| r.found.is_some())).unwrap_or(usize::MAX),
+    );
+    let todo: Vec<usize> = (0..roots.len()).filter(|&i| results[i].is_none()).collect();
+    let next = AtomicUsize::new(0);
+    let live_states = AtomicU64::new(0);
+    let live_frontier = AtomicU64::new(0);
+    let shared = Mutex::new((results, None::<String>));
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..o.jobs {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&i) = todo.get(k) else { break };
+                if i > first_found.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let mut last = std::time::Instant::now();
+                let mut prev = 0u64;
+                let r = explore::explore_subtree(cfg, spec, &roots[i], &mut |r, frontier| {
+                    live_states.fetch_add(r.states - prev, Ordering::Relaxed);
+                    prev = r.states;
+                    live_frontier.store(frontier, Ordering::Relaxed);
+                    if tty && last.elapsed().as_millis() >= 500 {
+                        last = std::time::Instant::now();
+                        let st = live_states.load(Ordering::Relaxed);
+                        let el = t0.elapsed().as_secs_f64().max(1e-9);
+                        eprint!(
+                            "\rexplore: {st} states ({:.0}/s), subtree {}/{}, frontier {}   ",
+                            st as f64 / el,
+                            i + 1,
+                            roots.len(),
+                            live_frontier.load(Ordering::Relaxed)
+                        );
+                    }
+                });
+                if r.found.is_some() {
+                    first_found.fetch_min(i, Ordering::SeqCst);
+                }
+                let mut g = shared.lock().expect("results lock");
+                g.0[i] = Some(r);
+                if let Some(path) = &o.checkpoint {
+                    let c = Checkpoint { fingerprint: fp.to_string(), results: g.0.clone() };
+                    if let Err(e) = save_checkpoint(path, &c) {
+                        g.1.get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    if tty {
+        eprintln!();
+    }
+    let (results, err) = shared.into_inner().expect("results lock");
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(explore::merge(&results))
+}
+
+fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, secs: f64) -> i32 {
+    let bound = describe_bound(spec);
+    let mut set = String::new();
+    for kv in &o.opts.set {
+        set.push_str(&format!(" --set {kv}"));
+    }
+    let Some(found) = &s.found else {
+        let verdict = if s.verified() {
+            format!(
+                "verified: {} distinct states, {} schedules, no violation within the bound ({bound})",
+                s.states, s.schedules
+            )
+        } else {
+            format!(
+                "not verified: the state bound was reached in {} of {} subtrees after {} distinct states, {} schedules, no violation found ({bound}; raise --max-states)",
+                s.truncated, s.subtrees, s.states, s.schedules
+            )
+        };
+        if o.json {
+            let v = serde_json::json!({"verified": s.verified(), "summary": s, "bound": bound, "seconds": secs});
+            println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        } else {
+            println!("{verdict}");
+            println!(
+                "{} subtrees, {} schedules ended at a state seen before, longest schedule {} choices, {secs:.2} s",
+                s.subtrees, s.pruned, s.max_depth
+            );
+        }
+        return if s.verified() { exit::CLEAN } else { exit::INCONCLUSIVE };
+    };
+    let shrunk = explore::shrink_choices(cfg, spec, &found.choices);
+    let cs = ChoiceString { bounds: spec.bounds.clone(), choices: shrunk.clone() };
+    let replay = explore::execute(cfg, spec, &shrunk, None, false);
+    let kinds: std::collections::BTreeSet<&str> = replay
+        .world
+        .oracle
+        .violations
+        .iter()
+        .filter(|v| spec.kinds.is_empty() || spec.kinds.contains(&v.kind))
+        .map(|v| v.kind.name())
+        .collect();
+    let safety = replay.world.oracle.violations.iter().any(|v| !v.kind.is_liveness());
+    let mut lines = vec![format!(
+        "counterexample after {} distinct states, {} schedules: {} ({secs:.2} s)",
+        s.states,
+        s.schedules,
+        kinds.into_iter().collect::<Vec<_>>().join(", ")
+    )];
+    lines.push(format!(
+        "schedule: {} choices, shrunk to {} ({} not the default)",
+        found.choices.len(),
+        shrunk.len(),
+        shrunk.iter().filter(|&&c| c != 0).count()
+    ));
+    for c in replay.trail.iter().take(shrunk.len()).enumerate().filter(|(_, c)| c.value != 0) {
+        lines.push(format!("  choice {}: {:?} {} of {}", c.0, c.1.point, c.1.value, c.1.domain));
+    }
+    let target = match &o.out {
+        Some(out) => {
+            let header = format!(
+                "Counterexample found by kvsim explore from {} (profile {}).\nChoice string: {cs}\nReproduce: kvsim run {out} --choices '{cs}'",
+                o.scenario, cfg.profile
+            );
+            let mut c = cfg.clone();
+            c.name = format!("{}-counterexample", cfg.name);
+            if let Err(e) = std::fs::write(out, kvsim::scenario::to_toml(&c, &header)) {
+                eprintln!("error: {out}: cannot write: {e}");
+                return exit::BAD_INPUT;
+            }
+            lines.push(format!("wrote {out}"));
+            out.clone()
+        }
+        None => format!("{} --profile {}{set}", o.scenario, cfg.profile),
+    };
+    lines.push(format!("reproduce: kvsim run {target} --choices '{cs}'"));
+    if let Some(v) = replay.world.oracle.violations.first() {
+        lines.push(format!("first violation: {} ({}): {}", v.kind.name(), v.cause, v.detail));
+    }
+    if o.json {
+        let v = serde_json::json!({"verified": false, "summary": s, "bound": bound, "seconds": secs,
+            "choices": cs.to_string(), "reproduce": lines.last()});
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    if safety {
+        exit::SAFETY
+    } else {
+        exit::LIVENESS
+    }
+}
+
+fn describe_bound(spec: &Spec) -> String {
+    let b = &spec.bounds;
+    let kinds: Vec<&str> = b.fault_kinds.iter().map(|k| k.name()).collect();
+    format!(
+        "{}, latencies {} us, {}, {} states per subtree",
+        if kinds.is_empty() || b.max_faults == 0 {
+            "no faults".to_string()
+        } else {
+            format!("faults <= {} of {}", b.max_faults, kinds.join("/"))
+        },
+        if b.latencies_us.is_empty() {
+            "fixed".to_string()
+        } else {
+            b.latencies_us.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("/")
+        },
+        if b.max_reorders == 0 {
+            "simultaneous events in sequence order".to_string()
+        } else {
+            format!("reorders <= {}", b.max_reorders)
+        },
+        spec.max_states
+    )
+}
+
+/// `kvsim run SCENARIO --choices STRING`: one schedule replayed; the ordinary report.
+pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, json: bool) -> i32 {
+    let cfg = match super::load(path, opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let cs: ChoiceString = match choices.parse() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: --choices: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let mut w = explore::world_for(&cfg, &cs.bounds, &cs.choices);
+    w.run();
+    let c = w.chooser.as_ref().expect("explored world");
+    if let Some((i, v, d)) = c.misfit {
+        eprintln!(
+            "error: --choices: choice {i} is {v} but that choice point has {d} values here (a choice string of another scenario, profile or bound)"
+        );
+        return exit::BAD_INPUT;
+    }
+    if c.trail.len() < cs.choices.len() {
+        eprintln!(
+            "error: --choices: {} choices given but the run has {} choice points",
+            cs.choices.len(),
+            c.trail.len()
+        );
+        return exit::BAD_INPUT;
+    }
+    let count = |p: explore::Point| c.trail.iter().filter(|x| x.point == p).count();
+    eprintln!(
+        "schedule: {} choice points (latency {}, fault {}, crash {}, route {}, order {}), {} given",
+        c.trail.len(),
+        count(explore::Point::Latency),
+        count(explore::Point::Fault),
+        count(explore::Point::Crash),
+        count(explore::Point::Route),
+        count(explore::Point::Order),
+        cs.choices.len()
+    );
+    let repro = format!("{} --choices '{cs}'", super::reproduce_cmd(path, &cfg, opts));
+    let report = Report::build(&w, repro);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
+    } else {
+        print!("{}", report.text());
+    }
+    report.exit_code
+}

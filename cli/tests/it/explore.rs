@@ -1,0 +1,191 @@
+//! The explorer itself: schedule counts against the analytic count, a planted bug that one
+//! schedule in thousands shows, the incident (buggy: counterexample; fixed: verified), replay of
+//! choice strings, and the same answer for any number of workers.
+
+use kvsim::check::Kind;
+use kvsim::explore::{self, Bounds, ChoiceString, Ending, FaultKind, Spec};
+use kvsim::world::World;
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn data(name: &str) -> String {
+    super::manifest_dir().join("tests/data/explore").join(name).to_string_lossy().into_owned()
+}
+
+fn spec(bounds: Bounds, kinds: Vec<Kind>, prune: bool) -> Spec {
+    Spec { bounds, kinds, max_states: 1_000_000, prune, subtrees: 64, check: None }
+}
+
+fn latencies_only(lat: Vec<u64>) -> Bounds {
+    Bounds { max_faults: 0, fault_kinds: vec![], latencies_us: lat, max_reorders: 0 }.normalised()
+}
+
+#[test]
+fn schedule_count_equals_the_analytic_count() {
+    // One request's lifecycle sends 6 messages (two legs, decode's destination info, the transfer
+    // status, two leg results): with k latencies per message and nothing else explored, k^6
+    // schedules; two such requests, k^12. Pruning off, so every schedule runs to its end.
+    let one = super::load_path(&data("one-request.toml"));
+    let two = super::load_path(&data("two-requests.toml"));
+    for (cfg, lat, want) in
+        [(&one, vec![200, 2000], 64u64), (&one, vec![100, 200, 300], 729), (&two, vec![200, 2000], 4096)]
+    {
+        let s = explore::explore(cfg, &spec(latencies_only(lat.clone()), vec![], false));
+        assert!(s.verified(), "{lat:?}: {s:?}");
+        assert_eq!(s.schedules, want, "{} with latencies {lat:?}", cfg.name);
+        assert_eq!(s.pruned, 0);
+    }
+    // Sequence order and no latency choice: the single schedule of an ordinary run.
+    let s = explore::explore(&two, &spec(latencies_only(vec![]), vec![], false));
+    assert_eq!(s.schedules, 1);
+}
+
+/// The planted bugs' triggers, taken from one particular schedule: its whole trace hash (a
+/// property of the history: one schedule shows it), and the responses' statuses and times (a
+/// property of the final state, which state hashing must keep).
+static TRACE: OnceLock<String> = OnceLock::new();
+static RESPONSES: OnceLock<Vec<Option<(u16, u64)>>> = OnceLock::new();
+
+fn responses(w: &World) -> Vec<Option<(u16, u64)>> {
+    w.reqs.iter().map(|r| r.response.map(|x| (x.status, x.at.0))).collect()
+}
+
+fn planted_in_history(w: &World) -> bool {
+    TRACE.get().is_some_and(|t| *t == w.tracer.hash_hex())
+}
+
+fn planted_in_state(w: &World) -> bool {
+    RESPONSES.get().is_some_and(|t| *t == responses(w))
+}
+
+#[test]
+fn a_planted_bug_that_one_schedule_in_thousands_shows_is_found() {
+    let cfg = super::load_path(&data("two-requests.toml"));
+    let bounds = latencies_only(vec![200, 2000]);
+    let chosen = [1u32, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1];
+    let e = explore::execute(&cfg, &spec(bounds.clone(), vec![], false), &chosen, None, false);
+    assert_eq!(e.trail.len(), chosen.len());
+    TRACE.set(e.world.tracer.hash_hex()).unwrap();
+    RESPONSES.set(responses(&e.world)).unwrap();
+    // Which of the 4,096 schedules show each: enumerate them all.
+    let (mut in_history, mut in_state) = (Vec::new(), Vec::new());
+    for bits in 0u32..4096 {
+        let c: Vec<u32> = (0..12).map(|i| (bits >> (11 - i)) & 1).collect();
+        let e = explore::execute(&cfg, &spec(bounds.clone(), vec![], false), &c, None, false);
+        if planted_in_history(&e.world) {
+            in_history.push(c.clone());
+        }
+        if planted_in_state(&e.world) {
+            in_state.push(c);
+        }
+    }
+    assert_eq!(in_history, vec![chosen.to_vec()], "the history plant needs exactly one schedule");
+    assert!(in_state.contains(&chosen.to_vec()) && in_state.len() <= 40, "{} schedules", in_state.len());
+    // Without state hashing the explorer finds the one schedule (a property of the history is
+    // not one state hashing may prune by).
+    let s = explore::explore(&cfg, &Spec { check: Some(planted_in_history), ..spec(bounds.clone(), vec![], false) });
+    assert_eq!(s.found.expect("the planted bug is found").choices, chosen.to_vec());
+    assert!(s.schedules > 1000, "found after {} schedules", s.schedules);
+    // With state hashing, the state plant is found, at one of the schedules that show it.
+    let s = explore::explore(&cfg, &Spec { check: Some(planted_in_state), ..spec(bounds.clone(), vec![], true) });
+    assert!(in_state.contains(&s.found.expect("found with pruning").choices));
+    // Without a plant the same bound is verified: the plant is what was found.
+    let s = explore::explore(&cfg, &spec(bounds, vec![], true));
+    assert!(s.verified(), "{s:?}");
+}
+
+fn incident_spec(kinds: Vec<Kind>) -> Spec {
+    let b = Bounds {
+        max_faults: 1,
+        fault_kinds: vec![FaultKind::TransferFail, FaultKind::Crash],
+        latencies_us: vec![200, 2000],
+        max_reorders: 0,
+    };
+    spec(b, kinds, true)
+}
+
+#[test]
+fn the_shrunk_incident_leaks_on_the_buggy_profile_and_is_verified_on_the_fixed_one() {
+    let path = data("incident-shrunk.toml");
+    let load = |profile: &str| {
+        let text = std::fs::read_to_string(&path).unwrap();
+        kvsim::scenario::Scenario::parse(&path, &text)
+            .unwrap()
+            .resolve(&kvsim::scenario::Overrides { profile: Some(profile.into()), ..Default::default() })
+            .unwrap()
+    };
+    let kinds = vec![Kind::CrossTenantRead];
+    let buggy = explore::explore(&load("sglang-0.5.16"), &incident_spec(kinds.clone()));
+    let found = buggy.found.expect("sglang-0.5.16 leaks");
+    assert!(found.violations.iter().all(|v| v.kind == Kind::CrossTenantRead) && !found.violations.is_empty());
+    let fixed = explore::explore(&load("sglang-0.5.22"), &incident_spec(kinds));
+    assert!(fixed.verified(), "sglang-0.5.22: {fixed:?}");
+    assert!(fixed.schedules > 10_000 && fixed.states > 10_000, "{fixed:?}");
+    assert!(fixed.pruned > 0, "state hashing merged schedules");
+}
+
+#[test]
+fn a_counterexample_shrinks_and_replays_through_the_binary() {
+    let path = data("incident-shrunk.toml");
+    let cfg = super::load_path(&path);
+    // A schedule with a fault placed that still leaks; the shrinker drops what is not needed.
+    let sp = incident_spec(vec![Kind::CrossTenantRead]);
+    let e = explore::execute(&cfg, &sp, &[], None, false);
+    let mut long: Vec<u32> = e.trail.iter().map(|c| c.value).collect();
+    long.iter_mut().zip(&e.trail).take(6).for_each(|(v, c)| *v = c.domain - 1);
+    if explore::violates_with(&cfg, &sp, &long) {
+        let short = explore::shrink_choices(&cfg, &sp, &long);
+        assert!(short.iter().filter(|&&c| c != 0).count() <= long.iter().filter(|&&c| c != 0).count());
+        assert!(explore::violates_with(&cfg, &sp, &short));
+    }
+    let cs = ChoiceString { bounds: sp.bounds.clone(), choices: explore::shrink_choices(&cfg, &sp, &long) };
+    let text = cs.to_string();
+    assert_eq!(text.parse::<ChoiceString>().unwrap(), cs);
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let out = Command::new(bin).args(["run", &path, "--choices", &text]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cross_tenant_read"));
+    // A choice string of another bound, and a malformed one: bad input.
+    let out = Command::new(bin).args(["run", &path, "--choices", "v1/f=0/k=/l=/o=0/c=5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin).args(["run", &path, "--choices", "v2/c=1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("v1/"));
+}
+
+#[test]
+fn any_number_of_workers_gives_the_same_answer_and_a_checkpoint_resumes() {
+    let path = data("two-requests.toml");
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["explore", &path, "--json", "--faults", "transfer_fail,crash", "--max-reorders", "1"];
+        args.extend_from_slice(extra);
+        let out = Command::new(bin).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["summary"].clone()
+    };
+    let one = run(&["--jobs", "1"]);
+    assert_eq!(run(&["--jobs", "3"]), one);
+    assert!(one["schedules"].as_u64().unwrap() > 100, "{one}");
+    let dir = std::env::temp_dir().join(format!("kvsim-explore-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = dir.join("ck.json");
+    let ck = ck.to_str().unwrap();
+    assert_eq!(run(&["--checkpoint", ck]), one);
+    assert_eq!(run(&["--checkpoint", ck, "--jobs", "2"]), one, "resumed from a finished checkpoint");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ordinary_runs_have_no_chooser_and_explored_runs_are_deterministic() {
+    let cfg = super::load_path(&data("two-requests.toml"));
+    let a = kvsim::simulate(cfg.clone(), None, true);
+    assert!(a.chooser.is_none());
+    let sp = incident_spec(vec![]);
+    let x = explore::execute(&cfg, &sp, &[1, 0, 1], None, false);
+    let y = explore::execute(&cfg, &sp, &[1, 0, 1], None, false);
+    assert_eq!(x.world.tracer.hash_hex(), y.world.tracer.hash_hex());
+    assert_eq!(x.world.state_digest(), y.world.state_digest());
+    assert_ne!(x.ending, Ending::Pruned);
+}
