@@ -32,7 +32,7 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
         let abort_at_ns = rng
             .chance(g.client_abort)
             .then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
-        out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![] });
+        out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![], public_blocks: 0 });
     }
     out
 }
@@ -56,6 +56,7 @@ impl World {
                 abort_at: s.abort_at_ns.map(Instant),
                 chain: crate::prefix::chain_ids(&s.prefix_blocks),
                 prefix_blocks: s.prefix_blocks,
+                public_blocks: s.public_blocks,
                 prefill: 0,
                 decode: 0,
                 room: 0,

@@ -117,6 +117,7 @@ pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::Req
             output_tokens: rng.between(1, 40),
             abort_at_ns: (rng.below(8) == 0).then(|| at + rng.between(1, 300) * 1_000_000),
             prefix_blocks: blocks,
+            public_blocks: 0,
         });
     }
     out

@@ -208,6 +208,7 @@ impl FuzzInput {
                 output_tokens: 1 + u64::from(r.output % 64),
                 abort_at_ns: r.abort.map(|a| t + u64::from(a) * 100_000),
                 prefix_blocks: vec![],
+                public_blocks: 0,
             });
         }
         if requests.is_empty() {
@@ -218,6 +219,7 @@ impl FuzzInput {
                 output_tokens: 4,
                 abort_at_ns: None,
                 prefix_blocks: vec![],
+                public_blocks: 0,
             });
         }
         let n = requests.len() as u32;

@@ -282,6 +282,7 @@ fn filled(spec: &ScenarioFile, name: &str) -> ScenarioFile {
             abort_at_ms: None,
             abort_at_ns: None,
             prefix_blocks: vec![],
+            public_blocks: 0,
         });
     }
     let text = toml::to_string(&probe).expect("a scenario image serialises");

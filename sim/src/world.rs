@@ -60,6 +60,8 @@ pub struct Req {
     pub output_tokens: u64,
     pub abort_at: Option<Instant>,
     pub prefix_blocks: Vec<u64>,
+    /// How many leading prefix blocks the client marks public (`RequestSpec::public_blocks`).
+    pub public_blocks: u32,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
     pub prefill: u16,

@@ -5,6 +5,7 @@ mod common;
 pub use common::*;
 
 mod confirm_props;
+mod content_channel;
 mod determinism;
 mod event_limit;
 mod fuzz_corpus;
