@@ -25,7 +25,8 @@
 //! - `memory_safety`: the real or the varied run has a memory-safety violation (a request read
 //!   or wrote KV it does not own: `cross_tenant_read`, `cross_request_read`,
 //!   `uninitialized_read`, `own_kv_misplaced`, `use_after_free`) or a mitigation stopped a
-//!   request, and the difference is not a prefix-cache one. Through such a bug the secret's KV
+//!   request, and the difference is not the observer's own hit on a block the secret cached
+//!   (that one stays `prefix_hit`: the rule is stated in `compare`). Through such a bug the secret's KV
 //!   content reaches the observer's pages, and whether a content-comparing mitigation (a
 //!   checksum, page tags) stops the observer, or what its stale read returns, depends on that
 //!   content: a real dependence, but a symptom of the memory bug the same run already reports,
@@ -196,11 +197,15 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
                 ("prefix_hit_queueing", Some(r))
             } else if ev_div.is_some() {
                 ("prefix_eviction", None)
-            } else if memory_bug {
-                ("memory_safety", None)
             } else {
                 ("allocation", None)
             };
+        // The stated rule for runs with a memory-safety bug: only a direct hit of the observer on
+        // a block the secret cached is the cache's doing; anything else (a stop, a queue, an
+        // eviction, an allocation) may follow from the bug, which lets the secret's KV reach
+        // other requests and mitigations judge it, so it is `memory_safety`.
+        let direct = cause == "prefix_hit" && culprit.is_some_and(|r| a.reqs[r.idx()].tenant.0 == secret);
+        let (cause, culprit) = if memory_bug && !direct { ("memory_safety", None) } else { (cause, culprit) };
         let ttft = |s: &Seen, r: &Req| s.first.map(|t| t - r.arrival.0);
         let mut detail = format!(
             "with tenant {secret}'s real prompts it saw {} (TTFT {}, {} token(s), answered at {}); with other prompt content of the same lengths {} (TTFT {}, {} token(s), answered at {}); largest difference {}",
@@ -380,6 +385,7 @@ fn noninterference_campaign() {
     let (mut g, mut p, mut found, mut first, mut with_read_bug) = (0u64, 0u64, 0u64, None, 0u64);
     let mut causes: BTreeMap<String, u64> = BTreeMap::new();
     let mut p_causes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut channel: Vec<u64> = Vec::new();
     let t0 = std::time::Instant::now();
     for seed in start..start + n {
         let mut c = draw(seed, &Space::Prefix(Box::new(Space::Blind)));
@@ -392,14 +398,12 @@ fn noninterference_campaign() {
             PrefixCacheScope::PerTenant | PrefixCacheScope::PublicOnly => {
                 p += 1;
                 if !v.is_empty() {
-                    // Only the symptom of a memory-safety bug the run already reports: no cache
-                    // channel.
-                    assert!(
-                        v.iter().all(|x| x.cause == "memory_safety"),
-                        "seed {seed}: {:?}",
-                        v.iter().find(|x| x.cause != "memory_safety").map(|v| (&v.cause, &v.detail))
-                    );
-                    with_read_bug += 1;
+                    if v.iter().all(|x| x.cause == "memory_safety") {
+                        // Only the symptom of a memory-safety bug the run already reports.
+                        with_read_bug += 1;
+                    } else {
+                        channel.push(seed);
+                    }
                 }
                 for x in &v {
                     *p_causes.entry(format!("{}/{}", x.kind.name(), x.cause)).or_default() += 1;
@@ -418,8 +422,10 @@ fn noninterference_campaign() {
         }
     }
     println!(
-        "{n} prefix-heavy runs (seeds {start}..{}) in {:.1} s: {g} global ({found} with a finding, first at seed {first:?}; signatures {causes:?}), {p} per_tenant/public_only ({with_read_bug} with a finding, every one memory_safety; signatures {p_causes:?})",
+        "{n} prefix-heavy runs (seeds {start}..{}) in {:.1} s: {g} global ({found} with a finding, first at seed {first:?}; signatures {causes:?}), {p} per_tenant/public_only ({with_read_bug} with memory_safety findings only, {} with another finding: seeds {channel:?}; signatures {p_causes:?})",
         start + n,
-        t0.elapsed().as_secs_f64()
+        t0.elapsed().as_secs_f64(),
+        channel.len()
     );
+    assert!(channel.is_empty(), "per_tenant findings that are not memory_safety: seeds {channel:?}");
 }
