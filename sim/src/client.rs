@@ -32,7 +32,15 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
         let abort_at_ns = rng
             .chance(g.client_abort)
             .then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
-        out.push(RequestSpec { at_ns: t.0, tenant, prompt_tokens, output_tokens, abort_at_ns, prefix_blocks: vec![], public_blocks: 0 });
+        out.push(RequestSpec {
+            at_ns: t.0,
+            tenant,
+            prompt_tokens,
+            output_tokens,
+            abort_at_ns,
+            prefix_blocks: vec![],
+            public_blocks: 0,
+        });
     }
     out
 }

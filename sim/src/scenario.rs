@@ -992,7 +992,8 @@ impl Scenario {
                 return Err(self.err("request", i, k, "abort before arrival"));
             }
             if r.public_blocks as usize > r.prefix_blocks.len() {
-                let msg = format!("{} public block(s) but only {} prefix block(s)", r.public_blocks, r.prefix_blocks.len());
+                let msg =
+                    format!("{} public block(s) but only {} prefix block(s)", r.public_blocks, r.prefix_blocks.len());
                 return Err(self.err("request", i, "public_blocks", msg));
             }
             out.push(RequestSpec {

@@ -350,7 +350,11 @@ mod tests {
             let v = check(&c, &w, None);
             match c.knobs.prefix_cache_scope {
                 PrefixCacheScope::PerTenant | PrefixCacheScope::PublicOnly => {
-                    assert!(v.iter().all(|x| x.cause == "memory_safety"), "seed {seed}: {:?}", v.first().map(|v| (&v.cause, &v.detail)))
+                    assert!(
+                        v.iter().all(|x| x.cause == "memory_safety"),
+                        "seed {seed}: {:?}",
+                        v.first().map(|v| (&v.cause, &v.detail))
+                    )
                 }
                 PrefixCacheScope::Global => {
                     global += 1;
@@ -368,6 +372,7 @@ mod tests {
 #[cfg(test)]
 #[test]
 #[ignore]
+#[allow(clippy::disallowed_methods)] // the campaign's own wall time, never the model's
 fn noninterference_campaign() {
     use crate::config::PrefixCacheScope;
     use crate::fuzz::{draw, Space};

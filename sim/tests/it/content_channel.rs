@@ -95,7 +95,11 @@ fn the_matrix_shows_which_mitigation_stops_the_timing_channel() {
     m.add("prefix-timing-channel", &sc, None).unwrap();
     let row: Vec<(&str, Cell)> = m.mitigations.iter().map(|x| x.name()).zip(m.rows[0].1.iter().copied()).collect();
     for (name, cell) in row {
-        let want = if ["per_tenant_salt", "public_only", "hit_padding"].contains(&name) { Cell::Prevented } else { Cell::Missed };
+        let want = if ["per_tenant_salt", "public_only", "hit_padding"].contains(&name) {
+            Cell::Prevented
+        } else {
+            Cell::Missed
+        };
         assert_eq!(cell, want, "{name}");
     }
 }
