@@ -40,6 +40,7 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
             abort_at_ns,
             prefix_blocks: vec![],
             streaming: false,
+            public_blocks: 0,
         });
     }
     out
@@ -73,6 +74,7 @@ impl World {
                 chain: crate::prefix::chain_ids(&s.prefix_blocks),
                 prefix_blocks: s.prefix_blocks,
                 streaming: s.streaming,
+                public_blocks: s.public_blocks,
                 prefill: 0,
                 decode: 0,
                 room: 0,

@@ -73,8 +73,13 @@ knob_enum!(
     RouterMode { Concurrent, Sequential }
 );
 knob_enum!(
-    /// Prefix-cache scope: shared by all tenants, or salted per tenant.
-    PrefixCacheScope { Global, PerTenant }
+    /// Prefix-cache scope: shared by all tenants, salted per tenant, or shared only for the blocks a
+    /// request marks public.
+    PrefixCacheScope { Global, PerTenant, PublicOnly }
+);
+knob_enum!(
+    /// How long a prefix-cache hit takes: the compute it saves, or as long as a miss.
+    PrefixHitTiming { AsComputed, PaddedToMiss }
 );
 knob_enum!(
     /// Pair selection policy of the router.
@@ -146,9 +151,19 @@ pub struct Knobs {
     /// Whether prefill keeps released pages in a radix (prefix) cache (`radix`) or frees them (`chunk`,
     /// sglang `--disable-radix-cache`).
     pub prefill_cache: PrefillCache,
-    /// Prefix-cache sharing: `global` (any tenant hits any tenant's blocks: a timing side channel) or
-    /// `per_tenant` (salted per tenant).
+    /// Prefix-cache sharing: `global` (any tenant hits any tenant's blocks: a timing side channel),
+    /// `per_tenant` (every block salted with its tenant, like vLLM's per-request `cache_salt`), or
+    /// `public_only` (selective sharing: the leading `public_blocks` of a request, the ones its
+    /// client marks public, are shared by every tenant; the rest is salted per tenant).
     pub prefix_cache_scope: PrefixCacheScope,
+    /// Mitigation: what a prefix-cache hit costs. `as_computed`: the prefill forward charges only the
+    /// tokens it computes, so a hit answers sooner (the timing channel). `padded_to_miss`: the
+    /// prefill node is charged exactly what a miss would cost (same chunks, same forward passes,
+    /// same time): the GPU is held for the skipped compute, so other requests queue behind it as
+    /// they would behind a miss. Only the pool pages the hit shares are saved, not throughput or
+    /// TTFT. (Delaying only the response would leave the queueing channel open: a hit frees the
+    /// node sooner and the requests behind it see that.)
+    pub prefix_hit_timing: PrefixHitTiming,
     /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
     /// decode (vLLM proxy).
     pub router_mode: RouterMode,
@@ -228,6 +243,7 @@ fn sglang_0_5_16() -> Knobs {
         page_size: 1,
         prefill_cache: PrefillCache::Radix,
         prefix_cache_scope: PrefixCacheScope::Global,
+        prefix_hit_timing: PrefixHitTiming::AsComputed,
         router_mode: RouterMode::Concurrent,
         router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         prefill_abort_notifies_decode: OnOff::Off,
@@ -364,10 +380,18 @@ pub struct RequestSpec {
     /// The client asked for a streamed response (decides what `cancel_decode_when_streaming` does).
     #[serde(default, skip_serializing_if = "is_false")]
     pub streaming: bool,
+    /// How many leading `prefix_blocks` the client marks public (shared across tenants under
+    /// `prefix_cache_scope = public_only`; content it marks public is not its secret).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub public_blocks: u32,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A weighted bucket of a length distribution: uniform in `min..=max`.

@@ -42,13 +42,16 @@ fn ratio(rng: &mut Prng, on: bool) -> Ratio {
 /// setting): drawable too, so the blind swarm reaches every row the model expresses
 /// (`router_on_prefill_error = cancel_decode` for abort-lost-on-success and router-waits-for-decode,
 /// `decode_transferred_abort = leak` for leak-abort-in-waiting, `prefix_cache_scope = per_tenant`
-/// for cross-tenant-prefix-hit, a 10 s lease for held-blocks-leak and
+/// for cross-tenant-prefix-hit, the content-channel mitigations `public_only` and `padded_to_miss`
+/// of prefix-timing-channel, a 10 s lease for held-blocks-leak and
 /// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
 /// scenarios). A test checks every value the catalogue uses against blind draws.
 pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("router_on_prefill_error", "cancel_decode"),
     ("decode_transferred_abort", "leak"),
     ("prefix_cache_scope", "per_tenant"),
+    ("prefix_cache_scope", "public_only"),
+    ("prefix_hit_timing", "padded_to_miss"),
     ("source_lease_ms", "10000"),
     ("reserved_decode_tokens", "16"),
 ];
@@ -147,6 +150,7 @@ pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::Req
             abort_at_ns: (rng.below(8) == 0).then(|| at + rng.between(1, 300) * 1_000_000),
             prefix_blocks: blocks,
             streaming: false,
+            public_blocks: 0,
         });
     }
     out

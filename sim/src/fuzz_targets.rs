@@ -209,6 +209,7 @@ impl FuzzInput {
                 abort_at_ns: r.abort.map(|a| t + u64::from(a) * 100_000),
                 prefix_blocks: vec![],
                 streaming: false,
+                public_blocks: 0,
             });
         }
         if requests.is_empty() {
@@ -220,6 +221,7 @@ impl FuzzInput {
                 abort_at_ns: None,
                 prefix_blocks: vec![],
                 streaming: false,
+                public_blocks: 0,
             });
         }
         let n = requests.len() as u32;

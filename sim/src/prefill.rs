@@ -55,6 +55,9 @@ pub struct PReq {
     pub borrowed: Vec<crate::prefix::BlockKey>,
     /// Tokens whose KV came from the radix cache (shared prefix).
     pub reused_tokens: u64,
+    /// With `prefix_hit_timing = padded_to_miss`: reused tokens not yet charged as compute (the
+    /// forward passes charge them as a miss would, then compute the rest).
+    pub pad_left: u64,
     /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
     pub chain_upto: u64,
 }
@@ -182,6 +185,7 @@ impl World {
                 entered: now,
                 borrowed: Vec::new(),
                 reused_tokens: 0,
+                pad_left: 0,
                 chain_upto,
             },
         );
@@ -364,11 +368,18 @@ impl World {
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
         for r in self.prefill[n as usize].waiting.clone() {
             let pr = &self.prefill[n as usize].reqs[&r];
-            let chunk = (pr.len - pr.prefilled).min(budget);
+            // Cache-hit timing padding (`prefix_hit_timing = padded_to_miss`): the request is
+            // chunked and charged from position 0 as a miss would be (`vfrom`); KV is written only
+            // from where the cache left off (`from`). A chunk wholly inside the reused prefix
+            // computes nothing but takes the time. The padding of PROMPTPEEK's and SafeKV's
+            // discussions (NDSS 2025; arXiv 2508.08438): no released engine ships it.
+            let pad = pr.pad_left;
+            let vfrom = pr.prefilled - pad;
+            let chunk = (pr.len - vfrom).min(budget);
             if chunk == 0 {
                 break;
             }
-            let (from, to) = (pr.prefilled, pr.prefilled + chunk);
+            let (from, to) = (pr.prefilled, (vfrom + chunk).max(pr.prefilled));
             let need = self.pages_for(to) - pages_in(&pr.pages);
             self.evict_cache_for(n, need);
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
@@ -382,13 +393,14 @@ impl World {
             for run in runs {
                 push_run(&mut pr.pages, run);
             }
-            let ctx_k = (from + chunk / 2) / 1000;
+            pr.pad_left = pad.saturating_sub(chunk);
+            let ctx_k = (vfrom + chunk / 2) / 1000;
             cost_ns = cost_ns.saturating_add(chunk.saturating_mul(
                 cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx)),
             ));
             batch.push((r, from, to));
             budget -= chunk;
-            if to < pr.len || budget == 0 {
+            if vfrom + chunk < pr.len || budget == 0 {
                 break;
             }
         }
@@ -419,6 +431,10 @@ impl World {
             }
             let tenant = self.reqs[r.idx()].tenant;
             let (len, pending) = (pr.len, pr.pending_abort);
+            if from == to && to < len {
+                // A padding chunk (`padded_to_miss`): time passed, nothing was computed.
+                continue;
+            }
             let now = self.now;
             let PrefillNode { pool, reqs, .. } = &mut self.prefill[n as usize];
             let upto = reqs[&r].chain_upto;

@@ -97,11 +97,40 @@ pub fn public_blocks(reqs: &[crate::world::Req]) -> BTreeSet<u64> {
     by_block.into_iter().filter(|(_, t)| tenants.len() >= 2 && t.len() == tenants.len()).map(|(b, _)| b).collect()
 }
 
+/// Marks, on requests read from a trace, the leading blocks every tenant of the workload sends
+/// (the operator's shared system prompt: block 0 of every Mooncake conversation request) as
+/// public (`RequestSpec::public_blocks`). A property of the trace as a whole, fixed before any run.
+pub fn mark_public(specs: &mut [crate::config::RequestSpec]) {
+    let mut tenants: BTreeSet<u32> = BTreeSet::new();
+    let mut by_block: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
+    for r in specs.iter().filter(|r| !r.prefix_blocks.is_empty()) {
+        tenants.insert(r.tenant);
+        for b in chain_ids(&r.prefix_blocks) {
+            by_block.entry(b).or_default().insert(r.tenant);
+        }
+    }
+    if tenants.len() < 2 {
+        return;
+    }
+    for r in specs.iter_mut() {
+        let n = chain_ids(&r.prefix_blocks).iter().take_while(|b| by_block[b].len() == tenants.len()).count();
+        r.public_blocks = n as u32;
+    }
+}
+
 impl World {
-    fn salt(&self, tenant: TenantId) -> u64 {
+    /// The index salt of block `pos` of a tenant's prompt (`public` leading blocks marked public):
+    /// 0 where the block is shared by every tenant, tenant + 1 where it is the tenant's own.
+    /// Selective sharing (`public_only`) follows SafeKV (arXiv 2508.08438: share what is not
+    /// sensitive, keep the rest private); `per_tenant` is vLLM's per-request `cache_salt` (vLLM
+    /// docs, design/prefix_caching, "cache isolation": the salt enters the first block's hash, so
+    /// the whole chain is private to requests with the same salt) with one salt per tenant.
+    fn salt(&self, tenant: TenantId, pos: usize, public: u32) -> u64 {
         match self.cfg.knobs.prefix_cache_scope {
             PrefixCacheScope::Global => 0,
             PrefixCacheScope::PerTenant => u64::from(tenant.0) + 1,
+            PrefixCacheScope::PublicOnly if pos < public as usize => 0,
+            PrefixCacheScope::PublicOnly => u64::from(tenant.0) + 1,
         }
     }
 
@@ -113,13 +142,14 @@ impl World {
             return 0;
         }
         let tenant = self.reqs[r.idx()].tenant;
-        let salt = self.salt(tenant);
+        let public = self.reqs[r.idx()].public_blocks;
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
         let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
+        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
         let idx = &mut self.prefill[n as usize].prefix;
         let mut keys = Vec::new();
         for (i, b) in blocks.iter().enumerate() {
-            let key = (salt, i as u32, *b);
+            let key = (salts[i], i as u32, *b);
             if !idx.blocks.contains_key(&key) {
                 break;
             }
@@ -142,7 +172,9 @@ impl World {
             }
             let sent_before = b.senders.contains(&tenant);
             b.senders.insert(tenant);
-            if !sent_before && !self.public_blocks.contains(&key.2) {
+            // A block shared under `public_only` (salt 0) was marked public by whoever cached it.
+            let marked_public = key.0 == 0 && self.cfg.knobs.prefix_cache_scope == PrefixCacheScope::PublicOnly;
+            if !sent_before && !marked_public && !self.public_blocks.contains(&key.2) {
                 *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
                 culprit.get_or_insert(crate::check::oracle::Culprit {
                     request: b.request,
@@ -156,11 +188,13 @@ impl World {
         self.reqs[r.idx()].prefix_reused = reused;
         self.reqs[r.idx()].prefix_hit_owner = deepest;
         let pages = crate::pool::pages_in(&table);
+        let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n as usize].reqs.get_mut(&r).expect("matching a queued request");
         pr.pages = table;
         pr.borrowed = keys;
         pr.prefilled = reused;
         pr.reused_tokens = reused;
+        pr.pad_left = if padded { reused } else { 0 };
         if !victims.is_empty() {
             let pool = self.prefill[n as usize].id();
             let slots = victims.values().sum();
@@ -195,8 +229,9 @@ impl World {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
         let tenant = self.reqs[r.idx()].tenant;
-        let salt = self.salt(tenant);
+        let public = self.reqs[r.idx()].public_blocks;
         let blocks = self.reqs[r.idx()].chain.clone();
+        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
         let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n as usize];
         for key in &pr.borrowed {
@@ -219,7 +254,7 @@ impl World {
         let mut page = 0u64;
         let own_pages = pages_in(&own);
         while i < full.min(blocks.len()) && page + per <= own_pages {
-            let key = (salt, i as u32, blocks[i]);
+            let key = (salts[i], i as u32, blocks[i]);
             let pages = slice_pages(&own, page, per);
             if let Some(b) = node.prefix.blocks.get_mut(&key) {
                 b.senders.insert(tenant);

@@ -261,6 +261,16 @@ pub struct RequestEntry {
     /// non-streaming request waits for decode's answer. Default `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub streaming: bool,
+    /// How many leading `prefix_blocks` the client marks public (0 to their count; default 0):
+    /// under `prefix_cache_scope = public_only` only these are shared across tenants (a shared
+    /// system prompt), the rest is salted per tenant. Requests read from a `[trace]` get the
+    /// leading blocks every tenant of the trace sends (Mooncake's system-prompt block 0).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub public_blocks: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A production request trace.
@@ -725,7 +735,7 @@ impl Scenario {
             }
         };
         let tenants = wt::assign_tenants(&reqs, &how, &shown).map_err(tr)?;
-        Ok(reqs
+        let mut specs: Vec<RequestSpec> = reqs
             .into_iter()
             .zip(tenants)
             .map(|(r, tenant)| RequestSpec {
@@ -736,8 +746,11 @@ impl Scenario {
                 abort_at_ns: None,
                 prefix_blocks: r.hash_ids,
                 streaming: false,
+                public_blocks: 0,
             })
-            .collect())
+            .collect();
+        crate::prefix::mark_public(&mut specs);
+        Ok(specs)
     }
 
     /// Checks that `value` lies in `lo..=hi`; the error names the table entry and key.
@@ -987,6 +1000,11 @@ impl Scenario {
                 let k = if r.abort_at_ms.is_some() { "abort_at_ms" } else { "abort_at_ns" };
                 return Err(self.err("request", i, k, "abort before arrival"));
             }
+            if r.public_blocks as usize > r.prefix_blocks.len() {
+                let msg =
+                    format!("{} public block(s) but only {} prefix block(s)", r.public_blocks, r.prefix_blocks.len());
+                return Err(self.err("request", i, "public_blocks", msg));
+            }
             out.push(RequestSpec {
                 at_ns,
                 tenant: r.tenant,
@@ -995,6 +1013,7 @@ impl Scenario {
                 abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
                 streaming: r.streaming,
+                public_blocks: r.public_blocks,
             });
         }
         Ok(out)
@@ -1240,6 +1259,7 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
                 abort_at_ns: r.abort_at_ns,
                 prefix_blocks: r.prefix_blocks.clone(),
                 streaming: r.streaming,
+                public_blocks: r.public_blocks,
             })
             .collect(),
         trace: None,

@@ -283,6 +283,7 @@ fn filled(spec: &ScenarioFile, name: &str) -> ScenarioFile {
             abort_at_ns: None,
             prefix_blocks: vec![],
             streaming: false,
+            public_blocks: 0,
         });
     }
     let text = toml::to_string(&probe).expect("a scenario image serialises");

@@ -62,6 +62,8 @@ pub struct Req {
     pub prefix_blocks: Vec<u64>,
     /// The client streams the response (the router's `cancel_decode_when_streaming` reads it).
     pub streaming: bool,
+    /// How many leading prefix blocks the client marks public (`RequestSpec::public_blocks`).
+    pub public_blocks: u32,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
     pub prefill: u16,

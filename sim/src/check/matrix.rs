@@ -15,17 +15,26 @@ pub enum Mitigation {
     CoverageCheck,
     DeferredRelease,
     BoundedBatches,
+    /// The prefix cache salted per tenant (vLLM `cache_salt`, one salt per tenant).
+    PerTenantSalt,
+    /// Selective sharing: only blocks a request marks public are shared across tenants.
+    PublicOnly,
+    /// Cache-hit timing padding: a prefix-cache hit takes as long as a miss.
+    HitPadding,
 }
 
 impl Mitigation {
     /// Every mitigation, in the matrix's default column order.
-    pub const ALL: [Mitigation; 6] = [
+    pub const ALL: [Mitigation; 9] = [
         Mitigation::KvChecksum,
         Mitigation::KvCanary,
         Mitigation::PageTags,
         Mitigation::CoverageCheck,
         Mitigation::DeferredRelease,
         Mitigation::BoundedBatches,
+        Mitigation::PerTenantSalt,
+        Mitigation::PublicOnly,
+        Mitigation::HitPadding,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,6 +45,9 @@ impl Mitigation {
             Mitigation::CoverageCheck => "coverage_check",
             Mitigation::DeferredRelease => "deferred_release",
             Mitigation::BoundedBatches => "bounded_batches",
+            Mitigation::PerTenantSalt => "per_tenant_salt",
+            Mitigation::PublicOnly => "public_only",
+            Mitigation::HitPadding => "hit_padding",
         }
     }
 
@@ -56,6 +68,9 @@ impl Mitigation {
             Mitigation::BoundedBatches => {
                 &[("max_transfer_batch_pages", "64"), ("transfer_timeout_semantics", "quiesced")]
             }
+            Mitigation::PerTenantSalt => &[("prefix_cache_scope", "per_tenant")],
+            Mitigation::PublicOnly => &[("prefix_cache_scope", "public_only")],
+            Mitigation::HitPadding => &[("prefix_hit_timing", "padded_to_miss")],
         }
     }
 
@@ -113,7 +128,9 @@ pub fn targets(buggy: &Expectation) -> Vec<String> {
     targets
 }
 
-/// Runs a scenario's `buggy` expectation with one mitigation switched on.
+/// Runs a scenario's `buggy` expectation with one mitigation switched on. An expectation that
+/// names `timing_channel` or `status_channel` runs the noninterference check too (as `kvsim
+/// check` does): those kinds exist only by comparing runs.
 pub fn cell(sc: &Scenario, buggy: &Expectation, m: Mitigation, read: Option<FileReader>) -> Result<Cell, String> {
     let mut set = buggy.set_pairs();
     for &(k, v) in m.knobs() {
@@ -122,7 +139,10 @@ pub fn cell(sc: &Scenario, buggy: &Expectation, m: Mitigation, read: Option<File
     }
     let o = Overrides { profile: buggy.profile.clone(), seed: None, set };
     let cfg = sc.resolve_with(&o, read).map_err(|e| e.to_string())?;
-    let w = crate::simulate(cfg, None, false);
+    let mut w = crate::simulate(cfg.clone(), None, false);
+    if buggy.needs_noninterference() {
+        crate::check::noninterference::apply(&cfg, &mut w, None);
+    }
     let occurred = |k: &String| w.oracle.counts.keys().any(|x| x.name() == k);
     let targets = targets(buggy);
     if targets.is_empty() {

@@ -6,6 +6,7 @@ pub use common::*;
 
 mod confirm_props;
 mod conformance;
+mod content_channel;
 mod determinism;
 mod event_limit;
 mod fuzz_corpus;
