@@ -306,7 +306,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
     };
     lines.push(format!("reproduce: kvsim run {target} --choices '{cs}'"));
     if let Some(v) = replay.world.oracle.violations.first() {
-        lines.push(format!("first violation: {} ({}): {}", v.kind.name(), v.cause, v.detail));
+        lines.push(format!("first violation: {}", kvsim::report::story(&replay.world, v)));
     }
     if o.json {
         let v = serde_json::json!({"verified": false, "summary": s, "bound": bound, "seconds": secs,

@@ -122,7 +122,8 @@ fn secs(ns: u64) -> String {
     format!("{}.{:03}s", ns / 1_000_000_000, ns / 1_000_000 % 1000)
 }
 
-fn story(w: &World, v: &Violation) -> String {
+/// The violation told as a story: who read what, whose KV it was, how it got there.
+pub fn story(w: &World, v: &Violation) -> String {
     let mut s = String::new();
     let Some(r) = v.request else {
         return format!("{}: {}", v.kind.name(), v.detail);

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 fn data(name: &str) -> String {
-    super::manifest_dir().join("tests/data/explore").join(name).to_string_lossy().into_owned()
+    super::sim_data().join("explore").join(name).to_string_lossy().into_owned()
 }
 
 fn spec(bounds: Bounds, kinds: Vec<Kind>, prune: bool) -> Spec {
