@@ -493,14 +493,9 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let cfg = draw(seed, &ctx.space);
                 let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
                 let ni = o.check == Some(super::PropertyCheck::Noninterference);
-                let sigs = if o.check == Some(super::PropertyCheck::Invariants) {
-                    kvsim::fuzz::invariant_failure(&cfg).map_or_else(
-                        || kvsim::fuzz::run_case_with(cfg.clone(), check, ni).1,
-                        |broken| std::iter::once(broken).collect(),
-                    )
-                } else {
-                    kvsim::fuzz::run_case_with(cfg.clone(), check, ni).1
-                };
+                let invariants =
+                    o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
+                let sigs = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants).1;
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
                     if !known {

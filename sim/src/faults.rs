@@ -83,27 +83,20 @@ impl World {
 
     /// With probability `node_crash` per arrival, crash a random node.
     pub(crate) fn maybe_random_crash(&mut self) {
-        if self.chooser.is_some() {
+        let n = self.prefill.len() + self.decode.len();
+        // Under exploration the crash is a choice; otherwise a draw (the same draws as always).
+        let i = if self.chooser.is_some() {
             let healed = self.healed();
-            let n = (self.prefill.len() + self.decode.len()) as u32;
-            let Some(i) = self.chooser.as_mut().and_then(|c| c.crash(healed, n)) else {
+            match self.chooser.as_mut().and_then(|c| c.crash(healed, n as u32)) {
+                Some(i) => i as usize,
+                None => return,
+            }
+        } else {
+            if self.healed() || !self.rng_faults.chance(self.cfg.faults.node_crash) {
                 return;
-            };
-            let i = i as usize;
-            let node = if i < self.prefill.len() {
-                NodeId { role: Role::Prefill, index: i as u16 }
-            } else {
-                NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
-            };
-            let restart_after_ms = self.cfg.faults.crash_restart_ms;
-            self.after(Duration(0), Ev::Crash { node, restart_after_ms });
-            return;
-        }
-        if self.healed() || !self.rng_faults.chance(self.cfg.faults.node_crash) {
-            return;
-        }
-        let n = (self.prefill.len() + self.decode.len()) as u64;
-        let i = self.rng_faults.below(n) as usize;
+            }
+            self.rng_faults.below(n as u64) as usize
+        };
         let node = if i < self.prefill.len() {
             NodeId { role: Role::Prefill, index: i as u16 }
         } else {

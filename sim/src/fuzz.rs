@@ -157,7 +157,8 @@ pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::Req
 }
 
 /// Turns a drawn case into a prefix-heavy one: radix cache on, its knobs' cache scope (or, when
-/// `scope`, a drawn one), explicit requests sharing prefix chains instead of the generator.
+/// `draw_scope`, a drawn one), explicit requests sharing prefix chains instead of the generator.
+/// The scope is drawn either way, so the requests' draws do not depend on `draw_scope`.
 fn make_prefix_heavy(c: &mut SimConfig, seed: u64, draw_scope: bool) {
     let mut rng = Prng::child(seed, "prefix");
     c.knobs.prefill_cache = config::PrefillCache::Radix;
@@ -408,16 +409,36 @@ pub fn run_case_checked(cfg: SimConfig, check: bool) -> (World, BTreeSet<String>
 
 /// Runs one drawn case, with the differential oracle check when `check` and the
 /// noninterference check (every tenant that sends prefix blocks, in turn) when `noninterference`.
-///
 /// One run in `INVARIANT_SAMPLE` (chosen by a hash of the seed) also checks every component's
-/// invariants after every event; a broken invariant is a model bug and becomes the signature
-/// `invariant_broken/<component>` (the run is repeated without the check for its report).
+/// invariants after every event (see `run_case_full`).
 pub fn run_case_with(cfg: SimConfig, check: bool, noninterference: bool) -> (World, BTreeSet<String>) {
-    let broken = if sampled_for_invariants(cfg.seed) { invariant_failure(&cfg) } else { None };
-    let mut w = if check {
-        crate::simulate_checked(cfg.clone(), None, false)
+    let invariants = sampled_for_invariants(cfg.seed);
+    run_case_full(cfg, check, noninterference, invariants)
+}
+
+/// `run_case_with` with the invariant check chosen by the caller (`--check invariants`: every
+/// run). The checked run is the run: only when an invariant breaks is the case run again without
+/// the check, for its report, and `invariant_broken/<what>` joins its signatures.
+pub fn run_case_full(
+    cfg: SimConfig,
+    check: bool,
+    noninterference: bool,
+    invariants: bool,
+) -> (World, BTreeSet<String>) {
+    let run = |inv: bool| {
+        if check {
+            crate::simulate_checked(cfg.clone(), None, inv)
+        } else {
+            crate::simulate(cfg.clone(), None, inv)
+        }
+    };
+    let (mut w, broken) = if invariants {
+        match catch_invariant(|| run(true)) {
+            Ok(w) => (w, None),
+            Err(sig) => (run(false), Some(sig)),
+        }
     } else {
-        crate::simulate(cfg.clone(), None, false)
+        (run(false), None)
     };
     if noninterference {
         crate::check::noninterference::apply(&cfg, &mut w, None);
@@ -427,8 +448,8 @@ pub fn run_case_with(cfg: SimConfig, check: bool, noninterference: bool) -> (Wor
     (w, s)
 }
 
-/// One campaign run in this many checks the model's invariants after every event (measured cost
-/// of the check on campaign runs: 2.2x; sampled 1 in 16, +4.5% CPU — BENCHMARKS.md).
+/// One campaign run in this many checks the model's invariants after every event (measured on a
+/// 4,000-run campaign: every run checked costs 1.6x the sampled default — BENCHMARKS.md).
 pub const INVARIANT_SAMPLE: u64 = 16;
 
 /// Whether run `seed` checks invariants (a hash of the seed, so any seed range samples evenly).
@@ -438,19 +459,22 @@ pub fn sampled_for_invariants(seed: u64) -> bool {
     std::hash::Hasher::finish(&h) % INVARIANT_SAMPLE == 0
 }
 
+/// Runs `f` (a run with invariants on); a broken invariant (a panic) becomes its signature.
+fn catch_invariant<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|err| {
+        let msg = err
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| err.downcast_ref::<&str>().copied())
+            .unwrap_or("panic");
+        invariant_signature(msg)
+    })
+}
+
 /// Runs `cfg` with every invariant checked after every event; on a broken one, the signature
 /// `invariant_broken/<what broke>` (the panic message's first word: the pool or node it names).
 pub fn invariant_failure(cfg: &SimConfig) -> Option<String> {
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::simulate(cfg.clone(), None, true);
-    }));
-    let err = run.err()?;
-    let msg = err
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| err.downcast_ref::<&str>().copied())
-        .unwrap_or("panic");
-    Some(invariant_signature(msg))
+    catch_invariant(|| crate::simulate(cfg.clone(), None, true)).err()
 }
 
 /// The signature of a broken invariant from its panic message: the message's first word (the pool
@@ -520,7 +544,7 @@ mod reach_tests {
 
     /// Every (knob, value) a catalogue scenario sets, in `[knobs]` or an `[[expect]]`'s `set`.
     fn catalogue_knob_values() -> BTreeSet<(String, String)> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue");
+        let dir = std::path::Path::new(&crate::test_manifest_dir()).join("../scenarios/catalogue");
         let mut out = BTreeSet::new();
         let mut add = |t: &toml::Table| {
             for (k, v) in t {
@@ -599,7 +623,7 @@ mod signature_tests {
     use crate::scenario::{Overrides, Scenario};
 
     fn catalogue(name: &str, set: &[(&str, &str)]) -> SimConfig {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/catalogue/{name}.toml"));
+        let p = std::path::Path::new(&crate::test_manifest_dir()).join(format!("../scenarios/catalogue/{name}.toml"));
         let text = std::fs::read_to_string(&p).expect("catalogue scenario");
         let o =
             Overrides { set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };

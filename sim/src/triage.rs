@@ -192,7 +192,7 @@ note = "prefix_cache_scope = global in the profile"
         assert!(rows.contains(&"rdma-visibility-lag") && rows.contains(&"stub-admission"), "{rows:?}");
         assert!(!rows.contains(&"id") && !rows.iter().any(|r| r.contains(' ')), "{rows:?}");
         // Every catalogue scenario is named after its row (the channel scenario is not a row).
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue");
+        let dir = std::path::Path::new(&crate::test_manifest_dir()).join("../scenarios/catalogue");
         let mut n = 0;
         for e in std::fs::read_dir(dir).expect("catalogue folder") {
             let name = e.expect("entry").file_name().to_string_lossy().into_owned();
