@@ -12,6 +12,14 @@
 //! max — the flash-decoding split the CUDA kernel also uses.
 //!
 //! A second pass over the kept scores gives the exact per-tenant weight shares (f64).
+//!
+//! **Threads.** [`replay_outputs_with`] spreads a replay over `threads` OS threads
+//! (`std::thread::scope`): a write's values are derived in parallel batches; a read's
+//! chunks are computed in parallel (each chunk's softmax state, scores and writer tags are
+//! chunk-local) and merged in token order on one thread; the per-token weights of the second
+//! pass are computed in parallel and summed in token order. Every float is produced by the same
+//! operations in the same order as with one thread, so the results are bit-identical for every
+//! thread count (the `threads` tests assert it).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +33,40 @@ use crate::{AttendResult, Backend};
 
 /// Tokens per chunk of the CPU reduction.
 pub const CHUNK_TOKENS: usize = 256;
+/// A read of fewer chunks than this runs on one thread (spawning costs more than it saves).
+pub const MIN_PARALLEL_CHUNKS: usize = 4;
+/// Tokens whose K/V a write derives per parallel batch.
+const WRITE_BATCH_TOKENS: usize = 4096;
+
+/// The threads a CPU replay uses by default: the machine's available parallelism, at most 16.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16)
+}
+
+/// Splits `items` into at most `threads` contiguous parts, runs `f` on each part on its own
+/// thread (the first part on the caller's), and returns the parts' results in order.
+fn par_parts<I: Send, T: Send>(threads: usize, items: &mut [I], f: impl Fn(&mut [I]) -> T + Sync) -> Vec<T> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return vec![f(items)];
+    }
+    let per = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut parts = items.chunks_mut(per);
+        let first = parts.next();
+        let handles: Vec<_> = parts.map(|part| scope.spawn(move || f(part))).collect();
+        let mut out = Vec::with_capacity(threads);
+        if let Some(first) = first {
+            out.push(f(first));
+        }
+        for h in handles {
+            // A panic on a worker is a bug of this module; re-raise it on the caller.
+            out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
+    })
+}
 
 /// The raw outcome of one `Attend`: the attention output itself and the exact per-tenant
 /// weight shares from the CPU's second pass.
@@ -55,10 +97,11 @@ struct CpuPool {
 struct CpuReplay {
     shape: AttnShape,
     pools: BTreeMap<u32, CpuPool>,
+    threads: usize,
 }
 
 impl CpuReplay {
-    fn new(p: &Program) -> Result<Self, GpuError> {
+    fn new(p: &Program, threads: usize) -> Result<Self, GpuError> {
         let mut pools = BTreeMap::new();
         for spec in &p.pools {
             let elems = spec.slots() * p.shape.slot_elems();
@@ -75,7 +118,7 @@ impl CpuReplay {
             };
             pools.insert(spec.pool, pool);
         }
-        Ok(CpuReplay { shape: p.shape, pools })
+        Ok(CpuReplay { shape: p.shape, pools, threads: threads.max(1) })
     }
 
     fn pool(&self, id: u32) -> &CpuPool {
@@ -90,18 +133,38 @@ impl CpuReplay {
         let shape = self.shape;
         let hd = shape.head_dim as usize;
         let slot_elems = shape.slot_elems() as usize;
-        let (mut k, mut v) = (vec![0.0f32; slot_elems], vec![0.0f32; slot_elems]);
+        let threads = self.threads;
+        // (slot, position) of every token, in the op's order (a later run wins a shared slot).
+        let tokens: Vec<(u64, u64)> =
+            runs.iter().flat_map(|r| (0..r.len).map(move |i| (r.start_slot + i, r.first_pos + i))).collect();
         let p = self.pool_mut(pool);
-        for run in runs {
-            for i in 0..run.len {
+        let derive = |batch: &mut [(u64, &mut [f32], &mut [f32])]| {
+            for (pos, k, v) in batch.iter_mut() {
                 for g in 0..shape.kv_heads {
                     let r = g as usize * hd..(g as usize + 1) * hd;
-                    values::key_into(&shape, writer, run.first_pos + i, g, &mut k[r.clone()]);
-                    values::value_into(&shape, writer, run.first_pos + i, g, &mut v[r]);
+                    values::key_into(&shape, writer, *pos, g, &mut k[r.clone()]);
+                    values::value_into(&shape, writer, *pos, g, &mut v[r]);
                 }
-                let off = (run.start_slot + i) as usize * slot_elems;
-                p.k.write(off, &k);
-                p.v.write(off, &v);
+            }
+        };
+        let batch_len = WRITE_BATCH_TOKENS.min(tokens.len());
+        let (mut kflat, mut vflat) = (vec![0.0f32; batch_len * slot_elems], vec![0.0f32; batch_len * slot_elems]);
+        for batch in tokens.chunks(WRITE_BATCH_TOKENS) {
+            let mut work: Vec<(u64, &mut [f32], &mut [f32])> = batch
+                .iter()
+                .zip(kflat.chunks_mut(slot_elems).zip(vflat.chunks_mut(slot_elems)))
+                .map(|(&(_, pos), (k, v))| (pos, k, v))
+                .collect();
+            // Deriving the values is the cost; storing them stays in order on this thread.
+            if threads > 1 && work.len() > 64 {
+                par_parts(threads, &mut work, derive);
+            } else {
+                derive(&mut work);
+            }
+            for (i, &(slot, _)) in batch.iter().enumerate() {
+                let (off, r) = (slot as usize * slot_elems, i * slot_elems..(i + 1) * slot_elems);
+                p.k.write(off, &kflat[r.clone()]);
+                p.v.write(off, &vflat[r]);
             }
         }
     }
@@ -148,6 +211,7 @@ impl CpuReplay {
             pages: &pages,
             seq_len: seq_len as usize,
             reader_tenant: reader.tenant,
+            threads: self.threads,
         };
         let (output, per_tenant, tags) = read.run(&query);
         let mut counts: BTreeMap<u32, u64> = BTreeMap::new();
@@ -169,6 +233,7 @@ struct PagedRead<'a> {
     pages: &'a [u32],
     seq_len: usize,
     reader_tenant: u32,
+    threads: usize,
 }
 
 /// Running softmax state of one query head.
@@ -219,12 +284,12 @@ impl PagedRead<'_> {
     /// tag (tenant + 1, or 0 for zeros) as KV head 0 stores it (a write fills every head).
     fn run(&mut self, query: &[f32]) -> (Vec<f32>, Vec<(u32, f64)>, Vec<u32>) {
         let hd = self.shape.head_dim as usize;
+        let group = self.shape.group() as usize;
         let mut output = vec![0.0f32; self.shape.heads as usize * hd];
         let mut tenant_weight = vec![0.0f64; MAX_TENANT as usize + 1];
         let mut tenant_seen = vec![false; MAX_TENANT as usize + 1];
         let mut head0_tags = Vec::new();
         for g in 0..self.shape.kv_heads {
-            let group = self.shape.group() as usize;
             let first_head = g as usize * group;
             let q = &query[first_head * hd..(first_head + group) * hd];
             let (states, scores, tags) = self.kv_head(g, q);
@@ -234,16 +299,33 @@ impl PagedRead<'_> {
                     *o = a / st.sum;
                 }
             }
+            // Each written token's weight over the group's heads (in parallel), then summed per
+            // tenant in token order.
+            let weight = |t: usize| -> f64 {
+                states
+                    .iter()
+                    .enumerate()
+                    .map(|(j, st)| f64::from((scores[t * group + j] - st.max).exp()) / f64::from(st.sum))
+                    .sum()
+            };
+            let mut weights: Vec<(usize, f64)> = (0..self.seq_len).map(|t| (t, 0.0)).collect();
+            let fill = |part: &mut [(usize, f64)]| {
+                for (t, w) in part.iter_mut() {
+                    if tags[*t] != 0 {
+                        *w = weight(*t);
+                    }
+                }
+            };
+            if self.parallel() {
+                par_parts(self.threads, &mut weights, fill);
+            } else {
+                fill(&mut weights);
+            }
             for (t, &tag) in tags.iter().enumerate() {
                 let Some(tenant) = tag.checked_sub(1) else {
                     continue;
                 };
-                let w: f64 = states
-                    .iter()
-                    .enumerate()
-                    .map(|(j, st)| f64::from((scores[t * group + j] - st.max).exp()) / f64::from(st.sum))
-                    .sum();
-                tenant_weight[tenant as usize] += w;
+                tenant_weight[tenant as usize] += weights[t].1;
                 tenant_seen[tenant as usize] = true;
             }
             if g == 0 {
@@ -258,8 +340,46 @@ impl PagedRead<'_> {
         (output, per_tenant, head0_tags)
     }
 
+    /// Whether this read is long enough to spread over threads.
+    fn parallel(&self) -> bool {
+        self.threads > 1 && self.seq_len.div_ceil(CHUNK_TOKENS) >= MIN_PARALLEL_CHUNKS
+    }
+
+    /// One chunk of KV head `g` (tokens `start..start + tags.len()`): the chunk's softmax state
+    /// per query head, its scores (`tags.len() * group`) and writer tags.
+    fn chunk(&self, g: u32, q: &[f32], start: usize, scores: &mut [f32], tags: &mut [u32]) -> Vec<Running> {
+        let hd = self.shape.head_dim as usize;
+        let group = self.shape.group() as usize;
+        let mut states = vec![Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; hd] }; group];
+        let (mut kbuf, mut vbuf) = (vec![0.0f32; hd], vec![0.0f32; hd]);
+        for (i, row) in scores.chunks_exact_mut(group).enumerate() {
+            self.pool.k.read(self.slot_offset(start + i, g), &mut kbuf);
+            for (j, st) in states.iter_mut().enumerate() {
+                let s = dot(&q[j * hd..(j + 1) * hd], &kbuf);
+                row[j] = s;
+                st.max = st.max.max(s);
+            }
+        }
+        let f = flag_dim(hd as u32);
+        for (i, (row, tag)) in scores.chunks_exact(group).zip(tags.iter_mut()).enumerate() {
+            self.pool.v.read(self.slot_offset(start + i, g), &mut vbuf);
+            *tag = values::stored_tenant(&vbuf).map_or(0, |x| x + 1);
+            let eff = effective_reserved([vbuf[f], vbuf[f + 1], vbuf[f + 2]], self.reader_tenant);
+            vbuf[f..].copy_from_slice(&eff);
+            for (j, st) in states.iter_mut().enumerate() {
+                let w = (row[j] - st.max).exp();
+                st.sum += w;
+                for (a, v) in st.acc.iter_mut().zip(&vbuf) {
+                    *a += w * v;
+                }
+            }
+        }
+        states
+    }
+
     /// One KV head: the running states of its query heads, all scores (`seq_len * group`)
-    /// and each token's writer tag (tenant + 1, or 0 for a never-written slot).
+    /// and each token's writer tag (tenant + 1, or 0 for a never-written slot). Chunks are
+    /// computed independently (in parallel for a long read) and merged in token order.
     fn kv_head(&self, g: u32, q: &[f32]) -> (Vec<Running>, Vec<f32>, Vec<u32>) {
         let hd = self.shape.head_dim as usize;
         let group = self.shape.group() as usize;
@@ -267,40 +387,23 @@ impl PagedRead<'_> {
         let q: Vec<f32> = q.iter().map(|x| x * scale).collect();
         let mut scores = vec![0.0f32; self.seq_len * group];
         let mut tags = vec![0u32; self.seq_len];
-        let fresh = Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; hd] };
-        let mut states = vec![fresh.clone(); group];
-        let mut chunk_state = vec![fresh; group];
-        let (mut kbuf, mut vbuf) = (vec![0.0f32; hd], vec![0.0f32; hd]);
-        for start in (0..self.seq_len).step_by(CHUNK_TOKENS) {
-            let end = (start + CHUNK_TOKENS).min(self.seq_len);
-            for st in chunk_state.iter_mut() {
-                st.max = f32::NEG_INFINITY;
-                st.sum = 0.0;
-                st.acc.fill(0.0);
-            }
-            for t in start..end {
-                self.pool.k.read(self.slot_offset(t, g), &mut kbuf);
-                for (j, st) in chunk_state.iter_mut().enumerate() {
-                    let s = dot(&q[j * hd..(j + 1) * hd], &kbuf);
-                    scores[t * group + j] = s;
-                    st.max = st.max.max(s);
-                }
-            }
-            for t in start..end {
-                self.pool.v.read(self.slot_offset(t, g), &mut vbuf);
-                tags[t] = values::stored_tenant(&vbuf).map_or(0, |x| x + 1);
-                let f = flag_dim(hd as u32);
-                let eff = effective_reserved([vbuf[f], vbuf[f + 1], vbuf[f + 2]], self.reader_tenant);
-                vbuf[f..].copy_from_slice(&eff);
-                for (j, st) in chunk_state.iter_mut().enumerate() {
-                    let w = (scores[t * group + j] - st.max).exp();
-                    st.sum += w;
-                    for (a, v) in st.acc.iter_mut().zip(&vbuf) {
-                        *a += w * v;
-                    }
-                }
-            }
-            for (st, c) in states.iter_mut().zip(&chunk_state) {
+        let mut chunks: Vec<(usize, &mut [f32], &mut [u32])> = scores
+            .chunks_mut(CHUNK_TOKENS * group)
+            .zip(tags.chunks_mut(CHUNK_TOKENS))
+            .enumerate()
+            .map(|(c, (s, t))| (c * CHUNK_TOKENS, s, t))
+            .collect();
+        let run = |part: &mut [(usize, &mut [f32], &mut [u32])]| -> Vec<Vec<Running>> {
+            part.iter_mut().map(|(start, s, t)| self.chunk(g, &q, *start, s, t)).collect()
+        };
+        let chunk_states: Vec<Vec<Running>> = if self.parallel() {
+            par_parts(self.threads, &mut chunks, run).into_iter().flatten().collect()
+        } else {
+            run(&mut chunks)
+        };
+        let mut states = vec![Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; hd] }; group];
+        for chunk in &chunk_states {
+            for (st, c) in states.iter_mut().zip(chunk) {
                 st.merge(c.max, c.sum, &c.acc);
             }
         }
@@ -308,10 +411,16 @@ impl PagedRead<'_> {
     }
 }
 
-/// Replays `p` on the host and returns the raw output of every `Attend`, in op order.
+/// Replays `p` on the host (one thread) and returns the raw output of every `Attend`, in op
+/// order.
 pub fn replay_outputs(p: &Program) -> Result<Vec<AttendOutput>, GpuError> {
+    replay_outputs_with(p, 1)
+}
+
+/// [`replay_outputs`] on `threads` threads; bit-identical to it for every thread count.
+pub fn replay_outputs_with(p: &Program, threads: usize) -> Result<Vec<AttendOutput>, GpuError> {
     p.validate(CPU_POOL_BYTES_LIMIT)?;
-    let mut state = CpuReplay::new(p)?;
+    let mut state = CpuReplay::new(p, threads)?;
     let mut outputs = Vec::with_capacity(p.attend_count());
     for op in &p.ops {
         match op {
@@ -344,15 +453,31 @@ pub fn result_from_output(shape: &AttnShape, out: &AttendOutput, max_abs_diff_vs
 }
 
 /// The CPU reference backend.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CpuBackend {
-    _private: (),
+    threads: usize,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
 }
 
 impl CpuBackend {
-    /// A CPU backend; it holds no state between programs.
+    /// A CPU backend on [`default_threads`] threads; it holds no state between programs.
     pub fn new() -> Self {
-        CpuBackend { _private: () }
+        CpuBackend::with_threads(default_threads())
+    }
+
+    /// A CPU backend on `threads` threads (at least one). The results do not depend on it.
+    pub fn with_threads(threads: usize) -> Self {
+        CpuBackend { threads: threads.max(1) }
+    }
+
+    /// The threads a replay uses.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 }
 
@@ -362,7 +487,7 @@ impl Backend for CpuBackend {
     }
 
     fn run(&mut self, p: &Program) -> Result<Vec<AttendResult>, GpuError> {
-        let outputs = replay_outputs(p)?;
+        let outputs = replay_outputs_with(p, self.threads)?;
         Ok(outputs.iter().map(|o| result_from_output(&p.shape, o, None)).collect())
     }
 }

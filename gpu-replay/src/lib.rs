@@ -20,6 +20,7 @@
 //! the CPU for [`BackendChoice::Auto`].
 
 pub mod bench;
+pub mod check;
 pub mod cpu;
 pub mod cuda;
 pub mod error;
@@ -30,7 +31,8 @@ pub mod values;
 use serde::{Deserialize, Serialize};
 
 pub use bench::{bandwidth_check, BandwidthReport};
-pub use cpu::{dense_reference, replay_outputs, AttendOutput, CpuBackend};
+pub use check::CpuCheck;
+pub use cpu::{default_threads, dense_reference, replay_outputs, replay_outputs_with, AttendOutput, CpuBackend};
 pub use cuda::{cuda_probe, CudaBackend};
 pub use error::GpuError;
 pub use program::{AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer};
@@ -48,14 +50,17 @@ pub struct AttendResult {
     /// Weight on never-written (zero) slots: `1 - out[flag]`. Zero keys score 0, so their
     /// softmax weight is not zero — exactly the engine's behaviour.
     pub zeros_share: f64,
-    /// Exact weight share of each writing tenant (CPU second pass), sorted by tenant.
+    /// Exact weight share of each writing tenant (CPU second pass), sorted by tenant. Empty
+    /// after a device replay with the sampled CPU check ([`CpuCheck::Sampled`]): the weights need
+    /// every score.
     pub per_tenant: Vec<(u32, f64)>,
     /// Tokens read per writing tenant, from the stored provenance dims (CPU second pass).
     pub tokens_per_tenant: Vec<(u32, u64)>,
     /// Tokens read that hold zeros (CPU second pass).
     pub zero_tokens: u64,
     /// For a device backend: the largest absolute difference between its output vector
-    /// and the CPU reference's. `None` on the CPU backend.
+    /// and the CPU reference's (full check), or the sampled check's largest difference
+    /// ([`check::ReadCheck::max_diff`]). `None` on the CPU backend.
     pub max_abs_diff_vs_cpu: Option<f64>,
 }
 
@@ -66,6 +71,9 @@ pub trait Backend {
     /// Replays the whole program from fresh pools and returns one result per `Attend`,
     /// in op order.
     fn run(&mut self, p: &Program) -> Result<Vec<AttendResult>, GpuError>;
+    /// How a device backend checks its replay on the CPU ([`CpuCheck`]; default `Auto`). The
+    /// CPU backend *is* the reference and ignores it.
+    fn set_cpu_check(&mut self, _check: CpuCheck) {}
 }
 
 /// Which backend the caller asks for.

@@ -6,7 +6,14 @@
 //! the program must show, the tolerance against the CPU and, for the long reads, the
 //! bandwidth target (a share of the measured copy bandwidth).
 //!
-//! Usage: `kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]`
+//! With the full set, the 1M-token read is also replayed with the sampled CPU check
+//! (`full-1M-sampled`: sampled partitions recomputed from the slot map, the merge from the
+//! device's partials; on the CPU backend the partials come from the slot map itself, which
+//! dry-runs the check). `--cpu-threads N` sets the CPU reference's threads (default: all cores,
+//! at most 16; the results do not depend on it).
+//!
+//! Usage: `kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N] [--cpu-threads N]
+//! [--sampled-partitions N]`
 //! Exit codes: 0 all passed, 1 a check failed, 2 bad arguments or an error,
 //! 3 the backend is unavailable (no CUDA driver/device/NVRTC).
 
@@ -14,7 +21,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use kvsim_gpu::bench::{bench_programs, BenchProgram, COPY_BYTES};
-use kvsim_gpu::{select, Backend, BackendChoice, CpuBackend, CudaBackend, GpuError};
+use kvsim_gpu::check::{ReadSpec, SlotMap};
+use kvsim_gpu::cuda::kernels::KernelConfig;
+use kvsim_gpu::{default_threads, select, Backend, BackendChoice, CpuBackend, CpuCheck, CudaBackend, GpuError, Op};
 
 /// Largest output difference from the CPU reference the device may show.
 const MAX_DIFF: f64 = 1e-3;
@@ -25,10 +34,21 @@ struct Args {
     backend: BackendChoice,
     full: bool,
     reps: u32,
+    cpu_threads: usize,
+    sampled_partitions: u32,
 }
 
+/// SMs the CPU dry run of the sampled check splits for (an H200).
+const DRY_RUN_SMS: u32 = 132;
+
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { backend: BackendChoice::Cuda, full: true, reps: 5 };
+    let mut args = Args {
+        backend: BackendChoice::Cuda,
+        full: true,
+        reps: 5,
+        cpu_threads: default_threads(),
+        sampled_partitions: 16,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -37,8 +57,28 @@ fn parse_args() -> Result<Args, String> {
             "--reps" => {
                 args.reps = it.next().ok_or("--reps needs a value")?.parse().map_err(|e| format!("--reps: {e}"))?
             }
+            "--cpu-threads" => {
+                args.cpu_threads = it
+                    .next()
+                    .ok_or("--cpu-threads needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--cpu-threads: {e}"))?
+            }
+            "--sampled-partitions" => {
+                let n: u32 = it
+                    .next()
+                    .ok_or("--sampled-partitions needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--sampled-partitions: {e}"))?;
+                if n < 2 {
+                    return Err("--sampled-partitions must be at least 2".into());
+                }
+                args.sampled_partitions = n;
+            }
             "-h" | "--help" => {
-                return Err("usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N]".into())
+                return Err("usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N] \
+                            [--cpu-threads N] [--sampled-partitions N]"
+                    .into())
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -105,11 +145,13 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 fn run_cuda(args: &Args) -> Result<bool, GpuError> {
     let mut cuda = CudaBackend::new()?;
     cuda.set_repetitions(args.reps);
+    cuda.set_cpu_threads(args.cpu_threads);
     println!("device: {}", cuda.device());
     let copy_gbps = cuda.copy_bandwidth(COPY_BYTES, 10)?;
     header();
     let mut all_ok = true;
     for bp in bench_programs(args.full) {
+        cuda.set_cpu_check(CpuCheck::Full);
         let (dev, wall) = timed(|| cuda.run(&bp.program));
         let dev = dev?;
         let (r, cpu, timing) = (&dev[0], &cuda.last_reference()[0], cuda.last_timings()[0]);
@@ -144,6 +186,9 @@ fn run_cuda(args: &Args) -> Result<bool, GpuError> {
             bw_note
         );
         all_ok &= ok;
+        if bp.name == "full-1M" {
+            all_ok &= sampled_row_cuda(&mut cuda, &bp, args.sampled_partitions, copy_gbps)?;
+        }
     }
     for n in cuda.notes() {
         println!("note: {n}");
@@ -151,9 +196,37 @@ fn run_cuda(args: &Args) -> Result<bool, GpuError> {
     Ok(all_ok)
 }
 
+/// The 1M-token read again, checked by the sampled CPU check instead of the full reference.
+fn sampled_row_cuda(cuda: &mut CudaBackend, bp: &BenchProgram, k: u32, copy_gbps: f64) -> Result<bool, GpuError> {
+    cuda.set_cpu_check(CpuCheck::Sampled { partitions: k });
+    let (dev, wall) = timed(|| cuda.run(&bp.program));
+    let dev = dev?;
+    let (r, timing) = (&dev[0], cuda.last_timings()[0]);
+    let check = &cuda.last_checks()[0];
+    let diff = check.max_diff();
+    let ok = bp.accepts(r.foreign_share, r.zeros_share) && diff <= MAX_DIFF && !check.partitions.is_empty();
+    let gbps = timing.gbps();
+    println!(
+        "{:<15} {:>8} {:>10.6} {:>10} {:>9.2e} {:>9.4} {:>9.1} {:>9.1} {:>6.1}%  {}  [{} of {} partitions; {wall:.1}s]",
+        "full-1M-sampled",
+        bp.seq_len(),
+        r.foreign_share,
+        "sampled",
+        diff,
+        timing.kernel_ms,
+        gbps,
+        copy_gbps,
+        100.0 * gbps / copy_gbps,
+        verdict(ok),
+        check.partitions.len(),
+        check.n_parts,
+    );
+    Ok(ok)
+}
+
 fn run_cpu(args: &Args) -> Result<bool, GpuError> {
-    let mut cpu = CpuBackend::new();
-    println!("device: CPU reference (kernel ms = whole replay, wall clock)");
+    let mut cpu = CpuBackend::with_threads(args.cpu_threads);
+    println!("device: CPU reference on {} thread(s) (kernel ms = whole replay, wall clock)", cpu.threads());
     header();
     let mut all_ok = true;
     for bp in bench_programs(args.full) {
@@ -174,8 +247,52 @@ fn run_cpu(args: &Args) -> Result<bool, GpuError> {
             verdict(ok)
         );
         all_ok &= ok;
+        if bp.name == "full-1M" {
+            let (ok, secs) = timed(|| sampled_dry_run(&bp, &r[0], args.sampled_partitions));
+            let (ok, text) = ok?;
+            println!(
+                "{:<15} {:>8} {:>10} {:>10} {:>9} {:>9.1} {:>9} {:>9} {:>7}  {}  [{text}]",
+                "full-1M-sampled",
+                bp.seq_len(),
+                "-",
+                "sampled",
+                "-",
+                secs * 1e3,
+                "-",
+                "-",
+                "-",
+                verdict(ok)
+            );
+            all_ok &= ok;
+        }
     }
     Ok(all_ok)
+}
+
+/// The sampled check without a device: partials of the sampled partitions from the slot map
+/// (split as on an H200), checked as a device's would be; the counts must equal the full
+/// reference's.
+fn sampled_dry_run(bp: &BenchProgram, full: &kvsim_gpu::AttendResult, k: u32) -> Result<(bool, String), GpuError> {
+    let p = &bp.program;
+    let mut map = SlotMap::new(p)?;
+    for op in &p.ops {
+        if let Op::Attend { id, pool, reader, block_table, seq_len } = op {
+            let read = ReadSpec { id: *id, pool: *pool, reader: *reader, block_table, seq_len: *seq_len };
+            let page_size = p.pool(*pool).map_or(1, |s| s.page_size);
+            let (n, part) = KernelConfig::new(&p.shape, page_size).split(*seq_len as u32, DRY_RUN_SMS);
+            let dev = map.partials_on_cpu(&read, n, part);
+            let check = map.check_read(&read, &dev, k)?;
+            let ok = check.max_diff() <= 1e-5
+                && check.tokens_per_tenant == full.tokens_per_tenant
+                && check.zero_tokens == full.zero_tokens;
+            return Ok((
+                ok,
+                format!("dry run: {} of {n} partitions, max diff {:.1e}", check.partitions.len(), check.max_diff()),
+            ));
+        }
+        map.apply(op);
+    }
+    Ok((false, "no read".into()))
 }
 
 fn check_cpu(bp: &BenchProgram, foreign: f64, zeros: f64) -> bool {

@@ -8,8 +8,13 @@
 //! K/V load; the split fills the device's SMs, see [`KernelConfig::split`]) and `attn_reduce`
 //! (merges the partitions, in parallel over them), timed with CUDA events.
 //!
-//! Every run also replays the program on the CPU reference and reports the largest
-//! absolute difference of the output vectors; the verdict uses the device's output.
+//! Every run is checked on the CPU ([`CudaBackend::set_cpu_check`]): by default
+//! ([`CpuCheck::Auto`]) a program whose pools fit the CPU's limit is replayed whole on the
+//! (multi-threaded) CPU reference and the largest absolute difference of the output vectors is
+//! reported; a larger one gets the sampled check of [`crate::check`] instead (sampled
+//! partitions recomputed from a symbolic slot map, the merge recomputed from the device's
+//! partials), and may then use the device's free memory rather than the CPU's 8 GiB limit. The
+//! verdict always uses the device's output.
 //!
 //! Guarantee: nothing here panics for want of CUDA. [`cuda_probe`] checks for libcuda, a
 //! device and libnvrtc before any context is made (cudarc's dynamic loader panics if a
@@ -23,6 +28,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
+use crate::check::{CpuCheck, DeviceRead, ReadCheck, ReadSpec, SlotMap};
 use crate::cpu::{self, AttendOutput};
 use crate::error::GpuError;
 use crate::program::{expand_block_table, AttnShape, Op, PoolSpec, Program, SlotRun, Writer, CPU_POOL_BYTES_LIMIT};
@@ -111,6 +117,9 @@ pub struct CudaBackend {
     notes: Vec<String>,
     timings: Vec<AttendTiming>,
     reference: Vec<AttendResult>,
+    checks: Vec<ReadCheck>,
+    cpu_check: CpuCheck,
+    cpu_threads: usize,
     repetitions: u32,
 }
 
@@ -144,6 +153,9 @@ impl CudaBackend {
             notes: Vec::new(),
             timings: Vec::new(),
             reference: Vec::new(),
+            checks: Vec::new(),
+            cpu_check: CpuCheck::Auto,
+            cpu_threads: cpu::default_threads(),
             repetitions: 1,
         })
     }
@@ -169,9 +181,25 @@ impl CudaBackend {
         &self.timings
     }
 
-    /// The CPU reference's results for the last run, in op order.
+    /// The CPU reference's results for the last run, in op order (empty after a sampled check).
     pub fn last_reference(&self) -> &[AttendResult] {
         &self.reference
+    }
+
+    /// The sampled checks of the last run's reads, in op order (empty after a full check).
+    pub fn last_checks(&self) -> &[ReadCheck] {
+        &self.checks
+    }
+
+    /// Threads of the full CPU check (the results do not depend on it).
+    pub fn set_cpu_threads(&mut self, threads: usize) {
+        self.cpu_threads = threads.max(1);
+    }
+
+    /// Bytes of device memory free now: the pool limit of a sampled-check run.
+    pub fn free_memory(&self) -> Result<u64, GpuError> {
+        let (free, _) = self.ctx.mem_get_info().map_err(driver("cuMemGetInfo"))?;
+        Ok(free as u64)
     }
 
     fn kernels_for(&mut self, shape: &AttnShape, page_size: u32) -> Result<Arc<Kernels>, GpuError> {
@@ -243,8 +271,15 @@ impl CudaBackend {
         ))
     }
 
-    /// Replays `p` on the device; returns the raw outputs and the timings.
-    fn replay(&mut self, p: &Program) -> Result<(Vec<Vec<f32>>, Vec<AttendTiming>), GpuError> {
+    /// Replays `p` on the device; returns the raw outputs and the timings. With `sampled =
+    /// Some(k)`, a slot map follows the device op by op and each read gets the sampled check
+    /// of `k` partitions (kept in `self.checks`).
+    fn replay(&mut self, p: &Program, sampled: Option<u32>) -> Result<(Vec<Vec<f32>>, Vec<AttendTiming>), GpuError> {
+        let mut map = match sampled {
+            Some(_) => Some(SlotMap::new(p)?),
+            None => None,
+        };
+        self.checks.clear();
         let mut pools = BTreeMap::new();
         for spec in &p.pools {
             let bytes = usize::try_from(spec.slots() * p.shape.slot_bytes() / 2).map_err(|_| GpuError::TooLarge {
@@ -277,10 +312,18 @@ impl CudaBackend {
                     let dev = pools.get(pool).ok_or_else(|| missing(*pool))?;
                     let k = self.kernels_for(&p.shape, dev.spec.page_size)?;
                     let read = Read { id: *id, reader: *reader, block_table, seq_len: *seq_len };
-                    let (out, timing) = self.attend(&p.shape, &k, dev, &read)?;
+                    let (out, timing, partials) = self.attend(&p.shape, &k, dev, &read, map.is_some())?;
+                    if let (Some(map), Some(mut dev_read), Some(k)) = (&map, partials, sampled) {
+                        dev_read.output = out.clone();
+                        let spec = ReadSpec { id: *id, pool: *pool, reader: *reader, block_table, seq_len: *seq_len };
+                        self.checks.push(map.check_read(&spec, &dev_read, k)?);
+                    }
                     outputs.push(out);
                     timings.push(timing);
                 }
+            }
+            if let Some(map) = map.as_mut() {
+                map.apply(op);
             }
         }
         self.stream.synchronize().map_err(driver("stream synchronize"))?;
@@ -390,7 +433,8 @@ impl CudaBackend {
         k: &Kernels,
         dev: &DevPool,
         read: &Read<'_>,
-    ) -> Result<(Vec<f32>, AttendTiming), GpuError> {
+        want_partials: bool,
+    ) -> Result<(Vec<f32>, AttendTiming, Option<DeviceRead>), GpuError> {
         let pages = expand_block_table(read.block_table, dev.spec.page_size, read.seq_len);
         let query = derive_query(shape, read.reader, read.seq_len);
         let d_pages = self.stream.clone_htod(&pages).map_err(driver("upload block table"))?;
@@ -441,8 +485,21 @@ impl CudaBackend {
             best_ms = best_ms.min(ms);
         }
         let output = self.stream.clone_dtoh(&out).map_err(driver("download output"))?;
+        let partials = if want_partials {
+            Some(DeviceRead {
+                n_parts,
+                part_tokens,
+                part_m: self.stream.clone_dtoh(&part_m).map_err(driver("download part_m"))?,
+                part_l: self.stream.clone_dtoh(&part_l).map_err(driver("download part_l"))?,
+                part_acc: self.stream.clone_dtoh(&part_acc).map_err(driver("download part_acc"))?,
+                output: Vec::new(),
+            })
+        } else {
+            None
+        };
         let bytes_read = read.seq_len * shape.slot_bytes() + 4 * pages.len() as u64 + 4 * query.len() as u64;
-        Ok((output, AttendTiming { id: read.id, seq_len: read.seq_len, kernel_ms: best_ms, bytes_read }))
+        let timing = AttendTiming { id: read.id, seq_len: read.seq_len, kernel_ms: best_ms, bytes_read };
+        Ok((output, timing, partials))
     }
 }
 
@@ -457,9 +514,13 @@ fn missing(pool: u32) -> GpuError {
     GpuError::InvalidProgram(format!("pool {pool} was never created"))
 }
 
-/// Largest absolute difference between two output vectors.
+/// Largest absolute difference between two output vectors; infinite when either holds a NaN
+/// (a NaN must fail an agreement check, not vanish from it), or when their lengths differ.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs()).fold(0.0, f64::max)
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs()).fold(0.0, crate::check::worse)
 }
 
 impl Backend for CudaBackend {
@@ -467,10 +528,44 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
+    fn set_cpu_check(&mut self, check: CpuCheck) {
+        self.cpu_check = check;
+    }
+
     fn run(&mut self, p: &Program) -> Result<Vec<AttendResult>, GpuError> {
+        p.shape.validate()?;
+        let check = self.cpu_check.resolve(p);
+        if let CpuCheck::Sampled { partitions } = check {
+            // No K/V on the host: the pools need only fit the device.
+            p.validate(self.free_memory()?)?;
+            let (device, timings) = self.replay(p, Some(partitions))?;
+            let results = device
+                .into_iter()
+                .zip(&self.checks)
+                .map(|(output, c)| {
+                    let out = AttendOutput {
+                        id: 0,
+                        seq_len: 0,
+                        output,
+                        per_tenant: Vec::new(),
+                        tokens_per_tenant: c.tokens_per_tenant.clone(),
+                        zero_tokens: c.zero_tokens,
+                    };
+                    cpu::result_from_output(&p.shape, &out, Some(c.max_diff()))
+                })
+                .zip(p.ops.iter().filter_map(|op| match op {
+                    Op::Attend { id, .. } => Some(*id),
+                    _ => None,
+                }))
+                .map(|(r, id)| AttendResult { id, ..r })
+                .collect();
+            self.reference.clear();
+            self.timings = timings;
+            return Ok(results);
+        }
         p.validate(CPU_POOL_BYTES_LIMIT)?;
-        let (device, timings) = self.replay(p)?;
-        let reference: Vec<AttendOutput> = cpu::replay_outputs(p)?;
+        let (device, timings) = self.replay(p, None)?;
+        let reference: Vec<AttendOutput> = cpu::replay_outputs_with(p, self.cpu_threads)?;
         let results = device
             .iter()
             .zip(&reference)

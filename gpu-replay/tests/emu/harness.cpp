@@ -5,7 +5,8 @@
 //   pool_slots
 //   n_writes, then per write: tenant request n_tok, then n_tok pairs "slot pos"
 //   n_reads,  then per read:  reader_tenant seq_len part_tokens n_pages pages... heads q[heads*HD]
-// stdout: per read, heads*HD output floats, one per line (%.9g).
+// stdout: per read, heads*HD output floats, then the partials (n_parts*heads max, n_parts*heads
+// sums, n_parts*heads*HD accumulators, attn_partial's layout), one per line (%.9g).
 #include "emu.h"
 #include "kernel.cu"
 
@@ -53,6 +54,8 @@ int main() {
             attn_reduce(pm.data(), pl.data(), pa.data(), out.data(), n_parts);
         });
         for (float x : out) printf("%.9g\n", x);
+        for (const auto* v : {&pm, &pl, &pa})
+            for (float x : *v) printf("%.9g\n", x);
     }
     return 0;
 }

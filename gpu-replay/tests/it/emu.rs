@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use kvsim_gpu::check::{DeviceRead, ReadSpec, SlotMap};
 use kvsim_gpu::cuda::kernels::{kernel_source, KernelConfig};
 use kvsim_gpu::cuda::max_abs_diff;
 use kvsim_gpu::program::expand_block_table;
@@ -88,7 +89,7 @@ fn build(cxx: &str, dir: &Path, cfg: &KernelConfig) -> PathBuf {
 }
 
 /// Builds the harness for `p`'s configuration and runs it once per SM count.
-fn emulate(cxx: &str, p: &Program, tag: &str, sms: &[u32]) -> Vec<Vec<Vec<f32>>> {
+fn emulate(cxx: &str, p: &Program, tag: &str, sms: &[u32]) -> Vec<Vec<DeviceRead>> {
     let cfg = KernelConfig::new(&p.shape, p.pools[0].page_size);
     let dir = std::env::temp_dir().join(format!("kvsim-gpu-emu-{}-{tag}", std::process::id()));
     let exe = build(cxx, &dir, &cfg);
@@ -97,7 +98,8 @@ fn emulate(cxx: &str, p: &Program, tag: &str, sms: &[u32]) -> Vec<Vec<Vec<f32>>>
     outs
 }
 
-fn run_harness(exe: &Path, p: &Program, sms: u32) -> Vec<Vec<f32>> {
+/// Each read's output and partials, as a device returns them.
+fn run_harness(exe: &Path, p: &Program, sms: u32) -> Vec<DeviceRead> {
     let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start harness");
     {
         use std::io::Write;
@@ -108,8 +110,26 @@ fn run_harness(exe: &Path, p: &Program, sms: u32) -> Vec<Vec<f32>> {
     assert!(out.status.success(), "harness {} failed: {:?}", exe.display(), out.status);
     let vals: Vec<f32> =
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(|x| x.parse().expect("a float")).collect();
-    let per_read = (p.shape.heads * p.shape.head_dim) as usize;
-    vals.chunks(per_read).map(<[f32]>::to_vec).collect()
+    let cfg = KernelConfig::new(&p.shape, p.pools[0].page_size);
+    let (heads, hd) = (p.shape.heads as usize, p.shape.head_dim as usize);
+    let mut rest = vals.as_slice();
+    let mut take = |n: usize| {
+        let (a, b) = rest.split_at(n);
+        rest = b;
+        a.to_vec()
+    };
+    let mut reads = Vec::new();
+    for op in &p.ops {
+        if let Op::Attend { seq_len, .. } = op {
+            let (n_parts, part_tokens) = cfg.split(*seq_len as u32, sms);
+            let rows = n_parts as usize * heads;
+            let output = take(heads * hd);
+            let (part_m, part_l, part_acc) = (take(rows), take(rows), take(rows * hd));
+            reads.push(DeviceRead { n_parts, part_tokens, part_m, part_l, part_acc, output });
+        }
+    }
+    assert!(rest.is_empty(), "harness printed {} extra values", rest.len());
+    reads
 }
 
 fn who(tenant: u32, request: u32) -> Writer {
@@ -142,7 +162,21 @@ fn check(tag: &str, p: Program) {
     let reference = replay_outputs(&p).expect("valid program");
     for (sms, emulated) in [1, 132].into_iter().zip(emulate(cxx, &p, tag, &[1, 132])) {
         assert_eq!(emulated.len(), reference.len());
-        for (e, r) in emulated.iter().zip(&reference) {
+        // The sampled CPU check of kvsim_gpu::check on the kernel's own partials: every
+        // partition recomputed from the slot map, and the merge, agree with the kernel.
+        let mut map = SlotMap::new(&p).expect("slot map");
+        let mut reads = emulated.iter();
+        for op in &p.ops {
+            if let Op::Attend { id, pool, reader, block_table, seq_len } = op {
+                let dev = reads.next().expect("one result per read");
+                let spec = ReadSpec { id: *id, pool: *pool, reader: *reader, block_table, seq_len: *seq_len };
+                let c = map.check_read(&spec, dev, u32::MAX).expect("well-formed partials");
+                assert_eq!(c.partitions.len() as u32, dev.n_parts, "every partition checked");
+                assert!(c.max_diff() < 1e-4, "{tag} ({sms} SMs): sampled check {c:?}");
+            }
+            map.apply(op);
+        }
+        for (e, r) in emulated.iter().map(|d| &d.output).zip(&reference) {
             let diff = max_abs_diff(e, &r.output);
             assert!(diff < 1e-4, "{tag} ({sms} SMs): kernel vs CPU max |diff| {diff}");
             let (se, sr) = (shares_from_output(&p.shape, e), shares_from_output(&p.shape, &r.output));

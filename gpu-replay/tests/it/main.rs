@@ -4,5 +4,7 @@ mod emu;
 mod format;
 mod nvrtc;
 mod props;
+mod sampled;
 mod scenarios;
 mod select;
+mod threads;
