@@ -37,6 +37,14 @@ pub struct ConfirmOpts {
     /// Confirm the last read of these requests instead of the violating reads (repeatable).
     #[arg(long)]
     pub request: Vec<u32>,
+    // --- issue 16 (kvsim-gpu's sampled CPU check) ---
+    /// How a CUDA replay is checked on the CPU: `full` (the whole program on the CPU
+    /// reference), `sampled` or `sampled:N` (N sampled partitions of each read recomputed, the
+    /// merge recomputed from the device's partials: for replays too large for the CPU), `auto`
+    /// (full up to 8 GiB of pools, sampled above). The CPU backend ignores it.
+    #[arg(long, default_value = "auto")]
+    pub cpu_check: String,
+    // --- end issue 16 ---
 }
 
 impl ConfirmOpts {
@@ -52,6 +60,7 @@ impl ConfirmOpts {
             max_reads,
             threshold: 0.01,
             request: vec![],
+            cpu_check: "auto".into(),
         }
     }
 }
@@ -126,6 +135,8 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
     let bad = |m: String| (exit::BAD_INPUT, m);
     let path = &log.label;
     let choice: BackendChoice = o.backend.parse().map_err(bad)?;
+    // issue 16: how a CUDA replay is checked on the CPU.
+    let cpu_check: kvsim_gpu::CpuCheck = o.cpu_check.parse().map_err(|e| bad(format!("--cpu-check: {e}")))?;
     let dtype = match o.dtype.as_str() {
         "f16" => Dtype::F16,
         "bf16" => Dtype::Bf16,
@@ -159,7 +170,9 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
         Err(e @ LowerError::Invalid { .. }) => return Err(bad(format!("{}: invalid memory log: {e}", at(&e)))),
         Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
-    let (backend, note) = kvsim_gpu::select(choice).map_err(|e| gpu_error(&o.backend, "selecting the backend", e))?;
+    let (mut backend, note) =
+        kvsim_gpu::select(choice).map_err(|e| gpu_error(&o.backend, "selecting the backend", e))?;
+    backend.set_cpu_check(cpu_check);
     let mut backend = inject_failure(backend);
     if let Some(n) = note {
         out.push_str(&format!("note: {n}\n"));
@@ -223,7 +236,17 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
             r.own_share * 100.0,
             r.zeros_share * 100.0,
             largest_foreign * 100.0,
-            if top.is_empty() { "no tenant's KV (zeros only)".to_string() } else { top.join(", ") },
+            match (top.is_empty(), r.tokens_per_tenant.is_empty()) {
+                (false, _) => top.join(", "),
+                (true, true) => "no tenant's KV (zeros only)".to_string(),
+                // A sampled CPU check (issue 16) counts tokens but computes no per-tenant weights.
+                (true, false) => r
+                    .tokens_per_tenant
+                    .iter()
+                    .map(|(t, n)| format!("tenant {t} {n} tokens"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            },
             o.threshold * 100.0
         ));
         if let Some(d) = r.max_abs_diff_vs_cpu {

@@ -279,3 +279,19 @@ fn fuzz_confirms_read_signatures_by_default() {
         kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", &off, "--confirm", "off"]);
     assert!(!out.contains("[confirmed"), "{out}");
 }
+
+#[test]
+fn the_cpu_check_option_is_validated_and_the_cpu_backend_ignores_it() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    let (code, plain, _) = kvsim(&["confirm", &t, "--backend", "cpu"]);
+    assert_eq!(code, Some(10), "{plain}");
+    for check in ["full", "sampled", "sampled:4", "auto"] {
+        let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--cpu-check", check]);
+        assert_eq!((code, &out), (Some(10), &plain), "--cpu-check {check}: {err}");
+    }
+    for bad in ["sampled:1", "most"] {
+        let (code, _, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--cpu-check", bad]);
+        assert_eq!(code, Some(2), "--cpu-check {bad}: {err}");
+        assert!(err.contains("--cpu-check"), "{err}");
+    }
+}
