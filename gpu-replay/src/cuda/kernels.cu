@@ -217,36 +217,49 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
     const unsigned int t0 = part * part_tokens;
     const unsigned int t_end = min(t0 + part_tokens, seq_len);
     const unsigned int my = warp * TPW + tg;
-    for (unsigned int base = t0; base < t_end; base += NGROUPS * UNROLL) {
-        // 1. Issue every load of the UNROLL tokens before converting any: the page indices,
-        //    then the K and V vectors and the stored provenance dims, all in flight together.
-        unsigned long long slot[UNROLL];
-        bool valid[UNROLL];
+    // The slots of the UNROLL tokens of the next iteration. Their page indices are loaded one
+    // iteration ahead (software pipelining), so an iteration's K/V loads never wait on a page
+    // index load: the first iteration's are loaded here.
+    unsigned long long slot[UNROLL];
+    bool valid[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const unsigned int t = base + u * NGROUPS + my;
-            valid[u] = t < t_end;
-            slot[u] = valid[u] ? (unsigned long long)pages[t / PAGE_SIZE] * PAGE_SIZE + (t % PAGE_SIZE) : 0ull;
-        }
+    for (int u = 0; u < UNROLL; ++u) {
+        const unsigned int t = t0 + u * NGROUPS + my;
+        valid[u] = t < t_end;
+        slot[u] = valid[u] ? (unsigned long long)pages[t / PAGE_SIZE] * PAGE_SIZE + (t % PAGE_SIZE) : 0ull;
+    }
+    for (unsigned int base = t0; base < t_end; base += NGROUPS * UNROLL) {
+        // 1. Issue every load of the UNROLL tokens before converting any: the K and V vectors
+        //    and the stored provenance dims, all in flight together; then the next
+        //    iteration's page indices.
         vec_t kraw[UNROLL][CPL];
         vec_t vraw[UNROLL][CPL];
         store_t rsv[UNROLL][3];
+        bool cur[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
+            cur[u] = valid[u];
             const store_t* kp = K + (slot[u] * KVH + g) * HD;
             const store_t* vp = V + (slot[u] * KVH + g) * HD;
 #pragma unroll
             for (int c = 0; c < CPL; ++c) {
                 const int chunk = sub + c * LPT;
-                if (valid[u] && chunk < NCHUNK) {
+                if (cur[u] && chunk < NCHUNK) {
                     kraw[u][c] = *reinterpret_cast<const vec_t*>(kp + chunk * VEC);
                     vraw[u][c] = *reinterpret_cast<const vec_t*>(vp + chunk * VEC);
                 }
             }
-            if (valid[u]) {
+            if (cur[u]) {
 #pragma unroll
                 for (int i = 0; i < 3; ++i) rsv[u][i] = vp[HD - 3 + i];
             }
+        }
+        const unsigned int next = base + NGROUPS * UNROLL;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const unsigned int t = next + u * NGROUPS + my;
+            valid[u] = t < t_end;
+            slot[u] = valid[u] ? (unsigned long long)pages[t / PAGE_SIZE] * PAGE_SIZE + (t % PAGE_SIZE) : 0ull;
         }
         // 2. Per token: convert its K (scores), then its V (accumulate). Only the raw
         //    vectors of the tokens in flight stay in registers.
@@ -257,7 +270,7 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
 #pragma unroll
             for (int c = 0; c < CPL; ++c) {
                 const int chunk = sub + c * LPT;
-                if (valid[u] && chunk < NCHUNK) {
+                if (cur[u] && chunk < NCHUNK) {
                     convert(kraw[u][c], kf[c]);
                 } else {
 #pragma unroll
@@ -279,7 +292,7 @@ attn_partial(const store_t* __restrict__ K, const store_t* __restrict__ V,
             for (int off = LPT / 2; off > 0; off >>= 1)
 #pragma unroll
                 for (int j = 0; j < G; ++j) s[j] += __shfl_xor_sync(FULL_MASK, s[j], off);
-            if (valid[u]) {
+            if (cur[u]) {
 #pragma unroll
                 for (int c = 0; c < CPL; ++c) {
                     const int chunk = sub + c * LPT;
