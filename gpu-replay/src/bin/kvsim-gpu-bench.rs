@@ -12,18 +12,24 @@
 //! dry-runs the check). `--cpu-threads N` sets the CPU reference's threads (default: all cores,
 //! at most 16; the results do not depend on it).
 //!
+//! `--cpu-speedup` first times the CPU reference on the 1M-token program with one thread and
+//! with `--cpu-threads`, and fails unless the two results are bit-identical.
+//!
 //! Usage: `kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N] [--cpu-threads N]
-//! [--sampled-partitions N]`
+//! [--sampled-partitions N] [--cpu-speedup]`
 //! Exit codes: 0 all passed, 1 a check failed, 2 bad arguments or an error,
 //! 3 the backend is unavailable (no CUDA driver/device/NVRTC).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kvsim_gpu::bench::{bench_programs, BenchProgram, COPY_BYTES};
+use kvsim_gpu::bench::{bench_programs, full_scale_read, BenchProgram, COPY_BYTES, FULL_SCALE_TOKENS};
 use kvsim_gpu::check::{ReadSpec, SlotMap};
 use kvsim_gpu::cuda::kernels::KernelConfig;
-use kvsim_gpu::{default_threads, select, Backend, BackendChoice, CpuBackend, CpuCheck, CudaBackend, GpuError, Op};
+use kvsim_gpu::{
+    default_threads, replay_outputs_with, select, AttnShape, Backend, BackendChoice, CpuBackend, CpuCheck, CudaBackend,
+    GpuError, Op,
+};
 
 /// Largest output difference from the CPU reference the device may show.
 const MAX_DIFF: f64 = 1e-3;
@@ -36,6 +42,7 @@ struct Args {
     reps: u32,
     cpu_threads: usize,
     sampled_partitions: u32,
+    cpu_speedup: bool,
 }
 
 /// SMs the CPU dry run of the sampled check splits for (an H200).
@@ -48,12 +55,14 @@ fn parse_args() -> Result<Args, String> {
         reps: 5,
         cpu_threads: default_threads(),
         sampled_partitions: 16,
+        cpu_speedup: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--backend" => args.backend = it.next().ok_or("--backend needs a value")?.parse()?,
             "--no-full" => args.full = false,
+            "--cpu-speedup" => args.cpu_speedup = true,
             "--reps" => {
                 args.reps = it.next().ok_or("--reps needs a value")?.parse().map_err(|e| format!("--reps: {e}"))?
             }
@@ -77,7 +86,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: kvsim-gpu-bench [--backend cuda|cpu|auto] [--no-full] [--reps N] \
-                            [--cpu-threads N] [--sampled-partitions N]"
+                            [--cpu-threads N] [--sampled-partitions N] [--cpu-speedup]"
                     .into())
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let speedup_ok = !args.cpu_speedup || cpu_speedup(args.cpu_threads);
     let outcome = match args.backend {
         BackendChoice::Cpu => run_cpu(&args),
         BackendChoice::Cuda => run_cuda(&args),
@@ -109,8 +119,8 @@ fn main() -> ExitCode {
         },
     };
     match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(true) if speedup_ok => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
         Err(GpuError::Unavailable(why)) => {
             eprintln!("CUDA unavailable: {why}");
             ExitCode::from(3)
@@ -120,6 +130,33 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Times the CPU reference on the 1M-token program with one thread and with `threads`; true
+/// when the two results are bit-identical.
+fn cpu_speedup(threads: usize) -> bool {
+    let p = full_scale_read(FULL_SCALE_TOKENS, AttnShape::default_small());
+    let (one, t1) = timed(|| replay_outputs_with(&p, 1));
+    let (many, tn) = timed(|| replay_outputs_with(&p, threads));
+    let bits = |r: Result<Vec<kvsim_gpu::AttendOutput>, GpuError>| {
+        r.map(|outs| {
+            outs.into_iter()
+                .map(|o| {
+                    let out: Vec<u32> = o.output.iter().map(|x| x.to_bits()).collect();
+                    let w: Vec<(u32, u64)> = o.per_tenant.iter().map(|&(t, x)| (t, x.to_bits())).collect();
+                    (out, w, o.tokens_per_tenant, o.zero_tokens)
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(|e| e.to_string())
+    };
+    let same = matches!((bits(one), bits(many)), (Ok(a), Ok(b)) if a == b);
+    println!(
+        "cpu reference, 1M-token program: 1 thread {t1:.2} s, {threads} threads {tn:.2} s, speed-up {:.2}x, bit-identical: {}",
+        t1 / tn,
+        if same { "yes" } else { "NO" }
+    );
+    same
 }
 
 fn header() {
