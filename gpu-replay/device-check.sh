@@ -6,6 +6,8 @@
 #     CARGO_TARGET_DIR=/work/target-gpu cargo build --release -p kvsim-gpu --bin kvsim-gpu-bench
 #     mkdir -p device-carry && cp /work/target-gpu/release/kvsim-gpu-bench device-carry/
 #   Extra arguments go to the bench (e.g. --no-full, --reps 10).
+#   KVSIM_DEVICE_CHECK_BACKEND=cpu dry-runs the whole check without a GPU (every row on the CPU
+#   reference, the sampled check on partials from the slot map, no libnvrtc needed).
 #
 # What it does: finds libnvrtc.so.13 (system CUDA, ldconfig, or the nvidia-cuda-nvrtc
 # Python wheel's nvidia/cu13/lib), puts it and the driver's library folder on
@@ -13,11 +15,15 @@
 # bench on CUDA: every bench program on CUDA and on the CPU reference — own-only,
 # stale-foreign, never-written, copy-then-free, zeroed-on-free (the Zero op's memset path),
 # a wide GQA page-1 read, 32k-token reads in f16/bf16/f32 and at GQA group 16 with
-# head_dim 128, and the full-scale 1M-token read — printed as one table: program, tokens,
+# head_dim 128, and the full-scale 1M-token read, replayed again with the sampled CPU check
+# (full-1M-sampled: sampled partitions recomputed from the symbolic slot map, the merge
+# recomputed from the device's partials) — printed as one table: program, tokens,
 # foreign share CUDA and CPU, max |cuda - cpu|, kernel ms, kernel GB/s, measured copy GB/s,
 # % of copy bandwidth, PASS/FAIL. A row passes when CUDA agrees with the CPU, the shares are
 # the program's, and a long read reaches its bandwidth target (80% of the measured copy
-# bandwidth at 1M tokens, 60% at 32k). It is sized to finish well inside the 480 s limit.
+# bandwidth at 1M tokens, 60% at 32k). Before the table, one line times the CPU reference on
+# the 1M-token program with 1 thread and with every core (--cpu-speedup; it fails unless the
+# results are bit-identical). It is sized to finish well inside the 480 s limit.
 #
 # Exit code: the bench's (0 all passed, 1 a check failed, 2 error, 3 CUDA unavailable),
 # 4 if the binary or libnvrtc is missing, 124 if it ran past its time limit.
@@ -27,6 +33,9 @@ set -uo pipefail
 BIN="${1:-device-carry/kvsim-gpu-bench}"
 [ "$#" -gt 0 ] && shift
 LIMIT_S="${KVSIM_DEVICE_CHECK_LIMIT_S:-480}"
+BACKEND="${KVSIM_DEVICE_CHECK_BACKEND:-cuda}"
+THREADS="$(nproc 2>/dev/null || echo 1)"
+[ "$THREADS" -gt 16 ] && THREADS=16
 
 if [ ! -x "$BIN" ]; then
     echo "device-check: no executable bench binary at '$BIN' (see the header of $0 to build it)" >&2
@@ -60,6 +69,14 @@ EOF
     return 1
 }
 
+if [ "$BACKEND" = cpu ]; then
+    echo "device-check: dry run on the CPU reference ($THREADS threads); no GPU figures"
+    timeout "$LIMIT_S" "$BIN" --backend cpu --cpu-speedup --cpu-threads "$THREADS" "$@"
+    rc=$?
+    echo "device-check: bench exit code $rc"
+    exit "$rc"
+fi
+
 NVRTC_DIR="$(find_nvrtc_dir)" || {
     echo "device-check: libnvrtc.so.13 not found (no system CUDA 13, no nvidia-cuda-nvrtc wheel)" >&2
     exit 4
@@ -76,7 +93,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
         sed 's/^/device-check: gpu /'
 fi
 
-timeout "$LIMIT_S" "$BIN" --backend cuda "$@"
+timeout "$LIMIT_S" "$BIN" --backend cuda --cpu-speedup --cpu-threads "$THREADS" "$@"
 rc=$?
 echo "device-check: bench exit code $rc"
 exit "$rc"
