@@ -124,9 +124,16 @@ impl KernelConfig {
     /// `MIN_ITERATIONS_PER_PART` loop iterations per partition; `part_tokens` is a multiple
     /// of the tokens per iteration and every partition holds at least one token.
     pub fn split(&self, seq_len: u32, sms: u32) -> (u32, u32) {
+        self.split_resident(seq_len, sms, self.min_blocks)
+    }
+
+    /// [`KernelConfig::split`] for a device that keeps `blocks_per_sm` blocks of the partial
+    /// kernel resident per SM (the driver's occupancy answer for the compiled kernel, which may
+    /// exceed `min_blocks` when ptxas used fewer registers than the estimate).
+    pub fn split_resident(&self, seq_len: u32, sms: u32, blocks_per_sm: u32) -> (u32, u32) {
         let seq_len = seq_len.max(1);
         let step = self.tokens_per_iteration();
-        let wanted = (2 * sms.max(1) * self.min_blocks).div_ceil(self.kv_heads.max(1)).max(1);
+        let wanted = (2 * sms.max(1) * blocks_per_sm.max(1)).div_ceil(self.kv_heads.max(1)).max(1);
         let most = seq_len.div_ceil(step * MIN_ITERATIONS_PER_PART).max(1);
         let n = wanted.min(most);
         let part_tokens = seq_len.div_ceil(n).div_ceil(step) * step;
@@ -301,12 +308,17 @@ mod tests {
             let step = cfg.tokens_per_iteration();
             for sms in [1, 16, 132] {
                 for seq_len in [1, 7, 255, 256, 1000, 32_768, 1 << 20, 1 << 26] {
-                    let (n, part) = cfg.split(seq_len, sms);
-                    assert!(n >= 1 && part % step == 0, "{cfg:?} {seq_len} {sms}: {n} x {part}");
-                    assert!(u64::from(n) * u64::from(part) >= u64::from(seq_len), "covers");
-                    assert!((n - 1) * part < seq_len, "every partition holds a token");
+                    for resident in [0, 1, cfg.min_blocks, 8, 32] {
+                        let (n, part) = cfg.split_resident(seq_len, sms, resident);
+                        assert!(n >= 1 && part % step == 0, "{cfg:?} {seq_len} {sms}: {n} x {part}");
+                        assert!(u64::from(n) * u64::from(part) >= u64::from(seq_len), "covers");
+                        assert!((n - 1) * part < seq_len, "every partition holds a token");
+                    }
+                    assert_eq!(cfg.split(seq_len, sms), cfg.split_resident(seq_len, sms, cfg.min_blocks));
                 }
             }
+            // More resident blocks, more partitions for a long read.
+            assert!(cfg.split_resident(1 << 20, 132, 8).0 > cfg.split_resident(1 << 20, 132, 2).0);
             // Long reads fill an H200 (132 SMs): about two waves of resident blocks (rounding the
             // partition up to whole iterations may drop a few).
             let (n, _) = cfg.split(1 << 20, 132);

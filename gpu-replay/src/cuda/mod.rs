@@ -94,6 +94,9 @@ impl AttendTiming {
 
 struct Kernels {
     cfg: KernelConfig,
+    /// Blocks of `attn_partial` the device keeps resident per SM (the driver's occupancy
+    /// answer): the split's waves are sized by it.
+    resident: u32,
     write: CudaFunction,
     partial: CudaFunction,
     reduce: CudaFunction,
@@ -237,12 +240,22 @@ impl CudaBackend {
             }
         };
         let load = |name: &'static str| module.load_function(name).map_err(driver(name));
-        let k = Arc::new(Kernels {
-            cfg,
-            write: load("kv_write")?,
-            partial: load("attn_partial")?,
-            reduce: load("attn_reduce")?,
-        });
+        let partial = load("attn_partial")?;
+        let resident = partial
+            .occupancy_max_active_blocks_per_multiprocessor(cfg.warps * 32, 0, None)
+            .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor (attn_partial)"))?
+            .max(1);
+        self.notes.push(format!(
+            "attn_partial for {} head_dim {} G {} page {}: {resident} blocks of {} threads resident per SM \
+             (__launch_bounds__ min {})",
+            cfg.dtype.name(),
+            cfg.head_dim,
+            cfg.group,
+            cfg.page_size,
+            cfg.warps * 32,
+            cfg.min_blocks
+        ));
+        let k = Arc::new(Kernels { cfg, resident, write: load("kv_write")?, partial, reduce: load("attn_reduce")? });
         self.kernels.insert(cfg, Arc::clone(&k));
         Ok(k)
     }
@@ -440,7 +453,7 @@ impl CudaBackend {
         let d_pages = self.stream.clone_htod(&pages).map_err(driver("upload block table"))?;
         let d_q = self.stream.clone_htod(&query).map_err(driver("upload query"))?;
         let seq_len = read.seq_len as u32;
-        let (n_parts, part_tokens) = k.cfg.split(seq_len, self.sms);
+        let (n_parts, part_tokens) = k.cfg.split_resident(seq_len, self.sms, k.resident);
         let heads = shape.heads as usize;
         let hd = shape.head_dim as usize;
         let rows = n_parts as usize * heads;

@@ -43,14 +43,17 @@ fn kernels_compile_for_sm90() {
 
 /// Issue 16's register target: no spills at head_dim <= 128 for every dtype and GQA group
 /// 1..=16, and the occupancy `__launch_bounds__` asks for is met (registers within the cap
-/// `65536 / (min_blocks * threads)`). Prints the table (registers, spills, blocks per SM).
+/// `65536 / (min_blocks * threads)`). Prints the table: registers, lanes per token, vector width,
+/// the `__launch_bounds__` minimum blocks, threads per block, the blocks per SM the registers
+/// allow (sm_90: 64K registers, allocated per warp in units of 256; at most 64 warps) and the
+/// resulting occupancy, and the spill stores/loads in bytes.
 #[test]
 #[ignore = "needs libnvrtc (LD_LIBRARY_PATH); run with --ignored"]
 fn no_spills_at_head_dim_128_and_below() {
     assert!(nvrtc_present(), "{NEEDS}");
     println!(
-        "{:<6} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>5} {:>7}",
-        "dtype", "hd", "G", "kvh", "regs", "LPT", "vec", "minB", "spill"
+        "{:<6} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>5} {:>4} {:>6} {:>5} {:>7}",
+        "dtype", "hd", "G", "kvh", "regs", "LPT", "vec", "minB", "thr", "blk/SM", "occ", "spill"
     );
     let mut wide_spills = Vec::new();
     for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
@@ -60,14 +63,20 @@ fn no_spills_at_head_dim_128_and_below() {
                 let cfg = KernelConfig::new(&shape, 16);
                 let res = nvrtc_resources(&kernel_source(&cfg), "sm_90").unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
                 let p = res.iter().find(|r| r.kernel == "attn_partial").expect("attn_partial report");
+                let per_warp = (p.registers * 32).div_ceil(256) * 256;
+                let blocks = (65_536 / (per_warp * cfg.warps)).min(64 / cfg.warps);
+                assert!(blocks >= cfg.min_blocks, "{cfg:?}: {blocks} blocks per SM < min_blocks");
                 println!(
-                    "{:<6} {head_dim:>3} {group:>3} {:>3} {:>4} {:>3} {:>6} {:>5} {:>3}/{:<3}",
+                    "{:<6} {head_dim:>3} {group:>3} {:>3} {:>4} {:>3} {:>6} {:>5} {:>4} {:>6} {:>4}% {:>3}/{:<3}",
                     dtype.name(),
                     2,
                     p.registers,
                     cfg.lanes_per_token,
                     cfg.vec,
                     cfg.min_blocks,
+                    cfg.warps * 32,
+                    blocks,
+                    100 * blocks * cfg.warps / 64,
                     p.spill_stores,
                     p.spill_loads
                 );
