@@ -37,6 +37,9 @@ pub const CHUNK_TOKENS: usize = 256;
 pub const MIN_PARALLEL_CHUNKS: usize = 4;
 /// Tokens whose K/V a write derives per parallel batch.
 const WRITE_BATCH_TOKENS: usize = 4096;
+/// A write batch of fewer tokens is derived on one thread (the many short writes of a lowered
+/// trace would spend more on spawning than on hashing).
+const MIN_PARALLEL_WRITE_TOKENS: usize = 1024;
 
 /// The threads a CPU replay uses by default: the machine's available parallelism, at most 16.
 pub fn default_threads() -> usize {
@@ -156,7 +159,7 @@ impl CpuReplay {
                 .map(|(&(_, pos), (k, v))| (pos, k, v))
                 .collect();
             // Deriving the values is the cost; storing them stays in order on this thread.
-            if threads > 1 && work.len() > 64 {
+            if threads > 1 && work.len() >= MIN_PARALLEL_WRITE_TOKENS {
                 par_parts(threads, &mut work, derive);
             } else {
                 derive(&mut work);
