@@ -102,6 +102,37 @@ mod tests {
     use super::*;
     use crate::types::{NodeId, Role};
 
+    /// Every violation is built by `Violation::new`: no struct literal of its fields anywhere else
+    /// in the library (an update of an existing one, `Violation { cause, ..v }`, is fine).
+    #[test]
+    fn violations_are_built_by_the_one_constructor() {
+        let mut found = Vec::new();
+        let mut stack = vec![std::path::Path::new(&crate::test_manifest_dir()).join("src")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).expect("source folder") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                if p.extension().is_none_or(|x| x != "rs") || p.ends_with("check/mod.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).expect("source file");
+                for (i, _) in text.match_indices("Violation {") {
+                    if text[..i].ends_with("struct ") || text[..i].ends_with("-> ") {
+                        continue;
+                    }
+                    let body = &text[i..text[i..].find('}').map_or(text.len(), |j| i + j)];
+                    if !body.contains("..") {
+                        found.push(format!("{}: {}", p.display(), body.lines().next().unwrap_or_default()));
+                    }
+                }
+            }
+        }
+        assert!(found.is_empty(), "Violation struct literals (use Violation::new): {found:?}");
+    }
+
     #[test]
     fn the_constructor_leaves_unset_fields_empty_and_keeps_64_runs() {
         let runs: Vec<Run> = (0..100).map(|i| Run { first: 2 * i, count: 1 }).collect();
