@@ -242,8 +242,8 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
 }
 
 /// File access for scenarios that name other files (trace workloads).
-pub fn read_file(path: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+pub fn read_file(path: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
 }
 
 /// `--like`: the library's [`Like`](kvsim::scenario_doc::Like) as a clap choice (the library has no

@@ -281,36 +281,84 @@ fn zeroing(mem: &[(u64, MemOp)], m: MemModel) -> Vec<Zeroes> {
         .collect()
 }
 
+/// A read `lower` looks for: its pool and request, when (`None`: the request's last read, any
+/// pool) and the kind it is replayed as.
+struct Wanted {
+    pool: PoolId,
+    request: u32,
+    at_ns: Option<u64>,
+    kind: String,
+}
+
+/// A read found in the log: the index of its op, the target, and the reader's block table then.
+struct Found {
+    op: usize,
+    target: ReadTarget,
+    table: Vec<Run>,
+}
+
 /// `mem` holds the memory log in order: `(t_ns, op)`; `m` is the run's memory semantics.
+///
+/// The steps: the reads `select` names ([`wanted_reads`]), found in the log with their block
+/// tables ([`find_reads`]); a reverse pass that keeps every op the reads' pages depend on
+/// ([`dependencies`]); the kept pages renumbered compactly ([`Renumbering`]); the program emitted
+/// in log order ([`emit`]).
 pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape) -> Result<Lowered, LowerError> {
-    let page_size = m.page_size;
-    validate(mem, page_size)?;
-    // 1. Find each target's read op and the reader's block table at that moment.
-    let mut wanted: Vec<(PoolId, u32, Option<u64>, String)> = Vec::new();
-    match &select {
+    validate(mem, m.page_size)?;
+    let found = find_reads(mem, &wanted_reads(&select));
+    if found.is_empty() {
+        return Err(LowerError::NoRead("no matching attention read in the trace's memory log".into()));
+    }
+    let last = found.iter().map(|f| f.op).max().expect("non-empty");
+    let zeroes = zeroing(&mem[..=last], m);
+    let (keep, needed) = dependencies(mem, m.page_size, &found, &zeroes);
+    let numbers = Renumbering::of(&needed, m.page_size);
+    let ops = emit(mem, m.page_size, &found, &zeroes, &keep, &numbers);
+    let pages_kept = needed.values().map(|s| s.len() as u64).sum();
+    let ops_kept = keep.iter().filter(|k| **k).count();
+    Ok(Lowered {
+        program: Program { pools: numbers.pools, ops, shape },
+        depends_on: needed,
+        targets: found.into_iter().map(|f| f.target).collect(),
+        pages_kept,
+        ops_kept,
+        ops_total: mem.len(),
+    })
+}
+
+/// Step 1: the reads to look for. Violating reads: cross-tenant ones first (the leaks to
+/// confirm), then by time, each (pool, request, time) once, at most `max`.
+fn wanted_reads(select: &Select) -> Vec<Wanted> {
+    let mut wanted = Vec::new();
+    match select {
         Select::Violations { violations, max } => {
             let mut seen = BTreeSet::new();
             let mut vs: Vec<&ViolationOut> =
                 violations.iter().filter(|v| READ_KINDS.contains(&v.kind.as_str())).collect();
-            // Cross-tenant reads first (the leaks to confirm), then by time.
             vs.sort_by_key(|v| (READ_KINDS.iter().position(|k| *k == v.kind), v.at_ns, v.request));
             for v in vs {
                 let (Some(r), Some(pool)) = (v.request, v.pool.as_deref().and_then(parse_pool)) else { continue };
                 if seen.insert((pool, r, v.at_ns)) && wanted.len() < *max {
-                    wanted.push((pool, r, Some(v.at_ns), v.kind.clone()));
+                    wanted.push(Wanted { pool, request: r, at_ns: Some(v.at_ns), kind: v.kind.clone() });
                 }
             }
         }
         Select::Requests(rs) => {
             for r in *rs {
-                wanted.push((PoolId { role: Role::Decode, index: u16::MAX }, *r, None, "requested".into()));
+                let pool = PoolId { role: Role::Decode, index: u16::MAX };
+                wanted.push(Wanted { pool, request: *r, at_ns: None, kind: "requested".into() });
             }
         }
     }
+    wanted
+}
+
+/// Step 2: a forward pass keeping each request's block table per pool; every wanted read found
+/// (each once), plus the last read of each wanted request, in log order and numbered in it.
+fn find_reads(mem: &[(u64, MemOp)], wanted: &[Wanted]) -> Vec<Found> {
     let mut tables: BTreeMap<(PoolId, u32), Vec<Run>> = BTreeMap::new();
-    // (op index, target) for every target found.
-    let mut found: Vec<(usize, ReadTarget, Vec<Run>)> = Vec::new();
-    let mut last_read: BTreeMap<u32, (usize, ReadTarget, Vec<Run>)> = BTreeMap::new();
+    let mut found: Vec<Found> = Vec::new();
+    let mut last_read: BTreeMap<u32, Found> = BTreeMap::new();
     for (i, (t, op)) in mem.iter().enumerate() {
         match op {
             MemOp::Reset { pool, .. } => tables.retain(|(p, _), _| p != pool),
@@ -334,51 +382,58 @@ pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape
                     at_ns: *t,
                 };
                 let table = tables.get(&(*pool, r.0)).cloned().unwrap_or_default();
-                if let Some(w) = wanted.iter().find(|w| w.0 == *pool && w.1 == r.0 && w.2 == Some(*t)) {
-                    if !found.iter().any(|f| f.1.pool == *pool && f.1.request == r.0 && f.1.at_ns == *t) {
-                        found.push((i, mk(&w.3), table.clone()));
+                if let Some(w) = wanted.iter().find(|w| w.pool == *pool && w.request == r.0 && w.at_ns == Some(*t)) {
+                    let seen = |f: &Found| f.target.pool == *pool && f.target.request == r.0 && f.target.at_ns == *t;
+                    if !found.iter().any(seen) {
+                        found.push(Found { op: i, target: mk(&w.kind), table: table.clone() });
                     }
                 }
-                if wanted.iter().any(|w| w.2.is_none() && w.1 == r.0) {
-                    last_read.insert(r.0, (i, mk("requested"), table));
+                if wanted.iter().any(|w| w.at_ns.is_none() && w.request == r.0) {
+                    last_read.insert(r.0, Found { op: i, target: mk("requested"), table });
                 }
             }
             _ => {}
         }
     }
     found.extend(last_read.into_values());
-    found.sort_by_key(|f| f.0);
+    found.sort_by_key(|f| f.op);
     for (n, f) in found.iter_mut().enumerate() {
-        f.1.id = n as u64;
+        f.target.id = n as u64;
     }
-    if found.is_empty() {
-        return Err(LowerError::NoRead("no matching attention read in the trace's memory log".into()));
-    }
-    // 2. Reverse pass: the pages each read depends on (`live`), and every op that shaped them.
-    // A page leaves `live` at an op that replaces its whole content (a zeroing, a page copy);
-    // `all` keeps every page ever live, the pages of the program.
-    let last = found.iter().map(|f| f.0).max().expect("non-empty");
-    let zeroes = zeroing(&mem[..=last], m);
+    found
+}
+
+/// The pages a read covers: its block table's first `ceil(seq_len / page_size)` pages.
+fn table_pages(table: &[Run], seq_len: u64, page_size: u64) -> Vec<u32> {
+    crate::pool::prefix_pages(table, seq_len.div_ceil(page_size)).iter().flat_map(|r| r.first..r.end()).collect()
+}
+
+/// Step 3: the reverse pass. The pages each read depends on (`live`), and every op that shaped
+/// them (`keep`, indexed by op up to the last read). A page leaves `live` at an op that replaces
+/// its whole content (a zeroing, a page copy); the returned set keeps every page ever live, the
+/// pages of the program.
+fn dependencies(
+    mem: &[(u64, MemOp)],
+    page_size: u64,
+    found: &[Found],
+    zeroes: &[Zeroes],
+) -> (Vec<bool>, BTreeMap<PoolId, BTreeSet<u32>>) {
+    let last = zeroes.len() - 1;
     let mut live: BTreeMap<PoolId, BTreeSet<u32>> = BTreeMap::new();
     let mut all: BTreeMap<PoolId, BTreeSet<u32>> = BTreeMap::new();
     let mut keep = vec![false; last + 1];
     let mut targets_at: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, f) in found.iter().enumerate() {
-        targets_at.entry(f.0).or_default().push(k);
+        targets_at.entry(f.op).or_default().push(k);
     }
-    let table_pages = |table: &[Run], seq_len: u64| -> Vec<u32> {
-        crate::pool::prefix_pages(table, seq_len.div_ceil(page_size)).iter().flat_map(|r| r.first..r.end()).collect()
-    };
     let mut make_live = |live: &mut BTreeMap<PoolId, BTreeSet<u32>>, pool: PoolId, pages: &[u32]| {
         live.entry(pool).or_default().extend(pages.iter().copied());
         all.entry(pool).or_default().extend(pages.iter().copied());
     };
     for i in (0..=last).rev() {
-        if let Some(ks) = targets_at.get(&i) {
-            for k in ks {
-                let f = &found[*k];
-                make_live(&mut live, f.1.pool, &table_pages(&f.2, f.1.seq_len));
-            }
+        for k in targets_at.get(&i).into_iter().flatten() {
+            let f = &found[*k];
+            make_live(&mut live, f.target.pool, &table_pages(&f.table, f.target.seq_len, page_size));
         }
         match (&mem[i].1, &zeroes[i]) {
             (MemOp::Reset { pool, .. }, Zeroes::Pool) => {
@@ -422,112 +477,142 @@ pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape
             _ => {}
         }
     }
-    let needed = all;
-    // 3. Compact page ids per pool (page 0 stays reserved) and emit the program in order.
-    let pool_ids: BTreeMap<PoolId, u32> = needed.keys().enumerate().map(|(i, p)| (*p, i as u32)).collect();
-    let maps: BTreeMap<PoolId, BTreeMap<u32, u32>> = needed
-        .iter()
-        .map(|(p, set)| (*p, set.iter().enumerate().map(|(i, pg)| (*pg, i as u32 + 1)).collect()))
-        .collect();
-    let ps = page_size as u32;
-    let pools = needed
-        .iter()
-        .map(|(p, set)| PoolSpec { pool: pool_ids[p], pages: set.len() as u32 + 1, page_size: ps })
-        .collect();
+    (keep, all)
+}
+
+/// Step 4: page ids compacted per pool (page 0 stays reserved) and pools numbered in order.
+struct Renumbering {
+    pool_ids: BTreeMap<PoolId, u32>,
+    /// Per pool of the run: its page → the program's page.
+    maps: BTreeMap<PoolId, BTreeMap<u32, u32>>,
+    pools: Vec<PoolSpec>,
+}
+
+impl Renumbering {
+    fn of(needed: &BTreeMap<PoolId, BTreeSet<u32>>, page_size: u64) -> Renumbering {
+        let pool_ids = needed.keys().enumerate().map(|(i, p)| (*p, i as u32)).collect();
+        let maps = needed
+            .iter()
+            .map(|(p, set)| (*p, set.iter().enumerate().map(|(i, pg)| (*pg, i as u32 + 1)).collect()))
+            .collect();
+        let ps = page_size as u32;
+        let pools = needed
+            .iter()
+            .enumerate()
+            .map(|(i, (_, set))| PoolSpec { pool: i as u32, pages: set.len() as u32 + 1, page_size: ps })
+            .collect();
+        Renumbering { pool_ids, maps, pools }
+    }
+}
+
+/// Step 5: the program, in log order: each kept op renumbered, and each read where it happened.
+fn emit(
+    mem: &[(u64, MemOp)],
+    page_size: u64,
+    found: &[Found],
+    zeroes: &[Zeroes],
+    keep: &[bool],
+    n: &Renumbering,
+) -> Vec<Op> {
+    let mut targets_at: BTreeMap<usize, Vec<&Found>> = BTreeMap::new();
+    for f in found {
+        targets_at.entry(f.op).or_default().push(f);
+    }
     let mut ops = Vec::new();
-    for i in 0..=last {
-        if keep[i] {
+    for (i, kept) in keep.iter().enumerate() {
+        if *kept {
             match &mem[i].1 {
-                MemOp::Write { pool, r, tenant, slots } => {
-                    let map = &maps[pool];
-                    let mut runs: Vec<SlotRun> = Vec::new();
-                    for &(s, l, pos) in slots {
-                        for (&pg, &np) in map.range((s / page_size) as u32..(s + l).div_ceil(page_size) as u32) {
-                            let lo = s.max(u64::from(pg) * page_size);
-                            let hi = (s + l).min(u64::from(pg + 1) * page_size);
-                            let start = u64::from(np) * page_size + (lo - u64::from(pg) * page_size);
-                            let first_pos = pos + (lo - s);
-                            match runs.last_mut() {
-                                Some(x) if x.start_slot + x.len == start && x.first_pos + x.len == first_pos => {
-                                    x.len += hi - lo
-                                }
-                                _ => runs.push(SlotRun { start_slot: start, len: hi - lo, first_pos }),
-                            }
-                        }
-                    }
-                    ops.push(Op::Write {
-                        pool: pool_ids[pool],
-                        slots: runs,
-                        writer: Writer { tenant: tenant.0, request: r.0 },
-                    });
-                }
-                MemOp::Copy { src, dst, pages, .. } => {
-                    let (sm, dm) = (&maps[src], &maps[dst]);
-                    let mut out: Vec<(u32, u32, u32)> = Vec::new();
-                    for &(s, d, c) in pages {
-                        for k in 0..c {
-                            if let (Some(&a), Some(&b)) = (sm.get(&(s + k)), dm.get(&(d + k))) {
-                                match out.last_mut() {
-                                    Some(x) if x.0 + x.2 == a && x.1 + x.2 == b => x.2 += 1,
-                                    _ => out.push((a, b, 1)),
-                                }
-                            }
-                        }
-                    }
-                    ops.push(Op::Copy { src_pool: pool_ids[src], dst_pool: pool_ids[dst], pages: out });
-                }
+                MemOp::Write { pool, r, tenant, slots } => ops.push(Op::Write {
+                    pool: n.pool_ids[pool],
+                    slots: write_runs(slots, &n.maps[pool], page_size),
+                    writer: Writer { tenant: tenant.0, request: r.0 },
+                }),
+                MemOp::Copy { src, dst, pages, .. } => ops.push(Op::Copy {
+                    src_pool: n.pool_ids[src],
+                    dst_pool: n.pool_ids[dst],
+                    pages: copy_runs(pages, &n.maps[src], &n.maps[dst]),
+                }),
                 MemOp::Reset { pool, .. } | MemOp::Free { pool, .. } => {
-                    // Every mapped page the engine cleared: all of the pool's on a reset.
-                    let map = &maps[pool];
-                    let mut out: Vec<(u32, u32)> = Vec::new();
-                    let mut push = |np: u32| match out.last_mut() {
-                        Some(x) if x.0 + x.1 == np => x.1 += 1,
-                        _ => out.push((np, 1)),
-                    };
-                    match &zeroes[i] {
-                        Zeroes::Pool => map.values().for_each(|&np| push(np)),
-                        Zeroes::Pages(runs) => {
-                            for r in runs {
-                                map.range(r.first..r.end()).for_each(|(_, &np)| push(np));
-                            }
-                        }
-                        Zeroes::None => {}
-                    }
-                    ops.push(Op::Zero { pool: pool_ids[pool], pages: out });
+                    ops.push(Op::Zero { pool: n.pool_ids[pool], pages: zeroed_runs(&zeroes[i], &n.maps[pool]) })
                 }
                 _ => {}
             }
         }
-        if let Some(ks) = targets_at.get(&i) {
-            for k in ks {
-                let f = &found[*k];
-                let map = &maps[&f.1.pool];
-                let mut table: Vec<(u32, u32)> = Vec::new();
-                for pg in table_pages(&f.2, f.1.seq_len) {
-                    let np = map[&pg];
-                    match table.last_mut() {
-                        Some(x) if x.0 + x.1 == np => x.1 += 1,
-                        _ => table.push((np, 1)),
-                    }
-                }
-                ops.push(Op::Attend {
-                    id: f.1.id,
-                    pool: pool_ids[&f.1.pool],
-                    reader: Writer { tenant: f.1.tenant, request: f.1.request },
-                    block_table: table,
-                    seq_len: f.1.seq_len,
-                });
+        for f in targets_at.get(&i).into_iter().flatten() {
+            ops.push(attend(f, &n.maps[&f.target.pool], n.pool_ids[&f.target.pool], page_size));
+        }
+    }
+    ops
+}
+
+/// A write's slot runs on the program's pages (only the mapped pages), merged where contiguous.
+fn write_runs(slots: &[(u64, u64, u64)], map: &BTreeMap<u32, u32>, page_size: u64) -> Vec<SlotRun> {
+    let mut runs: Vec<SlotRun> = Vec::new();
+    for &(s, l, pos) in slots {
+        for (&pg, &np) in map.range((s / page_size) as u32..(s + l).div_ceil(page_size) as u32) {
+            let lo = s.max(u64::from(pg) * page_size);
+            let hi = (s + l).min(u64::from(pg + 1) * page_size);
+            let start = u64::from(np) * page_size + (lo - u64::from(pg) * page_size);
+            let first_pos = pos + (lo - s);
+            match runs.last_mut() {
+                Some(x) if x.start_slot + x.len == start && x.first_pos + x.len == first_pos => x.len += hi - lo,
+                _ => runs.push(SlotRun { start_slot: start, len: hi - lo, first_pos }),
             }
         }
     }
-    let pages_kept = needed.values().map(|s| s.len() as u64).sum();
-    let ops_kept = keep.iter().filter(|k| **k).count();
-    Ok(Lowered {
-        program: Program { pools, ops, shape },
-        depends_on: needed,
-        targets: found.into_iter().map(|f| f.1).collect(),
-        pages_kept,
-        ops_kept,
-        ops_total: mem.len(),
-    })
+    runs
+}
+
+/// A page copy's runs between mapped pages, merged where contiguous.
+fn copy_runs(pages: &[(u32, u32, u32)], sm: &BTreeMap<u32, u32>, dm: &BTreeMap<u32, u32>) -> Vec<(u32, u32, u32)> {
+    let mut out: Vec<(u32, u32, u32)> = Vec::new();
+    for &(s, d, c) in pages {
+        for k in 0..c {
+            if let (Some(&a), Some(&b)) = (sm.get(&(s + k)), dm.get(&(d + k))) {
+                match out.last_mut() {
+                    Some(x) if x.0 + x.2 == a && x.1 + x.2 == b => x.2 += 1,
+                    _ => out.push((a, b, 1)),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every mapped page an op cleared (all of the pool's on a reset), as runs.
+fn zeroed_runs(zeroes: &Zeroes, map: &BTreeMap<u32, u32>) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut push = |np: u32| match out.last_mut() {
+        Some(x) if x.0 + x.1 == np => x.1 += 1,
+        _ => out.push((np, 1)),
+    };
+    match zeroes {
+        Zeroes::Pool => map.values().for_each(|&np| push(np)),
+        Zeroes::Pages(runs) => {
+            for r in runs {
+                map.range(r.first..r.end()).for_each(|(_, &np)| push(np));
+            }
+        }
+        Zeroes::None => {}
+    }
+    out
+}
+
+/// A read replayed: the reader's block table on the program's pages.
+fn attend(f: &Found, map: &BTreeMap<u32, u32>, pool: u32, page_size: u64) -> Op {
+    let mut table: Vec<(u32, u32)> = Vec::new();
+    for pg in table_pages(&f.table, f.target.seq_len, page_size) {
+        let np = map[&pg];
+        match table.last_mut() {
+            Some(x) if x.0 + x.1 == np => x.1 += 1,
+            _ => table.push((np, 1)),
+        }
+    }
+    Op::Attend {
+        id: f.target.id,
+        pool,
+        reader: Writer { tenant: f.target.tenant, request: f.target.request },
+        block_table: table,
+        seq_len: f.target.seq_len,
+    }
 }

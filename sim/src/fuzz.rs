@@ -2,15 +2,18 @@
 //! relative to the context, page size, allocator, workload shape and tenants, which faults are on
 //! and how often, and (unless pinned by a profile or a base scenario) every engine knob. Failures
 //! are grouped by a signature (violation kind plus mechanism), not by seed.
+//!
+//! Every value a draw picks from is in the draw table ([`table`]), which the cargo-fuzz targets'
+//! byte decoding (`fuzz_targets`) reads too; the draws for a seed range are pinned by a test.
 
 use crate::check::Kind;
-use crate::config::{
-    self, Bucket, CostConfig, FaultConfig, GeneratorConfig, Knobs, NodeConfig, RouterPolicy, SimConfig,
-};
+use crate::config::{self, Bucket, CostConfig, FaultConfig, GeneratorConfig, NodeConfig, SimConfig};
 use crate::rng::Prng;
 use crate::types::Ratio;
 use crate::world::World;
 use std::collections::BTreeSet;
+
+pub mod table;
 
 /// Which part of the space a campaign draws from.
 #[derive(Clone, Debug)]
@@ -26,83 +29,16 @@ pub enum Space {
     Prefix(Box<Space>),
 }
 
-fn pick<T: Copy>(rng: &mut Prng, xs: &[T]) -> T {
-    xs[rng.below(xs.len() as u64) as usize]
-}
-
+/// The swarm's draw of a fault ratio: one in a [`table::FAULT_ONE_IN`] value when `on`.
 fn ratio(rng: &mut Prng, on: bool) -> Ratio {
     if on {
-        Ratio { num: 1, den: pick(rng, &[5, 20, 50, 200]) }
+        Ratio { num: 1, den: table::FAULT_ONE_IN.pick(rng) }
     } else {
         Ratio::NEVER
     }
 }
 
-/// Knob values no profile uses but a catalogue row's scenario does (as its buggy or its fixed
-/// setting): drawable too, so the blind swarm reaches every row the model expresses
-/// (`router_on_prefill_error = cancel_decode` for abort-lost-on-success and router-waits-for-decode,
-/// `decode_transferred_abort = leak` for leak-abort-in-waiting, `prefix_cache_scope = per_tenant`
-/// for cross-tenant-prefix-hit, the content-channel mitigations `public_only` and `padded_to_miss`
-/// of prefix-timing-channel, a 10 s lease for held-blocks-leak and
-/// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
-/// scenarios). A test checks every value the catalogue uses against blind draws.
-pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
-    ("router_on_prefill_error", "cancel_decode"),
-    ("decode_transferred_abort", "leak"),
-    ("prefix_cache_scope", "per_tenant"),
-    ("prefix_cache_scope", "public_only"),
-    ("prefix_hit_timing", "padded_to_miss"),
-    ("source_lease_ms", "10000"),
-    ("reserved_decode_tokens", "16"),
-];
-
-/// Every value a knob may take in a blind draw: the values the profiles use, then the catalogue's.
-pub fn drawable_values(name: &str) -> Vec<toml::Value> {
-    let mut vals: Vec<toml::Value> = Vec::new();
-    for p in config::PROFILES {
-        let t = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        let v = t[name].clone();
-        if !vals.contains(&v) {
-            vals.push(v);
-        }
-    }
-    for (k, v) in CATALOGUE_KNOB_VALUES {
-        if *k == name {
-            let v = match v.parse::<i64>() {
-                Ok(n) => toml::Value::Integer(n),
-                Err(_) => toml::Value::String((*v).into()),
-            };
-            if !vals.contains(&v) {
-                vals.push(v);
-            }
-        }
-    }
-    vals
-}
-
-/// Draws every knob from its values, independently.
-pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
-    let table = toml::Table::try_from(base).expect("knobs serialise");
-    // Enum knobs: pick among the values the profiles (buggy and fixed) and the catalogue rows use.
-    let variants: Vec<(String, Vec<toml::Value>)> =
-        table.keys().map(|name| (name.clone(), drawable_values(name))).collect();
-    let mut t = table;
-    for (name, vals) in variants {
-        let v = match name.as_str() {
-            "kv_checksum" | "page_tags" => toml::Value::String(pick(rng, &["off", "off", "off", "on"]).into()),
-            "kv_canary" => toml::Value::String(pick(rng, &["off", "off", "off", "log", "raise"]).into()),
-            "decode_commit_check" => {
-                toml::Value::String(pick(rng, &["room_only", "room_only", "coverage", "assert_crash"]).into())
-            }
-            "free_list_policy" => toml::Value::String(pick(rng, &["sorted_on_merge", "lifo", "fifo", "lru"]).into()),
-            "zero_on_free" => toml::Value::Boolean(rng.below(8) == 0),
-            "page_size" | "chunked_prefill_size" | "transfer_sync_timeout_ms" | "max_transfer_batch_pages" => continue,
-            _ => vals[rng.below(vals.len() as u64) as usize].clone(),
-        };
-        t.insert(name, v);
-    }
-    t.try_into().expect("every drawn value is one a profile uses")
-}
+pub use table::{draw_knobs, CATALOGUE_KNOB_VALUES};
 
 /// The cost model of drawn scenarios (faster forwards than the shipped default, so small runs
 /// stay short in virtual time).
@@ -127,7 +63,7 @@ pub fn fuzz_cost() -> CostConfig {
 pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::RequestSpec> {
     let n = rng.between(4, 24);
     let tenants = rng.between(1, 4);
-    let gap_us = pick(rng, &[1_000u64, 20_000, 200_000]);
+    let gap_us = table::PREFIX_GAP_US.pick(rng);
     let max_blocks = (context_len / crate::prefix::BLOCK_TOKENS).saturating_sub(1).clamp(1, 8);
     let mut at = 0u64;
     let mut out = Vec::new();
@@ -162,7 +98,7 @@ pub fn draw_prefix_requests(rng: &mut Prng, context_len: u64) -> Vec<config::Req
 fn make_prefix_heavy(c: &mut SimConfig, seed: u64, draw_scope: bool) {
     let mut rng = Prng::child(seed, "prefix");
     c.knobs.prefill_cache = config::PrefillCache::Radix;
-    let scope = pick(&mut rng, &[config::PrefixCacheScope::Global, config::PrefixCacheScope::PerTenant]);
+    let scope = table::PREFIX_CACHE_SCOPE.pick(&mut rng);
     if draw_scope {
         c.knobs.prefix_cache_scope = scope;
     }
@@ -183,10 +119,10 @@ fn draw_metadata_lag(c: &mut SimConfig, seed: u64) {
         Some(g) => g.requests as u64,
         None => c.requests.len() as u64,
     };
-    let every = pick(&mut rng, &[1u64, 2, 4]);
+    let every = table::METADATA_LAG_EVERY.pick(&mut rng);
     for r in 0..n {
         if rng.below(every) == 0 {
-            let lag_ms = pick(&mut rng, &[1u64, 20, 50, 500]);
+            let lag_ms = table::METADATA_LAG_MS.pick(&mut rng);
             c.faults.script.push(config::ScriptedFault::MetadataLag { request: r as u32, lag_ms });
         }
     }
@@ -223,25 +159,32 @@ pub fn draw(seed: u64, space: &Space) -> SimConfig {
 /// The swarm's draw of deployment, workload, faults and (blind) knobs.
 fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let mut rng = Prng::child(seed, "swarm");
-    let context_len = pick(&mut rng, &[2048u64, 4096, 8192, 16384, 32768]);
-    let page_size = pick(&mut rng, &[1u64, 4, 16, 64]);
+    let context_len = table::CONTEXT_LEN.pick(&mut rng);
+    let page_size = table::PAGE_SIZE.pick(&mut rng);
     let round = |t: u64| (t / page_size).max(2) * page_size;
     // Pools relative to the context: sometimes smaller (the incident's shape), sometimes larger.
-    let pf = pick(&mut rng, &[3u64, 4, 6, 8, 12, 16]);
-    let df = pick(&mut rng, &[6u64, 8, 12, 16, 24, 32]);
+    let pf = table::PREFILL_POOL_EIGHTHS.pick(&mut rng);
+    let df = table::DECODE_POOL_EIGHTHS.pick(&mut rng);
     let nprefill = rng.between(1, 2) as usize;
     let ndecode = rng.between(1, 2) as usize;
-    let meta = pick(&mut rng, &[2u32, 8, 64]);
-    let prefill =
-        vec![
-            NodeConfig { pool_tokens: round(context_len * pf / 8), metadata_slots: meta, max_running_requests: 64 };
-            nprefill
-        ];
-    let decode =
-        vec![
-            NodeConfig { pool_tokens: round(context_len * df / 8), metadata_slots: meta, max_running_requests: 64 };
-            ndecode
-        ];
+    let meta = table::METADATA_SLOTS.pick(&mut rng);
+    let max_running = table::MAX_RUNNING_REQUESTS.pick(&mut rng);
+    let prefill = vec![
+        NodeConfig {
+            pool_tokens: round(context_len * pf / 8),
+            metadata_slots: meta,
+            max_running_requests: max_running
+        };
+        nprefill
+    ];
+    let decode = vec![
+        NodeConfig {
+            pool_tokens: round(context_len * df / 8),
+            metadata_slots: meta,
+            max_running_requests: max_running
+        };
+        ndecode
+    ];
     let base = match space {
         Space::Profile(p) => (config::profile(p).expect("validated profile").knobs)(),
         _ => (config::PROFILES[0].knobs)(),
@@ -251,10 +194,10 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         _ => base,
     };
     knobs.page_size = page_size;
-    knobs.chunked_prefill_size = pick(&mut rng, &[256u64, 1024, 4096]);
-    knobs.max_transfer_batch_pages = if rng.below(2) == 0 { 0 } else { pick(&mut rng, &[4u64, 64]) };
-    knobs.transfer_sync_timeout_ms = pick(&mut rng, &[500u64, 2_000, 5_000, 60_000]);
-    let w = |rng: &mut Prng| pick(rng, &[0u64, 1, 3, 10]);
+    knobs.chunked_prefill_size = table::CHUNKED_PREFILL_SIZE.pick(&mut rng);
+    knobs.max_transfer_batch_pages = if rng.below(2) == 0 { 0 } else { table::MAX_TRANSFER_BATCH_PAGES.pick(&mut rng) };
+    knobs.transfer_sync_timeout_ms = table::TRANSFER_SYNC_TIMEOUT_MS.pick(&mut rng);
+    let w = |rng: &mut Prng| table::PROMPT_BUCKET_WEIGHT.pick(rng);
     let mut prompt = vec![
         Bucket { weight: w(&mut rng), min: 1, max: (context_len / 16).max(1) },
         Bucket { weight: w(&mut rng), min: (context_len / 16).max(1), max: context_len / 2 },
@@ -263,28 +206,28 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     if prompt.iter().all(|b| b.weight == 0) {
         prompt[0].weight = 1;
     }
-    let requests = pick(&mut rng, &[2u32, 4, 8, 16, 32]);
+    let requests = table::REQUESTS.pick(&mut rng);
     let faults_on = [rng.below(3) == 0, rng.below(3) == 0, rng.below(4) == 0, rng.below(6) == 0];
     let aborts_on = rng.below(3) == 0;
     let generator = GeneratorConfig {
         requests,
         tenants: rng.between(1, 4) as u32,
-        mean_interarrival_us: pick(&mut rng, &[1_000u64, 50_000, 500_000]),
+        mean_interarrival_us: table::MEAN_INTERARRIVAL_US.pick(&mut rng),
         prompt_tokens: prompt,
-        output_tokens: vec![Bucket { weight: 1, min: 1, max: pick(&mut rng, &[1u64, 8, 64]) }],
+        output_tokens: vec![Bucket { weight: 1, min: 1, max: table::MAX_OUTPUT_TOKENS.pick(&mut rng) }],
         client_abort: ratio(&mut rng, aborts_on),
-        abort_within_ms: pick(&mut rng, &[5u64, 200, 2_000]),
+        abort_within_ms: table::ABORT_WITHIN_MS.pick(&mut rng),
         start_ms: 0,
     };
     let faults = FaultConfig {
         transfer_fail: ratio(&mut rng, faults_on[0]),
         delay_spike: ratio(&mut rng, faults_on[1]),
-        delay_spike_ms: pick(&mut rng, &[100u64, 10_000]),
+        delay_spike_ms: table::DELAY_SPIKE_MS.pick(&mut rng),
         visibility_lag: ratio(&mut rng, faults_on[2]),
-        visibility_lag_ms: pick(&mut rng, &[1u64, 50]),
+        visibility_lag_ms: table::VISIBILITY_LAG_MS.pick(&mut rng),
         node_crash: ratio(&mut rng, faults_on[3]),
-        crash_restart_ms: 2_000,
-        heal_at_ms: 60_000,
+        crash_restart_ms: table::CRASH_RESTART_MS.pick(&mut rng),
+        heal_at_ms: table::HEAL_AT_MS.pick(&mut rng),
         script: vec![],
     };
     SimConfig {
@@ -298,7 +241,7 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         context_len,
         prefill,
         decode,
-        router_policy: pick(&mut rng, &[RouterPolicy::RoundRobin, RouterPolicy::Random, RouterPolicy::LeastLoaded]),
+        router_policy: table::ROUTER_POLICY.pick(&mut rng),
         cost: fuzz_cost(),
         generator: Some(generator),
         requests: vec![],
@@ -520,6 +463,35 @@ mod tests {
             assert_eq!(invariant_failure(&cfg), None, "seed {seed}");
         }
     }
+
+    /// The campaign's draws are pinned: a digest of the scenarios drawn for the first 2,000 seeds
+    /// of each space. A change here changes every campaign's results for a fixed seed range; make
+    /// it on purpose (and say so) or not at all.
+    #[test]
+    fn draws_are_pinned() {
+        let spaces = [
+            ("blind", Space::Blind),
+            ("sglang-0.5.22", Space::Profile("sglang-0.5.22".into())),
+            ("prefix", Space::Prefix(Box::new(Space::Blind))),
+            ("vllm-nixl prefix", Space::Prefix(Box::new(Space::Profile("vllm-nixl".into())))),
+        ];
+        let mut got = Vec::new();
+        for (name, space) in &spaces {
+            let mut h = crate::types::StableHasher::default();
+            for seed in 0..2_000 {
+                std::hash::Hash::hash(&draw(seed, space), &mut h);
+            }
+            got.push(format!("{name}: {:016x}", std::hash::Hasher::finish(&h)));
+        }
+        assert_eq!(got, PINNED_DRAWS, "the campaign's draws changed");
+    }
+
+    const PINNED_DRAWS: [&str; 4] = [
+        "blind: d2c4ed71f6009ff0",
+        "sglang-0.5.22: 318c72cc1731dfd2",
+        "prefix: c0601a16a088e469",
+        "vllm-nixl prefix: a764d87486ae8190",
+    ];
 
     #[test]
     fn draws_are_deterministic_and_valid() {

@@ -11,6 +11,9 @@
 //! - [`parse_audit_log`]: bytes as an engine start-up log, through `kvsim audit`'s parser and
 //!   analysis; a generated scenario must resolve.
 //!
+//! Every value a decoded scenario may take comes from the draw table the campaign's swarm draw
+//! uses too (`fuzz::table`), each value marked for the draws that use it.
+//!
 //! Bytes are decoded with `arbitrary::Unstructured` into [`FuzzInput`]; short input decodes to
 //! zeros (the first choice of everything), so every byte string is a scenario. The layout:
 //! every field in declaration order, `u8` as one byte, `u16`/`i16` as two bytes little-endian,
@@ -19,17 +22,13 @@
 //! then its fields, and a `Vec` as a byte before each element (low bit: one more element).
 
 use crate::check::Kind;
-use crate::config::{
-    self, CostConfig, FaultConfig, Knobs, NodeConfig, RequestSpec, RouterPolicy, ScriptedFault, SimConfig,
-};
+use crate::config::{self, CostConfig, FaultConfig, NodeConfig, RequestSpec, ScriptedFault, SimConfig};
 use crate::confirm::{self, Select};
+use crate::fuzz::table;
 use crate::trace::MemOp;
 use crate::tracefile::{ReadOptions, TraceReader};
-use crate::types::Ratio;
 use arbitrary::{Arbitrary, Unstructured};
-use serde::Deserialize;
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 /// At most this many requests per decoded scenario.
 pub const MAX_REQUESTS: usize = 12;
@@ -37,36 +36,6 @@ pub const MAX_REQUESTS: usize = 12;
 pub const MAX_SCRIPT: usize = 4;
 /// The profile `cross_tenant` pins when not told otherwise.
 pub const DEFAULT_PROFILE: &str = "sglang-0.5.16";
-
-const CONTEXTS: [u64; 7] = [512, 1024, 2048, 4096, 8192, 16384, 32768];
-const PAGES: [u64; 4] = [1, 4, 16, 64];
-/// Pool sizes in eighths of the context: the incident's shape (pool < context) and larger.
-const PREFILL_EIGHTHS: [u64; 7] = [2, 3, 4, 6, 8, 12, 16];
-const DECODE_EIGHTHS: [u64; 8] = [3, 4, 6, 8, 12, 16, 24, 32];
-const META_SLOTS: [u32; 4] = [1, 2, 8, 64];
-const MAX_RUNNING: [u32; 4] = [1, 2, 8, 64];
-const ROUTERS: [RouterPolicy; 3] = [RouterPolicy::RoundRobin, RouterPolicy::Random, RouterPolicy::LeastLoaded];
-const CHUNKED_PREFILL: [u64; 4] = [256, 1024, 4096, 8192];
-const TRANSFER_BATCH: [u64; 5] = [0, 1, 4, 64, 4096];
-const TRANSFER_SYNC_TIMEOUT_MS: [u64; 3] = [500, 5_000, 60_000];
-const RATIOS: [Ratio; 8] = [
-    Ratio::NEVER,
-    Ratio::NEVER,
-    Ratio::NEVER,
-    Ratio { num: 1, den: 2 },
-    Ratio { num: 1, den: 5 },
-    Ratio { num: 1, den: 20 },
-    Ratio { num: 1, den: 50 },
-    Ratio { num: 1, den: 200 },
-];
-const DELAY_MS: [u64; 3] = [100, 10_000, 90_000];
-const LAG_MS: [u64; 3] = [1, 5, 50];
-const RESTART_MS: [u64; 3] = [100, 2_000, 30_000];
-const HEAL_MS: [u64; 3] = [1_000, 10_000, 60_000];
-const SCRIPT_DELAY_MS: [u64; 5] = [1, 100, 1_000, 10_000, 90_000];
-/// Knobs `draw_knobs` leaves to the deployment draw: chosen by their own fields, not `knobs`.
-const DEPLOYMENT_KNOBS: [&str; 4] =
-    ["page_size", "chunked_prefill_size", "max_transfer_batch_pages", "transfer_sync_timeout_ms"];
 
 /// One fuzzed scenario. Every field is an index or a bounded number; `build` clamps the rest.
 #[derive(Arbitrary, Debug, Clone, Default)]
@@ -78,7 +47,7 @@ pub struct FuzzInput {
     /// 1 or 2 nodes each.
     pub prefill_nodes: u8,
     pub decode_nodes: u8,
-    /// Pool sizes as fractions of the context (`PREFILL_EIGHTHS`, `DECODE_EIGHTHS`).
+    /// Pool sizes as fractions of the context (`table::PREFILL_POOL_EIGHTHS`, `DECODE_POOL_EIGHTHS`).
     pub prefill_pool: u8,
     pub decode_pool: u8,
     pub metadata_slots: u8,
@@ -92,7 +61,7 @@ pub struct FuzzInput {
     /// The profile the knobs start from (`scenario_run`; `cross_tenant` pins its own).
     pub profile: u8,
     /// Knob `i` (in `config::knob_names` order): 0 keeps the profile's value, `c > 0` takes
-    /// value `(c - 1) % n` of the values the profiles and `draw_knobs` use for it.
+    /// value `(c - 1) % n` of the knob's byte values in the draw table (`fuzz::table::knobs`).
     pub knobs: Vec<u8>,
     pub faults: FuzzFaults,
     pub script: Vec<FuzzScript>,
@@ -154,10 +123,6 @@ impl Default for Prompt {
     }
 }
 
-fn at<T: Copy>(xs: &[T], i: u8) -> T {
-    xs[usize::from(i) % xs.len()]
-}
-
 impl FuzzInput {
     /// Decodes bytes the way libfuzzer-sys hands them over; never fails (short input is zeros).
     pub fn decode(data: &[u8]) -> FuzzInput {
@@ -167,27 +132,29 @@ impl FuzzInput {
     /// The scenario, valid by construction. `pinned`: the knobs of that profile, as
     /// `fuzz::draw` does for `Space::Profile` (only the deployment knobs are chosen).
     pub fn build(&self, pinned: Option<&str>) -> SimConfig {
-        let context_len = at(&CONTEXTS, self.context);
-        let page_size = at(&PAGES, self.page);
+        let context_len = table::CONTEXT_LEN.at(self.context);
+        let page_size = table::PAGE_SIZE.at(self.page);
         let round = |t: u64| (t / page_size).max(2) * page_size;
         let node = |eighths: u64| NodeConfig {
             pool_tokens: round(context_len * eighths / 8),
-            metadata_slots: at(&META_SLOTS, self.metadata_slots),
-            max_running_requests: at(&MAX_RUNNING, self.max_running),
+            metadata_slots: table::METADATA_SLOTS.at(self.metadata_slots),
+            max_running_requests: table::MAX_RUNNING_REQUESTS.at(self.max_running),
         };
-        let prefill = vec![node(at(&PREFILL_EIGHTHS, self.prefill_pool)); 1 + usize::from(self.prefill_nodes % 2)];
-        let decode = vec![node(at(&DECODE_EIGHTHS, self.decode_pool)); 1 + usize::from(self.decode_nodes % 2)];
+        let prefill =
+            vec![node(table::PREFILL_POOL_EIGHTHS.at(self.prefill_pool)); 1 + usize::from(self.prefill_nodes % 2)];
+        let decode =
+            vec![node(table::DECODE_POOL_EIGHTHS.at(self.decode_pool)); 1 + usize::from(self.decode_nodes % 2)];
         let (profile, mut knobs) = match pinned.and_then(config::profile) {
             Some(p) => (p.name.to_string(), (p.knobs)()),
             None => {
                 let p = &config::PROFILES[usize::from(self.profile) % config::PROFILES.len()];
-                (p.name.to_string(), choose_knobs(&(p.knobs)(), &self.knobs))
+                (p.name.to_string(), table::choose_knobs(&(p.knobs)(), &self.knobs))
             }
         };
         knobs.page_size = page_size;
-        knobs.chunked_prefill_size = at(&CHUNKED_PREFILL, self.chunked_prefill);
-        knobs.max_transfer_batch_pages = at(&TRANSFER_BATCH, self.transfer_batch);
-        knobs.transfer_sync_timeout_ms = at(&TRANSFER_SYNC_TIMEOUT_MS, self.transfer_sync_timeout);
+        knobs.chunked_prefill_size = table::CHUNKED_PREFILL_SIZE.at(self.chunked_prefill);
+        knobs.max_transfer_batch_pages = table::MAX_TRANSFER_BATCH_PAGES.at(self.transfer_batch);
+        knobs.transfer_sync_timeout_ms = table::TRANSFER_SYNC_TIMEOUT_MS.at(self.transfer_sync_timeout);
         let mut requests = Vec::new();
         let mut t = 0u64;
         for r in self.requests.iter().take(MAX_REQUESTS) {
@@ -237,27 +204,33 @@ impl FuzzInput {
                     } else {
                         format!("decode-{}", i - prefill.len())
                     };
-                    ScriptedFault::Crash { at_ms: u64::from(at_ms), node, restart_after_ms: at(&RESTART_MS, restart) }
+                    ScriptedFault::Crash {
+                        at_ms: u64::from(at_ms),
+                        node,
+                        restart_after_ms: table::CRASH_RESTART_MS.at(restart),
+                    }
                 }
                 FuzzScript::TransferFail { request } => ScriptedFault::TransferFail { request: u32::from(request) % n },
-                FuzzScript::Delay { request, delay } => {
-                    ScriptedFault::Delay { request: u32::from(request) % n, delay_ms: at(&SCRIPT_DELAY_MS, delay) }
-                }
-                FuzzScript::VisibilityLag { request, lag } => {
-                    ScriptedFault::VisibilityLag { request: u32::from(request) % n, lag_ms: at(&LAG_MS, lag) }
-                }
+                FuzzScript::Delay { request, delay } => ScriptedFault::Delay {
+                    request: u32::from(request) % n,
+                    delay_ms: table::SCRIPTED_DELAY_MS.at(delay),
+                },
+                FuzzScript::VisibilityLag { request, lag } => ScriptedFault::VisibilityLag {
+                    request: u32::from(request) % n,
+                    lag_ms: table::VISIBILITY_LAG_MS.at(lag),
+                },
             })
             .collect();
         let f = &self.faults;
         let faults = FaultConfig {
-            transfer_fail: at(&RATIOS, f.transfer_fail),
-            delay_spike: at(&RATIOS, f.delay_spike),
-            delay_spike_ms: at(&DELAY_MS, f.delay_spike_ms),
-            visibility_lag: at(&RATIOS, f.visibility_lag),
-            visibility_lag_ms: at(&LAG_MS, f.visibility_lag_ms),
-            node_crash: at(&RATIOS, f.node_crash),
-            crash_restart_ms: at(&RESTART_MS, f.crash_restart_ms),
-            heal_at_ms: at(&HEAL_MS, f.heal_at_ms),
+            transfer_fail: table::fault_ratio_at(f.transfer_fail),
+            delay_spike: table::fault_ratio_at(f.delay_spike),
+            delay_spike_ms: table::DELAY_SPIKE_MS.at(f.delay_spike_ms),
+            visibility_lag: table::fault_ratio_at(f.visibility_lag),
+            visibility_lag_ms: table::VISIBILITY_LAG_MS.at(f.visibility_lag_ms),
+            node_crash: table::fault_ratio_at(f.node_crash),
+            crash_restart_ms: table::CRASH_RESTART_MS.at(f.crash_restart_ms),
+            heal_at_ms: table::HEAL_AT_MS.at(f.heal_at_ms),
             script,
         };
         SimConfig {
@@ -268,7 +241,7 @@ impl FuzzInput {
             context_len,
             prefill,
             decode,
-            router_policy: at(&ROUTERS, self.router),
+            router_policy: table::ROUTER_POLICY.at(self.router),
             cost: CostConfig {
                 transfer_bytes_per_us: if self.slow_transfers { 500 } else { 25_000 },
                 ..crate::fuzz::fuzz_cost()
@@ -279,91 +252,6 @@ impl FuzzInput {
             liveness_bound_s: 1_200,
         }
     }
-}
-
-/// Extra values for numeric knobs, next to the profiles' own: short timeouts and small
-/// reservations reach the paths the shipped profiles never take.
-fn numeric_extras(name: &str) -> &'static [i64] {
-    match name {
-        "reserved_decode_tokens" => &[0, 16, 4096],
-        "tokenizer_reserved_tokens" => &[64],
-        "bootstrap_timeout_ms" | "waiting_timeout_ms" => &[100, 5_000],
-        "heartbeat_interval_ms" => &[1_000],
-        "heartbeat_failures" => &[1],
-        "deferred_release_timeout_ms" => &[10, 1_000],
-        "source_lease_ms" => &[100, 5_000],
-        _ => &[],
-    }
-}
-
-/// Whether `v` is a valid value of knob `name` (checked by deserialising, as `resolve` does).
-fn valid_knob(base: &toml::Table, name: &str, v: &toml::Value) -> bool {
-    let mut t = base.clone();
-    t.insert(name.to_string(), v.clone());
-    Knobs::deserialize(t).is_ok()
-}
-
-/// Every knob (in `config::knob_names` order) with the values a fuzzed scenario may give it: the
-/// profiles' values, every variant of an enum knob (read from serde's "expected one of" message
-/// and checked), both booleans, and `numeric_extras`.
-pub fn knob_values() -> &'static [(String, Vec<toml::Value>)] {
-    static VALUES: OnceLock<Vec<(String, Vec<toml::Value>)>> = OnceLock::new();
-    VALUES.get_or_init(|| {
-        let base = toml::Table::try_from((config::PROFILES[0].knobs)()).expect("knobs serialise");
-        let mut out = Vec::new();
-        for name in config::knob_names() {
-            let mut vals: Vec<toml::Value> = Vec::new();
-            let add = |v: toml::Value, vals: &mut Vec<toml::Value>| {
-                if !vals.contains(&v) && valid_knob(&base, &name, &v) {
-                    vals.push(v);
-                }
-            };
-            for p in config::PROFILES {
-                let t = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-                if let Some(v) = t.get(&name) {
-                    add(v.clone(), &mut vals);
-                }
-            }
-            match base.get(&name) {
-                Some(toml::Value::String(_)) => {
-                    let mut t = base.clone();
-                    t.insert(name.clone(), toml::Value::String("\u{1}".into()));
-                    if let Err(e) = Knobs::deserialize(t) {
-                        let msg = e.message().to_string();
-                        let expected = msg.split_once("expected").map_or("", |(_, x)| x);
-                        for variant in expected.split('`').skip(1).step_by(2) {
-                            add(toml::Value::String(variant.to_string()), &mut vals);
-                        }
-                    }
-                }
-                Some(toml::Value::Boolean(_)) => {
-                    add(toml::Value::Boolean(false), &mut vals);
-                    add(toml::Value::Boolean(true), &mut vals);
-                }
-                Some(toml::Value::Integer(_)) => {
-                    for x in numeric_extras(&name) {
-                        add(toml::Value::Integer(*x), &mut vals);
-                    }
-                }
-                _ => {}
-            }
-            out.push((name, vals));
-        }
-        out
-    })
-}
-
-/// The profile's knobs with the choices of `bytes` applied (deployment knobs excluded).
-fn choose_knobs(base: &Knobs, bytes: &[u8]) -> Knobs {
-    let Ok(mut t) = toml::Table::try_from(base) else { return base.clone() };
-    for (i, (name, vals)) in knob_values().iter().enumerate() {
-        let c = usize::from(bytes.get(i).copied().unwrap_or(0));
-        if c == 0 || vals.is_empty() || DEPLOYMENT_KNOBS.contains(&name.as_str()) {
-            continue;
-        }
-        t.insert(name.clone(), vals[(c - 1) % vals.len()].clone());
-    }
-    Knobs::deserialize(t).unwrap_or_else(|_| base.clone())
 }
 
 /// The scenario `scenario_run` runs for these bytes (to write it out: `scenario::to_toml`).
@@ -513,20 +401,6 @@ mod tests {
     }
 
     #[test]
-    fn every_knob_has_values_and_enums_have_all_variants() {
-        let vals = knob_values();
-        assert_eq!(vals.len(), config::knob_names().len());
-        for (name, v) in vals {
-            assert!(!v.is_empty(), "{name}");
-        }
-        let get = |n: &str| &vals.iter().find(|(k, _)| k == n).unwrap().1;
-        assert_eq!(get("free_list_policy").len(), 5);
-        assert_eq!(get("decode_commit_check").len(), 3);
-        assert_eq!(get("kv_canary").len(), 3);
-        assert_eq!(get("zero_on_free").len(), 2);
-    }
-
-    #[test]
     fn decoded_scenarios_are_valid_and_round_trip_through_toml() {
         for seed in 0..150 {
             let data = bytes(seed, (seed as usize * 7) % 160);
@@ -541,6 +415,25 @@ mod tests {
             }
         }
     }
+
+    /// The decoding is pinned: a digest of the scenarios 2,000 byte strings decode to, free and
+    /// pinned to a profile. A change here changes what every committed corpus and regression
+    /// input means; make it on purpose (and say so) or not at all.
+    #[test]
+    fn decoding_is_pinned() {
+        let mut got = Vec::new();
+        for pinned in [None, Some(DEFAULT_PROFILE)] {
+            let mut h = crate::types::StableHasher::default();
+            for seed in 0..2_000 {
+                let data = bytes(seed, (seed as usize * 13) % 200);
+                std::hash::Hash::hash(&FuzzInput::decode(&data).build(pinned), &mut h);
+            }
+            got.push(format!("{pinned:?}: {:016x}", std::hash::Hasher::finish(&h)));
+        }
+        assert_eq!(got, PINNED_DECODING, "the fuzz targets' decoding changed");
+    }
+
+    const PINNED_DECODING: [&str; 2] = ["None: 8671b156f373e98d", "Some(\"sglang-0.5.16\"): cf82ca2f1fb50ec4"];
 
     #[test]
     fn short_and_empty_input_decode() {

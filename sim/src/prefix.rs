@@ -198,26 +198,20 @@ impl World {
         if !victims.is_empty() {
             let pool = self.prefill[n as usize].id();
             let slots = victims.values().sum();
-            self.oracle.record(Violation {
-                kind: Kind::CrossTenantPrefixHit,
-                delta_ns: None,
-                request: Some(r),
-                tenant: Some(tenant),
-                victim_tenants: victims.keys().copied().collect(),
-                pool: Some(pool),
-                pages,
-                page_runs: vec![],
-                slots,
-                at: self.now,
-                pages_read: pages,
-                seq_len: reused,
-                culprit,
-                cause: "global_prefix_cache".into(),
-                detail: format!(
-                    "reused {} cached prefix block(s) that only other tenants had sent to this node",
-                    slots / BLOCK_TOKENS
-                ),
-            });
+            self.oracle.record(
+                Violation::new(Kind::CrossTenantPrefixHit, "global_prefix_cache", self.now)
+                    .request(r, tenant)
+                    .victims(victims.keys().copied().collect())
+                    .pool(pool)
+                    .page_count(pages)
+                    .slots(slots)
+                    .read(pages, reused)
+                    .culprit(culprit)
+                    .detail(format!(
+                        "reused {} cached prefix block(s) that only other tenants had sent to this node",
+                        slots / BLOCK_TOKENS
+                    )),
+            );
         }
         reused
     }

@@ -460,8 +460,9 @@ pub const MAX_NS_PER_UNIT: u64 = 1_000_000_000_000;
 /// Bytes of KV per token, and the transfer bandwidth in bytes per µs.
 pub const MAX_BYTES: u64 = 1 << 40;
 
-/// Reads a file named by a scenario (the library itself never touches files).
-pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+/// Reads a file named by a scenario (the library itself never touches files): the binary passes
+/// `std::fs::read_to_string`; an error is reported as `<path>: cannot read: <error>` at `[trace]`.
+pub type FileReader<'a> = &'a dyn Fn(&str) -> std::io::Result<String>;
 
 /// Where the knob values came from, for error messages.
 #[derive(Debug, Clone, Default)]
@@ -698,7 +699,7 @@ impl Scenario {
                 "trace workloads are read by the kvsim binary (Scenario::resolve_with)",
             ));
         };
-        let text = read(&shown).map_err(|e| self.err("trace", 0, "file", format!("{shown}: {e}")))?;
+        let text = read(&shown).map_err(|e| self.err("trace", 0, "file", format!("{shown}: cannot read: {e}")))?;
         let tr = |e: wt::TraceError| ScenarioError {
             file: e.file.clone(),
             line: (e.line > 0).then_some(e.line),

@@ -217,7 +217,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
         }
         crate::scenario::validate_config(&header.config, file).map_err(|x| e(1, x.to_string()))?;
         if let Some(f) = &header.filter {
-            f.validate().map_err(|m| e(1, m))?;
+            f.validate().map_err(|m| e(1, m.to_string()))?;
         }
         Ok(TraceReader { src, file: file.to_string(), line: 1, header, done: false })
     }
@@ -356,13 +356,30 @@ impl crate::trace::TraceSink for MemLog {
     }
 }
 
+/// A filter read from a file whose page run ends beyond `u32` (`Filter::keeps` computes
+/// `first + count`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError {
+    pub pool: String,
+    pub first: u32,
+    pub count: u32,
+}
+
+impl std::fmt::Display for FilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "filter: pages {}+{} of {} overflow", self.first, self.count, self.pool)
+    }
+}
+
+impl std::error::Error for FilterError {}
+
 impl Filter {
     /// A filter read from a file: page runs whose end fits in a `u32` (`keeps` computes
     /// `first + count`).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FilterError> {
         for (pool, runs) in &self.pages {
-            if let Some((a, c)) = runs.iter().find(|(a, c)| a.checked_add(*c).is_none()) {
-                return Err(format!("filter: pages {a}+{c} of {pool} overflow"));
+            if let Some(&(first, count)) = runs.iter().find(|(a, c)| a.checked_add(*c).is_none()) {
+                return Err(FilterError { pool: pool.clone(), first, count });
             }
         }
         Ok(())
@@ -475,6 +492,17 @@ impl Filter {
 mod tests {
     use super::*;
     use crate::types::{Role, TenantId};
+
+    #[test]
+    fn a_filter_whose_pages_overflow_is_a_typed_error() {
+        let mut f = Filter::default();
+        f.pages.insert("decode-0".into(), vec![(0, 4), (u32::MAX, 1)]);
+        let e = f.validate().unwrap_err();
+        assert_eq!(e, FilterError { pool: "decode-0".into(), first: u32::MAX, count: 1 });
+        assert_eq!(e.to_string(), "filter: pages 4294967295+1 of decode-0 overflow");
+        f.pages.insert("decode-0".into(), vec![(u32::MAX - 1, 1)]);
+        assert_eq!(f.validate(), Ok(()));
+    }
 
     #[test]
     fn page_runs_normalize_and_overlap() {

@@ -475,23 +475,14 @@ impl World {
                 )
             }
         );
-        self.oracle.record(Violation {
-            kind: Kind::UseAfterFree,
-            delta_ns: None,
-            request: Some(writer),
-            tenant: Some(req.tenant),
-            victim_tenants,
-            pool: Some(pool),
-            pages: crate::pool::pages_in(&runs),
-            page_runs: runs.into_iter().take(64).collect(),
-            slots: 0,
-            at: self.now,
-            pages_read: 0,
-            seq_len: 0,
-            culprit: None,
-            cause: what.replace(' ', "_"),
-            detail,
-        });
+        self.oracle.record(
+            Violation::new(Kind::UseAfterFree, what.replace(' ', "_"), self.now)
+                .request(writer, req.tenant)
+                .victims(victim_tenants)
+                .pool(pool)
+                .runs(&runs)
+                .detail(detail),
+        );
     }
 
     pub fn note_bad_frees(&mut self, pool: PoolId, by: RequestId, bad: Vec<crate::pool::BadFree>) {
@@ -499,23 +490,13 @@ impl World {
             return;
         }
         let runs: Vec<Run> = bad.iter().map(|b| b.pages).collect();
-        self.oracle.record(Violation {
-            kind: Kind::DoubleFree,
-            delta_ns: None,
-            request: Some(by),
-            tenant: Some(self.reqs[by.idx()].tenant),
-            victim_tenants: vec![],
-            pool: Some(pool),
-            pages: crate::pool::pages_in(&runs),
-            page_runs: runs,
-            slots: 0,
-            at: self.now,
-            pages_read: 0,
-            seq_len: 0,
-            culprit: None,
-            cause: "release".to_string(),
-            detail: format!("request {} freed pages it did not hold", by.0),
-        });
+        self.oracle.record(
+            Violation::new(Kind::DoubleFree, "release", self.now)
+                .request(by, self.reqs[by.idx()].tenant)
+                .pool(pool)
+                .all_runs(runs)
+                .detail(format!("request {} freed pages it did not hold", by.0)),
+        );
     }
 
     pub fn read_ctx(&self, pool: PoolId, reader: RequestId, seq_len: u64, pages_read: u64) -> ReadCtx {
@@ -833,23 +814,9 @@ impl World {
                     (Some(_), None) => "decode_leg_pending",
                     (Some(_), Some(_)) => "router_never_answered",
                 };
-                let v = Violation {
-                    kind: Kind::RequestHang,
-                    delta_ns: None,
-                    request: Some(r.id),
-                    tenant: Some(r.tenant),
-                    victim_tenants: vec![],
-                    pool: None,
-                    pages: 0,
-                    page_runs: vec![],
-                    slots: 0,
-                    at: end,
-                    pages_read: 0,
-                    seq_len: 0,
-                    culprit: None,
-                    cause: hang_cause.to_string(),
-                    detail: format!("no final status by {end}: {}", self.whereabouts(r.id)),
-                };
+                let v = Violation::new(Kind::RequestHang, hang_cause, end)
+                    .request(r.id, r.tenant)
+                    .detail(format!("no final status by {end}: {}", self.whereabouts(r.id)));
                 self.oracle.record(v);
             }
         }
@@ -865,23 +832,13 @@ impl World {
                 "{pool}: {pages} page(s) and {slots} metadata slot(s) still held at the end{}",
                 if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
             );
-            self.oracle.record(Violation {
-                kind: Kind::PageLeak,
-                delta_ns: None,
-                request: None,
-                tenant: None,
-                victim_tenants: vec![],
-                pool: Some(pool),
-                pages,
-                page_runs: vec![],
-                slots,
-                at: end,
-                pages_read: 0,
-                seq_len: 0,
-                culprit: None,
-                cause: pool.role_name().to_string(),
-                detail,
-            });
+            self.oracle.record(
+                Violation::new(Kind::PageLeak, pool.role_name(), end)
+                    .pool(pool)
+                    .page_count(pages)
+                    .slots(slots)
+                    .detail(detail),
+            );
         }
         self.check_statuses();
     }
@@ -921,23 +878,7 @@ impl World {
                 }
                 _ => continue,
             };
-            let v = Violation {
-                kind: Kind::WrongStatus,
-                delta_ns: None,
-                request: Some(r.id),
-                tenant: Some(r.tenant),
-                victim_tenants: vec![],
-                pool: None,
-                pages: 0,
-                page_runs: vec![],
-                slots: 0,
-                at: resp.at,
-                pages_read: 0,
-                seq_len: 0,
-                culprit: None,
-                cause: cause.to_string(),
-                detail,
-            };
+            let v = Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail);
             self.oracle.record(v);
         }
     }

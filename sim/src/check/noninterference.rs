@@ -246,23 +246,14 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         }
         let culprit =
             culprit.map(|r| Culprit { request: r, tenant: a.reqs[r.idx()].tenant, at: a.reqs[r.idx()].arrival });
-        out.push(Violation {
-            kind,
-            request: Some(x.id),
-            tenant: Some(x.tenant),
-            victim_tenants: vec![TenantId(secret)],
-            pool: None,
-            pages: 0,
-            page_runs: vec![],
-            slots: 0,
-            at: Instant(x.arrival.0),
-            pages_read: 0,
-            seq_len: 0,
-            culprit,
-            cause: cause.to_string(),
-            detail,
-            delta_ns: Some(delta),
-        });
+        out.push(
+            Violation::new(kind, cause, Instant(x.arrival.0))
+                .request(x.id, x.tenant)
+                .victims(vec![TenantId(secret)])
+                .culprit(culprit)
+                .detail(detail)
+                .delta_ns(delta),
+        );
     }
     out
 }

@@ -392,22 +392,15 @@ impl Oracle {
 
     /// Records the read violations a summary shows.
     pub fn check_read(&mut self, c: &ReadCtx, s: &ReadSummary) {
-        let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| Violation {
-            kind,
-            delta_ns: None,
-            request: Some(c.reader),
-            tenant: Some(c.tenant),
-            victim_tenants: victims,
-            pool: Some(c.pool),
-            pages: crate::pool::pages_in(runs),
-            page_runs: runs.iter().take(64).copied().collect(),
-            slots,
-            at: c.at,
-            pages_read: c.pages_read,
-            seq_len: c.seq_len,
-            culprit,
-            cause: c.cause.to_string(),
-            detail: String::new(),
+        let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| {
+            Violation::new(kind, c.cause, c.at)
+                .request(c.reader, c.tenant)
+                .victims(victims)
+                .pool(c.pool)
+                .runs(runs)
+                .slots(slots)
+                .read(c.pages_read, c.seq_len)
+                .culprit(culprit)
         };
         if s.foreign > 0 {
             let victims = s.victims.keys().copied().collect();
@@ -444,23 +437,7 @@ mod tests {
     use crate::types::{NodeId, Role};
 
     fn leak(pool: PoolId) -> Violation {
-        Violation {
-            kind: Kind::PageLeak,
-            delta_ns: None,
-            request: None,
-            tenant: None,
-            victim_tenants: vec![],
-            pool: Some(pool),
-            pages: 3,
-            page_runs: vec![],
-            slots: 0,
-            at: Instant(0),
-            pages_read: 0,
-            seq_len: 0,
-            culprit: None,
-            cause: pool.role_name().to_string(),
-            detail: String::new(),
-        }
+        Violation::new(Kind::PageLeak, pool.role_name(), Instant(0)).pool(pool).page_count(3)
     }
 
     #[test]

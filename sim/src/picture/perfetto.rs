@@ -25,7 +25,7 @@ use crate::check::oracle::Violation;
 use crate::config::{RouterMode, RouterPolicy, SimConfig};
 use crate::pool::pages_in;
 use crate::trace::{MemOp, TraceRecord};
-use crate::types::{Instant, NodeId, RequestId, Role};
+use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
 use crate::world::Ev;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -54,6 +54,8 @@ type Proc = (u64, String, Vec<(u64, &'static str)>);
 
 struct Builder<'a> {
     cfg: &'a SimConfig,
+    /// Requests tracked: every request the configuration lists or that arrives.
+    n: usize,
     tenants: Vec<Option<u32>>,
     /// (ns, event) in emission order; sorted stably by ns at the end.
     out: Vec<(u64, Value)>,
@@ -307,253 +309,331 @@ fn place_legs(cfg: &SimConfig, records: &[(Instant, TraceRecord)], n: usize) -> 
     legs
 }
 
+/// The state of the walk over the records that is not output: the pools' page trackers, and
+/// which transfer batch the next page copy lands.
+struct Walk {
+    pools: Vec<(PoolId, u64)>,
+    trackers: Vec<PageTracker>,
+    sequential: bool,
+    landing: Option<(u32, u32)>,
+    /// When each (job, batch) landed: a batch's slice starts no earlier than the previous one's end.
+    landed: BTreeMap<(u32, u32), u64>,
+    scratch: Vec<Held>,
+}
+
 /// The run as Chrome trace-event JSON: see the module documentation for the layout.
+///
+/// The steps: the builder with each request's legs placed ([`Builder::new`]), the processes and
+/// threads ([`Builder::metadata`]), each record in order ([`Builder::event`], [`Builder::mem_op`],
+/// [`Builder::response`]), the violations as instants, whatever is still open closed at the end,
+/// and the anchor slices' durations ([`Builder::finish`]).
 pub fn perfetto_json(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> Value {
-    let tenants = request_tenants(cfg, records);
-    let mut n = tenants.len();
-    for (_, rec) in records {
-        if let TraceRecord::Event(Ev::Arrive { r }) = rec {
-            n = n.max(r.idx() + 1);
-        }
-    }
-    let legs = place_legs(cfg, records, n);
-    let mut copies_left = vec![0u64; n];
-    let mut last_pwrite = vec![None; n];
-    for (i, (_, rec)) in records.iter().enumerate() {
-        match rec {
-            TraceRecord::Mem(MemOp::Copy { r, .. }) if r.idx() < n => copies_left[r.idx()] += 1,
-            TraceRecord::Mem(MemOp::Write { pool, r, .. }) if pool.role == Role::Prefill && r.idx() < n => {
-                last_pwrite[r.idx()] = Some(i)
-            }
-            _ => {}
-        }
-    }
-    let mut b = Builder {
-        cfg,
-        tenants,
-        out: Vec::new(),
-        anchors: Vec::new(),
-        legs,
-        router_open: vec![false; n],
-        copies_left,
-        ready_at: vec![0; n],
-        dst_seen: vec![false; n],
-        last_pwrite,
-        dheld: vec![0; n],
-        next_flow: 1,
-        last_counter: BTreeMap::new(),
-    };
+    let mut b = Builder::new(cfg, records);
     b.metadata();
     let pools = pool_list(cfg);
-    let mut trackers: Vec<PageTracker> = pools.iter().map(|_| PageTracker::default()).collect();
-    for (id, usable) in &pools {
+    let mut w = Walk {
+        trackers: pools.iter().map(|_| PageTracker::default()).collect(),
+        pools,
+        sequential: cfg.knobs.router_mode == RouterMode::Sequential,
+        landing: None,
+        landed: BTreeMap::new(),
+        scratch: Vec::new(),
+    };
+    for (id, usable) in &w.pools {
         b.counter(0, *id, *usable);
     }
-    let sequential = cfg.knobs.router_mode == RouterMode::Sequential;
-    let mut landing: Option<(u32, u32)> = None;
-    let mut landed: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    let mut scratch: Vec<Held> = Vec::new();
-    let known = |r: &RequestId| r.idx() < n;
     for (i, (at, rec)) in records.iter().enumerate() {
-        let t = at.0;
         match rec {
-            TraceRecord::Event(ev) => match ev {
-                Ev::Arrive { r } if known(r) => {
-                    let name = b.req_name(*r);
-                    b.push(
-                        t,
-                        json!({"name": name, "cat": "request", "ph": "b", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
-                    );
-                    b.router_open[r.idx()] = true;
-                }
-                Ev::ClientAbort { r } if known(r) => {
-                    b.push(
-                        t,
-                        json!({"name": format!("client abort r{}", r.0), "cat": "request", "ph": "i", "s": "t", "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
-                    );
-                }
-                Ev::LegArrive { r, role } if known(r) => b.open_leg(t, *role, *r),
-                Ev::DstInfo { r, .. } if known(r) => {
-                    b.dst_seen[r.idx()] = true;
-                    b.ready_at[r.idx()] = b.ready_at[r.idx()].max(t);
-                    if b.phase_is(Role::Prefill, *r, &["bootstrap"]) {
-                        b.set_phase(t, Role::Prefill, *r, "waiting");
-                    }
-                }
-                Ev::TransferLand { job, batch } => landing = Some((*job, *batch)),
-                Ev::LegResult { r, role, .. } if known(r) => {
-                    let leg = &mut b.legs[role_idx(*role)][r.idx()];
-                    leg.result = true;
-                    b.maybe_close(t, *role, *r);
-                }
-                Ev::Crash { node, restart_after_ms } => {
-                    if let Some(pid) = b.node_pid(*node) {
-                        b.instant(
-                            t,
-                            pid,
-                            format!("crash {node}"),
-                            "fault",
-                            json!({"restart_after_ms": restart_after_ms}),
-                        );
-                    }
-                }
-                Ev::Restart { node } => {
-                    if let Some(pid) = b.node_pid(*node) {
-                        b.instant(t, pid, format!("restart {node}"), "fault", json!({}));
-                    }
-                }
-                Ev::HeartbeatLost { prefill, .. } => {
-                    let node = NodeId { role: Role::Prefill, index: *prefill };
-                    if let Some(pid) = b.node_pid(node) {
-                        b.instant(t, pid, format!("heartbeat lost {node}"), "fault", json!({}));
-                    }
-                }
-                _ => {}
-            },
-            TraceRecord::Mem(op) => {
-                if let MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } = op {
-                    let Some(pi) = pool_index(cfg, *pool) else {
-                        continue;
-                    };
-                    scratch.clear();
-                    match op {
-                        MemOp::Alloc { r, pages, .. } => {
-                            trackers[pi].alloc(*r, pages, *at, &mut scratch);
-                            if known(r) && pool.role == Role::Decode {
-                                b.dheld[r.idx()] += pages_in(pages);
-                            }
-                        }
-                        MemOp::Free { r, pages, .. } => trackers[pi].free(*r, pages, *at, &mut scratch),
-                        _ => trackers[pi].reset(*at, &mut scratch),
-                    }
-                    // Pages that stopped being held (by a free, a reset, or an overlap).
-                    let mut touched = Vec::new();
-                    for h in &scratch {
-                        if pool.role == Role::Decode && known(&h.r) {
-                            let d = &mut b.dheld[h.r.idx()];
-                            *d = d.saturating_sub(u64::from(h.count));
-                            touched.push(h.r);
-                        }
-                    }
-                    touched.dedup();
-                    for r in touched {
-                        b.maybe_close(t, Role::Decode, r);
-                    }
-                    let free = pools[pi].1.saturating_sub(trackers[pi].held);
-                    b.counter(t, *pool, free);
-                }
-                match op {
-                    MemOp::Alloc { pool, r, .. } if known(r) => match pool.role {
-                        Role::Prefill => {
-                            if b.phase_is(Role::Prefill, *r, &["bootstrap", "waiting"]) {
-                                b.set_phase(t, Role::Prefill, *r, "prefill");
-                            }
-                        }
-                        Role::Decode => {
-                            if b.phase_is(Role::Decode, *r, &["prealloc"]) {
-                                b.set_phase(t, Role::Decode, *r, "transfer");
-                            }
-                        }
-                    },
-                    MemOp::Write { pool, r, .. } if pool.role == Role::Prefill && known(r) => {
-                        b.ready_at[r.idx()] = b.ready_at[r.idx()].max(t);
-                        if b.last_pwrite[r.idx()] == Some(i) {
-                            let next = if sequential { "held" } else { "inflight" };
-                            if b.phase_is(Role::Prefill, *r, &["bootstrap", "waiting", "prefill"]) {
-                                b.set_phase(t, Role::Prefill, *r, next);
-                            }
-                        }
-                    }
-                    MemOp::Read { pool, r, .. }
-                        if pool.role == Role::Decode
-                            && known(r)
-                            && b.phase_is(Role::Decode, *r, &["prealloc", "transfer"]) =>
-                    {
-                        b.set_phase(t, Role::Decode, *r, "running");
-                    }
-                    MemOp::Copy { src, dst, r, pages } if known(r) => {
-                        let mut start = b.ready_at[r.idx()];
-                        if let Some((job, batch)) = landing.take() {
-                            if batch > 0 {
-                                if let Some(prev) = landed.get(&(job, batch - 1)) {
-                                    start = start.max(*prev);
-                                }
-                            }
-                            landed.insert((job, batch), t);
-                        }
-                        let start = start.min(t);
-                        let count: u64 = pages.iter().map(|p| u64::from(p.2)).sum();
-                        if let (Some(sp), Some(dp)) = (b.node_pid(*src), b.node_pid(*dst)) {
-                            let id = b.next_flow;
-                            b.next_flow += 1;
-                            let name = format!("transfer r{}", r.0);
-                            b.anchor(start, sp, name.clone(), json!({"to": dst.to_string(), "pages": count}));
-                            b.push(
-                                start,
-                                json!({"name": "kv transfer", "cat": "transfer", "ph": "s", "id": id, "pid": sp, "tid": TID_XFER, "ts": ts(start)}),
-                            );
-                            b.anchor(t, dp, name, json!({"from": src.to_string(), "pages": count}));
-                            b.push(
-                                t,
-                                json!({"name": "kv transfer", "cat": "transfer", "ph": "f", "bp": "e", "id": id, "pid": dp, "tid": TID_XFER, "ts": ts(t)}),
-                            );
-                        }
-                        let c = &mut b.copies_left[r.idx()];
-                        *c = c.saturating_sub(1);
-                        b.maybe_close(t, Role::Prefill, *r);
-                    }
-                    _ => {}
-                }
-            }
-            TraceRecord::Response { r, status, tokens } if known(r) && b.router_open[r.idx()] => {
-                let name = b.req_name(*r);
-                b.push(
-                    t,
-                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t), "args": {"status": status, "tokens": tokens}}),
-                );
-                b.router_open[r.idx()] = false;
-            }
-            _ => {}
+            TraceRecord::Event(ev) => b.event(at.0, ev, &mut w),
+            TraceRecord::Mem(op) => b.mem_op(i, *at, op, &mut w),
+            TraceRecord::Response { r, status, tokens } => b.response(at.0, *r, *status, *tokens),
         }
     }
     for v in violations {
-        let pid = v.pool.and_then(|p| b.pool_pid(p)).unwrap_or(ROUTER_PID);
+        b.violation(v);
+    }
+    // Close whatever is still open at the last timestamp.
+    let end = records.iter().map(|r| r.0 .0).chain(violations.iter().map(|v| v.at.0)).max().unwrap_or(0);
+    b.close_all(end);
+    b.finish()
+}
+
+impl<'a> Builder<'a> {
+    /// The builder for `records`: requests up to the highest that arrives (or the configuration
+    /// lists), their legs placed on nodes, the copies each prefill leg waits for and its last write.
+    fn new(cfg: &'a SimConfig, records: &[(Instant, TraceRecord)]) -> Builder<'a> {
+        let tenants = request_tenants(cfg, records);
+        let mut n = tenants.len();
+        for (_, rec) in records {
+            if let TraceRecord::Event(Ev::Arrive { r }) = rec {
+                n = n.max(r.idx() + 1);
+            }
+        }
+        let legs = place_legs(cfg, records, n);
+        let mut copies_left = vec![0u64; n];
+        let mut last_pwrite = vec![None; n];
+        for (i, (_, rec)) in records.iter().enumerate() {
+            match rec {
+                TraceRecord::Mem(MemOp::Copy { r, .. }) if r.idx() < n => copies_left[r.idx()] += 1,
+                TraceRecord::Mem(MemOp::Write { pool, r, .. }) if pool.role == Role::Prefill && r.idx() < n => {
+                    last_pwrite[r.idx()] = Some(i)
+                }
+                _ => {}
+            }
+        }
+        Builder {
+            cfg,
+            n,
+            tenants,
+            out: Vec::new(),
+            anchors: Vec::new(),
+            legs,
+            router_open: vec![false; n],
+            copies_left,
+            ready_at: vec![0; n],
+            dst_seen: vec![false; n],
+            last_pwrite,
+            dheld: vec![0; n],
+            next_flow: 1,
+            last_counter: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `r` is one of the requests the builder tracks.
+    fn known(&self, r: &RequestId) -> bool {
+        r.idx() < self.n
+    }
+
+    /// An event: the request's slice opens, legs open and change phase, faults become instants.
+    fn event(&mut self, t: u64, ev: &Ev, w: &mut Walk) {
+        match ev {
+            Ev::Arrive { r } if self.known(r) => {
+                let name = self.req_name(*r);
+                self.push(
+                    t,
+                    json!({"name": name, "cat": "request", "ph": "b", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
+                );
+                self.router_open[r.idx()] = true;
+            }
+            Ev::ClientAbort { r } if self.known(r) => {
+                self.push(
+                    t,
+                    json!({"name": format!("client abort r{}", r.0), "cat": "request", "ph": "i", "s": "t", "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
+                );
+            }
+            Ev::LegArrive { r, role } if self.known(r) => self.open_leg(t, *role, *r),
+            Ev::DstInfo { r, .. } if self.known(r) => {
+                self.dst_seen[r.idx()] = true;
+                self.ready_at[r.idx()] = self.ready_at[r.idx()].max(t);
+                if self.phase_is(Role::Prefill, *r, &["bootstrap"]) {
+                    self.set_phase(t, Role::Prefill, *r, "waiting");
+                }
+            }
+            Ev::TransferLand { job, batch } => w.landing = Some((*job, *batch)),
+            Ev::LegResult { r, role, .. } if self.known(r) => {
+                let leg = &mut self.legs[role_idx(*role)][r.idx()];
+                leg.result = true;
+                self.maybe_close(t, *role, *r);
+            }
+            Ev::Crash { node, restart_after_ms } => {
+                if let Some(pid) = self.node_pid(*node) {
+                    self.instant(
+                        t,
+                        pid,
+                        format!("crash {node}"),
+                        "fault",
+                        json!({"restart_after_ms": restart_after_ms}),
+                    );
+                }
+            }
+            Ev::Restart { node } => {
+                if let Some(pid) = self.node_pid(*node) {
+                    self.instant(t, pid, format!("restart {node}"), "fault", json!({}));
+                }
+            }
+            Ev::HeartbeatLost { prefill, .. } => {
+                let node = NodeId { role: Role::Prefill, index: *prefill };
+                if let Some(pid) = self.node_pid(node) {
+                    self.instant(t, pid, format!("heartbeat lost {node}"), "fault", json!({}));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A memory operation (record `i`): the pool's free-page counter, then the phase it implies.
+    /// An operation on a pool the configuration does not have is skipped whole.
+    fn mem_op(&mut self, i: usize, at: Instant, op: &MemOp, w: &mut Walk) {
+        if let MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } = op {
+            let Some(pi) = pool_index(self.cfg, *pool) else {
+                return;
+            };
+            self.held_pages(at, *pool, pi, op, w);
+        }
+        self.mem_phase(i, at.0, op, w);
+    }
+
+    /// An allocation, free or reset on pool `pi`: the pages each decode leg holds (a leg whose
+    /// pages are all gone may close) and the pool's free-page counter.
+    fn held_pages(&mut self, at: Instant, pool: PoolId, pi: usize, op: &MemOp, w: &mut Walk) {
+        let t = at.0;
+        w.scratch.clear();
+        match op {
+            MemOp::Alloc { r, pages, .. } => {
+                w.trackers[pi].alloc(*r, pages, at, &mut w.scratch);
+                if self.known(r) && pool.role == Role::Decode {
+                    self.dheld[r.idx()] += pages_in(pages);
+                }
+            }
+            MemOp::Free { r, pages, .. } => w.trackers[pi].free(*r, pages, at, &mut w.scratch),
+            _ => w.trackers[pi].reset(at, &mut w.scratch),
+        }
+        // Pages that stopped being held (by a free, a reset, or an overlap).
+        let mut touched = Vec::new();
+        for h in &w.scratch {
+            if pool.role == Role::Decode && self.known(&h.r) {
+                let d = &mut self.dheld[h.r.idx()];
+                *d = d.saturating_sub(u64::from(h.count));
+                touched.push(h.r);
+            }
+        }
+        touched.dedup();
+        for r in touched {
+            self.maybe_close(t, Role::Decode, r);
+        }
+        let free = w.pools[pi].1.saturating_sub(w.trackers[pi].held);
+        self.counter(t, pool, free);
+    }
+
+    /// The phase a memory operation implies: an allocation starts prefill (or decode's
+    /// transfer), prefill's last write sends, decode's first read runs, a copy is a transfer flow.
+    fn mem_phase(&mut self, i: usize, t: u64, op: &MemOp, w: &mut Walk) {
+        match op {
+            MemOp::Alloc { pool, r, .. } if self.known(r) => match pool.role {
+                Role::Prefill => {
+                    if self.phase_is(Role::Prefill, *r, &["bootstrap", "waiting"]) {
+                        self.set_phase(t, Role::Prefill, *r, "prefill");
+                    }
+                }
+                Role::Decode => {
+                    if self.phase_is(Role::Decode, *r, &["prealloc"]) {
+                        self.set_phase(t, Role::Decode, *r, "transfer");
+                    }
+                }
+            },
+            MemOp::Write { pool, r, .. } if pool.role == Role::Prefill && self.known(r) => {
+                self.ready_at[r.idx()] = self.ready_at[r.idx()].max(t);
+                if self.last_pwrite[r.idx()] == Some(i) {
+                    let next = if w.sequential { "held" } else { "inflight" };
+                    if self.phase_is(Role::Prefill, *r, &["bootstrap", "waiting", "prefill"]) {
+                        self.set_phase(t, Role::Prefill, *r, next);
+                    }
+                }
+            }
+            MemOp::Read { pool, r, .. }
+                if pool.role == Role::Decode
+                    && self.known(r)
+                    && self.phase_is(Role::Decode, *r, &["prealloc", "transfer"]) =>
+            {
+                self.set_phase(t, Role::Decode, *r, "running");
+            }
+            MemOp::Copy { src, dst, r, pages } if self.known(r) => self.transfer(t, *src, *dst, *r, pages, w),
+            _ => {}
+        }
+    }
+
+    /// A page copy landing at `t`: a flow from the source node (from when the data was ready, or
+    /// the previous batch of the job landed) to the destination; the prefill leg may close.
+    fn transfer(&mut self, t: u64, src: NodeId, dst: NodeId, r: RequestId, pages: &[(u32, u32, u32)], w: &mut Walk) {
+        let mut start = self.ready_at[r.idx()];
+        if let Some((job, batch)) = w.landing.take() {
+            if batch > 0 {
+                if let Some(prev) = w.landed.get(&(job, batch - 1)) {
+                    start = start.max(*prev);
+                }
+            }
+            w.landed.insert((job, batch), t);
+        }
+        let start = start.min(t);
+        let count: u64 = pages.iter().map(|p| u64::from(p.2)).sum();
+        if let (Some(sp), Some(dp)) = (self.node_pid(src), self.node_pid(dst)) {
+            let id = self.next_flow;
+            self.next_flow += 1;
+            let name = format!("transfer r{}", r.0);
+            self.anchor(start, sp, name.clone(), json!({"to": dst.to_string(), "pages": count}));
+            self.push(
+                start,
+                json!({"name": "kv transfer", "cat": "transfer", "ph": "s", "id": id, "pid": sp, "tid": TID_XFER, "ts": ts(start)}),
+            );
+            self.anchor(t, dp, name, json!({"from": src.to_string(), "pages": count}));
+            self.push(
+                t,
+                json!({"name": "kv transfer", "cat": "transfer", "ph": "f", "bp": "e", "id": id, "pid": dp, "tid": TID_XFER, "ts": ts(t)}),
+            );
+        }
+        let c = &mut self.copies_left[r.idx()];
+        *c = c.saturating_sub(1);
+        self.maybe_close(t, Role::Prefill, r);
+    }
+
+    /// The client's response: the request's slice ends with its status.
+    fn response(&mut self, t: u64, r: RequestId, status: u16, tokens: u64) {
+        if !self.known(&r) || !self.router_open[r.idx()] {
+            return;
+        }
+        let name = self.req_name(r);
+        self.push(
+            t,
+            json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t), "args": {"status": status, "tokens": tokens}}),
+        );
+        self.router_open[r.idx()] = false;
+    }
+
+    /// A violation: an instant on its pool (or the router), its record as the arguments.
+    fn violation(&mut self, v: &Violation) {
+        let pid = v.pool.and_then(|p| self.pool_pid(p)).unwrap_or(ROUTER_PID);
         let name = match v.request {
             Some(r) => format!("{} r{}", v.kind.name(), r.0),
             None => v.kind.name().to_string(),
         };
         let args = serde_json::to_value(v).unwrap_or(Value::Null);
-        b.instant(v.at.0, pid, name, "violation", args);
+        self.instant(v.at.0, pid, name, "violation", args);
     }
-    // Close whatever is still open at the last timestamp.
-    let end = records.iter().map(|r| r.0 .0).chain(violations.iter().map(|v| v.at.0)).max().unwrap_or(0);
-    for r in 0..n {
-        let r = RequestId(r as u32);
-        b.close_leg(end, Role::Prefill, r);
-        b.close_leg(end, Role::Decode, r);
-        if b.router_open[r.idx()] {
-            let name = b.req_name(r);
-            b.push(
-                end,
-                json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(end), "args": {"status": "none by the end"}}),
-            );
+
+    /// Every leg and request slice still open, closed at `end`.
+    fn close_all(&mut self, end: u64) {
+        for r in 0..self.n {
+            let r = RequestId(r as u32);
+            self.close_leg(end, Role::Prefill, r);
+            self.close_leg(end, Role::Decode, r);
+            if self.router_open[r.idx()] {
+                let name = self.req_name(r);
+                self.push(
+                    end,
+                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(end), "args": {"status": "none by the end"}}),
+                );
+            }
         }
     }
-    // Anchor slices end before the next one on their track starts.
-    let mut anchors = std::mem::take(&mut b.anchors);
-    anchors.sort_by_key(|a| (a.0, a.1, a.2));
-    for w in 0..anchors.len() {
-        let (pid, tid, at, idx) = anchors[w];
-        let next = anchors.get(w + 1).filter(|x| x.0 == pid && x.1 == tid).map_or(u64::MAX, |x| x.2);
-        let dur = ANCHOR_NS.min(next - at);
-        b.out[idx].1["dur"] = json!(ts(dur));
+
+    /// The document: anchor slices end before the next one on their track starts; events sorted
+    /// stably by time.
+    fn finish(mut self) -> Value {
+        let mut anchors = std::mem::take(&mut self.anchors);
+        anchors.sort_by_key(|a| (a.0, a.1, a.2));
+        for w in 0..anchors.len() {
+            let (pid, tid, at, idx) = anchors[w];
+            let next = anchors.get(w + 1).filter(|x| x.0 == pid && x.1 == tid).map_or(u64::MAX, |x| x.2);
+            let dur = ANCHOR_NS.min(next - at);
+            self.out[idx].1["dur"] = json!(ts(dur));
+        }
+        let mut out = self.out;
+        out.sort_by_key(|e| e.0);
+        json!({
+            "traceEvents": out.into_iter().map(|e| e.1).collect::<Vec<_>>(),
+            "displayTimeUnit": "ms",
+        })
     }
-    let mut out = b.out;
-    out.sort_by_key(|e| e.0);
-    json!({
-        "traceEvents": out.into_iter().map(|e| e.1).collect::<Vec<_>>(),
-        "displayTimeUnit": "ms",
-    })
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use kvsim::scenario::{Overrides, Scenario};
 use std::path::PathBuf;
 
 /// File access for scenarios that name other files (trace workloads).
-pub fn read(path: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+pub fn read(path: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
 }
 
 /// The crate's folder, read at run time: `cargo test` sets `CARGO_MANIFEST_DIR` for the test run,
