@@ -40,6 +40,10 @@ pub struct ExploreOpts {
     /// Turn state hashing off: every schedule runs to its end (for counting schedules).
     #[arg(long)]
     pub no_prune: bool,
+    /// Turn the partial-order reduction off: a state reached again is pruned only when it was
+    /// explored with exactly the same fault and reordering budgets used (for comparison).
+    #[arg(long)]
+    pub no_por: bool,
     /// Worker threads (the answer does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub jobs: u16,
@@ -117,7 +121,9 @@ pub fn run(o: &ExploreOpts) -> i32 {
         }
     };
     let spec = match (bounds_of(o, &cfg), explore::parse_kinds(o.kinds.as_deref().unwrap_or(""))) {
-        (Ok(bounds), Ok(kinds)) => Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, subtrees: 64, check: None },
+        (Ok(bounds), Ok(kinds)) => {
+            Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, por: !o.no_por, subtrees: 64, check: None }
+        }
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
@@ -254,8 +260,8 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         } else {
             println!("{verdict}");
             println!(
-                "{} subtrees, {} schedules ended at a state seen before, longest schedule {} choices, {secs:.2} s",
-                s.subtrees, s.pruned, s.max_depth
+                "{} subtrees, {} schedules ended at a state seen before ({} of them at one explored with less of the fault/reordering budget used), longest schedule {} choices, {secs:.2} s",
+                s.subtrees, s.pruned, s.subsumed, s.max_depth
             );
         }
         return if s.verified() { exit::CLEAN } else { exit::INCONCLUSIVE };
