@@ -702,6 +702,33 @@ pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32>
     }
 }
 
+/// Shrinks a counterexample's *scenario* through the library's shrinker (`shrink::shrink_with`):
+/// a candidate (fewer requests, nodes, tenants, shorter prompts, knobs at their fixed values) is
+/// kept when it still violates the property under exploration — first by replaying `choices`
+/// on it, else by exploring it (one subtree, at most `states_per_try` states). Returns the
+/// shrunk configuration and a shrunk violating schedule of it, or `None` when the original does
+/// not violate within that bound. Every kept candidate was seen to violate, so the result does.
+pub fn shrink_scenario(
+    cfg: &SimConfig,
+    spec: &Spec,
+    choices: &[u32],
+    budget: u32,
+    states_per_try: u64,
+) -> Option<(crate::shrink::Shrunk, Vec<u32>)> {
+    let sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
+    let find = |c: &SimConfig| -> Option<Vec<u32>> {
+        if violates_with(c, &sp, choices) {
+            return Some(choices.to_vec());
+        }
+        explore(c, &sp).found.map(|f| f.choices)
+    };
+    find(cfg)?;
+    let shrunk = crate::shrink::shrink_with(cfg, &mut |c: &SimConfig| find(c).is_some(), budget);
+    let found = find(&shrunk.cfg).expect("the shrinker keeps only violating candidates");
+    let short = shrink_choices(&shrunk.cfg, &sp, &found);
+    Some((shrunk, short))
+}
+
 /// The property's kinds from names (`cross_tenant_read,wrong_status`); empty = every kind.
 pub fn parse_kinds(s: &str) -> Result<Vec<Kind>, String> {
     let mut out = Vec::new();
