@@ -305,6 +305,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
     for c in replay.trail.iter().take(shrunk.len()).enumerate().filter(|(_, c)| c.value != 0) {
         lines.push(format!("  choice {}: {:?} {} of {}", c.0, c.1.point, c.1.value, c.1.domain));
     }
+    let mut story = replay.world.oracle.violations.first().map(|v| kvsim::report::story(&replay.world, v));
     let (target, cs) = match &o.out {
         Some(out) => {
             // The scenario is shrunk too (the library's shrinker, each candidate kept only when
@@ -342,13 +343,15 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 return exit::BAD_INPUT;
             }
             lines.push(format!("wrote {out}"));
+            let rep = explore::execute(&c, spec, &cs.choices, None, false);
+            story = rep.world.oracle.violations.first().map(|v| kvsim::report::story(&rep.world, v));
             (out.clone(), cs)
         }
         None => (format!("{} --profile {}{set}", o.scenario, cfg.profile), cs),
     };
     lines.push(format!("reproduce: kvsim run {target} --choices '{cs}'"));
-    if let Some(v) = replay.world.oracle.violations.first() {
-        lines.push(format!("first violation: {}", kvsim::report::story(&replay.world, v)));
+    if let Some(story) = story {
+        lines.push(format!("first violation: {story}"));
     }
     if o.json {
         let v = serde_json::json!({"verified": false, "summary": s, "bound": bound, "seconds": secs,
@@ -566,9 +569,9 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
                 (None, _) if s.verified() => {
                     if name == "buggy" {
                         mismatch += 1;
-                        format!("**none**: verified {} / {}, {t:.1} s", n(s.states), n(s.schedules))
+                        format!("**none**: verified {} / {}, {t:.2} s", n(s.states), n(s.schedules))
                     } else {
-                        format!("verified {} / {}, {t:.1} s", n(s.states), n(s.schedules))
+                        format!("verified {} / {}, {t:.2} s", n(s.states), n(s.schedules))
                     }
                 }
                 (None, _) => {
