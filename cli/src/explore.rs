@@ -40,6 +40,10 @@ pub struct ExploreOpts {
     /// Turn state hashing off: every schedule runs to its end (for counting schedules).
     #[arg(long)]
     pub no_prune: bool,
+    /// Turn the partial-order reduction off: a state reached again is pruned only when it was
+    /// explored with exactly the same fault and reordering budgets used (for comparison).
+    #[arg(long)]
+    pub no_por: bool,
     /// Worker threads (the answer does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub jobs: u16,
@@ -52,6 +56,15 @@ pub struct ExploreOpts {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// With `--out`: at most this many explorations while shrinking the scenario.
+    #[arg(long, default_value_t = 300)]
+    pub shrink_budget: u32,
+    /// SCENARIO is a catalogue (a folder or files of scenarios with `[[expect]]` entries): explore
+    /// each row's `buggy` and `fixed` setting with the property = the `buggy` entry's violation
+    /// kinds, and print the table (buggy: counterexample after N states; fixed: verified, or the
+    /// bound reached).
+    #[arg(long)]
+    pub catalogue: bool,
 }
 
 /// The bound from the flags.
@@ -109,6 +122,9 @@ fn save_checkpoint(path: &str, c: &Checkpoint) -> Result<(), String> {
 
 #[allow(clippy::disallowed_methods)] // the command measures wall time (progress, the summary); the model never does
 pub fn run(o: &ExploreOpts) -> i32 {
+    if o.catalogue {
+        return run_catalogue(o);
+    }
     let cfg = match super::load(&o.scenario, &o.opts) {
         Ok(c) => c,
         Err(e) => {
@@ -117,7 +133,9 @@ pub fn run(o: &ExploreOpts) -> i32 {
         }
     };
     let spec = match (bounds_of(o, &cfg), explore::parse_kinds(o.kinds.as_deref().unwrap_or(""))) {
-        (Ok(bounds), Ok(kinds)) => Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, subtrees: 64, check: None },
+        (Ok(bounds), Ok(kinds)) => {
+            Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, por: !o.no_por, subtrees: 64, check: None }
+        }
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
@@ -254,8 +272,8 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         } else {
             println!("{verdict}");
             println!(
-                "{} subtrees, {} schedules ended at a state seen before, longest schedule {} choices, {secs:.2} s",
-                s.subtrees, s.pruned, s.max_depth
+                "{} subtrees, {} schedules ended at a state seen before ({} of them at one explored with less of the fault/reordering budget used), longest schedule {} choices, {secs:.2} s",
+                s.subtrees, s.pruned, s.subsumed, s.max_depth
             );
         }
         return if s.verified() { exit::CLEAN } else { exit::INCONCLUSIVE };
@@ -287,26 +305,53 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
     for c in replay.trail.iter().take(shrunk.len()).enumerate().filter(|(_, c)| c.value != 0) {
         lines.push(format!("  choice {}: {:?} {} of {}", c.0, c.1.point, c.1.value, c.1.domain));
     }
-    let target = match &o.out {
+    let mut story = replay.world.oracle.violations.first().map(|v| kvsim::report::story(&replay.world, v));
+    let (target, cs) = match &o.out {
         Some(out) => {
+            // The scenario is shrunk too (the library's shrinker, each candidate kept only when
+            // exploring it still finds a violation of the property).
+            let (mut c, cs) = match explore::shrink_scenario(cfg, spec, &shrunk, o.shrink_budget, 20_000) {
+                Some((sh, choices)) => {
+                    lines.push(format!(
+                        "scenario shrunk: {} -> {} request(s), {} prefill / {} decode node(s), {} tries ({} kept){}",
+                        cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize),
+                        sh.cfg.requests.len(),
+                        sh.cfg.prefill.len(),
+                        sh.cfg.decode.len(),
+                        sh.runs,
+                        sh.accepted,
+                        if sh.necessary_knobs.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; needs {}", sh.necessary_knobs.join(", "))
+                        }
+                    ));
+                    (sh.cfg, ChoiceString { bounds: spec.bounds.clone(), choices })
+                }
+                None => {
+                    lines.push("scenario not shrunk: one subtree of 20000 states does not show the violation".into());
+                    (cfg.clone(), cs)
+                }
+            };
             let header = format!(
                 "Counterexample found by kvsim explore from {} (profile {}).\nChoice string: {cs}\nReproduce: kvsim run {out} --choices '{cs}'",
                 o.scenario, cfg.profile
             );
-            let mut c = cfg.clone();
             c.name = format!("{}-counterexample", cfg.name);
             if let Err(e) = std::fs::write(out, kvsim::scenario::to_toml(&c, &header)) {
                 eprintln!("error: {out}: cannot write: {e}");
                 return exit::BAD_INPUT;
             }
             lines.push(format!("wrote {out}"));
-            out.clone()
+            let rep = explore::execute(&c, spec, &cs.choices, None, false);
+            story = rep.world.oracle.violations.first().map(|v| kvsim::report::story(&rep.world, v));
+            (out.clone(), cs)
         }
-        None => format!("{} --profile {}{set}", o.scenario, cfg.profile),
+        None => (format!("{} --profile {}{set}", o.scenario, cfg.profile), cs),
     };
     lines.push(format!("reproduce: kvsim run {target} --choices '{cs}'"));
-    if let Some(v) = replay.world.oracle.violations.first() {
-        lines.push(format!("first violation: {}", kvsim::report::story(&replay.world, v)));
+    if let Some(story) = story {
+        lines.push(format!("first violation: {story}"));
     }
     if o.json {
         let v = serde_json::json!({"verified": false, "summary": s, "bound": bound, "seconds": secs,
@@ -400,4 +445,178 @@ pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, json: bool)
         print!("{}", report.text());
     }
     report.exit_code
+}
+
+/// One catalogue cell's exploration.
+struct Cell {
+    summary: explore::Summary,
+    secs: f64,
+}
+
+#[allow(clippy::disallowed_methods)] // the command measures wall time for the table; the model never does
+fn explore_one(o: &ExploreOpts, cfg: &SimConfig, kinds: &[kvsim::check::Kind]) -> Result<Cell, String> {
+    let bounds = bounds_of(o, cfg)?;
+    let spec = Spec {
+        bounds,
+        kinds: kinds.to_vec(),
+        max_states: 1,
+        prune: !o.no_prune,
+        por: !o.no_por,
+        subtrees: 64,
+        check: None,
+    };
+    let t0 = std::time::Instant::now();
+    let roots = explore::plan(cfg, &spec);
+    let spec = Spec { max_states: o.max_states, ..spec };
+    let summary = run_subtrees(o, cfg, &spec, &roots, vec![None; roots.len()], "", t0)?;
+    Ok(Cell { summary, secs: t0.elapsed().as_secs_f64() })
+}
+
+fn n(x: u64) -> String {
+    let s = x.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `kvsim explore CATALOGUE --catalogue`: the table of README.md's "Exhaustive exploration".
+/// Exit 0 when every buggy setting shows a counterexample and every fixed one is verified, 1
+/// when a buggy setting shows none or a fixed one shows one, else 13 (a bound was reached).
+pub fn run_catalogue(o: &ExploreOpts) -> i32 {
+    if o.out.is_some() || o.checkpoint.is_some() || o.kinds.is_some() {
+        eprintln!("error: --catalogue takes neither --out, --checkpoint nor --kinds (each row's property is its buggy entry's violations)");
+        return exit::BAD_INPUT;
+    }
+    let files = match super::check::collect(std::slice::from_ref(&o.scenario)) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    println!("| row | property | buggy: counterexample after | fixed: verified (distinct states / schedules, time) |");
+    println!("|---|---|---|---|");
+    let (mut mismatch, mut bound_reached, mut rows) = (0, 0, 0);
+    for f in &files {
+        let sc = match super::check::parse(f) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
+            }
+        };
+        let Some(buggy) = sc.spec.expect.iter().find(|e| e.name == "buggy") else { continue };
+        let row = f.file_stem().map_or_else(|| f.display().to_string(), |s| s.to_string_lossy().into_owned());
+        let kinds = match explore::parse_kinds(&buggy.violations.join(",")) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("error: {}: {e}", f.display());
+                return exit::BAD_INPUT;
+            }
+        };
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        if kinds.is_empty() || buggy.needs_noninterference() {
+            println!(
+                "| {row} | {} | not explored: the property needs the noninterference check (two runs per schedule), which exploration does not run | — |",
+                if names.is_empty() { "—".to_string() } else { names.join(", ") }
+            );
+            continue;
+        }
+        rows += 1;
+        let mut cells = Vec::new();
+        for name in ["buggy", "fixed"] {
+            let Some(e) = sc.spec.expect.iter().find(|e| e.name == name) else {
+                cells.push("no entry".to_string());
+                continue;
+            };
+            let cfg = match super::check::resolve(&sc, e.profile.clone(), e.set_pairs()) {
+                Ok(c) => c,
+                Err(err) => {
+                    eprintln!("error: {} expectation `{name}`: {err}", f.display());
+                    return exit::BAD_INPUT;
+                }
+            };
+            let cell = match explore_one(o, &cfg, &kinds) {
+                Ok(c) => c,
+                Err(err) => {
+                    eprintln!("error: {}: {err}", f.display());
+                    return exit::BAD_INPUT;
+                }
+            };
+            let s = &cell.summary;
+            let t = cell.secs;
+            let text = match (&s.found, name) {
+                (Some(found), _) => {
+                    let got: std::collections::BTreeSet<&str> =
+                        found.violations.iter().map(|v| v.kind.name()).collect();
+                    let got = got.into_iter().collect::<Vec<_>>().join(", ");
+                    if name == "fixed" {
+                        mismatch += 1;
+                        format!(
+                            "**counterexample** ({got}) after {} states / {} schedules, {t:.1} s",
+                            n(s.states),
+                            n(s.schedules)
+                        )
+                    } else {
+                        format!("{got} after {} states / {} schedules, {t:.2} s", n(s.states), n(s.schedules))
+                    }
+                }
+                (None, _) if s.verified() => {
+                    if name == "buggy" {
+                        mismatch += 1;
+                        format!("**none**: verified {} / {}, {t:.2} s", n(s.states), n(s.schedules))
+                    } else {
+                        format!("verified {} / {}, {t:.2} s", n(s.states), n(s.schedules))
+                    }
+                }
+                (None, _) => {
+                    bound_reached += 1;
+                    format!(
+                        "**{}**: bound reached in {} of {} subtrees after {} / {}, no violation, {t:.1} s",
+                        if name == "buggy" { "not found" } else { "not verified" },
+                        s.truncated,
+                        s.subtrees,
+                        n(s.states),
+                        n(s.schedules)
+                    )
+                }
+            };
+            cells.push(text);
+        }
+        println!("| {row} | {} | {} | {} |", names.join(", "), cells[0], cells[1]);
+    }
+    let spec_bound = match files.first().map(|f| (f, super::check::parse(f))) {
+        Some((_, Ok(sc))) => super::check::resolve(&sc, None, vec![])
+            .ok()
+            .and_then(|c| bounds_of(o, &c).ok())
+            .map(|b| {
+                describe_bound(&Spec {
+                    bounds: b,
+                    kinds: vec![],
+                    max_states: o.max_states,
+                    prune: true,
+                    por: true,
+                    subtrees: 64,
+                    check: None,
+                })
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    println!();
+    println!(
+        "{rows} row(s) explored: {mismatch} mismatch(es), {bound_reached} setting(s) where the bound was reached; bound: {spec_bound} (latencies: each row's message latency and ten times it unless --latencies)"
+    );
+    if mismatch > 0 {
+        1
+    } else if bound_reached > 0 {
+        exit::INCONCLUSIVE
+    } else {
+        exit::CLEAN
+    }
 }

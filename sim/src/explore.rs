@@ -14,10 +14,24 @@
 //!   untried value. State hashing prunes: after every event, once the run is past its prefix,
 //!   the model state's digest (`World::state_digest`) is looked up; a state already seen has had
 //!   its whole future explored, so the schedule stops there.
-//! - **Partial-order reduction.** Simultaneous events are reordered only among *distinct*
-//!   events (two identical events commute trivially), and two orders of commuting events reach
-//!   the same state, which state hashing then explores once. There is no sleep-set or
-//!   persistent-set reduction: the first step of every order is still executed once.
+//! - **Partial-order reduction (budget subsumption).** Two orders of commuting simultaneous
+//!   events reach the same model state, but the out-of-order one has spent a reordering, so an
+//!   exact state table keeps them apart and explores the reordered state's whole future again.
+//!   With `Spec::por` the table is keyed by the model state *without* the explorer's budgets and
+//!   keeps, per state, the (faults used, reorderings used) pairs it was explored with; a state
+//!   reached again with at least as much of both budgets used as an explored visit is pruned.
+//!   That is sound by monotonicity: with less budget used every choice point of the other visit
+//!   exists with the same default (value 0 is always "no fault, sequence order"), so every
+//!   schedule from the pruned visit is a schedule from the explored one with the same events.
+//!   Independence is thereby judged exactly (both orders must reach the same state, pending
+//!   events in queue order included), never assumed. Textbook sleep sets (Godefroid), which skip
+//!   a commuting event *before* running it on a static independence relation, are not used: under
+//!   a reordering bound they are unsound (three simultaneous events a, b, c in sequence order
+//!   with a and c dependent, b independent of both, one reordering allowed: after c runs first, b
+//!   sleeps, and the schedule c·a·b (one reordering) is skipped in favour of b·c·a, which needs
+//!   two), and two commuting events that each send a message due at the same instant leave the
+//!   queue in different orders, which decides later defaults. Identical simultaneous events are
+//!   never reordered among themselves.
 //! - **Parallel and deterministic.** The tree is cut into subtrees at a depth chosen from the
 //!   tree alone ([`plan`]), never from the number of workers; each subtree is explored with its
 //!   own state table ([`explore_subtree`]) and the results are merged in subtree order
@@ -32,7 +46,7 @@ use crate::config::SimConfig;
 use crate::trace::Tracer;
 use crate::world::World;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// A fault the explorer may place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -312,6 +326,8 @@ pub struct Spec {
     pub max_states: u64,
     /// State hashing on (off: every schedule runs to its end; for counting).
     pub prune: bool,
+    /// Partial-order reduction by budget subsumption (see the module doc); only with `prune`.
+    pub por: bool,
     /// Cut the tree into at least this many subtrees where it has them (`plan`).
     pub subtrees: usize,
     /// An extra property over each finished schedule's world: `true` is a violation (for
@@ -326,6 +342,9 @@ pub enum Ending {
     Complete,
     /// Reached a state explored before.
     Pruned,
+    /// Reached a state explored before with less of the fault or reordering budget used (the
+    /// partial-order reduction; see the module doc).
+    Subsumed,
     Violation,
     /// Stopped at its first choice point past the prefix (planning).
     Frontier(u32),
@@ -344,6 +363,47 @@ fn violates(kinds: &[Kind], v: &Violation) -> bool {
     kinds.is_empty() || kinds.contains(&v.kind)
 }
 
+/// The explored states of one subtree: the model state's digest without the explorer's
+/// budgets, and per state the (faults used, reorderings used) pairs it was explored with (with
+/// `por`, only the pairs no other pair dominates).
+#[derive(Default)]
+pub struct StateTable {
+    map: BTreeMap<u64, Vec<(u32, u32)>>,
+    /// Visits inserted (distinct states explored).
+    pub len: u64,
+}
+
+/// What a state lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    New,
+    /// The same state with the same budgets.
+    Seen,
+    /// The same state, explored with no more of either budget used.
+    Subsumed,
+}
+
+impl StateTable {
+    /// Looks a state up and inserts it when new. With `por`, a visit with at least as much of
+    /// both budgets used as an explored one is `Subsumed`, and a new visit replaces the ones it
+    /// dominates (they can never prune anything it would not).
+    pub fn visit(&mut self, digest: u64, faults_used: u32, reorders_used: u32, por: bool) -> Visit {
+        let e = self.map.entry(digest).or_default();
+        if e.contains(&(faults_used, reorders_used)) {
+            return Visit::Seen;
+        }
+        if por {
+            if e.iter().any(|&(f, r)| f <= faults_used && r <= reorders_used) {
+                return Visit::Subsumed;
+            }
+            e.retain(|&(f, r)| !(faults_used <= f && reorders_used <= r));
+        }
+        e.push((faults_used, reorders_used));
+        self.len += 1;
+        Visit::New
+    }
+}
+
 /// Builds the world of one schedule: `cfg` with a chooser following `choices`.
 pub fn world_for(cfg: &SimConfig, bounds: &Bounds, choices: &[u32]) -> World {
     let mut w = World::new(cfg.clone(), Tracer::new(None));
@@ -358,7 +418,7 @@ pub fn execute(
     cfg: &SimConfig,
     spec: &Spec,
     prefix: &[u32],
-    mut visited: Option<&mut BTreeSet<u64>>,
+    mut visited: Option<&mut StateTable>,
     frontier: bool,
 ) -> Exec {
     let mut w = world_for(cfg, &spec.bounds, prefix);
@@ -389,10 +449,25 @@ pub fn execute(
         // deterministic, so two schedules that meet meet again at the next such boundary).
         let chose = c.trail.len() > choices_before;
         choices_before = c.trail.len();
+        let (past, faults_used, reorders_used) = (c.past_prefix(), c.faults_used, c.reorders_used);
         if let Some(set) = visited.as_deref_mut() {
-            if chose && c.past_prefix() && !set.insert(w.state_digest()) {
-                ending = Ending::Pruned;
-                break;
+            if chose && past {
+                // The model state without the budgets (the digest hashes them only when a
+                // chooser is installed); the budgets are the table's second key.
+                let chooser = w.chooser.take();
+                let digest = w.state_digest();
+                w.chooser = chooser;
+                match set.visit(digest, faults_used, reorders_used, spec.por) {
+                    Visit::New => {}
+                    Visit::Seen => {
+                        ending = Ending::Pruned;
+                        break;
+                    }
+                    Visit::Subsumed => {
+                        ending = Ending::Subsumed;
+                        break;
+                    }
+                }
             }
         }
     }
@@ -415,8 +490,12 @@ pub struct SubtreeResult {
     pub states: u64,
     /// Schedules run (complete, pruned or violating).
     pub schedules: u64,
-    /// Of them, ended at a state seen before.
+    /// Of them, ended at a state seen before (`subsumed` included).
     pub pruned: u64,
+    /// Of the pruned, ended at a state seen before with less of the budgets used (the
+    /// partial-order reduction).
+    #[serde(default)]
+    pub subsumed: u64,
     /// The longest choice sequence.
     pub max_depth: u64,
     /// The state table filled up before the subtree was done.
@@ -467,15 +546,19 @@ pub fn explore_subtree(
     progress: &mut dyn FnMut(&SubtreeResult, u64),
 ) -> SubtreeResult {
     let mut res = SubtreeResult::default();
-    let mut visited = BTreeSet::new();
+    let mut visited = StateTable::default();
     let mut prefix = root.to_vec();
     loop {
         let e = execute(cfg, spec, &prefix, spec.prune.then_some(&mut visited), false);
         res.schedules += 1;
-        res.states = visited.len() as u64;
+        res.states = visited.len;
         res.max_depth = res.max_depth.max(e.trail.len() as u64);
         match e.ending {
             Ending::Pruned => res.pruned += 1,
+            Ending::Subsumed => {
+                res.pruned += 1;
+                res.subsumed += 1;
+            }
             Ending::Violation => {
                 let choices: Vec<u32> = e.trail.iter().map(|c| c.value).collect();
                 let violations =
@@ -514,6 +597,8 @@ pub struct Summary {
     pub states: u64,
     pub schedules: u64,
     pub pruned: u64,
+    #[serde(default)]
+    pub subsumed: u64,
     pub max_depth: u64,
     /// Subtrees whose state table filled up (the bound was reached there: not verified).
     pub truncated: u64,
@@ -535,6 +620,7 @@ pub fn merge(results: &[Option<SubtreeResult>]) -> Summary {
         states: 0,
         schedules: 0,
         pruned: 0,
+        subsumed: 0,
         max_depth: 0,
         truncated: 0,
         found: None,
@@ -545,6 +631,7 @@ pub fn merge(results: &[Option<SubtreeResult>]) -> Summary {
         s.states += r.states;
         s.schedules += r.schedules;
         s.pruned += r.pruned;
+        s.subsumed += r.subsumed;
         s.max_depth = s.max_depth.max(r.max_depth);
         s.truncated += u64::from(r.truncated);
         if r.found.is_some() {
@@ -613,6 +700,33 @@ pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32>
             return best;
         }
     }
+}
+
+/// Shrinks a counterexample's *scenario* through the library's shrinker (`shrink::shrink_with`):
+/// a candidate (fewer requests, nodes, tenants, shorter prompts, knobs at their fixed values) is
+/// kept when it still violates the property under exploration — first by replaying `choices`
+/// on it, else by exploring it (one subtree, at most `states_per_try` states). Returns the
+/// shrunk configuration and a shrunk violating schedule of it, or `None` when the original does
+/// not violate within that bound. Every kept candidate was seen to violate, so the result does.
+pub fn shrink_scenario(
+    cfg: &SimConfig,
+    spec: &Spec,
+    choices: &[u32],
+    budget: u32,
+    states_per_try: u64,
+) -> Option<(crate::shrink::Shrunk, Vec<u32>)> {
+    let sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
+    let find = |c: &SimConfig| -> Option<Vec<u32>> {
+        if violates_with(c, &sp, choices) {
+            return Some(choices.to_vec());
+        }
+        explore(c, &sp).found.map(|f| f.choices)
+    };
+    find(cfg)?;
+    let shrunk = crate::shrink::shrink_with(cfg, &mut |c: &SimConfig| find(c).is_some(), budget);
+    let found = find(&shrunk.cfg).expect("the shrinker keeps only violating candidates");
+    let short = shrink_choices(&shrunk.cfg, &sp, &found);
+    Some((shrunk, short))
 }
 
 /// The property's kinds from names (`cross_tenant_read,wrong_status`); empty = every kind.

@@ -44,8 +44,10 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "page_tags",
 ];
 
-struct Shrinker {
+struct Shrinker<'a> {
     sig: String,
+    /// A property to keep instead of the signature of a plain run (`shrink_with`).
+    custom: Option<&'a mut dyn FnMut(&SimConfig) -> bool>,
     runs: u32,
     accepted: u32,
     budget: u32,
@@ -65,12 +67,17 @@ fn best_permille(w: &crate::world::World, sig: &str) -> u64 {
         .unwrap_or(0)
 }
 
-impl Shrinker {
+impl Shrinker<'_> {
     fn holds(&mut self, cfg: &SimConfig) -> bool {
         if self.runs >= self.budget {
             return false;
         }
         self.runs += 1;
+        if let Some(f) = self.custom.as_mut() {
+            let ok = f(cfg);
+            self.accepted += u32::from(ok);
+            return ok;
+        }
         let w = crate::fuzz::simulate_for(cfg.clone(), &self.sig);
         let ok = signatures(&w).contains(&self.sig) && best_permille(&w, &self.sig) >= self.min_permille;
         self.accepted += u32::from(ok);
@@ -323,10 +330,21 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
 
 /// Shrinks `cfg` keeping `sig`, within `budget` runs.
 pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
-    let mut cur = explicit(cfg);
+    let cur = explicit(cfg);
     let original = crate::fuzz::simulate_for(cur.clone(), sig);
     let min_permille = best_permille(&original, sig) / 2;
-    let mut s = Shrinker { sig: sig.to_string(), runs: 0, accepted: 0, budget, min_permille };
+    let s = Shrinker { sig: sig.to_string(), custom: None, runs: 0, accepted: 0, budget, min_permille };
+    run_shrinker(s, cur)
+}
+
+/// Shrinks `cfg` keeping `holds` (e.g. "exploration still finds a violation"), within `budget`
+/// calls of it; the same steps as `shrink`.
+pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, budget: u32) -> Shrunk {
+    let s = Shrinker { sig: String::new(), custom: Some(holds), runs: 0, accepted: 0, budget, min_permille: 0 };
+    run_shrinker(s, explicit(cfg))
+}
+
+fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
     let mut necessary = Vec::new();
     for _round in 0..4 {
         let before = cur.clone();

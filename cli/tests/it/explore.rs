@@ -13,7 +13,7 @@ fn data(name: &str) -> String {
 }
 
 fn spec(bounds: Bounds, kinds: Vec<Kind>, prune: bool) -> Spec {
-    Spec { bounds, kinds, max_states: 1_000_000, prune, subtrees: 64, check: None }
+    Spec { bounds, kinds, max_states: 1_000_000, prune, por: prune, subtrees: 64, check: None }
 }
 
 fn latencies_only(lat: Vec<u64>) -> Bounds {
@@ -86,9 +86,18 @@ fn a_planted_bug_that_one_schedule_in_thousands_shows_is_found() {
     let s = explore::explore(&cfg, &Spec { check: Some(planted_in_history), ..spec(bounds.clone(), vec![], false) });
     assert_eq!(s.found.expect("the planted bug is found").choices, chosen.to_vec());
     assert!(s.schedules > 1000, "found after {} schedules", s.schedules);
-    // With state hashing, the state plant is found, at one of the schedules that show it.
-    let s = explore::explore(&cfg, &Spec { check: Some(planted_in_state), ..spec(bounds.clone(), vec![], true) });
-    assert!(in_state.contains(&s.found.expect("found with pruning").choices));
+    // With state hashing, the state plant is found, at one of the schedules that show it, with
+    // and without the partial-order reduction; and with reorderings and faults in the bound too.
+    let wider = Bounds { max_faults: 1, fault_kinds: vec![FaultKind::TransferFail], max_reorders: 1, ..bounds.clone() };
+    for por in [false, true] {
+        let sp = Spec { por, check: Some(planted_in_state), ..spec(bounds.clone(), vec![], true) };
+        let s = explore::explore(&cfg, &sp);
+        assert!(in_state.contains(&s.found.expect("found with pruning").choices), "por {por}");
+        let sp = Spec { por, check: Some(planted_in_state), ..spec(wider.clone(), vec![], true) };
+        let s = explore::explore(&cfg, &sp);
+        let f = s.found.expect("found in the wider bound");
+        assert!(planted_in_state(&explore::execute(&cfg, &sp, &f.choices, None, false).world), "por {por}");
+    }
     // Without a plant the same bound is verified: the plant is what was found.
     let s = explore::explore(&cfg, &spec(bounds, vec![], true));
     assert!(s.verified(), "{s:?}");
@@ -188,4 +197,158 @@ fn ordinary_runs_have_no_chooser_and_explored_runs_are_deterministic() {
     assert_eq!(x.world.tracer.hash_hex(), y.world.tracer.hash_hex());
     assert_eq!(x.world.state_digest(), y.world.state_digest());
     assert_ne!(x.ending, Ending::Pruned);
+}
+
+/// One complete schedule's outcome: every response (status, time) and every violation (kind,
+/// request, time), in order.
+type Outcome = (Vec<Option<(u16, u64)>>, Vec<(Kind, Option<u32>, u64)>);
+
+thread_local! {
+    static OUTCOMES: std::cell::RefCell<std::collections::BTreeSet<Outcome>> = Default::default();
+}
+
+/// A `Spec::check` that records the outcome of every schedule that runs to its end and never
+/// calls it a violation.
+fn record_outcome(w: &World) -> bool {
+    let o = (responses(w), w.oracle.violations.iter().map(|v| (v.kind, v.request.map(|r| r.0), v.at.0)).collect());
+    OUTCOMES.with(|s| s.borrow_mut().insert(o));
+    false
+}
+
+/// Explores with a property that never fails (`timing_channel` needs the noninterference check,
+/// which exploration does not run) and returns the summary and every outcome reached.
+fn outcomes(
+    cfg: &kvsim::config::SimConfig,
+    bounds: &Bounds,
+    prune: bool,
+    por: bool,
+) -> (explore::Summary, std::collections::BTreeSet<Outcome>) {
+    OUTCOMES.with(|s| s.borrow_mut().clear());
+    let sp = Spec { por, check: Some(record_outcome), ..spec(bounds.clone(), vec![Kind::TimingChannel], prune) };
+    let s = explore::explore(cfg, &sp);
+    assert!(s.verified(), "{s:?}");
+    (s, OUTCOMES.with(|s| s.take()))
+}
+
+#[test]
+fn partial_order_reduction_keeps_every_outcome_and_verdict_and_prunes_more() {
+    let incident = |profile: &str| {
+        let path = data("incident-shrunk.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        kvsim::scenario::Scenario::parse(&path, &text)
+            .unwrap()
+            .resolve(&kvsim::scenario::Overrides { profile: Some(profile.into()), ..Default::default() })
+            .unwrap()
+    };
+    let all_faults = vec![FaultKind::TransferFail, FaultKind::Delay, FaultKind::VisibilityLag, FaultKind::Crash];
+    let cases = [
+        (
+            super::load_path(&data("one-request.toml")),
+            Bounds { max_faults: 2, fault_kinds: all_faults, latencies_us: vec![200, 2000], max_reorders: 2 },
+        ),
+        (
+            incident("sglang-0.5.16"),
+            Bounds {
+                max_faults: 1,
+                fault_kinds: vec![FaultKind::TransferFail, FaultKind::Crash],
+                latencies_us: vec![],
+                max_reorders: 1,
+            },
+        ),
+    ];
+    for (cfg, bounds) in &cases {
+        // Every schedule to its end; exact state hashing; state hashing with the reduction.
+        let (all, every) = outcomes(cfg, bounds, false, false);
+        let (exact, by_exact) = outcomes(cfg, bounds, true, false);
+        let (por, by_por) = outcomes(cfg, bounds, true, true);
+        assert!(every.len() > 10, "{}: {} outcomes", cfg.name, every.len());
+        assert_eq!(by_exact, every, "{}: exact state hashing lost or invented an outcome", cfg.name);
+        assert_eq!(by_por, every, "{}: the partial-order reduction lost or invented an outcome", cfg.name);
+        // It prunes: fewer schedules and states than exact hashing, which has fewer than all.
+        assert!(por.subsumed > 0 && exact.subsumed == 0, "{por:?} {exact:?}");
+        assert!(por.schedules < exact.schedules && exact.schedules < all.schedules, "{por:?} {exact:?} {all:?}");
+        assert!(por.states < exact.states, "{por:?} {exact:?}");
+        // Verdicts: each kind that some schedule shows is found with and without the
+        // reduction, at a schedule that replays to it; a kind none shows is verified by both.
+        let shown: std::collections::BTreeSet<Kind> = every.iter().flat_map(|o| o.1.iter().map(|v| v.0)).collect();
+        for k in kvsim::check::oracle::ALL_KINDS.iter().copied().filter(|k| *k != Kind::TimingChannel) {
+            for por in [false, true] {
+                let sp = Spec { por, ..spec(bounds.clone(), vec![k], true) };
+                let s = explore::explore(cfg, &sp);
+                match &s.found {
+                    Some(f) => {
+                        assert!(shown.contains(&k), "{}: {k:?} found but no schedule shows it", cfg.name);
+                        assert!(explore::violates_with(cfg, &sp, &f.choices), "{}: {k:?} does not replay", cfg.name);
+                    }
+                    None => {
+                        assert!(s.verified() && !shown.contains(&k), "{}: {k:?} missed (por {por})", cfg.name)
+                    }
+                }
+            }
+        }
+    }
+    // The buggy incident shows its leak in some schedule (the comparison above is not vacuous).
+    let (_, buggy) = (0, outcomes(&cases[1].0, &cases[1].1, true, true).1);
+    assert!(buggy.iter().any(|o| o.1.iter().any(|v| v.0 == Kind::CrossTenantRead)));
+}
+
+fn catalogue(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/catalogue")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_counterexample_is_written_as_a_shrunk_scenario_that_replays_its_violation() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-explore-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("cex.toml");
+    let src = catalogue("abort-after-forward.toml");
+    let r = Command::new(bin)
+        .args(["explore", &src, "--set", "prefill_post_forward_abort_check=off", "--kinds", "cross_tenant_read"])
+        .args(["--max-reorders", "0", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(10), "{text}{}", String::from_utf8_lossy(&r.stderr));
+    assert!(text.contains("scenario shrunk: 3 -> "), "{text}");
+    // The written file is a scenario with the choice string in its header; replaying it with
+    // that string shows the violation again.
+    let file = std::fs::read_to_string(&out).unwrap();
+    let cs = file.lines().find_map(|l| l.strip_prefix("# Choice string: ")).expect("choice string in the header");
+    let sc = kvsim::scenario::Scenario::parse(out.to_str().unwrap(), &file).unwrap();
+    let cfg = sc.resolve(&Default::default()).unwrap();
+    assert!(cfg.requests.len() <= 3 && !cfg.requests.is_empty());
+    let r = Command::new(bin).args(["run", out.to_str().unwrap(), "--choices", cs]).output().unwrap();
+    assert_eq!(r.status.code(), Some(10), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("cross_tenant_read"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn catalogue_mode_tells_buggy_found_fixed_verified_and_the_bound_reached() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let row = catalogue("router-waits-for-decode.toml");
+    let r = Command::new(bin).args(["explore", &row, "--catalogue"]).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&r.stderr));
+    let line = text.lines().find(|l| l.starts_with("| router-waits-for-decode |")).expect("the row");
+    assert!(line.contains("| wrong_status after ") && line.contains("| verified "), "{line}");
+    // A state bound too small to finish: the fixed setting is not claimed verified (exit 13).
+    let r = Command::new(bin).args(["explore", &row, "--catalogue", "--max-states", "3"]).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(13), "{text}");
+    assert!(text.contains("**not verified**: bound reached") && !text.contains("| verified "), "{text}");
+    // A channel row is listed as not explored, not as verified.
+    let r =
+        Command::new(bin).args(["explore", &catalogue("prefix-timing-channel.toml"), "--catalogue"]).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(0), "{text}");
+    assert!(text.contains("not explored"), "{text}");
+    // Flags that do not apply: bad input.
+    let r = Command::new(bin).args(["explore", &row, "--catalogue", "--kinds", "page_leak"]).output().unwrap();
+    assert_eq!(r.status.code(), Some(2));
 }
