@@ -76,6 +76,73 @@ pub struct FuzzOpts {
     /// event (without it, one run in 16 does); findings are `invariant_broken/<what>`.
     #[arg(long, value_enum, value_name = "CHECK")]
     pub check: Option<super::PropertyCheck>,
+    /// Write the campaign's HTML report here (default: `report.html` in the corpus folder):
+    /// signatures, new/known, counts, first seeds, GPU confirmation, the new-signature curve, and
+    /// each example's reproduce command with links to its scenario, trace, Perfetto and SVG.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<String>,
+}
+
+/// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
+/// case; a full-scale base scenario's Perfetto file would be hundreds of megabytes.
+const PICTURE_MAX_REQUESTS: usize = 256;
+
+/// Writes the Perfetto JSON and the SVG page map of `cfg` into `dir` (`perfetto.json`,
+/// `pagemap.svg`), from one run that keeps its records in memory.
+fn write_pictures(cfg: &SimConfig, dir: &Path) -> Result<(), String> {
+    let w = kvsim::simulate_collect(cfg.clone(), false);
+    let records = w.tracer.collected.as_deref().unwrap_or_default();
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let v = kvsim::picture::perfetto::perfetto_json(cfg, records, &w.oracle.violations);
+    std::fs::write(dir.join("perfetto.json"), serde_json::to_string(&v).expect("json")).map_err(io)?;
+    let svg = kvsim::picture::svg::page_map_svg(cfg, records, &w.oracle.violations);
+    std::fs::write(dir.join("pagemap.svg"), svg).map_err(io)
+}
+
+/// The number of requests a configuration runs (explicit ones, or the generator's).
+fn case_requests(cfg: &SimConfig) -> usize {
+    cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize)
+}
+
+/// The path of `to` relative to the folder `from` (both made absolute first), for links in the
+/// HTML report; `to` as given when there is no common root.
+fn relative_to(from: &Path, to: &Path) -> String {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (f, t) = (abs(from), abs(to));
+    let fc: Vec<_> = f.components().collect();
+    let tc: Vec<_> = t.components().collect();
+    let common = fc.iter().zip(&tc).take_while(|(a, b)| a == b).count();
+    if common == 0 {
+        return to.display().to_string();
+    }
+    let mut parts: Vec<String> = vec!["..".to_string(); fc.len() - common];
+    parts.extend(tc[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.join("/")
+}
+
+/// Writes the campaign's HTML report to `path` (links relative to its folder).
+pub fn write_report(
+    path: &Path,
+    corpus: &Path,
+    corpus_name: &str,
+    camp: &Campaign,
+    known: Option<&KnownBugs>,
+    exit: i32,
+) -> Result<(), String> {
+    let failures = saved_failures(corpus);
+    let page_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut examples = BTreeMap::new();
+    for (sig, f) in &failures {
+        let folder = corpus.join(slug(sig)).join(format!("seed-{}", f.seed));
+        let mut files: Vec<String> = std::fs::read_dir(&folder)
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let folder_href = format!("{}/", relative_to(page_dir, &folder));
+        examples.insert(sig.clone(), vec![camp_lib::html::Example { failure: f, folder_href, files }]);
+    }
+    let page = camp_lib::html::render(&camp_lib::html::Report { corpus: corpus_name, camp, examples, known, exit });
+    write_atomic(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
@@ -191,6 +258,7 @@ impl Ctx {
         let filter = (!check).then(|| super::filter_for(cfg).1);
         write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
         let mut failure = Failure::new(sig, seed, &self.space_name, &seed_dir);
+        let mut shrunk_cfg = None;
         if !self.opts.no_shrink {
             let (text, s) =
                 super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
@@ -199,6 +267,11 @@ impl Ctx {
             failure.shrunk = Some(Failure::shrunk_command(sig, &seed_dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
+            shrunk_cfg = Some(s.cfg);
+        }
+        // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.
+        if let Some(case) = shrunk_cfg.as_ref().or((case_requests(cfg) <= PICTURE_MAX_REQUESTS).then_some(cfg)) {
+            write_pictures(case, &tmp)?;
         }
         if self.opts.confirm != "off" {
             let trace = if tmp.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
@@ -481,7 +554,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(k) = &known {
         print!("{}", camp_lib::triage_line(&acc.camp.table, k));
     }
-    Ok(kvsim::triage::exit_status(acc.camp.table.keys(), known.as_ref()))
+    let code = kvsim::triage::exit_status(acc.camp.table.keys(), known.as_ref());
+    let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
+    match write_report(&html, &corpus, &o.corpus, &acc.camp, known.as_ref(), code) {
+        Ok(()) => println!("report: {}", html.display()),
+        Err(e) => eprintln!("warning: the HTML report was not written: {e}"),
+    }
+    Ok(code)
 }
 
 /// `kvsim corpus merge DIR… --into OUT`: the union of the shards of one campaign. The corpora
@@ -567,6 +646,11 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         }
         None => exit::CLEAN,
     };
+    let html = out.join("report.html");
+    match write_report(&html, out, into, &merged, known.as_ref(), code) {
+        Ok(()) => text.push_str(&format!("report: {}\n", html.display())),
+        Err(e) => eprintln!("warning: the HTML report was not written: {e}"),
+    }
     Ok((text, code))
 }
 

@@ -367,3 +367,52 @@ fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
     let out = kvsim(&["shrink", &c, "--out", &shrunk]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 15: the campaign's HTML report. Written into the corpus by default and where `--html`
+/// says; well-formed; names every signature with its triage status and reproduce command; every
+/// link resolves to a file the campaign wrote (the Perfetto JSON and SVG page map included).
+#[test]
+fn the_campaign_writes_an_html_report_whose_links_resolve() {
+    let c = tmp("html");
+    let elsewhere = tmp("html-elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let page2 = format!("{elsewhere}/page.html");
+    for html in [None, Some(page2.as_str())] {
+        let mut args = vec!["fuzz", "--profile", "sglang-0.5.22", "--runs", "40", "--confirm", "cpu", "--corpus", &c];
+        args.extend(["--shrink-budget", "200"]);
+        if let Some(h) = html {
+            args.extend(["--html", h]);
+        }
+        let out = kvsim(&args);
+        assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = html.map(String::from).unwrap_or(format!("{c}/report.html"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("report: {path}")));
+        let page = std::fs::read_to_string(&path).unwrap();
+        let doc = roxmltree::Document::parse_with_options(
+            &page,
+            roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() },
+        )
+        .unwrap_or_else(|e| panic!("{path} is not well-formed: {e}"));
+        let text: String = doc.descendants().filter_map(|n| n.text()).collect();
+        let t = table(&c);
+        let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
+        assert!(sigs.len() >= 2, "{sigs:?}");
+        for (sig, f) in saved(&c) {
+            assert!(text.contains(&sig), "{sig} missing");
+            let folder = Path::new(&c).join(sig.replace('/', "--")).join(format!("seed-{f}"));
+            let shrunk = format!("kvsim run {}", folder.join("shrunk.toml").display());
+            assert!(text.contains(&shrunk), "{shrunk} missing");
+            assert!(folder.join("perfetto.json").is_file() && folder.join("pagemap.svg").is_file(), "{folder:?}");
+        }
+        assert!(text.contains("known (rdma-visibility-lag)"), "triaged against the shipped file");
+        let base = Path::new(&path).parent().unwrap();
+        let mut links = 0;
+        for h in doc.descendants().filter_map(|n| n.attribute("href")).filter(|h| !h.starts_with('#')) {
+            let target = base.join(h.replace("%20", " "));
+            assert!(target.is_file(), "{path}: link {h} does not resolve ({})", target.display());
+            links += 1;
+        }
+        assert!(links >= 4 * sigs.len().min(saved(&c).len()), "{links} links");
+        assert!(doc.descendants().any(|n| n.has_tag_name("circle")), "the curve has its dots");
+    }
+}

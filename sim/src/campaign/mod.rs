@@ -9,6 +9,8 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards.
 
+pub mod html;
+
 use crate::triage::KnownBugs;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
