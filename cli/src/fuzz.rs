@@ -81,6 +81,12 @@ pub struct FuzzOpts {
     /// each example's reproduce command with links to its scenario, trace, Perfetto and SVG.
     #[arg(long, value_name = "FILE")]
     pub html: Option<String>,
+    /// Liveness mode in every run: after the faults heal (60 s into a drawn run), every request
+    /// must end within BOUND (500ms, 30s, 10m), else `request_hang/after_heal/<what it waits
+    /// for>`; quiescent runs stop early. The saved scenarios carry it
+    /// (`[faults] liveness_after_heal_ms`).
+    #[arg(long, value_name = "BOUND")]
+    pub liveness: Option<String>,
 }
 
 /// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
@@ -402,6 +408,16 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
         (None, None) => (Space::Blind, "blind".to_string()),
     };
+    let liveness = o.liveness.as_deref().map(super::parse_bound).transpose()?;
+    if let (Some(ms), Space::Base(b)) = (liveness, &space) {
+        let faults = kvsim::config::FaultConfig { liveness_after_heal_ms: Some(ms), ..b.faults.clone() };
+        kvsim::check::liveness::validate(&faults).map_err(|e| format!("--liveness with --base: {e}"))?;
+    }
+    // Liveness mode judges runs differently: its table is another campaign's.
+    let space_name = match liveness {
+        Some(ms) => format!("{space_name}+liveness={ms}ms"),
+        None => space_name,
+    };
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
@@ -462,7 +478,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                     break;
                 }
                 let seed = o.seed_start.wrapping_add(k);
-                let cfg = draw(seed, &ctx.space);
+                let mut cfg = draw(seed, &ctx.space);
+                if liveness.is_some() {
+                    cfg.faults.liveness_after_heal_ms = liveness;
+                }
                 let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
                 let ni = o.check == Some(super::PropertyCheck::Noninterference);
                 let invariants =

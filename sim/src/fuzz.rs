@@ -286,6 +286,7 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         crash_restart_ms: 2_000,
         heal_at_ms: 60_000,
         script: vec![],
+        liveness_after_heal_ms: None,
     };
     SimConfig {
         name: format!("fuzz-seed{seed}"),

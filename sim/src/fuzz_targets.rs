@@ -259,6 +259,7 @@ impl FuzzInput {
             crash_restart_ms: at(&RESTART_MS, f.crash_restart_ms),
             heal_at_ms: at(&HEAL_MS, f.heal_at_ms),
             script,
+            liveness_after_heal_ms: None,
         };
         SimConfig {
             name: format!("fuzz-input-{}", self.seed),

@@ -416,3 +416,69 @@ fn the_campaign_writes_an_html_report_whose_links_resolve() {
         assert!(doc.descendants().any(|n| n.has_tag_name("circle")), "the curve has its dots");
     }
 }
+
+/// Issue 15: liveness mode from the command line. `kvsim run --liveness` fails a request still
+/// open past its deadline, naming its wait (exit 11); the reproduce command carries the flag; a
+/// bad bound, or liveness with random faults that never heal, is bad input naming the key. A
+/// liveness campaign saves scenarios that carry the bound, so they reproduce without the flag.
+#[test]
+fn liveness_mode_from_the_command_line() {
+    let scen = crate::scenarios_dir().join("catalogue/router-waits-for-decode.toml");
+    let scen = scen.to_str().unwrap();
+    let out = kvsim(&["run", scen, "--liveness", "60s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(11), "{text}");
+    assert!(text.contains("waits for kv_arrival") && text.contains("--liveness 60s"), "{text}");
+    assert_eq!(
+        kvsim(&["run", scen, "--liveness", "10m"]).status.code(),
+        Some(10),
+        "answered in time: its 5xx is the finding"
+    );
+    for bad in ["0s", "soon", "-5s"] {
+        let flag = format!("--liveness={bad}");
+        let out = kvsim(&["run", scen, &flag]);
+        assert_eq!(out.status.code(), Some(2), "--liveness {bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--liveness"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let never_heals = format!("{}.toml", tmp("never-heals"));
+    let text = std::fs::read_to_string(scen).unwrap();
+    std::fs::write(&never_heals, format!("{text}\n[faults]\ndelay_spike = \"1/10\"\nliveness_after_heal_ms = 60000\n"))
+        .unwrap();
+    let out = kvsim(&["run", &never_heals]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("liveness_after_heal_ms") && err.contains("heal_at_ms"), "{err}");
+
+    let c = tmp("liveness-campaign");
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.22",
+        "--runs",
+        "60",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+        "--liveness",
+        "30s",
+    ]);
+    assert!(matches!(out.status.code(), Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let hangs: Vec<(String, u64)> =
+        saved(&c).into_iter().filter(|(s, _)| s.starts_with("request_hang/after_heal/")).collect();
+    assert!(!hangs.is_empty(), "60 runs with a 30 s bound find an overdue request: {:?}", saved(&c));
+    for (sig, seed) in hangs {
+        let scen = format!("{c}/{}/seed-{seed}/scenario.toml", sig.replace('/', "--"));
+        assert!(std::fs::read_to_string(&scen).unwrap().contains("liveness_after_heal_ms = 30000"));
+        let w = kvsim::simulate(crate::load_path(&scen), None, false);
+        assert!(kvsim::fuzz::signatures(&w).contains(&sig), "{scen} reproduces {sig}");
+    }
+    let camp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    assert_eq!(camp["space"], "profile:sglang-0.5.22+liveness=30000ms");
+}

@@ -305,8 +305,10 @@ pub fn check_known_profile(k: &KnownBugs, profile: Option<&str>) -> Result<(), S
     }
 }
 
-/// The engine profile a campaign space pins (`profile:P`, `prefix:P`; `blind` and `base:` none).
+/// The engine profile a campaign space pins (`profile:P`, `prefix:P`, with any `+mode` suffix such
+/// as `+liveness=60000ms`; `blind` and `base:` none).
 pub fn space_profile(space: &str) -> Option<&str> {
+    let space = space.split('+').next().unwrap_or(space);
     space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:")).filter(|p| *p != "blind")
 }
 
@@ -631,5 +633,6 @@ mod tests {
         assert_eq!(merge_known("blind", Some(k.clone())).unwrap(), Some(k.clone()));
         assert!(merge_known("profile:vllm-nixl", Some(k)).is_err());
         assert_eq!(space_profile("base:x.toml"), None);
+        assert_eq!(space_profile("profile:sglang-0.5.22+liveness=60000ms"), Some("sglang-0.5.22"));
     }
 }
