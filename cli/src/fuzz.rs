@@ -8,12 +8,12 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
+use kvsim::campaign::{self as camp_lib, Accounting, Campaign, Failure, Merger};
 use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
 use kvsim::triage::KnownBugs;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -76,6 +76,79 @@ pub struct FuzzOpts {
     /// event (without it, one run in 16 does); findings are `invariant_broken/<what>`.
     #[arg(long, value_enum, value_name = "CHECK")]
     pub check: Option<super::PropertyCheck>,
+    /// Write the campaign's HTML report here (default: `report.html` in the corpus folder):
+    /// signatures, new/known, counts, first seeds, GPU confirmation, the new-signature curve, and
+    /// each example's reproduce command with links to its scenario, trace, Perfetto and SVG.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<String>,
+    /// Liveness mode in every run: after the faults heal (60 s into a drawn run), every request
+    /// must end within BOUND (500ms, 30s, 10m), else `request_hang/after_heal/<what it waits
+    /// for>`; quiescent runs stop early. The saved scenarios carry it
+    /// (`[faults] liveness_after_heal_ms`).
+    #[arg(long, value_name = "BOUND")]
+    pub liveness: Option<String>,
+}
+
+/// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
+/// case; a full-scale base scenario's Perfetto file would be hundreds of megabytes.
+const PICTURE_MAX_REQUESTS: usize = 256;
+
+/// Writes the Perfetto JSON and the SVG page map of `cfg` into `dir` (`perfetto.json`,
+/// `pagemap.svg`), from one run that keeps its records in memory.
+fn write_pictures(cfg: &SimConfig, dir: &Path) -> Result<(), String> {
+    let w = kvsim::simulate_collect(cfg.clone(), false);
+    let records = w.tracer.collected.as_deref().unwrap_or_default();
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let v = kvsim::picture::perfetto::perfetto_json(cfg, records, &w.oracle.violations);
+    std::fs::write(dir.join("perfetto.json"), serde_json::to_string(&v).expect("json")).map_err(io)?;
+    let svg = kvsim::picture::svg::page_map_svg(cfg, records, &w.oracle.violations);
+    std::fs::write(dir.join("pagemap.svg"), svg).map_err(io)
+}
+
+/// The number of requests a configuration runs (explicit ones, or the generator's).
+fn case_requests(cfg: &SimConfig) -> usize {
+    cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize)
+}
+
+/// The path of `to` relative to the folder `from` (both made absolute first), for links in the
+/// HTML report; `to` as given when there is no common root.
+fn relative_to(from: &Path, to: &Path) -> String {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (f, t) = (abs(from), abs(to));
+    let fc: Vec<_> = f.components().collect();
+    let tc: Vec<_> = t.components().collect();
+    let common = fc.iter().zip(&tc).take_while(|(a, b)| a == b).count();
+    if common == 0 {
+        return to.display().to_string();
+    }
+    let mut parts: Vec<String> = vec!["..".to_string(); fc.len() - common];
+    parts.extend(tc[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.join("/")
+}
+
+/// Writes the campaign's HTML report to `path` (links relative to its folder).
+pub fn write_report(
+    path: &Path,
+    corpus: &Path,
+    corpus_name: &str,
+    camp: &Campaign,
+    known: Option<&KnownBugs>,
+    exit: i32,
+) -> Result<(), String> {
+    let failures = saved_failures(corpus);
+    let page_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut examples = BTreeMap::new();
+    for (sig, f) in &failures {
+        let folder = corpus.join(slug(sig)).join(format!("seed-{}", f.seed));
+        let mut files: Vec<String> = std::fs::read_dir(&folder)
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let folder_href = format!("{}/", relative_to(page_dir, &folder));
+        examples.insert(sig.clone(), vec![camp_lib::html::Example { failure: f, folder_href, files }]);
+    }
+    let page = camp_lib::html::render(&camp_lib::html::Report { corpus: corpus_name, camp, examples, known, exit });
+    write_atomic(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
@@ -93,51 +166,11 @@ fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
             None => return Ok(None),
         },
     };
-    match o.profile.as_deref() {
-        Some(p) if p != k.profile => {
-            Err(format!("--known {}: the file is for profile {}, the campaign runs {p}", k.source, k.profile))
-        }
-        _ => Ok(Some(k)),
-    }
+    camp_lib::check_known_profile(&k, o.profile.as_deref())?;
+    Ok(Some(k))
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub count: u64,
-    pub first_seed: u64,
-}
-
-/// The checkpoint: what the contiguous prefix of finished runs found.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct Campaign {
-    pub format: String,
-    pub space: String,
-    pub seed_start: u64,
-    pub shard: (u64, u64),
-    /// Runs `k < next_k` (of this shard) are finished and counted in `table`.
-    pub next_k: u64,
-    pub runs_done: u64,
-    pub table: BTreeMap<String, Entry>,
-}
-
-/// What a saved failure says about itself.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct Failure {
-    pub signature: String,
-    pub seed: u64,
-    pub space: String,
-    pub reproduce: String,
-    pub shrunk: Option<String>,
-    pub shrunk_requests: Option<usize>,
-    pub necessary_knobs: Vec<String>,
-    pub confirm: Option<String>,
-}
-
-pub const CORPUS_FORMAT: &str = "kvsim-corpus/1";
-
-pub fn slug(sig: &str) -> String {
-    sig.replace('/', "--")
-}
+pub use camp_lib::slug;
 
 fn parse_time(s: &str) -> Result<std::time::Duration, String> {
     let (num, mul) = match s.chars().last() {
@@ -178,33 +211,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// and replay: reported, never dropped. A cross-tenant read whose foreign KV is in the replayed
 /// memory but under the leak threshold agrees with the model (not confirmed, not a disagreement).
 fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
-    let kind = sig.split('/').next().unwrap_or_default();
-    if !["cross_tenant_read", "cross_request_read", "uninitialized_read"].contains(&kind) {
+    if !camp_lib::is_confirmable(sig) {
         return None;
     }
     let o = super::confirm::ConfirmOpts::defaults(trace.to_string_lossy().into_owned(), backend, 4);
-    Some(match super::confirm::confirm(&o) {
-        Ok(v) if v.disagreements > 0 => format!(
-            "DISAGREEMENT model/replay: {} of {} read(s) confirmed, {} contradict the model on {} — investigate",
-            v.confirmed, v.reads, v.disagreements, v.backend
-        ),
-        Ok(v) if v.reads == 0 => {
-            "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
-                .to_string()
-        }
-        // No disagreement: every read's replayed memory holds another tenant's KV, as the model
-        // saw, but its share of the attention is under the leak threshold (a read of 2 foreign
-        // slots among 466). The replay agrees with the model; it is just not confirmed as a leak.
-        Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
-            "replay agrees: {} read(s) on {} hold foreign KV, all under the leak threshold (not confirmed)",
-            v.reads, v.backend
-        ),
-        Ok(v) if kind == "cross_tenant_read" => {
-            format!("confirmed: {} of {} read(s) on {}", v.confirmed, v.reads, v.backend)
-        }
-        Ok(v) => format!("replay agrees: {} read(s) on {}", v.reads, v.backend),
-        Err((_, e)) => format!("confirm failed: {e}"),
-    })
+    let replay = super::confirm::confirm(&o)
+        .map(|v| camp_lib::ReplayCounts {
+            reads: v.reads as u64,
+            confirmed: v.confirmed as u64,
+            disagreements: v.disagreements as u64,
+            backend: v.backend,
+        })
+        .map_err(|(_, e)| e);
+    Some(camp_lib::confirm_summary(sig, replay))
 }
 
 fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>, check: bool) -> Result<(), String> {
@@ -244,31 +263,21 @@ impl Ctx {
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
         let filter = (!check).then(|| super::filter_for(cfg).1);
         write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
-        let channel = if kvsim::fuzz::is_channel(sig) {
-            " --check noninterference"
-        } else if kvsim::fuzz::is_model_bug(sig) && !check {
-            " --check invariants"
-        } else {
-            ""
-        };
-        let mut failure = Failure {
-            signature: sig.to_string(),
-            seed,
-            space: self.space_name.clone(),
-            reproduce: format!("kvsim run {}{channel}", seed_dir.join("scenario.toml").display()),
-            shrunk: None,
-            shrunk_requests: None,
-            necessary_knobs: vec![],
-            confirm: None,
-        };
+        let mut failure = Failure::new(sig, seed, &self.space_name, &seed_dir);
+        let mut shrunk_cfg = None;
         if !self.opts.no_shrink {
             let (text, s) =
                 super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
             std::fs::write(tmp.join("shrunk.toml"), text).map_err(io)?;
             write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None, check)?;
-            failure.shrunk = Some(format!("kvsim run {}{channel}", seed_dir.join("shrunk.toml").display()));
+            failure.shrunk = Some(Failure::shrunk_command(sig, &seed_dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
+            shrunk_cfg = Some(s.cfg);
+        }
+        // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.
+        if let Some(case) = shrunk_cfg.as_ref().or((case_requests(cfg) <= PICTURE_MAX_REQUESTS).then_some(cfg)) {
+            write_pictures(case, &tmp)?;
         }
         if self.opts.confirm != "off" {
             let trace = if tmp.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
@@ -317,26 +326,6 @@ pub fn saved_failures(corpus: &Path) -> BTreeMap<String, Failure> {
     out
 }
 
-impl Failure {
-    /// Points the reproduce commands at the copy of this failure under `sig_dir` (a signature
-    /// folder `<corpus>/<slug>`), e.g. after `kvsim corpus merge` copied it there.
-    pub fn relocate(&mut self, sig_dir: &Path) {
-        let seed_dir = sig_dir.join(format!("seed-{}", self.seed));
-        let channel = if kvsim::fuzz::is_channel(&self.signature) { " --check noninterference" } else { "" };
-        self.reproduce = format!("kvsim run {}{channel}", seed_dir.join("scenario.toml").display());
-        if self.shrunk.is_some() {
-            self.shrunk = Some(format!("kvsim run {}{channel}", seed_dir.join("shrunk.toml").display()));
-        }
-    }
-}
-
-/// Whether a corpus entry is scratch left by an interrupted writer: a `.tmp-seed-*` folder (a
-/// failure being saved), a `*.tmp<pid>` file (an atomic write in progress).
-fn is_scratch(name: &str) -> bool {
-    name.starts_with(".tmp-")
-        || name.rsplit_once(".tmp").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// Removes what a killed campaign left behind: scratch files and folders, and seed folders that
 /// no `failure.json` points at (a save interrupted between its two renames, or a superseded seed
 /// not yet removed). Committed failures and the checkpoint are never touched. Returns what was
@@ -353,7 +342,7 @@ pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let path = e.path();
-        if is_scratch(&name) {
+        if camp_lib::is_scratch(&name) {
             remove(path);
             continue;
         }
@@ -367,7 +356,8 @@ pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
         let Ok(inner) = std::fs::read_dir(&path) else { continue };
         for e in inner.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if is_scratch(&name) || (name.starts_with("seed-") && committed.as_deref() != Some(name.as_str())) {
+            if camp_lib::is_scratch(&name) || (name.starts_with("seed-") && committed.as_deref() != Some(name.as_str()))
+            {
                 remove(e.path());
             }
         }
@@ -418,6 +408,16 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
         (None, None) => (Space::Blind, "blind".to_string()),
     };
+    let liveness = o.liveness.as_deref().map(super::parse_bound).transpose()?;
+    if let (Some(ms), Space::Base(b)) = (liveness, &space) {
+        let faults = kvsim::config::FaultConfig { liveness_after_heal_ms: Some(ms), ..b.faults.clone() };
+        kvsim::check::liveness::validate(&faults).map_err(|e| format!("--liveness with --base: {e}"))?;
+    }
+    // Liveness mode judges runs differently: its table is another campaign's.
+    let space_name = match liveness {
+        Some(ms) => format!("{space_name}+liveness={ms}ms"),
+        None => space_name,
+    };
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
@@ -425,27 +425,14 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if !scratch.is_empty() {
         eprintln!("{}: removed {} leftover(s) of an interrupted campaign", o.corpus, scratch.len());
     }
-    let mut camp = match std::fs::read_to_string(&ckpt_path) {
+    let camp = match std::fs::read_to_string(&ckpt_path) {
         Ok(text) => {
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
-            if c.space != space_name || c.seed_start != o.seed_start || c.shard != shard {
-                return Err(format!(
-                    "{}: made by another campaign (space {}, seed start {}, shard {}/{}); use another --corpus",
-                    o.corpus, c.space, c.seed_start, c.shard.0, c.shard.1
-                ));
-            }
+            c.check_resumes(&o.corpus, &space_name, o.seed_start, shard)?;
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
-        Err(_) => Campaign {
-            format: CORPUS_FORMAT.into(),
-            space: space_name.clone(),
-            seed_start: o.seed_start,
-            shard,
-            next_k: shard.0,
-            runs_done: 0,
-            table: BTreeMap::new(),
-        },
+        Err(_) => Campaign::new(&space_name, o.seed_start, shard),
     };
     let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
     let ctx = Ctx {
@@ -461,6 +448,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let (tx, rx) = mpsc::channel::<(u64, BTreeSet<String>)>();
     let remaining = |k: u64| range_end.saturating_sub(k).div_ceil(shard.1);
     let total_left = remaining(camp.next_k);
+    let mut acc = Accounting::new(camp, o.until.clone());
     let tty = std::io::stderr().is_terminal();
     let bar = tty.then(|| {
         let b = indicatif::ProgressBar::new(if deadline.is_some() {
@@ -490,7 +478,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                     break;
                 }
                 let seed = o.seed_start.wrapping_add(k);
-                let cfg = draw(seed, &ctx.space);
+                let mut cfg = draw(seed, &ctx.space);
+                if liveness.is_some() {
+                    cfg.faults.liveness_after_heal_ms = liveness;
+                }
                 let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
                 let ni = o.check == Some(super::PropertyCheck::Noninterference);
                 let invariants =
@@ -510,28 +501,14 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             });
         }
         drop(tx);
-        let mut pending: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
         let mut last_save = std::time::Instant::now();
         let mut last_line = std::time::Instant::now();
         let mut finished = 0u64;
         for (k, sigs) in rx.iter() {
-            pending.insert(k, sigs);
             finished += 1;
-            while let Some(sigs) = pending.remove(&camp.next_k) {
-                let seed = o.seed_start.wrapping_add(camp.next_k);
-                for sig in sigs {
-                    let e = camp.table.entry(sig).or_insert(Entry { count: 0, first_seed: seed });
-                    e.count += 1;
-                    e.first_seed = e.first_seed.min(seed);
-                }
-                camp.next_k += shard.1;
-                camp.runs_done += 1;
-                if let (Some(u), None) = (&o.until, found_after) {
-                    if camp.table.keys().any(|s| s.starts_with(u.as_str())) {
-                        found_after = Some((camp.runs_done, started.elapsed()));
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                }
+            if acc.finished(k, sigs) {
+                found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
+                stop.store(true, Ordering::Relaxed);
             }
             let elapsed = started.elapsed();
             if deadline.is_some_and(|d| elapsed >= d) {
@@ -542,7 +519,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 Some(d) => d.saturating_sub(elapsed).as_secs(),
                 None => ((total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
             };
-            let msg = format!("{:.0} runs/s · {} signature(s) · {}s left", rate, camp.table.len(), left);
+            let msg = format!("{:.0} runs/s · {} signature(s) · {}s left", rate, acc.camp.table.len(), left);
             if let Some(b) = &bar {
                 if deadline.is_some() {
                     b.set_position(elapsed.as_secs());
@@ -551,11 +528,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 }
                 b.set_message(msg);
             } else if last_line.elapsed().as_secs() >= 10 {
-                eprintln!("fuzz: {} runs · {msg}", camp.runs_done);
+                eprintln!("fuzz: {} runs · {msg}", acc.camp.runs_done);
                 last_line = std::time::Instant::now();
             }
             if last_save.elapsed().as_millis() >= 500 {
-                if let Err(e) = write_atomic(&ckpt_path, serde_json::to_string_pretty(&camp).expect("json").as_bytes())
+                if let Err(e) =
+                    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
                 {
                     errors.push(format!("{}: {e}", ckpt_path.display()));
                     stop.store(true, Ordering::Relaxed);
@@ -567,7 +545,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    write_atomic(&ckpt_path, serde_json::to_string_pretty(&camp).expect("json").as_bytes())
+    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
         .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
     if let Some(e) = errors.first() {
         return Err(e.clone());
@@ -575,72 +553,33 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}",
-        camp.runs_done,
+        acc.camp.runs_done,
         secs,
-        camp.runs_done as f64 / secs.max(1e-9),
+        acc.camp.runs_done as f64 / secs.max(1e-9),
         o.jobs.max(1),
         o.seed_start,
-        o.seed_start.wrapping_add(camp.next_k),
+        o.seed_start.wrapping_add(acc.camp.next_k),
         shard.0,
         shard.1,
         o.corpus
     );
-    print!("{}", table_text(&camp.table, &saved_failures(&corpus), known.as_ref()));
+    print!("{}", camp_lib::table_text(&acc.camp.table, &saved_failures(&corpus), known.as_ref()));
     if let Some(u) = &o.until {
         match found_after {
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
-            None => println!("until: `{u}` not found in {} runs", camp.runs_done),
+            None => println!("until: `{u}` not found in {} runs", acc.camp.runs_done),
         }
     }
     if let Some(k) = &known {
-        print!("{}", triage_line(&camp.table, k));
+        print!("{}", camp_lib::triage_line(&acc.camp.table, k));
     }
-    Ok(kvsim::triage::exit_status(camp.table.keys(), known.as_ref()))
-}
-
-/// The triage summary under a table: how many of its signatures are known and how many new.
-fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
-    let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
-    format!(
-        "triage against {} (profile {}): {} known, {} new{}\n",
-        k.source,
-        k.profile,
-        table.len() - n_new,
-        n_new,
-        if n_new == 0 { " (exit 0)" } else { "" }
-    )
-}
-
-/// The final table: signature, count, first seed, reproduce command.
-/// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
-pub fn table_text(
-    table: &BTreeMap<String, Entry>,
-    saved: &BTreeMap<String, Failure>,
-    known: Option<&KnownBugs>,
-) -> String {
-    let mut s = String::new();
-    if table.is_empty() {
-        s.push_str("no violations found\n");
-        return s;
+    let code = kvsim::triage::exit_status(acc.camp.table.keys(), known.as_ref());
+    let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
+    match write_report(&html, &corpus, &o.corpus, &acc.camp, known.as_ref(), code) {
+        Ok(()) => println!("report: {}", html.display()),
+        Err(e) => eprintln!("warning: the HTML report was not written: {e}"),
     }
-    let label = |sig: &str| match known.map(|k| k.row(sig)) {
-        None => String::new(),
-        Some(None) => "new".to_string(),
-        Some(Some(row)) => format!("known ({row})"),
-    };
-    // Columns as wide as their longest entry (a chain signature is longer than a plain one).
-    let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
-    let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
-    let status = |sig: &str| if known.is_some() { format!("{:<sw$} ", label(sig)) } else { String::new() };
-    let head = if known.is_some() { format!("{:<sw$} ", "status") } else { String::new() };
-    s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
-    for (sig, e) in table {
-        let f = saved.get(sig);
-        let repro = f.map(|f| f.shrunk.clone().unwrap_or_else(|| f.reproduce.clone())).unwrap_or_default();
-        let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
-        s.push_str(&format!("{sig:<w$} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
-    }
-    s
+    Ok(code)
 }
 
 /// `kvsim corpus merge DIR… --into OUT`: the union of the shards of one campaign. The corpora
@@ -669,30 +608,19 @@ pub fn merge(dirs: &[String], into: &str, known: Option<&str>) -> i32 {
 /// The known-bugs file of a merge: `--known FILE`, `--known none`, or the shipped file of the
 /// campaign space's profile.
 fn merge_known(space: &str, known: Option<&str>) -> Result<Option<KnownBugs>, String> {
-    let profile = space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:"));
-    match known {
-        Some("none") => Ok(None),
+    let given = match known {
+        Some("none") => return Ok(None),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
-            let k = KnownBugs::parse(path, &text)?;
-            match profile {
-                Some(p) if p != "blind" && p != k.profile => Err(format!(
-                    "--known {path}: the file is for profile {}, the merged campaign ran {space}",
-                    k.profile
-                )),
-                _ => Ok(Some(k)),
-            }
+            Some(KnownBugs::parse(path, &text)?)
         }
-        None => Ok(profile.and_then(KnownBugs::shipped)),
-    }
+        None => None,
+    };
+    camp_lib::merge_known(space, given)
 }
 
 fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(String, i32), String> {
-    let mut table: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut best: BTreeMap<String, (Failure, PathBuf)> = BTreeMap::new();
-    let mut runs = 0;
-    let mut first: Option<(String, Campaign)> = None;
-    let mut shards_seen: BTreeMap<u64, String> = BTreeMap::new();
+    let mut m = Merger::default();
     let out = Path::new(into);
     let out_real = std::fs::canonicalize(out).ok();
     for d in dirs {
@@ -701,44 +629,17 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
             .map_err(|e| format!("{}: {e}", p.display()))?;
-        if c.format != CORPUS_FORMAT {
-            return Err(format!("{}: corpus format `{}`, this kvsim merges `{CORPUS_FORMAT}`", p.display(), c.format));
-        }
+        Merger::check_format(&c, &p.display().to_string())?;
         if out_real.is_some() && std::fs::canonicalize(d).ok() == out_real {
             return Err(format!("{d}: the output corpus cannot be one of the inputs"));
         }
-        if let Some((d0, c0)) = &first {
-            if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
-                return Err(format!(
-                    "{d}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {d0} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",
-                    c.space, c.seed_start, c.shard.1, c0.space, c0.seed_start, c0.shard.1
-                ));
-            }
-        }
-        if let Some(other) = shards_seen.insert(c.shard.0, d.clone()) {
-            return Err(format!(
-                "{d}: shard {}/{} is also {other}: the corpora overlap (the same runs would be counted twice)",
-                c.shard.0, c.shard.1
-            ));
-        }
-        runs += c.runs_done;
-        for (sig, e) in &c.table {
-            let t = table.entry(sig.clone()).or_insert(Entry { count: 0, first_seed: e.first_seed });
-            t.count += e.count;
-            t.first_seed = t.first_seed.min(e.first_seed);
-        }
-        for (sig, f) in saved_failures(Path::new(d)) {
-            if best.get(&sig).is_none_or(|(b, _)| f.seed < b.seed) {
-                let src = Path::new(d).join(slug(&f.signature));
-                best.insert(sig, (f, src));
-            }
-        }
-        first.get_or_insert((d.clone(), c));
+        m.add(d, c, saved_failures(Path::new(d)))?;
     }
-    let (_, c0) = first.ok_or("no corpora to merge")?;
-    let known = merge_known(&c0.space, known)?;
+    let merged = m.campaign()?;
+    let known = merge_known(&merged.space, known)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
-    for (sig, (f, src)) in &best {
+    for (sig, (f, d)) in &m.best {
+        let src = Path::new(d).join(slug(&f.signature));
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
         let seed_dir = format!("seed-{}", f.seed);
@@ -748,31 +649,27 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         write_atomic(&dst.join("failure.json"), serde_json::to_string_pretty(&f).expect("json").as_bytes())
             .map_err(|e| format!("{}: {e}", dst.display()))?;
     }
-    let merged = Campaign {
-        format: CORPUS_FORMAT.into(),
-        space: c0.space,
-        seed_start: c0.seed_start,
-        shard: (0, 1),
-        next_k: runs,
-        runs_done: runs,
-        table,
-    };
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
     let mut text = format!(
         "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
         dirs.len(),
-        runs,
+        merged.runs_done,
         merged.table.len(),
-        table_text(&merged.table, &saved_failures(out), known.as_ref())
+        camp_lib::table_text(&merged.table, &saved_failures(out), known.as_ref())
     );
     let code = match &known {
         Some(k) => {
-            text.push_str(&triage_line(&merged.table, k));
+            text.push_str(&camp_lib::triage_line(&merged.table, k));
             kvsim::triage::exit_status(merged.table.keys(), Some(k))
         }
         None => exit::CLEAN,
     };
+    let html = out.join("report.html");
+    match write_report(&html, out, into, &merged, known.as_ref(), code) {
+        Ok(()) => text.push_str(&format!("report: {}\n", html.display())),
+        Err(e) => eprintln!("warning: the HTML report was not written: {e}"),
+    }
     Ok((text, code))
 }
 
@@ -780,7 +677,7 @@ fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dst)?;
     for e in std::fs::read_dir(src)? {
         let e = e?;
-        if is_scratch(&e.file_name().to_string_lossy()) {
+        if camp_lib::is_scratch(&e.file_name().to_string_lossy()) {
             continue;
         }
         let to = dst.join(e.file_name());

@@ -42,6 +42,29 @@ pub struct RunOpts {
     /// Override a knob: --set page_size=64 (repeatable).
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub set: Vec<String>,
+    /// Liveness mode: after the faults heal, every request must end within BOUND (500ms, 30s,
+    /// 10m), else the run stops with `request_hang/after_heal/<what it waits for>`; a quiescent
+    /// run stops early. Same as `[faults] liveness_after_heal_ms`.
+    #[arg(long, value_name = "BOUND")]
+    pub liveness: Option<String>,
+}
+
+/// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is seconds), in ms.
+pub fn parse_bound(s: &str) -> Result<u64, String> {
+    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1_000)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60_000)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3_600_000)
+    } else {
+        (s, 1_000)
+    };
+    let bad = || format!("--liveness {s}: expected a positive duration such as 500ms, 30s or 10m");
+    let n: u64 = num.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(mul).filter(|&ms| ms > 0 && ms <= kvsim::scenario::MAX_TIME_MS).ok_or_else(bad)
 }
 
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -238,7 +261,14 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         };
         set.push((k.trim().to_string(), v.trim().to_string()));
     }
-    sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))
+    let mut cfg =
+        sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
+    if let Some(b) = &opts.liveness {
+        let flag = |message: String| ScenarioError { file: "--liveness".into(), line: None, key: b.clone(), message };
+        cfg.faults.liveness_after_heal_ms = Some(parse_bound(b).map_err(flag)?);
+        kvsim::check::liveness::validate(&cfg.faults).map_err(flag)?;
+    }
+    Ok(cfg)
 }
 
 /// File access for scenarios that name other files (trace workloads).
@@ -267,6 +297,9 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     let mut s = format!("kvsim run {path} --seed {} --profile {}", cfg.seed, cfg.profile);
     for kv in &opts.set {
         s.push_str(&format!(" --set {kv}"));
+    }
+    if let Some(b) = &opts.liveness {
+        s.push_str(&format!(" --liveness {b}"));
     }
     s
 }

@@ -32,7 +32,7 @@ fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, S
     if !fj.is_file() {
         return Ok(None);
     }
-    let f: super::fuzz::Failure = std::fs::read_to_string(&fj)
+    let f: kvsim::campaign::Failure = std::fs::read_to_string(&fj)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
         .map_err(|e| format!("{}: {e}", fj.display()))?;

@@ -461,6 +461,10 @@ pub struct FaultConfig {
     /// Random faults stop at this virtual time (the liveness phase starts).
     pub heal_at_ms: u64,
     pub script: Vec<ScriptedFault>,
+    /// Liveness mode (`check::liveness`): after the faults heal, every request must end within
+    /// this bound. `None` (the default) is an ordinary run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_after_heal_ms: Option<u64>,
 }
 
 /// The fully resolved configuration of one run.

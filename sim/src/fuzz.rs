@@ -229,6 +229,7 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         crash_restart_ms: table::CRASH_RESTART_MS.pick(&mut rng),
         heal_at_ms: table::HEAL_AT_MS.pick(&mut rng),
         script: vec![],
+        liveness_after_heal_ms: None,
     };
     SimConfig {
         name: format!("fuzz-seed{seed}"),

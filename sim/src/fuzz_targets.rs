@@ -232,6 +232,7 @@ impl FuzzInput {
             crash_restart_ms: table::CRASH_RESTART_MS.at(f.crash_restart_ms),
             heal_at_ms: table::HEAL_AT_MS.at(f.heal_at_ms),
             script,
+            liveness_after_heal_ms: None,
         };
         SimConfig {
             name: format!("fuzz-input-{}", self.seed),

@@ -5,6 +5,7 @@
 //! around it. See ARCHITECTURE.md for the code map and invariants.
 
 pub mod audit;
+pub mod campaign;
 pub mod check;
 pub mod client;
 pub mod config;

@@ -341,6 +341,14 @@ pub struct FaultSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS))]
     pub heal_at_ms: Option<u64>,
+    /// Liveness mode: after the faults heal (`heal_at_ms` with random faults, else the end of the
+    /// last scripted crash), every request must reach a final status within this many ms, else
+    /// the run stops with a `request_hang` naming what the request waits for
+    /// (`after_heal/<what>`); a quiescent run stops early. Default: off. Same as `kvsim run
+    /// --liveness`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_TIME_MS))]
+    pub liveness_after_heal_ms: Option<u64>,
     /// Exact faults, one table each (`[[faults.script]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub script: Vec<ScriptEntry>,
@@ -1135,7 +1143,7 @@ impl Scenario {
         let time = |key: &str, v: Option<u64>, default: u64| {
             self.in_range("faults", 0, key, v.unwrap_or(default), 0, MAX_TIME_MS, " ms")
         };
-        Ok(FaultConfig {
+        let fc = FaultConfig {
             transfer_fail: self.ratio("faults", "transfer_fail", &f.transfer_fail)?,
             delay_spike: self.ratio("faults", "delay_spike", &f.delay_spike)?,
             delay_spike_ms: time("delay_spike_ms", f.delay_spike_ms, 90_000)?,
@@ -1145,7 +1153,13 @@ impl Scenario {
             crash_restart_ms: time("crash_restart_ms", f.crash_restart_ms, 30_000)?,
             heal_at_ms: time("heal_at_ms", f.heal_at_ms, MAX_TIME_MS)?,
             script: self.script(&f.script, prefill, decode, total)?,
-        })
+            liveness_after_heal_ms: f
+                .liveness_after_heal_ms
+                .map(|v| self.in_range("faults", 0, "liveness_after_heal_ms", v, 1, MAX_TIME_MS, " ms"))
+                .transpose()?,
+        };
+        crate::check::liveness::validate(&fc).map_err(|e| self.err("faults", 0, "liveness_after_heal_ms", e))?;
+        Ok(fc)
     }
 
     /// The fully resolved configuration, reading a `[trace]` workload's file through `read`.
@@ -1274,6 +1288,7 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
             node_crash: ratio(f.node_crash),
             crash_restart_ms: Some(f.crash_restart_ms),
             heal_at_ms: Some(f.heal_at_ms),
+            liveness_after_heal_ms: f.liveness_after_heal_ms,
             script: f.script.iter().map(ScriptEntry::of).collect(),
         }),
         expect: vec![],

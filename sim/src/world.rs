@@ -225,6 +225,8 @@ pub struct World {
     /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
     /// run, whose draws and trace hash are exactly those of the generators.
     pub chooser: Option<Box<crate::explore::Chooser>>,
+    /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
+    pub liveness: Option<crate::check::liveness::Liveness>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -264,11 +266,13 @@ impl World {
             reference: None,
             prefix_evictions: Vec::new(),
             chooser: None,
+            liveness: None,
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);
         let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
+        w.liveness = crate::check::liveness::Liveness::new(&mut w);
         for f in w.cfg.faults.script.clone() {
             if let ScriptedFault::Crash { at_ms, node, restart_after_ms } = f {
                 let node = w.parse_node(&node).expect("validated node name");
@@ -536,6 +540,11 @@ impl World {
         let Some(Reverse(mut s)) = self.queue.pop() else {
             return false;
         };
+        // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline.
+        if self.liveness.is_some() && self.liveness_stop(s.at) {
+            self.queue.push(Reverse(s));
+            return false;
+        }
         if s.at > self.horizon {
             self.queue.push(Reverse(s));
             // Each extension is owed to a distinct pending timer; the cap only guards a livelock
@@ -613,6 +622,11 @@ impl World {
         } else {
             0
         }
+    }
+
+    /// Whether any pending event matches `pred` (liveness mode's quiescence, `check::liveness`).
+    pub(crate) fn any_pending(&self, pred: impl Fn(&Ev) -> bool) -> bool {
+        self.queue.iter().any(|Reverse(s)| pred(&s.ev))
     }
 
     /// The earliest pending timer that will end a request still without a final status: a
@@ -802,6 +816,11 @@ impl World {
         if self.event_limit_hit {
             // The run was cut short: an unanswered request or a held page says nothing about the
             // engine, so neither hangs nor leaks are judged (the verdict is `event_limit`).
+            self.check_statuses();
+            return;
+        }
+        // Liveness mode (check::liveness): open requests were judged against their deadlines.
+        if self.liveness_finish() {
             self.check_statuses();
             return;
         }

@@ -367,3 +367,118 @@ fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
     let out = kvsim(&["shrink", &c, "--out", &shrunk]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 15: the campaign's HTML report. Written into the corpus by default and where `--html`
+/// says; well-formed; names every signature with its triage status and reproduce command; every
+/// link resolves to a file the campaign wrote (the Perfetto JSON and SVG page map included).
+#[test]
+fn the_campaign_writes_an_html_report_whose_links_resolve() {
+    let c = tmp("html");
+    let elsewhere = tmp("html-elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let page2 = format!("{elsewhere}/page.html");
+    for html in [None, Some(page2.as_str())] {
+        let mut args = vec!["fuzz", "--profile", "sglang-0.5.22", "--runs", "40", "--confirm", "cpu", "--corpus", &c];
+        args.extend(["--shrink-budget", "200"]);
+        if let Some(h) = html {
+            args.extend(["--html", h]);
+        }
+        let out = kvsim(&args);
+        assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = html.map(String::from).unwrap_or(format!("{c}/report.html"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("report: {path}")));
+        let page = std::fs::read_to_string(&path).unwrap();
+        let doc = roxmltree::Document::parse_with_options(
+            &page,
+            roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() },
+        )
+        .unwrap_or_else(|e| panic!("{path} is not well-formed: {e}"));
+        let text: String = doc.descendants().filter_map(|n| n.text()).collect();
+        let t = table(&c);
+        let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
+        assert!(sigs.len() >= 2, "{sigs:?}");
+        for (sig, f) in saved(&c) {
+            assert!(text.contains(&sig), "{sig} missing");
+            let folder = Path::new(&c).join(sig.replace('/', "--")).join(format!("seed-{f}"));
+            let shrunk = format!("kvsim run {}", folder.join("shrunk.toml").display());
+            assert!(text.contains(&shrunk), "{shrunk} missing");
+            assert!(folder.join("perfetto.json").is_file() && folder.join("pagemap.svg").is_file(), "{folder:?}");
+        }
+        assert!(text.contains("known (rdma-visibility-lag)"), "triaged against the shipped file");
+        let base = Path::new(&path).parent().unwrap();
+        let mut links = 0;
+        for h in doc.descendants().filter_map(|n| n.attribute("href")).filter(|h| !h.starts_with('#')) {
+            let target = base.join(h.replace("%20", " "));
+            assert!(target.is_file(), "{path}: link {h} does not resolve ({})", target.display());
+            links += 1;
+        }
+        assert!(links >= 4 * sigs.len().min(saved(&c).len()), "{links} links");
+        assert!(doc.descendants().any(|n| n.has_tag_name("circle")), "the curve has its dots");
+    }
+}
+
+/// Issue 15: liveness mode from the command line. `kvsim run --liveness` fails a request still
+/// open past its deadline, naming its wait (exit 11); the reproduce command carries the flag; a
+/// bad bound, or liveness with random faults that never heal, is bad input naming the key. A
+/// liveness campaign saves scenarios that carry the bound, so they reproduce without the flag.
+#[test]
+fn liveness_mode_from_the_command_line() {
+    let scen = crate::scenarios_dir().join("catalogue/router-waits-for-decode.toml");
+    let scen = scen.to_str().unwrap();
+    let out = kvsim(&["run", scen, "--liveness", "60s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(11), "{text}");
+    assert!(text.contains("waits for kv_arrival") && text.contains("--liveness 60s"), "{text}");
+    assert_eq!(
+        kvsim(&["run", scen, "--liveness", "10m"]).status.code(),
+        Some(10),
+        "answered in time: its 5xx is the finding"
+    );
+    for bad in ["0s", "soon", "-5s"] {
+        let flag = format!("--liveness={bad}");
+        let out = kvsim(&["run", scen, &flag]);
+        assert_eq!(out.status.code(), Some(2), "--liveness {bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--liveness"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let never_heals = format!("{}.toml", tmp("never-heals"));
+    let text = std::fs::read_to_string(scen).unwrap();
+    std::fs::write(&never_heals, format!("{text}\n[faults]\ndelay_spike = \"1/10\"\nliveness_after_heal_ms = 60000\n"))
+        .unwrap();
+    let out = kvsim(&["run", &never_heals]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("liveness_after_heal_ms") && err.contains("heal_at_ms"), "{err}");
+
+    let c = tmp("liveness-campaign");
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.22",
+        "--runs",
+        "60",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+        "--liveness",
+        "30s",
+    ]);
+    assert!(matches!(out.status.code(), Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let hangs: Vec<(String, u64)> =
+        saved(&c).into_iter().filter(|(s, _)| s.starts_with("request_hang/after_heal/")).collect();
+    assert!(!hangs.is_empty(), "60 runs with a 30 s bound find an overdue request: {:?}", saved(&c));
+    for (sig, seed) in hangs {
+        let scen = format!("{c}/{}/seed-{seed}/scenario.toml", sig.replace('/', "--"));
+        assert!(std::fs::read_to_string(&scen).unwrap().contains("liveness_after_heal_ms = 30000"));
+        let w = kvsim::simulate(crate::load_path(&scen), None, false);
+        assert!(kvsim::fuzz::signatures(&w).contains(&sig), "{scen} reproduces {sig}");
+    }
+    let camp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    assert_eq!(camp["space"], "profile:sglang-0.5.22+liveness=30000ms");
+}

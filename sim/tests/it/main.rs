@@ -12,5 +12,6 @@ mod event_limit;
 mod fuzz_corpus;
 mod incident;
 mod invariants;
+mod liveness;
 mod pool_model;
 mod self_contained;

@@ -1,0 +1,638 @@
+//! Campaign accounting, corpus merge and the campaign's reports (issue 17 item 3: this logic was
+//! in the binary and could only be tested by shelling out). The `kvsim fuzz` command keeps the
+//! arguments, the files, the threads and the progress bar; everything that decides what a
+//! campaign *says* is here: the checkpoint's signature table (`Campaign`), the order-independent
+//! counting of finished runs (`Accounting`), what a saved failure records (`Failure`), the merge
+//! of disjoint shards (`Merger`), the text table, triage lines and the HTML report (`html`).
+//!
+//! Determinism: run `k` of a campaign uses seed `seed_start + k`; shard `I/N` takes the runs with
+//! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
+//! seed range is the same for any `--jobs` and any split into shards.
+
+pub mod html;
+
+use crate::triage::KnownBugs;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The corpus format a campaign writes and a merge reads.
+pub const CORPUS_FORMAT: &str = "kvsim-corpus/1";
+
+/// One signature's line of the table: how many runs showed it and the smallest seed that did.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub count: u64,
+    pub first_seed: u64,
+}
+
+/// The checkpoint: what the contiguous prefix of finished runs found.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Campaign {
+    pub format: String,
+    pub space: String,
+    pub seed_start: u64,
+    pub shard: (u64, u64),
+    /// Runs `k < next_k` (of this shard) are finished and counted in `table`.
+    pub next_k: u64,
+    pub runs_done: u64,
+    pub table: BTreeMap<String, Entry>,
+}
+
+impl Campaign {
+    /// A campaign with no run finished.
+    pub fn new(space: &str, seed_start: u64, shard: (u64, u64)) -> Campaign {
+        Campaign {
+            format: CORPUS_FORMAT.into(),
+            space: space.to_string(),
+            seed_start,
+            shard,
+            next_k: shard.0,
+            runs_done: 0,
+            table: BTreeMap::new(),
+        }
+    }
+
+    /// Whether a checkpoint found in `corpus` belongs to this campaign (same space, seed start and
+    /// shard); resuming another campaign's corpus would mix two tables.
+    pub fn check_resumes(&self, corpus: &str, space: &str, seed_start: u64, shard: (u64, u64)) -> Result<(), String> {
+        if self.space != space || self.seed_start != seed_start || self.shard != shard {
+            return Err(format!(
+                "{corpus}: made by another campaign (space {}, seed start {}, shard {}/{}); use another --corpus",
+                self.space, self.seed_start, self.shard.0, self.shard.1
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts one finished run (the next of this shard, seed `seed_start + next_k`).
+    fn count(&mut self, sigs: BTreeSet<String>) {
+        let seed = self.seed_start.wrapping_add(self.next_k);
+        for sig in sigs {
+            let e = self.table.entry(sig).or_insert(Entry { count: 0, first_seed: seed });
+            e.count += 1;
+            e.first_seed = e.first_seed.min(seed);
+        }
+        self.next_k += self.shard.1;
+        self.runs_done += 1;
+    }
+
+    /// The new-signature curve: after how many runs of the seed range (run `k` is the `k+1`-th)
+    /// the table held 1, 2, … signatures, from each signature's first seed. The same for any
+    /// `--jobs`, and for a merge of shards the curve of the unsharded campaign.
+    pub fn curve(&self) -> Vec<(u64, usize)> {
+        let mut firsts: Vec<u64> =
+            self.table.values().map(|e| e.first_seed.wrapping_sub(self.seed_start) + 1).collect();
+        firsts.sort_unstable();
+        firsts.into_iter().enumerate().map(|(i, k)| (k, i + 1)).collect()
+    }
+
+    /// The seed range's length in runs (of every shard): what the curve's x axis spans.
+    pub fn range_runs(&self) -> u64 {
+        self.next_k.max(self.runs_done)
+    }
+}
+
+/// Counts finished runs in seed order whatever order the workers finish them in: run `k`'s
+/// signatures wait until every earlier run of the shard is counted, so the checkpoint always
+/// holds the exact table of a contiguous prefix of the range.
+#[derive(Debug, Clone)]
+pub struct Accounting {
+    pub camp: Campaign,
+    pending: BTreeMap<u64, BTreeSet<String>>,
+    /// `--until PREFIX`: stop once a signature starting with it is counted.
+    until: Option<String>,
+    /// Runs counted when `until` was first found.
+    pub found_after: Option<u64>,
+}
+
+impl Accounting {
+    pub fn new(camp: Campaign, until: Option<String>) -> Accounting {
+        Accounting { camp, pending: BTreeMap::new(), until, found_after: None }
+    }
+
+    /// Records that run `k` finished with `sigs`, and counts every run of the contiguous prefix
+    /// that is now complete. Returns `true` when this call found `--until`'s signature.
+    pub fn finished(&mut self, k: u64, sigs: BTreeSet<String>) -> bool {
+        self.pending.insert(k, sigs);
+        let mut found = false;
+        while let Some(sigs) = self.pending.remove(&self.camp.next_k) {
+            self.camp.count(sigs);
+            if let (Some(u), None) = (&self.until, self.found_after) {
+                if self.camp.table.keys().any(|s| s.starts_with(u.as_str())) {
+                    self.found_after = Some(self.camp.runs_done);
+                    found = true;
+                }
+            }
+        }
+        found
+    }
+
+    /// Runs finished but not yet counted (an earlier run of the shard is still running).
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// What a saved failure says about itself (`<corpus>/<slug>/failure.json`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub signature: String,
+    pub seed: u64,
+    pub space: String,
+    pub reproduce: String,
+    pub shrunk: Option<String>,
+    pub shrunk_requests: Option<usize>,
+    pub necessary_knobs: Vec<String>,
+    pub confirm: Option<String>,
+}
+
+/// A signature as a folder name.
+pub fn slug(sig: &str) -> String {
+    sig.replace('/', "--")
+}
+
+/// The flag a reproduce command needs for a signature: `--check noninterference` for a channel,
+/// `--check invariants` for a broken invariant (an oracle disagreement's trace carries its check).
+pub fn reproduce_flags(sig: &str) -> &'static str {
+    if crate::fuzz::is_channel(sig) {
+        " --check noninterference"
+    } else if crate::fuzz::is_model_bug(sig) && !crate::fuzz::is_disagreement(sig) {
+        " --check invariants"
+    } else {
+        ""
+    }
+}
+
+impl Failure {
+    /// A failure saved in `seed_dir` (`<corpus>/<slug>/seed-<seed>`), before shrinking and
+    /// confirmation fill their fields.
+    pub fn new(sig: &str, seed: u64, space: &str, seed_dir: &Path) -> Failure {
+        Failure {
+            signature: sig.to_string(),
+            seed,
+            space: space.to_string(),
+            reproduce: format!("kvsim run {}{}", seed_dir.join("scenario.toml").display(), reproduce_flags(sig)),
+            shrunk: None,
+            shrunk_requests: None,
+            necessary_knobs: vec![],
+            confirm: None,
+        }
+    }
+
+    /// The command that reproduces it on the shrunk case of `seed_dir`.
+    pub fn shrunk_command(sig: &str, seed_dir: &Path) -> String {
+        format!("kvsim run {}{}", seed_dir.join("shrunk.toml").display(), reproduce_flags(sig))
+    }
+
+    /// Points the reproduce commands at the copy of this failure under `sig_dir` (a signature
+    /// folder `<corpus>/<slug>`), e.g. after `kvsim corpus merge` copied it there.
+    pub fn relocate(&mut self, sig_dir: &Path) {
+        let seed_dir = sig_dir.join(format!("seed-{}", self.seed));
+        let flags = reproduce_flags(&self.signature);
+        self.reproduce = format!("kvsim run {}{flags}", seed_dir.join("scenario.toml").display());
+        if self.shrunk.is_some() {
+            self.shrunk = Some(Failure::shrunk_command(&self.signature, &seed_dir));
+        }
+    }
+
+    /// The command a person runs first: the shrunk case's when there is one.
+    pub fn best_command(&self) -> &str {
+        self.shrunk.as_deref().unwrap_or(&self.reproduce)
+    }
+}
+
+/// Whether a corpus entry is scratch left by an interrupted writer: a `.tmp-seed-*` folder (a
+/// failure being saved), a `*.tmp<pid>` file (an atomic write in progress).
+pub fn is_scratch(name: &str) -> bool {
+    name.starts_with(".tmp-")
+        || name.rsplit_once(".tmp").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// What GPU confirmation said about a signature's saved example.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The replay found the model's foreign KV in the attention output above the leak threshold.
+    Confirmed,
+    /// The replay agrees with the model but does not confirm a leak (under the threshold, or a
+    /// read kind that is not cross-tenant).
+    Agrees,
+    /// The replay contradicts the model: to investigate (never silently dropped).
+    Disagreement,
+    /// The confirmation itself failed (no backend, a CUDA error).
+    Failed,
+    /// Not replayed: not a read signature, or `--confirm off`.
+    NotReplayed,
+}
+
+impl Confirmation {
+    /// The verdict of a saved failure's `confirm` line (written by [`confirm_summary`]).
+    pub fn of(line: Option<&str>) -> Confirmation {
+        match line {
+            None => Confirmation::NotReplayed,
+            Some(l) if l.starts_with("confirmed:") => Confirmation::Confirmed,
+            Some(l) if l.starts_with("DISAGREEMENT") => Confirmation::Disagreement,
+            Some(l) if l.starts_with("replay agrees") => Confirmation::Agrees,
+            Some(_) => Confirmation::Failed,
+        }
+    }
+
+    /// The report's column: `confirmed`, `not confirmed`, …
+    pub fn label(self) -> &'static str {
+        match self {
+            Confirmation::Confirmed => "confirmed",
+            Confirmation::Agrees => "not confirmed (replay agrees)",
+            Confirmation::Disagreement => "DISAGREEMENT",
+            Confirmation::Failed => "confirm failed",
+            Confirmation::NotReplayed => "not replayed",
+        }
+    }
+}
+
+/// Whether a signature's saved example is replayed on KV memory (the read kinds).
+pub fn is_confirmable(sig: &str) -> bool {
+    let kind = sig.split('/').next().unwrap_or_default();
+    ["cross_tenant_read", "cross_request_read", "uninitialized_read"].contains(&kind)
+}
+
+/// The replay's counts for one saved example (what `kvsim confirm` returns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayCounts {
+    pub reads: u64,
+    pub confirmed: u64,
+    pub disagreements: u64,
+    pub backend: String,
+}
+
+/// The `confirm` line of a saved failure from the replay's counts (or its error). A read whose
+/// replayed memory does not hold what the model saw is a DISAGREEMENT between model and replay:
+/// reported, never dropped. A cross-tenant read whose foreign KV is in the replayed memory but
+/// under the leak threshold agrees with the model (not confirmed, not a disagreement).
+pub fn confirm_summary(sig: &str, replay: Result<ReplayCounts, String>) -> String {
+    let kind = sig.split('/').next().unwrap_or_default();
+    match replay {
+        Ok(v) if v.disagreements > 0 => format!(
+            "DISAGREEMENT model/replay: {} of {} read(s) confirmed, {} contradict the model on {} — investigate",
+            v.confirmed, v.reads, v.disagreements, v.backend
+        ),
+        Ok(v) if v.reads == 0 => {
+            "DISAGREEMENT model/replay: the trace's memory log holds none of the violating reads — investigate"
+                .to_string()
+        }
+        // No disagreement: every read's replayed memory holds another tenant's KV, as the model
+        // saw, but its share of the attention is under the leak threshold (a read of 2 foreign
+        // slots among 466). The replay agrees with the model; it is just not confirmed as a leak.
+        Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
+            "replay agrees: {} read(s) on {} hold foreign KV, all under the leak threshold (not confirmed)",
+            v.reads, v.backend
+        ),
+        Ok(v) if kind == "cross_tenant_read" => {
+            format!("confirmed: {} of {} read(s) on {}", v.confirmed, v.reads, v.backend)
+        }
+        Ok(v) => format!("replay agrees: {} read(s) on {}", v.reads, v.backend),
+        Err(e) => format!("confirm failed: {e}"),
+    }
+}
+
+/// The known-bugs file for a campaign on `profile`: a file for another profile is refused (its
+/// rows say what that engine has, not this one).
+pub fn check_known_profile(k: &KnownBugs, profile: Option<&str>) -> Result<(), String> {
+    match profile {
+        Some(p) if p != k.profile => {
+            Err(format!("--known {}: the file is for profile {}, the campaign runs {p}", k.source, k.profile))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The engine profile a campaign space pins (`profile:P`, `prefix:P`, with any `+mode` suffix such
+/// as `+liveness=60000ms`; `blind` and `base:` none).
+pub fn space_profile(space: &str) -> Option<&str> {
+    let space = space.split('+').next().unwrap_or(space);
+    space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:")).filter(|p| *p != "blind")
+}
+
+/// The known-bugs file of a merge: `given` (read from `--known FILE`) must be for the merged
+/// campaign's profile; without one, the shipped file of that profile, if any.
+pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, String> {
+    let profile = space_profile(space);
+    match given {
+        Some(k) => match profile {
+            Some(p) if p != k.profile => Err(format!(
+                "--known {}: the file is for profile {}, the merged campaign ran {space}",
+                k.source, k.profile
+            )),
+            _ => Ok(Some(k)),
+        },
+        None => Ok(profile.and_then(KnownBugs::shipped)),
+    }
+}
+
+/// The triage summary under a table: how many of its signatures are known and how many new.
+pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
+    let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
+    format!(
+        "triage against {} (profile {}): {} known, {} new{}\n",
+        k.source,
+        k.profile,
+        table.len() - n_new,
+        n_new,
+        if n_new == 0 { " (exit 0)" } else { "" }
+    )
+}
+
+/// A signature's triage label: `new`, `known (<row>)`, or empty without a known-bugs file.
+pub fn triage_label(sig: &str, known: Option<&KnownBugs>) -> String {
+    match known.map(|k| k.row(sig)) {
+        None => String::new(),
+        Some(None) => "new".to_string(),
+        Some(Some(row)) => format!("known ({row})"),
+    }
+}
+
+/// The final table: signature, count, first seed, reproduce command.
+/// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
+pub fn table_text(
+    table: &BTreeMap<String, Entry>,
+    saved: &BTreeMap<String, Failure>,
+    known: Option<&KnownBugs>,
+) -> String {
+    let mut s = String::new();
+    if table.is_empty() {
+        s.push_str("no violations found\n");
+        return s;
+    }
+    let label = |sig: &str| triage_label(sig, known);
+    // Columns as wide as their longest entry (a chain signature is longer than a plain one).
+    let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
+    let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
+    let status = |sig: &str| if known.is_some() { format!("{:<sw$} ", label(sig)) } else { String::new() };
+    let head = if known.is_some() { format!("{:<sw$} ", "status") } else { String::new() };
+    s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
+    for (sig, e) in table {
+        let f = saved.get(sig);
+        let repro = f.map(|f| f.best_command().to_string()).unwrap_or_default();
+        let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
+        s.push_str(&format!("{sig:<w$} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
+    }
+    s
+}
+
+/// The union of the disjoint shards of one campaign. Shards are added one by one; adding a
+/// corpus of another campaign (space, seed start or shard count), or a shard already added
+/// (the same runs would be counted twice), is refused.
+#[derive(Debug, Default)]
+pub struct Merger {
+    table: BTreeMap<String, Entry>,
+    runs: u64,
+    first: Option<(String, Campaign)>,
+    shards_seen: BTreeMap<u64, String>,
+    /// Per signature, the failure with the smallest seed and the name of the corpus it is in.
+    pub best: BTreeMap<String, (Failure, String)>,
+    pub corpora: usize,
+}
+
+impl Merger {
+    /// Checks a checkpoint's format (read from `path`).
+    pub fn check_format(c: &Campaign, path: &str) -> Result<(), String> {
+        if c.format != CORPUS_FORMAT {
+            return Err(format!("{path}: corpus format `{}`, this kvsim merges `{CORPUS_FORMAT}`", c.format));
+        }
+        Ok(())
+    }
+
+    /// Adds corpus `name` (its checkpoint and its committed failures).
+    pub fn add(&mut self, name: &str, c: Campaign, failures: BTreeMap<String, Failure>) -> Result<(), String> {
+        if let Some((d0, c0)) = &self.first {
+            if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
+                return Err(format!(
+                    "{name}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {d0} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",
+                    c.space, c.seed_start, c.shard.1, c0.space, c0.seed_start, c0.shard.1
+                ));
+            }
+        }
+        if let Some(other) = self.shards_seen.insert(c.shard.0, name.to_string()) {
+            return Err(format!(
+                "{name}: shard {}/{} is also {other}: the corpora overlap (the same runs would be counted twice)",
+                c.shard.0, c.shard.1
+            ));
+        }
+        self.runs += c.runs_done;
+        for (sig, e) in &c.table {
+            let t = self.table.entry(sig.clone()).or_insert(Entry { count: 0, first_seed: e.first_seed });
+            t.count += e.count;
+            t.first_seed = t.first_seed.min(e.first_seed);
+        }
+        for (sig, f) in failures {
+            if self.best.get(&sig).is_none_or(|(b, _)| f.seed < b.seed) {
+                self.best.insert(sig, (f, name.to_string()));
+            }
+        }
+        self.corpora += 1;
+        self.first.get_or_insert((name.to_string(), c));
+        Ok(())
+    }
+
+    /// The merged checkpoint: one unsharded campaign of every shard's runs.
+    pub fn campaign(&self) -> Result<Campaign, String> {
+        let (_, c0) = self.first.as_ref().ok_or("no corpora to merge")?;
+        Ok(Campaign {
+            format: CORPUS_FORMAT.into(),
+            space: c0.space.clone(),
+            seed_start: c0.seed_start,
+            shard: (0, 1),
+            next_k: self.runs,
+            runs_done: self.runs,
+            table: self.table.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What run `k` finds in these tests (a fixed, made-up pattern).
+    fn found(k: u64) -> BTreeSet<String> {
+        let mut s = BTreeSet::new();
+        if k % 3 == 0 {
+            s.insert("page_leak/decode".to_string());
+        }
+        if k % 7 == 5 {
+            s.insert("cross_tenant_read/stub_commit".to_string());
+        }
+        if k == 11 {
+            s.insert("use_after_free/transfer_write".to_string());
+        }
+        s
+    }
+
+    fn in_order(n: u64, shard: (u64, u64)) -> Campaign {
+        let mut a = Accounting::new(Campaign::new("blind", 100, shard), None);
+        for k in (shard.0..n).step_by(shard.1 as usize) {
+            a.finished(k, found(k));
+        }
+        a.camp
+    }
+
+    #[test]
+    fn runs_finished_out_of_order_are_counted_in_seed_order() {
+        let want = in_order(20, (0, 1));
+        assert_eq!(want.runs_done, 20);
+        assert_eq!(want.table["page_leak/decode"], Entry { count: 7, first_seed: 100 });
+        assert_eq!(want.table["cross_tenant_read/stub_commit"], Entry { count: 3, first_seed: 105 });
+        assert_eq!(want.table["use_after_free/transfer_write"], Entry { count: 1, first_seed: 111 });
+        // Reversed: nothing is counted until run 0 arrives, then everything at once.
+        let mut a = Accounting::new(Campaign::new("blind", 100, (0, 1)), None);
+        for k in (1..20).rev() {
+            a.finished(k, found(k));
+            assert_eq!(a.camp.runs_done, 0, "run 0 is still running");
+        }
+        assert_eq!(a.waiting(), 19);
+        a.finished(0, found(0));
+        assert_eq!(a.waiting(), 0);
+        assert_eq!(a.camp, want);
+    }
+
+    #[test]
+    fn until_stops_at_the_first_run_in_seed_order_that_shows_the_signature() {
+        let mut a = Accounting::new(Campaign::new("blind", 100, (0, 1)), Some("cross_tenant_read/".into()));
+        // Run 12 finishes first (it shows the signature), but run 5 is the first in order.
+        assert!(!a.finished(12, found(12)), "not counted yet");
+        for k in 0..5 {
+            assert!(!a.finished(k, found(k)));
+        }
+        assert!(a.finished(5, found(5)));
+        assert_eq!(a.found_after, Some(6));
+        assert!(!a.finished(6, found(6)), "found once");
+    }
+
+    #[test]
+    fn merged_shards_equal_the_unsharded_campaign() {
+        let whole = in_order(30, (0, 1));
+        let mut m = Merger::default();
+        for i in 0..3 {
+            let c = in_order(30, (i, 3));
+            let fail = |seed| Failure::new("page_leak/decode", seed, "blind", Path::new("x"));
+            let failures = [("page_leak/decode".to_string(), fail(100 + i + 3))].into_iter().collect();
+            m.add(&format!("shard{i}"), c, failures).unwrap();
+        }
+        let merged = m.campaign().unwrap();
+        assert_eq!((merged.table, merged.runs_done), (whole.table.clone(), 30));
+        assert_eq!(m.best["page_leak/decode"].1, "shard0", "the smallest seed's corpus");
+        assert_eq!(m.best["page_leak/decode"].0.seed, 103);
+        // The same shard twice, or a shard of another campaign: refused.
+        let e = m.add("again", in_order(30, (1, 3)), BTreeMap::new()).unwrap_err();
+        assert!(e.contains("shard 1/3 is also shard1: the corpora overlap"), "{e}");
+        let other = Campaign { seed_start: 5, ..in_order(30, (0, 3)) };
+        let mut m2 = Merger::default();
+        m2.add("a", in_order(30, (0, 3)), BTreeMap::new()).unwrap();
+        let e = m2.add("b", other, BTreeMap::new()).unwrap_err();
+        assert!(e.contains("not a shard of the same campaign as a"), "{e}");
+        assert!(Merger::default().campaign().is_err());
+        let old = Campaign { format: "kvsim-corpus/0".into(), ..whole };
+        assert!(Merger::check_format(&old, "c/campaign.json").unwrap_err().contains("corpus format"));
+    }
+
+    #[test]
+    fn the_curve_counts_signatures_by_their_first_run() {
+        let c = in_order(20, (0, 1));
+        assert_eq!(c.curve(), vec![(1, 1), (6, 2), (12, 3)]);
+        assert_eq!(c.range_runs(), 20);
+        // A merged campaign's curve is the unsharded one's.
+        let mut m = Merger::default();
+        for i in 0..2 {
+            m.add(&i.to_string(), in_order(20, (i, 2)), BTreeMap::new()).unwrap();
+        }
+        assert_eq!(m.campaign().unwrap().curve(), c.curve());
+    }
+
+    #[test]
+    fn resume_is_refused_for_another_campaign() {
+        let c = Campaign::new("blind", 7, (0, 1));
+        assert!(c.check_resumes("corp", "blind", 7, (0, 1)).is_ok());
+        let e = c.check_resumes("corp", "profile:sglang-0.5.22", 7, (0, 1)).unwrap_err();
+        assert!(e.starts_with("corp: made by another campaign (space blind"), "{e}");
+        assert!(c.check_resumes("corp", "blind", 8, (0, 1)).is_err());
+        assert!(c.check_resumes("corp", "blind", 7, (0, 2)).is_err());
+    }
+
+    #[test]
+    fn scratch_names_are_recognised() {
+        assert!(is_scratch(".tmp-seed-5-42") && is_scratch("campaign.tmp4242") && is_scratch("failure.tmp1"));
+        assert!(!is_scratch("campaign.json") && !is_scratch("seed-5") && !is_scratch("x.tmp") && !is_scratch("a.tmpx"));
+    }
+
+    #[test]
+    fn reproduce_commands_carry_the_check_the_signature_needs() {
+        let d = Path::new("c/sig/seed-3");
+        let f = Failure::new("timing_channel/prefix_hit", 3, "blind", d);
+        assert_eq!(f.reproduce, "kvsim run c/sig/seed-3/scenario.toml --check noninterference");
+        let f = Failure::new("invariant_broken/decode-0", 3, "blind", d);
+        assert!(f.reproduce.ends_with(" --check invariants"));
+        assert_eq!(
+            Failure::new("oracle_disagreement/read", 3, "blind", d).reproduce,
+            "kvsim run c/sig/seed-3/scenario.toml"
+        );
+        let mut f = Failure::new("cross_tenant_read/stub_commit", 3, "blind", d);
+        f.shrunk = Some(Failure::shrunk_command(&f.signature, d));
+        assert_eq!(f.best_command(), "kvsim run c/sig/seed-3/shrunk.toml");
+        f.relocate(Path::new("merged/sig"));
+        assert_eq!(f.best_command(), "kvsim run merged/sig/seed-3/shrunk.toml");
+        assert_eq!(f.reproduce, "kvsim run merged/sig/seed-3/scenario.toml");
+    }
+
+    #[test]
+    fn confirmation_lines_classify_as_written() {
+        let counts =
+            |reads, confirmed, disagreements| ReplayCounts { reads, confirmed, disagreements, backend: "cpu".into() };
+        let sig = "cross_tenant_read/stub_commit";
+        let cases = [
+            (confirm_summary(sig, Ok(counts(2, 2, 0))), Confirmation::Confirmed),
+            (confirm_summary(sig, Ok(counts(2, 0, 0))), Confirmation::Agrees),
+            (confirm_summary(sig, Ok(counts(2, 1, 1))), Confirmation::Disagreement),
+            (confirm_summary(sig, Ok(counts(0, 0, 0))), Confirmation::Disagreement),
+            (confirm_summary("uninitialized_read/x", Ok(counts(1, 0, 0))), Confirmation::Agrees),
+            (confirm_summary(sig, Err("no driver".into())), Confirmation::Failed),
+        ];
+        for (line, want) in cases {
+            assert_eq!(Confirmation::of(Some(&line)), want, "{line}");
+        }
+        assert_eq!(Confirmation::of(None), Confirmation::NotReplayed);
+        assert!(is_confirmable(sig) && !is_confirmable("page_leak/decode"));
+    }
+
+    #[test]
+    fn the_table_has_a_status_column_only_with_a_known_bugs_file() {
+        let k = KnownBugs::shipped("sglang-0.5.22").unwrap();
+        let known_sig = k.known[0].signature.clone();
+        let mut table = BTreeMap::new();
+        table.insert(known_sig.clone(), Entry { count: 4, first_seed: 9 });
+        table.insert("page_leak/decode".to_string(), Entry { count: 1, first_seed: 12 });
+        let plain = table_text(&table, &BTreeMap::new(), None);
+        assert!(plain.starts_with("signature") && !plain.lines().next().unwrap().contains("status"), "{plain}");
+        let triaged = table_text(&table, &BTreeMap::new(), Some(&k));
+        let row = &k.known[0].row;
+        assert!(triaged.contains(&format!("known ({row})")) && triaged.contains(" new "), "{triaged}");
+        assert_eq!(
+            triage_line(&table, &k),
+            format!("triage against {} (profile sglang-0.5.22): 1 known, 1 new\n", k.source)
+        );
+        assert_eq!(table_text(&BTreeMap::new(), &BTreeMap::new(), Some(&k)), "no violations found\n");
+    }
+
+    #[test]
+    fn known_files_must_match_the_profile() {
+        let k = KnownBugs::shipped("sglang-0.5.22").unwrap();
+        assert!(check_known_profile(&k, Some("sglang-0.5.22")).is_ok() && check_known_profile(&k, None).is_ok());
+        assert!(check_known_profile(&k, Some("vllm-nixl"))
+            .unwrap_err()
+            .contains("the file is for profile sglang-0.5.22"));
+        assert_eq!(merge_known("profile:vllm-nixl", None).unwrap().unwrap().profile, "vllm-nixl");
+        assert_eq!(merge_known("prefix:blind", None).unwrap(), None);
+        assert_eq!(merge_known("blind", Some(k.clone())).unwrap(), Some(k.clone()));
+        assert!(merge_known("profile:vllm-nixl", Some(k)).is_err());
+        assert_eq!(space_profile("base:x.toml"), None);
+        assert_eq!(space_profile("profile:sglang-0.5.22+liveness=60000ms"), Some("sglang-0.5.22"));
+    }
+}

@@ -1,0 +1,258 @@
+//! Liveness mode (issue 15; TigerBeetle's "liveness mode"): once the faults have healed, every
+//! request must reach a final status within a bound. `[faults] liveness_after_heal_ms = B` (or
+//! `kvsim run/fuzz --liveness B`) turns it on:
+//!
+//! - Each request's deadline is `max(heal, arrival) + B`, where `heal` is `heal_at_ms` when random
+//!   faults are on, else the end of the last scripted crash (its restart), else 0.
+//! - When the clock passes the deadline of a request that is still open, the run stops and each
+//!   overdue request is a `request_hang` whose cause names what it waits for,
+//!   `after_heal/<what>` (e.g. `after_heal/kv_arrival`: decode holds its pages and waits for KV
+//!   that will not come). The state named is the state at the deadline: nothing happens between
+//!   the deadline and the next event. Page leaks are not judged then (the hung request holds its
+//!   pages); a hang is the verdict.
+//! - Once every request has its final status and no node holds a page or a metadata slot, the
+//!   run is quiescent and stops there (checked at most once per virtual second), instead of
+//!   running the remaining timers and heartbeats to the horizon.
+//! - Pages still held `B` after the last deadline are judged as leaks as in an ordinary run (the
+//!   run stops there).
+//!
+//! A run in liveness mode is another run than the ordinary one of the same scenario (it stops
+//! earlier), so its trace hash differs; without the setting nothing here runs and no hash moves.
+//! The hooks in `world.rs` are two calls, in `World::step` and `World::check_liveness`.
+
+use crate::config::{FaultConfig, ScriptedFault};
+use crate::decode::DPhase;
+use crate::prefill::PPhase;
+use crate::types::{Duration, Instant, RequestId};
+use crate::world::{Ev, World};
+
+use super::{Kind, Violation};
+
+/// How often (virtual time) the quiescence check runs at most.
+const QUIESCENCE_CHECK: Duration = Duration::from_s(1);
+
+/// The state of liveness mode in one run.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    pub bound: Duration,
+    /// When the faults have healed.
+    pub heal: Instant,
+    /// Each request's deadline, by request index.
+    deadlines: Vec<Instant>,
+    /// The earliest deadline of a request not known to be answered (a lower bound).
+    next_deadline: Instant,
+    /// After it, pages still held are leaks (the last deadline plus the bound).
+    leak_deadline: Instant,
+    next_quiescence_check: Instant,
+    /// A request missed its deadline (the run stopped on it).
+    pub failed: bool,
+    /// The run stopped because it was quiescent, at this time.
+    pub quiescent_at: Option<Instant>,
+}
+
+/// When the faults of `cfg` have healed: `heal_at_ms` when any random fault is on, else the end of
+/// the last scripted crash (its restart), else 0. Other scripted faults belong to a request's
+/// transfer and are covered by the deadline counted from its arrival.
+pub fn heal_time(f: &FaultConfig) -> Instant {
+    let random = [f.transfer_fail, f.delay_spike, f.visibility_lag, f.node_crash].iter().any(|r| r.num > 0);
+    if random {
+        return Instant(0) + Duration::from_ms(f.heal_at_ms);
+    }
+    let last_crash = f
+        .script
+        .iter()
+        .filter_map(|s| match s {
+            ScriptedFault::Crash { at_ms, restart_after_ms, .. } => Some(at_ms.saturating_add(*restart_after_ms)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Instant(0) + Duration::from_ms(last_crash)
+}
+
+/// Whether liveness mode can judge `cfg`: with random faults on, they must heal at some time
+/// (`heal_at_ms` set; its default is never).
+pub fn validate(f: &FaultConfig) -> Result<(), String> {
+    if f.liveness_after_heal_ms.is_some()
+        && heal_time(f) >= Instant(0) + Duration::from_ms(crate::scenario::MAX_TIME_MS)
+    {
+        return Err(
+            "liveness mode needs the random faults to heal: set faults.heal_at_ms (its default is never)".into()
+        );
+    }
+    Ok(())
+}
+
+impl Liveness {
+    /// Liveness mode for a world whose workload is built, when its configuration asks for it.
+    /// The ordinary horizon moves out to the leak deadline, so it never ends the run before a
+    /// request's deadline.
+    pub fn new(w: &mut World) -> Option<Liveness> {
+        let bound = Duration::from_ms(w.cfg.faults.liveness_after_heal_ms?);
+        let heal = heal_time(&w.cfg.faults);
+        let deadlines: Vec<Instant> = w.reqs.iter().map(|r| r.arrival.max(heal) + bound).collect();
+        let next_deadline = deadlines.iter().copied().min().unwrap_or(heal + bound);
+        let last = deadlines.iter().copied().max().unwrap_or(heal + bound);
+        w.horizon = w.horizon.max(last + bound);
+        Some(Liveness {
+            bound,
+            heal,
+            deadlines,
+            next_deadline,
+            leak_deadline: last + bound,
+            next_quiescence_check: heal,
+            failed: false,
+            quiescent_at: None,
+        })
+    }
+
+    /// A request's deadline.
+    pub fn deadline(&self, r: RequestId) -> Instant {
+        self.deadlines[r.idx()]
+    }
+}
+
+impl World {
+    /// Liveness mode, before the event due at `at` runs: `true` when the run stops here (a
+    /// request missed its deadline, the run is quiescent, or the leak deadline passed).
+    pub fn liveness_stop(&mut self, at: Instant) -> bool {
+        let Some(mut l) = self.liveness.take() else { return false };
+        let stop = self.liveness_stop_with(&mut l, at);
+        self.liveness = Some(l);
+        stop
+    }
+
+    fn liveness_stop_with(&mut self, l: &mut Liveness, at: Instant) -> bool {
+        if at > l.next_deadline {
+            // Every open request whose deadline passed before `at` is overdue.
+            let overdue: Vec<usize> =
+                (0..self.reqs.len()).filter(|&i| self.reqs[i].response.is_none() && l.deadlines[i] < at).collect();
+            if !overdue.is_empty() {
+                for i in overdue {
+                    self.record_overdue(l, i, l.deadlines[i]);
+                }
+                l.failed = true;
+                return true;
+            }
+            l.next_deadline = (0..self.reqs.len())
+                .filter(|&i| self.reqs[i].response.is_none())
+                .map(|i| l.deadlines[i])
+                .min()
+                .unwrap_or(Instant(u64::MAX));
+        }
+        if at > l.leak_deadline {
+            return true;
+        }
+        if at >= l.next_quiescence_check {
+            l.next_quiescence_check = at + QUIESCENCE_CHECK;
+            if self.quiescent() {
+                l.quiescent_at = Some(self.now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Every request answered, nothing held on any node, and no work in flight: the only pending
+    /// events are ticks, timers, heartbeat losses and crashes/restarts (a pending land, status,
+    /// leg or abort could still write into a free page or allocate one, so it is waited for).
+    fn quiescent(&self) -> bool {
+        self.reqs.iter().all(|r| r.response.is_some())
+            && self.prefill.iter().all(|p| p.leaks().is_none())
+            && self.decode.iter().all(|d| d.leaks().is_none())
+            && !self.any_pending(|e| {
+                !matches!(
+                    e,
+                    Ev::Tick { .. }
+                        | Ev::Timeout { .. }
+                        | Ev::HeartbeatLost { .. }
+                        | Ev::Crash { .. }
+                        | Ev::Restart { .. }
+                )
+            })
+    }
+
+    /// Liveness mode at the end of the run: every request still open is overdue (the queue
+    /// drained, or the leak deadline passed). Returns `true` when liveness failed, so hangs and
+    /// leaks are not judged again.
+    pub fn liveness_finish(&mut self) -> bool {
+        let Some(mut l) = self.liveness.take() else { return false };
+        if !l.failed {
+            let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response.is_none()).collect();
+            for &i in &open {
+                let at = self.now.max(l.deadlines[i]);
+                self.record_overdue(&l, i, at);
+            }
+            l.failed = !open.is_empty();
+        }
+        let failed = l.failed;
+        self.liveness = Some(l);
+        failed
+    }
+
+    fn record_overdue(&mut self, l: &Liveness, i: usize, deadline: Instant) {
+        let r = &self.reqs[i];
+        let waits = self.waits_for(r.id);
+        let detail = format!(
+            "no final status within {} ms of max(heal at {}, arrival at {}) (deadline {deadline}): waits for {waits}; {}",
+            l.bound.0 / 1_000_000,
+            l.heal,
+            r.arrival,
+            self.whereabouts(r.id)
+        );
+        let v = Violation {
+            kind: Kind::RequestHang,
+            delta_ns: None,
+            request: Some(r.id),
+            tenant: Some(r.tenant),
+            victim_tenants: vec![],
+            pool: None,
+            pages: 0,
+            page_runs: vec![],
+            slots: 0,
+            at: deadline,
+            pages_read: 0,
+            seq_len: 0,
+            culprit: None,
+            cause: format!("after_heal/{waits}"),
+            detail,
+        };
+        self.oracle.record(v);
+    }
+
+    /// What an open request waits for, from the leg that has not answered: on decode, pages and a
+    /// metadata slot (`decode_prealloc`), its KV (`kv_arrival`), decode steps (`decode_steps`),
+    /// prefill's acknowledgement of an abort (`release_ack`); on prefill, decode's bootstrap
+    /// (`bootstrap`), a forward pass (`prefill_queue`), the send of its KV (`kv_send`), decode's
+    /// read of its held blocks (`decode_read`), in-flight transfers of an aborted request
+    /// (`transfer_drain`); a leg that its node forgot (`decode_answer`, `prefill_answer`, e.g.
+    /// after a crash or a leak) or, both legs answered, the router (`router`).
+    pub fn waits_for(&self, r: RequestId) -> &'static str {
+        let req = &self.reqs[r.idx()];
+        let p = &self.prefill[req.prefill as usize];
+        let d = &self.decode[req.decode as usize];
+        let decode = || match d.reqs.get(&r).map(|x| x.phase) {
+            Some(DPhase::Prealloc) => "decode_prealloc",
+            Some(DPhase::Transfer) => "kv_arrival",
+            Some(DPhase::Running) => "decode_steps",
+            Some(DPhase::Releasing) => "release_ack",
+            Some(DPhase::Leaked) | None => "decode_answer",
+        };
+        let prefill = || match p.reqs.get(&r).map(|x| x.phase) {
+            Some(PPhase::Bootstrap) => "bootstrap",
+            Some(PPhase::Waiting) => "prefill_queue",
+            Some(PPhase::Inflight) => "kv_send",
+            Some(PPhase::Held) => "decode_read",
+            Some(PPhase::Draining) => "transfer_drain",
+            None => "prefill_answer",
+        };
+        match (req.prefill_leg, req.decode_leg) {
+            (Some(_), Some(_)) => "router",
+            (Some(_), None) => decode(),
+            (None, Some(_)) => prefill(),
+            // Both pending: decode's wait when decode has the request, else prefill's.
+            (None, None) if d.reqs.contains_key(&r) => decode(),
+            (None, None) => prefill(),
+        }
+    }
+}
