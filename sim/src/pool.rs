@@ -255,9 +255,9 @@ pub struct BadFree {
 
 /// A request's decode tokens appended since its last materialisation: slots `[start, end)` hold
 /// its consecutive positions from `writer.pos` on (`writer` is the first token's, as the merged run
-/// of the ownership map keeps it). `page` is the last page checked to be held by the writer; open
-/// appends are materialised whenever pages may leave their holder (`free`, `rehold`), so the check
-/// stays valid while the entry is open.
+/// of the ownership map keeps it). `page` is the last page checked to be held by the writer; an open
+/// append is materialised (and closed) before pages it covers may leave their holder (`free`,
+/// `rehold`), so the check stays valid while the entry is open.
 #[derive(Clone, Copy, Debug)]
 struct OpenAppend {
     start: u64,
@@ -270,8 +270,8 @@ struct OpenAppend {
 /// watermark per request (`open`) and materialised — `IntervalMap::set` of the whole appended range,
 /// which leaves exactly the map the per-token sets would (each token continues the run of the one
 /// before it: see `IntervalMap::set`'s fast path) — before anything else reads or changes the map.
-/// Open ranges lie in pages their writers hold (checked per page, and everything is materialised
-/// before a page changes holder), so they are disjoint and the order in which they are
+/// Open ranges lie in pages their writers hold (checked per page, and an open range is materialised
+/// before its pages change holder), so they are disjoint and the order in which they are
 /// materialised does not matter.
 #[derive(Clone)]
 struct Owners {
@@ -286,6 +286,36 @@ impl Owners {
             for (_, o) in std::mem::take(&mut self.open) {
                 self.map.set(o.start, o.end, o.writer);
             }
+        }
+        &mut self.map
+    }
+
+    /// The map, with the open appends that overlap or touch slots `[start, end)` materialised: what
+    /// an operation on those slots may read or merge with (`IntervalMap::set` looks at the run
+    /// ending at its start; an open append that starts at `end` would look at this operation's).
+    /// Open appends elsewhere stay open: their sets commute with this operation's.
+    fn touch(&mut self, start: u64, end: u64) -> &mut IntervalMap<Writer> {
+        let hit = |o: &OpenAppend| o.start <= end && o.end >= start;
+        if self.open.values().any(hit) {
+            let mut due = Vec::new();
+            self.open.retain(|_, o| {
+                let h = hit(o);
+                if h {
+                    due.push(*o);
+                }
+                !h
+            });
+            for o in due {
+                self.map.set(o.start, o.end, o.writer);
+            }
+        }
+        &mut self.map
+    }
+
+    /// `touch` of the slots of whole pages.
+    fn touch_pages(&mut self, pages: &[Run], page_size: u64) -> &mut IntervalMap<Writer> {
+        for r in pages {
+            self.touch(u64::from(r.first) * page_size, u64::from(r.end()) * page_size);
         }
         &mut self.map
     }
@@ -378,7 +408,8 @@ impl Pool {
 
     /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
     pub fn rehold(&mut self, runs: &[Run], holder: Holder) {
-        self.owners.get_mut().map(); // open appends are checked against the holders they saw
+        // Open appends are checked against the holders they saw.
+        self.owners.get_mut().touch_pages(runs, self.page_size);
         for r in runs {
             self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
         }
@@ -413,7 +444,7 @@ impl Pool {
         // Open appends are checked against the holders they saw: materialise them before a page
         // can change hands (a freed page reused by another request must not be overwritten by a
         // stale open append later).
-        self.owners.get_mut().map();
+        self.owners.get_mut().touch_pages(runs, self.page_size);
         for r in runs {
             for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
@@ -428,7 +459,10 @@ impl Pool {
             self.holders.clear(u64::from(r.first), u64::from(r.end()));
             if self.zero_on_free {
                 let ps = self.page_size;
-                self.owners.get_mut().map().clear(u64::from(r.first) * ps, u64::from(r.end()) * ps);
+                self.owners
+                    .get_mut()
+                    .touch(u64::from(r.first) * ps, u64::from(r.end()) * ps)
+                    .clear(u64::from(r.first) * ps, u64::from(r.end()) * ps);
             }
         }
         ok
@@ -525,7 +559,11 @@ impl Pool {
         for &(slot, len, _) in &pieces {
             self.foreign_pages(slot, len, request, (None, &[]), &mut rep);
         }
-        let owners = self.owners.get_mut().map();
+        let owners = self.owners.get_mut();
+        for &(slot, len, _) in &pieces {
+            owners.touch(slot, slot + len);
+        }
+        let owners = &mut owners.map;
         for &(slot, len, pos) in &pieces {
             owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at, chain_upto });
         }
@@ -588,7 +626,7 @@ impl Pool {
         let ps = self.page_size;
         let mut out = Vec::new();
         let mut owners = self.owners.borrow_mut();
-        let owners = owners.map();
+        let owners = owners.touch_pages(pages, ps);
         for r in pages {
             out.extend(owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
         }
@@ -610,7 +648,7 @@ impl Pool {
             dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps)).collect();
         dst_slots.reverse();
         let mut cur: Option<(u64, u64)> = dst_slots.pop();
-        self.owners.get_mut().map();
+        self.owners.get_mut().touch_pages(dst, ps);
         for &(s, e, w) in contents {
             let mut piece_at = s;
             while piece_at < e {
@@ -636,7 +674,12 @@ impl Pool {
             return; // nothing read: the open appends stay open
         }
         let mut owners = self.owners.borrow_mut();
-        let owners = owners.map();
+        if !owners.open.is_empty() {
+            self.map_positions(table, from, to, |_, slot, len| {
+                owners.touch(slot, slot + len);
+            });
+        }
+        let owners = &owners.map;
         self.map_positions(table, from, to, |pos, slot, len| {
             owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
         });
