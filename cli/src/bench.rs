@@ -397,9 +397,12 @@ fn issue14_targets(rows: &[Row]) -> Vec<Target> {
     let mut cpu_rss = |name: &str, max_cpu: Option<f64>, max_mb: f64| {
         if let Some(r) = get(name) {
             let mb = rss_mb(r);
-            let cpu_part = max_cpu.map_or(String::new(), |c| format!("<= {:.0} ms CPU and ", c * 1e3));
+            let mut limits: Vec<String> = max_cpu.map(|c| format!("<= {:.0} ms CPU", c * 1e3)).into_iter().collect();
+            if max_mb.is_finite() {
+                limits.push(format!("<= {max_mb:.0} MB peak RSS"));
+            }
             out.push(Target {
-                target: format!("{name}: {cpu_part}<= {max_mb:.0} MB peak RSS"),
+                target: format!("{name}: {}", limits.join(" and ")),
                 measured: format!(
                     "{:.3} s CPU, {}",
                     cpu(r),

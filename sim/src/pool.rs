@@ -269,7 +269,8 @@ struct OpenAppend {
 /// The ownership map plus the open appends not yet written into it. Decode progress is kept as a
 /// watermark per request (`open`) and materialised — `IntervalMap::set` of the whole appended range,
 /// which leaves exactly the map the per-token sets would (each token continues the run of the one
-/// before it: see `IntervalMap::set`'s fast path) — before anything else reads or changes the map.
+/// before it: see `IntervalMap::set`'s fast path) — before an operation reads or changes the slots
+/// it covers or touches (`touch`), or when the whole map is shown or checked (`map`).
 /// Open ranges lie in pages their writers hold (checked per page, and an open range is materialised
 /// before its pages change holder), so they are disjoint and the order in which they are
 /// materialised does not matter.
