@@ -10,7 +10,11 @@
 //!   and chunk size x1,000 with per-token costs /1,000 so that the virtual timeline stays the same
 //!   (see `kvsim::client::scale_prompts`);
 //! - `fuzz-small`: `sim/bench-scenarios/fuzz-small.toml` (fuzzer-sized) run many times with seeds
-//!   1, 2, 3, …; reported as runs per second.
+//!   1, 2, 3, …; reported as runs per second;
+//! - `blis-fair-10k`: `sim/bench-scenarios/blis-fair-10k.toml`, the peer simulator's workload
+//!   (10,000 requests, Poisson 8/s, 512/128 tokens, 2P2D, fixed `sglang-0.5.22` profile);
+//! - `blis-fair-1m`: the same workload with 1,000,000 requests (built in code);
+//! - `blis-fair-10m`: 10,000,000 requests, a memory check run only when named with `--only`.
 
 use kvsim::config::SimConfig;
 use kvsim::scenario::{Overrides, Scenario};
@@ -20,13 +24,15 @@ use std::process::Command;
 const INCIDENT_TOML: &str = include_str!("../../scenarios/glm53-incident.toml");
 const MIXED_TOML: &str = include_str!("../../sim/bench-scenarios/mixed-10k.toml");
 const FUZZ_TOML: &str = include_str!("../../sim/bench-scenarios/fuzz-small.toml");
+const BLIS_TOML: &str = include_str!("../../sim/bench-scenarios/blis-fair-10k.toml");
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchOpts {
     /// Write the results table as JSON here.
     #[arg(long)]
     pub json: Option<String>,
-    /// Run only these scenarios (repeatable): glm53-incident, mixed-10k, mixed-10k-x1000, fuzz-small.
+    /// Run only these scenarios (repeatable): glm53-incident, mixed-10k, mixed-10k-x1000, fuzz-small,
+    /// blis-fair-10k, blis-fair-1m, blis-fair-10m (the last only when named).
     #[arg(long = "only", value_name = "NAME")]
     pub only: Vec<String>,
     /// Timed repetitions of each measurement (the table shows the median).
@@ -62,18 +68,60 @@ struct Case {
     source: &'static str,
     mode: Mode,
     build: fn(&Overrides) -> Result<SimConfig, String>,
+    /// Run only when named with `--only` (too long or too large for the default table).
+    on_request: bool,
 }
 
 const CASES: &[Case] = &[
-    Case { name: "glm53-incident", source: "scenarios/glm53-incident.toml", mode: Mode::Whole, build: incident },
-    Case { name: "mixed-10k", source: "sim/bench-scenarios/mixed-10k.toml", mode: Mode::Whole, build: mixed },
+    Case {
+        name: "glm53-incident",
+        source: "scenarios/glm53-incident.toml",
+        mode: Mode::Whole,
+        build: incident,
+        on_request: false,
+    },
+    Case {
+        name: "mixed-10k",
+        source: "sim/bench-scenarios/mixed-10k.toml",
+        mode: Mode::Whole,
+        build: mixed,
+        on_request: false,
+    },
     Case {
         name: "mixed-10k-x1000",
         source: "sim/bench-scenarios/mixed-10k.toml, prompts x1000",
         mode: Mode::Whole,
         build: mixed_x1000,
+        on_request: false,
     },
-    Case { name: "fuzz-small", source: "sim/bench-scenarios/fuzz-small.toml", mode: Mode::Many, build: fuzz_small },
+    Case {
+        name: "fuzz-small",
+        source: "sim/bench-scenarios/fuzz-small.toml",
+        mode: Mode::Many,
+        build: fuzz_small,
+        on_request: false,
+    },
+    Case {
+        name: "blis-fair-10k",
+        source: "sim/bench-scenarios/blis-fair-10k.toml",
+        mode: Mode::Whole,
+        build: blis_10k,
+        on_request: false,
+    },
+    Case {
+        name: "blis-fair-1m",
+        source: "sim/bench-scenarios/blis-fair-10k.toml, 1,000,000 requests",
+        mode: Mode::Whole,
+        build: blis_1m,
+        on_request: false,
+    },
+    Case {
+        name: "blis-fair-10m",
+        source: "sim/bench-scenarios/blis-fair-10k.toml, 10,000,000 requests",
+        mode: Mode::Whole,
+        build: blis_10m,
+        on_request: true,
+    },
 ];
 
 fn parse(file: &str, text: &str, o: &Overrides) -> Result<SimConfig, String> {
@@ -94,6 +142,26 @@ fn mixed_x1000(o: &Overrides) -> Result<SimConfig, String> {
 
 fn fuzz_small(o: &Overrides) -> Result<SimConfig, String> {
     parse("sim/bench-scenarios/fuzz-small.toml", FUZZ_TOML, o)
+}
+
+fn blis_10k(o: &Overrides) -> Result<SimConfig, String> {
+    parse("sim/bench-scenarios/blis-fair-10k.toml", BLIS_TOML, o)
+}
+
+/// The peer's workload with `n` generated requests (same arrival rate, lengths and deployment).
+fn blis_requests(o: &Overrides, n: u32) -> Result<SimConfig, String> {
+    let mut c = blis_10k(o)?;
+    let g = c.generator.as_mut().ok_or("blis-fair-10k.toml has no [workload] generator")?;
+    g.requests = n;
+    Ok(c)
+}
+
+fn blis_1m(o: &Overrides) -> Result<SimConfig, String> {
+    blis_requests(o, 1_000_000)
+}
+
+fn blis_10m(o: &Overrides) -> Result<SimConfig, String> {
+    blis_requests(o, 10_000_000)
 }
 
 /// One measured scenario.
@@ -308,6 +376,69 @@ fn targets(rows: &[Row]) -> Vec<Target> {
             met: r.runs_per_s >= 1000.0,
         });
     }
+    out.extend(issue14_targets(rows));
+    out
+}
+
+/// Peak RSS in MB (10^6 bytes).
+fn rss_mb(r: &Row) -> Option<f64> {
+    r.peak_rss_kib.map(|k| k as f64 * 1024.0 / 1e6)
+}
+
+/// CPU time (wall where the CPU clock is missing).
+fn cpu(r: &Row) -> f64 {
+    r.cpu_s.unwrap_or(r.wall_s)
+}
+
+/// The targets of issue 14 ("performance by design"), judged on CPU time (one core).
+fn issue14_targets(rows: &[Row]) -> Vec<Target> {
+    let get = |n: &str| rows.iter().find(|r| r.scenario == n);
+    let mut out = Vec::new();
+    let mut cpu_rss = |name: &str, max_cpu: Option<f64>, max_mb: f64| {
+        if let Some(r) = get(name) {
+            let mb = rss_mb(r);
+            let mut limits: Vec<String> = max_cpu.map(|c| format!("<= {:.0} ms CPU", c * 1e3)).into_iter().collect();
+            if max_mb.is_finite() {
+                limits.push(format!("<= {max_mb:.0} MB peak RSS"));
+            }
+            out.push(Target {
+                target: format!("{name}: {}", limits.join(" and ")),
+                measured: format!(
+                    "{:.3} s CPU, {}",
+                    cpu(r),
+                    mb.map_or("peak RSS unknown".to_string(), |m| format!("{m:.1} MB"))
+                ),
+                met: max_cpu.is_none_or(|c| cpu(r) <= c) && mb.is_some_and(|m| m <= max_mb),
+            });
+        }
+    };
+    cpu_rss("blis-fair-10k", Some(0.050), 20.0);
+    cpu_rss("blis-fair-1m", Some(5.0), 100.0);
+    cpu_rss("blis-fair-10m", None, 1000.0);
+    cpu_rss("glm53-incident", Some(0.030), f64::INFINITY);
+    if let Some(r) = get("mixed-10k") {
+        out.push(Target {
+            target: "mixed-10k: at least 10x faster than 3.8 s CPU (<= 0.38 s)".into(),
+            measured: format!("{:.3} s CPU", cpu(r)),
+            met: cpu(r) <= 0.38,
+        });
+    }
+    if let (Some(a), Some(b)) = (get("mixed-10k"), get("mixed-10k-x1000")) {
+        let ratio = cpu(b) / cpu(a).max(1e-9);
+        out.push(Target {
+            target: "x1,000 prompt lengths within 1.2x the CPU time of the original".into(),
+            measured: format!("{:.3} s vs {:.3} s: {ratio:.2}x", cpu(b), cpu(a)),
+            met: ratio <= 1.2,
+        });
+    }
+    if let Some(r) = get("fuzz-small") {
+        let per_cpu = r.runs as f64 / cpu(r).max(1e-9);
+        out.push(Target {
+            target: "at least 20,000 fuzzer-sized runs/s per core".into(),
+            measured: format!("{per_cpu:.0} runs/s (CPU)"),
+            met: per_cpu >= 20_000.0,
+        });
+    }
     out
 }
 
@@ -387,7 +518,8 @@ pub fn run(o: &BenchOpts) -> i32 {
         }
     };
     let mut rows = Vec::new();
-    for case in CASES.iter().filter(|c| o.only.is_empty() || o.only.iter().any(|n| n == c.name)) {
+    let chosen = |c: &&Case| if o.only.is_empty() { !c.on_request } else { o.only.iter().any(|n| n == c.name) };
+    for case in CASES.iter().filter(chosen) {
         eprintln!("kvsim bench: {} …", case.name);
         let out = Command::new(&exe)
             .args(["bench", "--one", case.name, "--repeat", &o.repeat.to_string()])
@@ -466,5 +598,51 @@ mod tests {
         assert!(v["machine"]["cpu"].is_string());
         assert!(v["targets"][0]["met"].is_boolean());
         assert!(render(&table).contains("fuzz-small"));
+    }
+
+    #[test]
+    fn blis_variants_differ_only_in_request_count() {
+        let o = Overrides::default();
+        let base = blis_10k(&o).expect("blis-fair-10k parses");
+        let big = blis_1m(&o).expect("blis-fair-1m builds");
+        assert_eq!(base.generator.as_ref().map(|g| g.requests), Some(10_000));
+        assert_eq!(big.generator.as_ref().map(|g| g.requests), Some(1_000_000));
+        assert_eq!(blis_10m(&o).expect("builds").generator.map(|g| g.requests), Some(10_000_000));
+        let mut same = big.clone();
+        same.generator.as_mut().expect("generator").requests = 10_000;
+        assert_eq!(same, base, "only the request count differs");
+        // The 10M memory check runs only when named.
+        let default: Vec<&str> = CASES.iter().filter(|c| !c.on_request).map(|c| c.name).collect();
+        assert!(default.contains(&"blis-fair-1m") && !default.contains(&"blis-fair-10m"));
+    }
+
+    #[test]
+    fn issue14_targets_are_judged_on_cpu_and_rss() {
+        let row = |name: &str, cpu_s: f64, kib: u64| Row {
+            scenario: name.into(),
+            source: String::new(),
+            runs: 1,
+            events: 1,
+            requests: 1,
+            wall_s: 9.0,
+            wall_s_all: vec![9.0],
+            cpu_s: Some(cpu_s),
+            events_per_s: 0.0,
+            requests_per_s: 0.0,
+            runs_per_s: 0.0,
+            load_s: 0.0,
+            peak_rss_kib: Some(kib),
+            baseline_rss_kib: None,
+            virtual_s: 0.0,
+            trace_hash: String::new(),
+            ownership_runs_end: 0,
+            exit_code: 0,
+        };
+        let t = issue14_targets(&[row("blis-fair-10k", 0.04, 10_000), row("blis-fair-1m", 6.0, 10_000)]);
+        assert_eq!(t.len(), 2);
+        assert!(t[0].met, "{t:?}");
+        assert!(!t[1].met, "6 s CPU misses the 5 s target: {t:?}");
+        let t = issue14_targets(&[row("blis-fair-10k", 0.04, 30_000)]);
+        assert!(!t[0].met, "30,000 KiB = 30.7 MB misses 20 MB: {t:?}");
     }
 }

@@ -391,7 +391,7 @@ impl World {
             let now = self.now;
             let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
             let d = reqs.get_mut(&r).expect("running");
-            let rep = pool.write(&d.pages, seq_len, seq_len + 1, tenant, r, now, 0);
+            let rep = pool.append(&d.pages, seq_len, tenant, r, now);
             d.seq_len += 1;
             d.generated += 1;
             d.read_upto = d.seq_len;

@@ -7,7 +7,8 @@ use crate::config::FreeListPolicy;
 use crate::extent::{IntervalMap, RunValue};
 use crate::types::{Instant, PoolId, RequestId, TenantId};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A run of consecutive pages `[first, first+count)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -252,18 +253,108 @@ pub struct BadFree {
     pub holder: Option<Holder>,
 }
 
+/// A request's decode tokens appended since its last materialisation: slots `[start, end)` hold
+/// its consecutive positions from `writer.pos` on (`writer` is the first token's, as the merged run
+/// of the ownership map keeps it). `page` is the last page checked to be held by the writer; an open
+/// append is materialised (and closed) before pages it covers may leave their holder (`free`,
+/// `rehold`), so the check stays valid while the entry is open.
+#[derive(Clone, Copy, Debug)]
+struct OpenAppend {
+    start: u64,
+    end: u64,
+    writer: Writer,
+    page: u64,
+}
+
+/// The ownership map plus the open appends not yet written into it. Decode progress is kept as a
+/// watermark per request (`open`) and materialised — `IntervalMap::set` of the whole appended range,
+/// which leaves exactly the map the per-token sets would (each token continues the run of the one
+/// before it: see `IntervalMap::set`'s fast path) — before an operation reads or changes the slots
+/// it covers or touches (`touch`), or when the whole map is shown or checked (`map`).
+/// Open ranges lie in pages their writers hold (checked per page, and an open range is materialised
+/// before its pages change holder), so they are disjoint and the order in which they are
+/// materialised does not matter.
+#[derive(Clone)]
+struct Owners {
+    map: IntervalMap<Writer>,
+    open: BTreeMap<RequestId, OpenAppend>,
+}
+
+impl Owners {
+    /// The materialised map.
+    fn map(&mut self) -> &mut IntervalMap<Writer> {
+        if !self.open.is_empty() {
+            for (_, o) in std::mem::take(&mut self.open) {
+                self.map.set(o.start, o.end, o.writer);
+            }
+        }
+        &mut self.map
+    }
+
+    /// The map, with the open appends that overlap or touch slots `[start, end)` materialised: what
+    /// an operation on those slots may read or merge with (`IntervalMap::set` looks at the run
+    /// ending at its start; an open append that starts at `end` would look at this operation's).
+    /// Open appends elsewhere stay open: their sets commute with this operation's.
+    fn touch(&mut self, start: u64, end: u64) -> &mut IntervalMap<Writer> {
+        let hit = |o: &OpenAppend| o.start <= end && o.end >= start;
+        if self.open.values().any(hit) {
+            let mut due = Vec::new();
+            self.open.retain(|_, o| {
+                let h = hit(o);
+                if h {
+                    due.push(*o);
+                }
+                !h
+            });
+            for o in due {
+                self.map.set(o.start, o.end, o.writer);
+            }
+        }
+        &mut self.map
+    }
+
+    /// `touch` of the slots of whole pages.
+    fn touch_pages(&mut self, pages: &[Run], page_size: u64) -> &mut IntervalMap<Writer> {
+        for r in pages {
+            self.touch(u64::from(r.first) * page_size, u64::from(r.end()) * page_size);
+        }
+        &mut self.map
+    }
+}
+
 /// One KV pool.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Pool {
     pub id: PoolId,
     pub page_size: u64,
     pub pages: u32,
     zero_on_free: bool,
     alloc: Allocator,
-    owners: IntervalMap<Writer>,
+    /// Interior mutability only to materialise open appends on a read (`read`, `page_contents`,
+    /// `Debug`): the map a reader sees is always the one per-token writes would have built.
+    owners: RefCell<Owners>,
     holders: IntervalMap<Holder>,
     held_pages: u64,
     write_epoch: u64,
+}
+
+/// The same image as a derived `Debug` of the materialised pool (the explorer's state digest
+/// hashes it, so open appends never make two equal states look different).
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut o = self.owners.borrow_mut();
+        f.debug_struct("Pool")
+            .field("id", &self.id)
+            .field("page_size", &self.page_size)
+            .field("pages", &self.pages)
+            .field("zero_on_free", &self.zero_on_free)
+            .field("alloc", &self.alloc)
+            .field("owners", o.map())
+            .field("holders", &self.holders)
+            .field("held_pages", &self.held_pages)
+            .field("write_epoch", &self.write_epoch)
+            .finish()
+    }
 }
 
 impl Pool {
@@ -277,7 +368,7 @@ impl Pool {
             pages,
             zero_on_free,
             alloc: Allocator::new(policy, pages),
-            owners: IntervalMap::new(),
+            owners: RefCell::new(Owners { map: IntervalMap::new(), open: BTreeMap::new() }),
             holders: IntervalMap::new(),
             held_pages: 0,
             write_epoch: 0,
@@ -304,7 +395,7 @@ impl Pool {
     }
 
     pub fn ownership_runs(&self) -> usize {
-        self.owners.len_runs()
+        self.owners.borrow_mut().map().len_runs()
     }
 
     pub fn alloc(&mut self, n: u64, holder: Holder) -> Option<Vec<Run>> {
@@ -318,6 +409,8 @@ impl Pool {
 
     /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
     pub fn rehold(&mut self, runs: &[Run], holder: Holder) {
+        // Open appends are checked against the holders they saw.
+        self.owners.get_mut().touch_pages(runs, self.page_size);
         for r in runs {
             self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
         }
@@ -349,6 +442,10 @@ impl Pool {
     /// Clears the holder of the pages of `runs` that `by` holds (returned); the rest are bad frees.
     fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>) -> Vec<Run> {
         let mut ok: Vec<Run> = Vec::new();
+        // Open appends are checked against the holders they saw: materialise them before a page
+        // can change hands (a freed page reused by another request must not be overwritten by a
+        // stale open append later).
+        self.owners.get_mut().touch_pages(runs, self.page_size);
         for r in runs {
             for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
@@ -362,7 +459,11 @@ impl Pool {
         for r in &ok {
             self.holders.clear(u64::from(r.first), u64::from(r.end()));
             if self.zero_on_free {
-                self.owners.clear(u64::from(r.first) * self.page_size, u64::from(r.end()) * self.page_size);
+                let ps = self.page_size;
+                self.owners
+                    .get_mut()
+                    .touch(u64::from(r.first) * ps, u64::from(r.end()) * ps)
+                    .clear(u64::from(r.first) * ps, u64::from(r.end()) * ps);
             }
         }
         ok
@@ -456,20 +557,79 @@ impl Pool {
         let epoch = self.write_epoch;
         let mut pieces = Vec::new();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
-        for &(slot, len, pos) in &pieces {
+        for &(slot, len, _) in &pieces {
             self.foreign_pages(slot, len, request, (None, &[]), &mut rep);
-            self.owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at, chain_upto });
+        }
+        let owners = self.owners.get_mut();
+        for &(slot, len, _) in &pieces {
+            owners.touch(slot, slot + len);
+        }
+        let owners = &mut owners.map;
+        for &(slot, len, pos) in &pieces {
+            owners.set(slot, slot + len, Writer { tenant, request, pos, epoch, at, chain_upto });
         }
         rep.slots = pieces;
         rep
+    }
+
+    /// A decode token: position `pos` of `request` (a generated token: `chain_upto` 0) written into
+    /// its block table. The same effect, report and write epoch as `write(table, pos, pos + 1, …)`,
+    /// but the token only extends the request's open append (a watermark) while it is the next slot
+    /// after the previous one in a page the request still holds; the ownership map is materialised
+    /// when anything else touches it. A token in a page the writer does not hold takes `write`'s path.
+    pub fn append(
+        &mut self,
+        table: &[Run],
+        pos: u64,
+        tenant: TenantId,
+        request: RequestId,
+        at: Instant,
+    ) -> WriteReport {
+        let mut slot = None;
+        self.map_positions(table, pos, pos + 1, |_, s, _| slot = Some(s));
+        let Some(slot) = slot else {
+            // Beyond the table: `write` writes nothing either (but counts the epoch).
+            return self.write(table, pos, pos + 1, tenant, request, at, 0);
+        };
+        let page = slot / self.page_size;
+        let open = self.owners.get_mut().open.get(&request).map(|o| o.page);
+        if open != Some(page) {
+            // A page not checked while this append is open: is it the writer's?
+            let mut rep = WriteReport::default();
+            self.foreign_pages(slot, 1, request, (None, &[]), &mut rep);
+            if !rep.foreign.is_empty() {
+                return self.write(table, pos, pos + 1, tenant, request, at, 0);
+            }
+        }
+        self.write_epoch += 1;
+        let writer = Writer { tenant, request, pos, epoch: self.write_epoch, at, chain_upto: 0 };
+        let owners = self.owners.get_mut();
+        match owners.open.entry(request) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let o = e.get_mut();
+                if o.end == slot && o.writer.continued_by(o.end - o.start, &writer) {
+                    o.end += 1;
+                    o.page = page;
+                } else {
+                    let old = std::mem::replace(o, OpenAppend { start: slot, end: slot + 1, writer, page });
+                    owners.map.set(old.start, old.end, old.writer);
+                }
+            }
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(OpenAppend { start: slot, end: slot + 1, writer, page });
+            }
+        }
+        WriteReport { foreign: Vec::new(), slots: vec![(slot, 1, pos)] }
     }
 
     /// The ownership pieces of the slots of `pages` (for a copy out of this pool).
     pub fn page_contents(&self, pages: &[Run]) -> Vec<(u64, u64, Option<Writer>)> {
         let ps = self.page_size;
         let mut out = Vec::new();
+        let mut owners = self.owners.borrow_mut();
+        let owners = owners.touch_pages(pages, ps);
         for r in pages {
-            out.extend(self.owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
+            out.extend(owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
         }
         out
     }
@@ -489,15 +649,17 @@ impl Pool {
             dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps)).collect();
         dst_slots.reverse();
         let mut cur: Option<(u64, u64)> = dst_slots.pop();
+        self.owners.get_mut().touch_pages(dst, ps);
         for &(s, e, w) in contents {
             let mut piece_at = s;
             while piece_at < e {
                 let Some((dslot, dlen)) = cur else { return rep };
                 let n = (e - piece_at).min(dlen);
                 self.foreign_pages(dslot, n, copier, (None, &[]), &mut rep);
+                let owners = &mut self.owners.get_mut().map;
                 match w {
-                    Some(w) => self.owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
-                    None => self.owners.clear(dslot, dslot + n),
+                    Some(w) => owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
+                    None => owners.clear(dslot, dslot + n),
                 }
                 piece_at += n;
                 cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.pop() };
@@ -509,8 +671,18 @@ impl Pool {
     /// Visits the writers behind positions `[from, to)` of a block table:
     /// `f(first_pos, slot_start, len, writer)`.
     pub fn read(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64, Option<&Writer>)) {
+        if from >= to {
+            return; // nothing read: the open appends stay open
+        }
+        let mut owners = self.owners.borrow_mut();
+        if !owners.open.is_empty() {
+            self.map_positions(table, from, to, |_, slot, len| {
+                owners.touch(slot, slot + len);
+            });
+        }
+        let owners = &owners.map;
         self.map_positions(table, from, to, |pos, slot, len| {
-            self.owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
+            owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
         });
     }
 
@@ -521,7 +693,7 @@ impl Pool {
 
     /// Allocator and map invariants; panics name the pool.
     pub fn invariants(&self) {
-        self.owners.invariants();
+        self.owners.borrow_mut().map().invariants();
         self.holders.invariants();
         let mut held = 0u64;
         self.holders.visit(0, u64::from(self.pages), |s, e, h| {

@@ -260,3 +260,110 @@ proptest! {
         }
     }
 }
+
+/// An operation of the decode-append differential test.
+#[derive(Clone, Debug)]
+enum AppendOp {
+    Alloc(u8, u64),
+    Free(u8, Option<u8>),
+    /// Request `r`'s next decode token (its position counter, wherever its table is).
+    Token(u8),
+    Write(u8, u64, u64),
+    Copy(u8, u8),
+    /// Compare the two pools (materialises the open appends of one of them).
+    Look,
+}
+
+fn append_op() -> impl Strategy<Value = AppendOp> {
+    prop_oneof![
+        2 => (0..REQS, 1u64..6).prop_map(|(r, n)| AppendOp::Alloc(r, n)),
+        1 => (0..REQS, prop::option::weighted(0.2, 0..REQS)).prop_map(|(r, by)| AppendOp::Free(r, by)),
+        8 => (0..REQS).prop_map(AppendOp::Token),
+        1 => (0..REQS, 0u64..24, 1u64..16).prop_map(|(r, f, l)| AppendOp::Write(r, f, l)),
+        1 => (0..REQS, 0..REQS).prop_map(|(s, d)| AppendOp::Copy(s, d)),
+        1 => Just(AppendOp::Look),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    /// `Pool::append` (a decode token kept as a watermark, materialised lazily) leaves exactly the
+    /// pool, reports and reads that `Pool::write` of the one token does, whatever happens between
+    /// tokens (frees by the writer or by another request, reallocation, copies, other writes).
+    #[test]
+    fn append_is_write_of_one_token(
+        page_size in 1u64..5,
+        pages in 2u64..14,
+        policy in policy(),
+        zero_on_free in any::<bool>(),
+        ops in prop::collection::vec(append_op(), 1..64),
+    ) {
+        let id = NodeId { role: Role::Decode, index: 0 };
+        let mut a = Pool::new(id, pages * page_size, page_size, policy, zero_on_free);
+        let mut b = a.clone();
+        let mut tables: Vec<Option<Vec<Run>>> = vec![None; REQS as usize];
+        let mut next = [0u64; REQS as usize];
+        for (i, op) in ops.iter().enumerate() {
+            let at = Instant(i as u64);
+            match *op {
+                AppendOp::Alloc(r, n) => {
+                    if tables[r as usize].is_none() {
+                        let (x, y) = (a.alloc(n, req(r)), b.alloc(n, req(r)));
+                        prop_assert_eq!(&x, &y);
+                        tables[r as usize] = x;
+                        next[r as usize] = 0;
+                    }
+                }
+                AppendOp::Free(r, by) => {
+                    let Some(t) = tables[r as usize].clone() else { continue };
+                    let freer = req(by.unwrap_or(r));
+                    prop_assert_eq!(a.free(&t, freer).len(), b.free(&t, freer).len());
+                    if by.is_none() {
+                        tables[r as usize] = None;
+                    }
+                }
+                AppendOp::Token(r) => {
+                    // A stale table after a free by another request is kept on purpose: its
+                    // tokens land in pages the writer no longer holds (a late write).
+                    let Some(t) = tables[r as usize].clone() else { continue };
+                    let (pos, rid, tenant) = (next[r as usize], RequestId(u32::from(r)), TenantId(u32::from(r)));
+                    let x = a.write(&t, pos, pos + 1, tenant, rid, at, 0);
+                    let y = b.append(&t, pos, tenant, rid, at);
+                    prop_assert_eq!(&x.slots, &y.slots, "slots of token {} of {}", pos, r);
+                    prop_assert_eq!(format!("{:?}", x.foreign), format!("{:?}", y.foreign));
+                    next[r as usize] += 1;
+                }
+                AppendOp::Write(r, from, len) => {
+                    let Some(t) = tables[r as usize].clone() else { continue };
+                    let (rid, tenant) = (RequestId(u32::from(r)), TenantId(u32::from(r)));
+                    let x = a.write(&t, from, from + len, tenant, rid, at, 0);
+                    let y = b.write(&t, from, from + len, tenant, rid, at, 0);
+                    prop_assert_eq!(format!("{x:?}"), format!("{y:?}"));
+                }
+                AppendOp::Copy(s, d) => {
+                    let (Some(st), Some(dt)) = (tables[s as usize].clone(), tables[d as usize].clone()) else {
+                        continue;
+                    };
+                    let (ca, cb) = (a.page_contents(&st), b.page_contents(&st));
+                    prop_assert_eq!(&ca, &cb);
+                    let x = a.land_copy(&ca, &dt, RequestId(u32::from(d)));
+                    let y = b.land_copy(&cb, &dt, RequestId(u32::from(d)));
+                    prop_assert_eq!(format!("{x:?}"), format!("{y:?}"));
+                }
+                AppendOp::Look => {
+                    for t in tables.iter().flatten() {
+                        let (mut ra, mut rb) = (Vec::new(), Vec::new());
+                        a.read(t, 0, pages_in(t) * page_size, |p, s, l, w| ra.push((p, s, l, w.copied())));
+                        b.read(t, 0, pages_in(t) * page_size, |p, s, l, w| rb.push((p, s, l, w.copied())));
+                        prop_assert_eq!(ra, rb);
+                    }
+                }
+            }
+        }
+        // The whole state, materialised: same map (runs, writers, epochs), holders, allocator.
+        prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        b.invariants();
+        prop_assert_eq!(a.ownership_runs(), b.ownership_runs());
+    }
+}
