@@ -488,10 +488,10 @@ mod tests {
     }
 
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: d2c4ed71f6009ff0",
-        "sglang-0.5.22: 318c72cc1731dfd2",
-        "prefix: c0601a16a088e469",
-        "vllm-nixl prefix: a764d87486ae8190",
+        "blind: 834f41a8512b294f",
+        "sglang-0.5.22: e6e5b2736935b3af",
+        "prefix: 57fe84b2cf74170a",
+        "vllm-nixl prefix: 7b259697be31b6d9",
     ];
 
     #[test]

@@ -200,23 +200,9 @@ impl World {
             r.arrival,
             self.whereabouts(r.id)
         );
-        let v = Violation {
-            kind: Kind::RequestHang,
-            delta_ns: None,
-            request: Some(r.id),
-            tenant: Some(r.tenant),
-            victim_tenants: vec![],
-            pool: None,
-            pages: 0,
-            page_runs: vec![],
-            slots: 0,
-            at: deadline,
-            pages_read: 0,
-            seq_len: 0,
-            culprit: None,
-            cause: format!("after_heal/{waits}"),
-            detail,
-        };
+        let v = Violation::new(Kind::RequestHang, format!("after_heal/{waits}"), deadline)
+            .request(r.id, r.tenant)
+            .detail(detail);
         self.oracle.record(v);
     }
 
