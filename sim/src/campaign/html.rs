@@ -363,17 +363,9 @@ pub fn curve_svg(c: &Campaign) -> String {
     o
 }
 
-/// 1234567 → "1,234,567".
+/// 1234567 → "1,234,567" (the page map's grouping).
 fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut o = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            o.push(',');
-        }
-        o.push(ch);
-    }
-    o
+    crate::picture::svg::group(n)
 }
 
 #[cfg(test)]

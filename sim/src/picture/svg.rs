@@ -211,8 +211,8 @@ fn fmt_tick(v: f64, step: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-/// Thousands separators for page counts.
-fn group(n: u64) -> String {
+/// Thousands separators for page counts (also the campaign report's).
+pub(crate) fn group(n: u64) -> String {
     let s = n.to_string();
     let mut o = String::new();
     for (i, c) in s.chars().enumerate() {
