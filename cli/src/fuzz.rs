@@ -87,6 +87,11 @@ pub struct FuzzOpts {
     /// (`[faults] liveness_after_heal_ms`).
     #[arg(long, value_name = "BOUND")]
     pub liveness: Option<String>,
+    /// Pin a knob on every drawn (or base) configuration: --set prefix_cache_scope=per_tenant
+    /// (repeatable; checked as `kvsim run --set` checks it). The pins are part of the campaign's
+    /// space (a resume with other pins is refused) and the saved scenarios carry them.
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
@@ -365,6 +370,29 @@ pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// The campaign's `--set` pins, checked up front (a pinned configuration must still be one a
+/// scenario file resolves to), and its space name with them: a pinned campaign's table is
+/// another campaign's. Deployment knobs are drawn with the pools they must divide, so only a
+/// `--base` campaign may pin them.
+fn pin_knobs(set: &[String], space: &Space, name: String) -> Result<(kvsim::scenario::KnobPins, String), String> {
+    let pins = kvsim::scenario::KnobPins::parse(set).map_err(|e| e.to_string())?;
+    if pins.is_empty() {
+        return Ok((pins, name));
+    }
+    if !matches!(space, Space::Base(_)) {
+        if let Some(k) = pins.names().find(|k| kvsim::fuzz::table::DEPLOYMENT_KNOBS.contains(k)) {
+            return Err(format!(
+                "--set {k}: drawn with the deployment (pools are multiples of it); pin it with --base"
+            ));
+        }
+    }
+    let mut first = draw(0, space);
+    first.knobs = pins.apply(&first.knobs);
+    kvsim::scenario::validate_config(&first, "--set").map_err(|e| e.to_string())?;
+    let name = format!("{name}+set:{}", pins.label());
+    Ok((pins, name))
+}
+
 pub fn run(o: &FuzzOpts) -> i32 {
     match campaign(o) {
         Ok(code) => code,
@@ -418,6 +446,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         Some(ms) => format!("{space_name}+liveness={ms}ms"),
         None => space_name,
     };
+    let (pins, space_name) = pin_knobs(&o.set, &space, space_name)?;
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
@@ -468,7 +497,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     std::thread::scope(|s| {
         for _ in 0..o.jobs.max(1) {
             let tx = tx.clone();
-            let (ctx, next, stop) = (&ctx, &next, &stop);
+            let (ctx, next, stop, pins) = (&ctx, &next, &stop, &pins);
             s.spawn(move || loop {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -479,6 +508,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 }
                 let seed = o.seed_start.wrapping_add(k);
                 let mut cfg = draw(seed, &ctx.space);
+                cfg.knobs = pins.apply(&cfg.knobs);
                 if liveness.is_some() {
                     cfg.faults.liveness_after_heal_ms = liveness;
                 }

@@ -249,18 +249,7 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         message: format!("cannot read: {e}"),
     })?;
     let sc = Scenario::parse(path, &text)?;
-    let mut set = Vec::new();
-    for s in &opts.set {
-        let Some((k, v)) = s.split_once('=') else {
-            return Err(ScenarioError {
-                file: "--set".into(),
-                line: None,
-                key: s.clone(),
-                message: "expected KNOB=VALUE".into(),
-            });
-        };
-        set.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let set = kvsim::scenario::parse_set_flags(&opts.set)?;
     let mut cfg =
         sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
     if let Some(b) = &opts.liveness {

@@ -105,6 +105,41 @@ fn make_prefix_heavy(c: &mut SimConfig, seed: u64, draw_scope: bool) {
     c.generator = None;
     c.requests = draw_prefix_requests(&mut rng, c.context_len);
     c.name = format!("fuzz-prefix-seed{seed}");
+    if draw_scope {
+        draw_content_mitigations(c, seed);
+    }
+}
+
+/// The prefix space's draw of the content-channel mitigations (issue 19), so that a campaign
+/// over it exercises them too: selective sharing one run in [`table::PREFIX_PUBLIC_ONLY_ONE_IN`]
+/// (every request then marks its leading `n` blocks public, `n` drawn once per run: an operator's
+/// shared system prompt; only those are shared across tenants, and the noninterference check
+/// never varies them), and hit padding one run
+/// in [`table::PREFIX_PADDED_TO_MISS_ONE_IN`] (drawn here for both inner spaces, replacing the
+/// blind knob draw's value, so that `prefix:blind` and `prefix:<profile>` draw it alike). A
+/// generator of its own: the scope and request draws before it are unchanged, and blind and
+/// profile runs that are prefix-heavy (`draw_scope` false) draw nothing here.
+///
+/// Why one `n` per run, not one per request: the check varies the secret tenant's blocks at the
+/// positions its requests do not mark public, so the marking must be a function of the position
+/// for the variation to keep which of the tenant's own requests share a prefix. Drawn per request
+/// (`[1,2]` marking one block public, a later `[1,2]` none), the varied run breaks the tenant's
+/// own second hit, which changes its load, not its content: a false `timing_channel` (seen in
+/// 1 of 2,000 runs with `public_only` pinned before this rule).
+fn draw_content_mitigations(c: &mut SimConfig, seed: u64) {
+    let mut rng = Prng::child(seed, "prefix-mitigations");
+    if rng.below(table::PREFIX_PUBLIC_ONLY_ONE_IN) == 0 {
+        c.knobs.prefix_cache_scope = config::PrefixCacheScope::PublicOnly;
+        let public = rng.between(1, table::PREFIX_PUBLIC_BLOCKS_MAX);
+        for r in &mut c.requests {
+            r.public_blocks = public.min(r.prefix_blocks.len() as u64) as u32;
+        }
+    }
+    c.knobs.prefix_hit_timing = if rng.below(table::PREFIX_PADDED_TO_MISS_ONE_IN) == 0 {
+        config::PrefixHitTiming::PaddedToMiss
+    } else {
+        config::PrefixHitTiming::AsComputed
+    };
 }
 
 /// Random metadata lag (one run in four): scripted `metadata_lag` entries for a drawn subset of
@@ -490,8 +525,8 @@ mod tests {
     const PINNED_DRAWS: [&str; 4] = [
         "blind: 834f41a8512b294f",
         "sglang-0.5.22: e6e5b2736935b3af",
-        "prefix: 57fe84b2cf74170a",
-        "vllm-nixl prefix: 7b259697be31b6d9",
+        "prefix: 612644f5688f7296",
+        "vllm-nixl prefix: 9425014d80d6ec4d",
     ];
 
     #[test]
@@ -575,6 +610,45 @@ mod reach_tests {
             }
             assert!((25..=75).contains(&lag), "{space:?}: {lag} of 200 draws with metadata lag");
             assert!((25..=75).contains(&prefix), "{space:?}: {prefix} of 200 draws prefix-heavy");
+        }
+    }
+
+    /// The prefix space draws the content-channel mitigations (selective sharing with requests
+    /// marking blocks public, and hit padding) in about their share of runs, for both inner
+    /// spaces; every other space's draws never mark a block public.
+    #[test]
+    fn prefix_draws_pick_the_content_mitigations() {
+        use config::{PrefixCacheScope, PrefixHitTiming};
+        for space in
+            [Space::Prefix(Box::new(Space::Blind)), Space::Prefix(Box::new(Space::Profile("vllm-nixl".into())))]
+        {
+            let (mut public_only, mut marked, mut padded, mut global, mut per_tenant) = (0, 0, 0, 0, 0);
+            for seed in 0..600 {
+                let c = draw(seed, &space);
+                match c.knobs.prefix_cache_scope {
+                    PrefixCacheScope::PublicOnly => public_only += 1,
+                    PrefixCacheScope::Global => global += 1,
+                    PrefixCacheScope::PerTenant => per_tenant += 1,
+                }
+                padded += (c.knobs.prefix_hit_timing == PrefixHitTiming::PaddedToMiss) as u32;
+                for r in &c.requests {
+                    assert!(r.public_blocks as usize <= r.prefix_blocks.len(), "seed {seed}: {r:?}");
+                    if r.public_blocks > 0 {
+                        assert_eq!(c.knobs.prefix_cache_scope, PrefixCacheScope::PublicOnly, "seed {seed}");
+                        marked += 1;
+                    }
+                }
+                crate::scenario::validate_config(&c, "draw").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            }
+            assert!((150..=250).contains(&public_only), "{space:?}: {public_only} of 600 public_only (expect ~200)");
+            assert!(marked > 100, "{space:?}: {marked} requests mark blocks public");
+            assert!((100..=200).contains(&padded), "{space:?}: {padded} of 600 padded_to_miss (expect ~150)");
+            assert!(global > 100 && per_tenant > 100, "{space:?}: {global} global, {per_tenant} per_tenant");
+        }
+        for space in [Space::Blind, Space::Profile("sglang-0.5.22".into())] {
+            for seed in 0..300 {
+                assert!(draw(seed, &space).requests.iter().all(|r| r.public_blocks == 0), "{space:?} seed {seed}");
+            }
         }
     }
 

@@ -122,9 +122,12 @@ impl World {
     /// The index salt of block `pos` of a tenant's prompt (`public` leading blocks marked public):
     /// 0 where the block is shared by every tenant, tenant + 1 where it is the tenant's own.
     /// Selective sharing (`public_only`) follows SafeKV (arXiv 2508.08438: share what is not
-    /// sensitive, keep the rest private); `per_tenant` is vLLM's per-request `cache_salt` (vLLM
-    /// docs, design/prefix_caching, "cache isolation": the salt enters the first block's hash, so
-    /// the whole chain is private to requests with the same salt) with one salt per tenant.
+    /// sensitive, keep the rest private); `per_tenant` is vLLM's per-request `cache_salt` with one
+    /// salt per tenant (vLLM 0.19.1, `vllm/v1/core/kv_cache_utils.py`,
+    /// `generate_block_hash_extra_keys`: the salt is an extra hash key of the block at token 0
+    /// only, and `hash_block_tokens` hashes every later block with its parent's hash, so the whole
+    /// chain is private to requests with the same salt; the model salts every position, which
+    /// keys the same chains).
     fn salt(&self, tenant: TenantId, pos: usize, public: u32) -> u64 {
         match self.cfg.knobs.prefix_cache_scope {
             PrefixCacheScope::Global => 0,

@@ -517,6 +517,107 @@ fn unknown_knob(k: &str) -> String {
     format!("unknown knob `{k}`: {hint}(known: {})", names.join(", "))
 }
 
+/// The value of one `--set KNOB=VALUE` pair, parsed as TOML (a bare word is a string), with an
+/// unknown knob refused by name with a did-you-mean. `knobs` is the table it will go into (every
+/// knob name is a key of it). Shared by `kvsim run --set` ([`Scenario::resolve`]) and the
+/// campaign's pins ([`KnobPins`]), so both accept and refuse the same things.
+fn set_value(k: &str, v: &str, knobs: &toml::Table) -> Result<toml::Value, ScenarioError> {
+    if !knobs.contains_key(k) {
+        return Err(ScenarioError { file: "--set".into(), line: None, key: k.to_string(), message: unknown_knob(k) });
+    }
+    Ok(toml::from_str::<toml::Table>(&format!("v = {v}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(v.to_string())))
+}
+
+/// Whether `v` is a valid value of knob `k`: `filler` with that one knob replaced must
+/// deserialise (the message, with a did-you-mean, otherwise).
+fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), String> {
+    let mut one = toml::Table::try_from(filler).expect("knobs serialise");
+    one.insert(k.to_string(), v.clone());
+    Knobs::deserialize(one).map(|_| ()).map_err(|e| with_suggestion(e.message().trim()))
+}
+
+/// Splits `--set KNOB=VALUE` flags into pairs (a flag without `=` is an error naming it).
+pub fn parse_set_flags(flags: &[String]) -> Result<Vec<(String, String)>, ScenarioError> {
+    flags
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, v)) => Ok((k.trim().to_string(), v.trim().to_string())),
+            None => Err(ScenarioError {
+                file: "--set".into(),
+                line: None,
+                key: s.clone(),
+                message: "expected KNOB=VALUE".into(),
+            }),
+        })
+        .collect()
+}
+
+/// Knobs pinned on every configuration a campaign draws (`kvsim fuzz --set KNOB=VALUE`), checked
+/// once, up front, by the same code as `kvsim run --set` (unknown knob: did-you-mean; bad value:
+/// the knob named), so that a pin that would be refused by `run` is refused by `fuzz` too, and a
+/// saved case (which carries its knobs) reproduces with a plain `kvsim run`. Later pins of the same
+/// knob win, as with `run`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnobPins {
+    /// Knob name to value, one per knob (the last given).
+    values: BTreeMap<String, toml::Value>,
+}
+
+impl KnobPins {
+    /// Parses and checks `--set` flags against the knob set (the checks do not depend on which
+    /// profile fills the other knobs: each knob deserialises on its own).
+    pub fn parse(flags: &[String]) -> Result<KnobPins, ScenarioError> {
+        let filler = (config::profile("sglang-0.5.16").expect("a shipped profile").knobs)();
+        let table = toml::Table::try_from(&filler).expect("knobs serialise");
+        let mut values = BTreeMap::new();
+        for (k, v) in parse_set_flags(flags)? {
+            let value = set_value(&k, &v, &table)?;
+            check_knob(&filler, &k, &value).map_err(|message| ScenarioError {
+                file: "--set".into(),
+                line: None,
+                key: format!("knobs.{k}"),
+                message,
+            })?;
+            values.insert(k, value);
+        }
+        Ok(KnobPins { values })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The pinned knob names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.values.keys().map(String::as_str)
+    }
+
+    /// `knobs` with the pins applied.
+    pub fn apply(&self, knobs: &Knobs) -> Knobs {
+        if self.values.is_empty() {
+            return knobs.clone();
+        }
+        let mut t = toml::Table::try_from(knobs).expect("knobs serialise");
+        for (k, v) in &self.values {
+            t.insert(k.clone(), v.clone());
+        }
+        Knobs::deserialize(t).expect("each pin was checked on its own, and knobs are independent")
+    }
+
+    /// The pins as `k=v,k2=v2` (sorted by knob; TOML values, strings unquoted): part of a
+    /// campaign's space name, so a pinned campaign's table is never mixed with another's.
+    pub fn label(&self) -> String {
+        let show = |v: &toml::Value| match v {
+            toml::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        self.values.iter().map(|(k, v)| format!("{k}={}", show(v))).collect::<Vec<_>>().join(",")
+    }
+}
+
 /// The closest of `candidates` to a misspelt `word`, when it is close enough to be the intended
 /// one (edit distance at most a third of the word, at least 1; or the same word in another case
 /// or with `-` for `_`).
@@ -662,28 +763,12 @@ impl Scenario {
             table.insert(k, v);
         }
         for (k, v) in &o.set {
-            if !table.contains_key(k) {
-                return Err(ScenarioError {
-                    file: "--set".into(),
-                    line: None,
-                    key: k.clone(),
-                    message: unknown_knob(k),
-                });
-            }
-            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or_else(|| toml::Value::String(v.clone()));
+            table.insert(k.clone(), set_value(k, v, &table)?);
             origins.from.insert(k.clone(), KnobOrigin::Set);
-            table.insert(k.clone(), value);
         }
         // Deserialise knob by knob so that a bad value names its knob and where it came from.
         for (k, v) in &table {
-            let mut one = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-            one.insert(k.clone(), v.clone());
-            if let Err(e) = Knobs::deserialize(one) {
-                return Err(origins.err(k, &with_suggestion(e.message().trim())));
-            }
+            check_knob(&(p.knobs)(), k, v).map_err(|m| origins.err(k, &m))?;
         }
         Ok((Knobs::deserialize(table).expect("each knob checked"), origins))
     }

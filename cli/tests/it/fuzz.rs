@@ -482,3 +482,77 @@ fn liveness_mode_from_the_command_line() {
         serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
     assert_eq!(camp["space"], "profile:sglang-0.5.22+liveness=30000ms");
 }
+
+/// `kvsim fuzz --set` pins knobs through the same checks as `kvsim run --set` (unknown knob:
+/// did-you-mean, exit 2; bad value: the knob named, exit 2); a pinned campaign's space names
+/// its pins, its saved cases carry the pinned knob and reproduce with their commands, and a
+/// resume with other pins is refused.
+#[test]
+fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
+    let scen = crate::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
+    for (flag, says) in [
+        ("prefix_cache_scop=per_tenant", "did you mean `prefix_cache_scope`"),
+        ("prefix_cache_scope=everyone", "prefix_cache_scope"),
+        ("prefix_cache_scope", "expected KNOB=VALUE"),
+    ] {
+        let c = tmp("bad-pin");
+        let out = kvsim(&["fuzz", "--prefix-heavy", "--runs", "1", "--corpus", &c, "--set", flag]);
+        assert_eq!(out.status.code(), Some(2), "--set {flag}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(err.contains(says) && err.contains("--set"), "--set {flag}: {err}");
+        // The same flag is refused the same way by `kvsim run`: one knob-resolution code.
+        let run = kvsim(&["run", scen.to_str().unwrap(), "--set", flag]);
+        assert_eq!(run.status.code(), Some(2), "run --set {flag}");
+        let run_err = String::from_utf8_lossy(&run.stderr);
+        let line = err.lines().find(|l| l.contains(says)).unwrap();
+        assert!(run_err.contains(line.trim_start_matches("error: ")), "run: {run_err}\nfuzz: {err}");
+        assert!(!Path::new(&c).join("campaign.json").exists(), "no campaign was started");
+    }
+    let out = kvsim(&["fuzz", "--runs", "1", "--corpus", &tmp("pin-page"), "--set", "page_size=64"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--base"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let c = tmp("pinned");
+    let args = |set: &[&'static str]| {
+        let mut a =
+            vec!["fuzz", "--prefix-heavy", "--runs", "120", "--no-shrink", "--confirm", "off", "--known", "none"];
+        a.extend(["--corpus", c.as_str()]);
+        for s in set {
+            a.extend(["--set", s]);
+        }
+        a
+    };
+    let out = kvsim(&args(&["prefix_cache_scope=global", "prefix_cache_scope=per_tenant"]));
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let camp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    assert_eq!(camp["space"], "prefix:blind+set:prefix_cache_scope=per_tenant", "the last pin wins, as with run");
+    let failures = saved(&c);
+    assert!(!failures.is_empty(), "120 prefix-heavy runs find something to save");
+    for e in std::fs::read_dir(&c).unwrap().flatten() {
+        let Ok(t) = std::fs::read_to_string(e.path().join("failure.json")) else { continue };
+        let f: serde_json::Value = serde_json::from_str(&t).unwrap();
+        let dir = e.path().join(format!("seed-{}", f["seed"]));
+        let toml = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+        assert!(toml.contains("prefix_cache_scope = \"per_tenant\""), "{}: the pin is not saved", dir.display());
+        // The reproduce command reproduces the signature.
+        let cmd = f["reproduce"].as_str().unwrap();
+        let words: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+        let run = kvsim(&words);
+        let sig = f["signature"].as_str().unwrap();
+        let head = sig.split('/').next().unwrap();
+        let text = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.code() != Some(0) && text.contains(head), "`{cmd}` does not show {sig}: {text}");
+    }
+    // Resuming with other pins (or none) is refused; with the same pins it resumes.
+    for other in [&["prefix_cache_scope=global"][..], &[][..]] {
+        let out = kvsim(&args(other));
+        assert_eq!(out.status.code(), Some(2), "resume with {other:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("made by another campaign"));
+    }
+    let mut more = args(&["prefix_cache_scope=per_tenant"]);
+    more[3] = "160";
+    let out = kvsim(&more);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resuming"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+}

@@ -155,6 +155,16 @@ pub const PREFIX_GAP_US: Column<u64> = Column { rows: &[(1_000, Swarm), (20_000,
 /// The prefix-cache scope of a prefix-heavy run (a blind draw keeps it; a profile draw sets it).
 pub const PREFIX_CACHE_SCOPE: Column<PrefixCacheScope> =
     Column { rows: &[(PrefixCacheScope::Global, Swarm), (PrefixCacheScope::PerTenant, Swarm)] };
+/// One prefix-space run in this many shares selectively (`prefix_cache_scope = public_only`,
+/// each request marking a drawn number of its leading blocks public), instead of the scope above.
+/// Drawn from a generator of its own, so the scope and requests above draw as before (see
+/// `fuzz::draw_content_mitigations`).
+pub const PREFIX_PUBLIC_ONLY_ONE_IN: u64 = 3;
+/// The most leading blocks a `public_only` run's requests mark public (drawn from 1 once per run).
+pub const PREFIX_PUBLIC_BLOCKS_MAX: u64 = 3;
+/// One prefix-space run in this many pads cache hits to a miss's cost
+/// (`prefix_hit_timing = padded_to_miss`); the others charge what they compute (`as_computed`).
+pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
 
 // The engine knobs.
 
