@@ -97,6 +97,12 @@ impl DecodeNode {
         }
     }
 
+    /// A tick would do nothing: the node is down, or nothing waits for admission or KV and a step
+    /// is running or there is nothing to step (`decode_tick`'s four parts).
+    pub fn tick_idle(&self) -> bool {
+        !self.alive || (self.prealloc.is_empty() && self.transfer.is_empty() && (self.busy || self.running.is_empty()))
+    }
+
     pub fn id(&self) -> NodeId {
         NodeId { role: Role::Decode, index: self.index }
     }
@@ -514,23 +520,36 @@ impl World {
         }
     }
 
+    /// Whether a decode timer firing at `at` would do nothing (`World::moot` drops it unprocessed):
+    /// the node restarted since, the request left it, or it is no longer in the phase the timer
+    /// guards (a waiting timer also needs the full wait since the request entered `Transfer`).
+    pub(crate) fn decode_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32, at: Instant) -> bool {
+        let node = &self.decode[n as usize];
+        if node.epoch != epoch {
+            return true;
+        }
+        let Some(d) = node.reqs.get(&r) else {
+            return true;
+        };
+        match (kind, d.phase) {
+            (TimeoutKind::Waiting, DPhase::Transfer) => {
+                at.since(d.entered) < Duration::from_ms(self.cfg.knobs.waiting_timeout_ms)
+            }
+            (TimeoutKind::DeferredRelease, DPhase::Releasing) => false,
+            _ => true,
+        }
+    }
+
     pub(crate) fn decode_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
-        if self.decode[n as usize].epoch != epoch {
+        if self.decode_timeout_moot(r, kind, n, epoch, self.now) {
             return;
         }
-        let Some(d) = self.decode[n as usize].reqs.get(&r) else {
-            return;
-        };
-        let waited = self.now.since(d.entered);
-        match (kind, d.phase) {
-            (TimeoutKind::Waiting, DPhase::Transfer)
-                if waited >= Duration::from_ms(self.cfg.knobs.waiting_timeout_ms) =>
-            {
+        match kind {
+            TimeoutKind::Waiting => {
                 self.reqs[r.idx()].timed_out = true;
                 self.decode_transfer_failed(n, r, 500)
             }
-            (TimeoutKind::DeferredRelease, DPhase::Releasing) => self.decode_release(n, r),
-            _ => {}
+            _ => self.decode_release(n, r),
         }
     }
 

@@ -111,6 +111,12 @@ impl PrefillNode {
         }
     }
 
+    /// A tick would do nothing: the node is down, or its bootstrap and inflight queues are empty
+    /// and a forward pass is running or nothing waits for one (`prefill_tick`'s three parts).
+    pub fn tick_idle(&self) -> bool {
+        !self.alive || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
+    }
+
     pub fn id(&self) -> NodeId {
         NodeId { role: Role::Prefill, index: self.index }
     }
@@ -594,20 +600,32 @@ impl World {
         }
     }
 
+    /// Whether a prefill timer would do nothing (`World::moot` drops it unprocessed): the node
+    /// restarted since, the request left it, or it left the phase the timer guards.
+    pub(crate) fn prefill_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) -> bool {
+        let node = &self.prefill[n as usize];
+        if node.epoch != epoch {
+            return true;
+        }
+        let Some(pr) = node.reqs.get(&r) else {
+            return true;
+        };
+        !matches!(
+            (kind, pr.phase),
+            (TimeoutKind::Bootstrap, PPhase::Bootstrap) | (TimeoutKind::SourceLease, PPhase::Held)
+        )
+    }
+
     pub(crate) fn prefill_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
-        if self.prefill[n as usize].epoch != epoch {
+        if self.prefill_timeout_moot(r, kind, n, epoch) {
             return;
         }
-        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
-            return;
-        };
-        match (kind, pr.phase) {
-            (TimeoutKind::Bootstrap, PPhase::Bootstrap) => {
+        match kind {
+            TimeoutKind::Bootstrap => {
                 self.reqs[r.idx()].timed_out = true;
                 self.prefill_retire(n, r, 500)
             }
-            (TimeoutKind::SourceLease, PPhase::Held) => self.prefill_release(n, r, false),
-            _ => {}
+            _ => self.prefill_release(n, r, false),
         }
     }
 

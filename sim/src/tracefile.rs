@@ -12,7 +12,11 @@ use crate::world::Ev;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub const FORMAT: &str = "kvsim-trace/1";
+/// The trace file format. `/2`: the trace hash is XXH3-64 over the byte-for-byte record encoding
+/// of `trace::encode` (ARCHITECTURE.md, "The trace hash"); `/1` files carry a hash of the old
+/// FNV-over-`derive(Hash)` stream that this kvsim can neither recompute nor compare, so they are
+/// refused with a message saying to record them again.
+pub const FORMAT: &str = "kvsim-trace/2";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Header {
@@ -172,6 +176,19 @@ pub enum Item {
 
 /// The one reader of trace files, for every command that reads one (`replay`, `shrink`,
 /// `confirm`, `fuzz`) and for the `parse_trace` fuzz target. Streaming: memory is one line.
+/// Why a trace of another format is refused, and what to do about it.
+fn format_refusal(found: &str) -> String {
+    if found == "kvsim-trace/1" {
+        format!(
+            "trace format `kvsim-trace/1` is no longer read (this kvsim reads `{FORMAT}`: the trace hash is now \
+             XXH3-64 over a byte-for-byte record encoding, so a /1 file's hash cannot be compared); \
+             record the trace again with this kvsim (`kvsim run SCENARIO --seed N --trace FILE`)"
+        )
+    } else {
+        format!("trace format `{found}`, this kvsim reads `{FORMAT}`; record the trace again with this kvsim")
+    }
+}
+
 /// `open` reads and validates the header (format, version, the configuration — exactly one a
 /// scenario resolves to — and the filter); `next` yields records up to the footer.
 pub struct TraceReader<R: std::io::BufRead> {
@@ -191,13 +208,22 @@ impl<R: std::io::BufRead> TraceReader<R> {
             Ok(_) => {}
             Err(x) => return Err(e(1, format!("cannot read: {x}"))),
         }
+        // The format is checked before the header is read as this version's `Header`: an older
+        // file is refused for its format, not for a field this version added or renamed.
+        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(first.trim_end()) {
+            if let Some(serde_json::Value::String(f)) = m.get("format") {
+                if f != FORMAT {
+                    return Err(e(1, format_refusal(f)));
+                }
+            }
+        }
         let header: Header =
             serde_json::from_str(first.trim_end()).map_err(|x| e(1, format!("not a kvsim trace header: {x}")))?;
         if header.kind != "header" {
             return Err(e(1, format!("the first line is a `{}` line, not the header", header.kind)));
         }
         if header.format != FORMAT {
-            return Err(e(1, format!("trace format `{}`, this kvsim reads `{FORMAT}`", header.format)));
+            return Err(e(1, format_refusal(&header.format)));
         }
         let mine = env!("CARGO_PKG_VERSION");
         if header.kvsim_version != mine && !opts.any_version {

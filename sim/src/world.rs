@@ -566,6 +566,9 @@ impl World {
         if self.chooser.as_ref().is_some_and(|c| c.reorders_used < c.bounds.max_reorders) {
             s = self.choose_simultaneous(s);
         }
+        if self.moot(&s.ev, s.at) {
+            return true;
+        }
         self.now = s.at;
         self.events += 1;
         self.tracer.record_event(self.now, &s.ev);
@@ -574,6 +577,37 @@ impl World {
             self.invariants();
         }
         true
+    }
+
+    /// An event that would change nothing if processed: a timer whose request has moved on (left
+    /// the node, changed phase, or belongs to a crashed incarnation) or a tick of a node with no
+    /// work. It is dropped unprocessed: not traced, not counted, and it does not move the clock, so
+    /// virtual time ends with the last event that did something. Each predicate lives beside its
+    /// handler, which uses it too, so the two cannot drift apart. Such events stay queued until
+    /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_timer`)
+    /// is what it was.
+    fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
+        match *ev {
+            Ev::Timeout { r, timer, node, epoch } => match node.role {
+                Role::Prefill => self.prefill_timeout_moot(r, timer, node.index, epoch),
+                Role::Decode => self.decode_timeout_moot(r, timer, node.index, epoch, at),
+            },
+            Ev::Tick { node } => {
+                let idle = match node.role {
+                    Role::Prefill => self.prefill[node.index as usize].tick_idle(),
+                    Role::Decode => self.decode[node.index as usize].tick_idle(),
+                };
+                if idle {
+                    // What the tick would have done: let the next change schedule a tick again.
+                    match node.role {
+                        Role::Prefill => self.prefill[node.index as usize].tick_pending = false,
+                        Role::Decode => self.decode[node.index as usize].tick_pending = false,
+                    }
+                }
+                idle
+            }
+            _ => false,
+        }
     }
 
     /// Under exploration: the events due at `first.at`, distinct by content, in sequence order;
