@@ -60,7 +60,8 @@ pub struct FuzzInput {
     pub slow_transfers: bool,
     /// The profile the knobs start from (`scenario_run`; `cross_tenant` pins its own).
     pub profile: u8,
-    /// Knob `i` (in `config::knob_names` order): 0 keeps the profile's value, `c > 0` takes
+    /// Knob `i` (in `fuzz::table::byte_order`: `config::knob_names` order, knobs added later
+    /// last): 0 keeps the profile's value, `c > 0` takes
     /// value `(c - 1) % n` of the knob's byte values in the draw table (`fuzz::table::knobs`).
     pub knobs: Vec<u8>,
     pub faults: FuzzFaults,
