@@ -166,7 +166,7 @@ pub const PREFIX_CACHE_SCOPE: Column<PrefixCacheScope> =
 /// of prefix-timing-channel, a 10 s lease for held-blocks-leak and
 /// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
 /// scenarios, the double release of double-release, the orphaning waiting-queue poll of
-/// orphan-in-prefill-waiting, the transfer teardown of cancel-mid-transfer, the one-token
+/// orphan-in-prefill-waiting and its 100 ms waiting timer, the transfer teardown of cancel-mid-transfer, the one-token
 /// lookahead of the vLLM short-prefill scenario). A test checks every value the catalogue uses
 /// against blind draws.
 pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
@@ -174,6 +174,7 @@ pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("decode_transferred_abort", "leak"),
     ("prefill_rejected_release", "twice"),
     ("prefill_failed_check", "bootstrap_and_inflight"),
+    ("waiting_timeout_ms", "100"),
     ("cancel_mid_transfer", "leak"),
     ("decode_lookahead_tokens", "1"),
     ("prefix_cache_scope", "per_tenant"),
