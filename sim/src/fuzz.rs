@@ -569,7 +569,10 @@ mod tests {
         assert!(on > off / 8, "{on} of {off} asked-for draws have visibility lag on");
         // Blind draws keep them (a blind campaign explores the whole space).
         assert!((0..200).any(|seed| draw(seed, &Space::Blind).faults.visibility_lag != Ratio::NEVER));
-        assert_eq!(hardware_fault("use_after_free/transfer_read_of_a_source_page/visibility_lag"), Some("visibility_lag"));
+        assert_eq!(
+            hardware_fault("use_after_free/transfer_read_of_a_source_page/visibility_lag"),
+            Some("visibility_lag")
+        );
         assert_eq!(hardware_fault("uninitialized_read/visibility_lag"), Some("visibility_lag"));
         assert_eq!(hardware_fault("cross_tenant_read/late_write"), None);
         assert_eq!(hardware_fault("page_leak/decode"), None);

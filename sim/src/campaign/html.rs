@@ -445,7 +445,13 @@ mod tests {
         assert_eq!(rows[1][1], "new");
         assert_eq!(
             rows[2][..5],
-            ["cross_tenant_read/late_write/visibility_lag", "known (rdma-visibility-lag), hardware", "100", "3", "confirmed"]
+            [
+                "cross_tenant_read/late_write/visibility_lag",
+                "known (rdma-visibility-lag), hardware",
+                "100",
+                "3",
+                "confirmed"
+            ]
         );
         assert_eq!(rows[1][4], "not a read");
         // Links: percent-encoded, only to files that exist.
