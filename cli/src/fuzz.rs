@@ -65,6 +65,11 @@ pub struct FuzzOpts {
     /// Draw prefix-heavy workloads: explicit requests sharing prefix chains, radix cache on.
     #[arg(long, conflicts_with = "base")]
     pub prefix_heavy: bool,
+    /// Draw the hardware faults (`visibility_lag`: a write acknowledged before it is visible)
+    /// in a profile's campaign too. Off by default there: the released engine is judged on what
+    /// the engine decides; blind campaigns always draw them, a base scenario keeps its own.
+    #[arg(long, conflicts_with = "base")]
+    pub hardware_faults: bool,
     /// Known-bugs file (`known-bugs/<profile>.toml` format): its signatures are reported as
     /// `known (<row>)` and do not make the exit status non-zero. Default: the shipped file of
     /// `--profile` when there is one; `--known none` turns triage off.
@@ -435,6 +440,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             (Space::Profile(p.clone()), format!("profile:{p}"))
         }
         (None, None) => (Space::Blind, "blind".to_string()),
+    };
+    // A profile's campaign leaves the hardware faults off unless asked; asking makes it another
+    // campaign (its own table name, so shards of the two never merge).
+    let (space, space_name) = if o.hardware_faults && space.from_profile() {
+        (Space::Hardware(Box::new(space)), format!("{space_name}+hardware"))
+    } else {
+        (space, space_name)
     };
     let liveness = o.liveness.as_deref().map(super::parse_bound).transpose()?;
     if let (Some(ms), Space::Base(b)) = (liveness, &space) {

@@ -67,7 +67,9 @@ fn main() {
     };
     let space = match space.as_str() {
         "blind" => Space::Blind,
-        p if kvsim::config::profile(p).is_some() => Space::Profile(p.to_string()),
+        // The ablation asks which fault class each signature needs, the hardware ones included:
+        // draw them as `kvsim fuzz --profile P --hardware-faults` does.
+        p if kvsim::config::profile(p).is_some() => Space::Hardware(Box::new(Space::Profile(p.to_string()))),
         p => {
             eprintln!("{p}: not a profile (known: {})", kvsim::config::profile_names());
             std::process::exit(2);

@@ -49,6 +49,21 @@ knob_enum!(
     TransferredAbort { Leak, Free }
 );
 knob_enum!(
+    /// How often prefill releases the KV of a request rejected while its transfer is in flight:
+    /// `twice` (at the rejection, and again when the transfer ends: sglang #30937) or `once`.
+    RejectedRelease { Twice, Once }
+);
+knob_enum!(
+    /// Where prefill looks for rooms decode marked Failed: only its bootstrap and inflight queues
+    /// (a waiting-queue entry is orphaned: sglang #28236) or every queue.
+    FailedCheck { BootstrapAndInflight, EveryQueue }
+);
+knob_enum!(
+    /// What a client cancel does to a request whose KV transfer is in flight: `leak` tears the
+    /// transfer down and never frees its source blocks (Dynamo #7489), `free` releases them.
+    CancelMidTransfer { Leak, Free }
+);
+knob_enum!(
     /// When prefill frees the source pages of an aborted request.
     PrefillRelease { Immediate, HoldSourceUntilDrained }
 );
@@ -182,6 +197,24 @@ pub struct Knobs {
     /// What decode's abort does to a request whose KV has arrived but is not committed yet: `leak`
     /// forgets it with pages and slot held (sglang #9817), `free` releases them.
     pub decode_transferred_abort: TransferredAbort,
+    /// How often prefill releases the KV of a request rejected while its transfer is in flight:
+    /// `twice` frees it at the rejection and again at the transfer's terminal cleanup (a double
+    /// free: sglang #30937, #25805), `once` only once.
+    pub prefill_rejected_release: RejectedRelease,
+    /// Which prefill queues are polled for rooms decode marked Failed: `bootstrap_and_inflight`
+    /// leaves a waiting-queue entry holding its metadata slot and pages forever (sglang #28236),
+    /// `every_queue` retires it.
+    pub prefill_failed_check: FailedCheck,
+    /// What a client cancel does to a request whose KV transfer is in flight: `leak` tears the
+    /// transfer RPC down and never frees the request's source blocks (Dynamo #7489), `free`
+    /// releases them as an ordinary abort does.
+    pub cancel_mid_transfer: CancelMidTransfer,
+    /// Tokens decode reserves beyond the prompt when it allocates for remote KV (vLLM's speculative
+    /// lookahead, `num_lookahead_tokens`): a reservation past the prompt's last block asks for more
+    /// blocks than prefill exposes, which vLLM's NIXL connector asserts against (a loud failure,
+    /// never a stale read). Tokens-scale limit `MAX_TOKENS`.
+    #[schemars(range(max = crate::scenario::MAX_TOKENS))]
+    pub decode_lookahead_tokens: u64,
     /// Tokens decode reserves beyond the prompt for generated output (per request).
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub reserved_decode_tokens: u64,
@@ -249,6 +282,21 @@ fn sglang_0_5_16() -> Knobs {
         prefill_abort_notifies_decode: OnOff::Off,
         metadata_zero_on_free: OnOff::Off,
         decode_transferred_abort: TransferredAbort::Free,
+        // sglang 0.5.16 and 0.5.22 wheels, `disaggregation/prefill.py`
+        // `process_batch_result_disagg_prefill`: a request rejected after its last chunk was sent
+        // goes to the inflight queue and is released once, at its terminal poll (0.5.22 retires
+        // aborted results through `_retire_aborted_prefill_result`). The double release of #30937
+        // is the what-if value.
+        prefill_rejected_release: RejectedRelease::Once,
+        // Both wheels poll the waiting queue for Failed rooms before admission
+        // (`resolve_waiting_queue_bootstrap` → `handle_bootstrap_failure`): #28236's gap is closed.
+        prefill_failed_check: FailedCheck::EveryQueue,
+        // The engines' own routers (mini_lb, the sglang gateway, vLLM's proxy) abort through the
+        // scheduler, which releases the request; the transport teardown of Dynamo #7489 (fixed
+        // there) is the what-if value.
+        cancel_mid_transfer: CancelMidTransfer::Free,
+        // No speculative decoding in any shipped profile: decode reserves the prompt only.
+        decode_lookahead_tokens: 0,
         reserved_decode_tokens: 512,
         tokenizer_reserved_tokens: 0,
         chunked_prefill_size: 8192,

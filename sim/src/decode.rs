@@ -211,7 +211,9 @@ impl World {
             if node.transfer.len() + node.running.len() >= node.max_running as usize {
                 break;
             }
-            let need = self.pages_for(node.reqs[&r].len);
+            // With `decode_lookahead_tokens` (vLLM's speculative lookahead) the reservation reaches
+            // past the prompt: possibly a block more than prefill exposes.
+            let need = self.pages_for(node.reqs[&r].len.saturating_add(k.decode_lookahead_tokens));
             let free_tokens = node.pool.free_pages() * ps;
             if free_tokens < need * ps + k.reserved_decode_tokens + self.outstanding_reserve(n) {
                 break;
@@ -279,7 +281,7 @@ impl World {
             self.decode_finish(n, r, 500, None);
             return;
         }
-        let reserved = self.pages_for(d.len);
+        let reserved = self.pages_for(d.len.saturating_add(k.decode_lookahead_tokens));
         if d.status_pages < reserved {
             match k.decode_commit_check {
                 CommitCheck::Coverage => {

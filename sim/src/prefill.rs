@@ -4,7 +4,9 @@
 //! freed). Aborts fail the sender locally only; in-flight transfers are not cancelled.
 
 use crate::check::oracle::{equal_content, summarize};
-use crate::config::{AbortCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode};
+use crate::config::{
+    AbortCheck, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode,
+};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
@@ -31,6 +33,12 @@ pub enum PPhase {
     Held,
     /// Aborted; source pages held until in-flight transfers drain.
     Draining,
+    /// Forgotten by the scheduler with its pages and metadata slot still held, in no queue and
+    /// never released: a waiting-queue entry whose room decode failed, where only the bootstrap
+    /// and inflight queues are polled (`prefill_failed_check = bootstrap_and_inflight`, sglang
+    /// #28236), or a request whose transfer a client cancel tore down (`cancel_mid_transfer =
+    /// leak`, Dynamo #7489).
+    Orphaned,
 }
 
 #[derive(Clone, Debug)]
@@ -129,7 +137,11 @@ impl PrefillNode {
         self.pool.invariants();
         self.meta.invariants();
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
-        let tracked = self.reqs.values().filter(|p| p.phase != PPhase::Held && p.phase != PPhase::Draining).count();
+        let tracked = self
+            .reqs
+            .values()
+            .filter(|p| !matches!(p.phase, PPhase::Held | PPhase::Draining | PPhase::Orphaned))
+            .count();
         assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let ps = self.pool.page_size;
@@ -555,8 +567,36 @@ impl World {
             return;
         };
         pr.sender = SenderState::Failed;
-        if pr.phase == PPhase::Draining {
+        if matches!(pr.phase, PPhase::Draining | PPhase::Orphaned) {
             pr.ack_decode |= from_decode;
+            return;
+        }
+        let (phase, jobs_in_flight) = (pr.phase, pr.jobs_in_flight);
+        // Still in the waiting queue proper: no chunk computed or being computed (a chunked
+        // request is the scheduler's `chunked_req`, outside the waiting queue).
+        let queued = phase == PPhase::Waiting
+            && pr.prefilled == pr.reused_tokens
+            && !self.prefill[n as usize].batch.iter().any(|(x, _, _)| *x == r);
+        let k = &self.cfg.knobs;
+        if from_decode && queued && k.prefill_failed_check == FailedCheck::BootstrapAndInflight {
+            // Decode's abort marks the room Failed, but only the bootstrap and inflight queues are
+            // polled for Failed: the waiting-queue entry is never retired, answered or released and
+            // keeps its metadata slot and pages (sglang #28236; the 0.5.16 and 0.5.22 wheels poll
+            // the waiting queue too, `resolve_waiting_queue_bootstrap`). The model drops it from
+            // scheduling at once.
+            let node = self.pnode(n);
+            node.reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
+            node.waiting.retain(|x| *x != r);
+            return;
+        }
+        if !from_decode && jobs_in_flight > 0 && k.cancel_mid_transfer == CancelMidTransfer::Leak {
+            // A client cancel tears the transfer RPC down under the engine (Dynamo #7489: the
+            // context's kill reaches the prefill child and interrupts the KV transfer): the
+            // transfer ends, the request is answered, and its source blocks are never freed.
+            self.transfer_abort(n, r);
+            self.prefill_remove_from_queues(n, r);
+            self.leg_result(r, Role::Prefill, status);
+            self.pnode(n).reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
             return;
         }
         self.transfer_abort(n, r);

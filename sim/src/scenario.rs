@@ -876,6 +876,7 @@ impl Scenario {
             ("reserved_decode_tokens", knobs.reserved_decode_tokens, 0),
             ("tokenizer_reserved_tokens", knobs.tokenizer_reserved_tokens, 0),
             ("max_transfer_batch_pages", knobs.max_transfer_batch_pages, 0),
+            ("decode_lookahead_tokens", knobs.decode_lookahead_tokens, 0),
         ];
         for (k, v, lo) in tokens {
             if v < lo || v > MAX_TOKENS {

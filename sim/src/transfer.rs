@@ -235,6 +235,27 @@ impl World {
         self.prefill_maybe_drained(j.prefill, j.r);
     }
 
+    /// `prefill_rejected_release = twice`: the request was released at its rejection while this
+    /// job was in flight, and the transfer's terminal cleanup releases its source pages again
+    /// (sglang #30937: a grammar rejection after the transfer started released the KV at once and
+    /// again when the inflight poll reached a terminal state). The pool reports the pages it no
+    /// longer holds for the request as a double free and does not apply it, so no memory
+    /// operation is traced.
+    fn transfer_release_again(&mut self, job: u32, n: u16, r: crate::types::RequestId) {
+        let mut pages: Vec<Run> = Vec::new();
+        for b in &self.jobs[job as usize].batches {
+            for run in &b.src {
+                crate::pool::push_run(&mut pages, *run);
+            }
+        }
+        if pages.is_empty() {
+            return;
+        }
+        let bad = self.prefill[n as usize].pool.free(&pages, crate::pool::Holder::Req(r));
+        let pool = self.prefill[n as usize].id();
+        self.note_bad_frees(pool, r, bad);
+    }
+
     /// The job's last batch call returned.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
         if self.jobs[job as usize].done {
@@ -257,6 +278,9 @@ impl World {
         }
         let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch && self.decode[j.decode as usize].alive;
         let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
+            if aborted && self.cfg.knobs.prefill_rejected_release == crate::config::RejectedRelease::Twice {
+                self.transfer_release_again(job, j.prefill, j.r);
+            }
             return;
         };
         pr.jobs_in_flight -= 1;

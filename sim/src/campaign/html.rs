@@ -191,10 +191,15 @@ fn ordered<'a>(r: &'a Report) -> Vec<&'a String> {
 }
 
 fn status_html(sig: &str, known: Option<&KnownBugs>) -> String {
-    match known.map(|k| k.row(sig)) {
+    let triage = match known.map(|k| k.row(sig)) {
         None => "<span class=\"muted\">untriaged</span>".into(),
         Some(None) => "<span class=\"new\">new</span>".into(),
         Some(Some(row)) => format!("<span class=\"known\">known ({})</span>", esc(row)),
+    };
+    // A signature only a hardware fault produces (found only with those faults drawn).
+    match crate::fuzz::hardware_fault(sig) {
+        Some(_) => format!("{triage}, <span class=\"muted\">hardware</span>"),
+        None => triage,
     }
 }
 
@@ -440,7 +445,13 @@ mod tests {
         assert_eq!(rows[1][1], "new");
         assert_eq!(
             rows[2][..5],
-            ["cross_tenant_read/late_write/visibility_lag", "known (rdma-visibility-lag)", "100", "3", "confirmed"]
+            [
+                "cross_tenant_read/late_write/visibility_lag",
+                "known (rdma-visibility-lag), hardware",
+                "100",
+                "3",
+                "confirmed"
+            ]
         );
         assert_eq!(rows[1][4], "not a read");
         // Links: percent-encoded, only to files that exist.

@@ -341,12 +341,19 @@ pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
     )
 }
 
-/// A signature's triage label: `new`, `known (<row>)`, or empty without a known-bugs file.
+/// A signature's triage label: `new`, `known (<row>)`, or empty without a known-bugs file;
+/// `, hardware` follows when the signature's chain names a hardware fault
+/// (`fuzz::hardware_fault`: found only with those faults drawn).
 pub fn triage_label(sig: &str, known: Option<&KnownBugs>) -> String {
-    match known.map(|k| k.row(sig)) {
+    let triage = match known.map(|k| k.row(sig)) {
         None => String::new(),
         Some(None) => "new".to_string(),
         Some(Some(row)) => format!("known ({row})"),
+    };
+    match (crate::fuzz::hardware_fault(sig), triage.is_empty()) {
+        (Some(_), true) => "hardware".to_string(),
+        (Some(_), false) => format!("{triage}, hardware"),
+        (None, _) => triage,
     }
 }
 
@@ -366,8 +373,10 @@ pub fn table_text(
     // Columns as wide as their longest entry (a chain signature is longer than a plain one).
     let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
     let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
-    let status = |sig: &str| if known.is_some() { format!("{:<sw$} ", label(sig)) } else { String::new() };
-    let head = if known.is_some() { format!("{:<sw$} ", "status") } else { String::new() };
+    // The status column: with a known-bugs file, or when a signature is labelled `hardware`.
+    let shown = known.is_some() || table.keys().any(|k| crate::fuzz::hardware_fault(k).is_some());
+    let status = |sig: &str| if shown { format!("{:<sw$} ", label(sig)) } else { String::new() };
+    let head = if shown { format!("{:<sw$} ", "status") } else { String::new() };
     s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
         let f = saved.get(sig);
@@ -603,17 +612,25 @@ mod tests {
     }
 
     #[test]
-    fn the_table_has_a_status_column_only_with_a_known_bugs_file() {
+    fn the_table_has_a_status_column_only_with_a_known_bugs_file_or_a_hardware_signature() {
         let k = KnownBugs::shipped("sglang-0.5.22").unwrap();
+        // The shipped file's first entry is an rdma-visibility-lag signature: a hardware fault's.
         let known_sig = k.known[0].signature.clone();
+        assert_eq!(crate::fuzz::hardware_fault(&known_sig), Some("visibility_lag"), "{known_sig}");
         let mut table = BTreeMap::new();
-        table.insert(known_sig.clone(), Entry { count: 4, first_seed: 9 });
         table.insert("page_leak/decode".to_string(), Entry { count: 1, first_seed: 12 });
         let plain = table_text(&table, &BTreeMap::new(), None);
         assert!(plain.starts_with("signature") && !plain.lines().next().unwrap().contains("status"), "{plain}");
+        table.insert(known_sig.clone(), Entry { count: 4, first_seed: 9 });
+        let labelled = table_text(&table, &BTreeMap::new(), None);
+        assert!(labelled.lines().next().unwrap().contains("status"), "{labelled}");
+        let hw_line = labelled.lines().find(|l| l.starts_with(&known_sig)).unwrap();
+        assert!(hw_line.contains(" hardware "), "{labelled}");
+        let leak_line = labelled.lines().find(|l| l.starts_with("page_leak/decode")).unwrap();
+        assert!(!leak_line.contains("hardware"), "{labelled}");
         let triaged = table_text(&table, &BTreeMap::new(), Some(&k));
         let row = &k.known[0].row;
-        assert!(triaged.contains(&format!("known ({row})")) && triaged.contains(" new "), "{triaged}");
+        assert!(triaged.contains(&format!("known ({row}), hardware")) && triaged.contains(" new "), "{triaged}");
         assert_eq!(
             triage_line(&table, &k),
             format!("triage against {} (profile sglang-0.5.22): 1 known, 1 new\n", k.source)

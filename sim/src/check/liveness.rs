@@ -230,6 +230,7 @@ impl World {
             Some(PPhase::Inflight) => "kv_send",
             Some(PPhase::Held) => "decode_read",
             Some(PPhase::Draining) => "transfer_drain",
+            Some(PPhase::Orphaned) => "orphaned",
             None => "prefill_answer",
         };
         match (req.prefill_leg, req.decode_leg) {

@@ -175,10 +175,18 @@ pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
 /// for cross-tenant-prefix-hit, the content-channel mitigations `public_only` and `padded_to_miss`
 /// of prefix-timing-channel, a 10 s lease for held-blocks-leak and
 /// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
-/// scenarios). A test checks every value the catalogue uses against blind draws.
+/// scenarios, the double release of double-release, the orphaning waiting-queue poll of
+/// orphan-in-prefill-waiting and its 100 ms waiting timer, the transfer teardown of cancel-mid-transfer, the one-token
+/// lookahead of the vLLM short-prefill scenario). A test checks every value the catalogue uses
+/// against blind draws.
 pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("router_on_prefill_error", "cancel_decode"),
     ("decode_transferred_abort", "leak"),
+    ("prefill_rejected_release", "twice"),
+    ("prefill_failed_check", "bootstrap_and_inflight"),
+    ("waiting_timeout_ms", "100"),
+    ("cancel_mid_transfer", "leak"),
+    ("decode_lookahead_tokens", "1"),
     ("prefix_cache_scope", "per_tenant"),
     ("prefix_cache_scope", "public_only"),
     ("prefix_hit_timing", "padded_to_miss"),
@@ -209,6 +217,7 @@ fn numeric_extras(name: &str) -> &'static [i64] {
         "heartbeat_failures" => &[1],
         "deferred_release_timeout_ms" => &[10, 1_000],
         "source_lease_ms" => &[100, 5_000],
+        "decode_lookahead_tokens" => &[1, 4],
         _ => &[],
     }
 }
@@ -371,11 +380,27 @@ pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
     t.try_into().expect("every drawn value is a valid knob value")
 }
 
-/// The bytes' knobs: `base` with the choice of `bytes[i]` applied to knob `i` (deployment knobs
-/// excluded).
+/// Knobs added after fuzz corpus inputs were committed (issue 13). The bytes index them after
+/// every older knob ([`byte_order`]), so a committed input's bytes keep choosing the same values
+/// for the knobs it was written against; the new knobs read bytes past those.
+pub const BYTES_APPENDED_KNOBS: &[&str] =
+    &["prefill_rejected_release", "prefill_failed_check", "cancel_mid_transfer", "decode_lookahead_tokens"];
+
+/// The knobs in the order the bytes index them: `config::knob_names` order without
+/// [`BYTES_APPENDED_KNOBS`], then those in their listed order.
+pub fn byte_order() -> impl Iterator<Item = &'static KnobValues> {
+    let table = knobs();
+    table
+        .iter()
+        .filter(|k| !BYTES_APPENDED_KNOBS.contains(&k.name.as_str()))
+        .chain(BYTES_APPENDED_KNOBS.iter().filter_map(move |n| table.iter().find(|k| k.name == *n)))
+}
+
+/// The bytes' knobs: `base` with the choice of `bytes[i]` applied to knob `i` of [`byte_order`]
+/// (deployment knobs excluded).
 pub fn choose_knobs(base: &Knobs, bytes: &[u8]) -> Knobs {
     let Ok(mut t) = toml::Table::try_from(base) else { return base.clone() };
-    for (i, k) in knobs().iter().enumerate() {
+    for (i, k) in byte_order().enumerate() {
         if let Some(v) = k.at(bytes.get(i).copied().unwrap_or(0)) {
             t.insert(k.name.clone(), v);
         }
@@ -408,6 +433,10 @@ mod tests {
         assert_eq!(get("kv_canary").byte_values().count(), 3);
         assert_eq!(get("zero_on_free").byte_values().count(), 2);
         // A catalogue value no profile or extra has is the swarm's alone.
+        // Knobs added later are indexed by the bytes after every older one, each once.
+        let order: Vec<&str> = byte_order().map(|k| k.name.as_str()).collect();
+        assert_eq!(order.len(), table.len());
+        assert_eq!(&order[order.len() - BYTES_APPENDED_KNOBS.len()..], BYTES_APPENDED_KNOBS);
         let lease = get("source_lease_ms");
         assert!(lease.values.contains(&(toml::Value::Integer(10_000), Swarm)), "{lease:?}");
     }

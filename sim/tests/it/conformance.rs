@@ -339,3 +339,80 @@ fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_wr
     assert_eq!(answer(&w, 0).0, 499);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
+
+/// Reference §7: decode reserves the whole prompt (here plus a one-token speculative lookahead,
+/// `decode_lookahead_tokens`, vLLM's `num_lookahead_tokens`) and asserts it never holds more
+/// blocks than prefill exposes (vLLM `nixl_connector.py` `update_state_after_alloc`:
+/// `assert len(local_block_ids) <= len(remote_block_ids)`): a short prefill fails loudly.
+/// 2,000 tokens fill 125 blocks of 16 exactly: a one-token lookahead makes decode reserve 126.
+const SHORT_PREFILL: &str = r#"
+name = "short-prefill"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 4096
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+"#;
+
+#[test]
+fn s7_vllm_decode_asserts_on_a_reservation_past_what_prefill_exposes_and_reads_nothing_stale() {
+    let w = run(SHORT_PREFILL, "vllm-nixl", &[("decode_lookahead_tokens", "1")]);
+    let resp = w.reqs[0].response.expect("answered");
+    assert!(resp.status >= 500 && resp.tokens == 0, "{resp:?}");
+    assert_eq!(w.reqs[0].caught_by, Some(kvsim::world::Mitigation::AssertCrash));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    // A lookahead that stays inside the prompt's last block asks for no extra block: answered 200.
+    let inside = SHORT_PREFILL.replace("prompt_tokens = 2000", "prompt_tokens = 1999");
+    let w = run(&inside, "vllm-nixl", &[("decode_lookahead_tokens", "1")]);
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    // Without the assertion (sglang's room-only commit) the extra block is reserved and never read
+    // before decode writes it: still no stale read, and the request is answered 200.
+    let w = run(SHORT_PREFILL, "vllm-nixl", &[("decode_lookahead_tokens", "1"), ("decode_commit_check", "room_only")]);
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+}
+
+/// Reference §3.3 (waiting queue): a room decode marked Failed is retired from prefill's waiting
+/// queue before admission (sglang 0.5.16 and 0.5.22 wheels, `disaggregation/prefill.py`
+/// `resolve_waiting_queue_bootstrap` → `handle_bootstrap_failure`): its slot is released, its leg
+/// answered, decode's deferred release acknowledged. Request 1 waits behind request 0's forward
+/// when decode's 100 ms waiting timer fails it.
+#[test]
+fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
+    let text = r#"
+name = "waiting-failed"
+context_len = 16384
+[[prefill]]
+pool_tokens = 16384
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+waiting_timeout_ms = 100
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 8000
+output_tokens = 4
+[[request]]
+at_ms = 1
+tenant = 2
+prompt_tokens = 500
+output_tokens = 4
+"#;
+    for p in ["sglang-0.5.16", "sglang-0.5.22"] {
+        // 0.5.16 frees decode's pages at once and never tells prefill; deferred release (0.5.22's)
+        // sends the abort that prefill must find in its waiting queue.
+        let w = run(text, p, &[("decode_abort_release", "deferred")]);
+        assert_eq!(w.reqs[1].prefill_leg, Some(500), "{p}");
+        assert_eq!(w.prefill[0].meta.in_use(), 0, "{p}");
+        assert!(w.prefill[0].reqs.is_empty(), "{p}");
+        assert!(w.oracle.violations.is_empty(), "{p}: {:?}", w.oracle.violations);
+    }
+}

@@ -4,6 +4,7 @@
 mod common;
 pub use common::*;
 
+mod catalogue_knobs;
 mod confirm_props;
 mod conformance;
 mod content_channel;

@@ -1,0 +1,147 @@
+//! The knobs issue 13 added for catalogue rows (double-release, orphan-in-prefill-waiting,
+//! cancel-mid-transfer): each buggy value shows its mechanism (what is freed twice, what is held,
+//! by whom), the profiles' value does not. The catalogue scenarios under `scenarios/catalogue/` are
+//! the same setups with `[[expect]]` entries. vLLM's short-prefill assertion is a conformance test
+//! (`conformance::s7_…`).
+
+use kvsim::check::Kind;
+use kvsim::config::{CancelMidTransfer, FailedCheck, RejectedRelease, PROFILES};
+use kvsim::scenario::{Overrides, Scenario};
+use kvsim::simulate;
+use kvsim::world::World;
+
+fn run(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
+    let o = Overrides {
+        profile: Some(profile.to_string()),
+        seed: None,
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    let cfg = Scenario::parse("knobs.toml", text).and_then(|s| s.resolve(&o)).unwrap_or_else(|e| panic!("{e}"));
+    // Every component's invariants after every event: a double free must not corrupt the pool.
+    simulate(cfg, None, true)
+}
+
+fn of_kind(w: &World, k: Kind) -> Vec<&kvsim::check::Violation> {
+    w.oracle.violations.iter().filter(|v| v.kind == k).collect()
+}
+
+/// Request 0's (2,000 tokens, 125 pages of 16) transfer is delayed 5 s; its client cancels at 1 s,
+/// while the last chunk is being written.
+const CANCEL_DURING_TRANSFER: &str = r#"
+name = "cancel-during-transfer"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 4096
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+abort_at_ms = 1000
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 5000
+"#;
+
+#[test]
+fn every_profile_keeps_todays_behaviour_for_the_new_knobs() {
+    for p in PROFILES {
+        let k = (p.knobs)();
+        assert_eq!(k.prefill_rejected_release, RejectedRelease::Once, "{}", p.name);
+        assert_eq!(k.prefill_failed_check, FailedCheck::EveryQueue, "{}", p.name);
+        assert_eq!(k.cancel_mid_transfer, CancelMidTransfer::Free, "{}", p.name);
+        assert_eq!(k.decode_lookahead_tokens, 0, "{}", p.name);
+    }
+}
+
+#[test]
+fn double_release_frees_the_source_pages_again_when_the_transfer_ends() {
+    let w = run(CANCEL_DURING_TRANSFER, "sglang-0.5.16", &[("prefill_rejected_release", "twice")]);
+    let d = of_kind(&w, Kind::DoubleFree);
+    assert_eq!(d.len(), 1, "{:?}", w.oracle.violations);
+    let v = d[0];
+    assert_eq!(v.request.map(|r| r.0), Some(0));
+    assert_eq!(v.pool.map(|p| p.to_string()), Some("prefill-0".to_string()));
+    assert_eq!(v.pages, 125, "the whole last chunk's source pages, freed at the cancel, are freed again");
+    // At the transfer's end (the 5 s delay), not at the cancel (1 s).
+    assert!(v.at.0 > 5_000_000_000, "{}", v.at);
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(499));
+    // Released once: no double free (the immediate release's use after free stays: another row).
+    let once = run(CANCEL_DURING_TRANSFER, "sglang-0.5.16", &[]);
+    assert!(of_kind(&once, Kind::DoubleFree).is_empty(), "{:?}", once.oracle.violations);
+    // Held until drained (0.5.22), the second release cannot happen: the request is still held
+    // when its transfer ends and is released once, then.
+    let held = run(CANCEL_DURING_TRANSFER, "sglang-0.5.22", &[("prefill_rejected_release", "twice")]);
+    assert!(of_kind(&held, Kind::DoubleFree).is_empty(), "{:?}", held.oracle.violations);
+}
+
+#[test]
+fn cancel_mid_transfer_tears_the_transfer_down_and_never_frees_the_source_blocks() {
+    let w = run(CANCEL_DURING_TRANSFER, "sglang-0.5.22", &[("cancel_mid_transfer", "leak")]);
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(499));
+    let leaks = of_kind(&w, Kind::PageLeak);
+    assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
+    assert_eq!(leaks[0].pool.map(|p| p.to_string()), Some("prefill-0".to_string()));
+    assert_eq!(leaks[0].pages, 125);
+    assert_eq!(w.prefill[0].pool.held_pages(), 125);
+    // Decode was told Failed when the torn-down transfer ended, and released its reservation.
+    assert_eq!(w.decode[0].pool.held_pages(), 0);
+    let fixed = run(CANCEL_DURING_TRANSFER, "sglang-0.5.22", &[]);
+    assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
+    assert_eq!(fixed.prefill[0].pool.held_pages(), 0);
+    // A cancel before any transfer started goes through the engine's cleanup either way.
+    let early = CANCEL_DURING_TRANSFER.replace("abort_at_ms = 1000", "abort_at_ms = 1");
+    let w = run(&early, "sglang-0.5.22", &[("cancel_mid_transfer", "leak")]);
+    assert!(of_kind(&w, Kind::PageLeak).is_empty(), "{:?}", w.oracle.violations);
+}
+
+/// Prefill computes request 0 (8,000 tokens, ~246 ms) while request 1, bootstrapped, waits in its
+/// queue; decode's 100 ms waiting timer fails both.
+const ORPHAN: &str = r#"
+name = "orphan"
+context_len = 16384
+[[prefill]]
+pool_tokens = 16384
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+waiting_timeout_ms = 100
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 8000
+output_tokens = 4
+[[request]]
+at_ms = 1
+tenant = 2
+prompt_tokens = 500
+output_tokens = 4
+"#;
+
+#[test]
+fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_queue_is_polled() {
+    let w = run(ORPHAN, "sglang-0.5.22", &[("prefill_failed_check", "bootstrap_and_inflight")]);
+    // Both got decode's 500; request 0 (in the forward) was retired at its Failed poll, request 1's
+    // prefill leg never answers.
+    assert_eq!(w.reqs[1].prefill_leg, None);
+    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(500));
+    assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
+    assert_eq!(w.prefill[0].meta.in_use(), 1, "request 1's slot is held");
+    assert_eq!(w.prefill[0].reqs.keys().map(|r| r.0).collect::<Vec<_>>(), [1]);
+    let leaks = of_kind(&w, Kind::PageLeak);
+    assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
+    assert_eq!(leaks[0].slots, 1);
+    // Prefill never acknowledged request 1's abort: decode released its pages only at the 30 s
+    // fallback, so nothing is held on decode at the end.
+    assert_eq!(w.decode[0].pool.held_pages(), 0);
+    let fixed = run(ORPHAN, "sglang-0.5.22", &[]);
+    assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
+    assert_eq!(fixed.prefill[0].meta.in_use(), 0);
+    assert!(fixed.prefill[0].reqs.is_empty());
+}
