@@ -537,7 +537,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let invariants =
                     o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
                 let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants);
-                let cand = plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&w.coverage.edge_set()), recipe });
+                let cand =
+                    plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&w.coverage.edge_set()), recipe });
                 drop(w);
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);

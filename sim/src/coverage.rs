@@ -63,7 +63,6 @@ fn bucket(c: u8) -> u32 {
     }
 }
 
-
 impl Coverage {
     /// Records one visit of the edge named by `parts`.
     pub fn hit(&mut self, parts: &[u64]) {
@@ -73,12 +72,7 @@ impl Coverage {
 
     /// The run's features, ascending: `slot * 16 + bucket` for every slot hit.
     pub fn features(&self) -> Vec<u32> {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (i as u32) * 16 + bucket(*c))
-            .collect()
+        self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u32) * 16 + bucket(*c)).collect()
     }
 
     /// The run's edges, ascending (slots hit, counts ignored): what a guided campaign steers by.
@@ -126,7 +120,9 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
         }
         Ev::MetaLand { r, decode, .. } => (12, Some(*r), d(*decode)),
         Ev::Status { r, decode, ok, .. } => (13 + u64::from(*ok), Some(*r), d(*decode)),
-        Ev::LegResult { r, role, status } => (15 + (*role == Role::Decode) as u64 * 1000 + u64::from(*status), Some(*r), None),
+        Ev::LegResult { r, role, status } => {
+            (15 + (*role == Role::Decode) as u64 * 1000 + u64::from(*status), Some(*r), None)
+        }
         Ev::AbortAt { r, role, from_decode, .. } => {
             let node = match role {
                 Role::Prefill => p(w.reqs[r.idx()].prefill),
@@ -152,7 +148,9 @@ fn req_phase(w: &World, r: RequestId) -> u64 {
             + 64 * (x.pending_abort.is_some() as u64 + 2 * x.dst.is_some() as u64 + 4 * (x.lands_pending > 0) as u64)
     });
     let dl = w.decode.get(q.decode as usize).and_then(|n| n.reqs.get(&r)).map_or(0, |x| {
-        1 + x.phase as u64 + 8 * x.status_ok.map_or(0, |ok| 1 + ok as u64) + 32 * (x.pending_abort.is_some() as u64 + 2 * x.dirty as u64)
+        1 + x.phase as u64
+            + 8 * x.status_ok.map_or(0, |ok| 1 + ok as u64)
+            + 32 * (x.pending_abort.is_some() as u64 + 2 * x.dirty as u64)
     });
     let flags = q.rejected.is_some() as u64
         | (q.client_aborted as u64) << 1

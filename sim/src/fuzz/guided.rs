@@ -503,7 +503,8 @@ mod tests {
                     let mut next = c.clone();
                     mutate(&mut next, root * 7 + m, space);
                     if plausible(&next) {
-                        crate::scenario::validate_config(&next, "t").unwrap_or_else(|e| panic!("{space:?} root {root} m {m}: {e}"));
+                        crate::scenario::validate_config(&next, "t")
+                            .unwrap_or_else(|e| panic!("{space:?} root {root} m {m}: {e}"));
                         c = next;
                     }
                 }
@@ -556,19 +557,20 @@ mod tests {
             let sigs: BTreeSet<String> = (n == 7).then(|| "planted/branch".to_string()).into_iter().collect();
             ((sigs), (0..n as u32).collect::<Vec<u32>>())
         };
-        let budget = 3_000;
+        let budget = 6_000;
         let first = |guided: bool, seed: u64| {
             let camp = run_sequential(&Space::Blind, seed, budget, guided, exec);
             camp.table.get("planted/branch").map_or(budget + 1, |e| e.first_seed - seed + 1)
         };
         let (mut g, mut s) = (vec![], vec![]);
-        for seed in [0, 100_000, 200_000] {
+        for seed in [0, 100_000, 200_000, 300_000, 400_000] {
             g.push(first(true, seed));
             s.push(first(false, seed));
         }
+        eprintln!("runs to find the planted branch: guided {g:?}, swarm {s:?} (budget {budget})");
         g.sort_unstable();
         s.sort_unstable();
-        assert!(g[1] <= budget, "guided did not find the planted branch in {budget} runs (median): {g:?}");
-        assert!(g[1] * 2 < s[1], "guided (runs to find: {g:?}) not twice as fast as the swarm ({s:?})");
+        assert!(g[2] <= budget, "guided did not find the planted branch in {budget} runs (median): {g:?}");
+        assert!(g[2] * 2 < s[2], "guided (runs to find: {g:?}) not twice as fast as the swarm ({s:?})");
     }
 }
