@@ -226,15 +226,12 @@ fn crossover(c: &mut SimConfig, rng: &mut Prng, space: &Space) {
         }
     }
     for group in ["knobs", "faults", "generator"] {
-        match (&mut a[group], &b[group]) {
-            (Value::Object(x), Value::Object(y)) => {
-                for (k, v) in y {
-                    if k != "page_size" && k != "liveness_after_heal_ms" && take(rng) {
-                        x.insert(k.clone(), v.clone());
-                    }
+        if let (Value::Object(x), Value::Object(y)) = (&mut a[group], &b[group]) {
+            for (k, v) in y {
+                if k != "page_size" && k != "liveness_after_heal_ms" && take(rng) {
+                    x.insert(k.clone(), v.clone());
                 }
             }
-            _ => {}
         }
     }
     if let Ok(next) = serde_json::from_value::<SimConfig>(a) {
