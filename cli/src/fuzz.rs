@@ -10,6 +10,7 @@
 
 use kvsim::campaign::{self as camp_lib, Accounting, Campaign, Failure, Merger};
 use kvsim::config::SimConfig;
+use kvsim::fuzz::guided::{Candidate, Guided};
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::exit;
 use kvsim::tracefile::Filter;
@@ -97,6 +98,13 @@ pub struct FuzzOpts {
     /// space (a resume with other pins is refused) and the saved scenarios carry them.
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub set: Vec<String>,
+    /// Coverage-guided: keep a corpus of runs that reached new model coverage (lifecycle
+    /// transitions, node queue/pool shapes, violations) and mutate it, libFuzzer-style; one run
+    /// in two is still the swarm's fresh draw. Deterministic for any --jobs (epochs of 64 runs
+    /// planned from the corpus as of the epoch's start); the corpus is in the checkpoint, so a
+    /// resumed campaign continues it. Each --shard evolves its own corpus.
+    #[arg(long)]
+    pub guided: bool,
 }
 
 /// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
@@ -398,6 +406,30 @@ fn pin_knobs(set: &[String], space: &Space, name: String) -> Result<(kvsim::scen
     Ok((pins, name))
 }
 
+/// The guided corpus run `k` is planned from: the snapshot once it holds every epoch before
+/// `k`'s (`Ok(None)` for a swarm campaign; `Err` when the campaign stops while waiting).
+fn wait_for_epoch(
+    snapshot: &Mutex<Option<std::sync::Arc<Guided>>>,
+    epoch_done: &std::sync::Condvar,
+    stop: &AtomicBool,
+    k: u64,
+    shard: (u64, u64),
+) -> Result<Option<std::sync::Arc<Guided>>, ()> {
+    let epoch = Guided::epoch_of(k, shard);
+    let mut g = snapshot.lock().expect("lock");
+    loop {
+        match &*g {
+            None => return Ok(None),
+            Some(s) if s.epochs_folded >= epoch => return Ok(Some(s.clone())),
+            Some(_) => {}
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(());
+        }
+        g = epoch_done.wait_timeout(g, std::time::Duration::from_millis(50)).expect("lock").0;
+    }
+}
+
 pub fn run(o: &FuzzOpts) -> i32 {
     match campaign(o) {
         Ok(code) => code,
@@ -458,7 +490,17 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         Some(ms) => format!("{space_name}+liveness={ms}ms"),
         None => space_name,
     };
+    // A guided campaign's run k is not the swarm's seed k: another campaign too.
+    let space_name = if o.guided { format!("{space_name}+guided") } else { space_name };
     let (pins, space_name) = pin_knobs(&o.set, &space, space_name)?;
+    // A property check changes what every run reports: its table is another campaign's.
+    let space_name = match o.check {
+        Some(c) => {
+            let name = clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string()).unwrap_or_default();
+            format!("{space_name}+check:{name}")
+        }
+        None => space_name,
+    };
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
@@ -473,8 +515,16 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
-        Err(_) => Campaign::new(&space_name, o.seed_start, shard),
+        Err(_) => {
+            let mut c = Campaign::new(&space_name, o.seed_start, shard);
+            c.guided = o.guided.then(Default::default);
+            c
+        }
     };
+    // The corpus the runs of the current epoch are planned from (guided campaigns), published
+    // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
+    let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
+    let epoch_done = std::sync::Condvar::new();
     let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
     let ctx = Ctx {
         corpus: corpus.clone(),
@@ -486,7 +536,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let next = AtomicU64::new(camp.next_k);
     let stop = AtomicBool::new(false);
     let started = std::time::Instant::now();
-    let (tx, rx) = mpsc::channel::<(u64, BTreeSet<String>)>();
+    let (tx, rx) = mpsc::channel::<(u64, BTreeSet<String>, Option<Candidate>)>();
     let remaining = |k: u64| range_end.saturating_sub(k).div_ceil(shard.1);
     let total_left = remaining(camp.next_k);
     let mut acc = Accounting::new(camp, o.until.clone());
@@ -509,7 +559,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     std::thread::scope(|s| {
         for _ in 0..o.jobs.max(1) {
             let tx = tx.clone();
-            let (ctx, next, stop, pins) = (&ctx, &next, &stop, &pins);
+            let (ctx, next, stop, pins, snapshot, epoch_done) = (&ctx, &next, &stop, &pins, &snapshot, &epoch_done);
             s.spawn(move || loop {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -519,7 +569,15 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                     break;
                 }
                 let seed = o.seed_start.wrapping_add(k);
-                let mut cfg = draw(seed, &ctx.space);
+                // Guided: the corpus as of the start of run k's epoch (wait for the fold).
+                let plan = match wait_for_epoch(snapshot, epoch_done, stop, k, shard) {
+                    Err(()) => break,
+                    Ok(g) => g.map(|g| (g.plan(o.seed_start, k), g)),
+                };
+                let mut cfg = match &plan {
+                    Some((recipe, _)) => recipe.build(&ctx.space),
+                    None => draw(seed, &ctx.space),
+                };
                 cfg.knobs = pins.apply(&cfg.knobs);
                 if liveness.is_some() {
                     cfg.faults.liveness_after_heal_ms = liveness;
@@ -528,7 +586,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let ni = o.check == Some(super::PropertyCheck::Noninterference);
                 let invariants =
                     o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
-                let sigs = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants).1;
+                let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants);
+                let cand =
+                    plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&w.coverage.edge_set()), recipe });
+                drop(w);
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
                     if !known {
@@ -537,7 +598,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                         }
                     }
                 }
-                if tx.send((k, sigs)).is_err() {
+                if tx.send((k, sigs, cand)).is_err() {
                     break;
                 }
             });
@@ -546,11 +607,16 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let mut last_save = std::time::Instant::now();
         let mut last_line = std::time::Instant::now();
         let mut finished = 0u64;
-        for (k, sigs) in rx.iter() {
+        for (k, sigs, cand) in rx.iter() {
             finished += 1;
-            if acc.finished(k, sigs) {
+            let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
+            if acc.finished_run(k, sigs, cand) {
                 found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
                 stop.store(true, Ordering::Relaxed);
+            }
+            if let Some(g) = acc.camp.guided.as_ref().filter(|g| Some(g.epochs_folded) != folded) {
+                *snapshot.lock().expect("lock") = Some(std::sync::Arc::new(g.clone()));
+                epoch_done.notify_all();
             }
             let elapsed = started.elapsed();
             if deadline.is_some_and(|d| elapsed >= d) {

@@ -13,6 +13,7 @@ use crate::types::Ratio;
 use crate::world::World;
 use std::collections::BTreeSet;
 
+pub mod guided;
 pub mod table;
 
 /// Which part of the space a campaign draws from.

@@ -10,6 +10,7 @@ pub mod check;
 pub mod client;
 pub mod config;
 pub mod confirm;
+pub mod coverage;
 pub mod decode;
 pub mod expect;
 pub mod explore;

@@ -589,4 +589,56 @@ fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
     let out = kvsim(&more);
     assert!(String::from_utf8_lossy(&out.stderr).contains("resuming"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+    // The property check is part of the campaign too: a noninterference campaign's table is another's.
+    let mut checked = args(&["prefix_cache_scope=per_tenant"]);
+    checked.extend(["--check", "noninterference"]);
+    let out = kvsim(&checked);
+    assert_eq!(out.status.code(), Some(2), "resume with another --check");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("made by another campaign"));
+}
+
+fn guided_state(corpus: &str) -> serde_json::Value {
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(corpus).join("campaign.json")).unwrap()).unwrap();
+    c["guided"].clone()
+}
+
+/// A guided campaign is deterministic: the same table, corpus and saved failures for --jobs 1
+/// and --jobs 2, and for a campaign stopped mid-epoch (at 300 runs of 64-run epochs) and resumed
+/// to 600 as for an uninterrupted 600-run one. Its corpus grows, and its table is not the
+/// swarm's (its runs after the first epoch are mutations, not seeds).
+#[test]
+fn guided_campaigns_are_deterministic_across_jobs_and_resume() {
+    let args = |c: &str, runs: &'static str, jobs: &'static str| {
+        let mut a = vec!["fuzz", "--guided", "--runs", runs, "--no-shrink", "--confirm", "off", "--seed-start", "900"];
+        a.extend(["--jobs", jobs, "--corpus"]);
+        a.push(Box::leak(c.to_string().into_boxed_str()));
+        a
+    };
+    let one = tmp("guided1");
+    let out = kvsim(&args(&one, "600", "1"));
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let g = guided_state(&one);
+    let corpus = g["corpus"].as_array().expect("a guided checkpoint holds its corpus");
+    assert!(corpus.len() >= 10, "the corpus grew: {} entries", corpus.len());
+    assert!(corpus.iter().any(|e| e["recipe"]["mutations"].as_array().is_some_and(|m| !m.is_empty())));
+    assert_eq!(g["epochs_folded"], 9, "600 runs = 9 whole epochs of 64");
+    let two = tmp("guided2");
+    kvsim(&args(&two, "600", "2"));
+    assert_eq!(table(&two), table(&one), "--jobs 2 differs from --jobs 1");
+    assert_eq!(guided_state(&two), g);
+    assert_eq!(saved(&two), saved(&one));
+    let resumed = tmp("guided-resumed");
+    kvsim(&args(&resumed, "300", "2"));
+    assert_eq!(guided_state(&resumed)["epochs_folded"], 4);
+    assert!(!guided_state(&resumed)["pending"].as_array().unwrap().is_empty(), "stopped mid-epoch");
+    kvsim(&args(&resumed, "600", "1"));
+    assert_eq!(table(&resumed), table(&one), "resumed differs from uninterrupted");
+    assert_eq!(guided_state(&resumed), g);
+    assert_eq!(saved(&resumed), saved(&one));
+    // A swarm corpus is not resumed as a guided one.
+    let swarm = tmp("guided-swarm");
+    kvsim(&["fuzz", "--runs", "10", "--no-shrink", "--seed-start", "900", "--corpus", &swarm]);
+    let out = kvsim(&args(&swarm, "20", "1"));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

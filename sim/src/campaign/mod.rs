@@ -37,6 +37,11 @@ pub struct Campaign {
     pub next_k: u64,
     pub runs_done: u64,
     pub table: BTreeMap<String, Entry>,
+    /// A guided campaign's corpus (`fuzz::guided`): kept with the table, so a resumed campaign
+    /// continues from the corpus it had. `None` for a swarm campaign (and for a merge: shards
+    /// evolve their own corpora, the merge keeps the union of their tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guided: Option<crate::fuzz::guided::Guided>,
 }
 
 impl Campaign {
@@ -50,6 +55,7 @@ impl Campaign {
             next_k: shard.0,
             runs_done: 0,
             table: BTreeMap::new(),
+            guided: None,
         }
     }
 
@@ -99,7 +105,7 @@ impl Campaign {
 #[derive(Debug, Clone)]
 pub struct Accounting {
     pub camp: Campaign,
-    pending: BTreeMap<u64, BTreeSet<String>>,
+    pending: BTreeMap<u64, (BTreeSet<String>, Option<crate::fuzz::guided::Candidate>)>,
     /// `--until PREFIX`: stop once a signature starting with it is counted.
     until: Option<String>,
     /// Runs counted when `until` was first found.
@@ -114,10 +120,32 @@ impl Accounting {
     /// Records that run `k` finished with `sigs`, and counts every run of the contiguous prefix
     /// that is now complete. Returns `true` when this call found `--until`'s signature.
     pub fn finished(&mut self, k: u64, sigs: BTreeSet<String>) -> bool {
-        self.pending.insert(k, sigs);
+        self.finished_run(k, sigs, None)
+    }
+
+    /// `finished` for a guided campaign: run `k`'s candidate (its features new to the corpus
+    /// the run was planned from) joins the epoch's candidates when the run is counted, and the
+    /// epoch is folded into the corpus when its last run is (`Guided::fold`, in run order).
+    pub fn finished_run(
+        &mut self,
+        k: u64,
+        sigs: BTreeSet<String>,
+        cand: Option<crate::fuzz::guided::Candidate>,
+    ) -> bool {
+        self.pending.insert(k, (sigs, cand));
         let mut found = false;
-        while let Some(sigs) = self.pending.remove(&self.camp.next_k) {
+        while let Some((sigs, cand)) = self.pending.remove(&self.camp.next_k) {
+            let k = self.camp.next_k;
             self.camp.count(sigs);
+            let shard = self.camp.shard;
+            if let Some(g) = self.camp.guided.as_mut() {
+                if let Some(c) = cand.filter(|c| !c.features.is_empty()) {
+                    g.pending.push(c);
+                }
+                if crate::fuzz::guided::Guided::ends_epoch(k, shard) {
+                    g.fold();
+                }
+            }
             if let (Some(u), None) = (&self.until, self.found_after) {
                 if self.camp.table.keys().any(|s| s.starts_with(u.as_str())) {
                     self.found_after = Some(self.camp.runs_done);
@@ -453,6 +481,7 @@ impl Merger {
             next_k: self.runs,
             runs_done: self.runs,
             table: self.table.clone(),
+            guided: None,
         })
     }
 }
