@@ -101,8 +101,8 @@ fn cancel_mid_transfer_tears_the_transfer_down_and_never_frees_the_source_blocks
 }
 
 /// Prefill computes request 0 (8,000 tokens, ~246 ms) while request 1, bootstrapped, waits in its
-/// queue; decode's 100 ms waiting timer fails both.
-const ORPHAN: &str = r#"
+/// queue; decode's 100 ms waiting timer fails both. Also conformance §3.3's scenario.
+pub(crate) const ORPHAN: &str = r#"
 name = "orphan"
 context_len = 16384
 [[prefill]]

@@ -385,27 +385,8 @@ fn s7_vllm_decode_asserts_on_a_reservation_past_what_prefill_exposes_and_reads_n
 /// when decode's 100 ms waiting timer fails it.
 #[test]
 fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
-    let text = r#"
-name = "waiting-failed"
-context_len = 16384
-[[prefill]]
-pool_tokens = 16384
-[[decode]]
-pool_tokens = 16384
-[knobs]
-page_size = 16
-waiting_timeout_ms = 100
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 8000
-output_tokens = 4
-[[request]]
-at_ms = 1
-tenant = 2
-prompt_tokens = 500
-output_tokens = 4
-"#;
+    // The orphan row's scenario (`catalogue_knobs::ORPHAN`), under the engines' own poll of every queue.
+    let text = super::catalogue_knobs::ORPHAN;
     for p in ["sglang-0.5.16", "sglang-0.5.22"] {
         // 0.5.16 frees decode's pages at once and never tells prefill; deferred release (0.5.22's)
         // sends the abort that prefill must find in its waiting queue.
