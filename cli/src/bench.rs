@@ -137,7 +137,7 @@ fn mixed(o: &Overrides) -> Result<SimConfig, String> {
 }
 
 fn mixed_x1000(o: &Overrides) -> Result<SimConfig, String> {
-    kvsim::client::scale_prompts(mixed(o)?, 1000)
+    kvsim::client::scale_prompts(mixed(o)?, 1000).map_err(|e| e.to_string())
 }
 
 fn fuzz_small(o: &Overrides) -> Result<SimConfig, String> {

@@ -116,11 +116,12 @@ pub fn run_check(paths: &[String]) -> i32 {
 /// library knows unless `--mitigations` names some.
 pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String, String> {
     use kvsim::check::matrix::{Matrix, Mitigation};
-    let mits = mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list)?;
+    let mits =
+        mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list).map_err(|e| e.to_string())?;
     let mut m = Matrix::new(mits);
     for f in collect(paths)? {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        m.add(&name, &parse(&f)?, Some(&super::read_file))?;
+        m.add(&name, &parse(&f)?, Some(&super::read_file)).map_err(|e| e.to_string())?;
     }
     Ok(m.text())
 }

@@ -132,7 +132,8 @@ pub fn run(o: &ExploreOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let spec = match (bounds_of(o, &cfg), explore::parse_kinds(o.kinds.as_deref().unwrap_or(""))) {
+    let kinds = explore::parse_kinds(o.kinds.as_deref().unwrap_or("")).map_err(|e| e.to_string());
+    let spec = match (bounds_of(o, &cfg), kinds) {
         (Ok(bounds), Ok(kinds)) => {
             Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, por: !o.no_por, subtrees: 64, check: None }
         }

@@ -177,14 +177,14 @@ fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
         Some("none") => return Ok(None),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
-            KnownBugs::parse(path, &text)?
+            KnownBugs::parse(path, &text).map_err(|e| e.to_string())?
         }
         None => match o.profile.as_deref().and_then(KnownBugs::shipped) {
             Some(k) => k,
             None => return Ok(None),
         },
     };
-    camp_lib::check_known_profile(&k, o.profile.as_deref())?;
+    camp_lib::check_known_profile(&k, o.profile.as_deref()).map_err(|e| e.to_string())?;
     Ok(Some(k))
 }
 
@@ -511,7 +511,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let camp = match std::fs::read_to_string(&ckpt_path) {
         Ok(text) => {
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
-            c.check_resumes(&o.corpus, &space_name, o.seed_start, shard)?;
+            c.check_resumes(&o.corpus, &space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
@@ -720,11 +720,11 @@ fn merge_known(space: &str, known: Option<&str>) -> Result<Option<KnownBugs>, St
         Some("none") => return Ok(None),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
-            Some(KnownBugs::parse(path, &text)?)
+            Some(KnownBugs::parse(path, &text).map_err(|e| e.to_string())?)
         }
         None => None,
     };
-    camp_lib::merge_known(space, given)
+    camp_lib::merge_known(space, given).map_err(|e| e.to_string())
 }
 
 fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(String, i32), String> {
@@ -737,13 +737,13 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
             .map_err(|e| format!("{}: {e}", p.display()))?;
-        Merger::check_format(&c, &p.display().to_string())?;
+        Merger::check_format(&c, &p.display().to_string()).map_err(|e| e.to_string())?;
         if out_real.is_some() && std::fs::canonicalize(d).ok() == out_real {
             return Err(format!("{d}: the output corpus cannot be one of the inputs"));
         }
-        m.add(d, c, saved_failures(Path::new(d)))?;
+        m.add(d, c, saved_failures(Path::new(d))).map_err(|e| e.to_string())?;
     }
-    let merged = m.campaign()?;
+    let merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     for (sig, (f, d)) in &m.best {

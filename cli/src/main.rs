@@ -255,7 +255,7 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
     if let Some(b) = &opts.liveness {
         let flag = |message: String| ScenarioError { file: "--liveness".into(), line: None, key: b.clone(), message };
         cfg.faults.liveness_after_heal_ms = Some(parse_bound(b).map_err(flag)?);
-        kvsim::check::liveness::validate(&cfg.faults).map_err(flag)?;
+        kvsim::check::liveness::validate(&cfg.faults).map_err(|e| flag(e.to_string()))?;
     }
     Ok(cfg)
 }

@@ -112,7 +112,7 @@ impl World {
 /// per-token costs are divided by `f`, so that forward passes, transfers and decode steps take the
 /// same virtual time and the run processes (nearly) the same events over `f` times more tokens.
 /// Decode-side token counts (outputs, `reserved_decode_tokens`) and the page size are unchanged.
-pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
+pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, ScaleError> {
     let mut reqs = in_id_order(&cfg);
     cfg.generator = None;
     for r in &mut reqs {
@@ -127,7 +127,7 @@ pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
     cfg.knobs.chunked_prefill_size *= f;
     let c = &mut cfg.cost;
     if c.prefill_ns_per_token_per_kctx != 0 {
-        return Err("scale_prompts: prefill_ns_per_token_per_kctx must be 0 (it cannot be scaled in integers)".into());
+        return Err(ScaleError::ContextCost);
     }
     for (name, v) in [
         ("prefill_ns_per_token", &mut c.prefill_ns_per_token),
@@ -135,12 +135,37 @@ pub fn scale_prompts(mut cfg: SimConfig, f: u64) -> Result<SimConfig, String> {
         ("kv_bytes_per_token", &mut c.kv_bytes_per_token),
     ] {
         if *v % f != 0 {
-            return Err(format!("scale_prompts: cost `{name}` = {v} is not a multiple of {f}"));
+            return Err(ScaleError::NotAMultiple { cost: name, value: *v, factor: f });
         }
         *v /= f;
     }
     Ok(cfg)
 }
+
+/// Why a configuration cannot be scaled by `scale_prompts` (integer costs only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScaleError {
+    /// `prefill_ns_per_token_per_kctx` is not 0: a cost per token per thousand tokens of context
+    /// would have to be divided by `f²`.
+    ContextCost,
+    /// A per-token cost that `f` does not divide.
+    NotAMultiple { cost: &'static str, value: u64, factor: u64 },
+}
+
+impl std::fmt::Display for ScaleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScaleError::ContextCost => {
+                f.write_str("scale_prompts: prefill_ns_per_token_per_kctx must be 0 (it cannot be scaled in integers)")
+            }
+            ScaleError::NotAMultiple { cost, value, factor } => {
+                write!(f, "scale_prompts: cost `{cost}` = {value} is not a multiple of {factor}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ScaleError {}
 
 #[cfg(test)]
 mod scale_tests {

@@ -37,6 +37,32 @@ pub struct Expectation {
     pub status: BTreeMap<String, u16>,
 }
 
+/// An `[[expect]]` entry that names something the scenario does not have (a configuration
+/// error: exit 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpectError {
+    /// A violation kind kvsim does not know.
+    UnknownKind { expectation: String, kind: String },
+    /// A request key that is not an index below the scenario's request count.
+    NoRequest { expectation: String, request: String, requests: usize },
+}
+
+impl std::fmt::Display for ExpectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpectError::UnknownKind { expectation, kind } => {
+                let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
+                write!(f, "expectation `{expectation}`: unknown violation kind `{kind}` (known: {})", known.join(", "))
+            }
+            ExpectError::NoRequest { expectation, request, requests } => {
+                write!(f, "expectation `{expectation}`: no request `{request}` ({requests} requests)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ExpectError {}
+
 impl Expectation {
     /// Overrides in `--set` form.
     pub fn set_pairs(&self) -> Vec<(String, String)> {
@@ -66,21 +92,18 @@ impl Expectation {
     }
 
     /// Checks names before running: unknown kinds or request ids are configuration errors.
-    pub fn validate(&self, requests: usize) -> Result<(), String> {
+    pub fn validate(&self, requests: usize) -> Result<(), ExpectError> {
         for k in self.violations.iter().chain(&self.absent).chain(self.requests.values().flatten()) {
             if Kind::parse(k).is_none() {
-                let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
-                return Err(format!(
-                    "expectation `{}`: unknown violation kind `{k}` (known: {})",
-                    self.name,
-                    known.join(", ")
-                ));
+                return Err(ExpectError::UnknownKind { expectation: self.name.clone(), kind: k.clone() });
             }
         }
         for r in self.requests.keys().chain(self.status.keys()) {
             match r.parse::<usize>() {
                 Ok(i) if i < requests => {}
-                _ => return Err(format!("expectation `{}`: no request `{r}` ({requests} requests)", self.name)),
+                _ => {
+                    return Err(ExpectError::NoRequest { expectation: self.name.clone(), request: r.clone(), requests })
+                }
             }
         }
         Ok(())

@@ -47,6 +47,7 @@ use crate::trace::Tracer;
 use crate::world::World;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A fault the explorer may place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -256,62 +257,113 @@ impl std::fmt::Display for ChoiceString {
 }
 
 impl std::str::FromStr for ChoiceString {
-    type Err = String;
+    type Err = ChoiceStringError;
 
-    fn from_str(s: &str) -> Result<ChoiceString, String> {
+    fn from_str(s: &str) -> Result<ChoiceString, ChoiceStringError> {
+        use ChoiceStringError as E;
         let mut parts = s.trim().split('/');
         if parts.next() != Some("v1") {
-            return Err(format!("`{s}`: a choice string starts with `v1/`"));
+            return Err(E::NoVersion(s.to_string()));
         }
         let (mut f, mut k, mut l, mut o, mut c) = (None, None, None, None, None);
         for p in parts {
-            let (key, val) = p.split_once('=').ok_or_else(|| format!("`{p}`: expected KEY=VALUE"))?;
+            let (key, val) = p.split_once('=').ok_or_else(|| E::NotKeyValue(p.to_string()))?;
             let slot = match key {
                 "f" => &mut f,
                 "k" => &mut k,
                 "l" => &mut l,
                 "o" => &mut o,
                 "c" => &mut c,
-                _ => return Err(format!("`{key}`: unknown field (known: f, k, l, o, c)")),
+                _ => return Err(E::UnknownField(key.to_string())),
             };
             if slot.replace(val).is_some() {
-                return Err(format!("`{key}` given twice"));
+                return Err(E::Twice(key.to_string()));
             }
         }
-        fn need<'a>(v: Option<&'a str>, key: &str) -> Result<&'a str, String> {
-            v.ok_or_else(|| format!("missing field `{key}=`"))
+        fn need<'a>(v: Option<&'a str>, key: &'static str) -> Result<&'a str, ChoiceStringError> {
+            v.ok_or(ChoiceStringError::Missing(key))
         }
-        let max_faults: u32 = need(f, "f")?.parse().map_err(|_| format!("f={}: not a fault count", f.unwrap_or("")))?;
+        let max_faults: u32 = need(f, "f")?.parse().map_err(|_| E::BadFaultCount(f.unwrap_or("").to_string()))?;
         let mut fault_kinds = Vec::new();
         for name in need(k, "k")?.split('+').filter(|x| !x.is_empty()) {
-            fault_kinds.push(FaultKind::parse(name).ok_or_else(|| {
-                format!("k: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash)")
-            })?);
+            fault_kinds.push(FaultKind::parse(name).ok_or_else(|| E::UnknownFault(name.to_string()))?);
         }
         let mut latencies_us = Vec::new();
         for v in need(l, "l")?.split('+').filter(|x| !x.is_empty()) {
-            let us: u64 = v.parse().map_err(|_| format!("l: `{v}` is not a latency in µs"))?;
+            let us: u64 = v.parse().map_err(|_| E::BadLatency(v.to_string()))?;
             if us > crate::scenario::MAX_TIME_MS.saturating_mul(1000) {
-                return Err(format!("l: {us} µs is over the longest time a scenario may name"));
+                return Err(E::LatencyTooLong(us));
             }
             latencies_us.push(us);
         }
-        let max_reorders: u32 =
-            need(o, "o")?.parse().map_err(|_| format!("o={}: not a reorder count", o.unwrap_or("")))?;
+        let max_reorders: u32 = need(o, "o")?.parse().map_err(|_| E::BadReorderCount(o.unwrap_or("").to_string()))?;
         let mut choices = Vec::new();
         for v in need(c, "c")?.split('.').filter(|x| !x.is_empty()) {
-            choices.push(v.parse().map_err(|_| format!("c: `{v}` is not a choice"))?);
+            choices.push(v.parse().map_err(|_| E::BadChoice(v.to_string()))?);
         }
         if choices.len() > MAX_CHOICES {
-            return Err(format!("c: {} choices (limit {MAX_CHOICES})", choices.len()));
+            return Err(E::TooManyChoices(choices.len()));
         }
         let bounds = Bounds { max_faults, fault_kinds, latencies_us, max_reorders };
         if bounds.clone().normalised() != bounds {
-            return Err("k and l must be ascending and distinct".into());
+            return Err(E::NotAscending);
         }
         Ok(ChoiceString { bounds, choices })
     }
 }
+
+/// A `--choices` string that does not read; each variant holds the text at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChoiceStringError {
+    /// Does not start with `v1/` (the whole string).
+    NoVersion(String),
+    /// A part without `=`.
+    NotKeyValue(String),
+    UnknownField(String),
+    Twice(String),
+    Missing(&'static str),
+    /// `f=` is not a count.
+    BadFaultCount(String),
+    /// A `k=` entry that names no fault kind.
+    UnknownFault(String),
+    /// An `l=` entry that is not a number of µs.
+    BadLatency(String),
+    /// An `l=` entry (µs) past `scenario::MAX_TIME_MS`.
+    LatencyTooLong(u64),
+    /// `o=` is not a count.
+    BadReorderCount(String),
+    /// A `c=` entry that is not a choice index.
+    BadChoice(String),
+    /// More than `MAX_CHOICES` choices.
+    TooManyChoices(usize),
+    /// `k` or `l` out of order or repeated (a choice string is written normalised).
+    NotAscending,
+}
+
+impl fmt::Display for ChoiceStringError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ChoiceStringError as E;
+        match self {
+            E::NoVersion(s) => write!(f, "`{s}`: a choice string starts with `v1/`"),
+            E::NotKeyValue(p) => write!(f, "`{p}`: expected KEY=VALUE"),
+            E::UnknownField(key) => write!(f, "`{key}`: unknown field (known: f, k, l, o, c)"),
+            E::Twice(key) => write!(f, "`{key}` given twice"),
+            E::Missing(key) => write!(f, "missing field `{key}=`"),
+            E::BadFaultCount(v) => write!(f, "f={v}: not a fault count"),
+            E::UnknownFault(name) => {
+                write!(f, "k: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash)")
+            }
+            E::BadLatency(v) => write!(f, "l: `{v}` is not a latency in µs"),
+            E::LatencyTooLong(us) => write!(f, "l: {us} µs is over the longest time a scenario may name"),
+            E::BadReorderCount(v) => write!(f, "o={v}: not a reorder count"),
+            E::BadChoice(v) => write!(f, "c: `{v}` is not a choice"),
+            E::TooManyChoices(n) => write!(f, "c: {n} choices (limit {MAX_CHOICES})"),
+            E::NotAscending => f.write_str("k and l must be ascending and distinct"),
+        }
+    }
+}
+
+impl std::error::Error for ChoiceStringError {}
 
 /// The longest choice string accepted.
 pub const MAX_CHOICES: usize = 1_000_000;
@@ -730,15 +782,25 @@ pub fn shrink_scenario(
 }
 
 /// The property's kinds from names (`cross_tenant_read,wrong_status`); empty = every kind.
-pub fn parse_kinds(s: &str) -> Result<Vec<Kind>, String> {
+pub fn parse_kinds(s: &str) -> Result<Vec<Kind>, UnknownKind> {
     let mut out = Vec::new();
     for name in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        out.push(Kind::parse(name).ok_or_else(|| {
-            let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
-            format!("unknown violation kind `{name}` (known: {})", known.join(", "))
-        })?);
+        out.push(Kind::parse(name).ok_or_else(|| UnknownKind(name.to_string()))?);
     }
     out.sort();
     out.dedup();
     Ok(out)
 }
+
+/// A violation kind's name that kvsim does not know (`--kinds`, a `buggy` expectation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKind(pub String);
+
+impl fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
+        write!(f, "unknown violation kind `{}` (known: {})", self.0, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownKind {}

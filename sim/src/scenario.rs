@@ -736,7 +736,7 @@ impl Scenario {
     fn ratio(&self, table: &str, key: &str, v: &Option<String>) -> Result<Ratio, ScenarioError> {
         match v {
             None => Ok(Ratio::NEVER),
-            Some(s) => Ratio::parse(s).map_err(|m| self.err(table, 0, key, m)),
+            Some(s) => Ratio::parse(s).map_err(|m| self.err(table, 0, key, m.to_string())),
         }
     }
 
@@ -1244,7 +1244,8 @@ impl Scenario {
                 .map(|v| self.in_range("faults", 0, "liveness_after_heal_ms", v, 1, MAX_TIME_MS, " ms"))
                 .transpose()?,
         };
-        crate::check::liveness::validate(&fc).map_err(|e| self.err("faults", 0, "liveness_after_heal_ms", e))?;
+        crate::check::liveness::validate(&fc)
+            .map_err(|e| self.err("faults", 0, "liveness_after_heal_ms", e.to_string()))?;
         Ok(fc)
     }
 

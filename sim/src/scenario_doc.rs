@@ -363,23 +363,57 @@ pub fn starting_scenario(name: &str, like: Like) -> String {
 /// the deployment `kvsim audit` measures in them (pools, context, page size; roles as found, or the
 /// worst partner the context admits), its warm-up and probe traffic, every section explained.
 /// `logs` are (file name, text); errors name the log, line and field.
-pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Result<String, String> {
+pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Result<String, FromLogsError> {
     let mut files = Vec::new();
     for (path, text) in logs {
-        let facts = crate::audit::parse::parse_log(path, text).map_err(|e| e.to_string())?;
+        let facts = crate::audit::parse::parse_log(path, text).map_err(FromLogsError::Parse)?;
         files.push((path.clone(), facts, None));
     }
-    let a = crate::audit::analyse(&files).map_err(|e| e.to_string())?;
+    let a = crate::audit::analyse(&files).map_err(FromLogsError::Audit)?;
     let sources: Vec<&str> = logs.iter().map(|(p, _)| p.as_str()).collect();
-    let generated = crate::audit::scenario(&a, &sources.join(", "))
-        .ok_or("the logs give no context length or no pool: cannot build a deployment (see `kvsim audit`)")?;
-    let spec: ScenarioFile = toml::from_str(&generated.toml)
-        .map_err(|e| format!("the audit's scenario does not read (a kvsim bug): {e}"))?;
+    let generated = crate::audit::scenario(&a, &sources.join(", ")).ok_or(FromLogsError::NoDeployment)?;
+    let spec: ScenarioFile = toml::from_str(&generated.toml).map_err(|e| FromLogsError::Unreadable(e.to_string()))?;
     let mut how = format!("written by `kvsim new {name} --from-log {}`", sources.join(" "));
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
     Ok(annotated(name, &spec, &how))
+}
+
+/// Why `kvsim new --from-log` wrote nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FromLogsError {
+    /// A log did not parse (file, line, field).
+    Parse(crate::audit::parse::ParseError),
+    /// The logs disagree or break a rule of the audit (file, line, field).
+    Audit(crate::audit::AuditError),
+    /// No context length or no pool in the logs.
+    NoDeployment,
+    /// The audit's scenario does not read back: a kvsim bug (the `toml` error).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for FromLogsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FromLogsError::Parse(e) => e.fmt(f),
+            FromLogsError::Audit(e) => e.fmt(f),
+            FromLogsError::NoDeployment => {
+                f.write_str("the logs give no context length or no pool: cannot build a deployment (see `kvsim audit`)")
+            }
+            FromLogsError::Unreadable(e) => write!(f, "the audit's scenario does not read (a kvsim bug): {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FromLogsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FromLogsError::Parse(e) => Some(e),
+            FromLogsError::Audit(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {

@@ -76,15 +76,44 @@ fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
+/// A known-bugs file that does not read: `<file>:<line>: <field>: <what>` (no field for a TOML
+/// syntax or shape error, whose message names the key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownBugsError {
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// `profile`, `known[i].signature`, …
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for KnownBugsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: ", self.file, self.line)?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for KnownBugsError {}
+
 impl KnownBugs {
     /// Parses a known-bugs file. Errors read `<name>:<line>: <field>: <what>`.
-    pub fn parse(name: &str, text: &str) -> Result<KnownBugs, String> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let line = e.span().map_or(1, |s| line_of(text, s.start));
-            format!("{name}:{line}: {}", e.message().trim_end())
+    pub fn parse(name: &str, text: &str) -> Result<KnownBugs, KnownBugsError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| KnownBugsError {
+            file: name.to_string(),
+            line: e.span().map_or(1, |s| line_of(text, s.start)),
+            field: None,
+            message: e.message().trim_end().to_string(),
         })?;
-        let err = |s: &std::ops::Range<usize>, field: String, what: String| {
-            format!("{name}:{}: {field}: {what}", line_of(text, s.start))
+        let err = |s: &std::ops::Range<usize>, field: String, message: String| KnownBugsError {
+            file: name.to_string(),
+            line: line_of(text, s.start),
+            field: Some(field),
+            message,
         };
         let profile = raw.profile.get_ref();
         if crate::config::profile(profile).is_none() {
@@ -242,13 +271,15 @@ note = "prefix_cache_scope = global in the profile"
             // An unknown key replaces nothing: put it on line 4.
             let text =
                 if key == "rwo" { GOOD.replacen("signature", &format!("{replacement}\nsignature"), 1) } else { text };
-            let e = KnownBugs::parse("k.toml", &text).expect_err(replacement);
+            let e = KnownBugs::parse("k.toml", &text).expect_err(replacement).to_string();
             assert!(e.starts_with(want), "{replacement}: {e}");
         }
         let e = KnownBugs::parse("k.toml", &GOOD.replace("sglang-0.5.22", "sglang-9")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (1, Some("profile")), "{e}");
+        let e = e.to_string();
         assert!(e.starts_with("k.toml:1: profile: `sglang-9` is not a profile"), "{e}");
         let twice = format!("{GOOD}\n{}", GOOD.lines().skip(1).collect::<Vec<_>>().join("\n"));
-        let e = KnownBugs::parse("k.toml", &twice).unwrap_err();
+        let e = KnownBugs::parse("k.toml", &twice).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "k.toml:11: known[1].signature: `cross_tenant_prefix_hit/global_prefix_cache` is listed twice"
@@ -257,8 +288,10 @@ note = "prefix_cache_scope = global in the profile"
         );
         let e =
             KnownBugs::parse("k.toml", "profile = \"sglang-0.5.22\"\n[[known]]\nsignature = \"a/b\"\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (2, None), "{e}");
+        let e = e.to_string();
         assert!(e.starts_with("k.toml:2: missing field `row`"), "{e}");
-        let e = KnownBugs::parse("k.toml", "profile = \n").unwrap_err();
+        let e = KnownBugs::parse("k.toml", "profile = \n").unwrap_err().to_string();
         assert!(e.starts_with("k.toml:1: "), "{e}");
     }
 

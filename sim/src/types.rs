@@ -121,19 +121,20 @@ impl Ratio {
     pub const ALWAYS: Ratio = Ratio { num: 1, den: 1 };
 
     /// Parses `"3/1000"`, `"0"` or `"1"`.
-    pub fn parse(s: &str) -> Result<Ratio, String> {
+    pub fn parse(s: &str) -> Result<Ratio, RatioError> {
         let s = s.trim();
         let (n, d) = match s.split_once('/') {
             Some((n, d)) => (n.trim(), d.trim()),
             None => (s, "1"),
         };
-        let num: u64 = n.parse().map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
-        let den: u64 = d.parse().map_err(|_| format!("`{s}` is not a ratio like \"3/1000\""))?;
+        let err = |why| RatioError { input: s.to_string(), why };
+        let num: u64 = n.parse().map_err(|_| err(RatioFault::NotARatio))?;
+        let den: u64 = d.parse().map_err(|_| err(RatioFault::NotARatio))?;
         if den == 0 {
-            return Err(format!("`{s}`: denominator is 0"));
+            return Err(err(RatioFault::ZeroDenominator));
         }
         if num > den {
-            return Err(format!("`{s}`: a probability cannot exceed 1"));
+            return Err(err(RatioFault::AboveOne));
         }
         Ok(Ratio { num, den })
     }
@@ -147,6 +148,38 @@ impl fmt::Display for Ratio {
         write!(f, "{}/{}", self.num, self.den)
     }
 }
+
+/// A string that is not a probability (`Ratio::parse`); the scenario reader places it at its
+/// file, line and key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RatioError {
+    /// The text given, trimmed.
+    pub input: String,
+    pub why: RatioFault,
+}
+
+/// What is wrong with a ratio's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RatioFault {
+    /// Not `N/D` (or `N`) with non-negative integers.
+    NotARatio,
+    ZeroDenominator,
+    /// `N > D`.
+    AboveOne,
+}
+
+impl fmt::Display for RatioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.input;
+        match self.why {
+            RatioFault::NotARatio => write!(f, "`{s}` is not a ratio like \"3/1000\""),
+            RatioFault::ZeroDenominator => write!(f, "`{s}`: denominator is 0"),
+            RatioFault::AboveOne => write!(f, "`{s}`: a probability cannot exceed 1"),
+        }
+    }
+}
+
+impl std::error::Error for RatioError {}
 
 /// FNV-1a over little-endian encodings: the same bytes give the same hash on every machine.
 /// `std`'s default hasher is randomly keyed and its integer writes are native-endian.

@@ -9,9 +9,11 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards.
 
+mod error;
 pub mod html;
 
 use crate::triage::KnownBugs;
+pub use error::CampaignError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -61,12 +63,20 @@ impl Campaign {
 
     /// Whether a checkpoint found in `corpus` belongs to this campaign (same space, seed start and
     /// shard); resuming another campaign's corpus would mix two tables.
-    pub fn check_resumes(&self, corpus: &str, space: &str, seed_start: u64, shard: (u64, u64)) -> Result<(), String> {
+    pub fn check_resumes(
+        &self,
+        corpus: &str,
+        space: &str,
+        seed_start: u64,
+        shard: (u64, u64),
+    ) -> Result<(), CampaignError> {
         if self.space != space || self.seed_start != seed_start || self.shard != shard {
-            return Err(format!(
-                "{corpus}: made by another campaign (space {}, seed start {}, shard {}/{}); use another --corpus",
-                self.space, self.seed_start, self.shard.0, self.shard.1
-            ));
+            return Err(CampaignError::OtherCampaign {
+                corpus: corpus.to_string(),
+                space: self.space.clone(),
+                seed_start: self.seed_start,
+                shard: self.shard,
+            });
         }
         Ok(())
     }
@@ -324,11 +334,13 @@ pub fn confirm_summary(sig: &str, replay: Result<ReplayCounts, String>) -> Strin
 
 /// The known-bugs file for a campaign on `profile`: a file for another profile is refused (its
 /// rows say what that engine has, not this one).
-pub fn check_known_profile(k: &KnownBugs, profile: Option<&str>) -> Result<(), String> {
+pub fn check_known_profile(k: &KnownBugs, profile: Option<&str>) -> Result<(), CampaignError> {
     match profile {
-        Some(p) if p != k.profile => {
-            Err(format!("--known {}: the file is for profile {}, the campaign runs {p}", k.source, k.profile))
-        }
+        Some(p) if p != k.profile => Err(CampaignError::KnownForOtherProfile {
+            source: k.source.clone(),
+            file_profile: k.profile.clone(),
+            campaign_profile: p.to_string(),
+        }),
         _ => Ok(()),
     }
 }
@@ -342,14 +354,15 @@ pub fn space_profile(space: &str) -> Option<&str> {
 
 /// The known-bugs file of a merge: `given` (read from `--known FILE`) must be for the merged
 /// campaign's profile; without one, the shipped file of that profile, if any.
-pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, String> {
+pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, CampaignError> {
     let profile = space_profile(space);
     match given {
         Some(k) => match profile {
-            Some(p) if p != k.profile => Err(format!(
-                "--known {}: the file is for profile {}, the merged campaign ran {space}",
-                k.source, k.profile
-            )),
+            Some(p) if p != k.profile => Err(CampaignError::KnownForOtherSpace {
+                source: k.source,
+                file_profile: k.profile,
+                space: space.to_string(),
+            }),
             _ => Ok(Some(k)),
         },
         None => Ok(profile.and_then(KnownBugs::shipped)),
@@ -431,28 +444,32 @@ pub struct Merger {
 
 impl Merger {
     /// Checks a checkpoint's format (read from `path`).
-    pub fn check_format(c: &Campaign, path: &str) -> Result<(), String> {
+    pub fn check_format(c: &Campaign, path: &str) -> Result<(), CampaignError> {
         if c.format != CORPUS_FORMAT {
-            return Err(format!("{path}: corpus format `{}`, this kvsim merges `{CORPUS_FORMAT}`", c.format));
+            return Err(CampaignError::CorpusFormat { path: path.to_string(), format: c.format.clone() });
         }
         Ok(())
     }
 
     /// Adds corpus `name` (its checkpoint and its committed failures).
-    pub fn add(&mut self, name: &str, c: Campaign, failures: BTreeMap<String, Failure>) -> Result<(), String> {
+    pub fn add(&mut self, name: &str, c: Campaign, failures: BTreeMap<String, Failure>) -> Result<(), CampaignError> {
         if let Some((d0, c0)) = &self.first {
             if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
-                return Err(format!(
-                    "{name}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {d0} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",
-                    c.space, c.seed_start, c.shard.1, c0.space, c0.seed_start, c0.shard.1
-                ));
+                return Err(CampaignError::NotAShard {
+                    name: name.to_string(),
+                    campaign: (c.space.clone(), c.seed_start, c.shard.1),
+                    first: d0.clone(),
+                    first_campaign: (c0.space.clone(), c0.seed_start, c0.shard.1),
+                });
             }
         }
         if let Some(other) = self.shards_seen.insert(c.shard.0, name.to_string()) {
-            return Err(format!(
-                "{name}: shard {}/{} is also {other}: the corpora overlap (the same runs would be counted twice)",
-                c.shard.0, c.shard.1
-            ));
+            return Err(CampaignError::OverlappingShard {
+                name: name.to_string(),
+                shard: c.shard.0,
+                count: c.shard.1,
+                other,
+            });
         }
         self.runs += c.runs_done;
         for (sig, e) in &c.table {
@@ -471,8 +488,8 @@ impl Merger {
     }
 
     /// The merged checkpoint: one unsharded campaign of every shard's runs.
-    pub fn campaign(&self) -> Result<Campaign, String> {
-        let (_, c0) = self.first.as_ref().ok_or("no corpora to merge")?;
+    pub fn campaign(&self) -> Result<Campaign, CampaignError> {
+        let (_, c0) = self.first.as_ref().ok_or(CampaignError::NoCorpora)?;
         Ok(Campaign {
             format: CORPUS_FORMAT.into(),
             space: c0.space.clone(),
@@ -561,15 +578,16 @@ mod tests {
         assert_eq!(m.best["page_leak/decode"].0.seed, 103);
         // The same shard twice, or a shard of another campaign: refused.
         let e = m.add("again", in_order(30, (1, 3)), BTreeMap::new()).unwrap_err();
-        assert!(e.contains("shard 1/3 is also shard1: the corpora overlap"), "{e}");
+        assert!(matches!(e, CampaignError::OverlappingShard { shard: 1, count: 3, .. }), "{e}");
+        assert!(e.to_string().contains("shard 1/3 is also shard1: the corpora overlap"), "{e}");
         let other = Campaign { seed_start: 5, ..in_order(30, (0, 3)) };
         let mut m2 = Merger::default();
         m2.add("a", in_order(30, (0, 3)), BTreeMap::new()).unwrap();
-        let e = m2.add("b", other, BTreeMap::new()).unwrap_err();
+        let e = m2.add("b", other, BTreeMap::new()).unwrap_err().to_string();
         assert!(e.contains("not a shard of the same campaign as a"), "{e}");
-        assert!(Merger::default().campaign().is_err());
+        assert_eq!(Merger::default().campaign().unwrap_err(), CampaignError::NoCorpora);
         let old = Campaign { format: "kvsim-corpus/0".into(), ..whole };
-        assert!(Merger::check_format(&old, "c/campaign.json").unwrap_err().contains("corpus format"));
+        assert!(Merger::check_format(&old, "c/campaign.json").unwrap_err().to_string().contains("corpus format"));
     }
 
     #[test]
@@ -589,7 +607,7 @@ mod tests {
     fn resume_is_refused_for_another_campaign() {
         let c = Campaign::new("blind", 7, (0, 1));
         assert!(c.check_resumes("corp", "blind", 7, (0, 1)).is_ok());
-        let e = c.check_resumes("corp", "profile:sglang-0.5.22", 7, (0, 1)).unwrap_err();
+        let e = c.check_resumes("corp", "profile:sglang-0.5.22", 7, (0, 1)).unwrap_err().to_string();
         assert!(e.starts_with("corp: made by another campaign (space blind"), "{e}");
         assert!(c.check_resumes("corp", "blind", 8, (0, 1)).is_err());
         assert!(c.check_resumes("corp", "blind", 7, (0, 2)).is_err());
@@ -673,6 +691,7 @@ mod tests {
         assert!(check_known_profile(&k, Some("sglang-0.5.22")).is_ok() && check_known_profile(&k, None).is_ok());
         assert!(check_known_profile(&k, Some("vllm-nixl"))
             .unwrap_err()
+            .to_string()
             .contains("the file is for profile sglang-0.5.22"));
         assert_eq!(merge_known("profile:vllm-nixl", None).unwrap().unwrap().profile, "vllm-nixl");
         assert_eq!(merge_known("prefix:blind", None).unwrap(), None);

@@ -72,16 +72,27 @@ pub fn heal_time(f: &FaultConfig) -> Instant {
 
 /// Whether liveness mode can judge `cfg`: with random faults on, they must heal at some time
 /// (`heal_at_ms` set; its default is never).
-pub fn validate(f: &FaultConfig) -> Result<(), String> {
+pub fn validate(f: &FaultConfig) -> Result<(), NeverHeals> {
     if f.liveness_after_heal_ms.is_some()
         && heal_time(f) >= Instant(0) + Duration::from_ms(crate::scenario::MAX_TIME_MS)
     {
-        return Err(
-            "liveness mode needs the random faults to heal: set faults.heal_at_ms (its default is never)".into()
-        );
+        return Err(NeverHeals);
     }
     Ok(())
 }
+
+/// Liveness mode asked for on random faults that never heal (`faults.heal_at_ms` unset): no
+/// deadline could ever start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeverHeals;
+
+impl std::fmt::Display for NeverHeals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("liveness mode needs the random faults to heal: set faults.heal_at_ms (its default is never)")
+    }
+}
+
+impl std::error::Error for NeverHeals {}
 
 impl Liveness {
     /// Liveness mode for a world whose workload is built, when its configuration asks for it.

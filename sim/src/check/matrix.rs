@@ -3,7 +3,7 @@
 //! matrix` reads the files and prints [`Matrix::text`].
 
 use crate::expect::Expectation;
-use crate::scenario::{FileReader, Overrides, Scenario};
+use crate::scenario::{FileReader, Overrides, Scenario, ScenarioError};
 use std::fmt;
 
 /// A defence, as the knob settings that switch it on.
@@ -75,19 +75,27 @@ impl Mitigation {
     }
 
     /// A comma-separated list (`--mitigations`), in the order given.
-    pub fn parse_list(list: &str) -> Result<Vec<Mitigation>, String> {
+    pub fn parse_list(list: &str) -> Result<Vec<Mitigation>, UnknownMitigation> {
         list.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|m| {
-                Mitigation::parse(m).ok_or_else(|| {
-                    let known: Vec<&str> = Mitigation::ALL.iter().map(|m| m.name()).collect();
-                    format!("--mitigations: unknown `{m}` (known: {})", known.join(","))
-                })
-            })
+            .map(|m| Mitigation::parse(m).ok_or_else(|| UnknownMitigation(m.to_string())))
             .collect()
     }
 }
+
+/// A `--mitigations` entry that names no mitigation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownMitigation(pub String);
+
+impl fmt::Display for UnknownMitigation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = Mitigation::ALL.iter().map(|m| m.name()).collect();
+        write!(f, "--mitigations: unknown `{}` (known: {})", self.0, known.join(","))
+    }
+}
+
+impl std::error::Error for UnknownMitigation {}
 
 /// What a mitigation did to a scenario's bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,14 +139,19 @@ pub fn targets(buggy: &Expectation) -> Vec<String> {
 /// Runs a scenario's `buggy` expectation with one mitigation switched on. An expectation that
 /// names `timing_channel` or `status_channel` runs the noninterference check too (as `kvsim
 /// check` does): those kinds exist only by comparing runs.
-pub fn cell(sc: &Scenario, buggy: &Expectation, m: Mitigation, read: Option<FileReader>) -> Result<Cell, String> {
+pub fn cell(
+    sc: &Scenario,
+    buggy: &Expectation,
+    m: Mitigation,
+    read: Option<FileReader>,
+) -> Result<Cell, ScenarioError> {
     let mut set = buggy.set_pairs();
     for &(k, v) in m.knobs() {
         set.retain(|(x, _)| x != k);
         set.push((k.to_string(), v.to_string()));
     }
     let o = Overrides { profile: buggy.profile.clone(), seed: None, set };
-    let cfg = sc.resolve_with(&o, read).map_err(|e| e.to_string())?;
+    let cfg = sc.resolve_with(&o, read)?;
     let mut w = crate::simulate(cfg.clone(), None, false);
     if buggy.needs_noninterference() {
         crate::check::noninterference::apply(&cfg, &mut w, None);
@@ -169,7 +182,7 @@ impl Matrix {
     }
 
     /// Adds the scenario's row (nothing when it has no `buggy` expectation).
-    pub fn add(&mut self, name: &str, sc: &Scenario, read: Option<FileReader>) -> Result<(), String> {
+    pub fn add(&mut self, name: &str, sc: &Scenario, read: Option<FileReader>) -> Result<(), ScenarioError> {
         let Some(buggy) = sc.spec.expect.iter().find(|e| e.name == "buggy") else { return Ok(()) };
         let cells = self.mitigations.iter().map(|&m| cell(sc, buggy, m, read)).collect::<Result<Vec<_>, _>>()?;
         self.rows.push((name.to_string(), cells));
@@ -205,7 +218,9 @@ mod tests {
     fn the_default_list_is_every_mitigation_once() {
         let all: Vec<&str> = Mitigation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(Mitigation::parse_list(&all.join(",")).unwrap(), Mitigation::ALL.to_vec());
-        assert!(Mitigation::parse_list("kv_checksum, nope").unwrap_err().contains("unknown `nope`"));
+        let e = Mitigation::parse_list("kv_checksum, nope").unwrap_err();
+        assert_eq!(e, UnknownMitigation("nope".into()));
+        assert!(e.to_string().contains("unknown `nope`"));
         for m in Mitigation::ALL {
             assert_eq!(Mitigation::parse(m.name()), Some(m));
             assert!(!m.knobs().is_empty());

@@ -1,0 +1,58 @@
+//! Why a campaign's corpus, known-bugs file or shards were refused. Each variant carries what its
+//! message names (the corpus or file, the two campaigns' identities); the command line prints the
+//! message and exits 2.
+
+use std::fmt;
+
+/// A corpus, known-bugs file or merge refused by campaign accounting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CampaignError {
+    /// The checkpoint in `corpus` was made by a campaign of another space, seed start or shard
+    /// (`Campaign::check_resumes`): resuming it would mix two tables.
+    OtherCampaign { corpus: String, space: String, seed_start: u64, shard: (u64, u64) },
+    /// `--known` names a file for `file_profile`; the campaign runs `campaign_profile`.
+    KnownForOtherProfile { source: String, file_profile: String, campaign_profile: String },
+    /// `--known` names a file for `file_profile`; the merged campaign ran `space`.
+    KnownForOtherSpace { source: String, file_profile: String, space: String },
+    /// The checkpoint at `path` has another corpus format.
+    CorpusFormat { path: String, format: String },
+    /// Corpus `name` is a shard of another campaign than `first` (space, seed start, shard count).
+    NotAShard { name: String, campaign: (String, u64, u64), first: String, first_campaign: (String, u64, u64) },
+    /// Corpus `name` is shard `shard` of `count`, already added as `other`.
+    OverlappingShard { name: String, shard: u64, count: u64, other: String },
+    /// `Merger::campaign` with nothing added.
+    NoCorpora,
+}
+
+impl fmt::Display for CampaignError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use CampaignError as E;
+        match self {
+            E::OtherCampaign { corpus, space, seed_start, shard } => write!(
+                f,
+                "{corpus}: made by another campaign (space {space}, seed start {seed_start}, shard {}/{}); use another --corpus",
+                shard.0, shard.1
+            ),
+            E::KnownForOtherProfile { source, file_profile, campaign_profile } => {
+                write!(f, "--known {source}: the file is for profile {file_profile}, the campaign runs {campaign_profile}")
+            }
+            E::KnownForOtherSpace { source, file_profile, space } => {
+                write!(f, "--known {source}: the file is for profile {file_profile}, the merged campaign ran {space}")
+            }
+            E::CorpusFormat { path, format } => {
+                write!(f, "{path}: corpus format `{format}`, this kvsim merges `{}`", super::CORPUS_FORMAT)
+            }
+            E::NotAShard { name, campaign: (space, seed, count), first, first_campaign: (s0, seed0, count0) } => write!(
+                f,
+                "{name}: campaign (space {space}, seed start {seed}, shard count {count}) is not a shard of the same campaign as {first} (space {s0}, seed start {seed0}, shard count {count0}); only disjoint shards of one campaign can be merged"
+            ),
+            E::OverlappingShard { name, shard, count, other } => write!(
+                f,
+                "{name}: shard {shard}/{count} is also {other}: the corpora overlap (the same runs would be counted twice)"
+            ),
+            E::NoCorpora => f.write_str("no corpora to merge"),
+        }
+    }
+}
+
+impl std::error::Error for CampaignError {}
