@@ -38,6 +38,7 @@ pub mod triage;
 pub mod types;
 pub mod workload_trace;
 pub mod world;
+pub mod xml;
 
 use config::SimConfig;
 use trace::{TraceSink, Tracer};

@@ -10,6 +10,7 @@
 
 use super::{Campaign, Confirmation, Failure};
 use crate::triage::KnownBugs;
+use crate::xml::escape as esc;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -37,24 +38,6 @@ pub struct Report<'a> {
     pub known: Option<&'a KnownBugs>,
     /// The exit status the campaign (or merge) returns.
     pub exit: i32,
-}
-
-/// Escapes text for HTML/XML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            // Control characters are not allowed in XML 1.0 text: shown as a replacement.
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' && c != '\r' => o.push('\u{fffd}'),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 /// Percent-encodes a path for an href (every byte outside the unreserved set and `/`).

@@ -16,6 +16,7 @@ use crate::config::SimConfig;
 use crate::pool::Run;
 use crate::trace::{MemOp, TraceRecord};
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
+use crate::xml::escape as esc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -173,20 +174,6 @@ pub fn tenant_colour(t: Option<u32>) -> String {
     };
     let to = |v: f64| ((v + m) * 255.0).round().clamp(0.0, 255.0) as u8;
     format!("#{:02x}{:02x}{:02x}", to(r), to(g), to(b))
-}
-
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            _ => o.push(c),
-        }
-    }
-    o
 }
 
 /// A step of 1, 2 or 5 times a power of ten giving about `target` ticks over `range`.
