@@ -4,15 +4,19 @@
 
 use crate::expect::Expectation;
 use crate::scenario::{FileReader, Overrides, Scenario, ScenarioError};
+use crate::world::Mitigation as Stop;
 use std::fmt;
 
-/// A defence, as the knob settings that switch it on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A defence, as the knob settings that switch it on: a matrix column.
+///
+/// The defences the model implements as a check that stops a request are the model's own
+/// `world::Mitigation` (what `Req::caught_by` names), so a column and the report's "caught by"
+/// share one name and one string; the others are knob settings with no stop of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mitigation {
-    KvChecksum,
-    KvCanary,
-    PageTags,
-    CoverageCheck,
+    /// A check in the model that fails a request before it reads foreign KV (`kv_checksum`,
+    /// `kv_canary`, `page_tags`, `coverage_check`).
+    Stop(Stop),
     DeferredRelease,
     BoundedBatches,
     /// The prefix cache salted per tenant (vLLM `cache_salt`, one salt per tenant).
@@ -26,10 +30,10 @@ pub enum Mitigation {
 impl Mitigation {
     /// Every mitigation, in the matrix's default column order.
     pub const ALL: [Mitigation; 9] = [
-        Mitigation::KvChecksum,
-        Mitigation::KvCanary,
-        Mitigation::PageTags,
-        Mitigation::CoverageCheck,
+        Mitigation::Stop(Stop::KvChecksum),
+        Mitigation::Stop(Stop::KvCanary),
+        Mitigation::Stop(Stop::PageTags),
+        Mitigation::Stop(Stop::CoverageCheck),
         Mitigation::DeferredRelease,
         Mitigation::BoundedBatches,
         Mitigation::PerTenantSalt,
@@ -39,10 +43,7 @@ impl Mitigation {
 
     pub fn name(self) -> &'static str {
         match self {
-            Mitigation::KvChecksum => "kv_checksum",
-            Mitigation::KvCanary => "kv_canary",
-            Mitigation::PageTags => "page_tags",
-            Mitigation::CoverageCheck => "coverage_check",
+            Mitigation::Stop(m) => m.name(),
             Mitigation::DeferredRelease => "deferred_release",
             Mitigation::BoundedBatches => "bounded_batches",
             Mitigation::PerTenantSalt => "per_tenant_salt",
@@ -58,10 +59,11 @@ impl Mitigation {
     /// The knob settings that switch it on.
     pub fn knobs(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Mitigation::KvChecksum => &[("kv_checksum", "on")],
-            Mitigation::KvCanary => &[("kv_canary", "raise")],
-            Mitigation::PageTags => &[("page_tags", "on")],
-            Mitigation::CoverageCheck => &[("decode_commit_check", "coverage")],
+            Mitigation::Stop(Stop::KvChecksum) => &[("kv_checksum", "on")],
+            Mitigation::Stop(Stop::KvCanary) => &[("kv_canary", "raise")],
+            Mitigation::Stop(Stop::PageTags) => &[("page_tags", "on")],
+            Mitigation::Stop(Stop::CoverageCheck) => &[("decode_commit_check", "coverage")],
+            Mitigation::Stop(Stop::AssertCrash) => &[("decode_commit_check", "assert_crash")],
             Mitigation::DeferredRelease => {
                 &[("decode_abort_release", "deferred"), ("prefill_abort_release", "hold_source_until_drained")]
             }
@@ -225,5 +227,12 @@ mod tests {
             assert_eq!(Mitigation::parse(m.name()), Some(m));
             assert!(!m.knobs().is_empty());
         }
+        // A column the model stops requests for is named as the model's report names the stop.
+        for (m, s) in [("kv_checksum", Stop::KvChecksum), ("kv_canary", Stop::KvCanary), ("page_tags", Stop::PageTags)]
+        {
+            assert_eq!(Mitigation::parse(m), Some(Mitigation::Stop(s)));
+            assert_eq!(s.name(), m);
+        }
+        assert_eq!(Mitigation::parse("coverage_check"), Some(Mitigation::Stop(Stop::CoverageCheck)));
     }
 }
