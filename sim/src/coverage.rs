@@ -111,15 +111,15 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
         Ev::LegArrive { r, role: Role::Prefill } => (3, Some(*r), p(w.reqs[r.idx()].prefill)),
         Ev::LegArrive { r, role: Role::Decode } => (4, Some(*r), d(w.reqs[r.idx()].decode)),
         Ev::Tick { node } => (5, None, Some(*node)),
-        Ev::ForwardDone { node, .. } => (6, None, p(*node)),
-        Ev::StepDone { node, .. } => (7, None, d(*node)),
-        Ev::DstInfo { r, prefill, .. } => (8, Some(*r), p(*prefill)),
+        Ev::ForwardDone { node, .. } => (6, None, Some(node.node())),
+        Ev::StepDone { node, .. } => (7, None, Some(node.node())),
+        Ev::DstInfo { r, prefill, .. } => (8, Some(*r), Some(prefill.node())),
         Ev::TransferLand { job: j, .. } => (9, job(*j).map(|x| x.r), job(*j).and_then(|x| d(x.decode))),
         Ev::TransferDone { job: j, ok } => {
             (10 + u64::from(*ok), job(*j).map(|x| x.r), job(*j).and_then(|x| p(x.prefill)))
         }
-        Ev::MetaLand { r, decode, .. } => (12, Some(*r), d(*decode)),
-        Ev::Status { r, decode, ok, .. } => (13 + u64::from(*ok), Some(*r), d(*decode)),
+        Ev::MetaLand { r, decode, .. } => (12, Some(*r), Some(decode.node())),
+        Ev::Status { r, decode, ok, .. } => (13 + u64::from(*ok), Some(*r), Some(decode.node())),
         Ev::LegResult { r, role, status } => {
             (15 + (*role == Role::Decode) as u64 * 1000 + u64::from(*status), Some(*r), None)
         }
@@ -130,11 +130,11 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
             };
             (16 + (*role == Role::Decode) as u64 * 2 + u64::from(*from_decode), Some(*r), node)
         }
-        Ev::AbortAck { r, decode, .. } => (20, Some(*r), d(*decode)),
+        Ev::AbortAck { r, decode, .. } => (20, Some(*r), Some(decode.node())),
         Ev::Timeout { r, timer, node, .. } => (21 + *timer as u64, Some(*r), Some(*node)),
         Ev::Crash { node, .. } => (26, None, Some(*node)),
         Ev::Restart { node } => (27, None, Some(*node)),
-        Ev::HeartbeatLost { prefill, .. } => (28, None, p(*prefill)),
+        Ev::HeartbeatLost { prefill, .. } => (28, None, Some(prefill.node())),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeC
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::MemOp;
-use crate::types::{Duration, Instant, NodeId, RequestId, Role};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -237,8 +237,8 @@ impl World {
             d.entered = now;
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
-            let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
-            self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
+            let dst = DstInfo { decode: DecodeIdx(n), epoch, pages, meta_slot: slot };
+            self.after(lat, Ev::DstInfo { r, prefill: PrefillIdx(prefill), dst: Box::new(dst) });
             let t = Duration::from_ms(k.waiting_timeout_ms);
             self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
@@ -265,7 +265,7 @@ impl World {
                 .saturating_add((kv / 1000).saturating_mul(c.decode_ns_per_kkv));
             let epoch = node.epoch;
             self.dnode(n).busy = true;
-            self.after(Duration(cost), Ev::StepDone { node: n, epoch });
+            self.after(Duration(cost), Ev::StepDone { node: DecodeIdx(n), epoch });
         }
     }
 

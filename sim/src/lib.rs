@@ -12,6 +12,7 @@ pub mod config;
 pub mod confirm;
 pub mod coverage;
 pub mod decode;
+pub mod event;
 pub mod expect;
 pub mod explore;
 pub mod extent;

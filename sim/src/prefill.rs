@@ -7,12 +7,13 @@ use crate::check::oracle::{equal_content, summarize};
 use crate::config::{
     AbortCheck, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode,
 };
+use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
-use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, TimeoutKind, World};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
+use crate::world::{common_chain_tokens, LegIntake, World};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The KV sender's state for one room. Ordered: Failed lowest, Success highest.
@@ -429,7 +430,7 @@ impl World {
         let node = self.pnode(n);
         node.batch = batch;
         node.busy = true;
-        self.after(Duration(cost_ns), Ev::ForwardDone { node: n, epoch });
+        self.after(Duration(cost_ns), Ev::ForwardDone { node: PrefillIdx(n), epoch });
     }
 
     pub(crate) fn prefill_forward_done(&mut self, n: u16, epoch: u32) {
@@ -536,7 +537,7 @@ impl World {
             r,
             prefill: n,
             prefill_epoch: node.epoch,
-            decode: dst.decode,
+            decode: dst.decode.0,
             decode_epoch: dst.epoch,
             batches: Vec::new(),
             last,
@@ -559,7 +560,7 @@ impl World {
             if from_decode {
                 let lat = w.msg_latency();
                 let epoch = w.decode[decode as usize].epoch;
-                w.after(lat, Ev::AbortAck { r, decode, epoch });
+                w.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
             }
         };
         let Some(pr) = self.pnode(n).reqs.get_mut(&r) else {
@@ -633,7 +634,7 @@ impl World {
                 let decode = self.reqs[r.idx()].decode;
                 let epoch = self.decode[decode as usize].epoch;
                 let lat = self.msg_latency();
-                self.after(lat, Ev::AbortAck { r, decode, epoch });
+                self.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
             }
         } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
             self.prefill_release(n, r, true);
@@ -694,6 +695,6 @@ impl World {
         let epoch = node.epoch;
         self.mem(MemOp::Reset { pool, pages, page_size });
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
-        self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
+        self.after(detect, Ev::HeartbeatLost { prefill: PrefillIdx(n), epoch });
     }
 }

@@ -12,9 +12,9 @@
 //! (seed 0, `xxhash-rust`'s streaming `Xxh3`). Nothing goes through `derive(Hash)`, whose byte
 //! stream `std` does not promise to keep from one compiler to the next.
 
+use crate::event::{Ev, TimeoutKind};
 use crate::pool::Run;
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role, TenantId};
-use crate::world::{Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
 
 /// A KV memory operation.
@@ -154,19 +154,19 @@ pub mod encode {
             }
             Ev::ForwardDone { node: n, epoch } => {
                 b.push(4);
-                u16_(b, *n);
+                u16_(b, n.0);
                 u32_(b, *epoch);
             }
             Ev::StepDone { node: n, epoch } => {
                 b.push(5);
-                u16_(b, *n);
+                u16_(b, n.0);
                 u32_(b, *epoch);
             }
             Ev::DstInfo { r, prefill, dst } => {
                 b.push(6);
                 u32_(b, r.0);
-                u16_(b, *prefill);
-                u16_(b, dst.decode);
+                u16_(b, prefill.0);
+                u16_(b, dst.decode.0);
                 u32_(b, dst.epoch);
                 runs(b, &dst.pages);
                 u32_(b, dst.meta_slot);
@@ -184,7 +184,7 @@ pub mod encode {
             Ev::MetaLand { r, decode, epoch, slot, room } => {
                 b.push(9);
                 u32_(b, r.0);
-                u16_(b, *decode);
+                u16_(b, decode.0);
                 u32_(b, *epoch);
                 u32_(b, *slot);
                 u64_(b, *room);
@@ -192,7 +192,7 @@ pub mod encode {
             Ev::Status { r, decode, epoch, ok, pages, prefix } => {
                 b.push(10);
                 u32_(b, r.0);
-                u16_(b, *decode);
+                u16_(b, decode.0);
                 u32_(b, *epoch);
                 bool_(b, *ok);
                 u64_(b, *pages);
@@ -214,7 +214,7 @@ pub mod encode {
             Ev::AbortAck { r, decode, epoch } => {
                 b.push(13);
                 u32_(b, r.0);
-                u16_(b, *decode);
+                u16_(b, decode.0);
                 u32_(b, *epoch);
             }
             Ev::Timeout { r, timer: t, node: n, epoch } => {
@@ -235,7 +235,7 @@ pub mod encode {
             }
             Ev::HeartbeatLost { prefill, epoch } => {
                 b.push(17);
-                u16_(b, *prefill);
+                u16_(b, prefill.0);
                 u32_(b, *epoch);
             }
         }
@@ -396,7 +396,8 @@ impl Tracer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::DstInfo;
+    use crate::event::DstInfo;
+    use crate::types::{DecodeIdx, PrefillIdx};
 
     const P0: NodeId = NodeId { role: Role::Prefill, index: 0 };
     const D1: NodeId = NodeId { role: Role::Decode, index: 1 };
@@ -411,9 +412,9 @@ mod tests {
                 Instant(3),
                 TraceRecord::Event(Ev::DstInfo {
                     r: RequestId(7),
-                    prefill: 0,
+                    prefill: PrefillIdx(0),
                     dst: Box::new(DstInfo {
-                        decode: 1,
+                        decode: DecodeIdx(1),
                         epoch: 2,
                         pages: vec![Run { first: 5, count: 3 }],
                         meta_slot: 9,

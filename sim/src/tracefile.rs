@@ -547,9 +547,9 @@ mod tests {
             TraceRecord::Event(Ev::Tick { node: pool }),
             TraceRecord::Event(Ev::DstInfo {
                 r: RequestId(3),
-                prefill: 0,
-                dst: Box::new(crate::world::DstInfo {
-                    decode: 1,
+                prefill: crate::types::PrefillIdx(0),
+                dst: Box::new(crate::event::DstInfo {
+                    decode: crate::types::DecodeIdx(1),
                     epoch: 0,
                     pages: vec![Run { first: 1, count: 2 }],
                     meta_slot: 4,

@@ -12,7 +12,7 @@
 use crate::config::TimeoutSemantics;
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
-use crate::types::{Duration, Instant, NodeId, RequestId, Role};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, RequestId, Role};
 use crate::world::{Ev, World};
 
 #[derive(Clone, Debug)]
@@ -294,7 +294,14 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(
                     lat,
-                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
+                    Ev::Status {
+                        r: j.r,
+                        decode: DecodeIdx(j.decode),
+                        epoch: j.decode_epoch,
+                        ok: false,
+                        pages: 0,
+                        prefix: 0,
+                    },
                 );
             }
         } else if !ok || !decode_ok {
@@ -303,7 +310,14 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(
                     lat,
-                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
+                    Ev::Status {
+                        r: j.r,
+                        decode: DecodeIdx(j.decode),
+                        epoch: j.decode_epoch,
+                        ok: false,
+                        pages: 0,
+                        prefix: 0,
+                    },
                 );
             }
         } else if last && !was_failed {
@@ -314,12 +328,19 @@ impl World {
                 let lag = self.metadata_lag(j.r);
                 self.after(
                     Duration(lat.0 / 2 + lag.0),
-                    Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room },
+                    Ev::MetaLand { r: j.r, decode: DecodeIdx(j.decode), epoch: j.decode_epoch, slot, room },
                 );
             }
             self.after(
                 lat,
-                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: sender_pages, prefix },
+                Ev::Status {
+                    r: j.r,
+                    decode: DecodeIdx(j.decode),
+                    epoch: j.decode_epoch,
+                    ok: true,
+                    pages: sender_pages,
+                    prefix,
+                },
             );
         }
         self.prefill_maybe_drained(j.prefill, j.r);

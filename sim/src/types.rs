@@ -106,6 +106,50 @@ impl NodeId {
     }
 }
 
+/// A prefill node's index (its place in `World::prefill`): a `u16` that cannot be confused with a
+/// decode node's. Serialises, hashes and prints (`Debug`) as the bare number, so the JSON trace,
+/// the trace encoding and the state digest read the same as for a raw `u16`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PrefillIdx(pub u16);
+
+/// A decode node's index (its place in `World::decode`); see `PrefillIdx`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DecodeIdx(pub u16);
+
+impl PrefillIdx {
+    /// The index into `World::prefill`.
+    pub fn at(self) -> usize {
+        usize::from(self.0)
+    }
+    pub fn node(self) -> NodeId {
+        NodeId { role: Role::Prefill, index: self.0 }
+    }
+}
+
+impl DecodeIdx {
+    /// The index into `World::decode`.
+    pub fn at(self) -> usize {
+        usize::from(self.0)
+    }
+    pub fn node(self) -> NodeId {
+        NodeId { role: Role::Decode, index: self.0 }
+    }
+}
+
+impl fmt::Debug for PrefillIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for DecodeIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
 /// A KV pool is owned by exactly one node; its name is the node's.
 pub type PoolId = NodeId;
 

@@ -15,6 +15,9 @@ use crate::router::Router;
 use crate::trace::{MemOp, TraceRecord, Tracer};
 use crate::transfer::TransferJob;
 use crate::types::{Duration, Instant, NodeId, PoolId, RequestId, Role, TenantId};
+// The event enum lives in `event` (trace and world both use it, neither imports the other); it is
+// re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
+pub use crate::event::{DstInfo, Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -114,50 +117,6 @@ pub(crate) enum LegIntake {
     Rejected(u16),
     /// The node is down (the leg is answered 503).
     NodeDown,
-}
-
-/// Why a timer was set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TimeoutKind {
-    Bootstrap,
-    Waiting,
-    DeferredRelease,
-    SourceLease,
-}
-
-/// Destination of a transfer: decode's reservation for the request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DstInfo {
-    pub decode: u16,
-    pub epoch: u32,
-    pub pages: Vec<Run>,
-    pub meta_slot: u32,
-}
-
-/// The closed set of events. Node events carry the node's epoch (restart count) so that
-/// events addressed to a crashed incarnation are dropped.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "ev", rename_all = "snake_case")]
-pub enum Ev {
-    Arrive { r: RequestId },
-    ClientAbort { r: RequestId },
-    LegArrive { r: RequestId, role: Role },
-    Tick { node: NodeId },
-    ForwardDone { node: u16, epoch: u32 },
-    StepDone { node: u16, epoch: u32 },
-    DstInfo { r: RequestId, prefill: u16, dst: Box<DstInfo> },
-    TransferLand { job: u32, batch: u32 },
-    TransferDone { job: u32, ok: bool },
-    MetaLand { r: RequestId, decode: u16, epoch: u32, slot: u32, room: u64 },
-    Status { r: RequestId, decode: u16, epoch: u32, ok: bool, pages: u64, prefix: u64 },
-    LegResult { r: RequestId, role: Role, status: u16 },
-    AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
-    AbortAck { r: RequestId, decode: u16, epoch: u32 },
-    Timeout { r: RequestId, timer: TimeoutKind, node: NodeId, epoch: u32 },
-    Crash { node: NodeId, restart_after_ms: u64 },
-    Restart { node: NodeId },
-    HeartbeatLost { prefill: u16, epoch: u32 },
 }
 
 struct Scheduled {
@@ -761,26 +720,26 @@ impl World {
                 Role::Prefill => self.prefill_tick(node.index),
                 Role::Decode => self.decode_tick(node.index),
             },
-            Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
-            Ev::StepDone { node, epoch } => self.decode_step_done(node, epoch),
-            Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
+            Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node.0, epoch),
+            Ev::StepDone { node, epoch } => self.decode_step_done(node.0, epoch),
+            Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill.0, *dst),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
-            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
+            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode.0, epoch, slot, room),
             Ev::Status { r, decode, epoch, ok, pages, prefix } => {
-                self.decode_status(r, decode, epoch, ok, pages, prefix)
+                self.decode_status(r, decode.0, epoch, ok, pages, prefix)
             }
             Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
-            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
+            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode.0, epoch),
             Ev::Timeout { r, timer, node, epoch } => match node.role {
                 Role::Prefill => self.prefill_timeout(r, timer, node.index, epoch),
                 Role::Decode => self.decode_timeout(r, timer, node.index, epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),
-            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill, epoch),
+            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill.0, epoch),
         }
     }
 

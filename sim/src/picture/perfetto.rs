@@ -270,11 +270,11 @@ fn place_legs(cfg: &SimConfig, records: &[(Instant, TraceRecord)], n: usize) -> 
             TraceRecord::Event(ev) => match ev {
                 Ev::Arrive { r } => arrivals.push(*r),
                 Ev::DstInfo { r, prefill, dst } => {
-                    set(Role::Prefill, *r, *prefill);
-                    set(Role::Decode, *r, dst.decode);
+                    set(Role::Prefill, *r, prefill.0);
+                    set(Role::Decode, *r, dst.decode.0);
                 }
                 Ev::MetaLand { r, decode, .. } | Ev::Status { r, decode, .. } | Ev::AbortAck { r, decode, .. } => {
-                    set(Role::Decode, *r, *decode)
+                    set(Role::Decode, *r, decode.0)
                 }
                 Ev::Timeout { r, node, .. } => set(node.role, *r, node.index),
                 _ => {}
@@ -452,7 +452,7 @@ impl<'a> Builder<'a> {
                 }
             }
             Ev::HeartbeatLost { prefill, .. } => {
-                let node = NodeId { role: Role::Prefill, index: *prefill };
+                let node = prefill.node();
                 if let Some(pid) = self.node_pid(node) {
                     self.instant(t, pid, format!("heartbeat lost {node}"), "fault", json!({}));
                 }
