@@ -16,12 +16,21 @@ pub enum CampaignError {
     KnownForOtherSpace { source: String, file_profile: String, space: String },
     /// The checkpoint at `path` has another corpus format.
     CorpusFormat { path: String, format: String },
-    /// Corpus `name` is a shard of another campaign than `first` (space, seed start, shard count).
-    NotAShard { name: String, campaign: (String, u64, u64), first: String, first_campaign: (String, u64, u64) },
+    /// Corpus `name` is a shard of another campaign than `first` (the first corpus added).
+    NotAShard { name: String, campaign: Box<CampaignKey>, first: String, first_campaign: Box<CampaignKey> },
     /// Corpus `name` is shard `shard` of `count`, already added as `other`.
     OverlappingShard { name: String, shard: u64, count: u64, other: String },
     /// `Merger::campaign` with nothing added.
     NoCorpora,
+}
+
+/// What makes corpora shards of one campaign: the same space, seed start and shard count.
+/// (Boxed in `CampaignError::NotAShard`, so the error stays small on the happy path.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CampaignKey {
+    pub space: String,
+    pub seed_start: u64,
+    pub shard_count: u64,
 }
 
 impl fmt::Display for CampaignError {
@@ -42,9 +51,10 @@ impl fmt::Display for CampaignError {
             E::CorpusFormat { path, format } => {
                 write!(f, "{path}: corpus format `{format}`, this kvsim merges `{}`", super::CORPUS_FORMAT)
             }
-            E::NotAShard { name, campaign: (space, seed, count), first, first_campaign: (s0, seed0, count0) } => write!(
+            E::NotAShard { name, campaign: c, first, first_campaign: c0 } => write!(
                 f,
-                "{name}: campaign (space {space}, seed start {seed}, shard count {count}) is not a shard of the same campaign as {first} (space {s0}, seed start {seed0}, shard count {count0}); only disjoint shards of one campaign can be merged"
+                "{name}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {first} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",
+                c.space, c.seed_start, c.shard_count, c0.space, c0.seed_start, c0.shard_count
             ),
             E::OverlappingShard { name, shard, count, other } => write!(
                 f,

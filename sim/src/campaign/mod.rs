@@ -13,7 +13,7 @@ mod error;
 pub mod html;
 
 use crate::triage::KnownBugs;
-pub use error::CampaignError;
+pub use error::{CampaignError, CampaignKey};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -457,9 +457,17 @@ impl Merger {
             if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
                 return Err(CampaignError::NotAShard {
                     name: name.to_string(),
-                    campaign: (c.space.clone(), c.seed_start, c.shard.1),
+                    campaign: Box::new(CampaignKey {
+                        space: c.space.clone(),
+                        seed_start: c.seed_start,
+                        shard_count: c.shard.1,
+                    }),
                     first: d0.clone(),
-                    first_campaign: (c0.space.clone(), c0.seed_start, c0.shard.1),
+                    first_campaign: Box::new(CampaignKey {
+                        space: c0.space.clone(),
+                        seed_start: c0.seed_start,
+                        shard_count: c0.shard.1,
+                    }),
                 });
             }
         }
