@@ -162,14 +162,14 @@ impl PrefillNode {
 }
 
 impl World {
-    fn pnode(&mut self, n: u16) -> &mut PrefillNode {
-        &mut self.prefill[n as usize]
+    fn pnode(&mut self, n: PrefillIdx) -> &mut PrefillNode {
+        &mut self.prefill[n.at()]
     }
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
-        let n = self.reqs[r.idx()].prefill;
-        let node_id = NodeId { role: Role::Prefill, index: n };
-        let (pool_tokens, alive) = (self.prefill[n as usize].pool_tokens, self.prefill[n as usize].alive);
+        let n = PrefillIdx(self.reqs[r.idx()].prefill);
+        let node_id = n.node();
+        let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
             LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
             LegIntake::Rejected(status) => {
@@ -181,7 +181,7 @@ impl World {
         let dst = self.pnode(n).pending_dst.remove(&r);
         let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
         let now = self.now;
-        let epoch = self.prefill[n as usize].epoch;
+        let epoch = self.prefill[n.at()].epoch;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
         let node = self.pnode(n);
         node.reqs.insert(
@@ -221,11 +221,11 @@ impl World {
         }
     }
 
-    pub(crate) fn prefill_dst_info(&mut self, r: RequestId, n: u16, dst: DstInfo) {
-        if !self.prefill[n as usize].alive {
+    pub(crate) fn prefill_dst_info(&mut self, r: RequestId, n: PrefillIdx, dst: DstInfo) {
+        if !self.prefill[n.at()].alive {
             return;
         }
-        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n as usize].reqs.contains_key(&r);
+        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n.at()].reqs.contains_key(&r);
         let node = self.pnode(n);
         let Some(pr) = node.reqs.get_mut(&r) else {
             if !leg_arrived {
@@ -241,22 +241,22 @@ impl World {
             let (from, to) = (pr.sent_pages, pr.num_pages);
             self.prefill_send(n, r, from, to, true);
         }
-        self.tick(NodeId { role: Role::Prefill, index: n });
+        self.tick(n.node());
     }
 
     /// Retires a request with an error: its leg answers, pages and slot are released.
-    fn prefill_retire(&mut self, n: u16, r: RequestId, status: u16) {
+    fn prefill_retire(&mut self, n: PrefillIdx, r: RequestId, status: u16) {
         self.prefill_remove_from_queues(n, r);
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
-        self.transfer_abort(n, r);
+        self.transfer_abort(n.0, r);
         self.prefill_release(n, r, false);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
     }
 
-    fn prefill_remove_from_queues(&mut self, n: u16, r: RequestId) {
+    fn prefill_remove_from_queues(&mut self, n: PrefillIdx, r: RequestId) {
         let node = self.pnode(n);
         node.bootstrap.retain(|x| *x != r);
         node.waiting.retain(|x| *x != r);
@@ -264,12 +264,12 @@ impl World {
     }
 
     /// Frees or caches a request's pages and its metadata slot, and forgets it.
-    fn prefill_release(&mut self, n: u16, r: RequestId, cache: bool) {
+    fn prefill_release(&mut self, n: PrefillIdx, r: RequestId, cache: bool) {
         let radix = self.cfg.knobs.prefill_cache == PrefillCache::Radix;
         let Some(pr) = self.pnode(n).reqs.remove(&r) else {
             return;
         };
-        self.tick(NodeId { role: Role::Prefill, index: n });
+        self.tick(n.node());
         if let Some(s) = pr.meta_slot {
             self.pnode(n).meta.release(s);
         }
@@ -279,7 +279,7 @@ impl World {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
         if cache && radix {
-            let rest = self.prefix_release(n, r, &pr);
+            let rest = self.prefix_release(n.0, r, &pr);
             if !rest.is_empty() {
                 self.pnode(n).cache.push_back((r, rest));
             }
@@ -292,30 +292,30 @@ impl World {
             let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
             let hashed = self.hashed_pages(pr.prefilled).saturating_sub(borrowed_pages);
             let bad = self.pnode(n).pool.free_hashed(&own, Holder::Req(r), hashed);
-            let pool = self.prefill[n as usize].id();
+            let pool = self.prefill[n.at()].id();
             self.mem(MemOp::Free { pool, r, pages: own });
             self.note_bad_frees(pool, r, bad);
         }
     }
 
-    fn evict_cache_for(&mut self, n: u16, need: u64) {
-        while self.prefill[n as usize].pool.free_pages() < need {
+    fn evict_cache_for(&mut self, n: PrefillIdx, need: u64) {
+        while self.prefill[n.at()].pool.free_pages() < need {
             let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
-                if self.prefix_evict_one(n) {
+                if self.prefix_evict_one(n.0) {
                     continue;
                 }
                 return;
             };
             let bad = self.pnode(n).pool.free(&pages, Holder::Cache(owner));
             assert!(bad.is_empty(), "prefill-{n}: evicted cache pages were not held by the cache");
-            let pool = self.prefill[n as usize].id();
+            let pool = self.prefill[n.at()].id();
             self.mem(MemOp::Free { pool, r: owner, pages });
         }
     }
 
-    pub(crate) fn prefill_tick(&mut self, n: u16) {
+    pub(crate) fn prefill_tick(&mut self, n: PrefillIdx) {
         self.pnode(n).tick_pending = false;
-        if !self.prefill[n as usize].alive {
+        if !self.prefill[n.at()].alive {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -323,8 +323,8 @@ impl World {
         //    round and stays queued; the requests behind it are still looked at (their aborts
         //    retired, a slot freed by a retirement taken): no head-of-line stop (sglang 0.5.16 and
         //    0.5.22 wheels, `disaggregation/prefill.py` `pop_bootstrapped`; lifecycle reference §3.2).
-        for r in self.prefill[n as usize].bootstrap.clone() {
-            let pr = &self.prefill[n as usize].reqs[&r];
+        for r in self.prefill[n.at()].bootstrap.clone() {
+            let pr = &self.prefill[n.at()].reqs[&r];
             if k.pd_admission_check == AbortCheck::AbortedToo {
                 if let Some(status) = pr.pending_abort {
                     self.prefill_retire(n, r, status);
@@ -338,10 +338,10 @@ impl World {
             let Some(slot) = self.pnode(n).meta.take() else {
                 continue;
             };
-            let len = self.prefill[n as usize].reqs[&r].len;
+            let len = self.prefill[n.at()].reqs[&r].len;
             let num_pages = self.pages_for(len);
-            if k.prefill_cache == PrefillCache::Radix && self.prefill[n as usize].reqs[&r].pending_abort.is_none() {
-                self.prefix_match(n, r, len);
+            if k.prefill_cache == PrefillCache::Radix && self.prefill[n.at()].reqs[&r].pending_abort.is_none() {
+                self.prefix_match(n.0, r, len);
             }
             let node = self.pnode(n);
             let pr = node.reqs.get_mut(&r).expect("in bootstrap queue");
@@ -352,8 +352,8 @@ impl World {
             node.waiting.push_back(r);
         }
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
-        for r in self.prefill[n as usize].inflight.clone() {
-            let pr = &self.prefill[n as usize].reqs[&r];
+        for r in self.prefill[n.at()].inflight.clone() {
+            let pr = &self.prefill[n.at()].reqs[&r];
             match pr.sender {
                 SenderState::Success => {
                     let status = match pr.pending_abort {
@@ -373,20 +373,20 @@ impl World {
             }
         }
         // 3. Forward: chunked prefill over the waiting queue.
-        if !self.prefill[n as usize].busy && !self.prefill[n as usize].waiting.is_empty() {
+        if !self.prefill[n.at()].busy && !self.prefill[n.at()].waiting.is_empty() {
             self.prefill_start_forward(n);
         }
     }
 
-    fn prefill_start_forward(&mut self, n: u16) {
+    fn prefill_start_forward(&mut self, n: PrefillIdx) {
         let k = self.cfg.knobs.clone();
         let mut budget = k.chunked_prefill_size;
         let mut batch = Vec::new();
         let cost = self.cfg.cost.clone();
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
-        for r in self.prefill[n as usize].waiting.clone() {
-            let pr = &self.prefill[n as usize].reqs[&r];
+        for r in self.prefill[n.at()].waiting.clone() {
+            let pr = &self.prefill[n.at()].reqs[&r];
             // Cache-hit timing padding (`prefix_hit_timing = padded_to_miss`): the request is
             // chunked and charged from position 0 as a miss would be (`vfrom`); KV is written only
             // from where the cache left off (`from`). A chunk wholly inside the reused prefix
@@ -404,7 +404,7 @@ impl World {
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
                 break;
             };
-            let pool = self.prefill[n as usize].id();
+            let pool = self.prefill[n.at()].id();
             if need > 0 {
                 self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
             }
@@ -426,23 +426,23 @@ impl World {
         if batch.is_empty() {
             return;
         }
-        let epoch = self.prefill[n as usize].epoch;
+        let epoch = self.prefill[n.at()].epoch;
         let node = self.pnode(n);
         node.batch = batch;
         node.busy = true;
-        self.after(Duration(cost_ns), Ev::ForwardDone { node: PrefillIdx(n), epoch });
+        self.after(Duration(cost_ns), Ev::ForwardDone { node: n, epoch });
     }
 
-    pub(crate) fn prefill_forward_done(&mut self, n: u16, epoch: u32) {
-        if self.prefill[n as usize].epoch != epoch {
+    pub(crate) fn prefill_forward_done(&mut self, n: PrefillIdx, epoch: u32) {
+        if self.prefill[n.at()].epoch != epoch {
             return;
         }
         let k = self.cfg.knobs.clone();
         let batch = std::mem::take(&mut self.pnode(n).batch);
         self.pnode(n).busy = false;
-        let pool_id = self.prefill[n as usize].id();
+        let pool_id = self.prefill[n.at()].id();
         for (r, from, to) in batch {
-            let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+            let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
                 continue;
             };
             if pr.phase != PPhase::Waiting {
@@ -455,7 +455,7 @@ impl World {
                 continue;
             }
             let now = self.now;
-            let PrefillNode { pool, reqs, .. } = &mut self.prefill[n as usize];
+            let PrefillNode { pool, reqs, .. } = &mut self.prefill[n.at()];
             let upto = reqs[&r].chain_upto;
             let rep = pool.write(&reqs[&r].pages, from, to, tenant, r, now, upto);
             // Prefill attention over everything computed so far.
@@ -470,25 +470,25 @@ impl World {
             let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));
             self.oracle.check_read(&ctx, &s);
             if let Some(audit) = self.read_audit.as_mut() {
-                let pr = &self.prefill[n as usize].reqs[&r];
+                let pr = &self.prefill[n.at()].reqs[&r];
                 let all = &self.reqs;
                 let same = |w: &crate::pool::Writer, pos: u64, len: u64| {
                     equal_content(w, pos, len, upto, common_chain_tokens(all, w.request, r))
                 };
-                let pool = &self.prefill[n as usize].pool;
+                let pool = &self.prefill[n.at()].pool;
                 let a = crate::check::oracle::audit_read(pool, &pr.pages, to, r, tenant, &same, self.now);
                 audit.push(a);
             }
             self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len: to });
             if self.reference.is_some() {
-                let table = self.prefill[n as usize].reqs[&r].pages.clone();
+                let table = self.prefill[n.at()].reqs[&r].pages.clone();
                 self.differential_read(pool_id, r, &table, to, upto, &s.tally(), "prefill_read");
             }
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {
                 let whole = to / self.page_size();
-                let sent = self.prefill[n as usize].reqs[&r].sent_pages;
-                if whole > sent && self.prefill[n as usize].reqs[&r].dst.is_some() {
+                let sent = self.prefill[n.at()].reqs[&r].sent_pages;
+                if whole > sent && self.prefill[n.at()].reqs[&r].dst.is_some() {
                     self.prefill_send(n, r, sent, whole, false);
                 }
                 continue;
@@ -522,8 +522,8 @@ impl World {
     }
 
     /// Hands pages `[from, to)` of the request to the transfer worker.
-    fn prefill_send(&mut self, n: u16, r: RequestId, from: u64, to: u64, last: bool) {
-        let node = &self.prefill[n as usize];
+    fn prefill_send(&mut self, n: PrefillIdx, r: RequestId, from: u64, to: u64, last: bool) {
+        let node = &self.prefill[n.at()];
         let pr = &node.reqs[&r];
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
@@ -535,7 +535,7 @@ impl World {
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
         let job = TransferJob {
             r,
-            prefill: n,
+            prefill: n.0,
             prefill_epoch: node.epoch,
             decode: dst.decode.0,
             decode_epoch: dst.epoch,
@@ -554,7 +554,7 @@ impl World {
 
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
-        let n = self.reqs[r.idx()].prefill;
+        let n = PrefillIdx(self.reqs[r.idx()].prefill);
         let decode = self.reqs[r.idx()].decode;
         let ack = |w: &mut World| {
             if from_decode {
@@ -577,7 +577,7 @@ impl World {
         // request is the scheduler's `chunked_req`, outside the waiting queue).
         let queued = phase == PPhase::Waiting
             && pr.prefilled == pr.reused_tokens
-            && !self.prefill[n as usize].batch.iter().any(|(x, _, _)| *x == r);
+            && !self.prefill[n.at()].batch.iter().any(|(x, _, _)| *x == r);
         let k = &self.cfg.knobs;
         if from_decode && queued && k.prefill_failed_check == FailedCheck::BootstrapAndInflight {
             // Decode's abort marks the room Failed, but only the bootstrap and inflight queues are
@@ -594,13 +594,13 @@ impl World {
             // A client cancel tears the transfer RPC down under the engine (Dynamo #7489: the
             // context's kill reaches the prefill child and interrupts the KV transfer): the
             // transfer ends, the request is answered, and its source blocks are never freed.
-            self.transfer_abort(n, r);
+            self.transfer_abort(n.0, r);
             self.prefill_remove_from_queues(n, r);
             self.leg_result(r, Role::Prefill, status);
             self.pnode(n).reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
             return;
         }
-        self.transfer_abort(n, r);
+        self.transfer_abort(n.0, r);
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
         if !self.prefill_release_or_drain(n, r, from_decode) {
@@ -611,7 +611,7 @@ impl World {
     /// Releases a failed request's source pages now, or (with `hold_source_until_drained`) once
     /// its in-flight transfers have landed. Returns true when the release (and any ack to decode)
     /// was deferred to the drain.
-    fn prefill_release_or_drain(&mut self, n: u16, r: RequestId, ack_decode: bool) -> bool {
+    fn prefill_release_or_drain(&mut self, n: PrefillIdx, r: RequestId, ack_decode: bool) -> bool {
         let hold = self.cfg.knobs.prefill_abort_release == PrefillRelease::HoldSourceUntilDrained;
         let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
         if hold && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
@@ -623,8 +623,8 @@ impl World {
         false
     }
 
-    pub(crate) fn prefill_maybe_drained(&mut self, n: u16, r: RequestId) {
-        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+    pub(crate) fn prefill_maybe_drained(&mut self, n: PrefillIdx, r: RequestId) {
+        let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
             return;
         };
         if pr.phase == PPhase::Draining && pr.jobs_in_flight == 0 && pr.lands_pending == 0 {
@@ -643,8 +643,8 @@ impl World {
 
     /// Whether a prefill timer would do nothing (`World::moot` drops it unprocessed): the node
     /// restarted since, the request left it, or it left the phase the timer guards.
-    pub(crate) fn prefill_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) -> bool {
-        let node = &self.prefill[n as usize];
+    pub(crate) fn prefill_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: PrefillIdx, epoch: u32) -> bool {
+        let node = &self.prefill[n.at()];
         if node.epoch != epoch {
             return true;
         }
@@ -657,7 +657,7 @@ impl World {
         )
     }
 
-    pub(crate) fn prefill_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
+    pub(crate) fn prefill_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: PrefillIdx, epoch: u32) {
         if self.prefill_timeout_moot(r, kind, n, epoch) {
             return;
         }
@@ -670,8 +670,8 @@ impl World {
         }
     }
 
-    pub(crate) fn prefill_crash(&mut self, n: u16) {
-        let reqs: Vec<RequestId> = self.prefill[n as usize].reqs.keys().copied().collect();
+    pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {
+        let reqs: Vec<RequestId> = self.prefill[n.at()].reqs.keys().copied().collect();
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Prefill, 503);
@@ -695,6 +695,6 @@ impl World {
         let epoch = node.epoch;
         self.mem(MemOp::Reset { pool, pages, page_size });
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
-        self.after(detect, Ev::HeartbeatLost { prefill: PrefillIdx(n), epoch });
+        self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
     }
 }

@@ -12,7 +12,7 @@
 use crate::config::TimeoutSemantics;
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, RequestId, Role};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{Ev, World};
 
 #[derive(Clone, Debug)]
@@ -232,7 +232,7 @@ impl World {
                 dr.dirty = true;
             }
         }
-        self.prefill_maybe_drained(j.prefill, j.r);
+        self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
     }
 
     /// `prefill_rejected_release = twice`: the request was released at its rejection while this
@@ -343,7 +343,7 @@ impl World {
                 },
             );
         }
-        self.prefill_maybe_drained(j.prefill, j.r);
+        self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
         self.tick(NodeId { role: Role::Prefill, index: j.prefill });
     }
 }

@@ -14,7 +14,7 @@ use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{MemOp, TraceRecord, Tracer};
 use crate::transfer::TransferJob;
-use crate::types::{Duration, Instant, NodeId, PoolId, RequestId, Role, TenantId};
+use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
 pub use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -554,7 +554,7 @@ impl World {
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
             Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout_moot(r, timer, node.index, epoch),
+                Role::Prefill => self.prefill_timeout_moot(r, timer, PrefillIdx(node.index), epoch),
                 Role::Decode => self.decode_timeout_moot(r, timer, node.index, epoch, at),
             },
             Ev::Tick { node } => {
@@ -717,12 +717,12 @@ impl World {
             Ev::LegArrive { r, role: Role::Prefill } => self.prefill_leg_arrive(r),
             Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
             Ev::Tick { node } => match node.role {
-                Role::Prefill => self.prefill_tick(node.index),
+                Role::Prefill => self.prefill_tick(PrefillIdx(node.index)),
                 Role::Decode => self.decode_tick(node.index),
             },
-            Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node.0, epoch),
+            Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
             Ev::StepDone { node, epoch } => self.decode_step_done(node.0, epoch),
-            Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill.0, *dst),
+            Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
             Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode.0, epoch, slot, room),
@@ -734,7 +734,7 @@ impl World {
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
             Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode.0, epoch),
             Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout(r, timer, node.index, epoch),
+                Role::Prefill => self.prefill_timeout(r, timer, PrefillIdx(node.index), epoch),
                 Role::Decode => self.decode_timeout(r, timer, node.index, epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
@@ -752,7 +752,7 @@ impl World {
             return;
         }
         match node.role {
-            Role::Prefill => self.prefill_crash(node.index),
+            Role::Prefill => self.prefill_crash(PrefillIdx(node.index)),
             Role::Decode => self.decode_crash(node.index),
         }
         self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
