@@ -306,12 +306,6 @@ impl World {
         self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
     }
 
-    /// Room for `n` more queued events at once (the workload's arrivals, all queued up front): a
-    /// heap grown by doubling would leave up to half of its largest allocation unused.
-    pub(crate) fn reserve_events(&mut self, n: usize) {
-        self.queue.reserve_exact(n);
-    }
-
     pub fn after(&mut self, d: Duration, ev: Ev) {
         self.at(self.now + d, ev);
     }
