@@ -586,9 +586,11 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let ni = o.check == Some(super::PropertyCheck::Noninterference);
                 let invariants =
                     o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
-                let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants);
-                let cand =
-                    plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&w.coverage.edge_set()), recipe });
+                // Only a guided run (one with a plan) records coverage: nothing else reads it.
+                let guided = plan.is_some();
+                let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);
+                let edges = w.coverage.as_ref().map(|c| c.edge_set()).unwrap_or_default();
+                let cand = plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&edges), recipe });
                 drop(w);
                 for sig in &sigs {
                     let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);

@@ -62,6 +62,11 @@ pub fn in_id_order(cfg: &SimConfig) -> Vec<RequestSpec> {
 impl World {
     pub(crate) fn build_workload(&mut self) {
         let specs = in_id_order(&self.cfg);
+        // Exactly as many as there are: growing by doubling would leave up to half of the
+        // largest allocation of a long run unused (every request is kept; BENCHMARKS.md, issue 14).
+        // (Not the event queue: it holds every arrival at first and more once the first ones
+        // start, so an exact reservation would be doubled at the first event.)
+        self.reqs.reserve_exact(specs.len());
         for (i, s) in specs.into_iter().enumerate() {
             let id = RequestId(i as u32);
             self.reqs.push(Req {

@@ -10,7 +10,9 @@
 //! way to a room mismatch).
 //!
 //! Coverage is observation only: it never enters the trace, its hash or `World::state_digest`,
-//! and the model never reads it, so every trace hash stays what it was.
+//! and the model never reads it, so every trace hash stays what it was. It is off unless a guided
+//! campaign asks for it (`World::coverage` is `None`: `World::step` skips the probe), since
+//! nothing else reads it and the probe runs on every event.
 
 use crate::types::{NodeId, RequestId, Role};
 use crate::world::{Ev, World};
@@ -205,25 +207,27 @@ impl Probe {
         }
     }
 
-    /// Records the event's edges in `w.coverage`: the request's transition, the node's, and each
-    /// violation it raised.
+    /// Records the event's edges in `w.coverage` (when it is on): the request's transition, the
+    /// node's, and each violation it raised.
     pub fn after(self, w: &mut World) {
-        if let Some(r) = self.req {
-            let now = req_phase(w, r);
-            w.coverage.hit(&[1, self.kind, self.req_before, now]);
+        let req_now = self.req.map(|r| req_phase(w, r));
+        let node_now = self.node.map(|n| node_shape(w, n));
+        let raised: Vec<[u64; 4]> = w.oracle.violations[self.violations..]
+            .iter()
+            .map(|v| [4, self.kind, v.kind as u64, mix(&v.cause.bytes().map(u64::from).collect::<Vec<_>>())])
+            .collect();
+        let Some(c) = w.coverage.as_mut() else { return };
+        if let Some(now) = req_now {
+            c.hit(&[1, self.kind, self.req_before, now]);
         }
-        if let Some(n) = self.node {
-            let now = node_shape(w, n);
-            w.coverage.hit(&[2, self.kind, self.node_before, now]);
+        if let Some(now) = node_now {
+            c.hit(&[2, self.kind, self.node_before, now]);
         }
         if self.req.is_none() && self.node.is_none() {
-            w.coverage.hit(&[3, self.kind]);
+            c.hit(&[3, self.kind]);
         }
-        for i in self.violations..w.oracle.violations.len() {
-            let v = &w.oracle.violations[i];
-            let cause = mix(&v.cause.bytes().map(u64::from).collect::<Vec<_>>());
-            let edge = [4, self.kind, v.kind as u64, cause];
-            w.coverage.hit(&edge);
+        for edge in &raised {
+            c.hit(edge);
         }
     }
 }
@@ -254,12 +258,26 @@ mod tests {
     #[test]
     fn coverage_is_deterministic_and_tells_runs_apart() {
         let run = |seed| {
-            let w = crate::simulate(crate::fuzz::draw(seed, &crate::fuzz::Space::Blind), None, false);
-            w.coverage.features()
+            let cfg = crate::fuzz::draw(seed, &crate::fuzz::Space::Blind);
+            let (w, _) = crate::fuzz::run_case_full(cfg, false, false, false, true);
+            w.coverage.expect("switched on").features()
         };
         let (a, b) = (run(3), run(4));
         assert_eq!(a, run(3));
         assert_ne!(a, b);
         assert!(a.len() > 10, "{} features", a.len());
+    }
+
+    /// Off unless asked for: an ordinary run has no map and the same trace hash as a probed one
+    /// (coverage is observation only).
+    #[test]
+    fn coverage_is_off_by_default_and_never_changes_a_run() {
+        let cfg = crate::fuzz::draw(5, &crate::fuzz::Space::Blind);
+        let plain = crate::simulate(cfg.clone(), None, false);
+        assert!(plain.coverage.is_none());
+        let (probed, _) = crate::fuzz::run_case_full(cfg, false, false, false, true);
+        assert!(probed.coverage.as_ref().is_some_and(|c| c.edges() > 0));
+        assert_eq!(plain.tracer.hash_hex(), probed.tracer.hash_hex());
+        assert_eq!(plain.events, probed.events);
     }
 }

@@ -443,24 +443,32 @@ pub fn run_case_checked(cfg: SimConfig, check: bool) -> (World, BTreeSet<String>
 /// invariants after every event (see `run_case_full`).
 pub fn run_case_with(cfg: SimConfig, check: bool, noninterference: bool) -> (World, BTreeSet<String>) {
     let invariants = sampled_for_invariants(cfg.seed);
-    run_case_full(cfg, check, noninterference, invariants)
+    run_case_full(cfg, check, noninterference, invariants, false)
 }
 
 /// `run_case_with` with the invariant check chosen by the caller (`--check invariants`: every
 /// run). The checked run is the run: only when an invariant breaks is the case run again without
-/// the check, for its report, and `invariant_broken/<what>` joins its signatures.
+/// the check, for its report, and `invariant_broken/<what>` joins its signatures. With
+/// `coverage` the run records its model coverage (`World::coverage`, what a guided campaign
+/// steers by); every other caller leaves it off, so the probe costs them nothing.
 pub fn run_case_full(
     cfg: SimConfig,
     check: bool,
     noninterference: bool,
     invariants: bool,
+    coverage: bool,
 ) -> (World, BTreeSet<String>) {
     let run = |inv: bool| {
+        let mut w = World::new(cfg.clone(), crate::trace::Tracer::new(None));
+        w.check_invariants = inv;
         if check {
-            crate::simulate_checked(cfg.clone(), None, inv)
-        } else {
-            crate::simulate(cfg.clone(), None, inv)
+            w.enable_reference();
         }
+        if coverage {
+            w.coverage = Some(crate::coverage::Coverage::default());
+        }
+        w.run();
+        w
     };
     let (mut w, broken) = if invariants {
         match catch_invariant(|| run(true)) {

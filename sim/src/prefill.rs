@@ -547,6 +547,7 @@ impl World {
             lenders,
             aborted: false,
             done: false,
+            lands_left: 0,
         };
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);

@@ -28,7 +28,10 @@ pub struct Batch {
     pub skipped: bool,
 }
 
-#[derive(Clone, Debug)]
+/// A transfer job. Its page lists (`batches`, `lenders`) are what costs memory; they are
+/// dropped once nothing can read them any more (`retire`), so a finished job keeps only its
+/// identifying scalars (memory bounded by jobs in flight, not by every request ever seen).
+#[derive(Clone)]
 pub struct TransferJob {
     pub r: RequestId,
     pub prefill: u16,
@@ -48,6 +51,32 @@ pub struct TransferJob {
     pub aborted: bool,
     /// The job has ended (its first `TransferDone` was handled; a later one is stale).
     pub done: bool,
+    /// Land events scheduled for it and not yet handled: while any is pending its batches are
+    /// still read (`transfer_land`). Report-free bookkeeping, left out of `Debug` (the state
+    /// digest), since the pending lands themselves are digested with the queue.
+    pub lands_left: u32,
+}
+
+/// The image `derive(Debug)` gave before `lands_left` existed, so `World::state_digest` (which
+/// hashes it) and exploration's pruning are what they were.
+impl std::fmt::Debug for TransferJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferJob")
+            .field("r", &self.r)
+            .field("prefill", &self.prefill)
+            .field("prefill_epoch", &self.prefill_epoch)
+            .field("decode", &self.decode)
+            .field("decode_epoch", &self.decode_epoch)
+            .field("batches", &self.batches)
+            .field("last", &self.last)
+            .field("meta", &self.meta)
+            .field("sender_pages", &self.sender_pages)
+            .field("prefix_tokens", &self.prefix_tokens)
+            .field("lenders", &self.lenders)
+            .field("aborted", &self.aborted)
+            .field("done", &self.done)
+            .finish()
+    }
 }
 
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
@@ -66,6 +95,7 @@ impl World {
         let n = pages_in(&src);
         let per = if k.max_transfer_batch_pages == 0 { n.max(1) } else { k.max_transfer_batch_pages };
         // A job always has at least one batch: an empty last chunk still carries the metadata row.
+        job.batches.reserve_exact(n.div_ceil(per).max(1) as usize);
         let mut off = 0;
         loop {
             let c = per.min(n - off);
@@ -126,6 +156,7 @@ impl World {
                 break;
             }
         }
+        job.lands_left = lands;
         self.prefill[node].xfer_free_at = t;
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
@@ -174,8 +205,31 @@ impl World {
         &mut self.prefill[n as usize]
     }
 
-    /// A batch's data becomes visible in decode's pool.
+    /// A batch's data becomes visible in decode's pool (`land_batch`); the job's page lists go
+    /// once nothing can read them.
     pub(crate) fn transfer_land(&mut self, job: u32, batch: u32) {
+        self.land_batch(job, batch);
+        let j = &mut self.jobs[job as usize];
+        j.lands_left = j.lands_left.saturating_sub(1);
+        self.transfer_retire(job);
+    }
+
+    /// Drops a finished job's page lists once nothing can read them: its `TransferDone` was
+    /// handled (a later, stale one returns before reading them; an abort skips a done job) and
+    /// every land scheduled for it was handled (only `land_batch` reads the batches and lenders
+    /// afterwards). Not under exploration, whose state digest hashes every job's `Debug` whole.
+    fn transfer_retire(&mut self, job: u32) {
+        if self.chooser.is_some() {
+            return;
+        }
+        let j = &mut self.jobs[job as usize];
+        if j.done && j.lands_left == 0 {
+            j.batches = Vec::new();
+            j.lenders = Vec::new();
+        }
+    }
+
+    fn land_batch(&mut self, job: u32, batch: u32) {
         let j = &self.jobs[job as usize];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
             (j.r, j.prefill as usize, j.decode as usize, j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
@@ -256,8 +310,14 @@ impl World {
         self.note_bad_frees(pool, r, bad);
     }
 
-    /// The job's last batch call returned.
+    /// The job's last batch call returned (`job_done`); its page lists go once nothing can read
+    /// them.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
+        self.job_done(job, ok);
+        self.transfer_retire(job);
+    }
+
+    fn job_done(&mut self, job: u32, ok: bool) {
         if self.jobs[job as usize].done {
             return; // ended earlier by an abort
         }
@@ -345,5 +405,47 @@ impl World {
         }
         self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
         self.tick(NodeId { role: Role::Prefill, index: j.prefill });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fuzz::{draw, Space};
+
+    /// A job keeps its page lists exactly while something can still read them: once its
+    /// `TransferDone` and every land scheduled for it were handled they are gone, and a job with
+    /// a land still pending (a late write, a lagged batch) keeps them — its land reads them, so
+    /// dropping them early would panic in `land_batch`, not pass silently. Over drawn runs,
+    /// late writes and lags included; under exploration nothing is dropped.
+    #[test]
+    fn finished_jobs_drop_their_page_lists_and_only_those() {
+        let mut retired = 0;
+        for seed in 1..=60 {
+            let w = crate::simulate(draw(seed, &Space::Blind), None, false);
+            for j in &w.jobs {
+                if j.done && j.lands_left == 0 {
+                    assert!(j.batches.is_empty() && j.lenders.is_empty(), "seed {seed}: {j:?}");
+                    retired += 1;
+                } else {
+                    assert!(!j.batches.is_empty(), "seed {seed}: a live job lost its batches: {j:?}");
+                }
+            }
+        }
+        assert!(retired > 100, "{retired} jobs retired");
+    }
+
+    /// Under exploration (a chooser) every job keeps its page lists: the state digest hashes them.
+    #[test]
+    fn exploration_keeps_every_jobs_page_lists() {
+        let bounds =
+            crate::explore::Bounds { max_faults: 0, fault_kinds: vec![], latencies_us: vec![], max_reorders: 0 };
+        let mut jobs = 0;
+        for seed in 1..=10 {
+            let mut w = crate::explore::world_for(&draw(seed, &Space::Blind), &bounds, &[]);
+            w.run();
+            assert!(w.jobs.iter().all(|j| !j.batches.is_empty()), "seed {seed}");
+            jobs += w.jobs.len();
+        }
+        assert!(jobs > 0);
     }
 }

@@ -186,9 +186,11 @@ pub struct World {
     pub chooser: Option<Box<crate::explore::Chooser>>,
     /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
     pub liveness: Option<crate::check::liveness::Liveness>,
-    /// The (event, state) edges this run visited, for coverage-guided campaigns (`coverage`).
-    /// Observation only: never traced, hashed, digested or read by the model.
-    pub coverage: crate::coverage::Coverage,
+    /// The (event, state) edges this run visited, for coverage-guided campaigns (`coverage`);
+    /// `None` (the probe skipped: no cost per event, no 16 KiB map) unless the caller switched it
+    /// on before `run` — only guided campaigns read it (`fuzz::run_case_full`). Observation only:
+    /// never traced, hashed, digested or read by the model, so it cannot change a run.
+    pub coverage: Option<crate::coverage::Coverage>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -229,7 +231,7 @@ impl World {
             prefix_evictions: Vec::new(),
             chooser: None,
             liveness: None,
-            coverage: Default::default(),
+            coverage: None,
         };
         w.build_workload();
         w.public_blocks = crate::prefix::public_blocks(&w.reqs);
@@ -535,9 +537,11 @@ impl World {
         self.now = s.at;
         self.events += 1;
         self.tracer.record_event(self.now, &s.ev);
-        let probe = crate::coverage::Probe::before(self, &s.ev);
+        let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &s.ev));
         self.dispatch(s.ev);
-        probe.after(self);
+        if let Some(probe) = probe {
+            probe.after(self);
+        }
         if self.check_invariants {
             self.invariants();
         }

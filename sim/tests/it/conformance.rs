@@ -322,17 +322,33 @@ prompt_tokens = 4000
 output_tokens = 4
 "#;
 
+/// Runs `text` as `run` does and returns the last transfer job as it was last seen with its page
+/// lists: a finished job drops them (`transfer_retire`), so they are read while it runs.
+fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob) {
+    let mut w = World::new(cfg(text, "sglang-0.5.22", &[]), kvsim::trace::Tracer::new(None));
+    w.check_invariants = true;
+    let mut seen = None;
+    while w.step() {
+        if let Some(j) = w.jobs.last().filter(|j| !j.batches.is_empty()) {
+            seen = Some(j.clone());
+        }
+    }
+    w.finish();
+    let job = seen.expect("a transfer");
+    assert!(w.jobs.last().is_some_and(|j| j.batches.is_empty()), "a finished job keeps no page lists");
+    (w, job)
+}
+
 #[test]
 fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_writing() {
-    let w = run(SLOW_TRANSFER, "sglang-0.5.22", &[]);
-    let job = w.jobs.last().expect("a transfer");
+    let (_, job) = run_watching_last_job(SLOW_TRANSFER);
     assert_eq!(job.batches.len(), 25);
     let (start, _) = job.batches[10].span.expect("scheduled");
     // The client aborts while batch 10 is being written (the abort reaches prefill within it).
     let text = SLOW_TRANSFER.replace("output_tokens = 4", &format!("output_tokens = 4\nabort_at_ns = {}", start.0 + 1));
-    let w = run(&text, "sglang-0.5.22", &[]);
-    let job = w.jobs.last().expect("a transfer");
-    assert!(job.aborted && job.done);
+    let (w, job) = run_watching_last_job(&text);
+    let done = w.jobs.last().expect("a transfer");
+    assert!(done.aborted && done.done);
     let skipped: Vec<bool> = job.batches.iter().map(|b| b.skipped).collect();
     assert_eq!(skipped.iter().filter(|s| !**s).count(), 11, "batches 0..=10 written: {skipped:?}");
     assert!(skipped[11..].iter().all(|s| *s), "every queued batch skipped");
