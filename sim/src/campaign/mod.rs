@@ -709,11 +709,11 @@ mod tests {
         // Reversed: nothing is counted until run 0 arrives, then everything at once.
         let mut a = Accounting::new(Campaign::new("blind", 100, (0, 1)), None);
         for k in (1..20).rev() {
-            a.finished(k, found(k));
+            a.finished_with(k, found(k), None, Some(facts(k)));
             assert_eq!(a.camp.runs_done, 0, "run 0 is still running");
         }
         assert_eq!(a.waiting(), 19);
-        a.finished(0, found(0));
+        a.finished_with(0, found(0), None, Some(facts(0)));
         assert_eq!(a.waiting(), 0);
         assert_eq!(a.camp, want);
     }
