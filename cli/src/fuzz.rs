@@ -268,6 +268,9 @@ enum Job {
     Remove { sig: String, seed: u64 },
 }
 
+/// The examples a checkpoint keeps: signature → seed → (requests, events).
+type Wanted = BTreeMap<String, BTreeMap<u64, (u64, u64)>>;
+
 struct Ctx {
     corpus: PathBuf,
     space: Space,
@@ -275,7 +278,7 @@ struct Ctx {
     opts: FuzzOpts,
     /// The examples the checkpoint keeps: signature → seed → (requests, events). A save job for
     /// an example pushed out meanwhile is skipped.
-    wanted: Mutex<BTreeMap<String, BTreeMap<u64, (u64, u64)>>>,
+    wanted: Mutex<Wanted>,
     /// Jobs sent to the shrink worker and not yet done (for the progress line).
     jobs_left: AtomicU64,
 }
@@ -286,7 +289,7 @@ fn seed_dir(corpus: &Path, sig: &str, seed: u64) -> PathBuf {
 }
 
 /// The examples a checkpoint keeps, as the shrink worker looks them up.
-fn wanted_of(camp: &Campaign) -> BTreeMap<String, BTreeMap<u64, (u64, u64)>> {
+fn wanted_of(camp: &Campaign) -> Wanted {
     camp.examples
         .iter()
         .map(|(sig, l)| (sig.clone(), l.iter().map(|e| (e.seed, (e.requests, e.events))).collect()))
