@@ -8,7 +8,7 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
-use kvsim::campaign::{self as camp_lib, Accounting, Campaign, Failure, Merger};
+use kvsim::campaign::{self as camp_lib, Accounting, Campaign, ExampleChange, Failure, Merger, RunFacts};
 use kvsim::config::SimConfig;
 use kvsim::fuzz::guided::{Candidate, Guided};
 use kvsim::fuzz::{draw, Space};
@@ -105,6 +105,12 @@ pub struct FuzzOpts {
     /// resumed campaign continues it. Each --shard evolves its own corpus.
     #[arg(long)]
     pub guided: bool,
+    /// Keep up to N examples per signature: its N smallest distinct runs (fewer requests, then
+    /// fewer events, then the smaller seed; runs with the same trace are one example), each saved
+    /// and shrunk in `<corpus>/<signature>/seed-<s>/`. Part of the campaign: a resume or merge
+    /// with another N is refused.
+    #[arg(long, default_value_t = kvsim::campaign::DEFAULT_EXAMPLES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
+    pub examples: usize,
 }
 
 /// The largest drawn case (in requests) whose pictures a campaign writes when it has no shrunk
@@ -153,17 +159,21 @@ pub fn write_report(
     known: Option<&KnownBugs>,
     exit: i32,
 ) -> Result<(), String> {
-    let failures = saved_failures(corpus);
+    let failures = saved_examples(corpus);
     let page_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut examples = BTreeMap::new();
-    for (sig, f) in &failures {
-        let folder = corpus.join(slug(sig)).join(format!("seed-{}", f.seed));
-        let mut files: Vec<String> = std::fs::read_dir(&folder)
-            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
-        files.sort();
-        let folder_href = format!("{}/", relative_to(page_dir, &folder));
-        examples.insert(sig.clone(), vec![camp_lib::html::Example { failure: f, folder_href, files }]);
+    for (sig, fs) in &failures {
+        let mut shown = Vec::new();
+        for f in fs {
+            let folder = corpus.join(slug(sig)).join(format!("seed-{}", f.seed));
+            let mut files: Vec<String> = std::fs::read_dir(&folder)
+                .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            files.sort();
+            let folder_href = format!("{}/", relative_to(page_dir, &folder));
+            shown.push(camp_lib::html::Example { failure: f, folder_href, files });
+        }
+        examples.insert(sig.clone(), shown);
     }
     let page = camp_lib::html::render(&camp_lib::html::Report { corpus: corpus_name, camp, examples, known, exit });
     write_atomic(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
@@ -249,106 +259,166 @@ fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>, check:
     super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, check).map(|_| ())
 }
 
+/// Work for the shrink worker, in the order the accounting decided it.
+enum Job {
+    /// Complete example `seed` of `sig` from its saved scenario: trace, shrunk case, pictures,
+    /// confirmation, then its `failure.json` (the commit point).
+    Save { sig: String, seed: u64 },
+    /// Example `seed` of `sig` was pushed out by smaller ones: remove its folder.
+    Remove { sig: String, seed: u64 },
+}
+
+/// The examples a checkpoint keeps: signature → seed → (requests, events).
+type Wanted = BTreeMap<String, BTreeMap<u64, (u64, u64)>>;
+
 struct Ctx {
     corpus: PathBuf,
     space: Space,
     space_name: String,
     opts: FuzzOpts,
-    /// Smallest seed saved per signature.
-    saved: Mutex<BTreeMap<String, u64>>,
+    /// The examples the checkpoint keeps: signature → seed → (requests, events). A save job for
+    /// an example pushed out meanwhile is skipped.
+    wanted: Mutex<Wanted>,
+    /// Jobs sent to the shrink worker and not yet done (for the progress line).
+    jobs_left: AtomicU64,
+}
+
+/// The folder of example `seed` of `sig`.
+fn seed_dir(corpus: &Path, sig: &str, seed: u64) -> PathBuf {
+    corpus.join(slug(sig)).join(format!("seed-{seed}"))
+}
+
+/// The examples a checkpoint keeps, as the shrink worker looks them up.
+fn wanted_of(camp: &Campaign) -> Wanted {
+    camp.examples
+        .iter()
+        .map(|(sig, l)| (sig.clone(), l.iter().map(|e| (e.seed, (e.requests, e.events))).collect()))
+        .collect()
 }
 
 impl Ctx {
-    /// Saves a failure (seed folder first, then `failure.json` as the commit point).
-    fn save(&self, sig: &str, seed: u64, cfg: &SimConfig) -> Result<(), String> {
-        {
-            let mut saved = self.saved.lock().expect("lock");
-            match saved.get(sig) {
-                Some(s) if *s <= seed => return Ok(()),
-                _ => {
-                    saved.insert(sig.to_string(), seed);
-                }
-            }
-        }
-        let dir = self.corpus.join(slug(sig));
-        let seed_dir = dir.join(format!("seed-{seed}"));
-        let tmp = dir.join(format!(".tmp-seed-{seed}-{}", std::process::id()));
+    /// Writes a new example's drawn scenario (by the accounting thread, before the checkpoint
+    /// lists the example: every example a checkpoint lists has its scenario on disk, so a resumed
+    /// campaign can finish what was pending).
+    fn write_scenario(&self, sig: &str, seed: u64, cfg: &SimConfig) -> Result<(), String> {
+        let dir = seed_dir(&self.corpus, sig, seed);
         let io = |e: std::io::Error| format!("{}: {e}", dir.display());
-        std::fs::create_dir_all(&tmp).map_err(io)?;
+        std::fs::create_dir_all(&dir).map_err(io)?;
         let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
-        std::fs::write(tmp.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header)).map_err(io)?;
+        write_atomic(&dir.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header).as_bytes()).map_err(io)
+    }
+
+    /// Completes an example (the shrink worker): everything is made from its saved scenario, so
+    /// the files are the same whichever run, job count or resume wrote it.
+    fn complete(&self, sig: &str, seed: u64) -> Result<(), String> {
+        let Some((requests, events)) = self.wanted.lock().expect("lock").get(sig).and_then(|m| m.get(&seed)).copied()
+        else {
+            return Ok(());
+        };
+        let dir = seed_dir(&self.corpus, sig, seed);
+        let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+        let scenario = dir.join("scenario.toml");
+        let cfg = super::load(&scenario.to_string_lossy(), &super::RunOpts::default()).map_err(|e| e.to_string())?;
         let check = kvsim::fuzz::is_disagreement(sig);
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
-        let filter = (!check).then(|| super::filter_for(cfg).1);
-        write_trace_file(cfg, &tmp.join("trace.jsonl"), filter, check)?;
-        let mut failure = Failure::new(sig, seed, &self.space_name, &seed_dir);
+        let filter = (!check).then(|| super::filter_for(&cfg).1);
+        write_trace_file(&cfg, &dir.join("trace.jsonl"), filter, check)?;
+        let mut failure = Failure::new(sig, seed, &self.space_name, &dir);
+        failure.requests = requests;
+        failure.events = events;
         let mut shrunk_cfg = None;
         if !self.opts.no_shrink {
             let (text, s) =
-                super::shrink::shrink_to_text(cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
-            std::fs::write(tmp.join("shrunk.toml"), text).map_err(io)?;
-            write_trace_file(&s.cfg, &tmp.join("shrunk.jsonl"), None, check)?;
-            failure.shrunk = Some(Failure::shrunk_command(sig, &seed_dir));
+                super::shrink::shrink_to_text(&cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
+            std::fs::write(dir.join("shrunk.toml"), text).map_err(io)?;
+            write_trace_file(&s.cfg, &dir.join("shrunk.jsonl"), None, check)?;
+            failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             failure.necessary_knobs = s.necessary_knobs;
             shrunk_cfg = Some(s.cfg);
         }
         // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.
-        if let Some(case) = shrunk_cfg.as_ref().or((case_requests(cfg) <= PICTURE_MAX_REQUESTS).then_some(cfg)) {
-            write_pictures(case, &tmp)?;
+        if let Some(case) = shrunk_cfg.as_ref().or((case_requests(&cfg) <= PICTURE_MAX_REQUESTS).then_some(&cfg)) {
+            write_pictures(case, &dir)?;
         }
         if self.opts.confirm != "off" {
-            let trace = if tmp.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
-            failure.confirm = confirm_signature(sig, &tmp.join(trace), &self.opts.confirm);
+            let trace = if dir.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
+            failure.confirm = confirm_signature(sig, &dir.join(trace), &self.opts.confirm);
         }
-        // Commit under the lock, and only if no smaller seed has claimed the signature meanwhile.
-        let saved = self.saved.lock().expect("lock");
-        if saved.get(sig) != Some(&seed) {
-            drop(saved);
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Ok(());
-        }
-        if seed_dir.exists() {
-            std::fs::remove_dir_all(&seed_dir).map_err(io)?;
-        }
-        std::fs::rename(&tmp, &seed_dir).map_err(io)?;
         write_atomic(&dir.join("failure.json"), serde_json::to_string_pretty(&failure).expect("json").as_bytes())
             .map_err(io)?;
-        // Older, larger seeds of the same signature are superseded.
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with("seed-") && name != format!("seed-{seed}") {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
+        write_best(&self.corpus, sig)
+    }
+
+    /// Does one job of the shrink worker.
+    fn work(&self, job: Job) {
+        let done = match &job {
+            Job::Save { sig, seed } => {
+                self.complete(sig, *seed).map_err(|e| format!("could not save {sig} (seed {seed}): {e}"))
             }
+            Job::Remove { sig, seed } => {
+                let _ = std::fs::remove_dir_all(seed_dir(&self.corpus, sig, *seed));
+                write_best(&self.corpus, sig).map_err(|e| format!("{sig}: {e}"))
+            }
+        };
+        if let Err(e) = done {
+            eprintln!("warning: {e}");
         }
-        drop(saved);
-        Ok(())
+        self.jobs_left.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Loads the signatures already saved in a corpus (a signature counts once its `failure.json`
-/// exists).
-pub fn saved_failures(corpus: &Path) -> BTreeMap<String, Failure> {
+/// Points `<corpus>/<slug>/failure.json` at the signature's smallest saved example (the one
+/// `kvsim shrink <signature folder>` and older readers use), or removes it when none is saved.
+fn write_best(corpus: &Path, sig: &str) -> Result<(), String> {
+    let dir = corpus.join(slug(sig));
+    let best = signature_examples(&dir).into_iter().next();
+    let path = dir.join("failure.json");
+    match best {
+        Some(f) => write_atomic(&path, serde_json::to_string_pretty(&f).expect("json").as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display())),
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", path.display())),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The committed examples in a signature folder (`seed-<s>/failure.json`), smallest first.
+fn signature_examples(dir: &Path) -> Vec<Failure> {
+    let mut out: Vec<Failure> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("seed-"))
+                .filter_map(|e| std::fs::read_to_string(e.path().join("failure.json")).ok())
+                .filter_map(|t| serde_json::from_str::<Failure>(&t).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by_key(Failure::measure);
+    out
+}
+
+/// Every signature's committed examples in a corpus, smallest first.
+pub fn saved_examples(corpus: &Path) -> BTreeMap<String, Vec<Failure>> {
     let mut out = BTreeMap::new();
     if let Ok(rd) = std::fs::read_dir(corpus) {
         for e in rd.flatten() {
-            if let Ok(text) = std::fs::read_to_string(e.path().join("failure.json")) {
-                if let Ok(f) = serde_json::from_str::<Failure>(&text) {
-                    out.insert(f.signature.clone(), f);
-                }
+            let ex = signature_examples(&e.path());
+            if let Some(f) = ex.first() {
+                out.insert(f.signature.clone(), ex);
             }
         }
     }
     out
 }
 
-/// Removes what a killed campaign left behind: scratch files and folders, and seed folders that
-/// no `failure.json` points at (a save interrupted between its two renames, or a superseded seed
-/// not yet removed). Committed failures and the checkpoint are never touched. Returns what was
-/// removed, for the log line.
-pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
+/// Removes what a killed campaign left behind: scratch files and folders, and example folders
+/// the checkpoint `camp` does not list (an example of a run counted after the last checkpoint,
+/// or one pushed out and not yet removed); a signature folder left with no example goes too.
+/// Listed examples are kept, committed or not (a pending one is completed on resume). Returns
+/// what was removed, for the log line.
+pub fn clean_corpus(corpus: &Path, camp: &Campaign) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     let mut remove = |p: PathBuf| {
         let ok = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
@@ -356,6 +426,11 @@ pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
             removed.push(p);
         }
     };
+    let kept: BTreeMap<String, BTreeSet<String>> = camp
+        .examples
+        .iter()
+        .map(|(sig, l)| (slug(sig), l.iter().map(|e| format!("seed-{}", e.seed)).collect()))
+        .collect();
     let Ok(rd) = std::fs::read_dir(corpus) else { return removed };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -367,16 +442,21 @@ pub fn clean_corpus(corpus: &Path) -> Vec<PathBuf> {
         if !path.is_dir() {
             continue;
         }
-        let committed = std::fs::read_to_string(path.join("failure.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
-            .map(|f| format!("seed-{}", f.seed));
+        let seeds = kept.get(&name);
         let Ok(inner) = std::fs::read_dir(&path) else { continue };
+        let mut stale_sig = false;
         for e in inner.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if camp_lib::is_scratch(&name) || (name.starts_with("seed-") && committed.as_deref() != Some(name.as_str()))
-            {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if camp_lib::is_scratch(&n) || (n.starts_with("seed-") && !seeds.is_some_and(|s| s.contains(&n))) {
                 remove(e.path());
+            } else if n == "failure.json" && seeds.is_none() {
+                stale_sig = true;
+            }
+        }
+        if stale_sig {
+            remove(path.join("failure.json"));
+            if std::fs::read_dir(&path).is_ok_and(|mut rd| rd.next().is_none()) {
+                let _ = std::fs::remove_dir(&path);
             }
         }
     }
@@ -504,23 +584,24 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let corpus = PathBuf::from(&o.corpus);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let ckpt_path = corpus.join("campaign.json");
-    let scratch = clean_corpus(&corpus);
-    if !scratch.is_empty() {
-        eprintln!("{}: removed {} leftover(s) of an interrupted campaign", o.corpus, scratch.len());
-    }
     let camp = match std::fs::read_to_string(&ckpt_path) {
         Ok(text) => {
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
             c.check_resumes(&o.corpus, &space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
+            c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
         Err(_) => {
-            let mut c = Campaign::new(&space_name, o.seed_start, shard);
+            let mut c = Campaign::new(&space_name, o.seed_start, shard).with_examples(o.examples);
             c.guided = o.guided.then(Default::default);
             c
         }
     };
+    let scratch = clean_corpus(&corpus, &camp);
+    if !scratch.is_empty() {
+        eprintln!("{}: removed {} leftover(s) of an interrupted campaign", o.corpus, scratch.len());
+    }
     // The corpus the runs of the current epoch are planned from (guided campaigns), published
     // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
     let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
@@ -531,12 +612,33 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         space,
         space_name,
         opts: o.clone(),
-        saved: Mutex::new(saved_failures(&corpus).into_iter().map(|(k, f)| (k, f.seed)).collect()),
+        wanted: Mutex::new(wanted_of(&camp)),
+        jobs_left: AtomicU64::new(0),
     };
+    // Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
+    let mut resumed_jobs = Vec::new();
+    for (sig, list) in &camp.examples {
+        for e in list {
+            if !seed_dir(&corpus, sig, e.seed).join("failure.json").is_file() {
+                resumed_jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+            }
+        }
+        // The signature's `failure.json` may name an example pushed out before the interruption.
+        write_best(&corpus, sig)?;
+    }
+    if !resumed_jobs.is_empty() {
+        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, resumed_jobs.len());
+    }
     let next = AtomicU64::new(camp.next_k);
     let stop = AtomicBool::new(false);
     let started = std::time::Instant::now();
-    let (tx, rx) = mpsc::channel::<(u64, BTreeSet<String>, Option<Candidate>)>();
+    type Found = (u64, BTreeSet<String>, Option<Candidate>, Option<(RunFacts, SimConfig)>);
+    let (tx, rx) = mpsc::channel::<Found>();
+    let (job_tx, job_rx) = mpsc::channel::<Job>();
+    ctx.jobs_left.store(resumed_jobs.len() as u64, Ordering::Relaxed);
+    for j in resumed_jobs {
+        job_tx.send(j).expect("the receiver is alive");
+    }
     let remaining = |k: u64| range_end.saturating_sub(k).div_ceil(shard.1);
     let total_left = remaining(camp.next_k);
     let mut acc = Accounting::new(camp, o.until.clone());
@@ -556,7 +658,19 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     });
     let mut errors = Vec::new();
     let mut found_after: Option<(u64, std::time::Duration)> = None;
+    let mut runs_wall = std::time::Duration::ZERO;
     std::thread::scope(|s| {
+        // The shrink worker: saves, shrinks, pictures and confirms examples off the runs'
+        // critical path, in the order the accounting queued them (so the files do not depend
+        // on --jobs), while the campaign keeps finding.
+        {
+            let ctx = &ctx;
+            s.spawn(move || {
+                for job in job_rx {
+                    ctx.work(job);
+                }
+            });
+        }
         for _ in 0..o.jobs.max(1) {
             let tx = tx.clone();
             let (ctx, next, stop, pins, snapshot, epoch_done) = (&ctx, &next, &stop, &pins, &snapshot, &epoch_done);
@@ -591,16 +705,15 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);
                 let edges = w.coverage.as_ref().map(|c| c.edge_set()).unwrap_or_default();
                 let cand = plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&edges), recipe });
+                // A failing run may become an example: its size, trace hash and configuration
+                // go to the accounting, which keeps each signature's smallest (in seed order).
+                let found = (!sigs.is_empty()).then(|| {
+                    let facts =
+                        RunFacts { requests: case_requests(&cfg) as u64, events: w.events, hash: w.tracer.hash_hex() };
+                    (facts, cfg)
+                });
                 drop(w);
-                for sig in &sigs {
-                    let known = ctx.saved.lock().expect("lock").get(sig).is_some_and(|s| *s <= seed);
-                    if !known {
-                        if let Err(e) = ctx.save(sig, seed, &cfg) {
-                            eprintln!("warning: could not save {sig} (seed {seed}): {e}");
-                        }
-                    }
-                }
-                if tx.send((k, sigs, cand)).is_err() {
+                if tx.send((k, sigs, cand, found)).is_err() {
                     break;
                 }
             });
@@ -609,13 +722,43 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let mut last_save = std::time::Instant::now();
         let mut last_line = std::time::Instant::now();
         let mut finished = 0u64;
-        for (k, sigs, cand) in rx.iter() {
+        // Configurations of finished runs with signatures, until they are counted.
+        let mut cfgs: BTreeMap<u64, SimConfig> = BTreeMap::new();
+        for (k, sigs, cand, found) in rx.iter() {
             finished += 1;
             let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
-            if acc.finished_run(k, sigs, cand) {
+            let facts = found.map(|(facts, cfg)| {
+                cfgs.insert(k, cfg);
+                facts
+            });
+            if acc.finished_with(k, sigs, cand, facts) {
                 found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
                 stop.store(true, Ordering::Relaxed);
             }
+            let changes = acc.take_changes();
+            if !changes.is_empty() {
+                *ctx.wanted.lock().expect("lock") = wanted_of(&acc.camp);
+            }
+            for c in changes {
+                let job = match c {
+                    ExampleChange::Added { sig, seed } => {
+                        let kk = seed.wrapping_sub(o.seed_start);
+                        let keep = acc.camp.examples.get(&sig).is_some_and(|l| l.iter().any(|e| e.seed == seed));
+                        let Some(cfg) = cfgs.get(&kk).filter(|_| keep) else { continue };
+                        if let Err(e) = ctx.write_scenario(&sig, seed, cfg) {
+                            errors.push(e);
+                            stop.store(true, Ordering::Relaxed);
+                            continue;
+                        }
+                        Job::Save { sig, seed }
+                    }
+                    ExampleChange::Removed { sig, seed } => Job::Remove { sig, seed },
+                };
+                ctx.jobs_left.fetch_add(1, Ordering::Relaxed);
+                let _ = job_tx.send(job);
+            }
+            let next_k = acc.camp.next_k;
+            cfgs.retain(|kk, _| *kk >= next_k);
             if let Some(g) = acc.camp.guided.as_ref().filter(|g| Some(g.epochs_folded) != folded) {
                 *snapshot.lock().expect("lock") = Some(std::sync::Arc::new(g.clone()));
                 epoch_done.notify_all();
@@ -629,7 +772,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 Some(d) => d.saturating_sub(elapsed).as_secs(),
                 None => ((total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
             };
-            let msg = format!("{:.0} runs/s · {} signature(s) · {}s left", rate, acc.camp.table.len(), left);
+            let msg = format!(
+                "{:.0} runs/s · {} signature(s) · {} example job(s) queued · {}s left",
+                rate,
+                acc.camp.table.len(),
+                ctx.jobs_left.load(Ordering::Relaxed),
+                left
+            );
             if let Some(b) = &bar {
                 if deadline.is_some() {
                     b.set_position(elapsed.as_secs());
@@ -651,6 +800,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 last_save = std::time::Instant::now();
             }
         }
+        runs_wall = started.elapsed();
+        drop(job_tx);
+        let left = ctx.jobs_left.load(Ordering::Relaxed);
+        if left > 0 {
+            eprintln!("fuzz: runs done; finishing {left} queued example job(s) (saving, shrinking)");
+        }
     });
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -660,9 +815,9 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
-    let secs = started.elapsed().as_secs_f64();
+    let secs = runs_wall.as_secs_f64();
     println!(
-        "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}",
+        "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}; examples done {:.1}s after the start",
         acc.camp.runs_done,
         secs,
         acc.camp.runs_done as f64 / secs.max(1e-9),
@@ -671,9 +826,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         o.seed_start.wrapping_add(acc.camp.next_k),
         shard.0,
         shard.1,
-        o.corpus
+        o.corpus,
+        started.elapsed().as_secs_f64()
     );
-    print!("{}", camp_lib::table_text(&acc.camp.table, &saved_failures(&corpus), known.as_ref()));
+    print!("{}", camp_lib::table_text(&acc.camp.table, &saved_examples(&corpus), known.as_ref()));
     if let Some(u) = &o.until {
         match found_after {
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
@@ -743,21 +899,36 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         if out_real.is_some() && std::fs::canonicalize(d).ok() == out_real {
             return Err(format!("{d}: the output corpus cannot be one of the inputs"));
         }
-        m.add(d, c, saved_failures(Path::new(d))).map_err(|e| e.to_string())?;
+        m.add(d, c).map_err(|e| e.to_string())?;
     }
     let merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
-    for (sig, (f, d)) in &m.best {
-        let src = Path::new(d).join(slug(&f.signature));
+    // Each signature's N smallest examples of all shards (the unsharded campaign's), copied from
+    // the shard that found each; an example its shard had not completed is reported, not copied.
+    for (sig, list) in &m.examples {
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
-        let seed_dir = format!("seed-{}", f.seed);
-        copy_dir(&src.join(&seed_dir), &dst.join(&seed_dir)).map_err(|e| format!("copying {}: {e}", src.display()))?;
-        let mut f = f.clone();
-        f.relocate(&dst);
-        write_atomic(&dst.join("failure.json"), serde_json::to_string_pretty(&f).expect("json").as_bytes())
-            .map_err(|e| format!("{}: {e}", dst.display()))?;
+        for key in list {
+            let Some(d) = m.origin(key.seed) else { continue };
+            let src = seed_dir(Path::new(d), sig, key.seed);
+            let Some(mut f) = std::fs::read_to_string(src.join("failure.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+            else {
+                eprintln!(
+                    "warning: {d}: example seed {} of {sig} was not completed (resume that shard first)",
+                    key.seed
+                );
+                continue;
+            };
+            let to = seed_dir(out, sig, key.seed);
+            copy_dir(&src, &to).map_err(|e| format!("copying {}: {e}", src.display()))?;
+            f.relocate(&dst);
+            write_atomic(&to.join("failure.json"), serde_json::to_string_pretty(&f).expect("json").as_bytes())
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+        write_best(out, sig)?;
     }
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
@@ -766,7 +937,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         dirs.len(),
         merged.runs_done,
         merged.table.len(),
-        camp_lib::table_text(&merged.table, &saved_failures(out), known.as_ref())
+        camp_lib::table_text(&merged.table, &saved_examples(out), known.as_ref())
     );
     let code = match &known {
         Some(k) => {

@@ -205,7 +205,12 @@ fn leftovers_of_a_killed_campaign_are_cleaned_and_never_merged() {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 2, "failure.json and one seed folder: {names:?}");
+    let sig = std::fs::read_to_string(sig_dir.join("failure.json")).unwrap();
+    let sig: serde_json::Value = serde_json::from_str(&sig).unwrap();
+    let ckpt: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    let kept = ckpt["examples"][sig["signature"].as_str().unwrap()].as_array().unwrap().len();
+    assert_eq!(names.len(), 1 + kept, "failure.json and the {kept} examples' folders: {names:?}");
     // Resuming cleans them up and keeps everything committed.
     let before = saved(&c);
     let out = kvsim(&["fuzz", "--runs", "200", "--corpus", &c, "--no-shrink", "--seed-start", "9300"]);
@@ -641,4 +646,121 @@ fn guided_campaigns_are_deterministic_across_jobs_and_resume() {
     kvsim(&["fuzz", "--runs", "10", "--no-shrink", "--seed-start", "900", "--corpus", &swarm]);
     let out = kvsim(&args(&swarm, "20", "1"));
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The `seed-*` folders of a corpus with the files that do not name the corpus (`failure.json`
+/// names it in its commands: compared with the corpus path taken out).
+fn example_files(corpus: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for sig in std::fs::read_dir(corpus).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        for ex in std::fs::read_dir(sig.path()).unwrap().flatten() {
+            let name = format!("{}/{}", sig.file_name().to_string_lossy(), ex.file_name().to_string_lossy());
+            if !ex.path().is_dir() {
+                let text = std::fs::read_to_string(ex.path()).unwrap().replace(corpus, "CORPUS");
+                out.insert(name, text);
+                continue;
+            }
+            for f in ["failure.json", "scenario.toml", "shrunk.toml"] {
+                let text = std::fs::read_to_string(ex.path().join(f)).unwrap_or_default();
+                out.insert(format!("{name}/{f}"), text.replace(corpus, "CORPUS"));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 15: each signature keeps its N (default 3) smallest distinct examples — fewer requests,
+/// then fewer events, then the smaller seed — each saved and shrunk by the shrink worker; the
+/// saved and shrunk files are the same for any --jobs; an example the checkpoint lists but an
+/// interrupted campaign did not complete is completed on resume (the same files); another
+/// --examples or a checkpoint of the one-example format is refused (exit 2).
+#[test]
+fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
+    let args = |c: &str, jobs: &str| -> Vec<String> {
+        ["fuzz", "--runs", "160", "--seed-start", "7000", "--confirm", "off", "--shrink-budget", "40", "--jobs", jobs]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["--corpus".to_string(), c.to_string()])
+            .collect()
+    };
+    let run = |a: &[String]| kvsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let one = tmp("ex-one");
+    let out = run(&args(&one, "1"));
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ckpt: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&one).join("campaign.json")).unwrap()).unwrap();
+    assert_eq!(ckpt["examples_per_signature"], 3);
+    let examples = ckpt["examples"].as_object().unwrap();
+    assert_eq!(examples.len(), table(&one).as_object().unwrap().len(), "every signature has examples");
+    let mut several = 0;
+    for (sig, list) in examples {
+        let list = list.as_array().unwrap();
+        assert!((1..=3).contains(&list.len()), "{sig}: {list:?}");
+        let keys: Vec<(u64, u64, u64)> = list
+            .iter()
+            .map(|e| (e["requests"].as_u64().unwrap(), e["events"].as_u64().unwrap(), e["seed"].as_u64().unwrap()))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{sig}: smallest first, distinct: {keys:?}");
+        let hashes: std::collections::BTreeSet<&str> = list.iter().map(|e| e["hash"].as_str().unwrap()).collect();
+        assert_eq!(hashes.len(), list.len(), "{sig}: distinct traces");
+        for (req, ev, seed) in &keys {
+            let dir = Path::new(&one).join(sig.replace('/', "--")).join(format!("seed-{seed}"));
+            let f: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("failure.json")).unwrap()).unwrap();
+            assert_eq!((f["requests"].as_u64(), f["events"].as_u64()), (Some(*req), Some(*ev)), "{dir:?}");
+            assert!(dir.join("shrunk.toml").is_file(), "{dir:?} is shrunk");
+        }
+        // The signature's failure.json is its smallest example.
+        assert_eq!(saved(&one).iter().find(|(s, _)| s == sig).map(|(_, seed)| *seed), Some(keys[0].2));
+        if list.len() > 1 {
+            several += 1;
+            assert!(stdout.contains(&format!("example 2 of {}: seed {}", list.len(), keys[1].2)), "{stdout}");
+        }
+    }
+    assert!(several >= 2, "160 blind runs give several signatures more than one example");
+    // --jobs 3: the same table, examples and files (shrunk cases included).
+    let three = tmp("ex-three");
+    run(&args(&three, "3"));
+    assert_eq!(table(&three), table(&one));
+    let files = example_files(&one);
+    assert_eq!(example_files(&three), files, "--jobs 3 saved other files");
+    // Interrupted before the worker completed two examples: the resume completes them, alike.
+    let resumed = tmp("ex-resumed");
+    assert!(Command::new("cp").args(["-r", &one, &resumed]).status().unwrap().success());
+    let mut undone = 0;
+    for (sig, list) in examples.iter().take(2) {
+        let seed = list[0]["seed"].as_u64().unwrap();
+        let dir = Path::new(&resumed).join(sig.replace('/', "--")).join(format!("seed-{seed}"));
+        for f in ["failure.json", "shrunk.toml", "shrunk.jsonl", "trace.jsonl"] {
+            std::fs::remove_file(dir.join(f)).unwrap();
+        }
+        undone += 1;
+    }
+    let out = run(&args(&resumed, "1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{undone} example(s) found before the interruption are shrunk now")), "{err}");
+    // (The copy's untouched files still name the corpus they were copied from.)
+    let copied = |m: std::collections::BTreeMap<String, String>| {
+        m.into_iter().map(|(k, v)| (k, v.replace(&one, "CORPUS"))).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    assert_eq!(copied(example_files(&resumed)), files, "the resumed corpus differs");
+    // Another --examples, or a checkpoint of the one-example format: refused.
+    let mut other = args(&one, "1");
+    other.extend(["--examples".into(), "2".into()]);
+    let out = run(&other);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("keeps 3 example(s) per signature, not --examples 2"));
+    let ckpt_path = Path::new(&resumed).join("campaign.json");
+    let text = std::fs::read_to_string(&ckpt_path).unwrap().replace("kvsim-corpus/2", "kvsim-corpus/1");
+    std::fs::write(&ckpt_path, text).unwrap();
+    let out = run(&args(&resumed, "1"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("made by an older kvsim"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kvsim(&["corpus", "merge", &resumed, "--into", &tmp("ex-merge-old")]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -16,6 +16,13 @@ pub enum CampaignError {
     KnownForOtherSpace { source: String, file_profile: String, space: String },
     /// The checkpoint at `path` has another corpus format.
     CorpusFormat { path: String, format: String },
+    /// The checkpoint in `corpus` was made by an older kvsim (corpus `format`, one example per
+    /// signature): this kvsim cannot continue it.
+    OlderCorpus { corpus: String, format: String },
+    /// The checkpoint in `corpus` keeps `keeps` examples per signature; the resume asked `asked`.
+    OtherExamples { corpus: String, keeps: usize, asked: usize },
+    /// Corpus `name` keeps `keeps` examples per signature, the first corpus `first` keeps `first_keeps`.
+    ShardExamples { name: String, keeps: usize, first: String, first_keeps: usize },
     /// Corpus `name` is a shard of another campaign than `first` (the first corpus added).
     NotAShard { name: String, campaign: Box<CampaignKey>, first: String, first_campaign: Box<CampaignKey> },
     /// Corpus `name` is shard `shard` of `count`, already added as `other`.
@@ -48,9 +55,24 @@ impl fmt::Display for CampaignError {
             E::KnownForOtherSpace { source, file_profile, space } => {
                 write!(f, "--known {source}: the file is for profile {file_profile}, the merged campaign ran {space}")
             }
-            E::CorpusFormat { path, format } => {
-                write!(f, "{path}: corpus format `{format}`, this kvsim merges `{}`", super::CORPUS_FORMAT)
-            }
+            E::CorpusFormat { path, format } => write!(
+                f,
+                "{path}: corpus format `{format}`, this kvsim merges `{}` (up to N examples per signature); a corpus of an older kvsim cannot be merged",
+                super::CORPUS_FORMAT
+            ),
+            E::OlderCorpus { corpus, format } => write!(
+                f,
+                "{corpus}: made by an older kvsim (corpus format `{format}`, one example per signature); this kvsim keeps up to N examples per signature (`{}`) and cannot continue it: use another --corpus",
+                super::CORPUS_FORMAT
+            ),
+            E::OtherExamples { corpus, keeps, asked } => write!(
+                f,
+                "{corpus}: this campaign keeps {keeps} example(s) per signature, not --examples {asked}; use another --corpus"
+            ),
+            E::ShardExamples { name, keeps, first, first_keeps } => write!(
+                f,
+                "{name}: keeps {keeps} example(s) per signature, {first} keeps {first_keeps}; shards of one campaign keep the same number"
+            ),
             E::NotAShard { name, campaign: c, first, first_campaign: c0 } => write!(
                 f,
                 "{name}: campaign (space {}, seed start {}, shard count {}) is not a shard of the same campaign as {first} (space {}, seed start {}, shard count {}); only disjoint shards of one campaign can be merged",

@@ -208,6 +208,10 @@ fn confirmation(sig: &str, ex: &[Example]) -> String {
 fn example_html(o: &mut String, x: &Example) {
     let f = x.failure;
     let mut facts = vec![format!("seed {}", f.seed)];
+    if f.events > 0 {
+        // The example's size (`ExampleKey`: examples are kept smallest first).
+        facts.push(format!("{} request(s), {} events as found", f.requests, f.events));
+    }
     if let Some(n) = f.shrunk_requests {
         facts.push(format!("shrunk to {n} request(s)"));
     }

@@ -18,8 +18,72 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The corpus format a campaign writes and a merge reads.
-pub const CORPUS_FORMAT: &str = "kvsim-corpus/1";
+/// The corpus format a campaign writes and a merge reads. `/2`: up to N examples per signature
+/// (`Campaign::examples`, one `seed-<s>/failure.json` each); `/1` kept one (the first seed).
+pub const CORPUS_FORMAT: &str = "kvsim-corpus/2";
+
+/// Examples kept per signature unless `--examples` says otherwise.
+pub const DEFAULT_EXAMPLES: usize = 3;
+
+/// What makes one example of a signature smaller than another: fewer requests, then fewer
+/// events, then the smaller seed (the field order is the comparison order). `hash` (the run's
+/// trace hash) makes examples distinct: two runs with the same trace are one example, the
+/// smaller one kept.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExampleKey {
+    pub requests: u64,
+    pub events: u64,
+    pub seed: u64,
+    pub hash: String,
+}
+
+impl ExampleKey {
+    fn measure(&self) -> (u64, u64, u64) {
+        (self.requests, self.events, self.seed)
+    }
+}
+
+/// Offers `key` to a signature's list of its `n` smallest distinct examples (sorted, smallest
+/// first). Returns whether it was admitted and the example it pushed out, if any. The list is
+/// always the `n` smallest distinct keys of everything offered so far, whatever the order of
+/// the offers (a hash keeps its smallest key), so a seed-ordered campaign, any `--jobs`, and the
+/// merge of shards' lists all give the same list.
+pub fn offer_example(list: &mut Vec<ExampleKey>, key: ExampleKey, n: usize) -> (bool, Vec<ExampleKey>) {
+    let mut out = Vec::new();
+    if let Some(i) = list.iter().position(|e| e.hash == key.hash) {
+        if list[i].measure() <= key.measure() {
+            return (false, out);
+        }
+        out.push(list.remove(i));
+    }
+    let at = list.partition_point(|e| e.measure() < key.measure());
+    if at >= n {
+        // Nothing was removed above: a removed same-hash example sat before index `n`, and
+        // `key` is smaller than it.
+        return (false, out);
+    }
+    list.insert(at, key);
+    while list.len() > n {
+        out.extend(list.pop());
+    }
+    (true, out)
+}
+
+/// What one counted run says about itself, for the example lists: its size and trace hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFacts {
+    pub requests: u64,
+    pub events: u64,
+    pub hash: String,
+}
+
+/// A change to a signature's example list, for the runner to act on (write the example's
+/// scenario and queue its shrink; remove a pushed-out example's folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExampleChange {
+    Added { sig: String, seed: u64 },
+    Removed { sig: String, seed: u64 },
+}
 
 /// One signature's line of the table: how many runs showed it and the smallest seed that did.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -39,6 +103,13 @@ pub struct Campaign {
     pub next_k: u64,
     pub runs_done: u64,
     pub table: BTreeMap<String, Entry>,
+    /// How many examples per signature this campaign keeps (`--examples`; part of what a resume
+    /// or a merge must match: another N would keep other examples).
+    #[serde(default)]
+    pub examples_per_signature: usize,
+    /// Per signature, its smallest distinct examples among the counted runs (`offer_example`).
+    #[serde(default)]
+    pub examples: BTreeMap<String, Vec<ExampleKey>>,
     /// A guided campaign's corpus (`fuzz::guided`): kept with the table, so a resumed campaign
     /// continues from the corpus it had. `None` for a swarm campaign (and for a merge: shards
     /// evolve their own corpora, the merge keeps the union of their tables).
@@ -57,8 +128,16 @@ impl Campaign {
             next_k: shard.0,
             runs_done: 0,
             table: BTreeMap::new(),
+            examples_per_signature: DEFAULT_EXAMPLES,
+            examples: BTreeMap::new(),
             guided: None,
         }
+    }
+
+    /// The same campaign keeping `n` examples per signature.
+    pub fn with_examples(mut self, n: usize) -> Campaign {
+        self.examples_per_signature = n.max(1);
+        self
     }
 
     /// Whether a checkpoint found in `corpus` belongs to this campaign (same space, seed start and
@@ -70,6 +149,9 @@ impl Campaign {
         seed_start: u64,
         shard: (u64, u64),
     ) -> Result<(), CampaignError> {
+        if self.format != CORPUS_FORMAT {
+            return Err(CampaignError::OlderCorpus { corpus: corpus.to_string(), format: self.format.clone() });
+        }
         if self.space != space || self.seed_start != seed_start || self.shard != shard {
             return Err(CampaignError::OtherCampaign {
                 corpus: corpus.to_string(),
@@ -81,10 +163,36 @@ impl Campaign {
         Ok(())
     }
 
-    /// Counts one finished run (the next of this shard, seed `seed_start + next_k`).
-    fn count(&mut self, sigs: BTreeSet<String>) {
+    /// Whether a resume keeps as many examples per signature as the checkpoint did.
+    pub fn check_examples(&self, corpus: &str, n: usize) -> Result<(), CampaignError> {
+        if self.examples_per_signature != n {
+            return Err(CampaignError::OtherExamples {
+                corpus: corpus.to_string(),
+                keeps: self.examples_per_signature,
+                asked: n,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts one finished run (the next of this shard, seed `seed_start + next_k`); with its
+    /// facts, offers it as an example of each of its signatures (a run with two mechanisms is
+    /// an example of both) and appends what changed to `changes`.
+    fn count(&mut self, sigs: BTreeSet<String>, facts: Option<&RunFacts>, changes: &mut Vec<ExampleChange>) {
         let seed = self.seed_start.wrapping_add(self.next_k);
+        let n = self.examples_per_signature.max(1);
         for sig in sigs {
+            if let Some(f) = facts {
+                let key = ExampleKey { requests: f.requests, events: f.events, seed, hash: f.hash.clone() };
+                let list = self.examples.entry(sig.clone()).or_default();
+                let (added, removed) = offer_example(list, key, n);
+                for r in removed {
+                    changes.push(ExampleChange::Removed { sig: sig.clone(), seed: r.seed });
+                }
+                if added {
+                    changes.push(ExampleChange::Added { sig: sig.clone(), seed });
+                }
+            }
             let e = self.table.entry(sig).or_insert(Entry { count: 0, first_seed: seed });
             e.count += 1;
             e.first_seed = e.first_seed.min(seed);
@@ -115,7 +223,10 @@ impl Campaign {
 #[derive(Debug, Clone)]
 pub struct Accounting {
     pub camp: Campaign,
-    pending: BTreeMap<u64, (BTreeSet<String>, Option<crate::fuzz::guided::Candidate>)>,
+    #[allow(clippy::type_complexity)]
+    pending: BTreeMap<u64, (BTreeSet<String>, Option<crate::fuzz::guided::Candidate>, Option<RunFacts>)>,
+    /// Example-list changes of the runs counted so far, in counting order (`take_changes`).
+    changes: Vec<ExampleChange>,
     /// `--until PREFIX`: stop once a signature starting with it is counted.
     until: Option<String>,
     /// Runs counted when `until` was first found.
@@ -124,7 +235,7 @@ pub struct Accounting {
 
 impl Accounting {
     pub fn new(camp: Campaign, until: Option<String>) -> Accounting {
-        Accounting { camp, pending: BTreeMap::new(), until, found_after: None }
+        Accounting { camp, pending: BTreeMap::new(), changes: Vec::new(), until, found_after: None }
     }
 
     /// Records that run `k` finished with `sigs`, and counts every run of the contiguous prefix
@@ -142,11 +253,23 @@ impl Accounting {
         sigs: BTreeSet<String>,
         cand: Option<crate::fuzz::guided::Candidate>,
     ) -> bool {
-        self.pending.insert(k, (sigs, cand));
+        self.finished_with(k, sigs, cand, None)
+    }
+
+    /// `finished_run` with the run's facts (size, trace hash), so that it can become one of its
+    /// signatures' examples; the changes to the example lists are then in `take_changes`.
+    pub fn finished_with(
+        &mut self,
+        k: u64,
+        sigs: BTreeSet<String>,
+        cand: Option<crate::fuzz::guided::Candidate>,
+        facts: Option<RunFacts>,
+    ) -> bool {
+        self.pending.insert(k, (sigs, cand, facts));
         let mut found = false;
-        while let Some((sigs, cand)) = self.pending.remove(&self.camp.next_k) {
+        while let Some((sigs, cand, facts)) = self.pending.remove(&self.camp.next_k) {
             let k = self.camp.next_k;
-            self.camp.count(sigs);
+            self.camp.count(sigs, facts.as_ref(), &mut self.changes);
             let shard = self.camp.shard;
             if let Some(g) = self.camp.guided.as_mut() {
                 if let Some(c) = cand.filter(|c| !c.features.is_empty()) {
@@ -170,6 +293,11 @@ impl Accounting {
     pub fn waiting(&self) -> usize {
         self.pending.len()
     }
+
+    /// The example-list changes since the last call, in counting order.
+    pub fn take_changes(&mut self) -> Vec<ExampleChange> {
+        std::mem::take(&mut self.changes)
+    }
 }
 
 /// What a saved failure says about itself (`<corpus>/<slug>/failure.json`).
@@ -183,6 +311,11 @@ pub struct Failure {
     pub shrunk_requests: Option<usize>,
     pub necessary_knobs: Vec<String>,
     pub confirm: Option<String>,
+    /// The example's size (`ExampleKey`): requests and events of the drawn run.
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default)]
+    pub events: u64,
 }
 
 /// A signature as a folder name.
@@ -215,6 +348,8 @@ impl Failure {
             shrunk_requests: None,
             necessary_knobs: vec![],
             confirm: None,
+            requests: 0,
+            events: 0,
         }
     }
 
@@ -232,6 +367,11 @@ impl Failure {
         if self.shrunk.is_some() {
             self.shrunk = Some(Failure::shrunk_command(&self.signature, &seed_dir));
         }
+    }
+
+    /// Where it stands among its signature's examples: smaller first (`ExampleKey`'s order).
+    pub fn measure(&self) -> (u64, u64, u64) {
+        (self.requests, self.events, self.seed)
     }
 
     /// The command a person runs first: the shrunk case's when there is one.
@@ -398,11 +538,13 @@ pub fn triage_label(sig: &str, known: Option<&KnownBugs>) -> String {
     }
 }
 
-/// The final table: signature, count, first seed, reproduce command.
+/// The final table: signature, count, first seed, reproduce command (of the signature's
+/// smallest example), then one indented line per further example kept (`saved`: each signature's
+/// saved examples, smallest first).
 /// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
 pub fn table_text(
     table: &BTreeMap<String, Entry>,
-    saved: &BTreeMap<String, Failure>,
+    saved: &BTreeMap<String, Vec<Failure>>,
     known: Option<&KnownBugs>,
 ) -> String {
     let mut s = String::new();
@@ -420,10 +562,24 @@ pub fn table_text(
     let head = if shown { format!("{:<sw$} ", "status") } else { String::new() };
     s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
-        let f = saved.get(sig);
+        let examples = saved.get(sig).map(Vec::as_slice).unwrap_or_default();
+        let f = examples.first();
         let repro = f.map(|f| f.best_command().to_string()).unwrap_or_default();
         let extra = f.and_then(|f| f.confirm.clone()).map(|c| format!("  [{c}]")).unwrap_or_default();
         s.push_str(&format!("{sig:<w$} {:>8} {:>12}  {}{repro}{extra}\n", e.count, e.first_seed, status(sig)));
+        if examples.len() > 1 {
+            for (i, f) in examples.iter().enumerate() {
+                s.push_str(&format!(
+                    "    example {} of {}: seed {}, {} request(s), {} events: {}\n",
+                    i + 1,
+                    examples.len(),
+                    f.seed,
+                    f.requests,
+                    f.events,
+                    f.best_command()
+                ));
+            }
+        }
     }
     s
 }
@@ -437,8 +593,11 @@ pub struct Merger {
     runs: u64,
     first: Option<(String, Campaign)>,
     shards_seen: BTreeMap<u64, String>,
-    /// Per signature, the failure with the smallest seed and the name of the corpus it is in.
-    pub best: BTreeMap<String, (Failure, String)>,
+    /// Per signature, the smallest distinct examples of every shard added (`offer_example`
+    /// over the shards' lists: the unsharded campaign's list, whatever the order of adding).
+    pub examples: BTreeMap<String, Vec<ExampleKey>>,
+    /// Which corpus holds each example seed (shards are disjoint: a seed is in one).
+    origin: BTreeMap<u64, String>,
     pub corpora: usize,
 }
 
@@ -451,8 +610,8 @@ impl Merger {
         Ok(())
     }
 
-    /// Adds corpus `name` (its checkpoint and its committed failures).
-    pub fn add(&mut self, name: &str, c: Campaign, failures: BTreeMap<String, Failure>) -> Result<(), CampaignError> {
+    /// Adds corpus `name` (its checkpoint).
+    pub fn add(&mut self, name: &str, c: Campaign) -> Result<(), CampaignError> {
         if let Some((d0, c0)) = &self.first {
             if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
                 return Err(CampaignError::NotAShard {
@@ -470,6 +629,14 @@ impl Merger {
                     }),
                 });
             }
+            if c.examples_per_signature != c0.examples_per_signature {
+                return Err(CampaignError::ShardExamples {
+                    name: name.to_string(),
+                    keeps: c.examples_per_signature,
+                    first: d0.clone(),
+                    first_keeps: c0.examples_per_signature,
+                });
+            }
         }
         if let Some(other) = self.shards_seen.insert(c.shard.0, name.to_string()) {
             return Err(CampaignError::OverlappingShard {
@@ -485,14 +652,22 @@ impl Merger {
             t.count += e.count;
             t.first_seed = t.first_seed.min(e.first_seed);
         }
-        for (sig, f) in failures {
-            if self.best.get(&sig).is_none_or(|(b, _)| f.seed < b.seed) {
-                self.best.insert(sig, (f, name.to_string()));
+        let n = c.examples_per_signature.max(1);
+        for (sig, list) in &c.examples {
+            let merged = self.examples.entry(sig.clone()).or_default();
+            for key in list {
+                self.origin.insert(key.seed, name.to_string());
+                offer_example(merged, key.clone(), n);
             }
         }
         self.corpora += 1;
         self.first.get_or_insert((name.to_string(), c));
         Ok(())
+    }
+
+    /// The corpus that holds example `seed`.
+    pub fn origin(&self, seed: u64) -> Option<&str> {
+        self.origin.get(&seed).map(String::as_str)
     }
 
     /// The merged checkpoint: one unsharded campaign of every shard's runs.
@@ -506,6 +681,8 @@ impl Merger {
             next_k: self.runs,
             runs_done: self.runs,
             table: self.table.clone(),
+            examples_per_signature: c0.examples_per_signature,
+            examples: self.examples.clone(),
             guided: None,
         })
     }
@@ -530,10 +707,16 @@ mod tests {
         s
     }
 
+    /// Run `k`'s size and trace hash in these tests (made up; hashes repeat every 13 runs, so
+    /// some runs are the same example).
+    fn facts(k: u64) -> RunFacts {
+        RunFacts { requests: (k * 7) % 5, events: 100 + k % 11, hash: format!("h{}", k % 13) }
+    }
+
     fn in_order(n: u64, shard: (u64, u64)) -> Campaign {
         let mut a = Accounting::new(Campaign::new("blind", 100, shard), None);
         for k in (shard.0..n).step_by(shard.1 as usize) {
-            a.finished(k, found(k));
+            a.finished_with(k, found(k), None, Some(facts(k)));
         }
         a.camp
     }
@@ -548,11 +731,11 @@ mod tests {
         // Reversed: nothing is counted until run 0 arrives, then everything at once.
         let mut a = Accounting::new(Campaign::new("blind", 100, (0, 1)), None);
         for k in (1..20).rev() {
-            a.finished(k, found(k));
+            a.finished_with(k, found(k), None, Some(facts(k)));
             assert_eq!(a.camp.runs_done, 0, "run 0 is still running");
         }
         assert_eq!(a.waiting(), 19);
-        a.finished(0, found(0));
+        a.finished_with(0, found(0), None, Some(facts(0)));
         assert_eq!(a.waiting(), 0);
         assert_eq!(a.camp, want);
     }
@@ -574,25 +757,27 @@ mod tests {
     fn merged_shards_equal_the_unsharded_campaign() {
         let whole = in_order(30, (0, 1));
         let mut m = Merger::default();
-        for i in 0..3 {
-            let c = in_order(30, (i, 3));
-            let fail = |seed| Failure::new("page_leak/decode", seed, "blind", Path::new("x"));
-            let failures = [("page_leak/decode".to_string(), fail(100 + i + 3))].into_iter().collect();
-            m.add(&format!("shard{i}"), c, failures).unwrap();
+        // Added in reverse: the merged example lists do not depend on the order.
+        for i in (0..3).rev() {
+            m.add(&format!("shard{i}"), in_order(30, (i, 3))).unwrap();
         }
         let merged = m.campaign().unwrap();
         assert_eq!((merged.table, merged.runs_done), (whole.table.clone(), 30));
-        assert_eq!(m.best["page_leak/decode"].1, "shard0", "the smallest seed's corpus");
-        assert_eq!(m.best["page_leak/decode"].0.seed, 103);
+        assert_eq!(merged.examples, whole.examples, "the N smallest examples of the union");
+        let leak = &whole.examples["page_leak/decode"];
+        assert_eq!(leak.len(), DEFAULT_EXAMPLES);
+        assert_eq!(m.origin(leak[0].seed), Some(format!("shard{}", (leak[0].seed - 100) % 3).as_str()));
         // The same shard twice, or a shard of another campaign: refused.
-        let e = m.add("again", in_order(30, (1, 3)), BTreeMap::new()).unwrap_err();
+        let e = m.add("again", in_order(30, (1, 3))).unwrap_err();
         assert!(matches!(e, CampaignError::OverlappingShard { shard: 1, count: 3, .. }), "{e}");
         assert!(e.to_string().contains("shard 1/3 is also shard1: the corpora overlap"), "{e}");
         let other = Campaign { seed_start: 5, ..in_order(30, (0, 3)) };
         let mut m2 = Merger::default();
-        m2.add("a", in_order(30, (0, 3)), BTreeMap::new()).unwrap();
-        let e = m2.add("b", other, BTreeMap::new()).unwrap_err().to_string();
+        m2.add("a", in_order(30, (0, 3))).unwrap();
+        let e = m2.add("b", other).unwrap_err().to_string();
         assert!(e.contains("not a shard of the same campaign as a"), "{e}");
+        let e = m2.add("c", in_order(30, (1, 3)).with_examples(5)).unwrap_err().to_string();
+        assert!(e.contains("keeps 5 example(s) per signature, a keeps 3"), "{e}");
         assert_eq!(Merger::default().campaign().unwrap_err(), CampaignError::NoCorpora);
         let old = Campaign { format: "kvsim-corpus/0".into(), ..whole };
         assert!(Merger::check_format(&old, "c/campaign.json").unwrap_err().to_string().contains("corpus format"));
@@ -606,9 +791,74 @@ mod tests {
         // A merged campaign's curve is the unsharded one's.
         let mut m = Merger::default();
         for i in 0..2 {
-            m.add(&i.to_string(), in_order(20, (i, 2)), BTreeMap::new()).unwrap();
+            m.add(&i.to_string(), in_order(20, (i, 2))).unwrap();
         }
         assert_eq!(m.campaign().unwrap().curve(), c.curve());
+    }
+
+    /// Issue 15: up to N smallest distinct examples per signature, by (requests, events, seed),
+    /// whatever order the runs finish in; a run with two signatures is an example of both.
+    #[test]
+    fn each_signature_keeps_its_n_smallest_distinct_examples() {
+        let whole = in_order(60, (0, 1));
+        // Brute force: per signature, the smallest key per hash, sorted, the first 3.
+        for (sig, list) in &whole.examples {
+            let mut best: BTreeMap<String, ExampleKey> = BTreeMap::new();
+            for k in (0..60).filter(|k| found(*k).contains(sig)) {
+                let f = facts(k);
+                let key = ExampleKey { requests: f.requests, events: f.events, seed: 100 + k, hash: f.hash };
+                let e = best.entry(key.hash.clone()).or_insert(key.clone());
+                if key < *e {
+                    *e = key;
+                }
+            }
+            let mut want: Vec<ExampleKey> = best.into_values().collect();
+            want.sort();
+            want.truncate(DEFAULT_EXAMPLES);
+            assert_eq!(list, &want, "{sig}");
+        }
+        assert_eq!(whole.examples["page_leak/decode"].len(), 3);
+        assert_eq!(whole.examples["use_after_free/transfer_write"].len(), 1);
+        // Run 12 shows two signatures: counted for both, an example of both.
+        let both = |k: u64| found(k).len() == 2;
+        let k = (0..60).find(|&k| both(k)).unwrap();
+        assert!(found(k).iter().all(|s| whole.table[s].count > 0));
+        // Out of order (reversed, as `--jobs` may deliver them): the same lists, and the changes
+        // replayed on empty lists give them too.
+        let mut a = Accounting::new(Campaign::new("blind", 100, (0, 1)), None);
+        for k in (0..60).rev() {
+            a.finished_with(k, found(k), None, Some(facts(k)));
+        }
+        assert_eq!(a.camp.examples, whole.examples);
+        let mut kept: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        for c in a.take_changes() {
+            match c {
+                ExampleChange::Added { sig, seed } => assert!(kept.entry(sig).or_default().insert(seed)),
+                ExampleChange::Removed { sig, seed } => assert!(kept.get_mut(&sig).unwrap().remove(&seed)),
+            }
+        }
+        let want: BTreeMap<String, BTreeSet<u64>> =
+            whole.examples.iter().map(|(s, l)| (s.clone(), l.iter().map(|e| e.seed).collect())).collect();
+        assert_eq!(kept, want);
+        assert!(a.take_changes().is_empty());
+        // N = 1 keeps only the smallest; a resume with another N is refused.
+        let mut one = Accounting::new(Campaign::new("blind", 100, (0, 1)).with_examples(1), None);
+        for k in 0..60 {
+            one.finished_with(k, found(k), None, Some(facts(k)));
+        }
+        for (sig, list) in &one.camp.examples {
+            assert_eq!(list.as_slice(), &whole.examples[sig][..1]);
+        }
+        assert!(one.camp.check_examples("c", 3).unwrap_err().to_string().contains("keeps 1 example(s) per signature"));
+        // Two runs with the same trace are one example: the smaller kept.
+        let key = |seed, hash: &str| ExampleKey { requests: 1, events: 1, seed, hash: hash.into() };
+        let mut l = vec![];
+        assert_eq!(offer_example(&mut l, key(9, "a"), 2), (true, vec![]));
+        assert_eq!(offer_example(&mut l, key(12, "a"), 2), (false, vec![]));
+        assert_eq!(offer_example(&mut l, key(3, "a"), 2), (true, vec![key(9, "a")]));
+        assert_eq!(offer_example(&mut l, key(5, "b"), 2), (true, vec![]));
+        assert_eq!(offer_example(&mut l, key(1, "c"), 2), (true, vec![key(5, "b")]));
+        assert_eq!(l, vec![key(1, "c"), key(3, "a")]);
     }
 
     #[test]
@@ -619,6 +869,16 @@ mod tests {
         assert!(e.starts_with("corp: made by another campaign (space blind"), "{e}");
         assert!(c.check_resumes("corp", "blind", 8, (0, 1)).is_err());
         assert!(c.check_resumes("corp", "blind", 7, (0, 2)).is_err());
+        // A checkpoint of the one-example format: refused with what to do.
+        let old: Campaign = serde_json::from_str(
+            r#"{"format":"kvsim-corpus/1","space":"blind","seed_start":7,"shard":[0,1],"next_k":3,"runs_done":3,"table":{}}"#,
+        )
+        .unwrap();
+        let e = old.check_resumes("corp", "blind", 7, (0, 1)).unwrap_err().to_string();
+        assert!(
+            e.contains("made by an older kvsim (corpus format `kvsim-corpus/1`") && e.contains("use another --corpus"),
+            "{e}"
+        );
     }
 
     #[test]

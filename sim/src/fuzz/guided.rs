@@ -51,6 +51,14 @@ impl Recipe {
         for &m in &self.mutations {
             let mut next = c.clone();
             mutate(&mut next, m, space);
+            if !space.draws_hardware_faults() {
+                // A space that leaves the hardware faults off (a profile's campaign) leaves them
+                // off in its mutations too; else the guided table of a profile holds
+                // `…/visibility_lag` signatures its swarm cannot draw (found by the issue 15
+                // re-run of the swarm-vs-guided table).
+                next.faults.visibility_lag = Ratio::NEVER;
+                next.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+            }
             if plausible(&next) {
                 c = next;
             }
@@ -573,5 +581,31 @@ mod tests {
         s.sort_unstable();
         assert!(g[2] <= budget, "guided did not find the planted branch in {budget} runs (median): {g:?}");
         assert!(g[2] * 2 < s[2], "guided (runs to find: {g:?}) not twice as fast as the swarm ({s:?})");
+    }
+
+    /// A profile's campaign leaves the hardware faults off (issue 13); its guided mutations must
+    /// too, or the guided table holds signatures the swarm of the same space cannot draw.
+    #[test]
+    fn mutations_in_a_profile_space_draw_no_hardware_fault() {
+        let space = Space::Profile("sglang-0.5.16".into());
+        assert!(!space.draws_hardware_faults());
+        let mut rng = Prng::child(0x15d, "test");
+        let mut faults_mutated = 0;
+        for root in 0..300u64 {
+            let mutations: Vec<u64> = (0..8).map(|_| rng.next_u64()).collect();
+            let c = Recipe { root, mutations }.build(&space);
+            assert!(c.faults.visibility_lag.is_never(), "root {root}: {:?}", c.faults);
+            assert!(!c.faults.script.iter().any(|f| matches!(f, ScriptedFault::VisibilityLag { .. })), "root {root}");
+            faults_mutated += usize::from(!c.faults.script.is_empty());
+        }
+        assert!(faults_mutated > 0, "the mutations still script other faults");
+        // A blind space still mutates them in.
+        let lagged = (0..300u64).any(|root| {
+            let mutations: Vec<u64> = (0..8).map(|_| rng.next_u64()).collect();
+            let c = Recipe { root, mutations }.build(&Space::Blind);
+            !c.faults.visibility_lag.is_never()
+                || c.faults.script.iter().any(|f| matches!(f, ScriptedFault::VisibilityLag { .. }))
+        });
+        assert!(lagged);
     }
 }
