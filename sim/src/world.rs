@@ -380,6 +380,9 @@ impl World {
             MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
                 self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
             }
+            // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
+            // decode tokens lie past it, so the bound changes nothing for them.
+            MemOp::Write { pool, r, .. } => self.decode[pool.index as usize].reqs.get(r).map_or(0, |d| d.chain_upto),
             _ => 0,
         };
         let now = self.now;
