@@ -73,7 +73,8 @@ pub struct Req {
     pub rejected: Option<(u16, NodeId, &'static str)>,
     pub client_aborted: bool,
     pub fault_touched: bool,
-    /// A bootstrap or waiting timer failed it (capacity, not a bug by itself).
+    /// A bootstrap or waiting timer failed it, or decode aborted it for want of pages (a retraction
+    /// without host backup, or a request that alone outgrows the pool): capacity, not a bug by itself.
     pub timed_out: bool,
     /// Another request's write landed in pages this request held.
     pub late_written: bool,
