@@ -64,6 +64,20 @@ knob_enum!(
     CancelMidTransfer { Leak, Free }
 );
 knob_enum!(
+    /// What decode does when its running batch cannot get a page for the next token: `stall` (the
+    /// request waits a step and tries again: no released engine does this), `retract_to_host`
+    /// (sglang: retract the requests with the fewest output tokens, back their KV up to host
+    /// memory, restore it later), `retract_abort` (sglang with no retraction backup: the retracted
+    /// requests are aborted with 503), `preempt_recompute` (vLLM: preempt the last-admitted request,
+    /// free its blocks, recompute it later).
+    DecodeOutOfPages { Stall, RetractToHost, RetractAbort, PreemptRecompute }
+);
+knob_enum!(
+    /// What a client abort does to a request decode retracted to host memory: `leak` answers the
+    /// client but keeps the host copy (sglang #18701, #21652), `discard` drops it.
+    RetractedAbort { Leak, Discard }
+);
+knob_enum!(
     /// When prefill frees the source pages of an aborted request.
     PrefillRelease { Immediate, HoldSourceUntilDrained }
 );
@@ -215,6 +229,17 @@ pub struct Knobs {
     /// never a stale read). Tokens-scale limit `MAX_TOKENS`.
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub decode_lookahead_tokens: u64,
+    /// What decode does when a running request needs a page for its next token and none is free:
+    /// `stall` (it waits: a model artefact kept as the what-if value), `retract_to_host` (sglang
+    /// `retract_decode`: fewest output tokens first, longest prompt on ties, KV backed up to host
+    /// and restored without recompute before any new admission; the last request that still does
+    /// not fit is aborted with 500), `retract_abort` (the same, with no host backup: 503),
+    /// `preempt_recompute` (vLLM: the last-admitted running request is preempted, its blocks freed,
+    /// and it is recomputed from the front of the waiting queue).
+    pub decode_out_of_pages: DecodeOutOfPages,
+    /// What a client abort does to a request retracted to host memory: `leak` answers the client and
+    /// keeps its host copy (and metadata slot) forever (sglang #18701, #21652), `discard` drops it.
+    pub retracted_abort: RetractedAbort,
     /// Tokens decode reserves beyond the prompt for generated output (per request).
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub reserved_decode_tokens: u64,
@@ -297,6 +322,17 @@ fn sglang_0_5_16() -> Knobs {
         cancel_mid_transfer: CancelMidTransfer::Free,
         // No speculative decoding in any shipped profile: decode reserves the prompt only.
         decode_lookahead_tokens: 0,
+        // sglang 0.5.16 and 0.5.22 wheels, `managers/schedule_batch.py` `retract_decode` (fewest
+        // `output_ids` first, longest `origin_input_ids` on ties; always keeps one request and aborts
+        // it with 500 if it still does not fit) and `release_req` (in decode disaggregation the
+        // retracted KV is offloaded to host: `offload_kv_cache` / `backup_kv_cache`);
+        // `disaggregation/decode.py` `resume_retracted_reqs` restores it (`load_kv_cache` /
+        // `restore_kv_cache`) before any new request is preallocated. Lifecycle reference §4.4.
+        decode_out_of_pages: DecodeOutOfPages::RetractToHost,
+        // Both wheels' `managers/scheduler.py` abort handler walks
+        // `disagg_decode_prealloc_queue.retracted_queue` and discards the aborted request's backup
+        // (0.5.22: `discard_kv_cache_backup`): the #18701 / #21652 leak is the what-if value.
+        retracted_abort: RetractedAbort::Discard,
         reserved_decode_tokens: 512,
         tokenizer_reserved_tokens: 0,
         chunked_prefill_size: 8192,
@@ -351,6 +387,12 @@ fn vllm_nixl() -> Knobs {
         prefill_cache: PrefillCache::Radix,
         router_mode: RouterMode::Sequential,
         reserved_decode_tokens: 0,
+        // vLLM `v1/core/sched/scheduler.py` `schedule`: when `allocate_slots` fails for a running
+        // request, the last request of `self.running` is popped and preempted
+        // (`_preempt_request`: blocks freed by `kv_cache_manager.free`, tail first;
+        // `num_computed_tokens = 0`; `waiting.prepend_request`), and recomputed when scheduled
+        // again. Lifecycle reference §4.4.
+        decode_out_of_pages: DecodeOutOfPages::PreemptRecompute,
         ..sglang_0_5_16()
     }
 }

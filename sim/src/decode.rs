@@ -2,10 +2,14 @@
 //! (full-prompt reservation plus reserved decode tokens, head-of-line blocking, abort sweep), the
 //! transfer queue (status polling: Failed wins, status only rises; the commit check), the prebuilt
 //! batch whose first read covers the whole reservation, running decode steps with page growth,
-//! and release (immediate, or deferred until prefill acknowledges the abort or a timeout).
+//! retraction / preemption when the running batch cannot get a page (`decode_out_of_pages`), and
+//! release (immediate, or deferred until prefill acknowledges the abort or a timeout).
 
 use crate::check::oracle::{equal_content, summarize, Tally};
-use crate::config::{AbortCheck, Canary, CommitCheck, DecodeRelease, Knobs, NodeConfig, TransferredAbort};
+use crate::config::{
+    AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort,
+    TransferredAbort,
+};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::MemOp;
@@ -21,8 +25,13 @@ pub enum DPhase {
     /// Aborted during transfer; pages held until prefill acknowledges or the timer fires.
     Releasing,
     /// Aborted after its KV arrived, and forgotten with its pages still held
-    /// (`decode_transferred_abort = leak`).
+    /// (`decode_transferred_abort = leak`), or aborted while retracted and forgotten with its host
+    /// copy still held (`retracted_abort = leak`).
     Leaked,
+    /// Taken out of the running batch because it could not get a page (`decode_out_of_pages`):
+    /// its device pages are freed; it waits in `retracted` (sglang: KV backed up on the host;
+    /// vLLM: to be recomputed) and comes back before any new request is admitted.
+    Retracted,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +63,9 @@ pub struct DReq {
     /// decode leg arrived, or the crashed one's (`epoch - 1`) when the prefill was down then. A
     /// heartbeat loss fails only requests bound to an incarnation older than the one it reports.
     pub prefill_epoch: u32,
+    /// Pages of this request's KV backed up in host memory (retracted with
+    /// `decode_out_of_pages = retract_to_host`; still counted after a leaking abort).
+    pub host_pages: u64,
 }
 
 #[derive(Debug)]
@@ -70,6 +82,9 @@ pub struct DecodeNode {
     pub prealloc: VecDeque<RequestId>,
     pub transfer: Vec<RequestId>,
     pub running: Vec<RequestId>,
+    /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
+    /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
+    pub retracted: VecDeque<RequestId>,
     pub reqs: BTreeMap<RequestId, DReq>,
     pub busy: bool,
     pub tick_pending: bool,
@@ -91,6 +106,7 @@ impl DecodeNode {
             prealloc: VecDeque::new(),
             transfer: Vec::new(),
             running: Vec::new(),
+            retracted: VecDeque::new(),
             reqs: BTreeMap::new(),
             busy: false,
             tick_pending: false,
@@ -100,7 +116,11 @@ impl DecodeNode {
     /// A tick would do nothing: the node is down, or nothing waits for admission or KV and a step
     /// is running or there is nothing to step (`decode_tick`'s four parts).
     pub fn tick_idle(&self) -> bool {
-        !self.alive || (self.prealloc.is_empty() && self.transfer.is_empty() && (self.busy || self.running.is_empty()))
+        !self.alive
+            || (self.prealloc.is_empty()
+                && self.transfer.is_empty()
+                && self.retracted.is_empty()
+                && (self.busy || self.running.is_empty()))
     }
 
     pub fn id(&self) -> NodeId {
@@ -116,10 +136,10 @@ impl DecodeNode {
         self.meta.invariants();
         let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum();
         assert_eq!(owned, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
-        let queued = self.prealloc.len() + self.transfer.len() + self.running.len();
+        let queued = self.prealloc.len() + self.transfer.len() + self.running.len() + self.retracted.len();
         let tracked = self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Releasing | DPhase::Leaked)).count();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
-        for d in self.reqs.values() {
+        for d in self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Retracted | DPhase::Leaked)) {
             assert!(
                 d.seq_len <= pages_in(&d.pages) * self.pool.page_size,
                 "decode-{} at {now}: seq_len beyond pages",
@@ -129,7 +149,8 @@ impl DecodeNode {
     }
 
     pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
-        let pages = self.pool.held_pages();
+        // Host copies count as held pages: a leaked backup is memory nobody frees.
+        let pages = self.pool.held_pages() + self.reqs.values().map(|d| d.host_pages).sum::<u64>();
         let slots = self.meta.in_use() as u64;
         (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
     }
@@ -174,6 +195,7 @@ impl World {
                 chain_upto,
                 seen: None,
                 prefill_epoch,
+                host_pages: 0,
             },
         );
         node.prealloc.push_back(r);
@@ -204,11 +226,16 @@ impl World {
                 self.decode_finish(n, r, status, None);
             }
         }
-        // 2. Admission in FIFO order; the first request that does not fit blocks the rest.
+        // 2. Retracted or preempted requests come back first (sglang 0.5.22
+        // `disaggregation/decode.py`: `resume_retracted_reqs`, then "if there are still retracted
+        // requests, we do not allocate new requests"; vLLM: a preempted request is prepended to
+        // the waiting queue, which is scheduled in order). Then admission in FIFO order; the first
+        // request that does not fit blocks the rest.
+        self.decode_resume(n);
         let ps = self.page_size();
         while let Some(&r) = self.decode[n as usize].prealloc.front() {
             let node = &self.decode[n as usize];
-            if node.transfer.len() + node.running.len() >= node.max_running as usize {
+            if !node.retracted.is_empty() || node.transfer.len() + node.running.len() >= node.max_running as usize {
                 break;
             }
             // With `decode_lookahead_tokens` (vLLM's speculative lookahead) the reservation reaches
@@ -341,6 +368,7 @@ impl World {
             return;
         }
         self.dnode(n).busy = false;
+        self.decode_make_room(n);
         let k = self.cfg.knobs.clone();
         let pool_id = self.decode[n as usize].id();
         let ps = self.page_size();
@@ -387,7 +415,9 @@ impl World {
             // The new token's KV: grow by a page at a page boundary.
             if seq_len == table_pages * ps {
                 let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
-                    continue; // no page for the new token: the request stalls this step
+                    // No page for the new token: the request stalls this step
+                    // (`decode_out_of_pages = stall`; the other values made room before the step).
+                    continue;
                 };
                 let d = self.dnode(n).reqs.get_mut(&r).expect("running");
                 for x in &run {
@@ -424,6 +454,153 @@ impl World {
         self.tick(pool_id);
     }
 
+    /// Before a decode step: if the running requests that need a new page this step (their last
+    /// page is full) outnumber the free pages, take requests out of the batch until they fit
+    /// (`decode_out_of_pages`; lifecycle reference §4.4). `stall` does nothing: the requests
+    /// without a page skip the step.
+    fn decode_make_room(&mut self, n: u16) {
+        let mode = self.cfg.knobs.decode_out_of_pages;
+        if mode == DecodeOutOfPages::Stall {
+            return;
+        }
+        let ps = self.page_size();
+        loop {
+            let node = &self.decode[n as usize];
+            let need = node
+                .running
+                .iter()
+                .filter(|r| node.reqs.get(r).is_some_and(|d| d.seq_len == d.page_count * ps))
+                .count() as u64;
+            if need <= node.pool.free_pages() || node.running.is_empty() {
+                return;
+            }
+            match mode {
+                DecodeOutOfPages::Stall => return,
+                DecodeOutOfPages::PreemptRecompute => {
+                    // vLLM `v1/core/sched/scheduler.py` `schedule`: `preempted_req =
+                    // self.running.pop()` until `allocate_slots` succeeds (FCFS policy).
+                    let victim = *node.running.last().expect("not empty");
+                    let usable = u64::from(node.pool.pages) - 1;
+                    if node.running.len() == 1 && self.pages_for(node.reqs[&victim].seq_len + 1) > usable {
+                        // Alone and larger than the whole pool: it could never come back. vLLM
+                        // refuses such a deployment or request up front
+                        // (`check_enough_kv_cache_memory`, the max_model_len check); kvsim
+                        // answers it as a capacity failure instead of a hang.
+                        self.reqs[victim.idx()].timed_out = true;
+                        self.decode_finish(n, victim, 500, None);
+                    } else {
+                        self.decode_retract(n, victim, false);
+                    }
+                }
+                DecodeOutOfPages::RetractToHost | DecodeOutOfPages::RetractAbort => {
+                    if node.running.len() == 1 {
+                        // sglang `retract_decode` always keeps one request, and aborts it when it
+                        // still does not fit: "Out of memory even after retracting all other
+                        // requests" (HTTP 500; a capacity failure, not a bug).
+                        let last = node.running[0];
+                        self.reqs[last.idx()].timed_out = true;
+                        self.decode_finish(n, last, 500, None);
+                        return;
+                    }
+                    // sglang `_get_decode_retraction_order`: sorted by (output tokens, -prompt
+                    // length), most preferred to keep first, stable; the loop pops the last: the
+                    // fewest output tokens, the longest prompt on ties, the later batch position
+                    // on full ties.
+                    let victim = node
+                        .running
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(i, r)| {
+                            let d = &node.reqs[*r];
+                            (d.generated, std::cmp::Reverse(d.len), std::cmp::Reverse(*i))
+                        })
+                        .map(|(_, r)| *r)
+                        .expect("not empty");
+                    if mode == DecodeOutOfPages::RetractAbort {
+                        // No retraction backup (`--disaggregation-decode-retraction-backup none`):
+                        // "Retracted under decode memory pressure without a KV backup", 503.
+                        self.reqs[victim.idx()].timed_out = true;
+                        self.decode_finish(n, victim, 503, None);
+                    } else {
+                        self.decode_retract(n, victim, true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes a running request out of the batch and frees its device pages (block-table order,
+    /// as a finish frees them). `to_host`: sglang backs the KV up to host memory first and the
+    /// request joins the back of the retracted queue; otherwise (vLLM) it is recomputed later and
+    /// goes to the front.
+    fn decode_retract(&mut self, n: u16, r: RequestId, to_host: bool) {
+        let node = self.dnode(n);
+        node.running.retain(|x| *x != r);
+        if to_host {
+            node.retracted.push_back(r);
+        } else {
+            node.retracted.push_front(r);
+        }
+        let d = node.reqs.get_mut(&r).expect("running");
+        let pages = std::mem::take(&mut d.pages);
+        d.host_pages = if to_host { d.page_count } else { 0 };
+        d.page_count = 0;
+        d.phase = DPhase::Retracted;
+        d.seen = None;
+        d.read_upto = 0;
+        d.dirty = true;
+        let seq_len = d.seq_len;
+        let hashed = self.hashed_pages(seq_len);
+        let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
+        let pool = self.decode[n as usize].id();
+        self.mem(MemOp::Free { pool, r, pages });
+        self.note_bad_frees(pool, r, bad);
+    }
+
+    /// Brings retracted requests back, in queue order, while the head fits (pages for its
+    /// sequence and the next token, plus the decode reserve every admitted request keeps): new
+    /// pages, its KV written into them — sglang copies the host backup back (`load_kv_cache`, no
+    /// recompute, no re-transfer), vLLM recomputes it — and it rejoins the running batch. The
+    /// restored KV is the request's own at the same positions, so its next read is clean unless
+    /// something else writes into its pages. kvsim simplifies: the restore takes no time, and a
+    /// foreign write that landed in its device pages after its last read and before the retraction
+    /// is not carried into the copy (every earlier read was checked).
+    fn decode_resume(&mut self, n: u16) {
+        let ps = self.page_size();
+        let reserve = self.cfg.knobs.reserved_decode_tokens;
+        while let Some(&r) = self.decode[n as usize].retracted.front() {
+            let node = &self.decode[n as usize];
+            if node.transfer.len() + node.running.len() >= node.max_running as usize {
+                return;
+            }
+            let d = &node.reqs[&r];
+            let (seq_len, generated, upto) = (d.seq_len, d.generated, d.chain_upto);
+            let need = self.pages_for(seq_len + 1);
+            let own_reserve = reserve.saturating_sub(generated);
+            if node.pool.free_pages() * ps < need * ps + own_reserve + self.outstanding_reserve(n) {
+                return;
+            }
+            let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
+            let pool_id = self.decode[n as usize].id();
+            self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
+            let (tenant, now) = (self.reqs[r.idx()].tenant, self.now);
+            let node = self.dnode(n);
+            let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
+            node.retracted.pop_front();
+            node.running.push(r);
+            let d = node.reqs.get_mut(&r).expect("retracted");
+            d.pages = pages;
+            d.page_count = need;
+            d.host_pages = 0;
+            d.phase = DPhase::Running;
+            d.read_upto = 0;
+            d.dirty = true;
+            let slots = std::mem::take(&mut rep.slots);
+            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            self.note_foreign_writes(pool_id, r, rep, "decode restore");
+        }
+    }
+
     /// The differential check of a decode read: the incremental verdict `new` (positions
     /// `[from, seq_len)`), completed with what earlier reads found, against the reference's reading
     /// of the whole table. Returns the verdict to keep once this step's token is written.
@@ -450,6 +627,7 @@ impl World {
         node.prealloc.retain(|x| *x != r);
         node.transfer.retain(|x| *x != r);
         node.running.retain(|x| *x != r);
+        node.retracted.retain(|x| *x != r);
         self.decode_release(n, r);
         self.leg_result(r, Role::Decode, status);
     }
@@ -500,6 +678,15 @@ impl World {
         };
         match d.phase {
             DPhase::Prealloc | DPhase::Running => self.decode_finish(n, r, status, None),
+            DPhase::Retracted if d.host_pages > 0 && self.cfg.knobs.retracted_abort == RetractedAbort::Leak => {
+                // sglang #18701 / #21652: the abort answers the client but nothing discards the
+                // request's host backup (nor its metadata slot): it is held forever.
+                let node = self.dnode(n);
+                node.retracted.retain(|x| *x != r);
+                node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.leg_result(r, Role::Decode, status);
+            }
+            DPhase::Retracted => self.decode_finish(n, r, status, None),
             DPhase::Transfer
                 if d.status_ok == Some(true) && self.cfg.knobs.decode_transferred_abort == TransferredAbort::Leak =>
             {
@@ -628,6 +815,7 @@ impl World {
         node.prealloc.clear();
         node.transfer.clear();
         node.running.clear();
+        node.retracted.clear();
         node.reqs.clear();
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);

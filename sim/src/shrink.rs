@@ -43,6 +43,8 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "prefill_failed_check",
     "cancel_mid_transfer",
     "decode_lookahead_tokens",
+    "decode_out_of_pages",
+    "retracted_abort",
     "kv_checksum",
     "kv_canary",
     "page_tags",

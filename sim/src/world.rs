@@ -76,7 +76,8 @@ pub struct Req {
     pub rejected: Option<(u16, NodeId, &'static str)>,
     pub client_aborted: bool,
     pub fault_touched: bool,
-    /// A bootstrap or waiting timer failed it (capacity, not a bug by itself).
+    /// A bootstrap or waiting timer failed it, or decode aborted it for want of pages (a retraction
+    /// without host backup, or a request that alone outgrows the pool): capacity, not a bug by itself.
     pub timed_out: bool,
     /// Another request's write landed in pages this request held.
     pub late_written: bool,
@@ -341,6 +342,9 @@ impl World {
             MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
                 self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
             }
+            // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
+            // decode tokens lie past it, so the bound changes nothing for them.
+            MemOp::Write { pool, r, .. } => self.decode[pool.index as usize].reqs.get(r).map_or(0, |d| d.chain_upto),
             _ => 0,
         };
         let now = self.now;

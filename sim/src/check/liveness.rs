@@ -233,6 +233,7 @@ impl World {
             Some(DPhase::Transfer) => "kv_arrival",
             Some(DPhase::Running) => "decode_steps",
             Some(DPhase::Releasing) => "release_ack",
+            Some(DPhase::Retracted) => "retracted",
             Some(DPhase::Leaked) | None => "decode_answer",
         };
         let prefill = || match p.reqs.get(&r).map(|x| x.phase) {

@@ -177,7 +177,7 @@ pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
 /// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
 /// scenarios, the double release of double-release, the orphaning waiting-queue poll of
 /// orphan-in-prefill-waiting and its 100 ms waiting timer, the transfer teardown of cancel-mid-transfer, the one-token
-/// lookahead of the vLLM short-prefill scenario). A test checks every value the catalogue uses
+/// lookahead of the vLLM short-prefill scenario, the leaked host copy of leak-abort-retracted). A test checks every value the catalogue uses
 /// against blind draws.
 pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("router_on_prefill_error", "cancel_decode"),
@@ -187,6 +187,7 @@ pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("waiting_timeout_ms", "100"),
     ("cancel_mid_transfer", "leak"),
     ("decode_lookahead_tokens", "1"),
+    ("retracted_abort", "leak"),
     ("prefix_cache_scope", "per_tenant"),
     ("prefix_cache_scope", "public_only"),
     ("prefix_hit_timing", "padded_to_miss"),
@@ -383,8 +384,14 @@ pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
 /// Knobs added after fuzz corpus inputs were committed (issue 13). The bytes index them after
 /// every older knob ([`byte_order`]), so a committed input's bytes keep choosing the same values
 /// for the knobs it was written against; the new knobs read bytes past those.
-pub const BYTES_APPENDED_KNOBS: &[&str] =
-    &["prefill_rejected_release", "prefill_failed_check", "cancel_mid_transfer", "decode_lookahead_tokens"];
+pub const BYTES_APPENDED_KNOBS: &[&str] = &[
+    "prefill_rejected_release",
+    "prefill_failed_check",
+    "cancel_mid_transfer",
+    "decode_lookahead_tokens",
+    "decode_out_of_pages",
+    "retracted_abort",
+];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
 /// [`BYTES_APPENDED_KNOBS`], then those in their listed order.
