@@ -496,7 +496,9 @@ impl World {
     /// the released engine answers it when the timer fires. The horizon then moves to that timer
     /// plus the bound again, so a queue that drains one timeout at a time (decode reservations
     /// nobody will fill, held 300 s each behind a router that waits for decode) runs to its end.
-    /// A request with no such timer is judged at the horizon as before.
+    /// A leg's result already in flight to the router counts the same way. A request with neither
+    /// is judged at the horizon as before; one that moved it is judged again at the new horizon,
+    /// so moving it never hides a hang.
     pub fn run(&mut self) {
         while self.step() {}
         self.finish();
@@ -636,8 +638,8 @@ impl World {
         self.queue.iter().any(|Reverse(s)| pred(&s.ev))
     }
 
-    /// The earliest pending timer that will end a request still without a final status: a
-    /// bootstrap or waiting timer of the node's current incarnation.
+    /// The earliest pending event that will end a request still without a final status: a
+    /// bootstrap or waiting timer of the node's current incarnation, or a leg's result in flight.
     fn pending_ending_timer(&self) -> Option<Instant> {
         self.queue
             .iter()
@@ -649,6 +651,11 @@ impl World {
                     };
                     (self.reqs[r.idx()].response.is_none() && current == *epoch).then_some(s.at)
                 }
+                // A leg's answer already on its way to the router: the request is not stuck, its
+                // message just lands after the horizon (a waiting timer that fires just inside
+                // it, then decode's 500 travelling back). Judging it there would report a hang
+                // and the pages decode holds until prefill acknowledges the abort as a leak.
+                Ev::LegResult { r, .. } => self.reqs[r.idx()].response.is_none().then_some(s.at),
                 _ => None,
             })
             .min()
