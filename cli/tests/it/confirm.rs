@@ -12,9 +12,18 @@ fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// Records `scenario`'s trace (with `extra` flags) to a file of its own. The name carries a
+/// per-call counter: tests run in parallel in one process, and two of them recording the same
+/// scenario with different flags (`--profile sglang-0.5.22`, `--set zero_on_free=true`) into one
+/// path made a reader see the other's trace (a flaky "nothing to confirm").
 fn trace_of(scenario: &str, extra: &[&str]) -> String {
-    let t =
-        std::env::temp_dir().join(format!("kvsim-confirm-{}-{}.jsonl", std::process::id(), scenario.replace('/', "_")));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::env::temp_dir().join(format!(
+        "kvsim-confirm-{}-{n}-{}.jsonl",
+        std::process::id(),
+        scenario.replace('/', "_")
+    ));
     let s = crate::scenarios_dir().join(scenario);
     let mut args = vec!["run", s.to_str().unwrap(), "--trace", t.to_str().unwrap()];
     args.extend_from_slice(extra);
