@@ -522,7 +522,7 @@ impl World {
             // that keeps re-arming timers without ending anything.
             let left = *self.horizon_extensions_left.get_or_insert(4 * self.reqs.len() as u64 + 16);
             if left > 0 {
-                if let Some(t) = self.pending_ending_timer() {
+                if let Some(t) = self.pending_ending_event() {
                     self.horizon_extensions_left = Some(left - 1);
                     self.horizon = t + Duration::from_s(self.cfg.liveness_bound_s);
                     return true;
@@ -559,7 +559,7 @@ impl World {
     /// work. It is dropped unprocessed: not traced, not counted, and it does not move the clock, so
     /// virtual time ends with the last event that did something. Each predicate lives beside its
     /// handler, which uses it too, so the two cannot drift apart. Such events stay queued until
-    /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_timer`)
+    /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_event`)
     /// is what it was.
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
@@ -640,7 +640,7 @@ impl World {
 
     /// The earliest pending event that will end a request still without a final status: a
     /// bootstrap or waiting timer of the node's current incarnation, or a leg's result in flight.
-    fn pending_ending_timer(&self) -> Option<Instant> {
+    fn pending_ending_event(&self) -> Option<Instant> {
         self.queue
             .iter()
             .filter_map(|Reverse(s)| match &s.ev {
