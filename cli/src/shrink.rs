@@ -77,9 +77,10 @@ pub fn shrink_to_text(cfg: &SimConfig, sig: &str, budget: u32, origin: &str) -> 
     let s = kvsim::shrink::shrink(cfg, sig, budget);
     let tenants: std::collections::BTreeSet<u32> = s.cfg.requests.iter().map(|r| r.tenant).collect();
     let header = format!(
-        "Shrunk by kvsim shrink from {origin} (seed {}, profile {}).\nSignature: {sig}\nNecessary knobs: {}\n{} request(s), {} tenant(s), {} prefill and {} decode node(s); {} runs, {} accepted.\nReproduce: kvsim run <this file>",
+        "Shrunk by kvsim shrink from {origin} (seed {}, profile {}).\nSignature: {sig}\nNecessary knobs (against {}): {}\n{} request(s), {} tenant(s), {} prefill and {} decode node(s); {} runs, {} accepted.\nReproduce: kvsim run <this file>",
         cfg.seed,
         cfg.profile,
+        s.judged_against,
         if s.necessary_knobs.is_empty() { "none of the behaviour knobs".to_string() } else { s.necessary_knobs.join(", ") },
         s.cfg.requests.len(),
         tenants.len(),
@@ -141,12 +142,13 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     }
     let tenants: std::collections::BTreeSet<u32> = s.cfg.requests.iter().map(|r| r.tenant).collect();
     println!(
-        "shrunk `{sig}` to {} request(s), {} tenant(s), {} prefill + {} decode node(s) in {} runs; necessary knobs: {}",
+        "shrunk `{sig}` to {} request(s), {} tenant(s), {} prefill + {} decode node(s) in {} runs; necessary knobs (against {}): {}",
         s.cfg.requests.len(),
         tenants.len(),
         s.cfg.prefill.len(),
         s.cfg.decode.len(),
         s.runs,
+        s.judged_against,
         if s.necessary_knobs.is_empty() { "none".to_string() } else { s.necessary_knobs.join(", ") }
     );
     println!("written to {}\nreproduce: kvsim run {}", o.out, o.out);

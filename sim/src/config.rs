@@ -279,6 +279,10 @@ pub struct Profile {
     pub name: &'static str,
     pub summary: &'static str,
     pub knobs: fn() -> Knobs,
+    /// The fixed build of the same engine: the shrinker calls a knob "necessary" when setting
+    /// it to this profile's value makes the failure go away (`shrink::fix_knobs`). A fixed
+    /// profile names itself, so a campaign on it is judged against the profile under test.
+    pub fixed: &'static str,
 }
 
 fn sglang_0_5_16() -> Knobs {
@@ -403,16 +407,19 @@ pub const PROFILES: &[Profile] = &[
         name: "sglang-0.5.16",
         summary: "vulnerable: stub admission, finished-only gates, room-only commit, immediate frees",
         knobs: sglang_0_5_16,
+        fixed: "sglang-0.5.22",
     },
     Profile {
         name: "sglang-0.5.22",
         summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), coverage commit (#38704), deferred release (#35049)",
         knobs: sglang_0_5_22,
+        fixed: "sglang-0.5.22",
     },
     Profile {
         name: "vllm-nixl",
         summary: "vLLM NixlConnector: reject before scheduling, sequential proxy, LRU blocks, assert on short prefill",
         knobs: vllm_nixl,
+        fixed: "vllm-nixl",
     },
 ];
 

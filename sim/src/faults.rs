@@ -62,14 +62,24 @@ impl World {
             }
         } else if !self.healed() {
             let fc = &self.cfg.faults;
+            let request = r.0;
+            let mut fired = [None, None, None];
             if self.rng_faults.chance(fc.transfer_fail) {
                 f.fail = true;
+                fired[0] = Some(ScriptedFault::TransferFail { request });
             }
             if self.rng_faults.chance(fc.delay_spike) {
                 f.extra_delay = Duration::from_ms(fc.delay_spike_ms);
+                fired[1] = Some(ScriptedFault::Delay { request, delay_ms: fc.delay_spike_ms });
             }
             if self.rng_faults.chance(fc.visibility_lag) {
                 f.visibility_lag = Duration::from_ms(fc.visibility_lag_ms);
+                fired[2] = Some(ScriptedFault::VisibilityLag { request, lag_ms: fc.visibility_lag_ms });
+            }
+            for s in fired.into_iter().flatten() {
+                if !self.fired_faults.contains(&s) {
+                    self.fired_faults.push(s);
+                }
             }
         }
         if f.visibility_lag.0 > 0 {
@@ -95,7 +105,15 @@ impl World {
             if self.healed() || !self.rng_faults.chance(self.cfg.faults.node_crash) {
                 return;
             }
-            self.rng_faults.below(n as u64) as usize
+            let i = self.rng_faults.below(n as u64) as usize;
+            // The script's equivalent: a crash at the first whole millisecond at or after now
+            // (scripted crashes are in milliseconds; the shrinker keeps it only if the failure does).
+            let p = self.prefill.len();
+            let node = if i < p { format!("prefill-{i}") } else { format!("decode-{}", i - p) };
+            let at_ms = self.now.0.div_ceil(1_000_000);
+            let restart_after_ms = self.cfg.faults.crash_restart_ms;
+            self.fired_faults.push(ScriptedFault::Crash { at_ms, node, restart_after_ms });
+            i
         };
         let node = if i < self.prefill.len() {
             NodeId { role: Role::Prefill, index: i as u16 }

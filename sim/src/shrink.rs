@@ -14,12 +14,22 @@ pub struct Shrunk {
     pub cfg: SimConfig,
     pub runs: u32,
     pub accepted: u32,
-    /// Behaviour knobs whose buggy value the failure needs (switching them to the fixed
-    /// profile's value makes it disappear).
+    /// Behaviour knobs whose buggy value the failure needs (switching them to the value of
+    /// `judged_against` makes it disappear).
     pub necessary_knobs: Vec<String>,
+    /// The fixed profile the knobs were judged against: the configuration's own profile's fixed
+    /// build (`config::Profile::fixed`; itself for a fixed profile), `sglang-0.5.22` for an
+    /// unknown profile name.
+    pub judged_against: &'static str,
 }
 
-/// Knobs the shrinker may switch to the fixed profile's value.
+/// The fixed profile a configuration's knobs are judged against (see `Shrunk::judged_against`).
+pub fn fixed_profile_for(cfg: &SimConfig) -> &'static config::Profile {
+    let name = config::profile(&cfg.profile).map_or("sglang-0.5.22", |p| p.fixed);
+    config::profile(name).expect("a profile's fixed build is shipped")
+}
+
+/// Knobs the shrinker may switch to the fixed profile's value (`fixed_profile_for`).
 const BEHAVIOUR_KNOBS: &[&str] = &[
     "reject_mode",
     "pd_admission_check",
@@ -225,6 +235,32 @@ fn remove_faults(s: &mut Shrinker, cur: &mut SimConfig) {
     }
 }
 
+/// Turns the random faults a case still needs into the scripted faults they fired as
+/// (`World::fired_faults`): the probabilities go to zero and each fired fault becomes a script
+/// entry naming its request (or node and millisecond), so the shrunk case fails the same way
+/// without depending on the fault draws, and `remove_faults` can then drop the entries it does
+/// not need one by one. Kept only when the failure still holds: a scripted fault applies to
+/// every batch of its request, a random one to the batch it was drawn for.
+fn script_random_faults(s: &mut Shrinker, cur: &mut SimConfig) -> bool {
+    let f = &cur.faults;
+    if [f.transfer_fail, f.delay_spike, f.visibility_lag, f.node_crash].iter().all(|r| r.is_never()) {
+        return false;
+    }
+    let w = crate::fuzz::simulate_for(cur.clone(), &s.sig);
+    let mut c = cur.clone();
+    for r in
+        [&mut c.faults.transfer_fail, &mut c.faults.delay_spike, &mut c.faults.visibility_lag, &mut c.faults.node_crash]
+    {
+        *r = Ratio::NEVER;
+    }
+    for f in w.fired_faults {
+        if !c.faults.script.contains(&f) {
+            c.faults.script.push(f);
+        }
+    }
+    s.attempt(cur, c)
+}
+
 /// Moves the first arrival to time 0 and closes long idle gaps between arrivals.
 fn compress_time(s: &mut Shrinker, cur: &mut SimConfig) {
     if cur.requests.is_empty() || cur.faults.script.iter().any(|f| matches!(f, ScriptedFault::Crash { .. })) {
@@ -316,7 +352,7 @@ fn shorten(s: &mut Shrinker, cur: &mut SimConfig) {
 }
 
 fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
-    let fixed = toml::Table::try_from((config::profile("sglang-0.5.22").expect("shipped").knobs)()).expect("serialise");
+    let fixed = toml::Table::try_from((fixed_profile_for(cur).knobs)()).expect("serialise");
     let mut necessary = Vec::new();
     for name in BEHAVIOUR_KNOBS {
         let mine = toml::Table::try_from(&cur.knobs).expect("serialise");
@@ -357,6 +393,9 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         remove_requests(&mut s, &mut cur);
         remove_nodes(&mut s, &mut cur);
         remove_faults(&mut s, &mut cur);
+        if script_random_faults(&mut s, &mut cur) {
+            remove_faults(&mut s, &mut cur);
+        }
         compress_time(&mut s, &mut cur);
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);
@@ -365,5 +404,6 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
             break;
         }
     }
-    Shrunk { cfg: cur, runs: s.runs, accepted: s.accepted, necessary_knobs: necessary }
+    let judged_against = fixed_profile_for(&cur).name;
+    Shrunk { cfg: cur, runs: s.runs, accepted: s.accepted, necessary_knobs: necessary, judged_against }
 }

@@ -192,6 +192,11 @@ pub struct World {
     /// on before `run` — only guided campaigns read it (`fuzz::run_case_full`). Observation only:
     /// never traced, hashed, digested or read by the model, so it cannot change a run.
     pub coverage: Option<crate::coverage::Coverage>,
+    /// Every random fault the seeded draws fired, as the scripted fault that reproduces it
+    /// (`faults::World::batch_faults`, `maybe_random_crash`), deduplicated per request and
+    /// kind, in the order they fired. Observation only (never traced, hashed or read by the
+    /// model): the shrinker turns a case's random faults into a script with it.
+    pub fired_faults: Vec<ScriptedFault>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -209,6 +214,7 @@ impl World {
         let mut w = World {
             router: Router::new(cfg.seed, cfg.router_policy),
             rng_faults: Prng::child(cfg.seed, "faults"),
+            fired_faults: Vec::new(),
             cfg,
             now: Instant(0),
             queue: BinaryHeap::new(),

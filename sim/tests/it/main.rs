@@ -16,3 +16,4 @@ mod invariants;
 mod liveness;
 mod pool_model;
 mod self_contained;
+mod shrink;

@@ -1,0 +1,80 @@
+//! The shrinker's output: random faults become the scripted faults they fired as, and necessary
+//! knobs are judged against the fixed build of the case's own engine.
+
+use crate::load;
+use kvsim::config::ScriptedFault;
+use kvsim::fuzz::{run_case, signatures};
+use kvsim::types::Ratio;
+
+/// The rdma-visibility-lag row with its scripted lag replaced by a random one that fires on
+/// every batch: the failure then depends on the fault draws.
+fn random_lag_case(profile: &str) -> kvsim::config::SimConfig {
+    let mut c = load("catalogue/rdma-visibility-lag.toml", Some(profile), &[]);
+    c.faults.script.clear();
+    c.faults.visibility_lag = Ratio::ALWAYS;
+    c.faults.visibility_lag_ms = 200;
+    c.faults.heal_at_ms = 60_000;
+    c
+}
+
+#[test]
+fn a_random_fault_the_case_needs_becomes_a_scripted_one() {
+    let cfg = random_lag_case("sglang-0.5.16");
+    let (_, sigs) = run_case(cfg.clone());
+    let sig = "cross_tenant_read/visibility_lag";
+    assert!(sigs.contains(sig), "the random-lag case shows {sig}: {sigs:?}");
+    let s = kvsim::shrink::shrink(&cfg, sig, 2000);
+    let f = &s.cfg.faults;
+    assert!(
+        [f.transfer_fail, f.delay_spike, f.visibility_lag, f.node_crash].iter().all(|r| r.is_never()),
+        "no random fault left in the shrunk case: {f:?}"
+    );
+    assert!(
+        f.script.iter().any(|x| matches!(x, ScriptedFault::VisibilityLag { lag_ms: 200, .. })),
+        "the lag is scripted: {:?}",
+        f.script
+    );
+    let w = kvsim::fuzz::simulate_for(s.cfg.clone(), sig);
+    assert!(signatures(&w).contains(sig), "the shrunk case still fails the same way");
+}
+
+#[test]
+fn a_random_crash_is_scripted_at_its_millisecond() {
+    // Every arrival crashes a node: the world records each as a scripted crash.
+    let mut cfg = load("catalogue/rdma-visibility-lag.toml", Some("sglang-0.5.22"), &[]);
+    cfg.faults.node_crash = Ratio::ALWAYS;
+    cfg.faults.crash_restart_ms = 500;
+    cfg.faults.heal_at_ms = 60_000;
+    let w = kvsim::fuzz::simulate_for(cfg.clone(), "");
+    let crashes: Vec<_> = w.fired_faults.iter().filter(|f| matches!(f, ScriptedFault::Crash { .. })).collect();
+    assert_eq!(crashes.len(), cfg.requests.len(), "one crash per arrival: {:?}", w.fired_faults);
+    // The second request arrives at 1,000 ms: its crash is scripted at that millisecond.
+    assert!(
+        crashes.iter().any(|f| matches!(f, ScriptedFault::Crash { at_ms: 1000, restart_after_ms: 500, .. })),
+        "{crashes:?}"
+    );
+}
+
+#[test]
+fn necessary_knobs_are_judged_against_the_engines_fixed_build() {
+    use kvsim::shrink::fixed_profile_for;
+    let mut cfg = random_lag_case("sglang-0.5.16");
+    assert_eq!(fixed_profile_for(&cfg).name, "sglang-0.5.22");
+    cfg.profile = "vllm-nixl".into();
+    assert_eq!(fixed_profile_for(&cfg).name, "vllm-nixl");
+    cfg.profile = "custom".into();
+    assert_eq!(fixed_profile_for(&cfg).name, "sglang-0.5.22");
+
+    // A vLLM case: knobs at vLLM's own values are never "necessary" (judged against sglang's
+    // fixed build, vLLM's free order or preemption would be).
+    let cfg = random_lag_case("vllm-nixl");
+    let (_, sigs) = run_case(cfg.clone());
+    let sig = sigs.iter().find(|s| s.ends_with("/visibility_lag")).expect("a lag signature").clone();
+    let s = kvsim::shrink::shrink(&cfg, &sig, 2000);
+    assert_eq!(s.judged_against, "vllm-nixl");
+    let vllm = toml::Table::try_from((kvsim::config::profile("vllm-nixl").unwrap().knobs)()).unwrap();
+    for k in &s.necessary_knobs {
+        let (name, value) = k.split_once('=').unwrap();
+        assert_ne!(vllm[name].to_string(), value, "{k} is vLLM's own value, not a deviation from it");
+    }
+}
