@@ -99,6 +99,7 @@ impl World {
                 token_times_digest: 0,
                 prefix_reused: 0,
                 prefix_hit_owner: None,
+                decode_prefix_tokens: 0,
                 response: None,
                 caught_by: None,
                 detected_by: None,

@@ -78,6 +78,12 @@ knob_enum!(
     RetractedAbort { Leak, Discard }
 );
 knob_enum!(
+    /// Whether prefill's KV sender sends a last chunk that has no pages (decode already holds every
+    /// page of the prompt): `skip` never sends it, so the request never concludes (sglang #28652),
+    /// `send` sends it with the metadata row.
+    ZeroPageLastChunk { Skip, Send }
+);
+knob_enum!(
     /// When prefill frees the source pages of an aborted request.
     PrefillRelease { Immediate, HoldSourceUntilDrained }
 );
@@ -240,6 +246,17 @@ pub struct Knobs {
     /// What a client abort does to a request retracted to host memory: `leak` answers the client and
     /// keeps its host copy (and metadata slot) forever (sglang #18701, #21652), `discard` drops it.
     pub retracted_abort: RetractedAbort,
+    /// Decode-side radix (prefix) cache (sglang `--disaggregation-decode-enable-radix-cache`,
+    /// default off in the 0.5.16 and 0.5.22 wheels): a request's full 512-token prompt blocks stay
+    /// cached on decode after it finishes; a later request whose leading blocks match reuses those
+    /// pages, reserves only the rest and reports the matched length to prefill
+    /// (`decode_prefix_len`), which sends only from there.
+    pub decode_radix_cache: OnOff,
+    /// Whether prefill sends a last chunk with zero pages (decode's reported prefix covers the
+    /// whole prompt): `skip` never sends it and the request sits in prefill's inflight queue
+    /// (sglang #28652: `BaseKVSender.should_send_kv_chunk` is `num_pages > 0`), `send` sends the
+    /// metadata row and concludes (`CommonKVSender.should_send_kv_chunk` adds `or last_chunk`).
+    pub zero_page_last_chunk: ZeroPageLastChunk,
     /// Tokens decode reserves beyond the prompt for generated output (per request).
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub reserved_decode_tokens: u64,
@@ -337,6 +354,17 @@ fn sglang_0_5_16() -> Knobs {
         // `disagg_decode_prealloc_queue.retracted_queue` and discards the aborted request's backup
         // (0.5.22: `discard_kv_cache_backup`): the #18701 / #21652 leak is the what-if value.
         retracted_abort: RetractedAbort::Discard,
+        // `--disaggregation-decode-enable-radix-cache` defaults to False (0.5.16 wheel
+        // `server_args.py`, 0.5.22 wheel `arg_groups/fields/disagg.py`).
+        decode_radix_cache: OnOff::Off,
+        // Both wheels' real senders (Mooncake, NIXL, Mori, Ascend) inherit
+        // `disaggregation/common/conn.py` `CommonKVSender.should_send_kv_chunk` (`num_pages > 0 or
+        // last_chunk`): a zero-page last chunk is sent (#28652's fix). Only the base class
+        // (`base/conn.py`, `num_pages > 0`) skips it — the 0.5.16 fake sender inherits that, and the
+        // fake backend is documented incompatible with the decode radix cache; 0.5.22's fake sender
+        // sends it too ("A zero-page last chunk must still send: poll() only concludes after
+        // send()"). The skip is the what-if value.
+        zero_page_last_chunk: ZeroPageLastChunk::Send,
         reserved_decode_tokens: 512,
         tokenizer_reserved_tokens: 0,
         chunked_prefill_size: 8192,

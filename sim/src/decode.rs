@@ -66,6 +66,9 @@ pub struct DReq {
     /// Pages of this request's KV backed up in host memory (retracted with
     /// `decode_out_of_pages = retract_to_host`; still counted after a leaking abort).
     pub host_pages: u64,
+    /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
+    /// on`): their pages start its block table and belong to the cache, not to the request.
+    pub borrowed: Vec<crate::prefix::BlockKey>,
 }
 
 #[derive(Debug)]
@@ -88,6 +91,8 @@ pub struct DecodeNode {
     pub reqs: BTreeMap<RequestId, DReq>,
     pub busy: bool,
     pub tick_pending: bool,
+    /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
+    pub prefix: crate::prefix::PrefixIndex,
 }
 
 impl DecodeNode {
@@ -110,6 +115,7 @@ impl DecodeNode {
             reqs: BTreeMap::new(),
             busy: false,
             tick_pending: false,
+            prefix: Default::default(),
         }
     }
 
@@ -134,8 +140,12 @@ impl DecodeNode {
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
-        let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum();
-        assert_eq!(owned, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
+        let ps = self.pool.page_size;
+        let borrowed: u64 =
+            self.reqs.values().map(|d| d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps).sum();
+        let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum::<u64>() - borrowed;
+        let cached = self.prefix.cached_pages();
+        assert_eq!(owned + cached, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len() + self.retracted.len();
         let tracked = self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Releasing | DPhase::Leaked)).count();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
@@ -149,8 +159,10 @@ impl DecodeNode {
     }
 
     pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
-        // Host copies count as held pages: a leaked backup is memory nobody frees.
-        let pages = self.pool.held_pages() + self.reqs.values().map(|d| d.host_pages).sum::<u64>();
+        // Host copies count as held pages: a leaked backup is memory nobody frees. Radix-cached
+        // pages do not (the cache holds them on purpose, evictable).
+        let pages =
+            self.pool.held_pages() - self.prefix.cached_pages() + self.reqs.values().map(|d| d.host_pages).sum::<u64>();
         let slots = self.meta.in_use() as u64;
         (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
     }
@@ -196,6 +208,7 @@ impl World {
                 seen: None,
                 prefill_epoch,
                 host_pages: 0,
+                borrowed: Vec::new(),
             },
         );
         node.prealloc.push_back(r);
@@ -241,16 +254,46 @@ impl World {
             // With `decode_lookahead_tokens` (vLLM's speculative lookahead) the reservation reaches
             // past the prompt: possibly a block more than prefill exposes.
             let need = self.pages_for(node.reqs[&r].len.saturating_add(k.decode_lookahead_tokens));
-            let free_tokens = node.pool.free_pages() * ps;
-            if free_tokens < need * ps + k.reserved_decode_tokens + self.outstanding_reserve(n) {
+            // The decode-side radix cache: lock the cached blocks the prompt starts with; only the
+            // rest is allocated (and evicted for, least recently used first).
+            let (borrowed, mut pages) = if k.decode_radix_cache.on() && node.reqs[&r].pending_abort.is_none() {
+                let len = node.reqs[&r].len;
+                self.decode_prefix_lock(n, r, len)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            let new = need - pages_in(&pages);
+            let want = new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n);
+            while k.decode_radix_cache.on() && self.decode[n as usize].pool.free_pages() * ps < want {
+                if !self.decode_prefix_evict_one(n) {
+                    break;
+                }
+            }
+            let free_tokens = self.decode[n as usize].pool.free_pages() * ps;
+            if free_tokens < want {
+                self.decode_prefix_unlock(n, &borrowed);
                 break;
             }
             let Some(slot) = self.dnode(n).meta.take() else {
+                self.decode_prefix_unlock(n, &borrowed);
                 break;
             };
-            let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
+            let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
             let pool = self.decode[n as usize].id();
-            self.mem(MemOp::Alloc { pool, r, pages: pages.clone() });
+            if !borrowed.is_empty() {
+                self.reqs[r.idx()].decode_prefix_tokens = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
+            }
+            if pages.is_empty() {
+                pages = fresh.clone();
+                self.mem(MemOp::Alloc { pool, r, pages: fresh });
+            } else {
+                for run in &fresh {
+                    push_run(&mut pages, *run);
+                }
+                if new > 0 {
+                    self.mem(MemOp::Alloc { pool, r, pages: fresh });
+                }
+            }
             let now = self.now;
             let epoch = self.decode[n as usize].epoch;
             let node = self.dnode(n);
@@ -262,6 +305,7 @@ impl World {
             d.meta_slot = Some(slot);
             d.phase = DPhase::Transfer;
             d.entered = now;
+            d.borrowed = borrowed;
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
             let dst = DstInfo { decode: DecodeIdx(n), epoch, pages, meta_slot: slot };
@@ -309,7 +353,9 @@ impl World {
             return;
         }
         let reserved = self.pages_for(d.len.saturating_add(k.decode_lookahead_tokens));
-        if d.status_pages < reserved {
+        // Pages decode already held from its radix cache were never to be sent.
+        let held = d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / self.page_size();
+        if d.status_pages + held < reserved {
             match k.decode_commit_check {
                 CommitCheck::Coverage => {
                     self.decode_finish(n, r, 500, Some(Mitigation::CoverageCheck));
@@ -542,7 +588,8 @@ impl World {
             node.retracted.push_front(r);
         }
         let d = node.reqs.get_mut(&r).expect("running");
-        let pages = std::mem::take(&mut d.pages);
+        let mut pages = std::mem::take(&mut d.pages);
+        let borrowed = std::mem::take(&mut d.borrowed);
         d.host_pages = if to_host { d.page_count } else { 0 };
         d.page_count = 0;
         d.phase = DPhase::Retracted;
@@ -550,7 +597,15 @@ impl World {
         d.read_upto = 0;
         d.dirty = true;
         let seq_len = d.seq_len;
-        let hashed = self.hashed_pages(seq_len);
+        let mut hashed = self.hashed_pages(seq_len);
+        if !borrowed.is_empty() {
+            // Radix-cached blocks stay with the cache (unlocked); the request comes back with
+            // pages of its own.
+            let held = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / self.page_size();
+            pages = crate::pool::slice_pages(&pages, held, pages_in(&pages).saturating_sub(held));
+            hashed = hashed.saturating_sub(held);
+            self.decode_prefix_unlock(n, &borrowed);
+        }
         let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
         let pool = self.decode[n as usize].id();
         self.mem(MemOp::Free { pool, r, pages });
@@ -641,13 +696,28 @@ impl World {
         if let Some(s) = d.meta_slot {
             self.dnode(n).meta.release(s);
         }
-        if !d.pages.is_empty() {
+        let hashed = self.hashed_pages(d.seq_len);
+        let (pages, hashed) = if self.cfg.knobs.decode_radix_cache.on() {
+            // Committed KV goes to the decode-side radix cache (sglang `release_kv_cache` →
+            // `cache_finished_req`, for a finished or an aborted running request alike); a
+            // reservation that never got its KV only gives its locked blocks back.
+            let held = d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / self.page_size();
+            let pages = if d.phase == DPhase::Running {
+                self.decode_prefix_insert(n, r, &d)
+            } else {
+                self.decode_prefix_unlock(n, &d.borrowed);
+                crate::pool::slice_pages(&d.pages, held, pages_in(&d.pages).saturating_sub(held))
+            };
+            (pages, hashed.saturating_sub(held))
+        } else {
+            (d.pages, hashed)
+        };
+        if !pages.is_empty() {
             // Full pages of KV the request computed or loaded carry a prefix hash (under prefix
             // caching); a reservation still waiting for its KV has none.
-            let hashed = self.hashed_pages(d.seq_len);
-            let bad = self.dnode(n).pool.free_hashed(&d.pages, Holder::Req(r), hashed);
+            let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
             let pool = self.decode[n as usize].id();
-            self.mem(MemOp::Free { pool, r, pages: d.pages });
+            self.mem(MemOp::Free { pool, r, pages });
             self.note_bad_frees(pool, r, bad);
         }
     }
@@ -817,6 +887,7 @@ impl World {
         node.running.clear();
         node.retracted.clear();
         node.reqs.clear();
+        node.prefix.clear();
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);

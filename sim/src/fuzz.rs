@@ -276,7 +276,10 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         _ => (config::PROFILES[0].knobs)(),
     };
     let mut knobs = match space {
-        Space::Blind => draw_knobs(&mut rng, &base),
+        Space::Blind => {
+            let k = draw_knobs(&mut rng, &base);
+            table::draw_own_stream_knobs(&mut Prng::child(seed, "swarm-own-stream-knobs"), &k)
+        }
         _ => base,
     };
     knobs.page_size = page_size;
@@ -588,12 +591,51 @@ mod tests {
     // the prefix space draws the content mitigations (`draw_content_mitigations`). Re-pinned again
     // for issue 13's decode_out_of_pages and retracted_abort (the configuration's hash gained two
     // fields; the blind swarm draws the profiles' two values of the first and `leak` of the second).
+    // Re-pinned for decode_radix_cache and zero_page_last_chunk: the configuration's hash gained two
+    // fields; the blind swarm draws them from a generator of their own (`table::OWN_STREAM_KNOBS`),
+    // so every other value of every draw is what it was (`own_stream_knobs_leave_the_swarm_stream_alone`).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: bb6112baf794dcdd",
-        "sglang-0.5.22: ece292ed4377ae2f",
-        "prefix: 20cd184bfd5459ee",
-        "vllm-nixl prefix: b559c80ec0e43c0f",
+        "blind: 80f84f43f7c671e3",
+        "sglang-0.5.22: 65eb2cdce05967a5",
+        "prefix: abc50a63ad9a61f1",
+        "vllm-nixl prefix: ed320d5c2a1dc63b",
     ];
+
+    /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
+    /// them set back to the base profile's values is the draw of a swarm that never knew them (the
+    /// knobs, `knobs::draw_knobs` without them, then the rest of the run from the same generator),
+    /// and the blind swarm draws both values of each.
+    #[test]
+    fn own_stream_knobs_leave_the_swarm_stream_alone() {
+        let base = (config::PROFILES[0].knobs)();
+        let mut seen: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
+        for seed in 0..300 {
+            let mut c = draw(seed, &Space::Blind);
+            let t = toml::Table::try_from(&c.knobs).expect("knobs serialise");
+            for k in table::OWN_STREAM_KNOBS {
+                seen.insert((k.to_string(), t[*k].to_string()));
+            }
+            // The swarm's own generator, advanced past the deployment draws as `draw_swarm` does,
+            // gives the same knobs without the own-stream ones.
+            let mut rng = Prng::child(seed, "swarm");
+            let _ = (table::CONTEXT_LEN.pick(&mut rng), table::PAGE_SIZE.pick(&mut rng));
+            let _ = (table::PREFILL_POOL_EIGHTHS.pick(&mut rng), table::DECODE_POOL_EIGHTHS.pick(&mut rng));
+            let _ = (rng.between(1, 2), rng.between(1, 2));
+            let _ = (table::METADATA_SLOTS.pick(&mut rng), table::MAX_RUNNING_REQUESTS.pick(&mut rng));
+            let mut want = draw_knobs(&mut rng, &base);
+            // Drawn after the knobs (deployment columns) or set by a prefix-heavy run.
+            want.page_size = c.knobs.page_size;
+            want.chunked_prefill_size = c.knobs.chunked_prefill_size;
+            want.max_transfer_batch_pages = c.knobs.max_transfer_batch_pages;
+            want.transfer_sync_timeout_ms = c.knobs.transfer_sync_timeout_ms;
+            want.prefix_cache_scope = c.knobs.prefix_cache_scope;
+            want.prefix_hit_timing = c.knobs.prefix_hit_timing;
+            c.knobs.decode_radix_cache = base.decode_radix_cache;
+            c.knobs.zero_page_last_chunk = base.zero_page_last_chunk;
+            assert_eq!(c.knobs, want, "seed {seed}");
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
 
     #[test]
     fn a_profile_campaign_draws_hardware_faults_only_when_asked() {

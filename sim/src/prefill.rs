@@ -6,6 +6,7 @@
 use crate::check::oracle::{equal_content, summarize};
 use crate::config::{
     AbortCheck, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode,
+    ZeroPageLastChunk,
 };
 use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::metadata::MetaSlots;
@@ -183,6 +184,7 @@ impl World {
         let now = self.now;
         let epoch = self.prefill[n.at()].epoch;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
+        let sent_pages = if dst.is_some() { self.decode_prefix_pages(r) } else { 0 };
         let node = self.pnode(n);
         node.reqs.insert(
             r,
@@ -196,7 +198,7 @@ impl World {
                 num_pages: 0,
                 pages: Vec::new(),
                 prefilled: 0,
-                sent_pages: 0,
+                sent_pages,
                 jobs_in_flight: 0,
                 jobs: Vec::new(),
                 lands_pending: 0,
@@ -237,6 +239,11 @@ impl World {
             pr.sender = SenderState::WaitingForInput;
         }
         pr.dst = Some(dst);
+        // Nothing was sent before decode's page list came: sending starts at the prefix decode
+        // reports it already holds.
+        let start = self.decode_prefix_pages(r);
+        let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
+        pr.sent_pages = pr.sent_pages.max(start);
         if pr.phase == PPhase::Held {
             let (from, to) = (pr.sent_pages, pr.num_pages);
             self.prefill_send(n, r, from, to, true);
@@ -521,12 +528,33 @@ impl World {
         self.tick(pool_id);
     }
 
+    /// Pages at the start of the prompt decode reported it already holds (`decode_prefix_len`, in
+    /// pages; 0 unless `decode_radix_cache = on`): prefill's `start_send_idx` begins there (sglang
+    /// 0.5.16 and 0.5.22 wheels, `disaggregation/prefill.py` `finalize_bootstrap`), and the sender
+    /// is told only the pages past it.
+    fn decode_prefix_pages(&self, r: RequestId) -> u64 {
+        self.reqs[r.idx()].decode_prefix_tokens / self.page_size()
+    }
+
     /// Hands pages `[from, to)` of the request to the transfer worker.
     fn prefill_send(&mut self, n: PrefillIdx, r: RequestId, from: u64, to: u64, last: bool) {
         let node = &self.prefill[n.at()];
         let pr = &node.reqs[&r];
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
+        let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens;
+        if last && count == 0 && decode_prefix > 0 {
+            // The last chunk has no pages: decode's reported prefix covers the prompt. `_send_kv_chunk`
+            // returns before sending when the chunk ends before `start_send_idx` (a stub shorter
+            // than decode's prefix, both wheels), and otherwise asks the sender's
+            // `should_send_kv_chunk(0, last_chunk=True)`: `skip` (`BaseKVSender`, sglang #28652)
+            // says no, so the metadata row and the status are never sent and the request sits in
+            // the inflight queue; `send` (`CommonKVSender`) sends it.
+            let skip = self.cfg.knobs.zero_page_last_chunk == ZeroPageLastChunk::Skip;
+            if skip || pr.len < decode_prefix {
+                return;
+            }
+        }
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
         let room = self.reqs[r.idx()].room;
@@ -542,7 +570,7 @@ impl World {
             batches: Vec::new(),
             last,
             meta: last.then_some((dst.meta_slot, room)),
-            sender_pages: pr.num_pages,
+            sender_pages: pr.num_pages.saturating_sub(decode_prefix / self.page_size()),
             prefix_tokens: pr.reused_tokens,
             lenders,
             aborted: false,

@@ -284,3 +284,115 @@ impl World {
         true
     }
 }
+
+/// The decode-side radix cache (`decode_radix_cache = on`; sglang
+/// `--disaggregation-decode-enable-radix-cache`): the same block index as prefill's, on decode.
+/// A request's full prompt blocks stay cached on decode when its committed KV is released; a later
+/// request locks the cached blocks its prompt starts with (sglang 0.5.16 and 0.5.22 wheels,
+/// `disaggregation/decode.py` `_match_prefix_and_lock`: the whole device match, with no
+/// `len - 1` cap — that cap only bounds prefill's own match), reserves pages for the rest, and
+/// reports the matched length to prefill as `decode_prefix_len`. Eviction frees the least recently
+/// used unlocked block when an admission needs pages (`_pre_alloc`'s `tree_cache.evict`).
+impl World {
+    /// Locks the cached blocks the request's prompt starts with (every full block of the prompt
+    /// may match) and returns their keys and pages, in block-table order.
+    pub(crate) fn decode_prefix_lock(&mut self, n: u16, r: RequestId, len: u64) -> (Vec<BlockKey>, Vec<Run>) {
+        let ps = self.page_size();
+        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let tenant = self.reqs[r.idx()].tenant;
+        let public = self.reqs[r.idx()].public_blocks;
+        let max_blocks = (len / BLOCK_TOKENS) as usize;
+        let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
+        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
+        let idx = &mut self.decode[n as usize].prefix;
+        let mut keys = Vec::new();
+        let mut table = Vec::new();
+        for (i, b) in blocks.iter().enumerate() {
+            let key = (salts[i], i as u32, *b);
+            if !idx.blocks.contains_key(&key) {
+                break;
+            }
+            idx.touch(key);
+            let blk = idx.blocks.get_mut(&key).expect("matched");
+            blk.refs += 1;
+            blk.senders.insert(tenant);
+            for p in &blk.pages {
+                push_run(&mut table, *p);
+            }
+            keys.push(key);
+        }
+        (keys, table)
+    }
+
+    /// Gives locked blocks back (a finish, an abort, a retraction, or an admission that did not fit).
+    pub(crate) fn decode_prefix_unlock(&mut self, n: u16, keys: &[BlockKey]) {
+        let idx = &mut self.decode[n as usize].prefix;
+        for key in keys {
+            if let Some(b) = idx.blocks.get_mut(key) {
+                b.refs -= 1;
+            }
+        }
+    }
+
+    /// At release of a request whose KV was committed: its locked blocks are given back and its own
+    /// full prompt blocks join the index (held by the cache from now on; a block already indexed
+    /// under the same key keeps the older pages). Returns the request's own pages that are not
+    /// cached (to be freed).
+    pub(crate) fn decode_prefix_insert(&mut self, n: u16, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
+        let ps = self.page_size();
+        self.decode_prefix_unlock(n, &d.borrowed);
+        let borrowed_pages = d.borrowed.len() as u64 * BLOCK_TOKENS / ps;
+        let own = slice_pages(&d.pages, borrowed_pages, pages_in(&d.pages).saturating_sub(borrowed_pages));
+        let tenant = self.reqs[r.idx()].tenant;
+        let public = self.reqs[r.idx()].public_blocks;
+        let blocks = self.reqs[r.idx()].chain.clone();
+        if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
+            return own;
+        }
+        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
+        let full = ((d.len / BLOCK_TOKENS) as usize).min(blocks.len());
+        let per = BLOCK_TOKENS / ps;
+        let own_pages = pages_in(&own);
+        let mut free = Vec::new();
+        let mut cached = Vec::new();
+        let (mut i, mut page) = (d.borrowed.len(), 0u64);
+        let node = &mut self.decode[n as usize];
+        while i < full && page + per <= own_pages {
+            let key = (salts[i], i as u32, blocks[i]);
+            let pages = slice_pages(&own, page, per);
+            if let Some(b) = node.prefix.blocks.get_mut(&key) {
+                b.senders.insert(tenant);
+                free.extend(pages);
+            } else {
+                node.prefix.clock += 1;
+                let t = node.prefix.clock;
+                cached.extend(pages.iter().copied());
+                let senders = BTreeSet::from([tenant]);
+                node.prefix
+                    .blocks
+                    .insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
+                node.prefix.lru.insert((t, key));
+            }
+            i += 1;
+            page += per;
+        }
+        node.pool.rehold(&cached, Holder::Cache(r));
+        if let Some(rf) = self.reference.as_mut() {
+            rf.rehold(node.id(), &cached, Holder::Cache(r));
+        }
+        free.extend(slice_pages(&own, page, own_pages - page));
+        free
+    }
+
+    /// Frees decode's least recently used unlocked cached block; false when none can be evicted.
+    pub(crate) fn decode_prefix_evict_one(&mut self, n: u16) -> bool {
+        let Some(b) = self.decode[n as usize].prefix.evict_one() else { return false };
+        let bad = self.decode[n as usize].pool.free(&b.pages, Holder::Cache(b.request));
+        assert!(bad.is_empty(), "decode-{n}: evicted prefix block pages were not held by the cache");
+        let pool = self.decode[n as usize].id();
+        self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
+        true
+    }
+}

@@ -55,6 +55,8 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_lookahead_tokens",
     "decode_out_of_pages",
     "retracted_abort",
+    "decode_radix_cache",
+    "zero_page_last_chunk",
     "kv_checksum",
     "kv_canary",
     "page_tags",

@@ -105,6 +105,11 @@ pub struct Req {
     /// owner of the deepest block it reused (report only: never traced, hashed or read).
     pub prefix_reused: u64,
     pub prefix_hit_owner: Option<(RequestId, TenantId)>,
+    /// Prompt tokens decode already holds in its radix cache (`decode_radix_cache = on`), set at
+    /// decode's preallocation: the `decode_prefix_len` decode's bootstrap info carries to prefill
+    /// (sglang `disaggregation/common/conn.py` `pop_decode_prefix_len`), which sends KV only from
+    /// there. Kept on the request rather than in `DstInfo` so the trace encoding is unchanged.
+    pub decode_prefix_tokens: u64,
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,
@@ -380,7 +385,9 @@ impl World {
             .map(|(id, pages, ps)| (id, pages, ps, self.cfg.knobs.zero_on_free))
             .collect();
         let reqs = self.reqs.iter().map(|r| (r.tenant, r.prefix_blocks.clone())).collect();
-        self.reference = Some(Box::new(crate::check::reference::Reference::new(&pools, reqs)));
+        let mut rf = crate::check::reference::Reference::new(&pools, reqs);
+        rf.decode_radix_cache = self.cfg.knobs.decode_radix_cache.on();
+        self.reference = Some(Box::new(rf));
     }
 
     /// Compares the fast oracle's verdict on a whole read (`fast`, positions `[0, seq_len)` of
@@ -700,7 +707,7 @@ impl World {
         for r in &self.reqs {
             let _ = write!(
                 img,
-                "{:?}{:?}{:?}{:?}{}{}{}{}{}{:?}{:?}{}{:?}{:?}{:?};",
+                "{:?}{:?}{:?}{:?}{}{}{}{}{}{:?}{:?}{}{:?}{:?}{:?}{};",
                 r.prefill,
                 r.decode,
                 r.room,
@@ -715,7 +722,8 @@ impl World {
                 r.decode_tokens,
                 r.response,
                 r.caught_by,
-                r.detected_by
+                r.detected_by,
+                r.decode_prefix_tokens
             );
         }
         let _ = write!(img, "|{:?}|{:?}|", self.oracle, self.router.counters());

@@ -114,6 +114,8 @@ pub struct Reference {
     /// Reads compared, and slots classified.
     pub reads: u64,
     pub slots_read: u64,
+    /// Decode keeps a radix cache (`decode_radix_cache = on`): decode reads cache-held pages too.
+    pub decode_radix_cache: bool,
 }
 
 impl Reference {
@@ -126,6 +128,7 @@ impl Reference {
             disagreement_count: 0,
             reads: 0,
             slots_read: 0,
+            decode_radix_cache: false,
         }
     }
 
@@ -217,8 +220,9 @@ impl Reference {
             };
             let held = match p.holders[page as usize] {
                 Some(Holder::Req(x)) => x == reader,
-                // Prefill reads the radix-cached prefix blocks it borrowed.
-                Some(Holder::Cache(_)) => p.role == Role::Prefill,
+                // Prefill reads the radix-cached prefix blocks it borrowed; decode those it locked
+                // in its own radix cache (`decode_radix_cache = on`: only then does decode cache).
+                Some(Holder::Cache(_)) => p.role == Role::Prefill || self.decode_radix_cache,
                 None => false,
             };
             if !held {

@@ -177,7 +177,9 @@ pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
 /// pre-admission-reject-strands-prefill, the 16-token decode reserve of the small catalogue
 /// scenarios, the double release of double-release, the orphaning waiting-queue poll of
 /// orphan-in-prefill-waiting and its 100 ms waiting timer, the transfer teardown of cancel-mid-transfer, the one-token
-/// lookahead of the vLLM short-prefill scenario, the leaked host copy of leak-abort-retracted). A test checks every value the catalogue uses
+/// lookahead of the vLLM short-prefill scenario, the leaked host copy of leak-abort-retracted, the
+/// decode-side radix cache and the skipped zero-page last chunk of zero-page-last-chunk — those two
+/// drawn from a stream of their own, [`OWN_STREAM_KNOBS`]). A test checks every value the catalogue uses
 /// against blind draws.
 pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("router_on_prefill_error", "cancel_decode"),
@@ -188,6 +190,8 @@ pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("cancel_mid_transfer", "leak"),
     ("decode_lookahead_tokens", "1"),
     ("retracted_abort", "leak"),
+    ("decode_radix_cache", "on"),
+    ("zero_page_last_chunk", "skip"),
     ("prefix_cache_scope", "per_tenant"),
     ("prefix_cache_scope", "public_only"),
     ("prefix_hit_timing", "padded_to_miss"),
@@ -369,11 +373,29 @@ fn knob_values(name: String) -> KnobValues {
     KnobValues { name, values, swarm }
 }
 
+/// Knobs the blind swarm draws from a generator of their own ([`draw_own_stream_knobs`], after
+/// every other knob), not from the swarm's: added after campaign tables were pinned, so every
+/// other value of a blind run is drawn as before (the swarm's stream does not move).
+pub const OWN_STREAM_KNOBS: &[&str] = &["decode_radix_cache", "zero_page_last_chunk"];
+
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
-/// columns).
+/// columns; [`OWN_STREAM_KNOBS`] kept: [`draw_own_stream_knobs`] draws them).
 pub fn draw_knobs(rng: &mut Prng, base: &Knobs) -> Knobs {
     let mut t = toml::Table::try_from(base).expect("knobs serialise");
-    for k in knobs() {
+    for k in knobs().iter().filter(|k| !OWN_STREAM_KNOBS.contains(&k.name.as_str())) {
+        if let Some(v) = k.pick(rng) {
+            t.insert(k.name.clone(), v);
+        }
+    }
+    t.try_into().expect("every drawn value is a valid knob value")
+}
+
+/// The blind swarm's draw of [`OWN_STREAM_KNOBS`] over `knobs`, in their listed order, from `rng`
+/// (a generator of their own: `fuzz::draw_swarm` gives it).
+pub fn draw_own_stream_knobs(rng: &mut Prng, knobs: &Knobs) -> Knobs {
+    let mut t = toml::Table::try_from(knobs).expect("knobs serialise");
+    for name in OWN_STREAM_KNOBS {
+        let k = self::knobs().iter().find(|k| k.name == *name).expect("an own-stream knob is a knob");
         if let Some(v) = k.pick(rng) {
             t.insert(k.name.clone(), v);
         }
@@ -391,6 +413,8 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_lookahead_tokens",
     "decode_out_of_pages",
     "retracted_abort",
+    "decode_radix_cache",
+    "zero_page_last_chunk",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without

@@ -5,7 +5,7 @@
 //! (`conformance::s7_…`).
 
 use kvsim::check::Kind;
-use kvsim::config::{CancelMidTransfer, FailedCheck, RejectedRelease, PROFILES};
+use kvsim::config::{CancelMidTransfer, FailedCheck, OnOff, RejectedRelease, ZeroPageLastChunk, PROFILES};
 use kvsim::scenario::{Overrides, Scenario};
 use kvsim::simulate;
 use kvsim::world::World;
@@ -56,7 +56,57 @@ fn every_profile_keeps_todays_behaviour_for_the_new_knobs() {
         assert_eq!(k.prefill_failed_check, FailedCheck::EveryQueue, "{}", p.name);
         assert_eq!(k.cancel_mid_transfer, CancelMidTransfer::Free, "{}", p.name);
         assert_eq!(k.decode_lookahead_tokens, 0, "{}", p.name);
+        assert_eq!(k.decode_radix_cache, OnOff::Off, "{}", p.name);
+        assert_eq!(k.zero_page_last_chunk, ZeroPageLastChunk::Send, "{}", p.name);
     }
+}
+
+/// The zero-page-last-chunk row's scenario: request 1 repeats request 0's 1,024-token prompt after
+/// request 0 finished, with decode's radix cache on.
+fn zero_page() -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue/zero-page-last-chunk.toml");
+    std::fs::read_to_string(p).expect("catalogue scenario")
+}
+
+/// Decode's radix cache holds request 0's whole prompt, so decode reports it all
+/// (`decode_prefix_len` = 1,024) and reserves pages only past it; prefill's own cache hit stops a
+/// token short (one 512-token block reused, the other computed again), and it sends from decode's
+/// prefix: its last chunk has no pages. `skip` never sends it (no transfer job, no metadata row, no
+/// status): request 1 stays in prefill's inflight queue with its pages and slot, and decode gives
+/// up at its waiting timer. `send` sends a job with an empty batch that carries the metadata row,
+/// and request 1 is answered 200 reading request 0's cached KV (same prefix chain: no violation).
+#[test]
+fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
+    let text = zero_page();
+    let w = run(&text, "sglang-0.5.16", &[("zero_page_last_chunk", "skip")]);
+    let r1 = kvsim::types::RequestId(1);
+    assert_eq!(w.reqs[1].decode_prefix_tokens, 1024);
+    assert_eq!(w.reqs[1].prefix_reused, 512, "prefill's own match stops at len - 1");
+    assert!(w.jobs.iter().all(|j| j.r != r1), "no chunk of request 1 was ever sent");
+    assert_eq!(w.prefill[0].inflight, [r1]);
+    assert_eq!(w.reqs[1].prefill_leg, None);
+    assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
+    assert!(w.reqs[1].timed_out, "decode's waiting timer ended it");
+    let leaks = of_kind(&w, Kind::PageLeak);
+    assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
+    assert_eq!(leaks[0].slots, 1);
+
+    let fixed = run(&text, "sglang-0.5.16", &[]);
+    assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
+    assert_eq!(fixed.reqs[1].response.map(|r| r.status), Some(200));
+    let jobs: Vec<_> = fixed.jobs.iter().filter(|j| j.r == r1).collect();
+    assert_eq!(jobs.len(), 1);
+    assert!(jobs[0].last && jobs[0].sender_pages == 0, "one empty last chunk: {:?}", jobs[0]);
+    assert!(fixed.prefill[0].inflight.is_empty() && fixed.prefill[0].meta.in_use() == 0);
+    // Request 0's prompt blocks stay cached on decode (evictable: not a leak).
+    assert_eq!(fixed.decode[0].prefix.cached_pages(), 64);
+
+    // Without decode's radix cache the whole prompt is sent.
+    let off = run(&text, "sglang-0.5.16", &[("zero_page_last_chunk", "skip"), ("decode_radix_cache", "off")]);
+    assert!(off.oracle.violations.is_empty(), "{:?}", off.oracle.violations);
+    assert_eq!(off.reqs[1].decode_prefix_tokens, 0);
+    let sent: u64 = off.jobs.iter().filter(|j| j.r == r1).map(|j| j.sender_pages).max().unwrap_or(0);
+    assert_eq!(sent, 64);
 }
 
 #[test]

@@ -565,3 +565,112 @@ fn s4_4_vllm_nixl_campaign_runs_that_stalled_no_longer_hang_or_leak() {
     }
     assert!(stalled > 0, "the what-if stall reproduces the former false alarm on at least one seed");
 }
+
+#[test]
+fn s10_0_5_16_answers_200_over_stale_kv() {
+    // ≤0.5.16: the stub walks through every gate; decode commits on the room id alone and attends
+    // over its whole reservation — page 0 is the stub's, the rest never written (a cold pool).
+    let w = run(OVER_LENGTH, "sglang-0.5.16", &[]);
+    for r in 0..2 {
+        assert_eq!(answer(&w, r).0, 200, "request {r}");
+        assert!(w.oracle.has(Kind::UninitializedRead, RequestId(r)), "request {r}: {:?}", w.oracle.violations);
+    }
+}
+
+#[test]
+fn s10_post_forward_abort_check_only_answers_500_after_the_waiting_timeout() {
+    // Only the post-forward check (PR #36988): prefill retires the stub after its forward, locally
+    // (no notice to decode); decode waits out its 300 s timer; nothing stale is read.
+    let w = run(OVER_LENGTH, "sglang-0.5.16", &[("prefill_post_forward_abort_check", "on")]);
+    for r in 0..2 {
+        let (status, at) = answer(&w, r);
+        assert_eq!(status, 500, "request {r}");
+        assert!(at >= 300 * S, "request {r} answered at {at} ns");
+        assert_eq!(w.reqs[r as usize].prefill_leg, Some(400), "request {r}: prefill's own 400");
+    }
+    assert!(!w.oracle.violations.iter().any(|v| v.kind == Kind::UninitializedRead), "{:?}", w.oracle.violations);
+}
+
+#[test]
+fn s3_5_inflight_success_overwrites_a_pending_abort_on_0_5_16() {
+    // The stub's transfer succeeds; the inflight poll releases it and reports "length": prefill's
+    // leg answers 200 for a request it rejected (sglang #33507). Keeping the abort answers 400.
+    let w = run(OVER_LENGTH, "sglang-0.5.16", &[]);
+    assert_eq!(w.reqs[0].prefill_leg, Some(200));
+    let kept = run(OVER_LENGTH, "sglang-0.5.16", &[("inflight_success_keeps_abort", "on")]);
+    assert_eq!(kept.reqs[0].prefill_leg, Some(400));
+    // Released at once on Success: nothing held on prefill once the run is over (radix-cached
+    // pages are not held by a request).
+    assert!(kept.prefill[0].reqs.is_empty() && kept.prefill[0].meta.in_use() == 0);
+}
+
+#[test]
+fn s3_4_a_last_chunk_with_zero_pages_is_still_sent_and_concludes() {
+    // Decode's radix cache holds the repeated prompt whole (`decode_prefix_len` = the prompt):
+    // prefill's last chunk has no pages and both wheels' `CommonKVSender` send it with the metadata
+    // row (`should_send_kv_chunk`: `num_pages > 0 or last_chunk`); sglang #28652's skip is the
+    // what-if `zero_page_last_chunk = skip` (catalogue row zero-page-last-chunk).
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue/zero-page-last-chunk.toml");
+    let text = std::fs::read_to_string(p).expect("catalogue scenario");
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = run(&text, profile, &[]);
+        assert_eq!(answer(&w, 1).0, 200, "{profile}");
+        assert_eq!(w.reqs[1].decode_prefix_tokens, 1024, "{profile}");
+        let last = w.jobs.iter().filter(|j| j.r == RequestId(1)).map(|j| (j.last, j.sender_pages)).collect::<Vec<_>>();
+        assert_eq!(last, [(true, 0)], "{profile}: one empty last chunk");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations);
+    }
+}
+
+#[test]
+fn s7_vllm_rejects_an_over_length_prompt_before_scheduling() {
+    // vLLM has no stub path: a prompt prefill cannot hold is refused before scheduling (400), the
+    // sequential proxy never calls decode, and nothing is read.
+    let w = run(OVER_LENGTH, "vllm-nixl", &[]);
+    for r in 0..2 {
+        let (status, at) = answer(&w, r);
+        assert_eq!(status, 400, "request {r}");
+        assert!(at < S, "request {r} answered at {at} ns");
+        assert_eq!(w.reqs[r as usize].decode_leg, None, "request {r}: decode never called");
+    }
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
+/// Decode holds 4,096 tokens. Request 0 (3,000 tokens) is admitted; request 1 (2,000) does not fit
+/// beside it (with the decode reserve); request 2 (16 tokens) would fit but is behind request 1.
+const HEAD_OF_LINE: &str = r#"
+name = "head-of-line"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 4096
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 3000
+output_tokens = 20
+[[request]]
+at_ms = 1
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+[[request]]
+at_ms = 2
+tenant = 1
+prompt_tokens = 16
+output_tokens = 4
+"#;
+
+#[test]
+fn s2_decode_admission_stops_at_the_first_request_that_does_not_fit() {
+    let w = run(HEAD_OF_LINE, "sglang-0.5.22", &[]);
+    let (s0, t0) = answer(&w, 0);
+    let (s2, t2) = answer(&w, 2);
+    assert_eq!((s0, answer(&w, 1).0, s2), (200, 200, 200));
+    // Request 2 fits from the start but waits behind request 1, which waits for request 0's pages.
+    assert!(t2 > t0, "request 2 answered at {t2} ns, before request 0 freed its pages at {t0} ns");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
