@@ -152,6 +152,9 @@ pub struct World {
     pub now: Instant,
     queue: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
+    /// Arrivals not yet taken, merged with `queue` by `(time, sequence)` (`client::Arrivals`);
+    /// `None` once the workload is queued whole (`materialize_arrivals`) or drained.
+    pub(crate) arrivals: Option<crate::client::Arrivals>,
     pub reqs: Vec<Req>,
     pub prefill: Vec<PrefillNode>,
     pub decode: Vec<DecodeNode>,
@@ -212,7 +215,8 @@ impl World {
             cfg,
             now: Instant(0),
             queue: BinaryHeap::new(),
-            seq: 0,
+            seq: crate::client::RUN_SEQ_BASE,
+            arrivals: None,
             reqs: Vec::new(),
             prefill,
             decode,
@@ -234,15 +238,21 @@ impl World {
             liveness: None,
             coverage: None,
         };
-        w.build_workload();
-        w.public_blocks = crate::prefix::public_blocks(&w.reqs);
-        let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
+        let last = w.build_workload();
+        // Only explicit requests carry prefix blocks (the generator's have none).
+        w.public_blocks = crate::prefix::public_blocks(&w.cfg.requests);
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
+        if w.cfg.faults.liveness_after_heal_ms.is_some() {
+            // Liveness mode reads every request's deadline from the start.
+            w.materialize_arrivals();
+        }
         w.liveness = crate::check::liveness::Liveness::new(&mut w);
+        let mut crash_seq = crate::client::CRASH_SEQ_BASE;
         for f in w.cfg.faults.script.clone() {
             if let ScriptedFault::Crash { at_ms, node, restart_after_ms } = f {
                 let node = w.parse_node(&node).expect("validated node name");
-                w.at(Instant(0) + Duration::from_ms(at_ms), Ev::Crash { node, restart_after_ms });
+                crash_seq += 1;
+                w.push_event(Instant(0) + Duration::from_ms(at_ms), crash_seq, Ev::Crash { node, restart_after_ms });
             }
         }
         w
@@ -264,6 +274,27 @@ impl World {
         let at = at.max(self.now);
         self.seq += 1;
         self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
+    }
+
+    /// Queues `ev` with a given sequence number (the workload's arrivals and aborts, scripted
+    /// crashes: `client::CRASH_SEQ_BASE`).
+    pub(crate) fn push_event(&mut self, at: Instant, seq: u64, ev: Ev) {
+        self.queue.push(Reverse(Scheduled { at, seq, ev }));
+    }
+
+    /// The next event by `(time, sequence)`: the queue's first or the next arrival, whichever
+    /// comes first (an arrival taken here has its `Req` created and its abort queued).
+    fn pop_next(&mut self) -> Option<Scheduled> {
+        let head = self.arrivals.as_mut().and_then(|a| a.head());
+        if let Some(key) = head {
+            if self.queue.peek().is_none_or(|Reverse(s)| key < (s.at, s.seq)) {
+                let (at, seq, ev) = self.take_arrival().expect("a head to take");
+                return Some(Scheduled { at, seq, ev });
+            }
+        } else if self.arrivals.is_some() {
+            self.arrivals = None;
+        }
+        self.queue.pop().map(|Reverse(s)| s)
     }
 
     pub fn after(&mut self, d: Duration, ev: Ev) {
@@ -373,6 +404,8 @@ impl World {
             .chain(self.decode.iter().map(|d| (d.id(), d.pool.pages, d.pool.page_size)))
             .map(|(id, pages, ps)| (id, pages, ps, self.cfg.knobs.zero_on_free))
             .collect();
+        // The reference is told every request up front.
+        self.materialize_arrivals();
         let reqs = self.reqs.iter().map(|r| (r.tenant, r.prefix_blocks.clone())).collect();
         self.reference = Some(Box::new(crate::check::reference::Reference::new(&pools, reqs)));
     }
@@ -508,7 +541,12 @@ impl World {
     /// event limit was hit (then call `finish`). Under exploration with event ordering on, the
     /// event is a choice among the distinct events due at the earliest time.
     pub fn step(&mut self) -> bool {
-        let Some(Reverse(mut s)) = self.queue.pop() else {
+        if self.chooser.is_some() && self.arrivals.is_some() {
+            // Exploration reorders among every event due at one time and digests the pending
+            // ones: the workload is queued whole.
+            self.materialize_arrivals();
+        }
+        let Some(mut s) = self.pop_next() else {
             return false;
         };
         // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline.
@@ -618,6 +656,9 @@ impl World {
     /// Ends the run: records the end time and checks liveness.
     pub fn finish(&mut self) {
         self.ended_at = self.now;
+        // A run cut short (event limit, liveness mode) still reports every request of its
+        // workload, arrived or not.
+        self.materialize_arrivals();
         self.check_liveness();
     }
 
@@ -634,12 +675,15 @@ impl World {
     }
 
     /// Whether any pending event matches `pred` (liveness mode's quiescence, `check::liveness`).
+    /// Liveness mode queues the workload whole (`World::new`), so no arrival is left out.
     pub(crate) fn any_pending(&self, pred: impl Fn(&Ev) -> bool) -> bool {
+        debug_assert!(self.arrivals.is_none(), "liveness mode queues the workload whole");
         self.queue.iter().any(|Reverse(s)| pred(&s.ev))
     }
 
     /// The earliest pending event that will end a request still without a final status: a
     /// bootstrap or waiting timer of the node's current incarnation, or a leg's result in flight.
+    /// Arrivals not yet taken (`arrivals`) are neither, so the queue alone answers.
     fn pending_ending_event(&self) -> Option<Instant> {
         self.queue
             .iter()
@@ -667,7 +711,11 @@ impl World {
     /// and reordering budgets. Deterministic (ordered containers only, `Debug` images hashed
     /// word by word). Pending events are hashed in queue order (their relative sequence order
     /// decides which simultaneous event is the default, so it is state; the numbers are not).
+    ///
+    /// Exploration, its only caller, queues the workload whole (`step`), so every pending
+    /// arrival is in the queue.
     pub fn state_digest(&self) -> u64 {
+        debug_assert!(self.arrivals.is_none(), "state_digest needs the workload queued whole");
         use std::fmt::Write as _;
         use std::hash::Hasher as _;
         /// `Debug` images streamed into a word-at-a-time hash (no intermediate string).
