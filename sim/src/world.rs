@@ -13,7 +13,6 @@ use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{MemOp, TraceRecord, Tracer};
-use crate::transfer::TransferJob;
 use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
@@ -158,7 +157,7 @@ pub struct World {
     pub reqs: Vec<Req>,
     pub prefill: Vec<PrefillNode>,
     pub decode: Vec<DecodeNode>,
-    pub jobs: Vec<TransferJob>,
+    pub jobs: crate::transfer::Jobs,
     pub router: Router,
     pub rng_faults: Prng,
     pub oracle: Oracle,
@@ -220,7 +219,7 @@ impl World {
             reqs: Vec::new(),
             prefill,
             decode,
-            jobs: Vec::new(),
+            jobs: Default::default(),
             oracle: Oracle::default(),
             tracer,
             check_invariants: false,
