@@ -52,8 +52,9 @@ impl Iterator for Generated {
         let tenant = rng.below(u64::from(g.tenants)) as u32;
         let prompt_tokens = draw(rng, &g.prompt_tokens);
         let output_tokens = draw(rng, &g.output_tokens).max(1);
-        let abort_at_ns =
-            rng.chance(g.client_abort).then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
+        let abort_at_ns = rng
+            .chance(g.client_abort)
+            .then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
         Some(RequestSpec {
             at_ns: t.0,
             tenant,
@@ -129,6 +130,9 @@ pub(crate) const RUN_SEQ_BASE: u64 = 1 << 63;
 /// abort queued only when its arrival is taken (`World::step` merges this stream with the event
 /// queue by `(time, sequence)`), so that neither the workload nor its arrival events are held
 /// whole (BENCHMARKS.md, issue 14).
+/// An event's time and sequence number.
+type Timed = (Instant, u64);
+
 pub(crate) struct Arrivals {
     specs: std::iter::Peekable<InIdOrder>,
     /// The id and sequence number of the next arrival.
@@ -145,7 +149,7 @@ impl Arrivals {
 
     /// Takes the next arrival: its request, its sequence number, and its client abort with the
     /// abort's sequence number.
-    fn take(&mut self) -> Option<(Req, u64, Option<(Instant, u64)>)> {
+    fn take(&mut self) -> Option<(Req, u64, Option<Timed>)> {
         let s = self.specs.next()?;
         let (id, seq) = (RequestId(self.next_id), self.next_seq);
         self.next_id += 1;
@@ -194,6 +198,7 @@ impl Req {
             response: None,
             caught_by: None,
             detected_by: None,
+            pending_events: 0,
         }
     }
 }
@@ -225,8 +230,11 @@ impl World {
         let (r, at) = (req.id, req.arrival);
         debug_assert_eq!(r.idx(), self.reqs.len(), "requests are created in id order");
         self.reqs.push(req);
+        self.reqs[r.idx()].pending_events += 1; // its arrival, queued or about to be handled
         if let Some((a, aseq)) = abort {
-            self.push_event(a, aseq, Ev::ClientAbort { r });
+            let ev = Ev::ClientAbort { r };
+            self.count_pending(&ev);
+            self.push_event(a, aseq, ev);
         }
         Some((at, seq, Ev::Arrive { r }))
     }

@@ -107,6 +107,9 @@ pub struct Req {
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,
+    /// Queued events that name it (`ev_request`), arrival included: while any is pending it is
+    /// not folded (`World::maybe_fold`). Bookkeeping only: never traced, hashed or digested.
+    pub pending_events: u32,
 }
 
 /// What a leg's intake decided.
@@ -154,7 +157,7 @@ pub struct World {
     /// Arrivals not yet taken, merged with `queue` by `(time, sequence)` (`client::Arrivals`);
     /// `None` once the workload is queued whole (`materialize_arrivals`) or drained.
     pub(crate) arrivals: Option<crate::client::Arrivals>,
-    pub reqs: Vec<Req>,
+    pub reqs: crate::reqs::Reqs,
     pub prefill: Vec<PrefillNode>,
     pub decode: Vec<DecodeNode>,
     pub jobs: crate::transfer::Jobs,
@@ -189,6 +192,18 @@ pub struct World {
     pub chooser: Option<Box<crate::explore::Chooser>>,
     /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
     pub liveness: Option<crate::check::liveness::Liveness>,
+    /// Fold a finished request into its compact record once nothing points at it any more
+    /// (`maybe_fold`; `reqs::Reqs`). Off by default; `kvsim run` and `kvsim bench` switch it on
+    /// before `run`. Never under exploration, liveness mode or the reference oracle (they read
+    /// every request).
+    pub fold_finished: bool,
+    /// Requests named by a violation (`oracle.violations[..violations_seen]`): kept whole, since
+    /// the report's stories and the fuzzer's signatures read them.
+    violators: std::collections::BTreeSet<RequestId>,
+    violations_seen: usize,
+    /// `wrong_status` verdicts of folded requests, judged when they were folded and recorded at
+    /// the end in id order with the others (`check_statuses`).
+    folded_statuses: std::collections::BTreeMap<u32, Violation>,
     /// The (event, state) edges this run visited, for coverage-guided campaigns (`coverage`);
     /// `None` (the probe skipped: no cost per event, no 16 KiB map) unless the caller switched it
     /// on before `run` — only guided campaigns read it (`fuzz::run_case_full`). Observation only:
@@ -197,8 +212,9 @@ pub struct World {
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
-pub fn common_chain_tokens(reqs: &[Req], a: RequestId, b: RequestId) -> u64 {
-    let (ca, cb) = (&reqs[a.idx()].chain, &reqs[b.idx()].chain);
+/// Either may have finished (a slot's writer often has): chains outlive folding.
+pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId) -> u64 {
+    let (ca, cb) = (reqs.chain(a.idx()), reqs.chain(b.idx()));
     let n = ca.iter().zip(cb).take_while(|(x, y)| x == y).count() as u64;
     n * crate::prefix::BLOCK_TOKENS
 }
@@ -216,7 +232,7 @@ impl World {
             queue: BinaryHeap::new(),
             seq: crate::client::RUN_SEQ_BASE,
             arrivals: None,
-            reqs: Vec::new(),
+            reqs: Default::default(),
             prefill,
             decode,
             jobs: Default::default(),
@@ -236,6 +252,10 @@ impl World {
             chooser: None,
             liveness: None,
             coverage: None,
+            fold_finished: false,
+            violators: Default::default(),
+            violations_seen: 0,
+            folded_statuses: Default::default(),
         };
         let last = w.build_workload();
         // Only explicit requests carry prefix blocks (the generator's have none).
@@ -271,12 +291,23 @@ impl World {
     /// Schedules `ev` at absolute time `at` (never in the past).
     pub fn at(&mut self, at: Instant, ev: Ev) {
         let at = at.max(self.now);
+        self.count_pending(&ev);
         self.seq += 1;
         self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
     }
 
+    /// Counts a queued event on the request it names (`Req::pending_events`).
+    pub(crate) fn count_pending(&mut self, ev: &Ev) {
+        if let Some(r) = ev_request(ev) {
+            match self.reqs.get_mut(r.idx()) {
+                Some(q) => q.pending_events += 1,
+                None => debug_assert!(false, "an event for request {} after it was folded: {ev:?}", r.0),
+            }
+        }
+    }
+
     /// Queues `ev` with a given sequence number (the workload's arrivals and aborts, scripted
-    /// crashes: `client::CRASH_SEQ_BASE`).
+    /// crashes: `client::CRASH_SEQ_BASE`; the caller counted it).
     pub(crate) fn push_event(&mut self, at: Instant, seq: u64, ev: Ev) {
         self.queue.push(Reverse(Scheduled { at, seq, ev }));
     }
@@ -448,11 +479,14 @@ impl World {
         victims.dedup();
         let lagged_writer = self.reqs[writer.idx()].lagged;
         for v in &victims {
-            self.reqs[v.idx()].late_written = true;
-            if lagged_writer {
-                self.reqs[v.idx()].late_writers.0 = true;
-            } else {
-                self.reqs[v.idx()].late_writers.1 = true;
+            // A holder that has finished and been folded (its pages leaked) keeps no flags.
+            if let Some(q) = self.reqs.get_mut(v.idx()) {
+                q.late_written = true;
+                if lagged_writer {
+                    q.late_writers.0 = true;
+                } else {
+                    q.late_writers.1 = true;
+                }
             }
             if pool.role == Role::Decode {
                 if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
@@ -462,7 +496,7 @@ impl World {
         }
         let req = &self.reqs[writer.idx()];
         let victim_tenants = {
-            let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs[v.idx()].tenant).collect();
+            let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs.tenant(v.idx())).collect();
             t.sort();
             t.dedup();
             t
@@ -574,7 +608,16 @@ impl World {
         if self.chooser.as_ref().is_some_and(|c| c.reorders_used < c.bounds.max_reorders) {
             s = self.choose_simultaneous(s);
         }
+        let named = ev_request(&s.ev);
+        // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
+        let job_req = match s.ev {
+            Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } if self.fold_finished => {
+                self.jobs.get(job as usize).map(|j| j.r)
+            }
+            _ => None,
+        };
         if self.moot(&s.ev, s.at) {
+            self.consumed(named, job_req);
             return true;
         }
         self.now = s.at;
@@ -588,7 +631,57 @@ impl World {
         if self.check_invariants {
             self.invariants();
         }
+        self.consumed(named, job_req);
         true
+    }
+
+    /// An event was handled or dropped: it no longer pends on its request, which may now fold.
+    fn consumed(&mut self, named: Option<RequestId>, job_req: Option<RequestId>) {
+        if let Some(r) = named {
+            if let Some(q) = self.reqs.get_mut(r.idx()) {
+                q.pending_events -= 1;
+            }
+        }
+        if self.fold_finished {
+            for r in named.into_iter().chain(job_req) {
+                self.maybe_fold(r);
+            }
+        }
+    }
+
+    /// Folds request `r` (`reqs::Reqs::fold`) when it is answered and nothing can read it whole
+    /// any more: no queued event names it, no node holds it, no transfer job of it is in flight,
+    /// and no violation names it (the report's stories read those whole). Its `wrong_status`
+    /// verdict is judged now, from what `check_statuses` would read at the end (all of it final:
+    /// the router answers once), and recorded then in its place. Every request's last event
+    /// names it (its answer, a late abort or timer, or its transfer's), so each is looked at
+    /// again after its last event; one that still fails a condition then stays whole.
+    fn maybe_fold(&mut self, r: RequestId) {
+        if self.chooser.is_some() || self.liveness.is_some() || self.reference.is_some() {
+            return;
+        }
+        let Some(q) = self.reqs.get(r.idx()) else { return };
+        if q.response.is_none() || q.pending_events > 0 {
+            return;
+        }
+        let held = self.prefill.get(q.prefill as usize).is_some_and(|p| p.reqs.contains_key(&r))
+            || self.decode.get(q.decode as usize).is_some_and(|d| d.reqs.contains_key(&r));
+        if held || self.jobs.any_for(r) {
+            return;
+        }
+        for v in &self.oracle.violations[self.violations_seen..] {
+            if let Some(x) = v.request {
+                self.violators.insert(x);
+            }
+        }
+        self.violations_seen = self.oracle.violations.len();
+        if self.violators.contains(&r) {
+            return;
+        }
+        if let Some(v) = wrong_status(q) {
+            self.folded_statuses.insert(r.0, v);
+        }
+        self.reqs.fold(r.idx());
     }
 
     /// An event that would change nothing if processed: a timer whose request has moved on (left
@@ -886,8 +979,8 @@ impl World {
             return;
         }
         for i in 0..self.reqs.len() {
-            if self.reqs[i].response.is_none() {
-                let r = &self.reqs[i];
+            // A folded request was answered.
+            if let Some(r) = self.reqs.get(i).filter(|r| r.response.is_none()) {
                 let hang_cause = match (r.prefill_leg, r.decode_leg) {
                     (None, None) => "both_legs_pending",
                     (None, Some(_)) => "prefill_leg_pending",
@@ -927,39 +1020,66 @@ impl World {
     /// that no fault touched answered with an error.
     fn check_statuses(&mut self) {
         for i in 0..self.reqs.len() {
-            let r = &self.reqs[i];
-            let Some(resp) = r.response else { continue };
-            let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
-            let detail = match r.rejected {
-                Some((status, node, why))
-                    if resp.status >= 500
-                        && status < 500
-                        && !r.fault_touched
-                        && !r.client_aborted
-                        && r.caught_by.is_none() =>
-                {
-                    cause = "rejected_answered_5xx";
-                    format!(
-                        "{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})",
-                        resp.status, resp.at
-                    )
-                }
-                Some((status, node, why)) if resp.status == 200 => format!(
-                    "{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens",
-                    resp.tokens
-                ),
-                None if resp.status != 200
-                    && !r.client_aborted
-                    && !r.fault_touched
-                    && !r.timed_out
-                    && r.caught_by.is_none() =>
-                {
-                    format!("a valid request failed with HTTP {} and no fault touched it", resp.status)
-                }
-                _ => continue,
+            let v = match self.reqs.get(i) {
+                Some(r) => wrong_status(r),
+                // Judged when it was folded.
+                None => self.folded_statuses.remove(&(i as u32)),
             };
-            let v = Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail);
-            self.oracle.record(v);
+            if let Some(v) = v {
+                self.oracle.record(v);
+            }
         }
     }
+}
+
+/// The request an event names, if any (transfer events name a job).
+fn ev_request(ev: &Ev) -> Option<RequestId> {
+    match *ev {
+        Ev::Arrive { r }
+        | Ev::ClientAbort { r }
+        | Ev::LegArrive { r, .. }
+        | Ev::DstInfo { r, .. }
+        | Ev::MetaLand { r, .. }
+        | Ev::Status { r, .. }
+        | Ev::LegResult { r, .. }
+        | Ev::AbortAt { r, .. }
+        | Ev::AbortAck { r, .. }
+        | Ev::Timeout { r, .. } => Some(r),
+        Ev::Tick { .. }
+        | Ev::ForwardDone { .. }
+        | Ev::StepDone { .. }
+        | Ev::TransferLand { .. }
+        | Ev::TransferDone { .. }
+        | Ev::Crash { .. }
+        | Ev::Restart { .. }
+        | Ev::HeartbeatLost { .. } => None,
+    }
+}
+
+/// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
+/// that no fault touched answered with an error.
+fn wrong_status(r: &Req) -> Option<Violation> {
+    let resp = r.response?;
+    let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
+    let detail = match r.rejected {
+        Some((status, node, why))
+            if resp.status >= 500 && status < 500 && !r.fault_touched && !r.client_aborted && r.caught_by.is_none() =>
+        {
+            cause = "rejected_answered_5xx";
+            format!("{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})", resp.status, resp.at)
+        }
+        Some((status, node, why)) if resp.status == 200 => {
+            format!("{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens", resp.tokens)
+        }
+        None if resp.status != 200
+            && !r.client_aborted
+            && !r.fault_touched
+            && !r.timed_out
+            && r.caught_by.is_none() =>
+        {
+            format!("a valid request failed with HTTP {} and no fault touched it", resp.status)
+        }
+        _ => return None,
+    };
+    Some(Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail))
 }
