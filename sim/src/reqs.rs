@@ -253,7 +253,7 @@ mod tests {
         let w = folding(cfg);
         assert!(w.oracle.violations.is_empty());
         assert_eq!((w.reqs.len(), w.reqs.folded()), (2_000, 2_000));
-        assert_eq!((w.jobs.len() > 0, w.jobs.held()), (true, 0));
+        assert_eq!((w.jobs.is_empty(), w.jobs.held()), (false, 0));
         assert!(w.arrivals.is_none());
     }
 
