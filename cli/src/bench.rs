@@ -279,7 +279,10 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
                 if mode == Mode::Many {
                     c.seed = i + 1;
                 }
-                let w = kvsim::simulate(c, None, false);
+                // As `kvsim run` runs it: finished requests folded (`kvsim::reqs::Reqs`).
+                let mut w = kvsim::world::World::new(c, kvsim::trace::Tracer::new(None));
+                w.fold_finished = true;
+                w.run();
                 ev += w.events;
                 rq += w.reqs.len() as u64;
                 if i + 1 == runs {

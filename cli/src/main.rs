@@ -356,8 +356,16 @@ fn run() -> i32 {
     }
 }
 
-/// Runs `cfg`, writing the trace file when asked. Returns the world and report.
-fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim::world::World, Report), String> {
+/// Runs `cfg`, writing the trace file when asked. Returns the world and report. `fold`: fold
+/// finished requests into their compact records (`kvsim::reqs::Reqs`; memory bounded by what is
+/// in flight) — only when nothing reads them whole afterwards (not for `--check
+/// noninterference`, which compares every request of two runs; a traced run keeps them too).
+fn run_with_trace(
+    cfg: &SimConfig,
+    repro: &str,
+    t: &TraceOpts,
+    fold: bool,
+) -> Result<(kvsim::world::World, Report), String> {
     let pictures = t.perfetto.is_some() || t.svg.is_some();
     let tracer = |sink: Option<Box<dyn kvsim::trace::TraceSink>>| {
         if pictures {
@@ -372,6 +380,7 @@ fn run_with_trace(cfg: &SimConfig, repro: &str, t: &TraceOpts) -> Result<(kvsim:
             if t.check_oracle {
                 w.enable_reference();
             }
+            w.fold_finished = fold;
             w.run();
             let r = Report::build(&w, repro.to_string());
             (w, r)
@@ -511,7 +520,7 @@ fn cmd_run(
             repro.push_str(&format!(" --secret-tenant {t}"));
         }
     }
-    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts) {
+    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts, noninterference.is_none()) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");

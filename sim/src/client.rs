@@ -19,20 +19,43 @@ fn draw(rng: &mut Prng, buckets: &[Bucket]) -> u64 {
     unreachable!("weights validated non-zero in total")
 }
 
-/// Draws the generator's requests.
-pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
-    let mut rng = Prng::child(seed, "workload");
-    let mut t = Instant(0) + Duration::from_ms(g.start_ms);
-    let mut out = Vec::with_capacity(g.requests as usize);
-    for _ in 0..g.requests {
-        t = t + rng.exponential(Duration::from_us(g.mean_interarrival_us));
+/// The generator's requests, drawn one at a time in arrival order (the draws `generate` makes,
+/// in the same order): a long workload is never held whole (BENCHMARKS.md, issue 14).
+pub struct Generated {
+    rng: Prng,
+    t: Instant,
+    left: u32,
+    g: GeneratorConfig,
+}
+
+impl Generated {
+    pub fn new(seed: u64, g: &GeneratorConfig) -> Generated {
+        Generated {
+            rng: Prng::child(seed, "workload"),
+            t: Instant(0) + Duration::from_ms(g.start_ms),
+            left: g.requests,
+            g: g.clone(),
+        }
+    }
+}
+
+impl Iterator for Generated {
+    type Item = RequestSpec;
+    fn next(&mut self) -> Option<RequestSpec> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (g, rng) = (&self.g, &mut self.rng);
+        self.t = self.t + rng.exponential(Duration::from_us(g.mean_interarrival_us));
+        let t = self.t;
         let tenant = rng.below(u64::from(g.tenants)) as u32;
-        let prompt_tokens = draw(&mut rng, &g.prompt_tokens);
-        let output_tokens = draw(&mut rng, &g.output_tokens).max(1);
+        let prompt_tokens = draw(rng, &g.prompt_tokens);
+        let output_tokens = draw(rng, &g.output_tokens).max(1);
         let abort_at_ns = rng
             .chance(g.client_abort)
             .then(|| t.0.saturating_add(rng.between(1, g.abort_within_ms.max(1)) * 1_000_000));
-        out.push(RequestSpec {
+        Some(RequestSpec {
             at_ns: t.0,
             tenant,
             prompt_tokens,
@@ -41,74 +64,191 @@ pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
             prefix_blocks: vec![],
             streaming: false,
             public_blocks: 0,
-        });
+        })
     }
-    out
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+/// Draws the generator's requests.
+pub fn generate(seed: u64, g: &GeneratorConfig) -> Vec<RequestSpec> {
+    Generated::new(seed, g).collect()
+}
+
+/// Every request of a configuration in id order, one at a time: the explicit requests (sorted
+/// stably by arrival) merged with the generator's stream, an explicit request first on equal
+/// arrival times — exactly the order of `in_id_order`'s stable sort, without holding the
+/// generator's requests.
+pub struct InIdOrder {
+    explicit: std::iter::Peekable<std::vec::IntoIter<RequestSpec>>,
+    generated: Option<std::iter::Peekable<Generated>>,
+}
+
+impl InIdOrder {
+    pub fn new(cfg: &SimConfig) -> InIdOrder {
+        let mut explicit = cfg.requests.clone();
+        explicit.sort_by_key(|s| s.at_ns);
+        let generated = cfg.generator.as_ref().map(|g| Generated::new(cfg.seed, g).peekable());
+        InIdOrder { explicit: explicit.into_iter().peekable(), generated }
+    }
+}
+
+impl Iterator for InIdOrder {
+    type Item = RequestSpec;
+    fn next(&mut self) -> Option<RequestSpec> {
+        let gen_at = self.generated.as_mut().and_then(|g| g.peek()).map(|g| g.at_ns);
+        match (self.explicit.peek(), gen_at) {
+            (Some(e), Some(g)) if g < e.at_ns => self.generated.as_mut()?.next(),
+            (Some(_), _) => self.explicit.next(),
+            (None, _) => self.generated.as_mut()?.next(),
+        }
+    }
 }
 
 /// Every request of a configuration in the order the model numbers them (`RequestId` = index):
 /// the explicit requests and the generator's, by arrival time; the sort is stable, so explicit
 /// requests come first among equal arrival times, in file order. The one definition of request
-/// order: the world, the shrinker, the scenario writer and the pictures all use it.
+/// order: the world (through `InIdOrder`, the same order streamed), the shrinker, the scenario
+/// writer and the pictures all use it.
 pub fn in_id_order(cfg: &SimConfig) -> Vec<RequestSpec> {
-    let mut specs = cfg.requests.clone();
-    if let Some(g) = &cfg.generator {
-        specs.extend(generate(cfg.seed, g));
+    InIdOrder::new(cfg).collect()
+}
+
+/// The sequence numbers of the events queued before the run starts. Arrivals and client aborts
+/// come first, numbered in id order (a request's arrival, then its abort), as if every one were
+/// queued up front; a scripted crash comes after all of them and every event scheduled while
+/// running after those. Only the relative order of sequence numbers is observable (it breaks
+/// ties between events due at the same time; no trace record or digest holds the numbers), so
+/// these fixed bases give exactly the order that queuing the whole workload first gave, without
+/// knowing its size in advance.
+pub(crate) const CRASH_SEQ_BASE: u64 = 1 << 62;
+/// The sequence number after which events scheduled while running are numbered.
+pub(crate) const RUN_SEQ_BASE: u64 = 1 << 63;
+
+/// Arrivals not yet due: the workload in id order, each request's `Req` created and its client
+/// abort queued only when its arrival is taken (`World::step` merges this stream with the event
+/// queue by `(time, sequence)`), so that neither the workload nor its arrival events are held
+/// whole (BENCHMARKS.md, issue 14).
+/// An event's time and sequence number.
+type Timed = (Instant, u64);
+
+pub(crate) struct Arrivals {
+    specs: std::iter::Peekable<InIdOrder>,
+    /// The id and sequence number of the next arrival.
+    next_id: u32,
+    next_seq: u64,
+}
+
+impl Arrivals {
+    /// The next arrival's `(time, sequence)`, the key it is ordered by against queued events.
+    pub(crate) fn head(&mut self) -> Option<(Instant, u64)> {
+        let seq = self.next_seq;
+        self.specs.peek().map(|s| (Instant(s.at_ns), seq))
     }
-    specs.sort_by_key(|s| s.at_ns);
-    specs
+
+    /// Takes the next arrival: its request, its sequence number, and its client abort with the
+    /// abort's sequence number.
+    fn take(&mut self) -> Option<(Req, u64, Option<Timed>)> {
+        let s = self.specs.next()?;
+        let (id, seq) = (RequestId(self.next_id), self.next_seq);
+        self.next_id += 1;
+        self.next_seq += 1;
+        let abort = s.abort_at_ns.map(|a| {
+            self.next_seq += 1;
+            (Instant(a), seq + 1)
+        });
+        Some((Req::new(id, s), seq, abort))
+    }
+}
+
+impl Req {
+    /// A request as it arrives (nothing learned about it yet).
+    pub fn new(id: RequestId, s: RequestSpec) -> Req {
+        Req {
+            id,
+            tenant: TenantId(s.tenant),
+            arrival: Instant(s.at_ns),
+            prompt_tokens: s.prompt_tokens,
+            output_tokens: s.output_tokens,
+            abort_at: s.abort_at_ns.map(Instant),
+            chain: crate::prefix::chain_ids(&s.prefix_blocks),
+            prefix_blocks: s.prefix_blocks,
+            streaming: s.streaming,
+            public_blocks: s.public_blocks,
+            prefill: 0,
+            decode: 0,
+            room: 0,
+            rejected: None,
+            client_aborted: false,
+            fault_touched: false,
+            timed_out: false,
+            late_written: false,
+            late_writers: (false, false),
+            room_mismatch: false,
+            lagged: false,
+            prefill_leg: None,
+            decode_leg: None,
+            decode_tokens: 0,
+            first_token_at: None,
+            last_token_at: None,
+            token_times_digest: 0,
+            prefix_reused: 0,
+            prefix_hit_owner: None,
+            decode_prefix_tokens: 0,
+            response: None,
+            caught_by: None,
+            detected_by: None,
+            pending_events: 0,
+        }
+    }
 }
 
 impl World {
-    pub(crate) fn build_workload(&mut self) {
-        let specs = in_id_order(&self.cfg);
-        // Exactly as many as there are: growing by doubling would leave up to half of the
-        // largest allocation of a long run unused (every request is kept; BENCHMARKS.md, issue 14).
-        // (Not the event queue: it holds every arrival at first and more once the first ones
-        // start, so an exact reservation would be doubled at the first event.)
-        self.reqs.reserve_exact(specs.len());
-        for (i, s) in specs.into_iter().enumerate() {
-            let id = RequestId(i as u32);
-            self.reqs.push(Req {
-                id,
-                tenant: TenantId(s.tenant),
-                arrival: Instant(s.at_ns),
-                prompt_tokens: s.prompt_tokens,
-                output_tokens: s.output_tokens,
-                abort_at: s.abort_at_ns.map(Instant),
-                chain: crate::prefix::chain_ids(&s.prefix_blocks),
-                prefix_blocks: s.prefix_blocks,
-                streaming: s.streaming,
-                public_blocks: s.public_blocks,
-                prefill: 0,
-                decode: 0,
-                room: 0,
-                rejected: None,
-                client_aborted: false,
-                fault_touched: false,
-                timed_out: false,
-                late_written: false,
-                late_writers: (false, false),
-                room_mismatch: false,
-                lagged: false,
-                prefill_leg: None,
-                decode_leg: None,
-                decode_tokens: 0,
-                first_token_at: None,
-                last_token_at: None,
-                token_times_digest: 0,
-                prefix_reused: 0,
-                prefix_hit_owner: None,
-                decode_prefix_tokens: 0,
-                response: None,
-                caught_by: None,
-                detected_by: None,
-            });
-            self.at(Instant(s.at_ns), Ev::Arrive { r: id });
-            if let Some(a) = s.abort_at_ns {
-                self.at(Instant(a), Ev::ClientAbort { r: id });
-            }
+    /// Sets up the workload as a stream of arrivals, and returns the last arrival time (the
+    /// liveness horizon's base). One pass over the workload measures it without keeping it (the
+    /// generator is drawn again, in the same order, as the run takes its arrivals). A workload
+    /// with a client abort before its request's arrival (never from the generator; the scenario
+    /// parser refuses it too) is queued whole instead, where the abort keeps its place.
+    pub(crate) fn build_workload(&mut self) -> Instant {
+        let mut last = Instant(0);
+        let mut early_abort = false;
+        for s in InIdOrder::new(&self.cfg) {
+            last = last.max(Instant(s.at_ns));
+            early_abort |= s.abort_at_ns.is_some_and(|a| a < s.at_ns);
         }
+        self.arrivals = Some(Arrivals { specs: InIdOrder::new(&self.cfg).peekable(), next_id: 0, next_seq: 1 });
+        if early_abort {
+            self.materialize_arrivals();
+        }
+        last
+    }
+
+    /// Takes the next arrival from the stream: creates its `Req`, queues its client abort, and
+    /// returns its arrival event with the arrival's sequence number.
+    pub(crate) fn take_arrival(&mut self) -> Option<(Instant, u64, Ev)> {
+        let (req, seq, abort) = self.arrivals.as_mut()?.take()?;
+        let (r, at) = (req.id, req.arrival);
+        debug_assert_eq!(r.idx(), self.reqs.len(), "requests are created in id order");
+        self.reqs.push(req);
+        self.reqs[r.idx()].pending_events += 1; // its arrival, queued or about to be handled
+        if let Some((a, aseq)) = abort {
+            let ev = Ev::ClientAbort { r };
+            self.count_pending(&ev);
+            self.push_event(a, aseq, ev);
+        }
+        Some((at, seq, Ev::Arrive { r }))
+    }
+
+    /// Creates every request not yet arrived and queues its arrival (and abort) with the
+    /// sequence numbers the stream would have given: the whole workload queued up front, as
+    /// exploration, liveness mode, the reference oracle and a run cut short need (they read every
+    /// request or every pending event). The order of events is the same either way.
+    pub fn materialize_arrivals(&mut self) {
+        while let Some((at, seq, ev)) = self.take_arrival() {
+            self.push_event(at, seq, ev);
+        }
+        self.arrivals = None;
     }
 }
 

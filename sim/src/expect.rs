@@ -139,7 +139,7 @@ impl Expectation {
             }
         }
         for (r, want) in &self.status {
-            let got = w.reqs[r.parse::<usize>().expect("validated")].response.map_or(0, |x| x.status);
+            let got = w.reqs.summary(r.parse::<usize>().expect("validated")).response.map_or(0, |x| x.status);
             if got != *want {
                 out.push(format!(
                     "request {r}: expected HTTP {want}, got {}",

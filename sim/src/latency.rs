@@ -134,7 +134,7 @@ pub fn records(w: &World) -> Vec<RequestRecord> {
         }
     }
     w.reqs
-        .iter()
+        .summaries()
         .map(|r| {
             let arrival = r.arrival.0;
             let first = r.first_token_at.map(|t| t.0);

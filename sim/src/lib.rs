@@ -27,6 +27,7 @@ pub mod pool;
 pub mod prefill;
 pub mod prefix;
 pub mod report;
+pub mod reqs;
 pub mod rng;
 pub mod router;
 pub mod scenario;

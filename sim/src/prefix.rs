@@ -84,14 +84,16 @@ impl PrefixIndex {
 }
 
 /// Blocks (chain identities) every tenant of the workload sends: public, so reusing them
-/// reveals nothing.
-pub fn public_blocks(reqs: &[crate::world::Req]) -> BTreeSet<u64> {
+/// reveals nothing. Only requests with prefix blocks count, so the explicit requests are enough (the generator's
+/// carry none).
+pub fn public_blocks(reqs: &[crate::config::RequestSpec]) -> BTreeSet<u64> {
     let mut tenants: BTreeSet<TenantId> = BTreeSet::new();
     let mut by_block: BTreeMap<u64, BTreeSet<TenantId>> = BTreeMap::new();
     for r in reqs.iter().filter(|r| !r.prefix_blocks.is_empty()) {
-        tenants.insert(r.tenant);
+        let tenant = TenantId(r.tenant);
+        tenants.insert(tenant);
         for b in chain_ids(&r.prefix_blocks) {
-            by_block.entry(b).or_default().insert(r.tenant);
+            by_block.entry(b).or_default().insert(tenant);
         }
     }
     by_block.into_iter().filter(|(_, t)| tenants.len() >= 2 && t.len() == tenants.len()).map(|(b, _)| b).collect()

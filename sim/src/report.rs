@@ -128,7 +128,10 @@ pub fn story(w: &World, v: &Violation) -> String {
     let Some(r) = v.request else {
         return format!("{}: {}", v.kind.name(), v.detail);
     };
-    let req = &w.reqs[r.idx()];
+    // A folded request (`reqs::Reqs`) is never named by a violation other than `wrong_status`
+    // (`World::maybe_fold` keeps those whole), which does not read `rejected`.
+    let req = w.reqs.summary(r.idx());
+    let rejected = w.reqs.get(r.idx()).and_then(|q| q.rejected);
     let status = req.response.map_or("no response".to_string(), |x| format!("HTTP {}", x.status));
     let _ = write!(
         s,
@@ -182,7 +185,7 @@ pub fn story(w: &World, v: &Violation) -> String {
             let _ = write!(s, "; {}", v.detail);
         }
     }
-    if let (Some((st, node, why)), false) = (req.rejected, v.kind == Kind::WrongStatus) {
+    if let (Some((st, node, why)), false) = (rejected, v.kind == Kind::WrongStatus) {
         let _ = write!(s, ". {node} had rejected it ({why}, {st})");
     }
     if let Some(m) = req.caught_by {
@@ -197,7 +200,7 @@ impl Report {
         let mut outcomes = BTreeMap::new();
         let mut caught_by = BTreeMap::new();
         let mut detected_by = BTreeMap::new();
-        for r in &w.reqs {
+        for r in w.reqs.summaries() {
             let k = r.response.map_or("none".to_string(), |x| x.status.to_string());
             *outcomes.entry(k).or_insert(0) += 1;
             if let Some(m) = r.caught_by {
@@ -221,8 +224,8 @@ impl Report {
                 page_runs: v.page_runs.iter().map(|r| (r.first, r.count)).collect(),
                 slots: v.slots,
                 at_ns: v.at.0,
-                prompt_tokens: v.request.map(|r| w.reqs[r.idx()].prompt_tokens),
-                status: v.request.and_then(|r| w.reqs[r.idx()].response.map(|x| x.status)),
+                prompt_tokens: v.request.map(|r| w.reqs.summary(r.idx()).prompt_tokens),
+                status: v.request.and_then(|r| w.reqs.summary(r.idx()).response.map(|x| x.status)),
                 culprit_request: v.culprit.map(|c| c.request.0),
                 culprit_tenant: v.culprit.map(|c| c.tenant.0),
                 culprit_at_ns: v.culprit.map(|c| c.at.0),

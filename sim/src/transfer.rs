@@ -79,6 +79,92 @@ impl std::fmt::Debug for TransferJob {
     }
 }
 
+/// Transfer jobs by id (`Ev::TransferLand`/`TransferDone` carry it), in flight only: a job
+/// leaves once nothing can read it any more (`World::transfer_retire`: its `TransferDone`s and
+/// lands were all handled), so memory is bounded by the jobs in flight, not by every request
+/// ever seen (BENCHMARKS.md, issue 14). Ids are handed out in order and never reused.
+#[derive(Clone, Default)]
+pub struct Jobs {
+    live: std::collections::BTreeMap<u32, JobEntry>,
+    next: u32,
+}
+
+#[derive(Clone)]
+struct JobEntry {
+    job: TransferJob,
+    /// `TransferDone` events scheduled for it and not yet handled (one at submit, one more per
+    /// abort): a stale one still reads `done`, so the job stays until it is handled.
+    dones_left: u32,
+}
+
+impl Jobs {
+    /// How many jobs were ever submitted (the next job's id).
+    pub fn len(&self) -> usize {
+        self.next as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next == 0
+    }
+
+    /// The job, while it is in flight (`None` once it has left).
+    pub fn get(&self, id: usize) -> Option<&TransferJob> {
+        self.live.get(&u32::try_from(id).ok()?).map(|e| &e.job)
+    }
+
+    pub fn get_mut(&mut self, id: usize) -> Option<&mut TransferJob> {
+        self.live.get_mut(&u32::try_from(id).ok()?).map(|e| &mut e.job)
+    }
+
+    /// The jobs still held, in id order (every job ever submitted under exploration, which
+    /// retires none).
+    pub fn iter(&self) -> impl Iterator<Item = &TransferJob> {
+        self.live.values().map(|e| &e.job)
+    }
+
+    /// How many jobs are held now.
+    pub fn held(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The jobs held for request `r` (in flight: at most a few).
+    pub fn any_for(&self, r: RequestId) -> bool {
+        self.live.values().any(|e| e.job.r == r)
+    }
+
+    fn push(&mut self, job: TransferJob) -> u32 {
+        let id = self.next;
+        self.next += 1;
+        self.live.insert(id, JobEntry { job, dones_left: 1 });
+        id
+    }
+
+    fn entry(&mut self, id: u32) -> &mut JobEntry {
+        self.live.get_mut(&id).unwrap_or_else(|| panic!("transfer job {id} has left (an event outlived it)"))
+    }
+}
+
+impl std::ops::Index<usize> for Jobs {
+    type Output = TransferJob;
+    fn index(&self, id: usize) -> &TransferJob {
+        self.get(id).unwrap_or_else(|| panic!("transfer job {id} has left (an event outlived it)"))
+    }
+}
+
+impl std::ops::IndexMut<usize> for Jobs {
+    fn index_mut(&mut self, id: usize) -> &mut TransferJob {
+        &mut self.entry(id as u32).job
+    }
+}
+
+/// A list of the jobs held, as `Vec<TransferJob>`'s `Debug` printed them, so
+/// `World::state_digest` (exploration, which retires no job) is what it was.
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
 struct JobIds {
     r: RequestId,
@@ -111,7 +197,7 @@ impl World {
                 break;
             }
         }
-        let id = self.jobs.len() as u32;
+        let id = self.jobs.len() as u32; // the id `push` hands out below
         let r = job.r;
         let node = job.prefill as usize;
         let mut t = self.now.max(self.prefill[node].xfer_free_at);
@@ -164,7 +250,8 @@ impl World {
             pr.lands_pending += lands;
             pr.jobs.push(id);
         }
-        self.jobs.push(job);
+        let pushed = self.jobs.push(job);
+        debug_assert_eq!(pushed, id);
     }
 
     /// The request was aborted on prefill: each of its unfinished jobs skips the batches still
@@ -178,7 +265,8 @@ impl World {
         let now = self.now;
         let mut skipped_lands = 0;
         for id in ids {
-            let job = &mut self.jobs[id as usize];
+            // A job that has left was done.
+            let Some(job) = self.jobs.get_mut(id as usize) else { continue };
             if job.done || job.aborted {
                 continue;
             }
@@ -194,6 +282,7 @@ impl World {
                     _ => {}
                 }
             }
+            self.jobs.entry(id).dones_left += 1;
             self.at(end, Ev::TransferDone { job: id, ok: false });
         }
         if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
@@ -217,15 +306,22 @@ impl World {
     /// Drops a finished job's page lists once nothing can read them: its `TransferDone` was
     /// handled (a later, stale one returns before reading them; an abort skips a done job) and
     /// every land scheduled for it was handled (only `land_batch` reads the batches and lenders
-    /// afterwards). Not under exploration, whose state digest hashes every job's `Debug` whole.
+    /// afterwards). The job itself leaves `World::jobs` once no event names it any more (every
+    /// `TransferDone` scheduled for it handled too), so no handler or coverage probe ever looks
+    /// for a job that has left. Not under exploration, whose state digest hashes every job's
+    /// `Debug` whole.
     fn transfer_retire(&mut self, job: u32) {
         if self.chooser.is_some() {
             return;
         }
-        let j = &mut self.jobs[job as usize];
-        if j.done && j.lands_left == 0 {
-            j.batches = Vec::new();
-            j.lenders = Vec::new();
+        let e = self.jobs.entry(job);
+        if e.job.done && e.job.lands_left == 0 {
+            if e.dones_left == 0 {
+                self.jobs.live.remove(&job);
+            } else {
+                e.job.batches = Vec::new();
+                e.job.lenders = Vec::new();
+            }
         }
     }
 
@@ -313,6 +409,8 @@ impl World {
     /// The job's last batch call returned (`job_done`); its page lists go once nothing can read
     /// them.
     pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
+        let e = self.jobs.entry(job);
+        e.dones_left = e.dones_left.saturating_sub(1);
         self.job_done(job, ok);
         self.transfer_retire(job);
     }
@@ -415,23 +513,27 @@ mod tests {
     /// A job keeps its page lists exactly while something can still read them: once its
     /// `TransferDone` and every land scheduled for it were handled they are gone, and a job with
     /// a land still pending (a late write, a lagged batch) keeps them — its land reads them, so
-    /// dropping them early would panic in `land_batch`, not pass silently. Over drawn runs,
-    /// late writes and lags included; under exploration nothing is dropped.
+    /// dropping them early would panic in `land_batch`, not pass silently. A job whose events
+    /// were all handled has left `World::jobs` (an event naming a job that left would panic in
+    /// its handler). Over drawn runs, late writes, lags and aborts included; under exploration
+    /// nothing is dropped.
     #[test]
     fn finished_jobs_drop_their_page_lists_and_only_those() {
-        let mut retired = 0;
+        let (mut left, mut kept) = (0, 0);
         for seed in 1..=60 {
             let w = crate::simulate(draw(seed, &Space::Blind), None, false);
-            for j in &w.jobs {
+            for j in w.jobs.iter() {
                 if j.done && j.lands_left == 0 {
+                    // Only a stale `TransferDone` (after an abort) still pending keeps it.
                     assert!(j.batches.is_empty() && j.lenders.is_empty(), "seed {seed}: {j:?}");
-                    retired += 1;
                 } else {
                     assert!(!j.batches.is_empty(), "seed {seed}: a live job lost its batches: {j:?}");
                 }
+                kept += 1;
             }
+            left += w.jobs.len() - w.jobs.held();
         }
-        assert!(retired > 100, "{retired} jobs retired");
+        assert!(left > 100, "{left} jobs left, {kept} kept");
     }
 
     /// Under exploration (a chooser) every job keeps its page lists: the state digest hashes them.
@@ -444,6 +546,7 @@ mod tests {
             let mut w = crate::explore::world_for(&draw(seed, &Space::Blind), &bounds, &[]);
             w.run();
             assert!(w.jobs.iter().all(|j| !j.batches.is_empty()), "seed {seed}");
+            assert_eq!(w.jobs.held(), w.jobs.len(), "seed {seed}: exploration retires no job");
             jobs += w.jobs.len();
         }
         assert!(jobs > 0);

@@ -13,7 +13,6 @@ use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{MemOp, TraceRecord, Tracer};
-use crate::transfer::TransferJob;
 use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
@@ -113,6 +112,9 @@ pub struct Req {
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,
+    /// Queued events that name it (`ev_request`), arrival included: while any is pending it is
+    /// not folded (`World::maybe_fold`). Bookkeeping only: never traced, hashed or digested.
+    pub pending_events: u32,
 }
 
 /// What a leg's intake decided.
@@ -157,10 +159,13 @@ pub struct World {
     pub now: Instant,
     queue: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
-    pub reqs: Vec<Req>,
+    /// Arrivals not yet taken, merged with `queue` by `(time, sequence)` (`client::Arrivals`);
+    /// `None` once the workload is queued whole (`materialize_arrivals`) or drained.
+    pub(crate) arrivals: Option<crate::client::Arrivals>,
+    pub reqs: crate::reqs::Reqs,
     pub prefill: Vec<PrefillNode>,
     pub decode: Vec<DecodeNode>,
-    pub jobs: Vec<TransferJob>,
+    pub jobs: crate::transfer::Jobs,
     pub router: Router,
     pub rng_faults: Prng,
     pub oracle: Oracle,
@@ -192,6 +197,18 @@ pub struct World {
     pub chooser: Option<Box<crate::explore::Chooser>>,
     /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
     pub liveness: Option<crate::check::liveness::Liveness>,
+    /// Fold a finished request into its compact record once nothing points at it any more
+    /// (`maybe_fold`; `reqs::Reqs`). Off by default; `kvsim run` and `kvsim bench` switch it on
+    /// before `run`. Never under exploration, liveness mode or the reference oracle (they read
+    /// every request).
+    pub fold_finished: bool,
+    /// Requests named by a violation (`oracle.violations[..violations_seen]`): kept whole, since
+    /// the report's stories and the fuzzer's signatures read them.
+    violators: std::collections::BTreeSet<RequestId>,
+    violations_seen: usize,
+    /// `wrong_status` verdicts of folded requests, judged when they were folded and recorded at
+    /// the end in id order with the others (`check_statuses`).
+    folded_statuses: std::collections::BTreeMap<u32, Violation>,
     /// The (event, state) edges this run visited, for coverage-guided campaigns (`coverage`);
     /// `None` (the probe skipped: no cost per event, no 16 KiB map) unless the caller switched it
     /// on before `run` — only guided campaigns read it (`fuzz::run_case_full`). Observation only:
@@ -205,8 +222,9 @@ pub struct World {
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
-pub fn common_chain_tokens(reqs: &[Req], a: RequestId, b: RequestId) -> u64 {
-    let (ca, cb) = (&reqs[a.idx()].chain, &reqs[b.idx()].chain);
+/// Either may have finished (a slot's writer often has): chains outlive folding.
+pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId) -> u64 {
+    let (ca, cb) = (reqs.chain(a.idx()), reqs.chain(b.idx()));
     let n = ca.iter().zip(cb).take_while(|(x, y)| x == y).count() as u64;
     n * crate::prefix::BLOCK_TOKENS
 }
@@ -223,11 +241,12 @@ impl World {
             cfg,
             now: Instant(0),
             queue: BinaryHeap::new(),
-            seq: 0,
-            reqs: Vec::new(),
+            seq: crate::client::RUN_SEQ_BASE,
+            arrivals: None,
+            reqs: Default::default(),
             prefill,
             decode,
-            jobs: Vec::new(),
+            jobs: Default::default(),
             oracle: Oracle::default(),
             tracer,
             check_invariants: false,
@@ -244,16 +263,26 @@ impl World {
             chooser: None,
             liveness: None,
             coverage: None,
+            fold_finished: false,
+            violators: Default::default(),
+            violations_seen: 0,
+            folded_statuses: Default::default(),
         };
-        w.build_workload();
-        w.public_blocks = crate::prefix::public_blocks(&w.reqs);
-        let last = w.reqs.iter().map(|r| r.arrival).max().unwrap_or(Instant(0));
+        let last = w.build_workload();
+        // Only explicit requests carry prefix blocks (the generator's have none).
+        w.public_blocks = crate::prefix::public_blocks(&w.cfg.requests);
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
+        if w.cfg.faults.liveness_after_heal_ms.is_some() {
+            // Liveness mode reads every request's deadline from the start.
+            w.materialize_arrivals();
+        }
         w.liveness = crate::check::liveness::Liveness::new(&mut w);
+        let mut crash_seq = crate::client::CRASH_SEQ_BASE;
         for f in w.cfg.faults.script.clone() {
             if let ScriptedFault::Crash { at_ms, node, restart_after_ms } = f {
                 let node = w.parse_node(&node).expect("validated node name");
-                w.at(Instant(0) + Duration::from_ms(at_ms), Ev::Crash { node, restart_after_ms });
+                crash_seq += 1;
+                w.push_event(Instant(0) + Duration::from_ms(at_ms), crash_seq, Ev::Crash { node, restart_after_ms });
             }
         }
         w
@@ -273,8 +302,40 @@ impl World {
     /// Schedules `ev` at absolute time `at` (never in the past).
     pub fn at(&mut self, at: Instant, ev: Ev) {
         let at = at.max(self.now);
+        self.count_pending(&ev);
         self.seq += 1;
         self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
+    }
+
+    /// Counts a queued event on the request it names (`Req::pending_events`).
+    pub(crate) fn count_pending(&mut self, ev: &Ev) {
+        if let Some(r) = ev_request(ev) {
+            match self.reqs.get_mut(r.idx()) {
+                Some(q) => q.pending_events += 1,
+                None => debug_assert!(false, "an event for request {} after it was folded: {ev:?}", r.0),
+            }
+        }
+    }
+
+    /// Queues `ev` with a given sequence number (the workload's arrivals and aborts, scripted
+    /// crashes: `client::CRASH_SEQ_BASE`; the caller counted it).
+    pub(crate) fn push_event(&mut self, at: Instant, seq: u64, ev: Ev) {
+        self.queue.push(Reverse(Scheduled { at, seq, ev }));
+    }
+
+    /// The next event by `(time, sequence)`: the queue's first or the next arrival, whichever
+    /// comes first (an arrival taken here has its `Req` created and its abort queued).
+    fn pop_next(&mut self) -> Option<Scheduled> {
+        let head = self.arrivals.as_mut().and_then(|a| a.head());
+        if let Some(key) = head {
+            if self.queue.peek().is_none_or(|Reverse(s)| key < (s.at, s.seq)) {
+                let (at, seq, ev) = self.take_arrival().expect("a head to take");
+                return Some(Scheduled { at, seq, ev });
+            }
+        } else if self.arrivals.is_some() {
+            self.arrivals = None;
+        }
+        self.queue.pop().map(|Reverse(s)| s)
     }
 
     pub fn after(&mut self, d: Duration, ev: Ev) {
@@ -384,6 +445,8 @@ impl World {
             .chain(self.decode.iter().map(|d| (d.id(), d.pool.pages, d.pool.page_size)))
             .map(|(id, pages, ps)| (id, pages, ps, self.cfg.knobs.zero_on_free))
             .collect();
+        // The reference is told every request up front.
+        self.materialize_arrivals();
         let reqs = self.reqs.iter().map(|r| (r.tenant, r.prefix_blocks.clone())).collect();
         let mut rf = crate::check::reference::Reference::new(&pools, reqs);
         rf.decode_radix_cache = self.cfg.knobs.decode_radix_cache.on();
@@ -429,11 +492,14 @@ impl World {
         victims.dedup();
         let lagged_writer = self.reqs[writer.idx()].lagged;
         for v in &victims {
-            self.reqs[v.idx()].late_written = true;
-            if lagged_writer {
-                self.reqs[v.idx()].late_writers.0 = true;
-            } else {
-                self.reqs[v.idx()].late_writers.1 = true;
+            // A holder that has finished and been folded (its pages leaked) keeps no flags.
+            if let Some(q) = self.reqs.get_mut(v.idx()) {
+                q.late_written = true;
+                if lagged_writer {
+                    q.late_writers.0 = true;
+                } else {
+                    q.late_writers.1 = true;
+                }
             }
             if pool.role == Role::Decode {
                 if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
@@ -443,7 +509,7 @@ impl World {
         }
         let req = &self.reqs[writer.idx()];
         let victim_tenants = {
-            let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs[v.idx()].tenant).collect();
+            let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs.tenant(v.idx())).collect();
             t.sort();
             t.dedup();
             t
@@ -521,7 +587,12 @@ impl World {
     /// event limit was hit (then call `finish`). Under exploration with event ordering on, the
     /// event is a choice among the distinct events due at the earliest time.
     pub fn step(&mut self) -> bool {
-        let Some(Reverse(mut s)) = self.queue.pop() else {
+        if self.chooser.is_some() && self.arrivals.is_some() {
+            // Exploration reorders among every event due at one time and digests the pending
+            // ones: the workload is queued whole.
+            self.materialize_arrivals();
+        }
+        let Some(mut s) = self.pop_next() else {
             return false;
         };
         // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline.
@@ -550,7 +621,16 @@ impl World {
         if self.chooser.as_ref().is_some_and(|c| c.reorders_used < c.bounds.max_reorders) {
             s = self.choose_simultaneous(s);
         }
+        let named = ev_request(&s.ev);
+        // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
+        let job_req = match s.ev {
+            Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } if self.fold_finished => {
+                self.jobs.get(job as usize).map(|j| j.r)
+            }
+            _ => None,
+        };
         if self.moot(&s.ev, s.at) {
+            self.consumed(named, job_req);
             return true;
         }
         self.now = s.at;
@@ -564,7 +644,57 @@ impl World {
         if self.check_invariants {
             self.invariants();
         }
+        self.consumed(named, job_req);
         true
+    }
+
+    /// An event was handled or dropped: it no longer pends on its request, which may now fold.
+    fn consumed(&mut self, named: Option<RequestId>, job_req: Option<RequestId>) {
+        if let Some(r) = named {
+            if let Some(q) = self.reqs.get_mut(r.idx()) {
+                q.pending_events -= 1;
+            }
+        }
+        if self.fold_finished {
+            for r in named.into_iter().chain(job_req) {
+                self.maybe_fold(r);
+            }
+        }
+    }
+
+    /// Folds request `r` (`reqs::Reqs::fold`) when it is answered and nothing can read it whole
+    /// any more: no queued event names it, no node holds it, no transfer job of it is in flight,
+    /// and no violation names it (the report's stories read those whole). Its `wrong_status`
+    /// verdict is judged now, from what `check_statuses` would read at the end (all of it final:
+    /// the router answers once), and recorded then in its place. Every request's last event
+    /// names it (its answer, a late abort or timer, or its transfer's), so each is looked at
+    /// again after its last event; one that still fails a condition then stays whole.
+    fn maybe_fold(&mut self, r: RequestId) {
+        if self.chooser.is_some() || self.liveness.is_some() || self.reference.is_some() {
+            return;
+        }
+        let Some(q) = self.reqs.get(r.idx()) else { return };
+        if q.response.is_none() || q.pending_events > 0 {
+            return;
+        }
+        let held = self.prefill.get(q.prefill as usize).is_some_and(|p| p.reqs.contains_key(&r))
+            || self.decode.get(q.decode as usize).is_some_and(|d| d.reqs.contains_key(&r));
+        if held || self.jobs.any_for(r) {
+            return;
+        }
+        for v in &self.oracle.violations[self.violations_seen..] {
+            if let Some(x) = v.request {
+                self.violators.insert(x);
+            }
+        }
+        self.violations_seen = self.oracle.violations.len();
+        if self.violators.contains(&r) {
+            return;
+        }
+        if let Some(v) = wrong_status(q) {
+            self.folded_statuses.insert(r.0, v);
+        }
+        self.reqs.fold(r.idx());
     }
 
     /// An event that would change nothing if processed: a timer whose request has moved on (left
@@ -631,6 +761,9 @@ impl World {
     /// Ends the run: records the end time and checks liveness.
     pub fn finish(&mut self) {
         self.ended_at = self.now;
+        // A run cut short (event limit, liveness mode) still reports every request of its
+        // workload, arrived or not.
+        self.materialize_arrivals();
         self.check_liveness();
     }
 
@@ -647,12 +780,15 @@ impl World {
     }
 
     /// Whether any pending event matches `pred` (liveness mode's quiescence, `check::liveness`).
+    /// Liveness mode queues the workload whole (`World::new`), so no arrival is left out.
     pub(crate) fn any_pending(&self, pred: impl Fn(&Ev) -> bool) -> bool {
+        debug_assert!(self.arrivals.is_none(), "liveness mode queues the workload whole");
         self.queue.iter().any(|Reverse(s)| pred(&s.ev))
     }
 
     /// The earliest pending event that will end a request still without a final status: a
     /// bootstrap or waiting timer of the node's current incarnation, or a leg's result in flight.
+    /// Arrivals not yet taken (`arrivals`) are neither, so the queue alone answers.
     fn pending_ending_event(&self) -> Option<Instant> {
         self.queue
             .iter()
@@ -680,7 +816,11 @@ impl World {
     /// and reordering budgets. Deterministic (ordered containers only, `Debug` images hashed
     /// word by word). Pending events are hashed in queue order (their relative sequence order
     /// decides which simultaneous event is the default, so it is state; the numbers are not).
+    ///
+    /// Exploration, its only caller, queues the workload whole (`step`), so every pending
+    /// arrival is in the queue.
     pub fn state_digest(&self) -> u64 {
+        debug_assert!(self.arrivals.is_none(), "state_digest needs the workload queued whole");
         use std::fmt::Write as _;
         use std::hash::Hasher as _;
         /// `Debug` images streamed into a word-at-a-time hash (no intermediate string).
@@ -853,8 +993,8 @@ impl World {
             return;
         }
         for i in 0..self.reqs.len() {
-            if self.reqs[i].response.is_none() {
-                let r = &self.reqs[i];
+            // A folded request was answered.
+            if let Some(r) = self.reqs.get(i).filter(|r| r.response.is_none()) {
                 let hang_cause = match (r.prefill_leg, r.decode_leg) {
                     (None, None) => "both_legs_pending",
                     (None, Some(_)) => "prefill_leg_pending",
@@ -894,39 +1034,66 @@ impl World {
     /// that no fault touched answered with an error.
     fn check_statuses(&mut self) {
         for i in 0..self.reqs.len() {
-            let r = &self.reqs[i];
-            let Some(resp) = r.response else { continue };
-            let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
-            let detail = match r.rejected {
-                Some((status, node, why))
-                    if resp.status >= 500
-                        && status < 500
-                        && !r.fault_touched
-                        && !r.client_aborted
-                        && r.caught_by.is_none() =>
-                {
-                    cause = "rejected_answered_5xx";
-                    format!(
-                        "{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})",
-                        resp.status, resp.at
-                    )
-                }
-                Some((status, node, why)) if resp.status == 200 => format!(
-                    "{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens",
-                    resp.tokens
-                ),
-                None if resp.status != 200
-                    && !r.client_aborted
-                    && !r.fault_touched
-                    && !r.timed_out
-                    && r.caught_by.is_none() =>
-                {
-                    format!("a valid request failed with HTTP {} and no fault touched it", resp.status)
-                }
-                _ => continue,
+            let v = match self.reqs.get(i) {
+                Some(r) => wrong_status(r),
+                // Judged when it was folded.
+                None => self.folded_statuses.remove(&(i as u32)),
             };
-            let v = Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail);
-            self.oracle.record(v);
+            if let Some(v) = v {
+                self.oracle.record(v);
+            }
         }
     }
+}
+
+/// The request an event names, if any (transfer events name a job).
+fn ev_request(ev: &Ev) -> Option<RequestId> {
+    match *ev {
+        Ev::Arrive { r }
+        | Ev::ClientAbort { r }
+        | Ev::LegArrive { r, .. }
+        | Ev::DstInfo { r, .. }
+        | Ev::MetaLand { r, .. }
+        | Ev::Status { r, .. }
+        | Ev::LegResult { r, .. }
+        | Ev::AbortAt { r, .. }
+        | Ev::AbortAck { r, .. }
+        | Ev::Timeout { r, .. } => Some(r),
+        Ev::Tick { .. }
+        | Ev::ForwardDone { .. }
+        | Ev::StepDone { .. }
+        | Ev::TransferLand { .. }
+        | Ev::TransferDone { .. }
+        | Ev::Crash { .. }
+        | Ev::Restart { .. }
+        | Ev::HeartbeatLost { .. } => None,
+    }
+}
+
+/// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
+/// that no fault touched answered with an error.
+fn wrong_status(r: &Req) -> Option<Violation> {
+    let resp = r.response?;
+    let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
+    let detail = match r.rejected {
+        Some((status, node, why))
+            if resp.status >= 500 && status < 500 && !r.fault_touched && !r.client_aborted && r.caught_by.is_none() =>
+        {
+            cause = "rejected_answered_5xx";
+            format!("{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})", resp.status, resp.at)
+        }
+        Some((status, node, why)) if resp.status == 200 => {
+            format!("{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens", resp.tokens)
+        }
+        None if resp.status != 200
+            && !r.client_aborted
+            && !r.fault_touched
+            && !r.timed_out
+            && r.caught_by.is_none() =>
+        {
+            format!("a valid request failed with HTTP {} and no fault touched it", resp.status)
+        }
+        _ => return None,
+    };
+    Some(Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail))
 }
