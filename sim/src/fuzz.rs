@@ -588,11 +588,13 @@ mod tests {
     // the prefix space draws the content mitigations (`draw_content_mitigations`). Re-pinned again
     // for issue 13's decode_out_of_pages and retracted_abort (the configuration's hash gained two
     // fields; the blind swarm draws the profiles' two values of the first and `leak` of the second).
+    // Re-pinned for issue 13's decode_reject_releases_prefill (the configuration's hash gained a
+    // field; the blind swarm draws the profiles' two values).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: bb6112baf794dcdd",
-        "sglang-0.5.22: ece292ed4377ae2f",
-        "prefix: 20cd184bfd5459ee",
-        "vllm-nixl prefix: b559c80ec0e43c0f",
+        "blind: deeadc68ea0a4187",
+        "sglang-0.5.22: 62858e6b5d04fce6",
+        "prefix: 33c8cc09dbcc07bc",
+        "vllm-nixl prefix: b648cd5905279a73",
     ];
 
     #[test]

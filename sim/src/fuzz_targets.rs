@@ -436,10 +436,10 @@ mod tests {
     }
 
     // Re-pinned for issue 13: the knobs gained four fields, then two more (decode_out_of_pages,
-    // retracted_abort) (the configuration's hash changed);
+    // retracted_abort), then decode_reject_releases_prefill (the configuration's hash changed);
     // the bytes index the new knobs after every older one (`table::BYTES_APPENDED_KNOBS`), so a
     // committed input's bytes choose the same values for the knobs it was written against.
-    const PINNED_DECODING: [&str; 2] = ["None: 970545fb184bfd5b", "Some(\"sglang-0.5.16\"): 16b231f603ab2113"];
+    const PINNED_DECODING: [&str; 2] = ["None: 700ef814e0861d93", "Some(\"sglang-0.5.16\"): 04994da9cad5314d"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -45,6 +45,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_lookahead_tokens",
     "decode_out_of_pages",
     "retracted_abort",
+    "decode_reject_releases_prefill",
     "kv_checksum",
     "kv_canary",
     "page_tags",

@@ -391,6 +391,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_lookahead_tokens",
     "decode_out_of_pages",
     "retracted_abort",
+    "decode_reject_releases_prefill",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
