@@ -837,6 +837,25 @@ impl World {
                 any = true;
             }
         }
+        // Behind vLLM's sequential proxy an aborted load has no fallback timer: its blocks wait
+        // for the read to end, and a read from a dead peer ends failed (vLLM 0.33.0
+        // `nixl/base_worker.py` `_pop_done_transfers`: a state other than DONE/PROC goes to
+        // `_handle_failed_transfer`, which releases the handle; the scheduler then frees the
+        // blocks). The crashed prefill will never acknowledge, and nothing of it lands any more
+        // (`land_batch` drops a dead source's batches): release them now.
+        if self.cfg.knobs.router_mode == RouterMode::Sequential {
+            let releasing: Vec<RequestId> = self.decode[n as usize]
+                .reqs
+                .iter()
+                .filter(|(_, d)| d.phase == DPhase::Releasing)
+                .map(|(r, _)| *r)
+                .filter(|r| bound(self, r))
+                .collect();
+            for r in releasing {
+                self.reqs[r.idx()].fault_touched = true;
+                self.decode_release(n, r);
+            }
+        }
         if any {
             self.tick(NodeId { role: Role::Decode, index: n });
         }

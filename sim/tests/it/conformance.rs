@@ -781,3 +781,20 @@ fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
     assert!(freed < 1_100_000_000, "prefill freed request 0's pages at {freed} ns");
     assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
 }
+
+/// Reference §7 and §4.1: with no fallback timer, an aborted load whose prefill then dies is
+/// released when decode learns of the death (the heartbeat loss): NIXL's read from a dead peer
+/// ends failed and vLLM frees the blocks with it. Request 0 is aborted at 2 s during its 56 s
+/// transfer, prefill crashes at 3 s (restarts 1 s later), the loss is detected at 13 s; request
+/// 1 (40 s) is served from the freed pool and nothing is held at the end.
+#[test]
+fn s7_vllm_an_aborted_load_whose_prefill_died_is_released_at_the_heartbeat_loss() {
+    let text = format!(
+        "{ABORT_DURING_LOAD}\n[[faults.script]]\nkind = \"crash\"\nat_ms = 3000\nnode = \"prefill-0\"\nrestart_after_ms = 1000\n"
+    );
+    let w = run(&text, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 499);
+    assert_eq!(answer(&w, 1).0, 200);
+    assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode still holds request 0's blocks");
+    assert!(!kinds(&w).contains(&"page_leak"), "{:?}", kinds(&w));
+}
