@@ -366,14 +366,6 @@ impl World {
             }
         } else if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
-            if !ok {
-                // A failed batch marks the room Failed, and the transfer worker drops every chunk
-                // of a Failed room it dequeues (sglang 0.5.22 `disaggregation/mooncake/conn.py`
-                // `transfer_worker`: "Skipping chunk for room … because it has already failed or
-                // been aborted"): the request's later chunks still queued are skipped as after an
-                // abort, so its source pages drain with the chunk being written.
-                self.transfer_abort(j.prefill, j.r);
-            }
             if !was_failed {
                 let lat = self.msg_latency();
                 self.after(

@@ -734,54 +734,6 @@ fn s7_vllm_decode_rejection_before_admission_frees_prefills_source_blocks_at_onc
     assert_eq!(kinds(&w), vec!["page_leak"]);
 }
 
-/// Reference §3 (aborts): a failed chunk marks the room Failed, and the transfer worker skips
-/// every queued chunk of a Failed room (sglang 0.5.22 `disaggregation/mooncake/conn.py`
-/// `transfer_worker`), so the request's source pages drain with the chunk being written. Request
-/// 0's 16 chunk transfers each outlive the 500 ms sync timeout (a scripted 1 s delay): the first
-/// fails at ~0.51 s, the one already being written ends at ~1.01 s, the other 14 are skipped.
-/// (Before, each queued chunk still ran to its own timeout and prefill held the pages for 8 s; in
-/// a campaign, a 7,353-token request in 4-page batches kept writing past the 1,200 s horizon:
-/// `page_leak/prefill` on sglang-0.5.22.)
-const FAILED_CHUNK: &str = r#"
-name = "failed-chunk"
-context_len = 8192
-[[prefill]]
-pool_tokens = 8192
-[[decode]]
-pool_tokens = 8192
-[knobs]
-page_size = 16
-chunked_prefill_size = 256
-transfer_sync_timeout_ms = 500
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 4096
-output_tokens = 4
-[[faults.script]]
-kind = "delay"
-request = 0
-delay_ms = 1000
-"#;
-
-#[test]
-fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
-    use kvsim::trace::{MemOp, TraceRecord};
-    use kvsim::types::Role;
-    let w = collect(FAILED_CHUNK, "sglang-0.5.22", &[]);
-    assert_eq!(answer(&w, 0).0, 500);
-    let recs = w.tracer.collected.as_ref().expect("collected");
-    let freed = recs
-        .iter()
-        .find_map(|(t, rec)| match rec {
-            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if pool.role == Role::Prefill && r.0 == 0 => Some(t.0),
-            _ => None,
-        })
-        .expect("prefill frees request 0's pages");
-    assert!(freed < 1_100_000_000, "prefill freed request 0's pages at {freed} ns");
-    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
-}
-
 /// Reference §7 and §4.1: with no fallback timer, an aborted load whose prefill then dies is
 /// released when decode learns of the death (the heartbeat loss): NIXL's read from a dead peer
 /// ends failed and vLLM frees the blocks with it. Request 0 is aborted at 2 s during its 56 s
