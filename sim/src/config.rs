@@ -229,6 +229,16 @@ pub struct Knobs {
     /// transfer RPC down and never frees the request's source blocks (Dynamo #7489), `free`
     /// releases them as an ordinary abort does.
     pub cancel_mid_transfer: CancelMidTransfer,
+    /// Behind vLLM's sequential proxy (`router_mode = sequential`): whether decode's rejection of
+    /// a request before admission (an over-length prompt) tells prefill to release the source
+    /// blocks it holds for decode's read. `off` strands them until `source_lease_ms` (vLLM #41269,
+    /// the pre-admission-reject-strands-prefill row); `on` frees them one message later (vLLM
+    /// 0.33.0: `entrypoints/generate/base/serving.py` `_with_kv_transfer_rejection_cleanup` →
+    /// `v1/engine/async_llm.py` `notify_kv_transfer_request_rejected` submits a pre-aborted request
+    /// whose `nixl/pull_scheduler.py` `request_finished` sends prefill an empty read notice). The
+    /// model delivers it as prefill's lease ending early (the trace shows the `source_lease` timer
+    /// one message latency after decode's 4xx). No effect on sglang's concurrent legs.
+    pub decode_reject_releases_prefill: OnOff,
     /// Tokens decode reserves beyond the prompt when it allocates for remote KV (vLLM's speculative
     /// lookahead, `num_lookahead_tokens`): a reservation past the prompt's last block asks for more
     /// blocks than prefill exposes, which vLLM's NIXL connector asserts against (a loud failure,
@@ -341,6 +351,9 @@ fn sglang_0_5_16() -> Knobs {
         // scheduler, which releases the request; the transport teardown of Dynamo #7489 (fixed
         // there) is the what-if value.
         cancel_mid_transfer: CancelMidTransfer::Free,
+        // sglang's prefill holds nothing for a decode that rejects (concurrent legs): the knob
+        // does nothing there; `off` is the value before vLLM's fix.
+        decode_reject_releases_prefill: OnOff::Off,
         // No speculative decoding in any shipped profile: decode reserves the prompt only.
         decode_lookahead_tokens: 0,
         // sglang 0.5.16 and 0.5.22 wheels, `managers/schedule_batch.py` `retract_decode` (fewest
@@ -425,6 +438,11 @@ fn vllm_nixl() -> Knobs {
         // `num_computed_tokens = 0`; `waiting.prepend_request`), and recomputed when scheduled
         // again. Lifecycle reference §4.4.
         decode_out_of_pages: DecodeOutOfPages::PreemptRecompute,
+        // vLLM 0.33.0 `entrypoints/generate/base/serving.py` `_with_kv_transfer_rejection_cleanup`
+        // and `nixl/pull_scheduler.py` `request_finished` (the `do_remote_prefill` branch: "To
+        // avoid stranding the prefill blocks in the prefill instance"): a request decode's
+        // serving layer rejects still notifies prefill, which frees its blocks (#41269 fixed).
+        decode_reject_releases_prefill: OnOff::On,
         ..sglang_0_5_16()
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{
-    AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort,
+    AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
     TransferredAbort,
 };
 use crate::metadata::MetaSlots;
@@ -179,7 +179,10 @@ impl World {
         let (pool_tokens, alive) = (self.decode[n as usize].pool_tokens, self.decode[n as usize].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
             LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
-            LegIntake::Rejected(_) => return,
+            LegIntake::Rejected(_) => {
+                self.decode_reject_notifies_prefill(r);
+                return;
+            }
             LegIntake::NodeDown => return,
         };
         let now = self.now;
@@ -213,6 +216,23 @@ impl World {
         );
         node.prealloc.push_back(r);
         self.tick(node_id);
+    }
+
+    /// Decode turned the request away before admission: behind vLLM's sequential proxy, with
+    /// `decode_reject_releases_prefill`, prefill hears of it one message later and frees the
+    /// source blocks it holds for decode's read, as if their lease had ended (see the knob).
+    fn decode_reject_notifies_prefill(&mut self, r: RequestId) {
+        let k = &self.cfg.knobs;
+        if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
+            return;
+        }
+        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        if !p.alive {
+            return;
+        }
+        let (node, epoch) = (p.id(), p.epoch);
+        let lat = self.msg_latency();
+        self.after(lat, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node, epoch });
     }
 
     /// Tokens promised to admitted requests for their future decode pages.
@@ -343,14 +363,24 @@ impl World {
     fn decode_try_commit(&mut self, n: u16, r: RequestId) {
         let k = self.cfg.knobs.clone();
         let d = &self.decode[n as usize].reqs[&r];
-        let row = self.decode[n as usize].meta.row(d.meta_slot.expect("admitted"));
-        if row.room == 0 {
-            return; // metadata not written yet: keep polling
-        }
-        if row.room != self.reqs[r.idx()].room {
-            self.reqs[r.idx()].room_mismatch = true;
-            self.decode_finish(n, r, 500, None);
-            return;
+        // The bootstrap-room check exists only on sglang's concurrent path, where decode learns
+        // whose KV landed from the metadata row prefill writes into its slot. Behind vLLM's
+        // sequential proxy decode pulls with the transfer parameters the proxy hands it from
+        // prefill's answer (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/nixl/
+        // pull_scheduler.py` `request_finished`: `remote_block_ids`, `remote_engine_id`,
+        // `remote_request_id`; no room, no metadata buffer) and the load is done when its own
+        // read completes (`v1/core/sched/scheduler.py` `_update_from_kv_xfer_finished`), so a
+        // late or stale row cannot fail it.
+        if k.router_mode == RouterMode::Concurrent {
+            let row = self.decode[n as usize].meta.row(d.meta_slot.expect("admitted"));
+            if row.room == 0 {
+                return; // metadata not written yet: keep polling
+            }
+            if row.room != self.reqs[r.idx()].room {
+                self.reqs[r.idx()].room_mismatch = true;
+                self.decode_finish(n, r, 500, None);
+                return;
+            }
         }
         let reserved = self.pages_for(d.len.saturating_add(k.decode_lookahead_tokens));
         // Pages decode already held from its radix cache were never to be sent.
@@ -734,9 +764,19 @@ impl World {
                 self.leg_result(r, Role::Decode, status);
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
-                let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
-                let node = self.decode[n as usize].id();
-                self.after(t, Ev::Timeout { r, timer: TimeoutKind::DeferredRelease, node, epoch });
+                // sglang 0.5.22 `disaggregation/decode.py` `resolve_deferred_releases` releases
+                // anyway after its 30 s fallback. vLLM has no fallback: an aborted request whose
+                // load has started keeps its blocks until the read handles finish (vLLM 0.33.0
+                // `v1/core/sched/scheduler.py` `finish_requests`: `delay_free_blocks` for a
+                // request in WAITING_FOR_REMOTE_KVS, freed in `_update_from_kv_xfer_finished`;
+                // `nixl/base_worker.py` `_pop_done_transfers` / `_try_release_xfer_handle` retain a
+                // handle and its blocks until the backend has stopped). Here that is prefill's
+                // acknowledgement, sent when the request's transfer has drained.
+                if self.cfg.knobs.router_mode == RouterMode::Concurrent {
+                    let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
+                    let node = self.decode[n as usize].id();
+                    self.after(t, Ev::Timeout { r, timer: TimeoutKind::DeferredRelease, node, epoch });
+                }
             }
         }
     }
@@ -865,6 +905,25 @@ impl World {
             if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
                 d.status_ok = Some(false);
                 any = true;
+            }
+        }
+        // Behind vLLM's sequential proxy an aborted load has no fallback timer: its blocks wait
+        // for the read to end, and a read from a dead peer ends failed (vLLM 0.33.0
+        // `nixl/base_worker.py` `_pop_done_transfers`: a state other than DONE/PROC goes to
+        // `_handle_failed_transfer`, which releases the handle; the scheduler then frees the
+        // blocks). The crashed prefill will never acknowledge, and nothing of it lands any more
+        // (`land_batch` drops a dead source's batches): release them now.
+        if self.cfg.knobs.router_mode == RouterMode::Sequential {
+            let releasing: Vec<RequestId> = self.decode[n as usize]
+                .reqs
+                .iter()
+                .filter(|(_, d)| d.phase == DPhase::Releasing)
+                .map(|(r, _)| *r)
+                .filter(|r| bound(self, r))
+                .collect();
+            for r in releasing {
+                self.reqs[r.idx()].fault_touched = true;
+                self.decode_release(n, r);
             }
         }
         if any {

@@ -591,14 +591,14 @@ mod tests {
     // the prefix space draws the content mitigations (`draw_content_mitigations`). Re-pinned again
     // for issue 13's decode_out_of_pages and retracted_abort (the configuration's hash gained two
     // fields; the blind swarm draws the profiles' two values of the first and `leak` of the second).
-    // Re-pinned for decode_radix_cache and zero_page_last_chunk: the configuration's hash gained two
-    // fields; the blind swarm draws them from a generator of their own (`table::OWN_STREAM_KNOBS`),
-    // so every other value of every draw is what it was (`own_stream_knobs_leave_the_swarm_stream_alone`).
+    // Re-pinned at the merge of issue 13's three knobs (decode_radix_cache and zero_page_last_chunk,
+    // drawn from a generator of their own, `table::OWN_STREAM_KNOBS`; decode_reject_releases_prefill,
+    // drawn by the blind swarm among the other knobs): the configuration's hash gained three fields.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 80f84f43f7c671e3",
-        "sglang-0.5.22: 65eb2cdce05967a5",
-        "prefix: abc50a63ad9a61f1",
-        "vllm-nixl prefix: ed320d5c2a1dc63b",
+        "blind: b183bf9b2cd26d1a",
+        "sglang-0.5.22: 65302d38c2c4d53a",
+        "prefix: 372edb9e16908aae",
+        "vllm-nixl prefix: 7781ffa33250f458",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with

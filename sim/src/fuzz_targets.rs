@@ -436,12 +436,12 @@ mod tests {
     }
 
     // Re-pinned for issue 13: the knobs gained four fields, then two more (decode_out_of_pages,
-    // retracted_abort) (the configuration's hash changed);
+    // retracted_abort), then decode_reject_releases_prefill (the configuration's hash changed);
     // the bytes index the new knobs after every older one (`table::BYTES_APPENDED_KNOBS`), so a
     // committed input's bytes choose the same values for the knobs it was written against.
-    // Re-pinned for decode_radix_cache and zero_page_last_chunk (two more fields, appended to the
-    // bytes' order the same way).
-    const PINNED_DECODING: [&str; 2] = ["None: 8a6f13196455b524", "Some(\"sglang-0.5.16\"): 0d09f2aa859c0abe"];
+    // Re-pinned for decode_radix_cache, zero_page_last_chunk and decode_reject_releases_prefill (three
+    // more fields, appended to the bytes' order the same way).
+    const PINNED_DECODING: [&str; 2] = ["None: fa5275775c0431fc", "Some(\"sglang-0.5.16\"): e3a26b256f5a0708"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -695,8 +695,32 @@ impl World {
                 self.reqs[r.idx()].timed_out = true;
                 self.prefill_retire(n, r, 500)
             }
+            TimeoutKind::SourceLease if self.decode_still_loads(r) => {
+                // vLLM 0.33.0 `nixl/base_scheduler.py` `on_new_request`: decode heartbeats the
+                // prefill engine for every request it still waits to load (every
+                // `kv_lease_duration / 6`, until `finished_recving` or `request_finished`), and
+                // `nixl/base_worker.py` `_handle_heartbeat` pushes the lease to now + 2/3 of its
+                // duration. So the lease runs out only once decode stopped waiting; the model
+                // extends it by 2/3 of a lease when it finds decode still waiting.
+                let lease = Duration::from_ms(self.cfg.knobs.source_lease_ms.saturating_mul(2) / 3);
+                let node = self.prefill[n.at()].id();
+                self.after(lease, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node, epoch });
+            }
             _ => self.prefill_release(n, r, false),
         }
+    }
+
+    /// Behind vLLM's sequential proxy: whether the request's decode node (alive) still waits to
+    /// load its KV (admission queue or transfer), i.e. still heartbeats prefill's lease.
+    fn decode_still_loads(&self, r: RequestId) -> bool {
+        if self.cfg.knobs.router_mode != RouterMode::Sequential {
+            return false;
+        }
+        let d = &self.decode[self.reqs[r.idx()].decode as usize];
+        d.alive
+            && d.reqs
+                .get(&r)
+                .is_some_and(|q| matches!(q.phase, crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
     }
 
     pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {

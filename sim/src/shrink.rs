@@ -57,6 +57,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",
+    "decode_reject_releases_prefill",
     "kv_checksum",
     "kv_canary",
     "page_tags",

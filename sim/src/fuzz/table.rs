@@ -415,6 +415,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",
+    "decode_reject_releases_prefill",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without

@@ -624,10 +624,21 @@ fn s3_4_a_last_chunk_with_zero_pages_is_still_sent_and_concludes() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue/zero-page-last-chunk.toml");
     let text = std::fs::read_to_string(p).expect("catalogue scenario");
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
-        let w = run(&text, profile, &[]);
+        // A finished job leaves `World::jobs` (`transfer_retire`): request 1's jobs are read while
+        // the run goes, each under its id.
+        let mut w = World::new(cfg(&text, profile, &[]), kvsim::trace::Tracer::new(None));
+        let mut seen = std::collections::BTreeMap::new();
+        while w.step() {
+            for id in 0..w.jobs.len() {
+                if let Some(j) = w.jobs.get(id).filter(|j| j.r == RequestId(1)) {
+                    seen.insert(id, (j.last, j.sender_pages));
+                }
+            }
+        }
+        w.finish();
         assert_eq!(answer(&w, 1).0, 200, "{profile}");
         assert_eq!(w.reqs[1].decode_prefix_tokens, 1024, "{profile}");
-        let last = w.jobs.iter().filter(|j| j.r == RequestId(1)).map(|j| (j.last, j.sender_pages)).collect::<Vec<_>>();
+        let last: Vec<_> = seen.into_values().collect();
         assert_eq!(last, [(true, 0)], "{profile}: one empty last chunk");
         assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations);
     }
@@ -684,4 +695,189 @@ fn s2_decode_admission_stops_at_the_first_request_that_does_not_fit() {
     // Request 2 fits from the start but waits behind request 1, which waits for request 0's pages.
     assert!(t2 > t0, "request 2 answered at {t2} ns, before request 0 freed its pages at {t0} ns");
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
+/// Reference §7 (vLLM NixlConnector): behind vLLM's sequential proxy decode pulls with the
+/// transfer parameters the proxy hands it (vLLM 0.33.0 `nixl/pull_scheduler.py`
+/// `request_finished`): there is no bootstrap room and no metadata row to check, so a late row
+/// of an earlier request in a reused slot fails nothing. Request 2's row lags 20 ms and its slot
+/// still holds request 0's room (no zeroing on free); sglang's concurrent path reads that stale
+/// room and fails the request (the stale-metadata-room row, sglang #27374).
+const LATE_METADATA_ROW: &str = r#"
+name = "late-metadata-row"
+context_len = 4096
+[[prefill]]
+pool_tokens = 64
+metadata_slots = 2
+[[decode]]
+pool_tokens = 64
+metadata_slots = 2
+[knobs]
+page_size = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+[[request]]
+at_ms = 150
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+[[request]]
+at_ms = 390
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+[[faults.script]]
+kind = "metadata_lag"
+request = 2
+lag_ms = 20
+"#;
+
+#[test]
+fn s7_vllm_decode_has_no_bootstrap_room_so_a_stale_metadata_row_fails_nothing() {
+    let w = run(LATE_METADATA_ROW, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 2).0, 200);
+    assert!(!w.reqs[2].room_mismatch);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    // The same run on sglang's concurrent path: decode reads request 0's stale room.
+    let w = run(LATE_METADATA_ROW, "vllm-nixl", &[("router_mode", "concurrent")]);
+    assert_eq!(answer(&w, 2).0, 500);
+    assert!(w.reqs[2].room_mismatch);
+}
+
+/// Reference §7: decode's heartbeats keep prefill's source lease alive while decode still waits
+/// to load the request (vLLM 0.33.0 `nixl/base_scheduler.py` `on_new_request`,
+/// `nixl/base_worker.py` `_handle_heartbeat`). Request 1 waits in decode's admission queue behind
+/// request 0 (200 output tokens, about 5 s) far past a 1 s lease: its source blocks are still
+/// there when decode admits it, and it is answered 200 (without the heartbeats the lease frees
+/// them at 1 s, decode's pull never comes and the request fails 500 at its 300 s waiting timer).
+const LEASE_WHILE_DECODE_WAITS: &str = r#"
+name = "lease-while-decode-waits"
+context_len = 4096
+liveness_bound_s = 1200
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 1024
+[knobs]
+page_size = 16
+source_lease_ms = 1000
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 800
+output_tokens = 200
+[[request]]
+at_ms = 10
+tenant = 2
+prompt_tokens = 800
+output_tokens = 4
+"#;
+
+#[test]
+fn s7_vllm_decode_heartbeats_extend_the_source_lease_while_it_waits_to_load() {
+    let w = run(LEASE_WHILE_DECODE_WAITS, "vllm-nixl", &[]);
+    let (status, at) = answer(&w, 1);
+    assert_eq!(status, 200);
+    assert!(at > 5 * S && at < 6 * S, "answered at {at} ns");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    // Once decode stops waiting the lease runs out: nothing is held at the end.
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+}
+
+/// Reference §7: a request aborted while its load is in flight keeps its decode blocks until the
+/// read ends; vLLM has no fallback timer (vLLM 0.33.0 `v1/core/sched/scheduler.py`
+/// `finish_requests` → `delay_free_blocks`, freed in `_update_from_kv_xfer_finished`;
+/// `nixl/base_worker.py` `_pop_done_transfers` retains a handle until it is released). Request 0's
+/// one 56 s transfer batch is in flight when the client aborts at 2 s; request 1 (40 s) gets
+/// decode blocks of its own. With sglang's 30 s fallback the blocks are freed at 32 s, handed to
+/// request 1 and overwritten by request 0's late write (decode-free-before-late-write).
+const ABORT_DURING_LOAD: &str = r#"
+name = "abort-during-load"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[cost]
+transfer_bytes_per_us = 5
+[knobs]
+page_size = 16
+transfer_sync_timeout_ms = 600000
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 4000
+output_tokens = 4
+abort_at_ms = 2000
+[[request]]
+at_ms = 40000
+tenant = 2
+prompt_tokens = 4000
+output_tokens = 4
+"#;
+
+#[test]
+fn s7_vllm_decode_holds_an_aborted_loads_blocks_until_the_read_ends_with_no_fallback_timer() {
+    let w = run(ABORT_DURING_LOAD, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 499);
+    assert_eq!(answer(&w, 1).0, 200);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert!(w.decode.iter().all(|d| d.leaks().is_none()));
+    // sglang's concurrent path keeps its 30 s fallback: the late write lands in request 1's blocks.
+    let w = run(ABORT_DURING_LOAD, "vllm-nixl", &[("router_mode", "concurrent")]);
+    assert!(kinds(&w).contains(&"use_after_free"), "{:?}", kinds(&w));
+}
+
+/// Reference §7: decode's serving layer rejects an over-length prompt before admission and, in
+/// vLLM 0.33.0, still tells prefill (`entrypoints/generate/base/serving.py`
+/// `_with_kv_transfer_rejection_cleanup`, `nixl/pull_scheduler.py` `request_finished`): prefill
+/// frees the blocks it held for decode's read at once instead of at its 480 s lease (vLLM #41269,
+/// the pre-admission-reject-strands-prefill row, is the build before that).
+const DECODE_REJECTS: &str = r#"
+name = "decode-rejects"
+context_len = 8192
+liveness_bound_s = 120
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 2048
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 4000
+output_tokens = 4
+"#;
+
+#[test]
+fn s7_vllm_decode_rejection_before_admission_frees_prefills_source_blocks_at_once() {
+    let w = run(DECODE_REJECTS, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 400);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+    assert!(w.now.0 < S, "prefill's blocks are freed within the second, at {} ns", w.now.0);
+    // Before the fix the blocks stay until the lease: held at the 2-minute bound.
+    let w = run(DECODE_REJECTS, "vllm-nixl", &[("decode_reject_releases_prefill", "off")]);
+    assert_eq!(kinds(&w), vec!["page_leak"]);
+}
+
+/// Reference §7 and §4.1: with no fallback timer, an aborted load whose prefill then dies is
+/// released when decode learns of the death (the heartbeat loss): NIXL's read from a dead peer
+/// ends failed and vLLM frees the blocks with it. Request 0 is aborted at 2 s during its 56 s
+/// transfer, prefill crashes at 3 s (restarts 1 s later), the loss is detected at 13 s; request
+/// 1 (40 s) is served from the freed pool and nothing is held at the end.
+#[test]
+fn s7_vllm_an_aborted_load_whose_prefill_died_is_released_at_the_heartbeat_loss() {
+    let text = format!(
+        "{ABORT_DURING_LOAD}\n[[faults.script]]\nkind = \"crash\"\nat_ms = 3000\nnode = \"prefill-0\"\nrestart_after_ms = 1000\n"
+    );
+    let w = run(&text, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 499);
+    assert_eq!(answer(&w, 1).0, 200);
+    assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode still holds request 0's blocks");
+    assert!(!kinds(&w).contains(&"page_leak"), "{:?}", kinds(&w));
 }
