@@ -56,3 +56,29 @@ pub enum Ev {
     Restart { node: NodeId },
     HeartbeatLost { prefill: PrefillIdx, epoch: u32 },
 }
+
+impl Ev {
+    /// The request an event names, if any (transfer events name a job, not a request).
+    pub fn request(&self) -> Option<RequestId> {
+        match *self {
+            Ev::Arrive { r }
+            | Ev::ClientAbort { r }
+            | Ev::LegArrive { r, .. }
+            | Ev::DstInfo { r, .. }
+            | Ev::MetaLand { r, .. }
+            | Ev::Status { r, .. }
+            | Ev::LegResult { r, .. }
+            | Ev::AbortAt { r, .. }
+            | Ev::AbortAck { r, .. }
+            | Ev::Timeout { r, .. } => Some(r),
+            Ev::Tick { .. }
+            | Ev::ForwardDone { .. }
+            | Ev::StepDone { .. }
+            | Ev::TransferLand { .. }
+            | Ev::TransferDone { .. }
+            | Ev::Crash { .. }
+            | Ev::Restart { .. }
+            | Ev::HeartbeatLost { .. } => None,
+        }
+    }
+}

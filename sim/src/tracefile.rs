@@ -483,19 +483,10 @@ impl Filter {
     pub fn keeps(&self, rec: &TraceRecord, page_size: u64) -> bool {
         match rec {
             TraceRecord::Response { r, .. } => self.req(*r),
-            TraceRecord::Event(ev) => match ev {
-                Ev::Arrive { r }
-                | Ev::ClientAbort { r }
-                | Ev::LegArrive { r, .. }
-                | Ev::DstInfo { r, .. }
-                | Ev::MetaLand { r, .. }
-                | Ev::Status { r, .. }
-                | Ev::LegResult { r, .. }
-                | Ev::AbortAt { r, .. }
-                | Ev::AbortAck { r, .. }
-                | Ev::Timeout { r, .. } => self.req(*r),
-                Ev::Crash { .. } | Ev::Restart { .. } | Ev::HeartbeatLost { .. } => true,
-                _ => false,
+            TraceRecord::Event(ev) => match (ev.request(), ev) {
+                (Some(r), _) => self.req(r),
+                (None, Ev::Crash { .. } | Ev::Restart { .. } | Ev::HeartbeatLost { .. }) => true,
+                (None, _) => false,
             },
             TraceRecord::Mem(op) => match op {
                 MemOp::Reset { .. } => true,

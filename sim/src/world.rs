@@ -112,7 +112,7 @@ pub struct Req {
     pub response: Option<Response>,
     pub caught_by: Option<Mitigation>,
     pub detected_by: Option<Mitigation>,
-    /// Queued events that name it (`ev_request`), arrival included: while any is pending it is
+    /// Queued events that name it (`Ev::request`), arrival included: while any is pending it is
     /// not folded (`World::maybe_fold`). Bookkeeping only: never traced, hashed or digested.
     pub pending_events: u32,
 }
@@ -309,7 +309,7 @@ impl World {
 
     /// Counts a queued event on the request it names (`Req::pending_events`).
     pub(crate) fn count_pending(&mut self, ev: &Ev) {
-        if let Some(r) = ev_request(ev) {
+        if let Some(r) = ev.request() {
             match self.reqs.get_mut(r.idx()) {
                 Some(q) => q.pending_events += 1,
                 None => debug_assert!(false, "an event for request {} after it was folded: {ev:?}", r.0),
@@ -621,7 +621,7 @@ impl World {
         if self.chooser.as_ref().is_some_and(|c| c.reorders_used < c.bounds.max_reorders) {
             s = self.choose_simultaneous(s);
         }
-        let named = ev_request(&s.ev);
+        let named = s.ev.request();
         // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
         let job_req = match s.ev {
             Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } if self.fold_finished => {
@@ -1043,30 +1043,6 @@ impl World {
                 self.oracle.record(v);
             }
         }
-    }
-}
-
-/// The request an event names, if any (transfer events name a job).
-fn ev_request(ev: &Ev) -> Option<RequestId> {
-    match *ev {
-        Ev::Arrive { r }
-        | Ev::ClientAbort { r }
-        | Ev::LegArrive { r, .. }
-        | Ev::DstInfo { r, .. }
-        | Ev::MetaLand { r, .. }
-        | Ev::Status { r, .. }
-        | Ev::LegResult { r, .. }
-        | Ev::AbortAt { r, .. }
-        | Ev::AbortAck { r, .. }
-        | Ev::Timeout { r, .. } => Some(r),
-        Ev::Tick { .. }
-        | Ev::ForwardDone { .. }
-        | Ev::StepDone { .. }
-        | Ev::TransferLand { .. }
-        | Ev::TransferDone { .. }
-        | Ev::Crash { .. }
-        | Ev::Restart { .. }
-        | Ev::HeartbeatLost { .. } => None,
     }
 }
 
