@@ -175,3 +175,72 @@ page_size = 16
     );
     assert!(w.reqs[3].response.as_ref().unwrap().at.0 > 1_200_001_583_891, "answered after the first horizon");
 }
+
+/// An answered request's abort cleanup still travelling when the horizon passes is not a leak.
+/// Campaign seed 309,065 on `sglang-0.5.22` (shrunk): prefill's 64-token pool rejects every
+/// request, decode's waiting timers answer them 300 s apart, and request 3's 500 reaches the client
+/// at 1,200.0016 s, 4 µs inside the horizon; the 77 pages decode holds until prefill acknowledges the
+/// abort were judged there as `page_leak/decode`.
+#[test]
+fn an_abort_ack_in_flight_at_the_horizon_is_not_a_leak() {
+    let text = r#"
+name = "abort-ack-at-the-horizon"
+seed = 309065
+profile = "sglang-0.5.22"
+context_len = 32768
+liveness_bound_s = 1200
+[[prefill]]
+pool_tokens = 64
+metadata_slots = 64
+max_running_requests = 64
+[[decode]]
+pool_tokens = 19520
+metadata_slots = 64
+max_running_requests = 64
+[router]
+policy = "random"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 58
+output_tokens = 1
+[[request]]
+at_ns = 97137
+tenant = 0
+prompt_tokens = 18945
+output_tokens = 1
+[[request]]
+at_ns = 1119486
+tenant = 0
+prompt_tokens = 14081
+output_tokens = 1
+[[request]]
+at_ns = 1604027
+tenant = 0
+prompt_tokens = 4865
+output_tokens = 1
+[knobs]
+chunked_prefill_size = 1024
+page_size = 64
+"#;
+    let cfg = kvsim::scenario::Scenario::parse("abort-ack-at-the-horizon.toml", text)
+        .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = kvsim::simulate(cfg, None, true);
+    let sigs = signatures(&w);
+    assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
+    // Request 3 is answered 4 µs inside the horizon (1,200.001604027 s); its pages are freed when
+    // the ack lands after it.
+    assert_eq!(w.reqs[3].response.as_ref().map(|a| (a.status, a.at.0)), Some((500, 1_200_001_600_000)));
+    assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode holds nothing at the end");
+}
