@@ -21,8 +21,7 @@ fn run(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
     simulate(cfg, None, true)
 }
 
-/// As `run`, and every transfer job of request `r` as last seen, by job id: a finished job leaves
-/// `World::jobs` (`transfer_retire`), so the jobs are read while the run goes.
+/// As `run`, and every transfer job of request `r` as last seen (`crate::run_with_jobs_of`).
 fn run_with_jobs_of(
     text: &str,
     profile: &str,
@@ -35,18 +34,7 @@ fn run_with_jobs_of(
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
     let cfg = Scenario::parse("knobs.toml", text).and_then(|s| s.resolve(&o)).unwrap_or_else(|e| panic!("{e}"));
-    let mut w = World::new(cfg, kvsim::trace::Tracer::new(None));
-    w.check_invariants = true;
-    let mut seen = std::collections::BTreeMap::new();
-    while w.step() {
-        for id in 0..w.jobs.len() {
-            if let Some(j) = w.jobs.get(id).filter(|j| j.r == r) {
-                seen.insert(id, j.clone());
-            }
-        }
-    }
-    w.finish();
-    (w, seen.into_values().collect())
+    crate::run_with_jobs_of(cfg, r)
 }
 
 fn of_kind(w: &World, k: Kind) -> Vec<&kvsim::check::Violation> {

@@ -67,3 +67,24 @@ pub fn all_scenarios() -> Vec<String> {
     out.sort();
     out
 }
+
+/// Runs `cfg` with invariants checked and returns every transfer job of request `r` as last seen,
+/// by job id: a finished job leaves `World::jobs` (`transfer_retire`), so they are read while the
+/// run goes.
+pub fn run_with_jobs_of(
+    cfg: SimConfig,
+    r: kvsim::types::RequestId,
+) -> (kvsim::world::World, Vec<kvsim::transfer::TransferJob>) {
+    let mut w = kvsim::world::World::new(cfg, kvsim::trace::Tracer::new(None));
+    w.check_invariants = true;
+    let mut seen = std::collections::BTreeMap::new();
+    while w.step() {
+        for id in 0..w.jobs.len() {
+            if let Some(j) = w.jobs.get(id).filter(|j| j.r == r) {
+                seen.insert(id, j.clone());
+            }
+        }
+    }
+    w.finish();
+    (w, seen.into_values().collect())
+}

@@ -624,21 +624,10 @@ fn s3_4_a_last_chunk_with_zero_pages_is_still_sent_and_concludes() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalogue/zero-page-last-chunk.toml");
     let text = std::fs::read_to_string(p).expect("catalogue scenario");
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
-        // A finished job leaves `World::jobs` (`transfer_retire`): request 1's jobs are read while
-        // the run goes, each under its id.
-        let mut w = World::new(cfg(&text, profile, &[]), kvsim::trace::Tracer::new(None));
-        let mut seen = std::collections::BTreeMap::new();
-        while w.step() {
-            for id in 0..w.jobs.len() {
-                if let Some(j) = w.jobs.get(id).filter(|j| j.r == RequestId(1)) {
-                    seen.insert(id, (j.last, j.sender_pages));
-                }
-            }
-        }
-        w.finish();
+        let (w, jobs) = crate::run_with_jobs_of(cfg(&text, profile, &[]), RequestId(1));
         assert_eq!(answer(&w, 1).0, 200, "{profile}");
         assert_eq!(w.reqs[1].decode_prefix_tokens, 1024, "{profile}");
-        let last: Vec<_> = seen.into_values().collect();
+        let last: Vec<_> = jobs.iter().map(|j| (j.last, j.sender_pages)).collect();
         assert_eq!(last, [(true, 0)], "{profile}: one empty last chunk");
         assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations);
     }
