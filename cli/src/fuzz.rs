@@ -704,7 +704,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 let guided = plan.is_some();
                 let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);
                 let edges = w.coverage.as_ref().map(|c| c.edge_set()).unwrap_or_default();
-                let cand = plan.map(|(recipe, g)| Candidate { run: k, features: g.novel(&edges), recipe });
+                let cand = plan.map(|(recipe, g)| Candidate::new(&g, k, recipe, edges));
                 // A failing run may become an example: its size, trace hash and configuration
                 // go to the accounting, which keeps each signature's smallest (in seed order).
                 let found = (!sigs.is_empty()).then(|| {

@@ -477,6 +477,14 @@ impl World {
             }
             let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
             self.oracle.check_read(&ctx, &s);
+            if let (Some(c), true) = (self.coverage.as_mut(), self.reqs[r.idx()].late_written) {
+                // Coverage (guided campaigns only): what a late-written request's read found,
+                // by class, so a corpus entry whose late write reached a reader is kept even when
+                // the read came out clean or as a class seen before (`cover_foreign_write`).
+                let classes = [s.uninit, s.cross_request, s.foreign, s.misplaced];
+                let bits = classes.iter().enumerate().fold(0u64, |b, (i, n)| b | u64::from(*n > 0) << i);
+                c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged)]);
+            }
             if let Some(audit) = self.read_audit.as_mut() {
                 let d = &self.decode[n as usize].reqs[&r];
                 let (upto, reqs) = (d.chain_upto, &self.reqs);

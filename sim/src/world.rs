@@ -491,6 +491,9 @@ impl World {
         victims.sort();
         victims.dedup();
         let lagged_writer = self.reqs[writer.idx()].lagged;
+        if self.coverage.is_some() {
+            self.cover_foreign_write(pool, writer, &victims, lagged_writer);
+        }
         for v in &victims {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
@@ -535,6 +538,42 @@ impl World {
                 .runs(&runs)
                 .detail(detail),
         );
+    }
+
+    /// Coverage (guided campaigns only) of a write that landed in pages its writer no longer
+    /// holds: whose pages they are now (free, the writer's own again, a request of the writer's
+    /// tenant, another tenant's) and that holder's decode phase. A late write is the first step
+    /// of the `late_write` family; which request it hits, and in which phase, is the step a
+    /// corpus climbs next (a holder that will still read is the one that turns it into a bad
+    /// read), and the event's own edges do not name the victim.
+    fn cover_foreign_write(&mut self, pool: PoolId, writer: RequestId, victims: &[RequestId], lagged: bool) {
+        let role = (pool.role == Role::Decode) as u64;
+        let writer_tenant = self.reqs.tenant(writer.idx());
+        let mut edges: Vec<[u64; 5]> = victims
+            .iter()
+            .map(|v| {
+                let class = if *v == writer {
+                    0
+                } else if self.reqs.tenant(v.idx()) == writer_tenant {
+                    1
+                } else {
+                    2
+                };
+                let phase = match pool.role {
+                    Role::Decode => self.decode[pool.index as usize].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
+                    Role::Prefill => self.prefill[pool.index as usize].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
+                };
+                [5, role, class, phase, lagged as u64]
+            })
+            .collect();
+        if victims.is_empty() {
+            edges.push([5, role, 3, 0, lagged as u64]);
+        }
+        if let Some(c) = self.coverage.as_mut() {
+            for e in &edges {
+                c.hit(e);
+            }
+        }
     }
 
     pub fn note_bad_frees(&mut self, pool: PoolId, by: RequestId, bad: Vec<crate::pool::BadFree>) {
