@@ -12,7 +12,7 @@ use crate::config::{
 };
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
-use crate::trace::MemOp;
+use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
@@ -487,12 +487,15 @@ impl World {
                 let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
-            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+            // The read, the page taken at a page boundary and the token's write are traced
+            // together below, as one entry of the step's `MemOp::DecodeStep` record.
             // The new token's KV: grow by a page at a page boundary.
+            let mut grown = None;
             if seq_len == table_pages * ps {
                 let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
                     // No page for the new token: the request stalls this step
                     // (`decode_out_of_pages = stall`; the other values made room before the step).
+                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
                     continue;
                 };
                 let d = self.dnode(n).reqs.get_mut(&r).expect("running");
@@ -500,7 +503,7 @@ impl World {
                     push_run(&mut d.pages, *x);
                 }
                 d.page_count += 1;
-                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run });
+                grown = Some(run);
             }
             let now = self.now;
             let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
@@ -520,13 +523,31 @@ impl World {
             req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            let page = match grown.as_deref() {
+                None => Some(None),
+                Some(&[Run { first, count: 1 }]) => Some(Some(first)),
+                Some(_) => None,
+            };
+            match (page, slots.as_slice()) {
+                // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
+                (Some(page), &[(slot, 1, pos)]) if pos == seq_len => {
+                    self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+                }
+                _ => {
+                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+                    if let Some(pages) = grown {
+                        self.mem(MemOp::Alloc { pool: pool_id, r, pages });
+                    }
+                    self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+                }
+            }
             self.note_foreign_writes(pool_id, r, rep, "decode write");
             if generated >= self.reqs[r.idx()].output_tokens {
                 self.reqs[r.idx()].decode_tokens = generated;
                 self.decode_finish(n, r, 200, None);
             }
         }
+        self.tracer.end_decode_step();
         self.tick(pool_id);
     }
 

@@ -448,7 +448,7 @@ output_tokens = 300
 fn early_frees(w: &World) -> Vec<(u32, u64)> {
     use kvsim::trace::{MemOp, TraceRecord};
     use kvsim::types::Role;
-    let recs = w.tracer.collected.as_ref().expect("collected");
+    let recs = kvsim::trace::expand_records(w.tracer.collected.as_ref().expect("collected"));
     let mut out = Vec::new();
     for (i, (_, rec)) in recs.iter().enumerate() {
         if let TraceRecord::Mem(MemOp::Free { pool, r, pages }) = rec {
