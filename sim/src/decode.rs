@@ -69,6 +69,14 @@ pub struct DReq {
     /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
     /// on`): their pages start its block table and belong to the cache, not to the request.
     pub borrowed: Vec<crate::prefix::BlockKey>,
+    /// It joined the running batch while a decode step was running: that step's batch was formed
+    /// (and its cost computed) without it, so it gets no token when that step ends; it joins the
+    /// next one. sglang 0.5.22 `disaggregation/decode.py` `event_loop_normal_disagg_decode`:
+    /// `process_decode_queue` (transferred requests leave the transfer queue), then
+    /// `get_next_disagg_decode_batch_to_run` forms the batch, then `run_batch`; a request whose
+    /// KV lands during `run_batch` is taken up by the next iteration's `process_decode_queue` and
+    /// first decoded in the batch formed after it.
+    pub late: bool,
 }
 
 #[derive(Debug)]
@@ -212,6 +220,7 @@ impl World {
                 prefill_epoch,
                 host_pages: 0,
                 borrowed: Vec::new(),
+                late: false,
             },
         );
         node.prealloc.push_back(r);
@@ -432,7 +441,9 @@ impl World {
         let node = self.dnode(n);
         node.transfer.retain(|x| *x != r);
         node.running.push(r);
+        let busy = node.busy;
         let d = node.reqs.get_mut(&r).expect("present");
+        d.late = busy;
         d.phase = DPhase::Running;
         d.seq_len = d.len;
         d.read_upto = 0;
@@ -450,8 +461,15 @@ impl World {
         let ps = self.page_size();
         for r in self.decode[n as usize].running.clone() {
             let tenant = self.reqs[r.idx()].tenant;
+            let node = &mut self.decode[n as usize];
+            let Some(d) = node.reqs.get_mut(&r) else { continue };
+            if d.late {
+                // Not in this step's batch (`DReq::late`): its first step is the next one.
+                d.late = false;
+                continue;
+            }
             let node = &self.decode[n as usize];
-            let Some(d) = node.reqs.get(&r) else { continue };
+            let d = &node.reqs[&r];
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
             let (upto, reqs) = (d.chain_upto, &self.reqs);
@@ -563,10 +581,11 @@ impl World {
         let ps = self.page_size();
         loop {
             let node = &self.decode[n as usize];
+            // Only the step's batch writes a token now (a `late` joiner waits for the next step).
             let need = node
                 .running
                 .iter()
-                .filter(|r| node.reqs.get(r).is_some_and(|d| d.seq_len == d.page_count * ps))
+                .filter(|r| node.reqs.get(r).is_some_and(|d| !d.late && d.seq_len == d.page_count * ps))
                 .count() as u64;
             if need <= node.pool.free_pages() || node.running.is_empty() {
                 return;
@@ -694,7 +713,9 @@ impl World {
             let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
             node.running.push(r);
+            let busy = node.busy;
             let d = node.reqs.get_mut(&r).expect("retracted");
+            d.late = busy;
             d.pages = pages;
             d.page_count = need;
             d.host_pages = 0;
