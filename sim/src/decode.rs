@@ -540,18 +540,23 @@ impl World {
             req.last_token_at = Some(now);
             req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
             let mut rep = rep;
-            let slots = std::mem::take(&mut rep.slots);
             let page = match grown.as_deref() {
                 None => Some(None),
                 Some(&[Run { first, count: 1 }]) => Some(Some(first)),
                 Some(_) => None,
             };
-            match (page, slots.as_slice()) {
+            let one = rep.token.or(match rep.slots.as_slice() {
+                &[(slot, 1, pos)] => Some((slot, pos)),
+                _ => None,
+            });
+            match (page, one) {
                 // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
-                (Some(page), &[(slot, 1, pos)]) if pos == seq_len => {
+                (Some(page), Some((slot, pos))) if pos == seq_len => {
                     self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
                 }
                 _ => {
+                    let slots = rep.pieces();
+                    rep.slots.clear();
                     self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
                     if let Some(pages) = grown {
                         self.mem(MemOp::Alloc { pool: pool_id, r, pages });
