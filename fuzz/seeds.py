@@ -11,7 +11,7 @@ flag byte before each element). Change this file together with `FuzzInput`; the 
     python3 fuzz/seeds.py                                  # fuzz/corpus/{scenario_run,cross_tenant}
     python3 fuzz/seeds.py --traces target/release/kvsim    # also the traces (after a format change)
 
-The corrupt traces each break one assumption of `confirm::lower` or `Filter::keeps` (written
+The corrupt traces each break one assumption of `confirm::lower` or `Filter::kept` (written
 from a reading of the code; each panicked, ran out of memory or hung in parse_trace built without
 its guard); `parse_trace` must reject them without panicking.
 """
@@ -247,6 +247,21 @@ def traces(kvsim):
         pool = d.get("pool", {})
         return d.get("kind") == "mem" and d.get("op") == op and pool.get("role") == "decode" and r in (None, d["r"])
 
+    def step(d, r=None):
+        """A decode-step record (one per decode batch step, trace format /3), with an entry of `r`."""
+        pool = d.get("pool", {})
+        return (
+            d.get("kind") == "mem"
+            and d.get("op") == "decode_step"
+            and pool.get("role") == "decode"
+            and (r is None or any(e["r"] == r for e in d["entries"]))
+        )
+
+    def set_entries(d, r, key, value):
+        for e in d["entries"]:
+            if r is None or e["r"] == r:
+                e[key] = value
+
     def is_copy(d):
         return d.get("kind") == "mem" and d.get("op") == "copy"
 
@@ -266,17 +281,18 @@ def traces(kvsim):
     modify("alloc-run-end-overflow.jsonl", lambda d: dec(d, "alloc", 2), lambda d: d.__setitem__("pages", [{"first": 2**32 - 1, "count": 2}]))
     modify("copy-dst-overflow.jsonl", is_copy, lambda d: d.__setitem__("pages", [[1, 2**32 - 1, 3]]))
     modify("copy-huge-count.jsonl", is_copy, lambda d: d.__setitem__("pages", [[1, 1, 4_000_000_000]]))
-    modify("write-slot-end-overflow.jsonl", lambda d: dec(d, "write"), lambda d: d.__setitem__("slots", [[2**64 - 1, 2, 0]]))
-    modify("write-slot-page-truncation.jsonl", lambda d: dec(d, "write"), lambda d: d.__setitem__("slots", [[(2**32 - 1) * 16, 32, 0]]))
-    modify("read-unknown-pool.jsonl", lambda d: dec(d, "read", 2), lambda d: d["pool"].__setitem__("index", 7))
+    # Decode tokens' writes and reads are decode-step entries (an entry's write is one slot).
+    modify("write-slot-end-overflow.jsonl", step, lambda d: set_entries(d, None, "slot", 2**64 - 1))
+    modify("write-slot-page-truncation.jsonl", step, lambda d: set_entries(d, None, "slot", (2**32 - 1) * 16))
+    modify("read-unknown-pool.jsonl", lambda d: step(d, 2), lambda d: d["pool"].__setitem__("index", 7))
     # A 2^31-page run read in full: lowering flattens it into a page list (out of memory).
     rows = []
     for row in body:
         d = json.loads(row)
         if dec(d, "alloc", 2):
             d["pages"] = [{"first": 1, "count": big}]
-        elif dec(d, "read", 2):
-            d["seq_len"] = big * 16
+        elif step(d, 2):
+            set_entries(d, 2, "seq_len", big * 16)
         rows.append(compact(d))
     write("alloc-huge-run.jsonl", header, rows)
 

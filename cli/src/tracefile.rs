@@ -2,7 +2,7 @@
 //! replay comparer that reads a trace file line by line alongside a new run.
 
 use kvsim::trace::{TraceRecord, TraceSink};
-use kvsim::tracefile::{line_json, Filter, Item, ReadOptions, TraceError, TraceReader};
+use kvsim::tracefile::{line_json, Filter, Item, Kept, ReadOptions, TraceError, TraceReader};
 use kvsim::types::Instant;
 use std::cell::RefCell;
 use std::fs::File;
@@ -37,10 +37,23 @@ impl JsonlWriter {
 impl TraceSink for JsonlWriter {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
         if let Some(f) = &self.filter {
-            if !f.keeps(rec, self.page_size) {
-                return;
+            match f.kept(rec, self.page_size) {
+                Kept::All => {}
+                Kept::None => return,
+                Kept::Rewritten(recs) => {
+                    for r in &recs {
+                        self.write(at, r);
+                    }
+                    return;
+                }
             }
         }
+        self.write(at, rec);
+    }
+}
+
+impl JsonlWriter {
+    fn write(&mut self, at: Instant, rec: &TraceRecord) {
         let mut st = self.state.borrow_mut();
         if st.error.is_some() {
             return;
@@ -87,14 +100,27 @@ impl Comparer {
 
 impl TraceSink for Comparer {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
+        if let Some(f) = &self.filter {
+            match f.kept(rec, self.page_size) {
+                Kept::All => {}
+                Kept::None => return,
+                Kept::Rewritten(recs) => {
+                    for r in &recs {
+                        self.compare(at, r);
+                    }
+                    return;
+                }
+            }
+        }
+        self.compare(at, rec);
+    }
+}
+
+impl Comparer {
+    fn compare(&mut self, at: Instant, rec: &TraceRecord) {
         let mut st = self.state.borrow_mut();
         if st.divergence.is_some() || st.error.is_some() {
             return;
-        }
-        if let Some(f) = &self.filter {
-            if !f.keeps(rec, self.page_size) {
-                return;
-            }
         }
         let mine = line_json(at, rec);
         let theirs = match st.reader.next_item() {

@@ -121,7 +121,11 @@ pub fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
 /// `reset` re-created; every page run, copied run and slot run lies inside its pool (so no
 /// `first + count` or `slot + len` overflows and no page index passes `u32`); write positions do
 /// not overflow.
+///
+/// Decode steps are checked as the records they stand for (`trace::expand_log`); an op index in
+/// an error counts those records (as `TraceMemLog::mem` and its `lines` do).
 pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), LowerError> {
+    let mem = &*crate::trace::expand_log(mem);
     let page_size = cfg.knobs.page_size;
     if page_size == 0 || page_size > 1 << 16 {
         return Err(invalid(None, format!("page_size {page_size} outside 1..=65536")));
@@ -176,6 +180,8 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Low
             MemOp::Read { pool, .. } => {
                 pages_of(&pools, pool, i)?;
             }
+            // Expanded above.
+            MemOp::DecodeStep { .. } => {}
         }
     }
     check_volume(mem)
@@ -221,6 +227,8 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), LowerError> {
             MemOp::Copy { pages, .. } => {
                 pages.iter().all(|&(a, b, c)| a.checked_add(c).is_some() && b.checked_add(c).is_some())
             }
+            // `lower` expands decode steps before it validates.
+            MemOp::DecodeStep { .. } => false,
         };
         if !ok {
             return Err(invalid(Some(i), "out-of-range page or slot numbers".into()));
@@ -303,7 +311,11 @@ struct Found {
 /// tables ([`find_reads`]); a reverse pass that keeps every op the reads' pages depend on
 /// ([`dependencies`]); the kept pages renumbered compactly ([`Renumbering`]); the program emitted
 /// in log order ([`emit`]).
+///
+/// Decode steps are lowered as the records they stand for (`trace::expand_log`): op indices and
+/// `ops_total` count those records.
 pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape) -> Result<Lowered, LowerError> {
+    let mem = &*crate::trace::expand_log(mem);
     validate(mem, m.page_size)?;
     let found = find_reads(mem, &wanted_reads(&select));
     if found.is_empty() {

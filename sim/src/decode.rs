@@ -12,7 +12,7 @@ use crate::config::{
 };
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
-use crate::trace::MemOp;
+use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
 use std::collections::{BTreeMap, VecDeque};
@@ -69,6 +69,14 @@ pub struct DReq {
     /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
     /// on`): their pages start its block table and belong to the cache, not to the request.
     pub borrowed: Vec<crate::prefix::BlockKey>,
+    /// It joined the running batch while a decode step was running: that step's batch was formed
+    /// (and its cost computed) without it, so it gets no token when that step ends; it joins the
+    /// next one. sglang 0.5.22 `disaggregation/decode.py` `event_loop_normal_disagg_decode`:
+    /// `process_decode_queue` (transferred requests leave the transfer queue), then
+    /// `get_next_disagg_decode_batch_to_run` forms the batch, then `run_batch`; a request whose
+    /// KV lands during `run_batch` is taken up by the next iteration's `process_decode_queue` and
+    /// first decoded in the batch formed after it.
+    pub late: bool,
 }
 
 #[derive(Debug)]
@@ -212,6 +220,7 @@ impl World {
                 prefill_epoch,
                 host_pages: 0,
                 borrowed: Vec::new(),
+                late: false,
             },
         );
         node.prealloc.push_back(r);
@@ -432,7 +441,9 @@ impl World {
         let node = self.dnode(n);
         node.transfer.retain(|x| *x != r);
         node.running.push(r);
+        let busy = node.busy;
         let d = node.reqs.get_mut(&r).expect("present");
+        d.late = busy;
         d.phase = DPhase::Running;
         d.seq_len = d.len;
         d.read_upto = 0;
@@ -450,8 +461,15 @@ impl World {
         let ps = self.page_size();
         for r in self.decode[n as usize].running.clone() {
             let tenant = self.reqs[r.idx()].tenant;
+            let node = &mut self.decode[n as usize];
+            let Some(d) = node.reqs.get_mut(&r) else { continue };
+            if d.late {
+                // Not in this step's batch (`DReq::late`): its first step is the next one.
+                d.late = false;
+                continue;
+            }
             let node = &self.decode[n as usize];
-            let Some(d) = node.reqs.get(&r) else { continue };
+            let d = &node.reqs[&r];
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
             let (upto, reqs) = (d.chain_upto, &self.reqs);
@@ -495,12 +513,15 @@ impl World {
                 let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
-            self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+            // The read, the page taken at a page boundary and the token's write are traced
+            // together below, as one entry of the step's `MemOp::DecodeStep` record.
             // The new token's KV: grow by a page at a page boundary.
+            let mut grown = None;
             if seq_len == table_pages * ps {
                 let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
                     // No page for the new token: the request stalls this step
                     // (`decode_out_of_pages = stall`; the other values made room before the step).
+                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
                     continue;
                 };
                 let d = self.dnode(n).reqs.get_mut(&r).expect("running");
@@ -508,7 +529,7 @@ impl World {
                     push_run(&mut d.pages, *x);
                 }
                 d.page_count += 1;
-                self.mem(MemOp::Alloc { pool: pool_id, r, pages: run });
+                grown = Some(run);
             }
             let now = self.now;
             let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
@@ -527,14 +548,37 @@ impl World {
             req.last_token_at = Some(now);
             req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
             let mut rep = rep;
-            let slots = std::mem::take(&mut rep.slots);
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            let page = match grown.as_deref() {
+                None => Some(None),
+                Some(&[Run { first, count: 1 }]) => Some(Some(first)),
+                Some(_) => None,
+            };
+            let one = rep.token.or(match rep.slots.as_slice() {
+                &[(slot, 1, pos)] => Some((slot, pos)),
+                _ => None,
+            });
+            match (page, one) {
+                // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
+                (Some(page), Some((slot, pos))) if pos == seq_len => {
+                    self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+                }
+                _ => {
+                    let slots = rep.pieces();
+                    rep.slots.clear();
+                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+                    if let Some(pages) = grown {
+                        self.mem(MemOp::Alloc { pool: pool_id, r, pages });
+                    }
+                    self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+                }
+            }
             self.note_foreign_writes(pool_id, r, rep, "decode write");
             if generated >= self.reqs[r.idx()].output_tokens {
                 self.reqs[r.idx()].decode_tokens = generated;
                 self.decode_finish(n, r, 200, None);
             }
         }
+        self.tracer.end_decode_step();
         self.tick(pool_id);
     }
 
@@ -550,10 +594,11 @@ impl World {
         let ps = self.page_size();
         loop {
             let node = &self.decode[n as usize];
+            // Only the step's batch writes a token now (a `late` joiner waits for the next step).
             let need = node
                 .running
                 .iter()
-                .filter(|r| node.reqs.get(r).is_some_and(|d| d.seq_len == d.page_count * ps))
+                .filter(|r| node.reqs.get(r).is_some_and(|d| !d.late && d.seq_len == d.page_count * ps))
                 .count() as u64;
             if need <= node.pool.free_pages() || node.running.is_empty() {
                 return;
@@ -681,7 +726,9 @@ impl World {
             let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
             node.running.push(r);
+            let busy = node.busy;
             let d = node.reqs.get_mut(&r).expect("retracted");
+            d.late = busy;
             d.pages = pages;
             d.page_count = need;
             d.host_pages = 0;

@@ -341,7 +341,7 @@ pub fn parse_trace(data: &[u8]) {
     let page_size = reader.header.config.knobs.page_size;
     while let Ok(Some(item)) = reader.next_item() {
         if let (Some(f), crate::tracefile::Item::Record { line, .. }) = (&filter, &item) {
-            let _ = f.keeps(&line.rec, page_size);
+            let _ = f.kept(&line.rec, page_size);
         }
     }
     let Ok(log) =

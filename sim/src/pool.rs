@@ -244,6 +244,19 @@ pub struct WriteReport {
     pub foreign: Vec<(Run, Option<Holder>)>,
     /// What a `write` wrote: `(slot, len, first position)` pieces, for the memory log.
     pub slots: Vec<(u64, u64, u64)>,
+    /// What an `append` on its fast path wrote instead: one `(slot, position)`, kept out of
+    /// `slots` so a decode token allocates nothing (`WriteReport::pieces` has both).
+    pub token: Option<(u64, u64)>,
+}
+
+impl WriteReport {
+    /// Every `(slot, len, first position)` piece written: `slots`, or the one appended token.
+    pub fn pieces(&self) -> Vec<(u64, u64, u64)> {
+        match self.token {
+            Some((slot, pos)) => vec![(slot, 1, pos)],
+            None => self.slots.clone(),
+        }
+    }
 }
 
 /// A free of pages that the freer does not hold.
@@ -619,7 +632,7 @@ impl Pool {
                 e.insert(OpenAppend { start: slot, end: slot + 1, writer, page });
             }
         }
-        WriteReport { foreign: Vec::new(), slots: vec![(slot, 1, pos)] }
+        WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) }
     }
 
     /// The ownership pieces of the slots of `pages` (for a copy out of this pool).

@@ -58,6 +58,88 @@ pub enum MemOp {
         tenant: TenantId,
         seq_len: u64,
     },
+    /// One decode batch step on `pool`: per request of the batch, in batch order, what used to be
+    /// traced as a `Read` of its sequence, an `Alloc` of one page when the new token starts a page,
+    /// and a one-token `Write` (see [`DecodeEntry::expand`]). Readers of the memory log expand it
+    /// (`MemOp::expanded`, `expand_log`), so it means exactly those records in that order; a
+    /// request whose step does anything else (a stall without a page, a write of another shape)
+    /// is traced with the plain records between two batch records.
+    DecodeStep {
+        pool: PoolId,
+        entries: Vec<DecodeEntry>,
+    },
+}
+
+/// One request's token in a [`MemOp::DecodeStep`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DecodeEntry {
+    pub r: RequestId,
+    pub tenant: TenantId,
+    /// The sequence read (positions `0..seq_len`); the new token is written at position `seq_len`.
+    pub seq_len: u64,
+    /// The page allocated for the new token first (its last page was full), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// The physical slot the new token was written at.
+    pub slot: u64,
+}
+
+impl DecodeEntry {
+    /// The records this entry stands for, in order: `Read { seq_len }`, `Alloc` of `page` (one
+    /// page) when present, `Write` of one slot at position `seq_len`.
+    pub fn expand(&self, pool: PoolId) -> impl Iterator<Item = MemOp> + '_ {
+        let (r, tenant) = (self.r, self.tenant);
+        let read = MemOp::Read { pool, r, tenant, seq_len: self.seq_len };
+        let alloc = self.page.map(|p| MemOp::Alloc { pool, r, pages: vec![Run { first: p, count: 1 }] });
+        let write = MemOp::Write { pool, r, tenant, slots: vec![(self.slot, 1, self.seq_len)] };
+        std::iter::once(read).chain(alloc).chain(std::iter::once(write))
+    }
+}
+
+impl MemOp {
+    /// The plain records this operation stands for: a decode step's entries expanded in order,
+    /// any other operation itself.
+    pub fn expanded(&self) -> Vec<MemOp> {
+        match self {
+            MemOp::DecodeStep { pool, entries } => entries.iter().flat_map(|e| e.expand(*pool)).collect(),
+            op => vec![op.clone()],
+        }
+    }
+}
+
+/// A memory log with every decode step expanded into the records it stands for (borrowed when
+/// there is none): what `confirm` and the other log readers walk.
+pub fn expand_log(mem: &[(u64, MemOp)]) -> std::borrow::Cow<'_, [(u64, MemOp)]> {
+    if !mem.iter().any(|(_, op)| matches!(op, MemOp::DecodeStep { .. })) {
+        return std::borrow::Cow::Borrowed(mem);
+    }
+    let mut out = Vec::with_capacity(mem.len());
+    for (t, op) in mem {
+        match op {
+            MemOp::DecodeStep { pool, entries } => {
+                out.extend(entries.iter().flat_map(|e| e.expand(*pool)).map(|o| (*t, o)))
+            }
+            op => out.push((*t, op.clone())),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The same for a whole trace (pictures, tests).
+pub fn expand_records(records: &[(Instant, TraceRecord)]) -> std::borrow::Cow<'_, [(Instant, TraceRecord)]> {
+    if !records.iter().any(|(_, r)| matches!(r, TraceRecord::Mem(MemOp::DecodeStep { .. }))) {
+        return std::borrow::Cow::Borrowed(records);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    for (t, rec) in records {
+        match rec {
+            TraceRecord::Mem(MemOp::DecodeStep { pool, entries }) => {
+                out.extend(entries.iter().flat_map(|e| e.expand(*pool)).map(|o| (*t, TraceRecord::Mem(o))))
+            }
+            rec => out.push((*t, rec.clone())),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// One line of the run's record.
@@ -295,6 +377,33 @@ pub mod encode {
                 u32_(b, tenant.0);
                 u64_(b, *seq_len);
             }
+            MemOp::DecodeStep { pool, entries } => decode_step(b, at, *pool, entries, false),
+        }
+    }
+
+    /// A decode step (variant 6): pool, a `u32` count, then per entry r u32, tenant u32,
+    /// seq_len u64, a page flag byte (1: a page was allocated, and its number follows as u32),
+    /// slot u64. `with_head`: `at` and the kind byte are written first (the tracer's own path).
+    pub fn decode_step(b: &mut Vec<u8>, at: Instant, pool: PoolId, entries: &[DecodeEntry], with_head: bool) {
+        if with_head {
+            u64_(b, at.0);
+            b.push(MEM);
+        }
+        b.push(6);
+        node(b, pool);
+        len(b, entries.len());
+        for e in entries {
+            u32_(b, e.r.0);
+            u32_(b, e.tenant.0);
+            u64_(b, e.seq_len);
+            match e.page {
+                Some(p) => {
+                    b.push(1);
+                    u32_(b, p);
+                }
+                None => b.push(0),
+            }
+            u64_(b, e.slot);
         }
     }
 
@@ -332,6 +441,11 @@ pub struct Tracer {
     sink: Option<Box<dyn TraceSink>>,
     /// Records kept in memory when built with `Tracer::collecting` (pictures, tests).
     pub collected: Option<Vec<(Instant, TraceRecord)>>,
+    /// The decode step being traced (its time and pool): `decode_entry` appends to
+    /// `step_entries`, and the step is written as one record when any other record comes or
+    /// `end_decode_step` is called.
+    step: Option<(Instant, PoolId)>,
+    step_entries: Vec<DecodeEntry>,
 }
 
 impl Tracer {
@@ -342,6 +456,8 @@ impl Tracer {
             records: 0,
             sink,
             collected: None,
+            step: None,
+            step_entries: Vec::new(),
         }
     }
 
@@ -358,8 +474,36 @@ impl Tracer {
         }
     }
 
+    /// Adds one request's token to the decode step of `pool` at `at` (a new step record when the
+    /// open one is of another time or pool).
+    #[inline]
+    pub fn decode_entry(&mut self, at: Instant, pool: PoolId, e: DecodeEntry) {
+        if self.step != Some((at, pool)) {
+            self.end_decode_step();
+            self.step = Some((at, pool));
+        }
+        self.step_entries.push(e);
+    }
+
+    /// Writes the open decode step, if any, as one `MemOp::DecodeStep` record.
+    pub fn end_decode_step(&mut self) {
+        let Some((at, pool)) = self.step.take() else { return };
+        if self.sink.is_none() && self.collected.is_none() {
+            encode::decode_step(&mut self.buf, at, pool, &self.step_entries, true);
+            self.step_entries.clear();
+            self.records += 1;
+            self.flush_if_full();
+        } else {
+            let entries = std::mem::take(&mut self.step_entries);
+            self.record(at, TraceRecord::Mem(MemOp::DecodeStep { pool, entries }));
+        }
+    }
+
     /// Records a processed event without cloning it unless a sink or collector wants it.
     pub fn record_event(&mut self, at: Instant, ev: &Ev) {
+        if self.step.is_some() {
+            self.end_decode_step();
+        }
         if self.sink.is_some() || self.collected.is_some() {
             self.record(at, TraceRecord::Event(ev.clone()));
             return;
@@ -370,6 +514,9 @@ impl Tracer {
     }
 
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {
+        if self.step.is_some() {
+            self.end_decode_step();
+        }
         encode::record(&mut self.buf, at, &rec);
         self.records += 1;
         self.flush_if_full();
@@ -385,10 +532,17 @@ impl Tracer {
     pub fn hash_hex(&self) -> String {
         let mut h = self.hasher.clone();
         h.update(&self.buf);
+        if let Some((at, pool)) = self.step {
+            // A decode step still open is part of the trace so far.
+            let mut b = Vec::new();
+            encode::decode_step(&mut b, at, pool, &self.step_entries, true);
+            h.update(&b);
+        }
         format!("{:016x}", h.digest())
     }
 
     pub fn take_sink(&mut self) -> Option<Box<dyn TraceSink>> {
+        self.end_decode_step();
         self.sink.take()
     }
 }
@@ -431,6 +585,16 @@ mod tests {
                 }),
             ),
             (Instant(5), TraceRecord::Response { r: RequestId(7), status: 200, tokens: 1 }),
+            (
+                Instant(6),
+                TraceRecord::Mem(MemOp::DecodeStep {
+                    pool: D1,
+                    entries: vec![
+                        DecodeEntry { r: RequestId(7), tenant: TenantId(2), seq_len: 17, page: Some(4), slot: 64 },
+                        DecodeEntry { r: RequestId(8), tenant: TenantId(3), seq_len: 5, page: None, slot: 21 },
+                    ],
+                }),
+            ),
         ];
         #[rustfmt::skip]
         let bytes: Vec<u8> = [
@@ -446,6 +610,12 @@ mod tests {
             &[1, 0, 0, 0], &[80, 0, 0, 0, 0, 0, 0, 0], &[0; 8], &[16, 0, 0, 0, 0, 0, 0, 0],
             // t=5, response, r=7, status=200, tokens=1
             &[5, 0, 0, 0, 0, 0, 0, 0], b"R", &[7, 0, 0, 0], &[200, 0], &[1, 0, 0, 0, 0, 0, 0, 0],
+            // t=6, mem, DecodeStep(6), pool decode(1) index 1, 2 entries:
+            &[6, 0, 0, 0, 0, 0, 0, 0], &[b'M', 6], &[1, 1, 0], &[2, 0, 0, 0],
+            // r=7, tenant=2, seq_len=17, page flag 1, page 4, slot 64
+            &[7, 0, 0, 0], &[2, 0, 0, 0], &[17, 0, 0, 0, 0, 0, 0, 0], &[1], &[4, 0, 0, 0], &[64, 0, 0, 0, 0, 0, 0, 0],
+            // r=8, tenant=3, seq_len=5, page flag 0, slot 21
+            &[8, 0, 0, 0], &[3, 0, 0, 0], &[5, 0, 0, 0, 0, 0, 0, 0], &[0], &[21, 0, 0, 0, 0, 0, 0, 0],
         ]
         .concat();
         (recs, bytes)
@@ -471,13 +641,88 @@ mod tests {
                 other => t.record(at, other),
             }
         }
-        assert_eq!(t.records, 5);
+        assert_eq!(t.records, 6);
         let spec = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
         assert_eq!(t.hash_hex(), spec);
-        // Pinned: XXH3-64 of these 137 bytes is a property of the XXH3 specification, so a
-        // change here means the encoding or the hash function changed.
-        assert_eq!(bytes.len(), 137);
-        assert_eq!(spec, "f1b2b4772e781f67");
+        // Pinned: XXH3-64 of these 208 bytes is a property of the XXH3 specification, so a
+        // change here means the encoding or the hash function changed (cross-checked with
+        // Python's `xxhash` 3.x binding of the C reference: `xxh3_64_hexdigest`).
+        assert_eq!(bytes.len(), 208);
+        assert_eq!(spec, "ec5432b98a166dec");
+    }
+
+    #[test]
+    fn decode_entries_hash_as_the_decode_step_record_they_form() {
+        // The tracer's own path (entries appended, the step written when another record comes or
+        // the step ends) gives the bytes of the `DecodeStep` record, and a change of pool or time
+        // starts a new step.
+        let e = |r: u32, seq_len: u64, page: Option<u32>| DecodeEntry {
+            r: RequestId(r),
+            tenant: TenantId(r % 3),
+            seq_len,
+            page,
+            slot: 100 + u64::from(r),
+        };
+        let d0 = NodeId { role: Role::Decode, index: 0 };
+        let mut fast = Tracer::new(None);
+        let mut slow = Tracer::collecting(None);
+        for t in [&mut fast, &mut slow] {
+            t.decode_entry(Instant(5), D1, e(1, 16, Some(9)));
+            t.decode_entry(Instant(5), D1, e(2, 7, None));
+            t.decode_entry(Instant(5), d0, e(3, 7, None));
+            t.record_event(Instant(5), &Ev::Tick { node: D1 });
+            t.decode_entry(Instant(6), d0, e(4, 8, None));
+            t.decode_entry(Instant(7), d0, e(5, 9, None));
+            t.end_decode_step();
+            t.end_decode_step();
+        }
+        assert_eq!(fast.records, 5);
+        assert_eq!(fast.hash_hex(), slow.hash_hex());
+        let recs = slow.collected.take().unwrap();
+        let steps: Vec<usize> = recs
+            .iter()
+            .filter_map(|(_, r)| match r {
+                TraceRecord::Mem(MemOp::DecodeStep { entries, .. }) => Some(entries.len()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(steps, [2, 1, 1, 1]);
+        let mut bytes = Vec::new();
+        for (at, rec) in &recs {
+            encode::record(&mut bytes, *at, rec);
+        }
+        assert_eq!(fast.hash_hex(), format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+        // A step still open is in the hash.
+        let mut open = Tracer::new(None);
+        open.decode_entry(Instant(5), D1, e(1, 16, Some(9)));
+        let mut one = Vec::new();
+        encode::decode_step(&mut one, Instant(5), D1, &[e(1, 16, Some(9))], true);
+        assert_eq!(open.hash_hex(), format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&one)));
+    }
+
+    #[test]
+    fn a_decode_entry_expands_into_the_read_alloc_and_write_it_replaces() {
+        let e = DecodeEntry { r: RequestId(4), tenant: TenantId(2), seq_len: 32, page: Some(11), slot: 176 };
+        let ops: Vec<MemOp> = e.expand(D1).collect();
+        assert_eq!(
+            ops,
+            [
+                MemOp::Read { pool: D1, r: RequestId(4), tenant: TenantId(2), seq_len: 32 },
+                MemOp::Alloc { pool: D1, r: RequestId(4), pages: vec![Run { first: 11, count: 1 }] },
+                MemOp::Write { pool: D1, r: RequestId(4), tenant: TenantId(2), slots: vec![(176, 1, 32)] },
+            ]
+        );
+        let e = DecodeEntry { page: None, slot: 177, seq_len: 33, ..e };
+        let step = MemOp::DecodeStep { pool: D1, entries: vec![e, e] };
+        let ops = step.expanded();
+        assert_eq!(ops.len(), 4);
+        assert!(matches!(ops[0], MemOp::Read { seq_len: 33, .. }) && matches!(ops[3], MemOp::Write { .. }));
+        let log = vec![(1, MemOp::Reset { pool: D1, pages: 3, page_size: 16 }), (2, step)];
+        let x = expand_log(&log);
+        assert_eq!(x.len(), 5);
+        assert!(x[1..].iter().all(|(t, _)| *t == 2));
+        let plain = vec![(1, MemOp::Reset { pool: D1, pages: 3, page_size: 16 })];
+        assert!(matches!(expand_log(&plain), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

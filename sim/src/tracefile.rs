@@ -6,17 +6,18 @@
 use crate::config::SimConfig;
 use crate::pool::Run;
 use crate::report::ViolationOut;
-use crate::trace::{MemOp, TraceRecord};
+use crate::trace::{DecodeEntry, MemOp, TraceRecord};
 use crate::types::{Instant, PoolId, RequestId};
 use crate::world::Ev;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The trace file format. `/2`: the trace hash is XXH3-64 over the byte-for-byte record encoding
-/// of `trace::encode` (ARCHITECTURE.md, "The trace hash"); `/1` files carry a hash of the old
-/// FNV-over-`derive(Hash)` stream that this kvsim can neither recompute nor compare, so they are
-/// refused with a message saying to record them again.
-pub const FORMAT: &str = "kvsim-trace/2";
+/// The trace file format. `/3`: a decode batch step is one `decode_step` record (variant 6 of
+/// `trace::encode`) instead of a `read` and a `write` per request. `/2` (a read and a write per
+/// request-token) and `/1` (FNV-1a over `derive(Hash)`) files carry hashes of other record
+/// streams that this kvsim can neither recompute nor compare, so they are refused with a message
+/// saying to record them again.
+pub const FORMAT: &str = "kvsim-trace/3";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Header {
@@ -178,7 +179,13 @@ pub enum Item {
 /// `confirm`, `fuzz`) and for the `parse_trace` fuzz target. Streaming: memory is one line.
 /// Why a trace of another format is refused, and what to do about it.
 fn format_refusal(found: &str) -> String {
-    if found == "kvsim-trace/1" {
+    if found == "kvsim-trace/2" {
+        format!(
+            "trace format `kvsim-trace/2` is no longer read (this kvsim reads `{FORMAT}`: a decode batch step is now \
+             one `decode_step` record, not a read and a write per request, so a /2 file's records and hash cannot be \
+             compared); record the trace again with this kvsim (`kvsim run SCENARIO --seed N --trace FILE`)"
+        )
+    } else if found == "kvsim-trace/1" {
         format!(
             "trace format `kvsim-trace/1` is no longer read (this kvsim reads `{FORMAT}`: the trace hash is now \
              XXH3-64 over a byte-for-byte record encoding, so a /1 file's hash cannot be compared); \
@@ -296,6 +303,17 @@ impl<R: std::io::BufRead> TraceReader<R> {
         let mut footer = None;
         while let Some(item) = self.next_item()? {
             match item {
+                // A decode step as the records it stands for, each on the step's line.
+                Item::Record {
+                    line: Line { t, rec: TraceRecord::Mem(MemOp::DecodeStep { pool, entries }) }, ..
+                } => {
+                    for e in &entries {
+                        for op in e.expand(pool) {
+                            mem.push((t, op));
+                            lines.push(self.line);
+                        }
+                    }
+                }
                 Item::Record { line: Line { t, rec: TraceRecord::Mem(op) }, .. } => {
                     mem.push((t, op));
                     lines.push(self.line);
@@ -317,6 +335,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
 #[derive(Debug, Clone)]
 pub struct TraceMemLog {
     pub header: Header,
+    /// The memory operations, decode steps expanded (`trace::expand_log`).
     pub mem: Vec<(u64, MemOp)>,
     /// The file line of each memory operation, for messages.
     pub lines: Vec<usize>,
@@ -370,16 +389,35 @@ fn pages_to_runs(pages: BTreeSet<u32>) -> Vec<(u32, u32)> {
     runs
 }
 
-/// A trace sink that keeps only the memory log (for [`Filter::for_run`]).
+/// A trace sink that keeps only the memory log (for [`Filter::for_run`]), decode steps expanded.
 #[derive(Default)]
 pub struct MemLog(pub std::rc::Rc<std::cell::RefCell<Vec<(u64, MemOp)>>>);
 
 impl crate::trace::TraceSink for MemLog {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
         if let TraceRecord::Mem(op) = rec {
-            self.0.borrow_mut().push((at.0, op.clone()));
+            let mut log = self.0.borrow_mut();
+            match op {
+                MemOp::DecodeStep { pool, entries } => {
+                    log.extend(entries.iter().flat_map(|e| e.expand(*pool)).map(|o| (at.0, o)))
+                }
+                op => log.push((at.0, op.clone())),
+            }
         }
     }
+}
+
+/// What a filter keeps of one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// The whole record.
+    All,
+    /// Nothing.
+    None,
+    /// A decode step partly kept: these records instead, in order (the kept entries as decode
+    /// steps, an entry of which only the page or the write is kept as those plain records), so
+    /// that the result, expanded, is what the filter keeps of the step's expansion.
+    Rewritten(Vec<TraceRecord>),
 }
 
 /// A filter read from a file whose page run ends beyond `u32` (`Filter::keeps` computes
@@ -479,7 +517,47 @@ impl Filter {
         self.pages_hit(pool, &pages)
     }
 
-    /// Whether a record touches a violating request or the pages the violations read.
+    /// What a filter keeps of a record: [`Filter::keeps`] for the plain ones; a decode step keeps
+    /// each entry's read, page allocation and write as it would keep those records.
+    pub fn kept(&self, rec: &TraceRecord, page_size: u64) -> Kept {
+        let TraceRecord::Mem(MemOp::DecodeStep { pool, entries }) = rec else {
+            return if self.keeps(rec, page_size) { Kept::All } else { Kept::None };
+        };
+        let mut out = Vec::new();
+        let mut whole: Vec<DecodeEntry> = Vec::new();
+        let mut all = true;
+        for e in entries {
+            if self.req(e.r) {
+                whole.push(*e);
+                continue;
+            }
+            all = false;
+            // Not a kept request: its read is dropped; its page and its write are kept when
+            // they touch the filter's pages.
+            let parts: Vec<MemOp> =
+                e.expand(*pool).filter(|op| self.keeps(&TraceRecord::Mem(op.clone()), page_size)).collect();
+            if !parts.is_empty() {
+                if !whole.is_empty() {
+                    out.push(TraceRecord::Mem(MemOp::DecodeStep { pool: *pool, entries: std::mem::take(&mut whole) }));
+                }
+                out.extend(parts.into_iter().map(TraceRecord::Mem));
+            }
+        }
+        if all {
+            return Kept::All;
+        }
+        if !whole.is_empty() {
+            out.push(TraceRecord::Mem(MemOp::DecodeStep { pool: *pool, entries: whole }));
+        }
+        if out.is_empty() {
+            Kept::None
+        } else {
+            Kept::Rewritten(out)
+        }
+    }
+
+    /// Whether a record touches a violating request or the pages the violations read (a decode
+    /// step: whether any of it is kept, see [`Filter::kept`]).
     pub fn keeps(&self, rec: &TraceRecord, page_size: u64) -> bool {
         match rec {
             TraceRecord::Response { r, .. } => self.req(*r),
@@ -500,6 +578,7 @@ impl Filter {
                     self.req(*r) || self.pages_hit(*src, &s) || self.pages_hit(*dst, &d)
                 }
                 MemOp::Read { r, .. } => self.req(*r),
+                MemOp::DecodeStep { .. } => self.kept(rec, page_size) != Kept::None,
             },
         }
     }
@@ -519,6 +598,90 @@ mod tests {
         assert_eq!(e.to_string(), "filter: pages 4294967295+1 of decode-0 overflow");
         f.pages.insert("decode-0".into(), vec![(u32::MAX - 1, 1)]);
         assert_eq!(f.validate(), Ok(()));
+    }
+
+    /// A decode step filtered, then expanded, is the step's expansion filtered record by record:
+    /// a kept request's entry stays whole, another's page and write stay when they touch the
+    /// filter's pages (its read never does), and nothing else stays.
+    #[test]
+    fn a_filtered_decode_step_is_its_expansion_filtered() {
+        let pool = PoolId { role: Role::Decode, index: 0 };
+        let mut f = Filter::default();
+        f.requests.insert(7);
+        f.pages.insert(pool.to_string(), vec![(4, 1)]);
+        let f = f.normalized();
+        let e = |r: u32, seq_len: u64, page: Option<u32>, slot: u64| DecodeEntry {
+            r: RequestId(r),
+            tenant: TenantId(r),
+            seq_len,
+            page,
+            slot,
+        };
+        let expand = |recs: &[TraceRecord]| -> Vec<MemOp> {
+            recs.iter()
+                .flat_map(|r| match r {
+                    TraceRecord::Mem(op) => op.expanded(),
+                    _ => panic!("not a memory record"),
+                })
+                .collect()
+        };
+        let cases = [
+            // Every entry a kept request's: kept whole.
+            (vec![e(7, 16, Some(9), 144), e(7, 3, None, 35)], Some(Kept::All)),
+            // No entry kept: dropped.
+            (vec![e(1, 16, Some(9), 144), e(2, 5, None, 37)], Some(Kept::None)),
+            // Mixed: request 7's entries whole, request 8's page 4 and its write in it, request
+            // 9's write into page 4 (no page taken), request 1 dropped.
+            (
+                vec![
+                    e(7, 16, Some(9), 144),
+                    e(1, 5, None, 37),
+                    e(8, 32, Some(4), 64),
+                    e(7, 17, None, 145),
+                    e(9, 35, None, 67),
+                ],
+                None,
+            ),
+        ];
+        for (entries, want) in cases {
+            let rec = TraceRecord::Mem(MemOp::DecodeStep { pool, entries });
+            let got = f.kept(&rec, 16);
+            if let Some(w) = want {
+                assert_eq!(got, w);
+            }
+            let kept: Vec<TraceRecord> = match got {
+                Kept::All => vec![rec.clone()],
+                Kept::None => vec![],
+                Kept::Rewritten(v) => v,
+            };
+            let TraceRecord::Mem(op) = &rec else { unreachable!() };
+            let want: Vec<MemOp> =
+                op.expanded().into_iter().filter(|o| f.keeps(&TraceRecord::Mem(o.clone()), 16)).collect();
+            assert_eq!(expand(&kept), want);
+            assert_eq!(f.keeps(&rec, 16), !want.is_empty());
+        }
+        // The mixed case rewrites into: step [7], alloc 4 + write (8), step [7], write (9).
+        let rec = TraceRecord::Mem(MemOp::DecodeStep {
+            pool,
+            entries: vec![
+                e(7, 16, Some(9), 144),
+                e(1, 5, None, 37),
+                e(8, 32, Some(4), 64),
+                e(7, 17, None, 145),
+                e(9, 35, None, 67),
+            ],
+        });
+        let Kept::Rewritten(v) = f.kept(&rec, 16) else { panic!("partly kept") };
+        let kinds: Vec<&str> = v
+            .iter()
+            .map(|r| match r {
+                TraceRecord::Mem(MemOp::DecodeStep { .. }) => "step",
+                TraceRecord::Mem(MemOp::Alloc { .. }) => "alloc",
+                TraceRecord::Mem(MemOp::Write { .. }) => "write",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["step", "alloc", "write", "step", "write"]);
     }
 
     #[test]
@@ -548,6 +711,13 @@ mod tests {
             }),
             TraceRecord::Mem(MemOp::Write { pool, r: RequestId(2), tenant: TenantId(9), slots: vec![(64, 10, 0)] }),
             TraceRecord::Response { r: RequestId(2), status: 200, tokens: 5 },
+            TraceRecord::Mem(MemOp::DecodeStep {
+                pool,
+                entries: vec![
+                    DecodeEntry { r: RequestId(2), tenant: TenantId(9), seq_len: 16, page: Some(3), slot: 48 },
+                    DecodeEntry { r: RequestId(5), tenant: TenantId(1), seq_len: 7, page: None, slot: 23 },
+                ],
+            }),
         ] {
             let s = line_json(Instant(42), &rec);
             let back: Line = serde_json::from_str(&s).unwrap();

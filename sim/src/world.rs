@@ -12,7 +12,7 @@ use crate::pool::{Run, WriteReport};
 use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
-use crate::trace::{MemOp, TraceRecord, Tracer};
+use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
 use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
@@ -404,6 +404,17 @@ impl World {
             self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// One request's token of the decode step under way (see `MemOp::DecodeStep`): the reference
+    /// oracle sees the records it stands for at once, the trace one batch record per step.
+    pub fn mem_decode(&mut self, pool: PoolId, e: DecodeEntry) {
+        if self.reference.is_some() {
+            for op in e.expand(pool) {
+                self.mem_reference(&op);
+            }
+        }
+        self.tracer.decode_entry(self.now, pool, e);
     }
 
     /// Feeds a memory operation to the reference oracle (off the fast path).

@@ -59,20 +59,25 @@ fn trace_replays_and_detects_divergence() {
     let out = Command::new(bin()).args(["replay", other.to_str().unwrap(), "--force"]).output().unwrap();
     assert_eq!(out.status.code(), Some(10));
 
-    // A trace of the previous format (its hash was FNV over `derive(Hash)`) is refused even
-    // with --force: exit 2, naming the version it found and what to do.
-    let old = tmp("stub-format1.jsonl");
-    std::fs::write(&old, text.replacen("kvsim-trace/2", "kvsim-trace/1", 1)).unwrap();
-    for force in [false, true] {
-        let mut args = vec!["replay", old.to_str().unwrap()];
-        if force {
-            args.push("--force");
+    // A trace of an earlier format (/1: its hash was FNV over `derive(Hash)`; /2: a read and a
+    // write per decode token instead of one decode-step record per batch) is refused even with
+    // --force: exit 2, naming the version it found and what to do.
+    assert!(text.contains("\"format\":\"kvsim-trace/3\""));
+    for (v, why) in [(1, "XXH3-64"), (2, "decode_step")] {
+        let old = tmp(&format!("stub-format{v}.jsonl"));
+        std::fs::write(&old, text.replacen("kvsim-trace/3", &format!("kvsim-trace/{v}"), 1)).unwrap();
+        for force in [false, true] {
+            let mut args = vec!["replay", old.to_str().unwrap()];
+            if force {
+                args.push("--force");
+            }
+            let out = Command::new(bin()).args(&args).output().unwrap();
+            assert_eq!(out.status.code(), Some(2));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(&format!("stub-format{v}.jsonl:1")), "{err}");
+            assert!(err.contains(&format!("`kvsim-trace/{v}` is no longer read")), "{err}");
+            assert!(err.contains(why) && err.contains("record the trace again"), "{err}");
         }
-        let out = Command::new(bin()).args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("stub-format1.jsonl:1"), "{err}");
-        assert!(err.contains("`kvsim-trace/1` is no longer read") && err.contains("record the trace again"), "{err}");
     }
 
     // Garbage is bad input, not a panic.

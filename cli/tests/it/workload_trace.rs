@@ -12,13 +12,18 @@ fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 fn scenario_with(trace_section: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("kvsim-wt-{}-{}", std::process::id(), trace_section.len()));
+    scenario_with_decodes(trace_section, 1)
+}
+
+/// The same scenario with `decodes` decode nodes.
+fn scenario_with_decodes(trace_section: &str, decodes: u32) -> String {
+    let dir = std::env::temp_dir().join(format!("kvsim-wt-{}-{}-{decodes}", std::process::id(), trace_section.len()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("s.toml");
     std::fs::write(
         &p,
         format!(
-            "context_len = 131072\n[[prefill]]\ncount = 4\npool_tokens = 98304\n[[decode]]\npool_tokens = 262144\n[knobs]\npage_size = 64\n[trace]\n{trace_section}\n"
+            "context_len = 131072\n[[prefill]]\ncount = 4\npool_tokens = 98304\n[[decode]]\ncount = {decodes}\npool_tokens = 262144\n[knobs]\npage_size = 64\n[trace]\n{trace_section}\n"
         ),
     )
     .unwrap();
@@ -98,7 +103,14 @@ fn bad_traces_name_the_file_and_line() {
 fn prefix_reuse_crosses_tenants_only_without_a_salt() {
     let base =
         format!("file = \"{}/conversation_trace.jsonl\"\ntenants = \"round_robin:8\"\nlimit = 3000", mooncake_dir());
-    let s = scenario_with(&base);
+    // Two decode nodes keep up with these 3,000 prompts (every prompt prefill accepts is answered
+    // 200, none waits near the 300 s timeouts), so the cross-tenant reuse below — request 2246 of
+    // tenant 6 reusing the 8 blocks request 2226 of tenant 2 cached 5 s earlier, and 1535 reusing
+    // 1491's — does not hang on queueing delay. With one decode node the decode queue is
+    // saturated and the only reuse was of blocks cached by a request (2226) first answered 298.2 s
+    // after its arrival, 1.8 s inside the 300 s timeout: one more decode step per request (the
+    // TTFT fix) made it time out (HTTP 500), and 2246 found nothing of it to reuse.
+    let s = scenario_with_decodes(&base, 2);
     // Both runs use a router that cancels decode's leg when prefill rejects (sglang's gateway), so
     // they differ in the salt alone. Behind mini_lb the released 0.5.22 holds each rejected
     // prompt's decode reservation for the 300 s waiting timeout, decode's queue drains one

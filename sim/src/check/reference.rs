@@ -185,6 +185,16 @@ impl Reference {
                 }
             }
             MemOp::Read { .. } => {}
+            // The records it stands for (the model feeds those one by one as the step runs,
+            // `World::mem_decode`; this arm is for a log read back whole). A generated token lies
+            // past its writer's chain, so `chain_upto` changes nothing for it.
+            MemOp::DecodeStep { pool, entries } => {
+                for e in entries {
+                    for op in e.expand(*pool) {
+                        self.apply(_at, &op, chain_upto);
+                    }
+                }
+            }
         }
     }
 

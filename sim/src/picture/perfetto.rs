@@ -289,6 +289,11 @@ fn place_legs(cfg: &SimConfig, records: &[(Instant, TraceRecord)], n: usize) -> 
                     set(dst.role, *r, dst.index);
                 }
                 MemOp::Reset { .. } => {}
+                MemOp::DecodeStep { pool, entries } => {
+                    for e in entries {
+                        set(pool.role, e.r, pool.index);
+                    }
+                }
             },
             TraceRecord::Response { .. } => {}
         }
@@ -328,6 +333,9 @@ struct Walk {
 /// [`Builder::response`]), the violations as instants, whatever is still open closed at the end,
 /// and the anchor slices' durations ([`Builder::finish`]).
 pub fn perfetto_json(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> Value {
+    // Decode steps as the reads, page allocations and writes they stand for.
+    let expanded = crate::trace::expand_records(records);
+    let records = &*expanded;
     let mut b = Builder::new(cfg, records);
     b.metadata();
     let pools = pool_list(cfg);

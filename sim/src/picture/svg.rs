@@ -354,6 +354,9 @@ fn page_map_svg_with(
     violations: &[Violation],
     max_rects: usize,
 ) -> String {
+    // Decode steps as the reads, page allocations and writes they stand for.
+    let expanded = crate::trace::expand_records(records);
+    let records = &*expanded;
     let pools = pool_list(cfg);
     let tenants = request_tenants(cfg, records);
     let mut trackers: Vec<PageTracker> = pools.iter().map(|_| PageTracker::default()).collect();

@@ -10,7 +10,7 @@ use kvsim::confirm::{lower, MemModel, Select};
 use kvsim::fuzz::{draw, Space};
 use kvsim::report::Report;
 use kvsim::trace::{TraceRecord, Tracer};
-use kvsim::tracefile::Filter;
+use kvsim::tracefile::{Filter, Kept};
 use kvsim::types::Ratio;
 use kvsim::world::World;
 use kvsim_gpu::{replay_outputs, values::shares_from_output, AttnShape, Dtype};
@@ -49,7 +49,7 @@ fn share_bounds(n: u64, total: u64) -> (f64, f64) {
 #[test]
 fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
     let (mut reads, mut zero_reads, mut foreign_reads, mut confirmed, mut zeroing_programs) = (0, 0, 0, 0, 0);
-    let mut filtered_smaller = 0;
+    let (mut filtered_smaller, mut rewritten_steps, mut decode_steps) = (0, 0, 0);
     for seed in 0..RUNS {
         let cfg = case(seed);
         let model = MemModel::of(&cfg);
@@ -76,15 +76,27 @@ fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
         };
         // Issue 12 item 6: the `--trace-filter` log lowers to the very same program.
         let filter = Filter::for_run(&w, &mem);
-        let kept: Vec<_> = mem
-            .iter()
-            .filter(|(_, op)| filter.keeps(&TraceRecord::Mem(op.clone()), model.page_size))
-            .cloned()
-            .collect();
+        // What the trace writer keeps: whole records, and decode steps rewritten to their kept
+        // entries and parts (`Filter::kept`).
+        let mut kept: Vec<(u64, kvsim::trace::MemOp)> = Vec::new();
+        for (t, op) in &mem {
+            match filter.kept(&TraceRecord::Mem(op.clone()), model.page_size) {
+                Kept::All => kept.push((*t, op.clone())),
+                Kept::None => {}
+                Kept::Rewritten(recs) => {
+                    rewritten_steps += 1;
+                    for r in recs {
+                        let TraceRecord::Mem(op) = r else { panic!("seed {seed}: a decode step rewritten to {r:?}") };
+                        kept.push((*t, op));
+                    }
+                }
+            }
+        }
         let select = Select::Violations { violations: &report.violations, max: usize::MAX };
         let filtered = lower(&kept, model, select, SHAPE).unwrap_or_else(|e| panic!("seed {seed}: filtered: {e}"));
         assert_eq!(filtered.program, lowered.program, "seed {seed}: the filtered trace lowers differently");
-        filtered_smaller += usize::from(kept.len() < mem.len());
+        filtered_smaller += usize::from(kept.len() < kvsim::trace::expand_log(&mem).len());
+        decode_steps += mem.iter().filter(|(_, op)| matches!(op, kvsim::trace::MemOp::DecodeStep { .. })).count();
         if lowered.program.ops.iter().any(|op| matches!(op, kvsim_gpu::Op::Zero { .. })) {
             zeroing_programs += 1;
         }
@@ -127,8 +139,10 @@ fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
     }
     eprintln!(
         "{RUNS} runs: {reads} violating reads replayed, {zero_reads} with zeros, {foreign_reads} foreign, \
-         {confirmed} confirmed, {zeroing_programs} programs with Zero ops, {filtered_smaller} filtered logs smaller"
+         {confirmed} confirmed, {zeroing_programs} programs with Zero ops, {filtered_smaller} filtered logs smaller, \
+         {decode_steps} decode steps, {rewritten_steps} partly kept"
     );
+    assert!(decode_steps > 0 && rewritten_steps > 0, "decode steps must be traced and some partly kept");
     assert!(filtered_smaller >= 20, "the filter must drop something: {filtered_smaller}");
     // The property must have been exercised, not vacuously true.
     assert!(reads >= 20 && zero_reads >= 5 && foreign_reads >= 5 && confirmed >= 5, "too few cases");

@@ -448,7 +448,7 @@ output_tokens = 300
 fn early_frees(w: &World) -> Vec<(u32, u64)> {
     use kvsim::trace::{MemOp, TraceRecord};
     use kvsim::types::Role;
-    let recs = w.tracer.collected.as_ref().expect("collected");
+    let recs = kvsim::trace::expand_records(w.tracer.collected.as_ref().expect("collected"));
     let mut out = Vec::new();
     for (i, (_, rec)) in recs.iter().enumerate() {
         if let TraceRecord::Mem(MemOp::Free { pool, r, pages }) = rec {
@@ -514,20 +514,51 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
 }
 
+/// Two requests whose KV lands 3 ms apart (one prefill node sends one transfer at a time) while
+/// a small request (0) keeps the decode node stepping: both join the running batch during the
+/// same step, so both are first decoded in the next one and decode in lockstep.
+const TIE: &str = r#"
+name = "out-of-pages-tie"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 2048
+[knobs]
+page_size = 16
+reserved_decode_tokens = 16
+[[request]]
+at_ms = 0
+tenant = 3
+prompt_tokens = 4
+output_tokens = 8
+[[request]]
+at_ms = 1
+tenant = 1
+prompt_tokens = 950
+output_tokens = 300
+[[request]]
+at_ms = 1
+tenant = 2
+prompt_tokens = 945
+output_tokens = 300
+"#;
+
 #[test]
 fn s4_4_sglang_retracts_the_longest_prompt_on_a_tie_of_output_tokens() {
-    // Both arrive together and decode in lockstep (equal output counts): the longer prompt
-    // (request 1) is retracted; with the prompts swapped, request 0 is.
-    let tie = OUT_OF_PAGES.replace("at_ms = 1\n", "at_ms = 0\n");
-    let w = collect(&tie, "sglang-0.5.22", &[]);
+    // Requests 1 and 2 decode in lockstep (equal output counts): the longer prompt (request 1)
+    // is retracted; with the prompts swapped, request 2 is. (A request landing while a step runs
+    // joins the next step, `DReq::late`: two requests landing during different steps would not tie.)
+    let w = collect(TIE, "sglang-0.5.22", &[]);
     let f = early_frees(&w);
     assert!(!f.is_empty() && f.iter().all(|(r, _)| *r == 1), "{f:?}");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     let swapped =
-        tie.replace("prompt_tokens = 940", "prompt_tokens = X").replace("prompt_tokens = 950", "prompt_tokens = 940");
+        TIE.replace("prompt_tokens = 945", "prompt_tokens = X").replace("prompt_tokens = 950", "prompt_tokens = 945");
     let swapped = swapped.replace("prompt_tokens = X", "prompt_tokens = 950");
     let w = collect(&swapped, "sglang-0.5.22", &[]);
     let f = early_frees(&w);
-    assert!(!f.is_empty() && f.iter().all(|(r, _)| *r == 0), "{f:?}");
+    assert!(!f.is_empty() && f.iter().all(|(r, _)| *r == 2), "{f:?}");
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 

@@ -8,6 +8,7 @@ mod catalogue_knobs;
 mod confirm_props;
 mod conformance;
 mod content_channel;
+mod decode_latency;
 mod determinism;
 mod event_limit;
 mod fuzz_corpus;
