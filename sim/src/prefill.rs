@@ -540,6 +540,13 @@ impl World {
     fn prefill_send(&mut self, n: PrefillIdx, r: RequestId, from: u64, to: u64, last: bool) {
         let node = &self.prefill[n.at()];
         let pr = &node.reqs[&r];
+        if pr.sender == SenderState::Failed {
+            // A room already Failed (a failed chunk) takes no more chunks: `add_transfer_request`
+            // returns before queueing ("Request with bootstrap_room=… already failed": sglang
+            // 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`). The request finishes
+            // its forward and the inflight poll answers it 500.
+            return;
+        }
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
         let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens;

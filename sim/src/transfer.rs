@@ -8,6 +8,7 @@
 //! the job ends (the last chunk's end tells decode Failed: sglang 0.5.22 wheel,
 //! `disaggregation/mooncake/conn.py` `transfer_worker` skips chunks of a Failed room,
 //! `common/conn.py` `conclude_transfer` turns the last chunk's Success into Failed; reference §3).
+//! A failed batch marks the room Failed too, with the same effect on the request's queued chunks.
 
 use crate::config::TimeoutSemantics;
 use crate::pool::{pages_in, slice_pages, Run};
@@ -258,33 +259,48 @@ impl World {
     /// queued (their lands no longer count), and ends when the batch being written ends — now, if
     /// none is. The worker's queue is not pulled forward (later jobs keep their times).
     pub(crate) fn transfer_abort(&mut self, n: u16, r: RequestId) {
+        self.transfer_skip_queued(n, r, false);
+    }
+
+    /// Skips the request's queued batches (`transfer_abort`). `from_now`: a batch that starts at
+    /// this very instant is skipped too — after a failed chunk, whose status the worker set before
+    /// it dequeued the next one; an abort (another thread) leaves a batch starting now writing.
+    fn transfer_skip_queued(&mut self, n: u16, r: RequestId, from_now: bool) {
         let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
             return;
         };
-        let ids = pr.jobs.clone();
-        let now = self.now;
-        let mut skipped_lands = 0;
-        for id in ids {
-            // A job that has left was done.
-            let Some(job) = self.jobs.get_mut(id as usize) else { continue };
-            if job.done || job.aborted {
-                continue;
-            }
-            job.aborted = true;
-            let mut end = now;
-            for b in job.batches.iter_mut() {
-                match b.span {
-                    Some((start, _)) if start > now && b.lands && !b.skipped => {
-                        b.skipped = true;
-                        skipped_lands += 1;
-                    }
-                    Some((start, ret)) if start <= now => end = end.max(ret),
-                    _ => {}
-                }
-            }
-            self.jobs.entry(id).dones_left += 1;
-            self.at(end, Ev::TransferDone { job: id, ok: false });
+        for id in pr.jobs.clone() {
+            self.job_skip_queued(id, from_now);
         }
+    }
+
+    /// One unfinished job skips its queued batches (their lands no longer count) and ends when
+    /// the batch being written ends — now, if none is (`transfer_skip_queued`).
+    fn job_skip_queued(&mut self, id: u32, from_now: bool) {
+        let now = self.now;
+        // A job that has left was done.
+        let Some(job) = self.jobs.get_mut(id as usize) else { return };
+        if job.done || job.aborted {
+            return;
+        }
+        job.aborted = true;
+        let (n, r) = (job.prefill, job.r);
+        let mut end = now;
+        let mut skipped_lands = 0;
+        for b in job.batches.iter_mut() {
+            let queued = |start: Instant| start > now || (from_now && start == now);
+            match b.span {
+                Some((start, _)) if queued(start) && b.lands && !b.skipped => {
+                    b.skipped = true;
+                    skipped_lands += 1;
+                }
+                Some((start, _)) if queued(start) => {}
+                Some((_, ret)) => end = end.max(ret),
+                _ => {}
+            }
+        }
+        self.jobs.entry(id).dones_left += 1;
+        self.at(end, Ev::TransferDone { job: id, ok: false });
         if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
             pr.lands_pending -= skipped_lands;
         }
@@ -464,6 +480,16 @@ impl World {
             }
         } else if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
+            if !ok {
+                // A failed batch marks the room Failed, and the transfer worker drops every chunk
+                // of a Failed room it dequeues ("Skipping chunk for room … because it has already
+                // failed or been aborted": sglang 0.5.16 and 0.5.22 wheels,
+                // `disaggregation/mooncake/conn.py` `transfer_worker`; `add_transfer_request`
+                // refuses later chunks, `World::prefill_send`): the request's chunks still queued
+                // are skipped as after an abort, so its source pages drain with the chunk being
+                // written (lifecycle reference §3).
+                self.transfer_skip_queued(j.prefill, j.r, true);
+            }
             if !was_failed {
                 let lat = self.msg_latency();
                 self.after(

@@ -359,6 +359,96 @@ fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_wr
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 
+/// Reference §3 (aborts): a failed chunk marks the room Failed, and the transfer worker skips
+/// every queued chunk of a Failed room (sglang 0.5.16 and 0.5.22 wheels,
+/// `disaggregation/mooncake/conn.py` `transfer_worker`), so the request's source pages drain with
+/// the chunk being written. Request 0's 16 chunks (256 tokens, 16 pages each) are all computed
+/// within 0.25 s and queued; each transfer outlives the 500 ms sync timeout (a scripted 1 s
+/// delay). The first fails at ~0.5 s; the worker dequeues the next only after marking the room
+/// Failed, so none of the other 15 is written. (Before: each queued chunk still ran to its own
+/// timeout and prefill held the pages for 8 s; in a campaign, a 7,353-token request in 4-page
+/// batches kept writing past the 1,200 s horizon, `page_leak/prefill` on sglang-0.5.22, and
+/// decode's 30 s fallback freed the pages under the queued chunks: `use_after_free/transfer_write`.)
+const FAILED_CHUNK: &str = r#"
+name = "failed-chunk"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+chunked_prefill_size = 256
+transfer_sync_timeout_ms = 500
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 4096
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 1000
+"#;
+
+/// When prefill frees request 0's pages (ns), and how many of its batches landed on decode.
+fn prefill_free_and_copies(w: &World) -> (u64, usize) {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let freed = recs
+        .iter()
+        .find_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if pool.role == Role::Prefill && r.0 == 0 => Some(t.0),
+            _ => None,
+        })
+        .expect("prefill frees request 0's pages");
+    let copies =
+        recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0)).count();
+    (freed, copies)
+}
+
+#[test]
+fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
+    // 0.5.22: the timed-out batch is quiesced (nothing lands); prefill frees as the call returns.
+    let w = collect(FAILED_CHUNK, "sglang-0.5.22", &[]);
+    assert_eq!(answer(&w, 0).0, 500);
+    assert_eq!(w.jobs.len(), 16, "every chunk was computed and handed to the worker before the failure");
+    let (freed, copies) = prefill_free_and_copies(&w);
+    assert!(freed < 600_000_000, "prefill freed request 0's pages at {freed} ns, not with the failed chunk");
+    assert_eq!(copies, 0);
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    // 0.5.16: the failed batch keeps writing after its call returned (Mooncake #4247) and lands
+    // alone; prefill freed its source at the failure (PR #38961, open, would hold it), so that one
+    // landing reads a freed page: the released build's own use-after-free, not the queued chunks'.
+    let w = collect(FAILED_CHUNK, "sglang-0.5.16", &[]);
+    assert_eq!(answer(&w, 0).0, 500);
+    let (freed, copies) = prefill_free_and_copies(&w);
+    assert!(freed < 600_000_000, "prefill freed request 0's pages at {freed} ns");
+    assert_eq!(copies, 1, "only the chunk being written lands");
+}
+
+/// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
+/// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
+/// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
+/// handed over, while the second chunk is still being computed, so the 15 chunks computed after it
+/// are never queued; the request finishes its forward and is answered 500. (Before, each was
+/// queued and failed on its own: 16 jobs.)
+#[test]
+fn s3_aborts_a_failed_room_takes_no_more_chunks() {
+    let text =
+        FAILED_CHUNK.replace("kind = \"delay\"\nrequest = 0\ndelay_ms = 1000", "kind = \"transfer_fail\"\nrequest = 0");
+    assert_ne!(text, FAILED_CHUNK);
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(&text, profile, &[]);
+        assert_eq!(answer(&w, 0).0, 500, "{profile}");
+        assert_eq!(w.jobs.len(), 1, "{profile}: chunks handed to the worker");
+        assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile}");
+    }
+}
+
 /// Reference §7: decode reserves the whole prompt (here plus a one-token speculative lookahead,
 /// `decode_lookahead_tokens`, vLLM's `num_lookahead_tokens`) and asserts it never holds more
 /// blocks than prefill exposes (vLLM `nixl_connector.py` `update_state_after_alloc`:
