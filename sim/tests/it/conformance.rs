@@ -960,3 +960,63 @@ fn s7_vllm_an_aborted_load_whose_prefill_died_is_released_at_the_heartbeat_loss(
     assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode still holds request 0's blocks");
     assert!(!kinds(&w).contains(&"page_leak"), "{:?}", kinds(&w));
 }
+
+/// Reference §3.3 (waiting queue): a waiting request's prefix is matched in the radix cache, and
+/// its cached blocks locked, only when the scheduler first schedules it — sglang when it forms the
+/// prefill batch (0.5.22 wheel, `managers/schedule_policy.py` `PrefillAdder.add_one_req` →
+/// `_commit_prefill_admission`), vLLM when the request's slots are allocated (0.33.0 wheel,
+/// `v1/core/kv_cache_manager.py` `allocate_slots`, after its free-block check). Request 0 leaves two
+/// prefix blocks cached; request 1 keeps prefill busy while requests 2 (3,500 tokens: fits only
+/// once those blocks are evicted) and 3 (the same prefix) queue behind it. Before, request 3 locked
+/// the blocks when it left the bootstrap queue, so the queue's head (2) could never be allocated
+/// and 3 never ran behind it: on vllm-nixl a `request_hang` and a `page_leak/prefill` (campaign
+/// seeds 6,728, 13,511, 5,165), on sglang-0.5.22 both answered 500 after 300 s.
+const LOCKED_PREFIX: &str = r#"
+name = "locked-prefix"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 16384
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 1000
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 2
+[[request]]
+at_ms = 1010
+tenant = 1
+prompt_tokens = 3500
+output_tokens = 2
+[[request]]
+at_ms = 1020
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+"#;
+
+#[test]
+fn s3_3_a_waiting_request_locks_its_cached_prefix_only_when_first_scheduled() {
+    for profile in ["vllm-nixl", "sglang-0.5.22"] {
+        let w = run(LOCKED_PREFIX, profile, &[]);
+        for r in 0..4 {
+            let (status, at) = answer(&w, r);
+            assert_eq!(status, 200, "{profile}: request {r}");
+            assert!(at < 2 * S, "{profile}: request {r} answered at {at} ns");
+        }
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+        // Request 2 needed the cached blocks' pages, so request 3 found its prefix evicted.
+        assert_eq!(w.reqs[3].prefix_reused, 0, "{profile}");
+    }
+    // Without request 2 in the way, request 3 does reuse the cached prefix (taken when scheduled).
+    let without = LOCKED_PREFIX.replace("prompt_tokens = 3500", "prompt_tokens = 100");
+    let w = run(&without, "vllm-nixl", &[]);
+    assert_eq!(w.reqs[3].prefix_reused, 1024);
+}
