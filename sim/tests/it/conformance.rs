@@ -1020,3 +1020,49 @@ fn s3_3_a_waiting_request_locks_its_cached_prefix_only_when_first_scheduled() {
     let w = run(&without, "vllm-nixl", &[]);
     assert_eq!(w.reqs[3].prefix_reused, 1024);
 }
+
+/// Reference §7: behind vLLM's proxy decode pulls the KV — its worker issues the NIXL READs
+/// (vLLM 0.33.0 `nixl/pull_worker.py` `_read_blocks`) — so when decode dies, its reads stop: the
+/// batches still queued are never read and the one in flight lands nothing. Request 0's 48
+/// four-page batches each take 10 s (a scripted delay); decode-0 crashes at 274 ms. Before, the
+/// batches went on landing for 480 s and the last one read a source block prefill had freed at
+/// its 480 s lease (`use_after_free/transfer_read_of_a_source_page`, campaign seed 596,662, shrunk).
+const DEAD_READER: &str = r#"
+name = "dead-reader"
+context_len = 16384
+[[prefill]]
+pool_tokens = 3724
+metadata_slots = 2
+[[decode]]
+pool_tokens = 3720
+metadata_slots = 2
+[knobs]
+chunked_prefill_size = 256
+max_transfer_batch_pages = 4
+page_size = 4
+[[request]]
+at_ms = 69
+tenant = 0
+prompt_tokens = 753
+output_tokens = 1
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 10000
+[[faults.script]]
+kind = "crash"
+node = "decode-0"
+at_ms = 274
+restart_after_ms = 2000
+"#;
+
+#[test]
+fn s7_vllm_a_dead_decode_reads_nothing_more() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    let w = collect(DEAD_READER, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 503, "decode died with the request");
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    assert!(!recs.iter().any(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { .. }))), "nothing landed");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+}
