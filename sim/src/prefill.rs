@@ -347,9 +347,6 @@ impl World {
             };
             let len = self.prefill[n.at()].reqs[&r].len;
             let num_pages = self.pages_for(len);
-            if k.prefill_cache == PrefillCache::Radix && self.prefill[n.at()].reqs[&r].pending_abort.is_none() {
-                self.prefix_match(n.0, r, len);
-            }
             let node = self.pnode(n);
             let pr = node.reqs.get_mut(&r).expect("in bootstrap queue");
             pr.meta_slot = Some(slot);
@@ -392,25 +389,43 @@ impl World {
         let cost = self.cfg.cost.clone();
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
+        let padded = k.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         for r in self.prefill[n.at()].waiting.clone() {
             let pr = &self.prefill[n.at()].reqs[&r];
+            // First scheduled: its prefix is matched in the radix cache now, and taken only if the
+            // rest of its first chunk fits (`World::prefix_take`). While it waits it holds no
+            // cached block, so a waiting request never pins pages the queue's head needs.
+            let first = k.prefill_cache == PrefillCache::Radix && pr.pages.is_empty() && pr.pending_abort.is_none();
+            let keys = if first { self.prefix_lookup(n.0, r, pr.len) } else { Vec::new() };
+            self.prefix_pin(n.0, &keys, true);
+            let pr = &self.prefill[n.at()].reqs[&r];
+            let reused = keys.len() as u64 * crate::prefix::BLOCK_TOKENS;
             // Cache-hit timing padding (`prefix_hit_timing = padded_to_miss`): the request is
             // chunked and charged from position 0 as a miss would be (`vfrom`); KV is written only
             // from where the cache left off (`from`). A chunk wholly inside the reused prefix
             // computes nothing but takes the time. The padding of PROMPTPEEK's and SafeKV's
             // discussions (NDSS 2025; arXiv 2508.08438): no released engine ships it.
-            let pad = pr.pad_left;
-            let vfrom = pr.prefilled - pad;
+            let (prefilled, pad, held) = if first {
+                (reused, if padded { reused } else { 0 }, reused / self.page_size())
+            } else {
+                (pr.prefilled, pr.pad_left, pages_in(&pr.pages))
+            };
+            let vfrom = prefilled - pad;
             let chunk = (pr.len - vfrom).min(budget);
             if chunk == 0 {
+                self.prefix_pin(n.0, &keys, false);
                 break;
             }
-            let (from, to) = (pr.prefilled, (vfrom + chunk).max(pr.prefilled));
-            let need = self.pages_for(to) - pages_in(&pr.pages);
+            let (from, to) = (prefilled, (vfrom + chunk).max(prefilled));
+            let need = self.pages_for(to) - held;
             self.evict_cache_for(n, need);
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
+                self.prefix_pin(n.0, &keys, false);
                 break;
             };
+            if first {
+                self.prefix_take(n.0, r, keys);
+            }
             let pool = self.prefill[n.at()].id();
             if need > 0 {
                 self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
@@ -540,6 +555,13 @@ impl World {
     fn prefill_send(&mut self, n: PrefillIdx, r: RequestId, from: u64, to: u64, last: bool) {
         let node = &self.prefill[n.at()];
         let pr = &node.reqs[&r];
+        if pr.sender == SenderState::Failed {
+            // A room already Failed (a failed chunk) takes no more chunks: `add_transfer_request`
+            // returns before queueing ("Request with bootstrap_room=… already failed": sglang
+            // 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`). The request finishes
+            // its forward and the inflight poll answers it 500.
+            return;
+        }
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
         let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens;

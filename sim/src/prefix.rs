@@ -139,27 +139,55 @@ impl World {
         }
     }
 
-    /// Matches the request's leading blocks in the index; reuses their pages as the start of its
-    /// block table. Returns the tokens reused (always leaving at least one token to compute).
-    pub(crate) fn prefix_match(&mut self, n: u16, r: RequestId, len: u64) -> u64 {
+    /// The request's leading blocks found in the index (always leaving at least one token to
+    /// compute), without touching them: a lookup, as sglang's and vLLM's schedulers do for every
+    /// waiting request they consider (`prefix_pin` / `prefix_take` take them).
+    pub(crate) fn prefix_lookup(&self, n: u16, r: RequestId, len: u64) -> Vec<BlockKey> {
         let ps = self.page_size();
         if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
-            return 0;
+            return Vec::new();
         }
         let tenant = self.reqs[r.idx()].tenant;
         let public = self.reqs[r.idx()].public_blocks;
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
-        let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
-        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
-        let idx = &mut self.prefill[n as usize].prefix;
+        let idx = &self.prefill[n as usize].prefix;
         let mut keys = Vec::new();
-        for (i, b) in blocks.iter().enumerate() {
-            let key = (salts[i], i as u32, *b);
+        for (i, b) in self.reqs[r.idx()].chain.iter().take(max_blocks).enumerate() {
+            let key = (self.salt(tenant, i, public), i as u32, *b);
             if !idx.blocks.contains_key(&key) {
                 break;
             }
             keys.push(key);
         }
+        keys
+    }
+
+    /// Pins looked-up blocks (`refs`) while the scheduler finds pages for the rest of the
+    /// request, so that eviction cannot take them; `prefix_unpin` gives them back when the
+    /// request does not fit after all. Nothing else about the blocks changes.
+    pub(crate) fn prefix_pin(&mut self, n: u16, keys: &[BlockKey], pin: bool) {
+        let idx = &mut self.prefill[n as usize].prefix;
+        for key in keys {
+            let b = idx.blocks.get_mut(key).expect("looked up");
+            if pin {
+                b.refs += 1;
+            } else {
+                b.refs -= 1;
+            }
+        }
+    }
+
+    /// Takes the request's matched leading blocks (`prefix_lookup`, pinned by `prefix_pin`):
+    /// their pages start its block table. Called when the scheduler first schedules the request
+    /// (`World::prefill_start_forward`), not while it waits: sglang matches and locks a prefix
+    /// when it forms the prefill batch (0.5.22 wheel, `managers/schedule_policy.py`
+    /// `PrefillAdder.add_one_req` → `_commit_prefill_admission` locks `req.last_node`, once the
+    /// request fits), vLLM when it allocates the request's slots (0.33.0 wheel,
+    /// `v1/core/kv_cache_manager.py` `allocate_slots`: `allocate_new_computed_blocks` touches the
+    /// cached blocks only after the free-block check passed). Returns the tokens reused.
+    pub(crate) fn prefix_take(&mut self, n: u16, r: RequestId, keys: Vec<BlockKey>) -> u64 {
+        let tenant = self.reqs[r.idx()].tenant;
+        let idx = &mut self.prefill[n as usize].prefix;
         if keys.is_empty() {
             self.reqs[r.idx()].prefix_reused = 0;
             self.reqs[r.idx()].prefix_hit_owner = None;
@@ -171,7 +199,6 @@ impl World {
         for key in &keys {
             idx.touch(*key);
             let b = idx.blocks.get_mut(key).expect("matched");
-            b.refs += 1;
             for p in &b.pages {
                 push_run(&mut table, *p);
             }

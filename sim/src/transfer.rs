@@ -8,8 +8,11 @@
 //! the job ends (the last chunk's end tells decode Failed: sglang 0.5.22 wheel,
 //! `disaggregation/mooncake/conn.py` `transfer_worker` skips chunks of a Failed room,
 //! `common/conn.py` `conclude_transfer` turns the last chunk's Success into Failed; reference §3).
+//! A failed batch marks the room Failed too, with the same effect on the request's queued chunks.
+//! Behind vLLM's proxy decode pulls (its worker issues the reads), so a dead decode reads nothing
+//! more (`transfer_reader_died`).
 
-use crate::config::TimeoutSemantics;
+use crate::config::{RouterMode, TimeoutSemantics};
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
@@ -200,6 +203,22 @@ impl World {
         let id = self.jobs.len() as u32; // the id `push` hands out below
         let r = job.r;
         let node = job.prefill as usize;
+        let reader = &self.decode[job.decode as usize];
+        if self.decode_pulls() && !(reader.alive && reader.epoch == job.decode_epoch) {
+            // Decode pulls, and the incarnation that would read is gone: no read is ever issued
+            // (`transfer_reader_died`); the job ends failed at once.
+            for b in job.batches.iter_mut() {
+                b.skipped = true;
+            }
+            self.at(self.now, Ev::TransferDone { job: id, ok: false });
+            if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+                pr.jobs_in_flight += 1;
+                pr.jobs.push(id);
+            }
+            let pushed = self.jobs.push(job);
+            debug_assert_eq!(pushed, id);
+            return;
+        }
         let mut t = self.now.max(self.prefill[node].xfer_free_at);
         let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
@@ -258,35 +277,81 @@ impl World {
     /// queued (their lands no longer count), and ends when the batch being written ends — now, if
     /// none is. The worker's queue is not pulled forward (later jobs keep their times).
     pub(crate) fn transfer_abort(&mut self, n: u16, r: RequestId) {
+        self.transfer_skip_queued(n, r, false);
+    }
+
+    /// Skips the request's queued batches (`transfer_abort`). `from_now`: a batch that starts at
+    /// this very instant is skipped too — after a failed chunk, whose status the worker set before
+    /// it dequeued the next one; an abort (another thread) leaves a batch starting now writing.
+    fn transfer_skip_queued(&mut self, n: u16, r: RequestId, from_now: bool) {
         let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
             return;
         };
-        let ids = pr.jobs.clone();
-        let now = self.now;
-        let mut skipped_lands = 0;
-        for id in ids {
-            // A job that has left was done.
-            let Some(job) = self.jobs.get_mut(id as usize) else { continue };
-            if job.done || job.aborted {
-                continue;
-            }
-            job.aborted = true;
-            let mut end = now;
-            for b in job.batches.iter_mut() {
-                match b.span {
-                    Some((start, _)) if start > now && b.lands && !b.skipped => {
-                        b.skipped = true;
-                        skipped_lands += 1;
-                    }
-                    Some((start, ret)) if start <= now => end = end.max(ret),
-                    _ => {}
-                }
-            }
-            self.jobs.entry(id).dones_left += 1;
-            self.at(end, Ev::TransferDone { job: id, ok: false });
+        for id in pr.jobs.clone() {
+            self.job_skip_queued(id, from_now);
         }
+    }
+
+    /// One unfinished job skips its queued batches (their lands no longer count) and ends when
+    /// the batch being written ends — now, if none is (`transfer_skip_queued`).
+    fn job_skip_queued(&mut self, id: u32, from_now: bool) {
+        let now = self.now;
+        // A job that has left was done.
+        let Some(job) = self.jobs.get_mut(id as usize) else { return };
+        if job.done || job.aborted {
+            return;
+        }
+        job.aborted = true;
+        let (n, r) = (job.prefill, job.r);
+        let mut end = now;
+        let mut skipped_lands = 0;
+        for b in job.batches.iter_mut() {
+            let queued = |start: Instant| start > now || (from_now && start == now);
+            match b.span {
+                Some((start, _)) if queued(start) && b.lands && !b.skipped => {
+                    b.skipped = true;
+                    skipped_lands += 1;
+                }
+                Some((start, _)) if queued(start) => {}
+                Some((_, ret)) => end = end.max(ret),
+                _ => {}
+            }
+        }
+        self.jobs.entry(id).dones_left += 1;
+        self.at(end, Ev::TransferDone { job: id, ok: false });
         if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
             pr.lands_pending -= skipped_lands;
+        }
+    }
+
+    /// Whether transfers are pulled by decode (vLLM's NIXL READs, behind the sequential proxy)
+    /// rather than pushed by prefill's transfer worker (sglang's Mooncake writes).
+    pub(crate) fn decode_pulls(&self) -> bool {
+        self.cfg.knobs.router_mode == RouterMode::Sequential
+    }
+
+    /// Decode node `d` is dying. Behind vLLM's sequential proxy decode pulls the KV: its worker
+    /// issues the NIXL READs (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/nixl/
+    /// pull_worker.py` `_read_blocks`, called from decode's `start_load_kv`), so when decode dies
+    /// its reads stop: each job still reading into this incarnation skips its queued batches, the
+    /// batch being read lands nothing (`land_batch`), and the job ends when that batch's call
+    /// would have returned. Prefill is not told; it holds the source blocks until its lease,
+    /// which decode's heartbeats no longer extend. With prefill pushing (sglang), the worker
+    /// keeps writing until its transfers fail.
+    pub(crate) fn transfer_reader_died(&mut self, d: u16) {
+        if !self.decode_pulls() {
+            return;
+        }
+        let epoch = self.decode[d as usize].epoch;
+        let ids: Vec<u32> = self
+            .jobs
+            .live
+            .iter()
+            .filter(|(_, e)| e.job.decode == d && e.job.decode_epoch == epoch && !e.job.done)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.job_skip_queued(id, false);
         }
     }
 
@@ -340,6 +405,12 @@ impl World {
         if let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) {
             pr.lands_pending -= 1;
         }
+        let reader_alive = self.decode[d].epoch == j.decode_epoch && self.decode[d].alive;
+        if !reader_alive && self.decode_pulls() {
+            // Decode pulls and died: nobody reads the source any more (`transfer_reader_died`).
+            self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
+            return;
+        }
         let src_id = NodeId { role: Role::Prefill, index: j.prefill };
         let dst_id = NodeId { role: Role::Decode, index: j.decode };
         // Reading a source page the request no longer holds is itself a use after free. Pages it
@@ -347,7 +418,7 @@ impl World {
         // while the same cache entry holds them.
         let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r, &self.jobs[job as usize].lenders);
         self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-        if self.decode[d].epoch == j.decode_epoch && self.decode[d].alive {
+        if reader_alive {
             let contents = self.prefill[p].pool.page_contents(&b.src);
             let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
             // (src, dst, count) runs, walked run by run (not page by page).
@@ -464,6 +535,16 @@ impl World {
             }
         } else if !ok || !decode_ok {
             pr.sender = crate::prefill::SenderState::Failed;
+            if !ok {
+                // A failed batch marks the room Failed, and the transfer worker drops every chunk
+                // of a Failed room it dequeues ("Skipping chunk for room … because it has already
+                // failed or been aborted": sglang 0.5.16 and 0.5.22 wheels,
+                // `disaggregation/mooncake/conn.py` `transfer_worker`; `add_transfer_request`
+                // refuses later chunks, `World::prefill_send`): the request's chunks still queued
+                // are skipped as after an abort, so its source pages drain with the chunk being
+                // written (lifecycle reference §3).
+                self.transfer_skip_queued(j.prefill, j.r, true);
+            }
             if !was_failed {
                 let lat = self.msg_latency();
                 self.after(

@@ -977,7 +977,10 @@ impl World {
         }
         match node.role {
             Role::Prefill => self.prefill_crash(PrefillIdx(node.index)),
-            Role::Decode => self.decode_crash(node.index),
+            Role::Decode => {
+                self.transfer_reader_died(node.index);
+                self.decode_crash(node.index);
+            }
         }
         self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
     }

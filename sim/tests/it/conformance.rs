@@ -359,6 +359,96 @@ fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_wr
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 
+/// Reference §3 (aborts): a failed chunk marks the room Failed, and the transfer worker skips
+/// every queued chunk of a Failed room (sglang 0.5.16 and 0.5.22 wheels,
+/// `disaggregation/mooncake/conn.py` `transfer_worker`), so the request's source pages drain with
+/// the chunk being written. Request 0's 16 chunks (256 tokens, 16 pages each) are all computed
+/// within 0.25 s and queued; each transfer outlives the 500 ms sync timeout (a scripted 1 s
+/// delay). The first fails at ~0.5 s; the worker dequeues the next only after marking the room
+/// Failed, so none of the other 15 is written. (Before: each queued chunk still ran to its own
+/// timeout and prefill held the pages for 8 s; in a campaign, a 7,353-token request in 4-page
+/// batches kept writing past the 1,200 s horizon, `page_leak/prefill` on sglang-0.5.22, and
+/// decode's 30 s fallback freed the pages under the queued chunks: `use_after_free/transfer_write`.)
+const FAILED_CHUNK: &str = r#"
+name = "failed-chunk"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+chunked_prefill_size = 256
+transfer_sync_timeout_ms = 500
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 4096
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 1000
+"#;
+
+/// When prefill frees request 0's pages (ns), and how many of its batches landed on decode.
+fn prefill_free_and_copies(w: &World) -> (u64, usize) {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let freed = recs
+        .iter()
+        .find_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if pool.role == Role::Prefill && r.0 == 0 => Some(t.0),
+            _ => None,
+        })
+        .expect("prefill frees request 0's pages");
+    let copies =
+        recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0)).count();
+    (freed, copies)
+}
+
+#[test]
+fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
+    // 0.5.22: the timed-out batch is quiesced (nothing lands); prefill frees as the call returns.
+    let w = collect(FAILED_CHUNK, "sglang-0.5.22", &[]);
+    assert_eq!(answer(&w, 0).0, 500);
+    assert_eq!(w.jobs.len(), 16, "every chunk was computed and handed to the worker before the failure");
+    let (freed, copies) = prefill_free_and_copies(&w);
+    assert!(freed < 600_000_000, "prefill freed request 0's pages at {freed} ns, not with the failed chunk");
+    assert_eq!(copies, 0);
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    // 0.5.16: the failed batch keeps writing after its call returned (Mooncake #4247) and lands
+    // alone; prefill freed its source at the failure (PR #38961, open, would hold it), so that one
+    // landing reads a freed page: the released build's own use-after-free, not the queued chunks'.
+    let w = collect(FAILED_CHUNK, "sglang-0.5.16", &[]);
+    assert_eq!(answer(&w, 0).0, 500);
+    let (freed, copies) = prefill_free_and_copies(&w);
+    assert!(freed < 600_000_000, "prefill freed request 0's pages at {freed} ns");
+    assert_eq!(copies, 1, "only the chunk being written lands");
+}
+
+/// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
+/// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
+/// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
+/// handed over, while the second chunk is still being computed, so the 15 chunks computed after it
+/// are never queued; the request finishes its forward and is answered 500. (Before, each was
+/// queued and failed on its own: 16 jobs.)
+#[test]
+fn s3_aborts_a_failed_room_takes_no_more_chunks() {
+    let text =
+        FAILED_CHUNK.replace("kind = \"delay\"\nrequest = 0\ndelay_ms = 1000", "kind = \"transfer_fail\"\nrequest = 0");
+    assert_ne!(text, FAILED_CHUNK);
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(&text, profile, &[]);
+        assert_eq!(answer(&w, 0).0, 500, "{profile}");
+        assert_eq!(w.jobs.len(), 1, "{profile}: chunks handed to the worker");
+        assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile}");
+    }
+}
+
 /// Reference §7: decode reserves the whole prompt (here plus a one-token speculative lookahead,
 /// `decode_lookahead_tokens`, vLLM's `num_lookahead_tokens`) and asserts it never holds more
 /// blocks than prefill exposes (vLLM `nixl_connector.py` `update_state_after_alloc`:
@@ -900,4 +990,110 @@ fn s7_vllm_an_aborted_load_whose_prefill_died_is_released_at_the_heartbeat_loss(
     assert_eq!(answer(&w, 1).0, 200);
     assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode still holds request 0's blocks");
     assert!(!kinds(&w).contains(&"page_leak"), "{:?}", kinds(&w));
+}
+
+/// Reference §3.3 (waiting queue): a waiting request's prefix is matched in the radix cache, and
+/// its cached blocks locked, only when the scheduler first schedules it — sglang when it forms the
+/// prefill batch (0.5.22 wheel, `managers/schedule_policy.py` `PrefillAdder.add_one_req` →
+/// `_commit_prefill_admission`), vLLM when the request's slots are allocated (0.33.0 wheel,
+/// `v1/core/kv_cache_manager.py` `allocate_slots`, after its free-block check). Request 0 leaves two
+/// prefix blocks cached; request 1 keeps prefill busy while requests 2 (3,500 tokens: fits only
+/// once those blocks are evicted) and 3 (the same prefix) queue behind it. Before, request 3 locked
+/// the blocks when it left the bootstrap queue, so the queue's head (2) could never be allocated
+/// and 3 never ran behind it: on vllm-nixl a `request_hang` and a `page_leak/prefill` (campaign
+/// seeds 6,728, 13,511, 5,165), on sglang-0.5.22 both answered 500 after 300 s.
+const LOCKED_PREFIX: &str = r#"
+name = "locked-prefix"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 16384
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 1000
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 2
+[[request]]
+at_ms = 1010
+tenant = 1
+prompt_tokens = 3500
+output_tokens = 2
+[[request]]
+at_ms = 1020
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+"#;
+
+#[test]
+fn s3_3_a_waiting_request_locks_its_cached_prefix_only_when_first_scheduled() {
+    for profile in ["vllm-nixl", "sglang-0.5.22"] {
+        let w = run(LOCKED_PREFIX, profile, &[]);
+        for r in 0..4 {
+            let (status, at) = answer(&w, r);
+            assert_eq!(status, 200, "{profile}: request {r}");
+            assert!(at < 2 * S, "{profile}: request {r} answered at {at} ns");
+        }
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+        // Request 2 needed the cached blocks' pages, so request 3 found its prefix evicted.
+        assert_eq!(w.reqs[3].prefix_reused, 0, "{profile}");
+    }
+    // Without request 2 in the way, request 3 does reuse the cached prefix (taken when scheduled).
+    let without = LOCKED_PREFIX.replace("prompt_tokens = 3500", "prompt_tokens = 100");
+    let w = run(&without, "vllm-nixl", &[]);
+    assert_eq!(w.reqs[3].prefix_reused, 1024);
+}
+
+/// Reference §7: behind vLLM's proxy decode pulls the KV — its worker issues the NIXL READs
+/// (vLLM 0.33.0 `nixl/pull_worker.py` `_read_blocks`) — so when decode dies, its reads stop: the
+/// batches still queued are never read and the one in flight lands nothing. Request 0's 48
+/// four-page batches each take 10 s (a scripted delay); decode-0 crashes at 274 ms. Before, the
+/// batches went on landing for 480 s and the last one read a source block prefill had freed at
+/// its 480 s lease (`use_after_free/transfer_read_of_a_source_page`, campaign seed 596,662, shrunk).
+const DEAD_READER: &str = r#"
+name = "dead-reader"
+context_len = 16384
+[[prefill]]
+pool_tokens = 3724
+metadata_slots = 2
+[[decode]]
+pool_tokens = 3720
+metadata_slots = 2
+[knobs]
+chunked_prefill_size = 256
+max_transfer_batch_pages = 4
+page_size = 4
+[[request]]
+at_ms = 69
+tenant = 0
+prompt_tokens = 753
+output_tokens = 1
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 10000
+[[faults.script]]
+kind = "crash"
+node = "decode-0"
+at_ms = 274
+restart_after_ms = 2000
+"#;
+
+#[test]
+fn s7_vllm_a_dead_decode_reads_nothing_more() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    let w = collect(DEAD_READER, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 503, "decode died with the request");
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    assert!(!recs.iter().any(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { .. }))), "nothing landed");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
 }
