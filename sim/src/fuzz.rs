@@ -255,11 +255,12 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let ndecode = rng.between(1, 2) as usize;
     let meta = table::METADATA_SLOTS.pick(&mut rng);
     let max_running = table::MAX_RUNNING_REQUESTS.pick(&mut rng);
-    let prefill = vec![
+    let mut prefill = vec![
         NodeConfig {
             pool_tokens: round(context_len * pf / 8),
             metadata_slots: meta,
-            max_running_requests: max_running
+            max_running_requests: max_running,
+            pp_stages: 1,
         };
         nprefill
     ];
@@ -267,7 +268,8 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         NodeConfig {
             pool_tokens: round(context_len * df / 8),
             metadata_slots: meta,
-            max_running_requests: max_running
+            max_running_requests: max_running,
+            pp_stages: 1,
         };
         ndecode
     ];
@@ -278,7 +280,15 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let mut knobs = match space {
         Space::Blind => {
             let k = draw_knobs(&mut rng, &base);
-            table::draw_own_stream_knobs(&mut Prng::child(seed, "swarm-own-stream-knobs"), &k)
+            let mut own = Prng::child(seed, "swarm-own-stream-knobs");
+            let k = table::draw_own_stream_knobs(&mut own, &k);
+            // Pipeline stages of the prefill instances, from the same generator of their own
+            // after its knobs (drawn after them, so the knobs' draws do not move).
+            let stages = table::PP_STAGES.pick(&mut own);
+            for p in &mut prefill {
+                p.pp_stages = stages;
+            }
+            k
         }
         _ => base,
     };

@@ -140,6 +140,7 @@ impl FuzzInput {
             pool_tokens: round(context_len * eighths / 8),
             metadata_slots: table::METADATA_SLOTS.at(self.metadata_slots),
             max_running_requests: table::MAX_RUNNING_REQUESTS.at(self.max_running),
+            pp_stages: 1,
         };
         let prefill =
             vec![node(table::PREFILL_POOL_EIGHTHS.at(self.prefill_pool)); 1 + usize::from(self.prefill_nodes % 2)];

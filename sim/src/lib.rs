@@ -23,6 +23,7 @@ pub mod intake;
 pub mod latency;
 pub mod metadata;
 pub mod picture;
+pub mod pp;
 pub mod pool;
 pub mod prefill;
 pub mod prefix;
