@@ -15,5 +15,6 @@ mod incident;
 mod invariants;
 mod liveness;
 mod pool_model;
+mod pp_stages;
 mod self_contained;
 mod shrink;
