@@ -953,7 +953,12 @@ impl Scenario {
             )?;
             let stages = g.pp_stages.map_or(1, u64::from);
             if table != "prefill" && stages != 1 {
-                return Err(self.err(table, i, "pp_stages", "pipeline stages are a [[prefill]] setting (decode has 1)"));
+                return Err(self.err(
+                    table,
+                    i,
+                    "pp_stages",
+                    "pipeline stages are a [[prefill]] setting (decode has 1)",
+                ));
             }
             let stages = self.in_range(table, i, "pp_stages", stages, 1, 8, "")?;
             slots_total += slots * count as u64;

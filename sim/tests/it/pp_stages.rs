@@ -38,7 +38,9 @@ fn status(w: &World, i: usize) -> Option<u16> {
 
 fn meta_lands(w: &World, r: u32) -> usize {
     let recs = w.tracer.collected.as_ref().expect("collected");
-    recs.iter().filter(|(_, x)| matches!(x, TraceRecord::Event(kvsim::event::Ev::MetaLand { r: q, .. }) if q.0 == r)).count()
+    recs.iter()
+        .filter(|(_, x)| matches!(x, TraceRecord::Event(kvsim::event::Ev::MetaLand { r: q, .. }) if q.0 == r))
+        .count()
 }
 
 #[test]
@@ -135,10 +137,9 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
 fn only_an_abort_inside_the_pop_window_diverges_the_stages() {
     let text = catalogue("pp-bootstrap-divergence");
     let at = |abort_ms: &str, stages: &str| {
-        let t = text.replace("abort_at_ms = 2\n", &format!("abort_at_ms = {abort_ms}\n")).replace(
-            "pp_stages = 2\n",
-            &format!("pp_stages = {stages}\n"),
-        );
+        let t = text
+            .replace("abort_at_ms = 2\n", &format!("abort_at_ms = {abort_ms}\n"))
+            .replace("pp_stages = 2\n", &format!("pp_stages = {stages}\n"));
         run(&t, "sglang-0.5.16", &[]).prefill[0].pp.wedged_at.is_some()
     };
     assert!(!at("0", "2"), "aborted before the first pop");
