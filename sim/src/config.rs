@@ -84,6 +84,19 @@ knob_enum!(
     ZeroPageLastChunk { Skip, Send }
 );
 knob_enum!(
+    /// Which pipeline stages of a prefill instance (`pp_stages > 1`) write the request's row into
+    /// decode's metadata slot: `every_stage` (each stage sends its own aux write to the same slot;
+    /// sglang #22716), `last_stage` (only the last stage writes it).
+    PpMetadataWriter { EveryStage, LastStage }
+);
+knob_enum!(
+    /// How a pipeline stage of a prefill instance (`pp_stages > 1`) applies the bootstrap
+    /// consensus: `local_repoll` (each stage polls its own sender again when it pops, so an abort
+    /// landing between two stages' pops diverges their queues; sglang #26912, #34572),
+    /// `follow_rank0` (every stage applies the first stage's poll).
+    PpBootstrapConsensus { LocalRepoll, FollowRank0 }
+);
+knob_enum!(
     /// When prefill frees the source pages of an aborted request.
     PrefillRelease { Immediate, HoldSourceUntilDrained }
 );
@@ -267,6 +280,19 @@ pub struct Knobs {
     /// (sglang #28652: `BaseKVSender.should_send_kv_chunk` is `num_pages > 0`), `send` sends the
     /// metadata row and concludes (`CommonKVSender.should_send_kv_chunk` adds `or last_chunk`).
     pub zero_page_last_chunk: ZeroPageLastChunk,
+    /// Which stages of a pipeline-parallel prefill instance (`[[prefill]] pp_stages > 1`) write
+    /// the metadata row into decode's slot: `every_stage` (sglang #22716: every stage's last chunk
+    /// sends its aux write to the same `dst_aux_index`; decode commits on the first row that shows
+    /// its room, and a later stage's row may land after the slot was freed and given to the next
+    /// request), `last_stage` (only the last stage writes it). No effect with one stage.
+    pub pp_metadata_writer: PpMetadataWriter,
+    /// How the stages of a pipeline-parallel prefill instance (`[[prefill]] pp_stages > 1`) pop
+    /// the bootstrap queue after the ring consensus: `local_repoll` (each stage polls its own
+    /// sender again; an abort that lands after the first stage popped a request and before the
+    /// last stage did makes the later stages drop it while the first schedules it: the stages'
+    /// queues diverge and the instance deadlocks; sglang #26912, #34572), `follow_rank0` (every
+    /// stage applies the first stage's poll). No effect with one stage.
+    pub pp_bootstrap_consensus: PpBootstrapConsensus,
     /// Tokens decode reserves beyond the prompt for generated output (per request).
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub reserved_decode_tokens: u64,
@@ -378,6 +404,18 @@ fn sglang_0_5_16() -> Knobs {
         // sends it too ("A zero-page last chunk must still send: poll() only concludes after
         // send()"). The skip is the what-if value.
         zero_page_last_chunk: ZeroPageLastChunk::Send,
+        // Mooncake (the default `--disaggregation-transfer-backend`) sends the aux row from every
+        // PP rank's last chunk to the same `dst_aux_index` (0.5.16 and 0.5.22 wheels,
+        // `disaggregation/mooncake/conn.py` transfer worker: "Only the last chunk we need to send
+        // the aux data", not gated on the PP rank; sglang #22716 is open). Only the Mori sender
+        // gates it on `self.pp_group.is_last_rank` (`disaggregation/mori/conn.py`, both wheels):
+        // that is `last_stage`.
+        pp_metadata_writer: PpMetadataWriter::EveryStage,
+        // 0.5.16 wheel `disaggregation/prefill.py` `pop_bootstrapped(rids_to_check=…)`: a stage
+        // pops the consensus rids but polls its own sender again, and a local Failed wins (the
+        // #27028 drain of local failures, from #26912, is in); `managers/scheduler_pp_mixin.py`
+        // `process_bootstrapped_queue` applies it one stage after another (#31030 / #31869).
+        pp_bootstrap_consensus: PpBootstrapConsensus::LocalRepoll,
         reserved_decode_tokens: 512,
         tokenizer_reserved_tokens: 0,
         chunked_prefill_size: 8192,
@@ -409,6 +447,10 @@ fn sglang_0_5_22() -> Knobs {
         prefill_abort_notifies_decode: OnOff::Off,
         router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         metadata_zero_on_free: OnOff::On,
+        // 0.5.22 wheel `disaggregation/prefill.py` `pop_bootstrapped`: with `pp_size > 1` the
+        // polls are `disaggregation/utils.py` `poll_and_all_reduce_prefill_pp` — rank 0 polls and
+        // `pp_sync_polls` hands its polls to every other rank, which do not poll again (#31869).
+        pp_bootstrap_consensus: PpBootstrapConsensus::FollowRank0,
         ..sglang_0_5_16()
     }
 }
@@ -489,6 +531,18 @@ pub struct NodeConfig {
     pub pool_tokens: u64,
     pub metadata_slots: u32,
     pub max_running_requests: u32,
+    /// Pipeline-parallel stages of a prefill instance (sglang `--pp-size`); 1 for decode. Written
+    /// only when above 1, so a configuration without pipeline stages serialises as before.
+    #[serde(default = "one_stage", skip_serializing_if = "is_one_stage")]
+    pub pp_stages: u16,
+}
+
+fn one_stage() -> u16 {
+    1
+}
+
+fn is_one_stage(n: &u16) -> bool {
+    *n == 1
 }
 
 /// The forward-pass and transfer cost model (virtual time only).

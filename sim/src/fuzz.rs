@@ -255,11 +255,12 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let ndecode = rng.between(1, 2) as usize;
     let meta = table::METADATA_SLOTS.pick(&mut rng);
     let max_running = table::MAX_RUNNING_REQUESTS.pick(&mut rng);
-    let prefill = vec![
+    let mut prefill = vec![
         NodeConfig {
             pool_tokens: round(context_len * pf / 8),
             metadata_slots: meta,
-            max_running_requests: max_running
+            max_running_requests: max_running,
+            pp_stages: 1,
         };
         nprefill
     ];
@@ -267,7 +268,8 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         NodeConfig {
             pool_tokens: round(context_len * df / 8),
             metadata_slots: meta,
-            max_running_requests: max_running
+            max_running_requests: max_running,
+            pp_stages: 1,
         };
         ndecode
     ];
@@ -278,7 +280,15 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
     let mut knobs = match space {
         Space::Blind => {
             let k = draw_knobs(&mut rng, &base);
-            table::draw_own_stream_knobs(&mut Prng::child(seed, "swarm-own-stream-knobs"), &k)
+            let mut own = Prng::child(seed, "swarm-own-stream-knobs");
+            let k = table::draw_own_stream_knobs(&mut own, &k);
+            // Pipeline stages of the prefill instances, from the same generator of their own
+            // after its knobs (drawn after them, so the knobs' draws do not move).
+            let stages = table::PP_STAGES.pick(&mut own);
+            for p in &mut prefill {
+                p.pp_stages = stages;
+            }
+            k
         }
         _ => base,
     };
@@ -594,11 +604,15 @@ mod tests {
     // Re-pinned at the merge of issue 13's three knobs (decode_radix_cache and zero_page_last_chunk,
     // drawn from a generator of their own, `table::OWN_STREAM_KNOBS`; decode_reject_releases_prefill,
     // drawn by the blind swarm among the other knobs): the configuration's hash gained three fields.
+    // Re-pinned for pipeline stages (`crate::pp`): the knobs gained pp_metadata_writer and
+    // pp_bootstrap_consensus and every node pp_stages (the configuration's hash gained them all);
+    // the blind swarm draws the knobs and the prefill stages from the own-stream generator, after
+    // the older own-stream knobs, so every other drawn value is what it was (the test below).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: b183bf9b2cd26d1a",
-        "sglang-0.5.22: 65302d38c2c4d53a",
-        "prefix: 372edb9e16908aae",
-        "vllm-nixl prefix: 7781ffa33250f458",
+        "blind: 3a1456d5c1fd0a5c",
+        "sglang-0.5.22: 3841055f77eb9c8f",
+        "prefix: 2f0f97f98c1bf2ab",
+        "vllm-nixl prefix: a1d77dd2fadf8387",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -609,6 +623,7 @@ mod tests {
     fn own_stream_knobs_leave_the_swarm_stream_alone() {
         let base = (config::PROFILES[0].knobs)();
         let mut seen: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
+        let mut stages = std::collections::BTreeSet::new();
         for seed in 0..300 {
             let mut c = draw(seed, &Space::Blind);
             let t = toml::Table::try_from(&c.knobs).expect("knobs serialise");
@@ -632,9 +647,16 @@ mod tests {
             want.prefix_hit_timing = c.knobs.prefix_hit_timing;
             c.knobs.decode_radix_cache = base.decode_radix_cache;
             c.knobs.zero_page_last_chunk = base.zero_page_last_chunk;
+            c.knobs.pp_metadata_writer = base.pp_metadata_writer;
+            c.knobs.pp_bootstrap_consensus = base.pp_bootstrap_consensus;
             assert_eq!(c.knobs, want, "seed {seed}");
+            // Every prefill instance of a run has the same stages; decode has one.
+            stages.insert(c.prefill[0].pp_stages);
+            assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
+            assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(seen.len(), 8, "{seen:?}");
+        assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod latency;
 pub mod metadata;
 pub mod picture;
 pub mod pool;
+pub mod pp;
 pub mod prefill;
 pub mod prefix;
 pub mod report;

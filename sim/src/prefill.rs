@@ -93,6 +93,8 @@ pub struct PrefillNode {
     pub cache: VecDeque<(RequestId, Vec<Run>)>,
     pub prefix: crate::prefix::PrefixIndex,
     pub xfer_free_at: Instant,
+    /// Pipeline-parallel stages (`pp_stages`; `crate::pp`).
+    pub pp: crate::pp::PpStages,
 }
 
 impl PrefillNode {
@@ -118,13 +120,16 @@ impl PrefillNode {
             cache: VecDeque::new(),
             prefix: Default::default(),
             xfer_free_at: Instant(0),
+            pp: crate::pp::PpStages::new(c.pp_stages),
         }
     }
 
     /// A tick would do nothing: the node is down, or its bootstrap and inflight queues are empty
     /// and a forward pass is running or nothing waits for one (`prefill_tick`'s three parts).
     pub fn tick_idle(&self) -> bool {
-        !self.alive || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
+        !self.alive
+            || self.pp.wedged()
+            || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
     }
 
     pub fn id(&self) -> NodeId {
@@ -322,7 +327,8 @@ impl World {
 
     pub(crate) fn prefill_tick(&mut self, n: PrefillIdx) {
         self.pnode(n).tick_pending = false;
-        if !self.prefill[n.at()].alive {
+        // Stages whose queues diverged are blocked in their P2P schedule (`crate::pp`).
+        if !self.prefill[n.at()].alive || self.prefill[n.at()].pp.wedged() {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -354,6 +360,7 @@ impl World {
             pr.phase = PPhase::Waiting;
             node.bootstrap.retain(|x| *x != r);
             node.waiting.push_back(r);
+            self.pp_first_stage_popped(n, r);
         }
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
         for r in self.prefill[n.at()].inflight.clone() {
@@ -456,7 +463,8 @@ impl World {
     }
 
     pub(crate) fn prefill_forward_done(&mut self, n: PrefillIdx, epoch: u32) {
-        if self.prefill[n.at()].epoch != epoch {
+        // Wedged stages never finish the pass (the next stage waits for a batch that never comes).
+        if self.prefill[n.at()].epoch != epoch || self.prefill[n.at()].pp.wedged() {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -614,10 +622,14 @@ impl World {
                 w.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
             }
         };
-        let Some(pr) = self.pnode(n).reqs.get_mut(&r) else {
+        if !self.prefill[n.at()].reqs.contains_key(&r) {
             ack(self);
             return;
-        };
+        }
+        if self.pp_abort_blocked(n, r) {
+            return;
+        }
+        let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
         pr.sender = SenderState::Failed;
         if matches!(pr.phase, PPhase::Draining | PPhase::Orphaned) {
             pr.ack_decode |= from_decode;
@@ -709,7 +721,8 @@ impl World {
     }
 
     pub(crate) fn prefill_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: PrefillIdx, epoch: u32) {
-        if self.prefill_timeout_moot(r, kind, n, epoch) {
+        // Wedged stages' schedulers never look at their timers (`crate::pp`).
+        if self.prefill_timeout_moot(r, kind, n, epoch) || self.prefill[n.at()].pp.wedged() {
             return;
         }
         match kind {
@@ -766,6 +779,7 @@ impl World {
         node.prefix.clear();
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
+        node.pp.reset();
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         let epoch = node.epoch;
         self.mem(MemOp::Reset { pool, pages, page_size });

@@ -130,6 +130,12 @@ pub struct NodeGroup {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = MAX_SLOTS_PER_NODE))]
     pub max_running_requests: Option<u32>,
+    /// Pipeline-parallel stages of a prefill instance (sglang `--pp-size`): each stage writes its
+    /// own metadata row and keeps its own bootstrap queue (knobs `pp_metadata_writer`,
+    /// `pp_bootstrap_consensus`). Default 1; at most 8; `[[prefill]]` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8))]
+    pub pp_stages: Option<u16>,
 }
 
 /// The router.
@@ -945,6 +951,16 @@ impl Scenario {
                 hi,
                 "",
             )?;
+            let stages = g.pp_stages.map_or(1, u64::from);
+            if table != "prefill" && stages != 1 {
+                return Err(self.err(
+                    table,
+                    i,
+                    "pp_stages",
+                    "pipeline stages are a [[prefill]] setting (decode has 1)",
+                ));
+            }
+            let stages = self.in_range(table, i, "pp_stages", stages, 1, 8, "")?;
             slots_total += slots * count as u64;
             if slots_total > MAX_SLOTS_TOTAL {
                 return Err(self.err(
@@ -959,6 +975,7 @@ impl Scenario {
                     pool_tokens: g.pool_tokens,
                     metadata_slots: slots as u32,
                     max_running_requests: running as u32,
+                    pp_stages: stages as u16,
                 });
             }
         }
@@ -1305,6 +1322,7 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
         pool_tokens: n.pool_tokens,
         metadata_slots: Some(n.metadata_slots),
         max_running_requests: Some(n.max_running_requests),
+        pp_stages: (n.pp_stages != 1).then_some(n.pp_stages),
     };
     let c = &cfg.cost;
     let f = &cfg.faults;

@@ -57,6 +57,8 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",
+    "pp_metadata_writer",
+    "pp_bootstrap_consensus",
     "decode_reject_releases_prefill",
     "kv_checksum",
     "kv_canary",

@@ -564,11 +564,14 @@ impl World {
             let lat = self.msg_latency();
             if let Some((slot, room)) = meta {
                 // The row normally lands before the status message; a scripted lag reorders them.
+                // A pipeline-parallel prefill may write one row per stage (`crate::pp`).
                 let lag = self.metadata_lag(j.r);
-                self.after(
-                    Duration(lat.0 / 2 + lag.0),
-                    Ev::MetaLand { r: j.r, decode: DecodeIdx(j.decode), epoch: j.decode_epoch, slot, room },
-                );
+                for at in self.pp_meta_row_delays(PrefillIdx(j.prefill), Duration(lat.0 / 2), lag) {
+                    self.after(
+                        at,
+                        Ev::MetaLand { r: j.r, decode: DecodeIdx(j.decode), epoch: j.decode_epoch, slot, room },
+                    );
+                }
             }
             self.after(
                 lat,

@@ -85,6 +85,10 @@ pub const DECODE_POOL_EIGHTHS: Column<u64> =
     Column { rows: &[(3, Bytes), (4, Bytes), (6, Both), (8, Both), (12, Both), (16, Both), (24, Both), (32, Both)] };
 /// Metadata slots per node.
 pub const METADATA_SLOTS: Column<u32> = Column { rows: &[(1, Bytes), (2, Both), (8, Both), (64, Both)] };
+/// Pipeline stages of every prefill instance (`pp_stages`): the blind swarm draws them from the
+/// generator of [`OWN_STREAM_KNOBS`], after those knobs: two runs in three with stages; the bytes
+/// keep one stage.
+pub const PP_STAGES: Column<u16> = Column { rows: &[(1, Both), (2, Swarm), (4, Swarm)] };
 /// `max_running_requests` per node (the swarm keeps 64).
 pub const MAX_RUNNING_REQUESTS: Column<u32> = Column { rows: &[(1, Bytes), (2, Bytes), (8, Bytes), (64, Both)] };
 /// The router's pair selection.
@@ -192,6 +196,8 @@ pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("retracted_abort", "leak"),
     ("decode_radix_cache", "on"),
     ("zero_page_last_chunk", "skip"),
+    ("pp_metadata_writer", "last_stage"),
+    ("pp_bootstrap_consensus", "local_repoll"),
     ("prefix_cache_scope", "per_tenant"),
     ("prefix_cache_scope", "public_only"),
     ("prefix_hit_timing", "padded_to_miss"),
@@ -376,7 +382,8 @@ fn knob_values(name: String) -> KnobValues {
 /// Knobs the blind swarm draws from a generator of their own ([`draw_own_stream_knobs`], after
 /// every other knob), not from the swarm's: added after campaign tables were pinned, so every
 /// other value of a blind run is drawn as before (the swarm's stream does not move).
-pub const OWN_STREAM_KNOBS: &[&str] = &["decode_radix_cache", "zero_page_last_chunk"];
+pub const OWN_STREAM_KNOBS: &[&str] =
+    &["decode_radix_cache", "zero_page_last_chunk", "pp_metadata_writer", "pp_bootstrap_consensus"];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
 /// columns; [`OWN_STREAM_KNOBS`] kept: [`draw_own_stream_knobs`] draws them).

@@ -16,5 +16,6 @@ mod incident;
 mod invariants;
 mod liveness;
 mod pool_model;
+mod pp_stages;
 mod self_contained;
 mod shrink;
