@@ -468,12 +468,12 @@ impl World {
                 d.late = false;
                 continue;
             }
-            let node = &self.decode[n as usize];
-            let d = &node.reqs[&r];
+            // One lookup of the request for the read below (the map is keyed by request).
+            let (d, node) = (&*d, &node.pool);
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
             let (upto, reqs) = (d.chain_upto, &self.reqs);
-            let s = summarize(&node.pool, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
+            let s = summarize(node, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
             });
             let seen = if self.reference.is_some() { self.decode_differential(n, r, &s.tally()) } else { None };
@@ -524,16 +524,17 @@ impl World {
                     self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
                     continue;
                 };
-                let d = self.dnode(n).reqs.get_mut(&r).expect("running");
-                for x in &run {
-                    push_run(&mut d.pages, *x);
-                }
-                d.page_count += 1;
                 grown = Some(run);
             }
             let now = self.now;
             let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
             let d = reqs.get_mut(&r).expect("running");
+            if let Some(run) = &grown {
+                for x in run {
+                    push_run(&mut d.pages, *x);
+                }
+                d.page_count += 1;
+            }
             let rep = pool.append(&d.pages, seq_len, tenant, r, now);
             d.seq_len += 1;
             d.generated += 1;
@@ -594,6 +595,10 @@ impl World {
         let ps = self.page_size();
         loop {
             let node = &self.decode[n as usize];
+            if node.running.len() as u64 <= node.pool.free_pages() {
+                // At most every running request needs a page: room enough, without looking each up.
+                return;
+            }
             // Only the step's batch writes a token now (a `late` joiner waits for the next step).
             let need = node
                 .running

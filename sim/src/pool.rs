@@ -326,6 +326,13 @@ impl Owners {
         &mut self.map
     }
 
+    /// Materialises `request`'s open append, if any (and only it).
+    fn settle(&mut self, request: RequestId) {
+        if let Some(o) = self.open.remove(&request) {
+            self.map.set(o.start, o.end, o.writer);
+        }
+    }
+
     /// `touch` of the slots of whole pages.
     fn touch_pages(&mut self, pages: &[Run], page_size: u64) -> &mut IntervalMap<Writer> {
         for r in pages {
@@ -457,8 +464,16 @@ impl Pool {
         let mut ok: Vec<Run> = Vec::new();
         // Open appends are checked against the holders they saw: materialise them before a page
         // can change hands (a freed page reused by another request must not be overwritten by a
-        // stale open append later).
-        self.owners.get_mut().touch_pages(runs, self.page_size);
+        // stale open append later). Only the freer's pages change hands, and an open append lies
+        // in pages its own writer holds (`Owners`), so the freer's own open append is the only
+        // one there: settle it, without scanning every open append per run (`touch_pages`). The
+        // others stay open: a holder change writes no slot, their sets look only at the run
+        // ending where they start, and every operation that changes a slot (`write`, `land_copy`,
+        // a zeroing free) first materialises the open appends it overlaps or touches — so they
+        // leave the map per-token sets would.
+        if let Holder::Req(r) = by {
+            self.owners.get_mut().settle(r);
+        }
         for r in runs {
             for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
