@@ -26,6 +26,7 @@ pub mod picture;
 pub mod pool;
 pub mod prefill;
 pub mod prefix;
+pub mod reach;
 pub mod report;
 pub mod reqs;
 pub mod rng;
