@@ -51,15 +51,28 @@ pub fn run(o: &ReachOpts) -> i32 {
     let every = o.progress;
     c.run(o.runs, &mut |c, firsts| {
         for id in firsts {
-            eprintln!("{name}: run {} (seed {}): reached {id} ({:.1} s)", c.runs, c.seed_start + c.runs - 1, t0.elapsed().as_secs_f64());
+            eprintln!(
+                "{name}: run {} (seed {}): reached {id} ({:.1} s)",
+                c.runs,
+                c.seed_start + c.runs - 1,
+                t0.elapsed().as_secs_f64()
+            );
         }
         if every > 0 && c.runs % every == 0 {
             let open = c.rows.iter().filter(|r| r.measured && r.found.is_none()).count();
-            eprintln!("{name}: {} runs, {} failing, {open} measured row(s) open ({:.1} s)", c.runs, c.failing, t0.elapsed().as_secs_f64());
+            eprintln!(
+                "{name}: {} runs, {} failing, {open} measured row(s) open ({:.1} s)",
+                c.runs,
+                c.failing,
+                t0.elapsed().as_secs_f64()
+            );
         }
     });
     let wall = t0.elapsed().as_secs_f64();
-    println!("reach: {name}, {} runs from seed {} ({} with signatures, {} ablation runs), {wall:.1} s", c.runs, o.seed_start, c.failing, c.ablation_runs);
+    println!(
+        "reach: {name}, {} runs from seed {} ({} with signatures, {} ablation runs), {wall:.1} s",
+        c.runs, o.seed_start, c.failing, c.ablation_runs
+    );
     println!();
     println!("| row | measured here | first run | seed | vanished under the row's fix |");
     println!("|---|---|---:|---:|---|");

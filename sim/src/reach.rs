@@ -45,8 +45,10 @@ pub struct Row {
     pub buggy: &'static [(&'static str, &'static str)],
     /// The row's fix.
     pub fix: Fix,
-    /// The violation kinds that are the row's symptom (a signature `kind/…` of one of them
-    /// vanishing under the fix attributes the run to the row).
+    /// The row's symptoms: violation kinds (`wrong_status`), or signatures and their prefixes
+    /// (`wrong_status/rejected_answered_5xx`) where a kind is shared with other mechanisms that a
+    /// row's fix also moves. A signature of one of them vanishing under the fix attributes the
+    /// run to the row.
     pub kinds: &'static [&'static str],
 }
 
@@ -81,7 +83,10 @@ pub const ROWS: &[Row] = &[
     Row {
         id: "decode-free-before-late-write",
         buggy: &[("decode_abort_release", "immediate")],
-        fix: Fix::Knobs(&[("decode_abort_release", "deferred"), ("prefill_abort_release", "hold_source_until_drained")]),
+        fix: Fix::Knobs(&[
+            ("decode_abort_release", "deferred"),
+            ("prefill_abort_release", "hold_source_until_drained"),
+        ]),
         kinds: READS_AND_UAF,
     },
     Row {
@@ -116,9 +121,15 @@ pub const ROWS: &[Row] = &[
     },
     Row {
         id: "router-waits-for-decode",
-        buggy: &[("router_mode", "concurrent"), ("router_on_prefill_error", "return_decode_leg")],
+        // Prefill's 400 must be an answer of its own: behind the finished-only gate of a stub
+        // admission the over-length request is answered 200 instead (the stub-admission row).
+        buggy: &[
+            ("router_mode", "concurrent"),
+            ("router_on_prefill_error", "return_decode_leg"),
+            ("pd_admission_check", "aborted_too"),
+        ],
         fix: Fix::Knobs(&[("router_on_prefill_error", "cancel_decode")]),
-        kinds: &["wrong_status"],
+        kinds: &["wrong_status/rejected_answered_5xx"],
     },
     Row { id: "rdma-visibility-lag", buggy: &[], fix: Fix::NoVisibilityLag, kinds: READS_AND_UAF },
     Row {
@@ -143,7 +154,7 @@ pub const ROWS: &[Row] = &[
         id: "stale-metadata-room",
         buggy: &[("metadata_zero_on_free", "off"), ("router_mode", "concurrent")],
         fix: Fix::Knobs(&[("metadata_zero_on_free", "on")]),
-        kinds: &["wrong_status"],
+        kinds: &["wrong_status/valid_request_failed/room_mismatch"],
     },
     Row {
         id: "double-release",
@@ -226,9 +237,10 @@ impl Row {
         c
     }
 
-    /// Whether a signature is of one of the row's kinds.
+    /// Whether a signature is one of the row's symptoms (its kind, or the signature or one of its
+    /// `/`-prefixes, is listed).
     pub fn symptom(&self, sig: &str) -> bool {
-        self.kinds.contains(&kind_of(sig))
+        self.kinds.iter().any(|k| sig == *k || sig.strip_prefix(*k).is_some_and(|rest| rest.starts_with('/')))
     }
 
     /// Whether profile `p`'s knob values include the row's buggy values (a hardware row: no
@@ -421,7 +433,11 @@ mod tests {
             assert!(r.applies(&buggy), "{}: the buggy expectation lacks {:?}", r.id, r.buggy);
             let e = sc.spec.expect.iter().find(|e| e.name == "buggy").expect("buggy");
             for k in e.violations.iter().chain(e.requests.values().flatten()) {
-                assert!(r.kinds.contains(&k.as_str()), "{}: buggy expects `{k}`, not a kind of the row", r.id);
+                assert!(
+                    r.kinds.iter().any(|x| kind_of(x) == k),
+                    "{}: buggy expects `{k}`, not a kind of the row",
+                    r.id
+                );
             }
             match r.fix {
                 Fix::Knobs(pairs) => {
@@ -495,7 +511,11 @@ mod tests {
         let home = |id: &str| row(id).expect("row").home();
         assert_eq!(home("stub-admission"), ["sglang-0.5.16"]);
         assert_eq!(home("held-blocks-leak"), ["vllm-nixl"]);
-        assert_eq!(home("router-waits-for-decode"), ["sglang-0.5.16", "sglang-0.5.22"]);
+        assert_eq!(home("router-waits-for-decode"), ["sglang-0.5.22"]);
+        let rw = row("router-waits-for-decode").expect("row");
+        assert!(rw.symptom("wrong_status/rejected_answered_5xx"));
+        assert!(!rw.symptom("wrong_status/rejected_answered_200"));
+        assert!(!rw.symptom("wrong_status/rejected_answered_5xxx"));
         assert_eq!(home("cross-tenant-prefix-hit"), ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"]);
         assert!(home("rdma-visibility-lag").is_empty());
         assert!(home("leak-abort-in-waiting").is_empty());
