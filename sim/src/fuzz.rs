@@ -733,7 +733,8 @@ mod tests {
         }
         assert_eq!(got, PINNED_DRAWS_BEFORE_THE_SHORT_BOUND);
         assert!((1_800..2_200).contains(&short), "{short} of 8,000 draws have the short bound (expect ~2,000)");
-        assert!((600..1_400).contains(&long_runs), "{long_runs} generated draws with long outputs (expect ~1 in 8)");
+        // 4,000 blind and profile draws, three in four generated: ~375 with long outputs.
+        assert!((250..500).contains(&long_runs), "{long_runs} generated draws with long outputs (expect ~375)");
         // A base scenario keeps its own bound.
         let mut base = draw(3, &Space::Blind);
         base.liveness_bound_s = 777;

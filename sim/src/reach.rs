@@ -488,20 +488,23 @@ mod tests {
         }
     }
 
-    /// A row is attributed only through its own knobs: the double-release scenario's buggy run is
-    /// not the cancel-mid-transfer row (a `page_leak`-free run; its knob is `free`), and a run
-    /// whose signature survives the fix is nobody's.
+    /// A row is attributed only through its own knobs and symptoms: the double-release
+    /// scenario's buggy run is not the cancel-mid-transfer row (its knob is `free` there), and
+    /// success-without-write's run (reads and a wrong status) is not cross-tenant-prefix-hit's,
+    /// whose knobs it has (a global radix cache) but whose symptom it lacks.
     #[test]
-    fn attribution_needs_the_rows_knobs_and_a_vanishing_signature() {
+    fn attribution_needs_the_rows_knobs_and_symptoms() {
         let buggy = resolve(&scenario("double-release"), "buggy");
         let (_, sigs) = fuzz::run_case(buggy.clone());
         let cancel = row("cancel-mid-transfer").expect("row");
         assert!(!cancel.applies(&buggy));
         assert!(attribute(&buggy, &sigs, [cancel]).is_empty());
-        // A signature the fix cannot remove (a made-up one) is not attributed.
-        let dr = row("double-release").expect("row");
-        let fake: BTreeSet<String> = ["double_free/not_this_run".to_string()].into();
-        assert!(attribute(&buggy, &fake, [dr]).is_empty());
+        let sww = resolve(&scenario("success-without-write"), "buggy");
+        let (_, sigs) = fuzz::run_case(sww.clone());
+        let prefix = row("cross-tenant-prefix-hit").expect("row");
+        assert!(prefix.applies(&sww) && !sigs.is_empty());
+        assert!(!sigs.iter().any(|s| prefix.symptom(s)), "{sigs:?}");
+        assert!(attribute(&sww, &sigs, [prefix]).is_empty());
     }
 
     /// Which space measures each row: the profiles that have its buggy values, else blind; the
