@@ -17,6 +17,7 @@ mod check;
 mod confirm;
 mod explore;
 mod fuzz;
+mod reach;
 mod shrink;
 mod tracefile;
 
@@ -217,6 +218,10 @@ enum Cmd {
     /// Exhaustive small-scope exploration: every schedule of latencies, faults, router picks
     /// and simultaneous-event orders within a bound; a counterexample (exit 10/11) or verified.
     Explore(explore::ExploreOpts),
+    /// Which catalogue rows a plain swarm campaign reaches, and at which run: each run with
+    /// signatures is attributed to a row when the row's fix alone makes one vanish; stops once
+    /// every row the space measures is reached (exit 1 when one is not).
+    Reach(reach::ReachOpts),
     /// Corpus tools.
     Corpus {
         #[command(subcommand)]
@@ -310,6 +315,7 @@ fn run() -> i32 {
             explore::run_choices(&scenario, &opts, &c, json || format == Format::Json)
         }
         Cmd::Explore(o) => explore::run(&o),
+        Cmd::Reach(o) => reach::run(&o),
         Cmd::Run {
             scenario,
             opts,

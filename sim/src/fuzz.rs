@@ -239,7 +239,36 @@ fn draw_space(seed: u64, space: &Space) -> SimConfig {
         }
     };
     draw_metadata_lag(&mut c, seed);
+    draw_liveness_bound(&mut c, seed);
+    draw_long_outputs(&mut c, seed);
     c
+}
+
+/// Long outputs (issue 15, reach): one generated run in [`table::LONG_OUTPUT_ONE_IN`] has its
+/// largest output length raised to [`table::LONG_OUTPUT_TOKENS`], from a generator of its own, so
+/// decode batches outgrow their pool and retract, and a client abort can find a request retracted.
+/// Explicit requests (a prefix-heavy run's) keep their lengths.
+fn draw_long_outputs(c: &mut SimConfig, seed: u64) {
+    if Prng::child(seed, "long-outputs").below(table::LONG_OUTPUT_ONE_IN) != 0 {
+        return;
+    }
+    if let Some(g) = c.generator.as_mut() {
+        for b in &mut g.output_tokens {
+            b.max = b.max.max(table::LONG_OUTPUT_TOKENS);
+        }
+    }
+}
+
+/// The swarm's liveness bound: [`table::LIVENESS_BOUND_S`], or one run in
+/// [`table::SHORT_LIVENESS_BOUND_ONE_IN`] the short [`table::SHORT_LIVENESS_BOUND_S`], from a
+/// generator of its own (issue 15, reach: with only the long bound, pages a 480 s lease holds are
+/// freed inside every run's horizon, so the lease rows of the catalogue were never reached). The
+/// horizon still moves past an engine timer that will answer a request (`World::step`), so the
+/// short bound judges held pages, not requests that a 300 s timer ends.
+fn draw_liveness_bound(c: &mut SimConfig, seed: u64) {
+    if Prng::child(seed, "liveness-bound").below(table::SHORT_LIVENESS_BOUND_ONE_IN) == 0 {
+        c.liveness_bound_s = table::SHORT_LIVENESS_BOUND_S;
+    }
 }
 
 /// The swarm's draw of deployment, workload, faults and (blind) knobs.
@@ -346,7 +375,7 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
         generator: Some(generator),
         requests: vec![],
         faults,
-        liveness_bound_s: 1_200,
+        liveness_bound_s: table::LIVENESS_BOUND_S,
     }
 }
 
@@ -575,16 +604,19 @@ mod tests {
     /// The campaign's draws are pinned: a digest of the scenarios drawn for the first 2,000 seeds
     /// of each space. A change here changes every campaign's results for a fixed seed range; make
     /// it on purpose (and say so) or not at all.
-    #[test]
-    fn draws_are_pinned() {
-        let spaces = [
+    fn pinned_spaces() -> [(&'static str, Space); 4] {
+        [
             ("blind", Space::Blind),
             ("sglang-0.5.22", Space::Profile("sglang-0.5.22".into())),
             ("prefix", Space::Prefix(Box::new(Space::Blind))),
             ("vllm-nixl prefix", Space::Prefix(Box::new(Space::Profile("vllm-nixl".into())))),
-        ];
+        ]
+    }
+
+    #[test]
+    fn draws_are_pinned() {
         let mut got = Vec::new();
-        for (name, space) in &spaces {
+        for (name, space) in &pinned_spaces() {
             let mut h = crate::types::StableHasher::default();
             for seed in 0..2_000 {
                 std::hash::Hash::hash(&draw(seed, space), &mut h);
@@ -604,15 +636,18 @@ mod tests {
     // Re-pinned at the merge of issue 13's three knobs (decode_radix_cache and zero_page_last_chunk,
     // drawn from a generator of their own, `table::OWN_STREAM_KNOBS`; decode_reject_releases_prefill,
     // drawn by the blind swarm among the other knobs): the configuration's hash gained three fields.
-    // Re-pinned for pipeline stages (`crate::pp`): the knobs gained pp_metadata_writer and
-    // pp_bootstrap_consensus and every node pp_stages (the configuration's hash gained them all);
-    // the blind swarm draws the knobs and the prefill stages from the own-stream generator, after
-    // the older own-stream knobs, so every other drawn value is what it was (the test below).
+    // Re-pinned for pipeline stages (`crate::pp`, issue 13): the knobs gained pp_metadata_writer
+    // and pp_bootstrap_consensus and every node pp_stages (drawn from the own-stream generator, so
+    // every other drawn value is what it was: `own_stream_knobs_leave_the_swarm_stream_alone`); and
+    // for issue 15 (reach): one swarm run in four is judged 120 s after its last arrival
+    // (`draw_liveness_bound`) and one generated run in eight has outputs up to 512 tokens
+    // (`draw_long_outputs`), each from a generator of its own; with both set back the draws hash
+    // to the digests before (`the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own`).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 3a1456d5c1fd0a5c",
-        "sglang-0.5.22: 3841055f77eb9c8f",
-        "prefix: 2f0f97f98c1bf2ab",
-        "vllm-nixl prefix: a1d77dd2fadf8387",
+        "blind: 920e8dd148119ae8",
+        "sglang-0.5.22: ba140c4b144b812e",
+        "prefix: 690d1154a4e13f55",
+        "vllm-nixl prefix: 3a9b6b1465178c16",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -688,6 +723,60 @@ mod tests {
         assert_eq!(hardware_fault("cross_tenant_read/late_write"), None);
         assert_eq!(hardware_fault("page_leak/decode"), None);
     }
+
+    /// The short liveness bound and the long outputs come from generators of their own: one swarm
+    /// run in about four gets the bound, one generated run in about eight the long outputs, and
+    /// nothing else of any run moves — with both set back, the draws of every pinned space hash to
+    /// the digests pinned before they were drawn.
+    #[test]
+    fn the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own() {
+        let (mut short, mut long_runs) = (0, 0);
+        let mut got = Vec::new();
+        for (name, space) in pinned_spaces() {
+            let mut h = crate::types::StableHasher::default();
+            for seed in 0..2_000 {
+                let mut c = draw(seed, &space);
+                let drawn_short = Prng::child(seed, "liveness-bound").below(table::SHORT_LIVENESS_BOUND_ONE_IN) == 0;
+                let want = if drawn_short { table::SHORT_LIVENESS_BOUND_S } else { table::LIVENESS_BOUND_S };
+                assert_eq!(c.liveness_bound_s, want, "{name} seed {seed}");
+                short += u32::from(drawn_short);
+                c.liveness_bound_s = table::LIVENESS_BOUND_S;
+                // The long outputs, set back (a long run's largest output was drawn before).
+                let long = Prng::child(seed, "long-outputs").below(table::LONG_OUTPUT_ONE_IN) == 0;
+                if let (true, Some(g)) = (long, c.generator.as_mut()) {
+                    assert_eq!(g.output_tokens[0].max, table::LONG_OUTPUT_TOKENS, "{name} seed {seed}");
+                    g.output_tokens[0].max = drawn_output_max(seed, &space);
+                    long_runs += 1;
+                }
+                std::hash::Hash::hash(&c, &mut h);
+            }
+            got.push(format!("{name}: {:016x}", std::hash::Hasher::finish(&h)));
+        }
+        assert_eq!(got, PINNED_DRAWS_BEFORE_THE_SHORT_BOUND);
+        assert!((1_800..2_200).contains(&short), "{short} of 8,000 draws have the short bound (expect ~2,000)");
+        // 4,000 blind and profile draws, three in four generated: ~375 with long outputs.
+        assert!((250..500).contains(&long_runs), "{long_runs} generated draws with long outputs (expect ~375)");
+        // A base scenario keeps its own bound.
+        let mut base = draw(3, &Space::Blind);
+        base.liveness_bound_s = 777;
+        assert!((0..50).all(|seed| draw(seed, &Space::Base(Box::new(base.clone()))).liveness_bound_s == 777));
+    }
+
+    /// The largest output length the swarm's own generator drew for `seed` (as `draw_swarm`
+    /// draws it, after the deployment, knobs, prompts, request count, fault switches and tenants).
+    fn drawn_output_max(seed: u64, space: &Space) -> u64 {
+        let c = draw_swarm(seed, space);
+        c.generator.expect("a generated run").output_tokens[0].max
+    }
+
+    /// `PINNED_DRAWS` as pinned at the merge of the pipeline-stage knobs (before issue 15 drew
+    /// the short liveness bound and the long outputs).
+    const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
+        "blind: 3a1456d5c1fd0a5c",
+        "sglang-0.5.22: 3841055f77eb9c8f",
+        "prefix: 2f0f97f98c1bf2ab",
+        "vllm-nixl prefix: a1d77dd2fadf8387",
+    ];
 
     #[test]
     fn draws_are_deterministic_and_valid() {

@@ -27,6 +27,7 @@ pub mod pool;
 pub mod pp;
 pub mod prefill;
 pub mod prefix;
+pub mod reach;
 pub mod report;
 pub mod reqs;
 pub mod rng;

@@ -13,6 +13,7 @@ mod explore;
 mod fuzz;
 mod hostile;
 mod oracle;
+mod reach;
 mod scenario_format;
 mod snapshots;
 mod trace;

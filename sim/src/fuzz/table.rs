@@ -152,6 +152,13 @@ pub const MEAN_INTERARRIVAL_US: Column<u64> = Column { rows: &[(1_000, Swarm), (
 pub const PROMPT_BUCKET_WEIGHT: Column<u64> = Column { rows: &[(0, Swarm), (1, Swarm), (3, Swarm), (10, Swarm)] };
 /// The largest output length.
 pub const MAX_OUTPUT_TOKENS: Column<u64> = Column { rows: &[(1, Swarm), (8, Swarm), (64, Swarm)] };
+/// One swarm run in [`LONG_OUTPUT_ONE_IN`] that uses the generator draws its largest output length
+/// as [`LONG_OUTPUT_TOKENS`] instead: decode batches that grow past their pool and retract
+/// (`decode_out_of_pages`), long enough for a client abort to land while a request is retracted
+/// (leak-abort-retracted: not reached in 110,000 blind runs with outputs of at most 64 tokens).
+/// Drawn from a generator of its own (`fuzz::draw_long_outputs`).
+pub const LONG_OUTPUT_TOKENS: u64 = 512;
+pub const LONG_OUTPUT_ONE_IN: u64 = 8;
 /// How soon a client abort comes.
 pub const ABORT_WITHIN_MS: Column<u64> = Column { rows: &[(5, Swarm), (200, Swarm), (2_000, Swarm)] };
 /// The mean gap between prefix-heavy requests.
@@ -169,6 +176,16 @@ pub const PREFIX_PUBLIC_BLOCKS_MAX: u64 = 3;
 /// One prefix-space run in this many pads cache hits to a miss's cost
 /// (`prefix_hit_timing = padded_to_miss`); the others charge what they compute (`as_computed`).
 pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
+
+/// The liveness bound of a swarm run (`liveness_bound_s`: the horizon is the last arrival plus it).
+pub const LIVENESS_BOUND_S: u64 = 1_200;
+/// One swarm run in [`SHORT_LIVENESS_BOUND_ONE_IN`] is judged [`SHORT_LIVENESS_BOUND_S`] after
+/// its last arrival instead (the catalogue's lease scenarios' 2 minutes): a leak that lasts until a
+/// 480 s lease (held-blocks-leak, pre-admission-reject-strands-prefill) ends inside a 1,200 s
+/// horizon and is never seen there. Drawn from a generator of its own (`fuzz::draw_liveness_bound`),
+/// so every other value of a run is drawn as before.
+pub const SHORT_LIVENESS_BOUND_S: u64 = 120;
+pub const SHORT_LIVENESS_BOUND_ONE_IN: u64 = 4;
 
 // The engine knobs.
 
