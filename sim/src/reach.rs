@@ -260,7 +260,15 @@ impl Row {
     /// Whether profile `p`'s knob values include the row's buggy values (a hardware row: no
     /// profile has it, since a profile's campaign draws no hardware faults).
     pub fn had_by_profile(&self, p: &config::Profile) -> bool {
-        self.fix != Fix::NoVisibilityLag && holds(&(p.knobs)(), self.buggy)
+        self.fix != Fix::NoVisibilityLag && !self.needs_pp_stages() && holds(&(p.knobs)(), self.buggy)
+    }
+
+    /// Whether the row needs a prefill instance with more than one pipeline stage: a node
+    /// setting (`pp_stages`), not a knob, that only the blind swarm draws
+    /// (`fuzz::table::PP_STAGES`); a profile's campaign runs single-stage instances only, so
+    /// the blind swarm measures these rows even where a profile has their knob values.
+    pub fn needs_pp_stages(&self) -> bool {
+        matches!(self.id, "metadata-slot-collision" | "pp-bootstrap-divergence")
     }
 
     /// The profiles that have the row (empty: the blind swarm measures it).
