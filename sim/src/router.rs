@@ -101,7 +101,15 @@ impl World {
                 self.respond(r, status, tokens);
             }
             (Role::Prefill, RouterMode::Sequential) => {
-                if status == 200 {
+                if self.reqs[r.idx()].client_aborted {
+                    // The client is gone: it was answered 499 and both legs were aborted
+                    // (`on_client_abort`). A sequential proxy awaits prefill inside the client's
+                    // handler (vLLM's disaggregated proxy examples issue the decode request from
+                    // the same request task after prefill returns), so a cancelled handler never
+                    // starts the decode leg; starting it here left decode holding pages for a
+                    // request prefill had already freed (`page_leak/decode` on vllm-nixl, seeds
+                    // 8,455 and 9,999 of a 20,000-seed campaign).
+                } else if status == 200 {
                     self.after(Duration(0), Ev::LegArrive { r, role: Role::Decode });
                 } else {
                     self.respond(r, status, 0);

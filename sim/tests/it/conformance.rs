@@ -1097,3 +1097,55 @@ fn s7_vllm_a_dead_decode_reads_nothing_more() {
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
 }
+
+/// One short prompt on the vLLM path; the client's abort time is filled in per run.
+const ABORT_AROUND_PREFILL: &str = r#"
+name = "abort-around-prefill"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 1
+tenant = 0
+prompt_tokens = 96
+output_tokens = 4
+abort_at_ns = ABORT
+"#;
+
+/// Router, sequential path (vLLM's disaggregated proxies): the decode request follows prefill's
+/// answer in the client's own handler, so once the client has gone (answered 499, both legs
+/// aborted) no decode leg starts, even when prefill's 200 was already on its way. Before the fix
+/// the router started it, decode reserved pages for a request prefill had freed, and they were
+/// never released (`page_leak/decode` on vllm-nixl, seeds 8,455 and 9,999 of a 20,000-seed
+/// campaign). The abort time sweeps across prefill's answer; at least one run must abort in the
+/// window where prefill's 200 is already in flight.
+#[test]
+fn s5_sequential_router_starts_no_decode_leg_after_the_client_is_gone() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let mut in_window = 0;
+    for step in 0..200u64 {
+        let abort = 1_000_000 + step * 50_000;
+        let text = ABORT_AROUND_PREFILL.replace("ABORT", &abort.to_string());
+        let w = collect(&text, "vllm-nixl", &[]);
+        let (status, at) = answer(&w, 0);
+        if status != 499 {
+            continue;
+        }
+        if w.reqs[0].prefill_leg == Some(200) {
+            in_window += 1;
+        }
+        let recs = w.tracer.collected.as_ref().expect("collected");
+        let late_decode = recs.iter().any(|(t, rec)| {
+            t.0 > at && matches!(rec, TraceRecord::Mem(MemOp::Alloc { pool, .. }) if pool.role == Role::Decode)
+        });
+        assert!(!late_decode, "abort at {abort} ns: decode reserved pages after the client's 499");
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "abort at {abort} ns: {:?}", kinds(&w));
+        assert!(!kinds(&w).contains(&"page_leak"), "abort at {abort} ns: {:?}", kinds(&w));
+    }
+    assert!(in_window > 0, "no run aborted while prefill's 200 was in flight");
+}
