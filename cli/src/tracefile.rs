@@ -4,6 +4,7 @@
 use kvsim::trace::{TraceRecord, TraceSink};
 use kvsim::tracefile::{line_json, Filter, Item, Kept, ReadOptions, TraceError, TraceReader};
 use kvsim::types::Instant;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -34,21 +35,22 @@ impl JsonlWriter {
     }
 }
 
+/// The records a sink takes for `rec`: itself, none, or the rewritten records a filter keeps of
+/// it (a decode step with only some entries kept), shared by the writer and the comparer so a
+/// filtered recording and its replay see the same records.
+fn kept<'a>(filter: Option<&Filter>, rec: &'a TraceRecord, page_size: u64) -> Cow<'a, [TraceRecord]> {
+    match filter.map(|f| f.kept(rec, page_size)) {
+        None | Some(Kept::All) => Cow::Borrowed(std::slice::from_ref(rec)),
+        Some(Kept::None) => Cow::Borrowed(&[]),
+        Some(Kept::Rewritten(recs)) => Cow::Owned(recs),
+    }
+}
+
 impl TraceSink for JsonlWriter {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
-        if let Some(f) = &self.filter {
-            match f.kept(rec, self.page_size) {
-                Kept::All => {}
-                Kept::None => return,
-                Kept::Rewritten(recs) => {
-                    for r in &recs {
-                        self.write(at, r);
-                    }
-                    return;
-                }
-            }
+        for r in kept(self.filter.as_ref(), rec, self.page_size).iter() {
+            self.write(at, r);
         }
-        self.write(at, rec);
     }
 }
 
@@ -100,19 +102,9 @@ impl Comparer {
 
 impl TraceSink for Comparer {
     fn record(&mut self, at: Instant, rec: &TraceRecord) {
-        if let Some(f) = &self.filter {
-            match f.kept(rec, self.page_size) {
-                Kept::All => {}
-                Kept::None => return,
-                Kept::Rewritten(recs) => {
-                    for r in &recs {
-                        self.compare(at, r);
-                    }
-                    return;
-                }
-            }
+        for r in kept(self.filter.as_ref(), rec, self.page_size).iter() {
+            self.compare(at, r);
         }
-        self.compare(at, rec);
     }
 }
 
