@@ -29,10 +29,17 @@ impl World {
     }
 
     fn healed(&self) -> bool {
-        self.now >= Instant(0) + Duration::from_ms(self.cfg.faults.heal_at_ms)
+        self.healed_at(self.now)
     }
 
-    pub(crate) fn batch_faults(&mut self, r: RequestId) -> BatchFaults {
+    /// Whether faults have stopped by `t`. A job's batches are scheduled when the job is
+    /// submitted, so each batch asks about its own start time: a batch that starts after
+    /// `heal_at` carries no drawn fault, however early its job was queued.
+    fn healed_at(&self, t: Instant) -> bool {
+        t >= Instant(0) + Duration::from_ms(self.cfg.faults.heal_at_ms)
+    }
+
+    pub(crate) fn batch_faults(&mut self, r: RequestId, start: Instant) -> BatchFaults {
         let mut f = BatchFaults::default();
         for s in &self.cfg.faults.script {
             match *s {
@@ -48,7 +55,7 @@ impl World {
         }
         if self.chooser.is_some() {
             // Exploration: at most one fault per batch, a choice while the budget lasts.
-            let healed = self.healed();
+            let healed = self.healed_at(start);
             let fc = self.cfg.faults.clone();
             if let Some(c) = self.chooser.as_mut() {
                 match c.batch_fault(healed) {
@@ -60,7 +67,7 @@ impl World {
                     Some(crate::explore::FaultKind::Crash) | None => {}
                 }
             }
-        } else if !self.healed() {
+        } else if !self.healed_at(start) {
             let fc = &self.cfg.faults;
             let request = r.0;
             let mut fired = [None, None, None];

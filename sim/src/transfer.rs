@@ -222,10 +222,15 @@ impl World {
         let mut t = self.now.max(self.prefill[node].xfer_free_at);
         let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
+        // Prefill pushes into a decode incarnation that is already gone (it died after sending
+        // its destination): the first write fails like any failed batch (the room goes Failed and
+        // its later chunks are dropped, `job_done`). See `transfer_reader_died`.
+        let dst_gone = !(reader.alive && reader.epoch == job.decode_epoch);
         let mut ok = true;
         let mut lands = 0u32;
         for (b, batch) in job.batches.iter_mut().enumerate() {
-            let f = self.batch_faults(r);
+            let mut f = self.batch_faults(r, t);
+            f.fail |= dst_gone;
             let bytes = u128::from(pages_in(&batch.src)) * u128::from(bytes_per_page);
             let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1)))
                 .min(u128::from(u64::MAX)) as u64;
@@ -336,12 +341,18 @@ impl World {
     /// its reads stop: each job still reading into this incarnation skips its queued batches, the
     /// batch being read lands nothing (`land_batch`), and the job ends when that batch's call
     /// would have returned. Prefill is not told; it holds the source blocks until its lease,
-    /// which decode's heartbeats no longer extend. With prefill pushing (sglang), the worker
-    /// keeps writing until its transfers fail.
+    /// which decode's heartbeats no longer extend.
+    ///
+    /// With prefill pushing (sglang's Mooncake writes) the batch being written when decode dies
+    /// fails: its peer's memory registration is gone, so the transfer engine returns an error
+    /// when the write would have completed (sglang 0.5.16 and 0.5.22 wheels,
+    /// `disaggregation/mooncake/conn.py` `transfer_worker`: a non-zero `send_kvcache` return
+    /// records the failure and marks the room Failed), and the worker then drops the room's
+    /// queued chunks ("Skipping chunk for room … because it has already failed"). So the job
+    /// skips its queued batches and ends failed when the batch being written returns; that batch
+    /// lands nothing (`land_batch`: the incarnation it wrote to is gone). A restarted decode is a
+    /// new incarnation with a new registration: later batches do not write into it either.
     pub(crate) fn transfer_reader_died(&mut self, d: u16) {
-        if !self.decode_pulls() {
-            return;
-        }
         let epoch = self.decode[d as usize].epoch;
         let ids: Vec<u32> = self
             .jobs

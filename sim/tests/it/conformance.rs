@@ -449,6 +449,67 @@ fn s3_aborts_a_failed_room_takes_no_more_chunks() {
     }
 }
 
+/// Reference §3 (aborts), a decode that dies while prefill pushes (sglang's Mooncake writes): the
+/// chunk being written fails when its write returns (the peer's memory registration is gone; 0.5.16
+/// and 0.5.22 wheels, `disaggregation/mooncake/conn.py` `transfer_worker` marks the room Failed on a
+/// non-zero `send_kvcache`), and the worker drops the room's queued chunks. 45 pages go in 12
+/// four-page chunks, each delayed 10 s (scripted); decode-0 dies at 1.234 s and restarts 2 s later.
+/// Prefill frees its source when the first chunk returns (~10.36 s), nothing lands in the
+/// restarted decode, nothing leaks (before: all 12 chunks "landed" one every 10 s into the new
+/// incarnation and prefill held its 45 pages past the 120 s liveness bound: `page_leak/prefill` on
+/// `sglang-0.5.22`, campaign seed 464,114).
+const DEAD_DECODE: &str = r#"
+name = "dead-decode"
+context_len = 16384
+liveness_bound_s = 120
+[[prefill]]
+pool_tokens = 184
+[[decode]]
+pool_tokens = 692
+[knobs]
+page_size = 4
+max_transfer_batch_pages = 4
+[[request]]
+at_ms = 357
+tenant = 0
+prompt_tokens = 177
+output_tokens = 1
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 10000
+[[faults.script]]
+kind = "crash"
+node = "decode-0"
+at_ms = 1234
+restart_after_ms = 2000
+"#;
+
+#[test]
+fn s3_aborts_a_dead_decode_fails_the_chunk_being_written_and_its_queued_chunks_are_skipped() {
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(DEAD_DECODE, profile, &[]);
+        assert_eq!(answer(&w, 0).0, 503, "{profile}: the router answers when decode dies");
+        let (freed, copies) = prefill_free_and_copies(&w);
+        assert!(
+            (10 * S..11 * S).contains(&freed),
+            "{profile}: prefill freed request 0's pages at {freed} ns, not when the chunk being written failed"
+        );
+        assert_eq!(copies, 0, "{profile}: nothing lands in a dead or restarted decode");
+        assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+    }
+    // Prefill learns of the death only from its own write: a job submitted after decode died
+    // fails on its first chunk. Decode dies before prefill's forward ends (at ~362 ms).
+    let early = DEAD_DECODE.replace("at_ms = 1234", "at_ms = 358");
+    assert_ne!(early, DEAD_DECODE);
+    let w = collect(&early, "sglang-0.5.22", &[]);
+    let (freed, copies) = prefill_free_and_copies(&w);
+    assert!(freed < 11 * S, "prefill freed request 0's pages at {freed} ns");
+    assert_eq!(copies, 0);
+    assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
+}
+
 /// Reference §7: decode reserves the whole prompt (here plus a one-token speculative lookahead,
 /// `decode_lookahead_tokens`, vLLM's `num_lookahead_tokens`) and asserts it never holds more
 /// blocks than prefill exposes (vLLM `nixl_connector.py` `update_state_after_alloc`:

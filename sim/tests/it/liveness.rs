@@ -244,3 +244,45 @@ page_size = 64
     assert_eq!(w.reqs[3].response.as_ref().map(|a| (a.status, a.at.0)), Some((500, 1_200_001_600_000)));
     assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode holds nothing at the end");
 }
+
+/// Random faults stop at `heal_at` for every batch, not only for jobs submitted before it: a job's
+/// batches are scheduled when it is submitted, and each draws its faults for its own start time.
+/// One request, 20 four-page batches, every batch drawn a 1 s delay until the heal at 2.5 s: the
+/// three batches that start before it are delayed, the 17 after it are not, so the request is
+/// answered a little after 3 s. (Before, all 20 drew the delay at submission and the request was
+/// answered after 20 s, faults long past the heal: campaign seed 464,114's `page_leak/prefill`.)
+#[test]
+fn batches_that_start_after_the_heal_draw_no_faults() {
+    let text = r#"
+name = "heal-mid-job"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 4096
+[knobs]
+page_size = 4
+max_transfer_batch_pages = 4
+chunked_prefill_size = 4096
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 320
+output_tokens = 2
+[faults]
+delay_spike = "1/1"
+delay_spike_ms = 1000
+heal_at_ms = 2500
+"#;
+    let cfg = kvsim::scenario::Scenario::parse("heal-mid-job.toml", text)
+        .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = kvsim::simulate(cfg, None, true);
+    let resp = w.reqs[0].response.expect("answered");
+    assert_eq!(resp.status, 200);
+    assert!(
+        (3_000_000_000..5_000_000_000).contains(&resp.at.0),
+        "answered at {} ns: three delayed batches, none after the heal",
+        resp.at.0
+    );
+}
