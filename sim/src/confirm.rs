@@ -126,11 +126,16 @@ pub fn initial_pools(cfg: &SimConfig) -> BTreeMap<PoolId, u64> {
 /// an error counts those records (as `TraceMemLog::mem` and its `lines` do).
 pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), LowerError> {
     let mem = &*crate::trace::expand_log(mem);
+    let (mem, wire_pages) = wires_as_copies(mem)?;
+    let mem = &*mem;
     let page_size = cfg.knobs.page_size;
     if page_size == 0 || page_size > 1 << 16 {
         return Err(invalid(None, format!("page_size {page_size} outside 1..=65536")));
     }
     let mut pools = initial_pools(cfg);
+    if wire_pages > 1 {
+        pools.insert(WIRE, wire_pages);
+    }
     let pages_of = |pools: &BTreeMap<PoolId, u64>, p: &PoolId, i: usize| -> Result<u64, LowerError> {
         match pools.get(p) {
             Some(&n) if n <= 1 << 31 => Ok(n),
@@ -180,11 +185,68 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Low
             MemOp::Read { pool, .. } => {
                 pages_of(&pools, pool, i)?;
             }
-            // Expanded above.
-            MemOp::DecodeStep { .. } => {}
+            // Expanded and translated above.
+            MemOp::DecodeStep { .. } | MemOp::Send { .. } | MemOp::Land { .. } => {}
         }
     }
     check_volume(mem)
+}
+
+/// The pool a lowered program keeps lagged batches' data in flight in (`MemOp::Send` until its
+/// `Land`): no configuration has this many prefill nodes (`scenario::MAX_NODES`).
+pub const WIRE: PoolId = PoolId { role: Role::Prefill, index: u16::MAX };
+
+/// The log with every `Send` a copy from its source into the wire pool and every `Land` a copy
+/// from there into its destination (borrowed when there is none), so the lowering's passes see
+/// plain copies: each wire gets its own pages, numbered from 1 in the order the sends come.
+/// Also the wire pool's page count (1 when there is no wire). A land without its send, or of a
+/// different page count, is an invalid log.
+fn wires_as_copies(mem: &[(u64, MemOp)]) -> Result<(std::borrow::Cow<'_, [(u64, MemOp)]>, u64), LowerError> {
+    if !mem.iter().any(|(_, op)| matches!(op, MemOp::Send { .. } | MemOp::Land { .. })) {
+        return Ok((std::borrow::Cow::Borrowed(mem), 1));
+    }
+    let mut base: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+    let mut next: u64 = 1;
+    let mut out = Vec::with_capacity(mem.len());
+    for (i, (t, op)) in mem.iter().enumerate() {
+        let op = match op {
+            MemOp::Send { src, r, wire, pages } => {
+                let count: u64 = pages.iter().map(|p| u64::from(p.count)).sum();
+                if next + count > 1 << 31 || base.contains_key(wire) {
+                    return Err(invalid(Some(i), format!("send of wire {wire} repeated or past 2^31 wire pages")));
+                }
+                let first = next as u32;
+                base.insert(*wire, (first, count as u32));
+                next += count;
+                let mut at = first;
+                let mut copied = Vec::with_capacity(pages.len());
+                for p in pages {
+                    copied.push((p.first, at, p.count));
+                    at += p.count;
+                }
+                MemOp::Copy { src: *src, dst: WIRE, r: *r, pages: copied }
+            }
+            MemOp::Land { dst, r, wire, pages, .. } => {
+                let count: u64 = pages.iter().map(|p| u64::from(p.count)).sum();
+                let Some(&(first, sent)) = base.get(wire) else {
+                    return Err(invalid(Some(i), format!("land of wire {wire} that was never sent")));
+                };
+                if u64::from(sent) != count {
+                    return Err(invalid(Some(i), format!("land of {count} pages from wire {wire} of {sent}")));
+                }
+                let mut at = first;
+                let mut copied = Vec::with_capacity(pages.len());
+                for p in pages {
+                    copied.push((at, p.first, p.count));
+                    at += p.count;
+                }
+                MemOp::Copy { src: WIRE, dst: *dst, r: *r, pages: copied }
+            }
+            op => op.clone(),
+        };
+        out.push((*t, op));
+    }
+    Ok((std::borrow::Cow::Owned(out), next))
 }
 
 /// Lowering walks copied and allocated pages one by one: bounds the work a (corrupt) log can ask
@@ -227,8 +289,8 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), LowerError> {
             MemOp::Copy { pages, .. } => {
                 pages.iter().all(|&(a, b, c)| a.checked_add(c).is_some() && b.checked_add(c).is_some())
             }
-            // `lower` expands decode steps before it validates.
-            MemOp::DecodeStep { .. } => false,
+            // `lower` expands decode steps and translates wires before it validates.
+            MemOp::DecodeStep { .. } | MemOp::Send { .. } | MemOp::Land { .. } => false,
         };
         if !ok {
             return Err(invalid(Some(i), "out-of-range page or slot numbers".into()));
@@ -316,6 +378,8 @@ struct Found {
 /// `ops_total` count those records.
 pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape) -> Result<Lowered, LowerError> {
     let mem = &*crate::trace::expand_log(mem);
+    let (mem, _) = wires_as_copies(mem)?;
+    let mem = &*mem;
     validate(mem, m.page_size)?;
     let found = find_reads(mem, &wanted_reads(&select));
     if found.is_empty() {

@@ -37,24 +37,94 @@ pub struct DstInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
 pub enum Ev {
-    Arrive { r: RequestId },
-    ClientAbort { r: RequestId },
-    LegArrive { r: RequestId, role: Role },
-    Tick { node: NodeId },
-    ForwardDone { node: PrefillIdx, epoch: u32 },
-    StepDone { node: DecodeIdx, epoch: u32 },
-    DstInfo { r: RequestId, prefill: PrefillIdx, dst: Box<DstInfo> },
-    TransferLand { job: u32, batch: u32 },
-    TransferDone { job: u32, ok: bool },
-    MetaLand { r: RequestId, decode: DecodeIdx, epoch: u32, slot: u32, room: u64 },
-    Status { r: RequestId, decode: DecodeIdx, epoch: u32, ok: bool, pages: u64, prefix: u64 },
-    LegResult { r: RequestId, role: Role, status: u16 },
-    AbortAt { r: RequestId, role: Role, status: u16, from_decode: bool },
-    AbortAck { r: RequestId, decode: DecodeIdx, epoch: u32 },
-    Timeout { r: RequestId, timer: TimeoutKind, node: NodeId, epoch: u32 },
-    Crash { node: NodeId, restart_after_ms: u64 },
-    Restart { node: NodeId },
-    HeartbeatLost { prefill: PrefillIdx, epoch: u32 },
+    Arrive {
+        r: RequestId,
+    },
+    ClientAbort {
+        r: RequestId,
+    },
+    LegArrive {
+        r: RequestId,
+        role: Role,
+    },
+    Tick {
+        node: NodeId,
+    },
+    ForwardDone {
+        node: PrefillIdx,
+        epoch: u32,
+    },
+    StepDone {
+        node: DecodeIdx,
+        epoch: u32,
+    },
+    DstInfo {
+        r: RequestId,
+        prefill: PrefillIdx,
+        dst: Box<DstInfo>,
+    },
+    /// A lagged batch's wire time ends: its source pages are read now, and the data lands at
+    /// `TransferLand` (only scheduled when the land comes later: `visibility_lag`).
+    TransferRead {
+        job: u32,
+        batch: u32,
+    },
+    TransferLand {
+        job: u32,
+        batch: u32,
+    },
+    TransferDone {
+        job: u32,
+        ok: bool,
+    },
+    MetaLand {
+        r: RequestId,
+        decode: DecodeIdx,
+        epoch: u32,
+        slot: u32,
+        room: u64,
+    },
+    Status {
+        r: RequestId,
+        decode: DecodeIdx,
+        epoch: u32,
+        ok: bool,
+        pages: u64,
+        prefix: u64,
+    },
+    LegResult {
+        r: RequestId,
+        role: Role,
+        status: u16,
+    },
+    AbortAt {
+        r: RequestId,
+        role: Role,
+        status: u16,
+        from_decode: bool,
+    },
+    AbortAck {
+        r: RequestId,
+        decode: DecodeIdx,
+        epoch: u32,
+    },
+    Timeout {
+        r: RequestId,
+        timer: TimeoutKind,
+        node: NodeId,
+        epoch: u32,
+    },
+    Crash {
+        node: NodeId,
+        restart_after_ms: u64,
+    },
+    Restart {
+        node: NodeId,
+    },
+    HeartbeatLost {
+        prefill: PrefillIdx,
+        epoch: u32,
+    },
 }
 
 impl Ev {
@@ -74,6 +144,7 @@ impl Ev {
             Ev::Tick { .. }
             | Ev::ForwardDone { .. }
             | Ev::StepDone { .. }
+            | Ev::TransferRead { .. }
             | Ev::TransferLand { .. }
             | Ev::TransferDone { .. }
             | Ev::Crash { .. }

@@ -51,6 +51,25 @@ pub enum MemOp {
         r: RequestId,
         pages: Vec<(u32, u32, u32)>,
     },
+    /// A batch whose data becomes visible after its write completed (`visibility_lag`): its
+    /// source pages as read onto the wire when the write completed. Until its [`MemOp::Land`],
+    /// `wire` (the job in the high 32 bits, the batch in the low) names that data in flight, page
+    /// for page in the order of `pages`; the source pages may be freed and rewritten meanwhile.
+    Send {
+        src: PoolId,
+        r: RequestId,
+        wire: u64,
+        pages: Vec<Run>,
+    },
+    /// The data of `wire` (its pages in `Send` order) becomes visible at `pages` of `dst`; `src`
+    /// is the pool it was read from.
+    Land {
+        src: PoolId,
+        dst: PoolId,
+        r: RequestId,
+        wire: u64,
+        pages: Vec<Run>,
+    },
     /// An attention read of positions `0..seq_len` of `r`'s block table.
     Read {
         pool: PoolId,
@@ -253,6 +272,11 @@ pub mod encode {
                 runs(b, &dst.pages);
                 u32_(b, dst.meta_slot);
             }
+            Ev::TransferRead { job, batch } => {
+                b.push(18);
+                u32_(b, *job);
+                u32_(b, *batch);
+            }
             Ev::TransferLand { job, batch } => {
                 b.push(7);
                 u32_(b, *job);
@@ -378,6 +402,21 @@ pub mod encode {
                 u64_(b, *seq_len);
             }
             MemOp::DecodeStep { pool, entries } => decode_step(b, at, *pool, entries, false),
+            MemOp::Send { src, r, wire, pages } => {
+                b.push(7);
+                node(b, *src);
+                u32_(b, r.0);
+                u64_(b, *wire);
+                runs(b, pages);
+            }
+            MemOp::Land { src, dst, r, wire, pages } => {
+                b.push(8);
+                node(b, *src);
+                node(b, *dst);
+                u32_(b, r.0);
+                u64_(b, *wire);
+                runs(b, pages);
+            }
         }
     }
 

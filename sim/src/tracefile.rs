@@ -578,6 +578,9 @@ impl Filter {
                     self.req(*r) || self.pages_hit(*src, &s) || self.pages_hit(*dst, &d)
                 }
                 MemOp::Read { r, .. } => self.req(*r),
+                // A lagged batch's data in flight: rare, and a kept read may depend on it through
+                // pages the filter names in neither pool, so every one is kept.
+                MemOp::Send { .. } | MemOp::Land { .. } => true,
                 MemOp::DecodeStep { .. } => self.kept(rec, page_size) != Kept::None,
             },
         }

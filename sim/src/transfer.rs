@@ -18,7 +18,7 @@ use crate::trace::MemOp;
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{Ev, World};
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Batch {
     pub src: Vec<Run>,
     pub dst: Vec<Run>,
@@ -29,6 +29,29 @@ pub struct Batch {
     pub lands: bool,
     /// Skipped after an abort: queued when the request was aborted; its land does nothing.
     pub skipped: bool,
+    /// A lagged batch's data in flight: its source pages' contents as read when its wire time
+    /// ended (`transfer_read`), landed as they were then (`land_batch`).
+    pub wire: Option<Box<Contents>>,
+}
+
+/// Page contents as `Pool::page_contents` gives them and `Pool::land_copy` takes them.
+pub type Contents = Vec<(u64, u64, Option<crate::pool::Writer>)>;
+
+/// The image `derive(Debug)` gave before `wire` existed, plus `wire` while data is in flight,
+/// so `World::state_digest` (which hashes it) is what it was for every run without a lag.
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Batch");
+        d.field("src", &self.src)
+            .field("dst", &self.dst)
+            .field("span", &self.span)
+            .field("lands", &self.lands)
+            .field("skipped", &self.skipped);
+        if let Some(w) = &self.wire {
+            d.field("wire", w);
+        }
+        d.finish()
+    }
 }
 
 /// A transfer job. Its page lists (`batches`, `lenders`) are what costs memory; they are
@@ -168,6 +191,12 @@ impl std::fmt::Debug for Jobs {
     }
 }
 
+/// The name of a lagged batch's data in flight (`MemOp::Send`/`MemOp::Land`): the job in the
+/// high 32 bits, the batch in the low.
+fn wire_id(job: u32, batch: u32) -> u64 {
+    (u64::from(job) << 32) | u64::from(batch)
+}
+
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
 struct JobIds {
     r: RequestId,
@@ -194,6 +223,7 @@ impl World {
                 span: None,
                 lands: false,
                 skipped: false,
+                wire: None,
             });
             off += c;
             if off >= n {
@@ -258,6 +288,11 @@ impl World {
             if let Some(at) = land {
                 lands += 1;
                 batch.lands = true;
+                if f.visibility_lag.0 > 0 {
+                    // The source is read while the write runs (RDMA reads it before the
+                    // completion); only its visibility at decode lags.
+                    self.at(t + d, Ev::TransferRead { job: id, batch: b as u32 });
+                }
                 self.at(at, Ev::TransferLand { job: id, batch: b as u32 });
             }
             batch.span = Some((t, ret));
@@ -401,6 +436,30 @@ impl World {
         }
     }
 
+    /// A lagged batch's wire time ended (`Ev::TransferRead`): its source pages are read now, as
+    /// the NIC reads them before it reports the write complete, and travel as `Batch::wire` until
+    /// the batch lands. Reading a page the request no longer holds is a use after free here, at
+    /// the read; a page freed after it (the sender was told the write completed) is not.
+    pub(crate) fn transfer_read(&mut self, job: u32, batch: u32) {
+        let Some(j) = self.jobs.get(job as usize) else { return };
+        let (r, p, prefill_epoch, prefill) = (j.r, j.prefill as usize, j.prefill_epoch, j.prefill);
+        let Some(b) = j.batches.get(batch as usize) else { return };
+        if b.skipped || self.prefill[p].epoch != prefill_epoch {
+            return; // never written, or the source died with its process (`land_batch`)
+        }
+        let (d, decode_epoch) = (j.decode as usize, j.decode_epoch);
+        if self.decode_pulls() && !(self.decode[d].alive && self.decode[d].epoch == decode_epoch) {
+            return; // decode issues the reads, and it died (`transfer_reader_died`)
+        }
+        let src = b.src.clone();
+        let src_id = NodeId { role: Role::Prefill, index: prefill };
+        let rep = self.prefill[p].pool.not_held_by(&src, r, &self.jobs[job as usize].lenders);
+        self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
+        let contents = self.prefill[p].pool.page_contents(&src);
+        self.mem(MemOp::Send { src: src_id, r, wire: wire_id(job, batch), pages: src });
+        self.jobs[job as usize].batches[batch as usize].wire = Some(Box::new(contents));
+    }
+
     fn land_batch(&mut self, job: u32, batch: u32) {
         let j = &self.jobs[job as usize];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
@@ -424,6 +483,25 @@ impl World {
         }
         let src_id = NodeId { role: Role::Prefill, index: j.prefill };
         let dst_id = NodeId { role: Role::Decode, index: j.decode };
+        if let Some(contents) = self.jobs[job as usize].batches[batch as usize].wire.take() {
+            // Read at the end of its wire time (`transfer_read`): what lands is what was read.
+            if reader_alive {
+                let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
+                self.mem(MemOp::Land {
+                    src: src_id,
+                    dst: dst_id,
+                    r: j.r,
+                    wire: wire_id(job, batch),
+                    pages: b.dst.clone(),
+                });
+                self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
+                if let Some(dr) = self.decode[d].reqs.get_mut(&j.r) {
+                    dr.dirty = true;
+                }
+            }
+            self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
+            return;
+        }
         // Reading a source page the request no longer holds is itself a use after free. Pages it
         // released into the radix cache, and the cached blocks it borrowed, are still its data
         // while the same cache entry holds them.

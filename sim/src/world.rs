@@ -674,7 +674,9 @@ impl World {
         let named = s.ev.request();
         // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
         let job_req = match s.ev {
-            Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } if self.fold_finished => {
+            Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
+                if self.fold_finished =>
+            {
                 self.jobs.get(job as usize).map(|j| j.r)
             }
             _ => None,
@@ -792,7 +794,7 @@ impl World {
             // instant (every ordinary run orders them so; data visible after the report is the
             // `visibility_lag` fault, explored as a fault).
             let waits_for_land = matches!(same[i].ev, Ev::TransferDone { job, .. }
-                if same.iter().any(|o| matches!(o.ev, Ev::TransferLand { job: j, .. } if j == job)));
+                if same.iter().any(|o| matches!(o.ev, Ev::TransferLand { job: j, .. } | Ev::TransferRead { job: j, .. } if j == job)));
             if !waits_for_land && !distinct.iter().any(|&j| same[j].ev == same[i].ev) {
                 distinct.push(i);
             }
@@ -947,6 +949,7 @@ impl World {
             Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
             Ev::StepDone { node, epoch } => self.decode_step_done(node.0, epoch),
             Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
+            Ev::TransferRead { job, batch } => self.transfer_read(job, batch),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
             Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode.0, epoch, slot, room),

@@ -116,6 +116,8 @@ pub struct Reference {
     pub slots_read: u64,
     /// Decode keeps a radix cache (`decode_radix_cache = on`): decode reads cache-held pages too.
     pub decode_radix_cache: bool,
+    /// Lagged batches' data in flight (`MemOp::Send` until its `Land`), by wire.
+    wires: BTreeMap<u64, Vec<Option<Slot>>>,
 }
 
 impl Reference {
@@ -129,6 +131,7 @@ impl Reference {
             reads: 0,
             slots_read: 0,
             decode_radix_cache: false,
+            wires: BTreeMap::new(),
         }
     }
 
@@ -181,6 +184,31 @@ impl Reference {
                         let dp = self.pool(*dst);
                         let range = dp.page_slots(d + k);
                         dp.slots[range].copy_from_slice(&data);
+                    }
+                }
+            }
+            MemOp::Send { src, wire, pages, .. } => {
+                let sp = self.pool(*src);
+                let mut data = Vec::new();
+                for p in pages {
+                    for k in 0..p.count {
+                        data.extend_from_slice(&sp.slots[sp.page_slots(p.first + k)]);
+                    }
+                }
+                self.wires.insert(*wire, data);
+            }
+            MemOp::Land { dst, wire, pages, .. } => {
+                let data = self.wires.remove(wire).unwrap_or_default();
+                let dp = self.pool(*dst);
+                let mut off = 0usize;
+                for p in pages {
+                    for k in 0..p.count {
+                        let range = dp.page_slots(p.first + k);
+                        let n = range.len();
+                        if let Some(src) = data.get(off..off + n) {
+                            dp.slots[range].copy_from_slice(src);
+                        }
+                        off += n;
                     }
                 }
             }

@@ -284,10 +284,11 @@ fn place_legs(cfg: &SimConfig, records: &[(Instant, TraceRecord)], n: usize) -> 
                 | MemOp::Free { pool, r, .. }
                 | MemOp::Write { pool, r, .. }
                 | MemOp::Read { pool, r, .. } => set(pool.role, *r, pool.index),
-                MemOp::Copy { src, dst, r, .. } => {
+                MemOp::Copy { src, dst, r, .. } | MemOp::Land { src, dst, r, .. } => {
                     set(src.role, *r, src.index);
                     set(dst.role, *r, dst.index);
                 }
+                MemOp::Send { src, r, .. } => set(src.role, *r, src.index),
                 MemOp::Reset { .. } => {}
                 MemOp::DecodeStep { pool, entries } => {
                     for e in entries {
@@ -546,6 +547,10 @@ impl<'a> Builder<'a> {
                 self.set_phase(t, Role::Decode, *r, "running");
             }
             MemOp::Copy { src, dst, r, pages } if self.known(r) => self.transfer(t, *src, *dst, *r, pages, w),
+            MemOp::Land { src, dst, r, pages, .. } if self.known(r) => {
+                let copied: Vec<(u32, u32, u32)> = pages.iter().map(|p| (0, p.first, p.count)).collect();
+                self.transfer(t, *src, *dst, *r, &copied, w)
+            }
             _ => {}
         }
     }
