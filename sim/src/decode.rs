@@ -287,24 +287,24 @@ impl World {
             // rest is allocated (and evicted for, least recently used first).
             let (borrowed, mut pages) = if k.decode_radix_cache.on() && node.reqs[&r].pending_abort.is_none() {
                 let len = node.reqs[&r].len;
-                self.decode_prefix_lock(n, r, len)
+                self.decode_prefix_lock(DecodeIdx(n), r, len)
             } else {
                 (Vec::new(), Vec::new())
             };
             let new = need - pages_in(&pages);
             let want = new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n);
             while k.decode_radix_cache.on() && self.decode[n as usize].pool.free_pages() * ps < want {
-                if !self.decode_prefix_evict_one(n) {
+                if !self.decode_prefix_evict_one(DecodeIdx(n)) {
                     break;
                 }
             }
             let free_tokens = self.decode[n as usize].pool.free_pages() * ps;
             if free_tokens < want {
-                self.decode_prefix_unlock(n, &borrowed);
+                self.decode_prefix_unlock(DecodeIdx(n), &borrowed);
                 break;
             }
             let Some(slot) = self.dnode(n).meta.take() else {
-                self.decode_prefix_unlock(n, &borrowed);
+                self.decode_prefix_unlock(DecodeIdx(n), &borrowed);
                 break;
             };
             let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
@@ -692,7 +692,7 @@ impl World {
             let held = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / self.page_size();
             pages = crate::pool::slice_pages(&pages, held, pages_in(&pages).saturating_sub(held));
             hashed = hashed.saturating_sub(held);
-            self.decode_prefix_unlock(n, &borrowed);
+            self.decode_prefix_unlock(DecodeIdx(n), &borrowed);
         }
         let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
         let pool = self.decode[n as usize].id();
@@ -793,9 +793,9 @@ impl World {
             // reservation that never got its KV only gives its locked blocks back.
             let held = d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / self.page_size();
             let pages = if d.phase == DPhase::Running {
-                self.decode_prefix_insert(n, r, &d)
+                self.decode_prefix_insert(DecodeIdx(n), r, &d)
             } else {
-                self.decode_prefix_unlock(n, &d.borrowed);
+                self.decode_prefix_unlock(DecodeIdx(n), &d.borrowed);
                 crate::pool::slice_pages(&d.pages, held, pages_in(&d.pages).saturating_sub(held))
             };
             (pages, hashed.saturating_sub(held))

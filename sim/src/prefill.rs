@@ -291,7 +291,7 @@ impl World {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
         if cache && radix {
-            let rest = self.prefix_release(n.0, r, &pr);
+            let rest = self.prefix_release(n, r, &pr);
             if !rest.is_empty() {
                 self.pnode(n).cache.push_back((r, rest));
             }
@@ -313,7 +313,7 @@ impl World {
     fn evict_cache_for(&mut self, n: PrefillIdx, need: u64) {
         while self.prefill[n.at()].pool.free_pages() < need {
             let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
-                if self.prefix_evict_one(n.0) {
+                if self.prefix_evict_one(n) {
                     continue;
                 }
                 return;
@@ -403,8 +403,8 @@ impl World {
             // rest of its first chunk fits (`World::prefix_take`). While it waits it holds no
             // cached block, so a waiting request never pins pages the queue's head needs.
             let first = k.prefill_cache == PrefillCache::Radix && pr.pages.is_empty() && pr.pending_abort.is_none();
-            let keys = if first { self.prefix_lookup(n.0, r, pr.len) } else { Vec::new() };
-            self.prefix_pin(n.0, &keys, true);
+            let keys = if first { self.prefix_lookup(n, r, pr.len) } else { Vec::new() };
+            self.prefix_pin(n, &keys, true);
             let pr = &self.prefill[n.at()].reqs[&r];
             let reused = keys.len() as u64 * crate::prefix::BLOCK_TOKENS;
             // Cache-hit timing padding (`prefix_hit_timing = padded_to_miss`): the request is
@@ -420,18 +420,18 @@ impl World {
             let vfrom = prefilled - pad;
             let chunk = (pr.len - vfrom).min(budget);
             if chunk == 0 {
-                self.prefix_pin(n.0, &keys, false);
+                self.prefix_pin(n, &keys, false);
                 break;
             }
             let (from, to) = (prefilled, (vfrom + chunk).max(prefilled));
             let need = self.pages_for(to) - held;
             self.evict_cache_for(n, need);
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
-                self.prefix_pin(n.0, &keys, false);
+                self.prefix_pin(n, &keys, false);
                 break;
             };
             if first {
-                self.prefix_take(n.0, r, keys);
+                self.prefix_take(n, r, keys);
             }
             let pool = self.prefill[n.at()].id();
             if need > 0 {

@@ -150,6 +150,12 @@ impl fmt::Debug for PrefillIdx {
     }
 }
 
+impl fmt::Display for DecodeIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
 impl fmt::Debug for DecodeIdx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)

@@ -189,7 +189,7 @@ pub struct World {
     pub reference: Option<Box<crate::check::reference::Reference>>,
     /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
     /// (never traced, hashed or read by the model), for the noninterference check's attribution.
-    pub prefix_evictions: Vec<(Instant, u16, TenantId)>,
+    pub prefix_evictions: Vec<(Instant, PrefillIdx, TenantId)>,
     /// Exhaustive exploration (`explore`): when `Some`, every random draw of the run (message
     /// latencies, fault decisions, random router picks, the order of simultaneous events) is a
     /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
