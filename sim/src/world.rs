@@ -13,7 +13,7 @@ use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
-use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
 pub use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -758,7 +758,7 @@ impl World {
         match *ev {
             Ev::Timeout { r, timer, node, epoch } => match node.role {
                 Role::Prefill => self.prefill_timeout_moot(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout_moot(r, timer, node.index, epoch, at),
+                Role::Decode => self.decode_timeout_moot(r, timer, DecodeIdx(node.index), epoch, at),
             },
             Ev::Tick { node } => {
                 let idle = match node.role {
@@ -942,24 +942,24 @@ impl World {
             Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
             Ev::Tick { node } => match node.role {
                 Role::Prefill => self.prefill_tick(PrefillIdx(node.index)),
-                Role::Decode => self.decode_tick(node.index),
+                Role::Decode => self.decode_tick(DecodeIdx(node.index)),
             },
             Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
-            Ev::StepDone { node, epoch } => self.decode_step_done(node.0, epoch),
+            Ev::StepDone { node, epoch } => self.decode_step_done(node, epoch),
             Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
-            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode.0, epoch, slot, room),
+            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
             Ev::Status { r, decode, epoch, ok, pages, prefix } => {
-                self.decode_status(r, decode.0, epoch, ok, pages, prefix)
+                self.decode_status(r, decode, epoch, ok, pages, prefix)
             }
             Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
-            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode.0, epoch),
+            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
             Ev::Timeout { r, timer, node, epoch } => match node.role {
                 Role::Prefill => self.prefill_timeout(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout(r, timer, node.index, epoch),
+                Role::Decode => self.decode_timeout(r, timer, DecodeIdx(node.index), epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),
@@ -979,7 +979,7 @@ impl World {
             Role::Prefill => self.prefill_crash(PrefillIdx(node.index)),
             Role::Decode => {
                 self.transfer_reader_died(node.index);
-                self.decode_crash(node.index);
+                self.decode_crash(DecodeIdx(node.index));
             }
         }
         self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
@@ -995,7 +995,7 @@ impl World {
 
     fn heartbeat_lost(&mut self, prefill: u16, epoch: u32) {
         for d in 0..self.decode.len() as u16 {
-            self.decode_prefill_lost(d, prefill, epoch);
+            self.decode_prefill_lost(DecodeIdx(d), PrefillIdx(prefill), epoch);
         }
     }
 
