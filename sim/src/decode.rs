@@ -10,11 +10,12 @@ use crate::config::{
     AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
     TransferredAbort,
 };
+use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
-use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
+use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +183,7 @@ impl World {
     }
 
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
-        let n = DecodeIdx(self.reqs[r.idx()].decode);
+        let n = self.reqs[r.idx()].decode;
         let node_id = n.node();
         let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -195,7 +196,7 @@ impl World {
         };
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
-        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
         let prefill_epoch = if p.alive { p.epoch } else { p.epoch.saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
@@ -235,7 +236,7 @@ impl World {
         if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
             return;
         }
-        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
         if !p.alive {
             return;
         }
@@ -338,7 +339,7 @@ impl World {
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
-            self.after(lat, Ev::DstInfo { r, prefill: PrefillIdx(prefill), dst: Box::new(dst) });
+            self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
             let t = Duration::from_ms(k.waiting_timeout_ms);
             self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
@@ -844,7 +845,7 @@ impl World {
     }
 
     pub(crate) fn decode_abort(&mut self, r: RequestId, status: u16) {
-        let n = DecodeIdx(self.reqs[r.idx()].decode);
+        let n = self.reqs[r.idx()].decode;
         let Some(d) = self.decode[n.at()].reqs.get(&r) else {
             return;
         };
@@ -884,7 +885,14 @@ impl World {
     /// Whether a decode timer firing at `at` would do nothing (`World::moot` drops it unprocessed):
     /// the node restarted since, the request left it, or it is no longer in the phase the timer
     /// guards (a waiting timer also needs the full wait since the request entered `Transfer`).
-    pub(crate) fn decode_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: DecodeIdx, epoch: u32, at: Instant) -> bool {
+    pub(crate) fn decode_timeout_moot(
+        &self,
+        r: RequestId,
+        kind: TimeoutKind,
+        n: DecodeIdx,
+        epoch: u32,
+        at: Instant,
+    ) -> bool {
         let node = &self.decode[n.at()];
         if node.epoch != epoch {
             return true;
@@ -951,11 +959,9 @@ impl World {
     /// reference §4.1–4.2).
     pub(crate) fn decode_prefill_lost(&mut self, n: DecodeIdx, prefill: PrefillIdx, epoch: u32) {
         let bound = |w: &World, r: &RequestId| {
-            w.reqs[r.idx()].prefill == prefill.0
-                && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
+            w.reqs[r.idx()].prefill == prefill && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
         };
-        let waiting: Vec<RequestId> =
-            self.decode[n.at()].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
+        let waiting: Vec<RequestId> = self.decode[n.at()].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
         for r in waiting {
             self.reqs[r.idx()].fault_touched = true;
             self.decode_finish(n, r, 500, None);

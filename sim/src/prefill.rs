@@ -13,7 +13,7 @@ use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
+use crate::types::{Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, World};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -173,7 +173,7 @@ impl World {
     }
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
-        let n = PrefillIdx(self.reqs[r.idx()].prefill);
+        let n = self.reqs[r.idx()].prefill;
         let node_id = n.node();
         let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -613,13 +613,13 @@ impl World {
 
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
-        let n = PrefillIdx(self.reqs[r.idx()].prefill);
+        let n = self.reqs[r.idx()].prefill;
         let decode = self.reqs[r.idx()].decode;
         let ack = |w: &mut World| {
             if from_decode {
                 let lat = w.msg_latency();
-                let epoch = w.decode[decode as usize].epoch;
-                w.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
+                let epoch = w.decode[decode.at()].epoch;
+                w.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         };
         if !self.prefill[n.at()].reqs.contains_key(&r) {
@@ -695,9 +695,9 @@ impl World {
             self.prefill_release(n, r, false);
             if ack {
                 let decode = self.reqs[r.idx()].decode;
-                let epoch = self.decode[decode as usize].epoch;
+                let epoch = self.decode[decode.at()].epoch;
                 let lat = self.msg_latency();
-                self.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
+                self.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
             self.prefill_release(n, r, true);
@@ -751,7 +751,7 @@ impl World {
         if self.cfg.knobs.router_mode != RouterMode::Sequential {
             return false;
         }
-        let d = &self.decode[self.reqs[r.idx()].decode as usize];
+        let d = &self.decode[self.reqs[r.idx()].decode.at()];
         d.alive
             && d.reqs
                 .get(&r)

@@ -3,10 +3,11 @@
 //! which leg's answer the client gets (`router_on_prefill_error`).
 
 use crate::config::{RouterMode, RouterOnPrefillError, RouterPolicy};
+use crate::event::Ev;
 use crate::rng::Prng;
 use crate::trace::TraceRecord;
-use crate::types::{Duration, RequestId, Role};
-use crate::world::{Ev, Response, World};
+use crate::types::{DecodeIdx, Duration, PrefillIdx, RequestId, Role};
+use crate::world::{Response, World};
 
 pub struct Router {
     policy: RouterPolicy,
@@ -56,8 +57,8 @@ impl World {
     }
 
     pub(crate) fn on_arrive(&mut self, r: RequestId) {
-        let p = self.pick(Role::Prefill);
-        let d = self.pick(Role::Decode);
+        let p = PrefillIdx(self.pick(Role::Prefill));
+        let d = DecodeIdx(self.pick(Role::Decode));
         let room = loop {
             let room = self.router.rng.next_u64() >> 1;
             if room != 0 {

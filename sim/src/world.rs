@@ -13,7 +13,7 @@ use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other); it is
 // re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
 pub use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -68,8 +68,8 @@ pub struct Req {
     pub public_blocks: u32,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
-    pub prefill: u16,
-    pub decode: u16,
+    pub prefill: PrefillIdx,
+    pub decode: DecodeIdx,
     pub room: u64,
     /// The first engine rejection or abort: (status, node, reason).
     pub rejected: Option<(u16, NodeId, &'static str)>,
@@ -389,9 +389,9 @@ impl World {
     }
 
     pub fn tick(&mut self, node: NodeId) {
-        let pending = match node.role {
-            Role::Prefill => &mut self.prefill[node.index as usize].tick_pending,
-            Role::Decode => &mut self.decode[node.index as usize].tick_pending,
+        let pending = match node.idx() {
+            NodeIdx::Prefill(p) => &mut self.prefill[p.at()].tick_pending,
+            NodeIdx::Decode(d) => &mut self.decode[d.at()].tick_pending,
         };
         if !*pending {
             *pending = true;
@@ -422,12 +422,12 @@ impl World {
     #[inline(never)]
     fn mem_reference(&mut self, op: &MemOp) {
         let chain_upto = match op {
-            MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
-                self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
-            }
-            // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
-            // decode tokens lie past it, so the bound changes nothing for them.
-            MemOp::Write { pool, r, .. } => self.decode[pool.index as usize].reqs.get(r).map_or(0, |d| d.chain_upto),
+            MemOp::Write { pool, r, .. } => match pool.idx() {
+                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+                // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
+                // decode tokens lie past it, so the bound changes nothing for them.
+                NodeIdx::Decode(d) => self.decode[d.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+            },
             _ => 0,
         };
         let now = self.now;
@@ -515,8 +515,8 @@ impl World {
                     q.late_writers.1 = true;
                 }
             }
-            if pool.role == Role::Decode {
-                if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
+            if let NodeIdx::Decode(n) = pool.idx() {
+                if let Some(d) = self.decode[n.at()].reqs.get_mut(v) {
                     d.dirty = true;
                 }
             }
@@ -570,9 +570,9 @@ impl World {
                 } else {
                     2
                 };
-                let phase = match pool.role {
-                    Role::Decode => self.decode[pool.index as usize].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
-                    Role::Prefill => self.prefill[pool.index as usize].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
+                let phase = match pool.idx() {
+                    NodeIdx::Decode(n) => self.decode[n.at()].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
+                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
                 };
                 [5, role, class, phase, lagged as u64]
             })
@@ -727,8 +727,8 @@ impl World {
         if q.response.is_none() || q.pending_events > 0 {
             return;
         }
-        let held = self.prefill.get(q.prefill as usize).is_some_and(|p| p.reqs.contains_key(&r))
-            || self.decode.get(q.decode as usize).is_some_and(|d| d.reqs.contains_key(&r));
+        let held = self.prefill.get(q.prefill.at()).is_some_and(|p| p.reqs.contains_key(&r))
+            || self.decode.get(q.decode.at()).is_some_and(|d| d.reqs.contains_key(&r));
         if held || self.jobs.any_for(r) {
             return;
         }
@@ -756,20 +756,20 @@ impl World {
     /// is what it was.
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
-            Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout_moot(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout_moot(r, timer, DecodeIdx(node.index), epoch, at),
+            Ev::Timeout { r, timer, node, epoch } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_timeout_moot(r, timer, p, epoch),
+                NodeIdx::Decode(d) => self.decode_timeout_moot(r, timer, d, epoch, at),
             },
             Ev::Tick { node } => {
-                let idle = match node.role {
-                    Role::Prefill => self.prefill[node.index as usize].tick_idle(),
-                    Role::Decode => self.decode[node.index as usize].tick_idle(),
+                let idle = match node.idx() {
+                    NodeIdx::Prefill(p) => self.prefill[p.at()].tick_idle(),
+                    NodeIdx::Decode(d) => self.decode[d.at()].tick_idle(),
                 };
                 if idle {
                     // What the tick would have done: let the next change schedule a tick again.
-                    match node.role {
-                        Role::Prefill => self.prefill[node.index as usize].tick_pending = false,
-                        Role::Decode => self.decode[node.index as usize].tick_pending = false,
+                    match node.idx() {
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].tick_pending = false,
+                        NodeIdx::Decode(d) => self.decode[d.at()].tick_pending = false,
                     }
                 }
                 idle
@@ -844,9 +844,9 @@ impl World {
             .iter()
             .filter_map(|Reverse(s)| match &s.ev {
                 Ev::Timeout { r, timer: TimeoutKind::Bootstrap | TimeoutKind::Waiting, node, epoch } => {
-                    let current = match node.role {
-                        Role::Prefill => self.prefill[node.index as usize].epoch,
-                        Role::Decode => self.decode[node.index as usize].epoch,
+                    let current = match node.idx() {
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].epoch,
+                        NodeIdx::Decode(d) => self.decode[d.at()].epoch,
                     };
                     (self.reqs[r.idx()].response.is_none() && current == *epoch).then_some(s.at)
                 }
@@ -940,9 +940,9 @@ impl World {
             Ev::ClientAbort { r } => self.on_client_abort(r),
             Ev::LegArrive { r, role: Role::Prefill } => self.prefill_leg_arrive(r),
             Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
-            Ev::Tick { node } => match node.role {
-                Role::Prefill => self.prefill_tick(PrefillIdx(node.index)),
-                Role::Decode => self.decode_tick(DecodeIdx(node.index)),
+            Ev::Tick { node } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_tick(p),
+                NodeIdx::Decode(d) => self.decode_tick(d),
             },
             Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
             Ev::StepDone { node, epoch } => self.decode_step_done(node, epoch),
@@ -957,45 +957,45 @@ impl World {
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
             Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
-            Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout(r, timer, DecodeIdx(node.index), epoch),
+            Ev::Timeout { r, timer, node, epoch } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_timeout(r, timer, p, epoch),
+                NodeIdx::Decode(d) => self.decode_timeout(r, timer, d, epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),
-            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill.0, epoch),
+            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill, epoch),
         }
     }
 
     pub(crate) fn crash(&mut self, node: NodeId, restart_after_ms: u64) {
-        let alive = match node.role {
-            Role::Prefill => self.prefill[node.index as usize].alive,
-            Role::Decode => self.decode[node.index as usize].alive,
+        let alive = match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill[p.at()].alive,
+            NodeIdx::Decode(d) => self.decode[d.at()].alive,
         };
         if !alive {
             return;
         }
-        match node.role {
-            Role::Prefill => self.prefill_crash(PrefillIdx(node.index)),
-            Role::Decode => {
-                self.transfer_reader_died(node.index);
-                self.decode_crash(DecodeIdx(node.index));
+        match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill_crash(p),
+            NodeIdx::Decode(d) => {
+                self.transfer_reader_died(d.0);
+                self.decode_crash(d);
             }
         }
         self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
     }
 
     fn restart(&mut self, node: NodeId) {
-        match node.role {
-            Role::Prefill => self.prefill[node.index as usize].alive = true,
-            Role::Decode => self.decode[node.index as usize].alive = true,
+        match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill[p.at()].alive = true,
+            NodeIdx::Decode(d) => self.decode[d.at()].alive = true,
         }
         self.tick(node);
     }
 
-    fn heartbeat_lost(&mut self, prefill: u16, epoch: u32) {
+    fn heartbeat_lost(&mut self, prefill: PrefillIdx, epoch: u32) {
         for d in 0..self.decode.len() as u16 {
-            self.decode_prefill_lost(DecodeIdx(d), PrefillIdx(prefill), epoch);
+            self.decode_prefill_lost(DecodeIdx(d), prefill, epoch);
         }
     }
 
@@ -1013,8 +1013,8 @@ impl World {
     pub fn whereabouts(&self, r: RequestId) -> String {
         let req = &self.reqs[r.idx()];
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
-        let p = &self.prefill[req.prefill as usize];
-        let d = &self.decode[req.decode as usize];
+        let p = &self.prefill[req.prefill.at()];
+        let d = &self.decode[req.decode.at()];
         let pstate = p.reqs.get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
         let dstate = d.reqs.get(&r).map_or("gone".to_string(), |x| {
             format!(

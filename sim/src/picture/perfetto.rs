@@ -23,10 +23,10 @@
 use super::svg::{pool_index, pool_list, request_tenants, Held, PageTracker};
 use crate::check::oracle::Violation;
 use crate::config::{RouterMode, RouterPolicy, SimConfig};
+use crate::event::Ev;
 use crate::pool::pages_in;
 use crate::trace::{MemOp, TraceRecord};
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
-use crate::world::Ev;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
