@@ -262,7 +262,7 @@ impl World {
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
-        self.transfer_abort(n.0, r);
+        self.transfer_abort(n, r);
         self.prefill_release(n, r, false);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
@@ -593,9 +593,9 @@ impl World {
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
         let job = TransferJob {
             r,
-            prefill: n.0,
+            prefill: n,
             prefill_epoch: node.epoch,
-            decode: dst.decode.0,
+            decode: dst.decode,
             decode_epoch: dst.epoch,
             batches: Vec::new(),
             last,
@@ -657,13 +657,13 @@ impl World {
             // A client cancel tears the transfer RPC down under the engine (Dynamo #7489: the
             // context's kill reaches the prefill child and interrupts the KV transfer): the
             // transfer ends, the request is answered, and its source blocks are never freed.
-            self.transfer_abort(n.0, r);
+            self.transfer_abort(n, r);
             self.prefill_remove_from_queues(n, r);
             self.leg_result(r, Role::Prefill, status);
             self.pnode(n).reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
             return;
         }
-        self.transfer_abort(n.0, r);
+        self.transfer_abort(n, r);
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
         if !self.prefill_release_or_drain(n, r, from_decode) {

@@ -14,9 +14,8 @@ use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
-// The event enum lives in `event` (trace and world both use it, neither imports the other); it is
-// re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
-pub use crate::event::{DstInfo, Ev, TimeoutKind};
+// The event enum lives in `event` (trace and world both use it, neither imports the other).
+use crate::event::{Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -978,7 +977,7 @@ impl World {
         match node.idx() {
             NodeIdx::Prefill(p) => self.prefill_crash(p),
             NodeIdx::Decode(d) => {
-                self.transfer_reader_died(d.0);
+                self.transfer_reader_died(d);
                 self.decode_crash(d);
             }
         }
