@@ -188,10 +188,10 @@ fn node_shape(w: &World, n: NodeId) -> u64 {
         NodeIdx::Decode(d) => w.decode.get(d.at()).map_or(0, |x| {
             1 << 8
                 | x.alive as u64
-                | (x.busy as u64) << 1
-                | (!x.prealloc.is_empty() as u64) << 2
-                | (!x.transfer.is_empty() as u64) << 3
-                | (!x.running.is_empty() as u64) << 4
+                | (x.busy() as u64) << 1
+                | (!x.prealloc().is_empty() as u64) << 2
+                | (!x.transfer_queue().is_empty() as u64) << 3
+                | (!x.running().is_empty() as u64) << 4
                 | low(x.pool.free_pages(), x.pool.held_pages()) << 6
         }),
     }

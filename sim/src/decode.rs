@@ -82,23 +82,23 @@ pub struct DReq {
 
 #[derive(Debug)]
 pub struct DecodeNode {
-    pub index: u16,
-    pub pool_tokens: u64,
+    index: u16,
+    pool_tokens: u64,
     pub pool: Pool,
-    pub meta: MetaSlots,
+    meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
-    pub max_running: u32,
+    max_running: u32,
     pub alive: bool,
     pub epoch: u32,
-    pub prealloc: VecDeque<RequestId>,
-    pub transfer: Vec<RequestId>,
-    pub running: Vec<RequestId>,
+    prealloc: VecDeque<RequestId>,
+    transfer: Vec<RequestId>,
+    running: Vec<RequestId>,
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
-    pub retracted: VecDeque<RequestId>,
+    retracted: VecDeque<RequestId>,
     pub reqs: BTreeMap<RequestId, DReq>,
-    pub busy: bool,
+    busy: bool,
     pub tick_pending: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
     pub prefix: crate::prefix::PrefixIndex,
@@ -144,6 +144,31 @@ impl DecodeNode {
 
     pub fn load(&self) -> usize {
         self.reqs.len()
+    }
+
+    /// A decode step is running (written only by this module's handlers).
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// The prealloc queue: requests waiting for pages and a metadata slot, in admission order.
+    pub fn prealloc(&self) -> &VecDeque<RequestId> {
+        &self.prealloc
+    }
+
+    /// The transfer queue: admitted requests waiting for their KV.
+    pub fn transfer_queue(&self) -> &[RequestId] {
+        &self.transfer
+    }
+
+    /// The running batch.
+    pub fn running(&self) -> &[RequestId] {
+        &self.running
+    }
+
+    /// Retracted (preempted) requests waiting to come back, in the order they come back.
+    pub fn retracted(&self) -> &VecDeque<RequestId> {
+        &self.retracted
     }
 
     pub fn invariants(&self, now: Instant) {

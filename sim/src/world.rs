@@ -1020,8 +1020,8 @@ impl World {
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
                 x.phase,
                 x.status_ok,
-                d.prealloc.iter().position(|y| *y == r).unwrap_or(0),
-                d.prealloc.len()
+                d.prealloc().iter().position(|y| *y == r).unwrap_or(0),
+                d.prealloc().len()
             )
         });
         format!(
@@ -1031,8 +1031,8 @@ impl World {
             leg(req.decode_leg),
             d.id(),
             d.pool.free_pages(),
-            d.transfer.len(),
-            d.running.len()
+            d.transfer_queue().len(),
+            d.running().len()
         )
     }
 
