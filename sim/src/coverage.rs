@@ -178,11 +178,11 @@ fn node_shape(w: &World, n: NodeId) -> u64 {
     match n.idx() {
         NodeIdx::Prefill(p) => w.prefill.get(p.at()).map_or(0, |x| {
             x.alive as u64
-                | (x.busy as u64) << 1
-                | (!x.bootstrap.is_empty() as u64) << 2
-                | (!x.waiting.is_empty() as u64) << 3
-                | (!x.inflight.is_empty() as u64) << 4
-                | (!x.cache.is_empty() as u64) << 5
+                | (x.busy() as u64) << 1
+                | (!x.bootstrap().is_empty() as u64) << 2
+                | (!x.waiting().is_empty() as u64) << 3
+                | (!x.inflight().is_empty() as u64) << 4
+                | (!x.cache().is_empty() as u64) << 5
                 | low(x.pool.free_pages(), x.pool.held_pages()) << 6
         }),
         NodeIdx::Decode(d) => w.decode.get(d.at()).map_or(0, |x| {

@@ -74,23 +74,23 @@ pub struct PReq {
 
 #[derive(Debug)]
 pub struct PrefillNode {
-    pub index: u16,
-    pub pool_tokens: u64,
+    index: u16,
+    pool_tokens: u64,
     pub pool: Pool,
-    pub meta: MetaSlots,
+    meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
     pub alive: bool,
     pub epoch: u32,
-    pub bootstrap: Vec<RequestId>,
-    pub waiting: VecDeque<RequestId>,
-    pub inflight: Vec<RequestId>,
+    bootstrap: Vec<RequestId>,
+    waiting: VecDeque<RequestId>,
+    inflight: Vec<RequestId>,
     pub reqs: BTreeMap<RequestId, PReq>,
-    pub pending_dst: BTreeMap<RequestId, DstInfo>,
-    pub busy: bool,
+    pending_dst: BTreeMap<RequestId, DstInfo>,
+    busy: bool,
     pub tick_pending: bool,
-    pub batch: Vec<(RequestId, u64, u64)>,
-    pub cache: VecDeque<(RequestId, Vec<Run>)>,
+    batch: Vec<(RequestId, u64, u64)>,
+    cache: VecDeque<(RequestId, Vec<Run>)>,
     pub prefix: crate::prefix::PrefixIndex,
     pub xfer_free_at: Instant,
     /// Pipeline-parallel stages (`pp_stages`; `crate::pp`).
@@ -138,6 +138,36 @@ impl PrefillNode {
 
     pub fn load(&self) -> usize {
         self.reqs.len()
+    }
+
+    /// A forward pass is running (written only by this module's handlers).
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// The metadata slots (rows decode reads the request's bootstrap room from).
+    pub fn meta(&self) -> &MetaSlots {
+        &self.meta
+    }
+
+    /// The bootstrap queue: requests waiting for decode's destination.
+    pub fn bootstrap(&self) -> &[RequestId] {
+        &self.bootstrap
+    }
+
+    /// The waiting queue: bootstrapped requests waiting for a forward pass.
+    pub fn waiting(&self) -> &VecDeque<RequestId> {
+        &self.waiting
+    }
+
+    /// The inflight queue: computed requests whose KV is being sent.
+    pub fn inflight(&self) -> &[RequestId] {
+        &self.inflight
+    }
+
+    /// The plain (non-prefix) cache of released requests' pages, oldest first.
+    pub fn cache(&self) -> &VecDeque<(RequestId, Vec<Run>)> {
+        &self.cache
     }
 
     pub fn invariants(&self, now: Instant) {
