@@ -10,6 +10,7 @@ use crate::config::{
     AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
     TransferredAbort,
 };
+use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::{DecodeEntry, MemOp};
@@ -224,6 +225,7 @@ impl World {
             },
         );
         node.prealloc.push_back(r);
+        self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Prealloc);
         self.tick(node_id);
     }
 
@@ -335,6 +337,7 @@ impl World {
             d.phase = DPhase::Transfer;
             d.entered = now;
             d.borrowed = borrowed;
+            self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Transfer);
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
             let dst = DstInfo { decode: DecodeIdx(n), epoch, pages, meta_slot: slot };
@@ -448,6 +451,7 @@ impl World {
         d.seq_len = d.len;
         d.read_upto = 0;
         d.dirty = true;
+        self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Running);
     }
 
     pub(crate) fn decode_step_done(&mut self, n: u16, epoch: u32) {
@@ -698,6 +702,7 @@ impl World {
         let pool = self.decode[n as usize].id();
         self.mem(MemOp::Free { pool, r, pages });
         self.note_bad_frees(pool, r, bad);
+        self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Retracted);
     }
 
     /// Brings retracted requests back, in queue order, while the head fits (pages for its
@@ -743,6 +748,7 @@ impl World {
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode restore");
+            self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Running);
         }
     }
 
@@ -781,6 +787,7 @@ impl World {
         let Some(d) = self.dnode(n).reqs.remove(&r) else {
             return;
         };
+        self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Left);
         // Freed pages and slots may unblock the head of the prealloc queue.
         self.tick(NodeId { role: Role::Decode, index: n });
         if let Some(s) = d.meta_slot {
@@ -821,6 +828,7 @@ impl World {
                 node.transfer.retain(|x| *x != r);
                 let epoch = node.epoch;
                 node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
+                self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Releasing);
                 self.leg_result(r, Role::Decode, status);
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
@@ -854,6 +862,7 @@ impl World {
                 let node = self.dnode(n);
                 node.retracted.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Retracted => self.decode_finish(n, r, status, None),
@@ -863,6 +872,7 @@ impl World {
                 let node = self.dnode(n);
                 node.transfer.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Transfer => self.decode_transfer_failed(n, r, status),
@@ -996,6 +1006,7 @@ impl World {
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Decode, 503);
+            self.phase(r, Lane::Decode(DecodeIdx(n)), Phase::Left);
         }
         let node = self.dnode(n);
         node.alive = false;
