@@ -651,8 +651,8 @@ mod tests {
     /// does, each starts where the previous ended, the last ends where the leg does.
     fn check_tiled(evs: &[Value]) -> usize {
         // (cat, id) -> the leg's (begin, end) and its phases' (begin, end) in order.
-        type Spans = Vec<(f64, Option<f64>)>;
-        let mut legs: BTreeMap<(String, u64), ((f64, Option<f64>), Spans)> = BTreeMap::new();
+        type Span = (f64, Option<f64>);
+        let mut legs: BTreeMap<(String, u64), (Span, Vec<Span>)> = BTreeMap::new();
         for e in evs.iter().filter(|e| e["cat"] == "prefill" || e["cat"] == "decode") {
             let key = (e["cat"].as_str().unwrap().to_string(), e["id"].as_u64().unwrap());
             let (name, t) = (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap());
