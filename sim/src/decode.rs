@@ -11,6 +11,7 @@ use crate::config::{
     TransferredAbort,
 };
 use crate::event::{DstInfo, Ev, TimeoutKind};
+use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::{DecodeEntry, MemOp};
@@ -250,6 +251,7 @@ impl World {
             },
         );
         node.prealloc.push_back(r);
+        self.phase(r, Lane::Decode(n), Phase::Prealloc);
         self.tick(node_id);
     }
 
@@ -361,6 +363,7 @@ impl World {
             d.phase = DPhase::Transfer;
             d.entered = now;
             d.borrowed = borrowed;
+            self.phase(r, Lane::Decode(n), Phase::Transfer);
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
@@ -474,6 +477,7 @@ impl World {
         d.seq_len = d.len;
         d.read_upto = 0;
         d.dirty = true;
+        self.phase(r, Lane::Decode(n), Phase::Running);
     }
 
     pub(crate) fn decode_step_done(&mut self, n: DecodeIdx, epoch: u32) {
@@ -726,6 +730,7 @@ impl World {
         let pool = self.decode[n.at()].id();
         self.mem(MemOp::Free { pool, r, pages });
         self.note_bad_frees(pool, r, bad);
+        self.phase(r, Lane::Decode(n), Phase::Retracted);
     }
 
     /// Brings retracted requests back, in queue order, while the head fits (pages for its
@@ -771,6 +776,7 @@ impl World {
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode restore");
+            self.phase(r, Lane::Decode(n), Phase::Running);
         }
     }
 
@@ -809,6 +815,7 @@ impl World {
         let Some(d) = self.dnode(n).reqs.remove(&r) else {
             return;
         };
+        self.phase(r, Lane::Decode(n), Phase::Left);
         // Freed pages and slots may unblock the head of the prealloc queue.
         self.tick(n.node());
         if let Some(s) = d.meta_slot {
@@ -849,6 +856,7 @@ impl World {
                 node.transfer.retain(|x| *x != r);
                 let epoch = node.epoch;
                 node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
+                self.phase(r, Lane::Decode(n), Phase::Releasing);
                 self.leg_result(r, Role::Decode, status);
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
@@ -882,6 +890,7 @@ impl World {
                 let node = self.dnode(n);
                 node.retracted.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(n), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Retracted => self.decode_finish(n, r, status, None),
@@ -891,6 +900,7 @@ impl World {
                 let node = self.dnode(n);
                 node.transfer.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(n), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Transfer => self.decode_transfer_failed(n, r, status),
@@ -1029,6 +1039,7 @@ impl World {
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Decode, 503);
+            self.phase(r, Lane::Decode(n), Phase::Left);
         }
         let node = self.dnode(n);
         node.alive = false;

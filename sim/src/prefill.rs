@@ -9,6 +9,7 @@ use crate::config::{
     ZeroPageLastChunk,
 };
 use crate::event::{DstInfo, Ev, TimeoutKind};
+use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
@@ -246,6 +247,13 @@ impl World {
             },
         );
         node.bootstrap.push(r);
+        // Behind a sequential proxy there is no bootstrap handshake to wait for (vLLM): the leg
+        // waits for a metadata slot and the scheduler only, so its first phase is `Waiting`.
+        let first = match self.cfg.knobs.router_mode {
+            RouterMode::Concurrent => Phase::Bootstrap,
+            RouterMode::Sequential => Phase::Waiting,
+        };
+        self.phase(r, Lane::Prefill(n), first);
         let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
         self.after(t, Ev::Timeout { r, timer: TimeoutKind::Bootstrap, node: node_id, epoch });
         self.tick(node_id);
@@ -311,6 +319,7 @@ impl World {
         let Some(pr) = self.pnode(n).reqs.remove(&r) else {
             return;
         };
+        self.phase(r, Lane::Prefill(n), Phase::Left);
         self.tick(n.node());
         if let Some(s) = pr.meta_slot {
             self.pnode(n).meta.release(s);
@@ -390,6 +399,7 @@ impl World {
             pr.phase = PPhase::Waiting;
             node.bootstrap.retain(|x| *x != r);
             node.waiting.push_back(r);
+            self.phase(r, Lane::Prefill(n), Phase::Waiting);
             self.pp_first_stage_popped(n, r);
         }
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
@@ -467,6 +477,7 @@ impl World {
             if need > 0 {
                 self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
             }
+            self.phase(r, Lane::Prefill(n), Phase::Prefill { from, to });
             let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
             for run in runs {
                 push_run(&mut pr.pages, run);
@@ -565,6 +576,7 @@ impl World {
                 let has_dst = pr.dst.is_some();
                 let (sent, num) = (pr.sent_pages, pr.num_pages);
                 let status = pending.unwrap_or(200);
+                self.phase(r, Lane::Prefill(n), Phase::Held);
                 self.leg_result(r, Role::Prefill, status);
                 let lease = Duration::from_ms(k.source_lease_ms);
                 self.after(lease, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node: pool_id, epoch });
@@ -575,6 +587,7 @@ impl World {
                 pr.phase = PPhase::Inflight;
                 node.inflight.push(r);
                 let (sent, num) = (pr.sent_pages, pr.num_pages);
+                self.phase(r, Lane::Prefill(n), Phase::Inflight);
                 self.prefill_send(n, r, sent, num, true);
             }
         }
@@ -681,6 +694,7 @@ impl World {
             let node = self.pnode(n);
             node.reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
             node.waiting.retain(|x| *x != r);
+            self.phase(r, Lane::Prefill(n), Phase::Orphaned);
             return;
         }
         if !from_decode && jobs_in_flight > 0 && k.cancel_mid_transfer == CancelMidTransfer::Leak {
@@ -691,6 +705,7 @@ impl World {
             self.prefill_remove_from_queues(n, r);
             self.leg_result(r, Role::Prefill, status);
             self.pnode(n).reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
+            self.phase(r, Lane::Prefill(n), Phase::Orphaned);
             return;
         }
         self.transfer_abort(n, r);
@@ -710,6 +725,7 @@ impl World {
         if hold && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
             pr.phase = PPhase::Draining;
             pr.ack_decode = ack_decode;
+            self.phase(r, Lane::Prefill(n), Phase::Draining);
             return true;
         }
         self.prefill_release(n, r, false);
@@ -793,6 +809,7 @@ impl World {
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Prefill, 503);
+            self.phase(r, Lane::Prefill(n), Phase::Left);
         }
         let k = self.cfg.knobs.clone();
         let node = self.pnode(n);

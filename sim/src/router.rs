@@ -4,6 +4,7 @@
 
 use crate::config::{RouterMode, RouterOnPrefillError, RouterPolicy};
 use crate::event::Ev;
+use crate::lifecycle::{Lane, Phase};
 use crate::rng::Prng;
 use crate::trace::TraceRecord;
 use crate::types::{DecodeIdx, Duration, PrefillIdx, RequestId, Role};
@@ -57,6 +58,7 @@ impl World {
     }
 
     pub(crate) fn on_arrive(&mut self, r: RequestId) {
+        self.phase(r, Lane::Router, Phase::Arrived);
         let p = PrefillIdx(self.pick(Role::Prefill));
         let d = DecodeIdx(self.pick(Role::Decode));
         let room = loop {
@@ -90,6 +92,11 @@ impl World {
             return;
         }
         *slot = Some(status);
+        let lane = match role {
+            Role::Prefill => Lane::Prefill(req.prefill),
+            Role::Decode => Lane::Decode(req.decode),
+        };
+        self.phase(r, lane, Phase::Answered { status });
         let lat = self.msg_latency();
         self.after(lat, Ev::LegResult { r, role, status });
     }
@@ -141,6 +148,7 @@ impl World {
         }
         req.response = Some(Response { status, at: now, tokens });
         self.tracer.record(now, TraceRecord::Response { r, status, tokens });
+        self.phase(r, Lane::Router, Phase::Responded { status, tokens });
     }
 
     /// The client gives up: it gets nothing more (499 is recorded), and both legs are aborted.

@@ -218,6 +218,11 @@ pub struct World {
     /// kind, in the order they fired. Observation only (never traced, hashed or read by the
     /// model): the shrinker turns a case's random faults into a script with it.
     pub fired_faults: Vec<ScriptedFault>,
+    /// Every lifecycle phase the model entered (`lifecycle`), for the pictures. Observation
+    /// only: never traced, hashed, digested or read by the model. On (`Some`) when the tracer
+    /// keeps its records in memory (`Tracer::collecting`), or when a caller sets it before `run`;
+    /// `None` otherwise, where noting a phase is one branch (`World::phase`).
+    pub lifecycle: Option<crate::lifecycle::PhaseLog>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -266,7 +271,11 @@ impl World {
             violators: Default::default(),
             violations_seen: 0,
             folded_statuses: Default::default(),
+            lifecycle: None,
         };
+        if w.tracer.collected.is_some() {
+            w.lifecycle = Some(Vec::new());
+        }
         let last = w.build_workload();
         // Only explicit requests carry prefix blocks (the generator's have none).
         w.public_blocks = crate::prefix::public_blocks(&w.cfg.requests);
@@ -403,6 +412,14 @@ impl World {
             self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// Notes that `r` entered `phase` on `lane` now (`lifecycle`); nothing when the log is off.
+    #[inline]
+    pub(crate) fn phase(&mut self, r: RequestId, lane: crate::lifecycle::Lane, phase: crate::lifecycle::Phase) {
+        if let Some(log) = self.lifecycle.as_mut() {
+            log.push(crate::lifecycle::PhaseRecord { at: self.now, seq: self.tracer.position(), r, lane, phase });
+        }
     }
 
     /// One request's token of the decode step under way (see `MemOp::DecodeStep`): the reference
