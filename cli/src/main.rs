@@ -395,7 +395,8 @@ fn run_with_trace(
     };
     if let Some(records) = &w.tracer.collected {
         if let Some(p) = &t.perfetto {
-            let v = kvsim::picture::perfetto::perfetto_json(cfg, records, &w.oracle.violations);
+            let phases = w.lifecycle.as_deref().unwrap_or_default();
+            let v = kvsim::picture::perfetto::perfetto_json(cfg, records, phases, &w.oracle.violations);
             std::fs::write(p, serde_json::to_string(&v).expect("json")).map_err(|e| format!("{p}: {e}"))?;
         }
         if let Some(p) = &t.svg {

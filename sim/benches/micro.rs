@@ -11,11 +11,12 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use kvsim::check::oracle::summarize;
 use kvsim::config::{FreeListPolicy, SimConfig};
+use kvsim::event::Ev;
 use kvsim::pool::{push_run, Holder, Pool, Run};
 use kvsim::scenario::Scenario;
 use kvsim::trace::Tracer;
 use kvsim::types::{Instant, NodeId, RequestId, Role, TenantId};
-use kvsim::world::{Ev, World};
+use kvsim::world::World;
 use std::hint::black_box;
 
 const STUB_LEAK: &str = include_str!("../../scenarios/small/stub-leak.toml");

@@ -27,7 +27,7 @@ fn main() {
         let mut w = World::new(cfg, Tracer::new(None));
         let (mut retracted, mut leak) = (false, false);
         while w.step() {
-            retracted |= w.decode.iter().any(|d| !d.retracted.is_empty());
+            retracted |= w.decode.iter().any(|d| !d.retracted().is_empty());
             leak |= w.decode.iter().any(|d| d.reqs.values().any(|r| r.phase == DPhase::Leaked));
         }
         w.finish();

@@ -3,9 +3,10 @@
 //! Requests are numbered in arrival order; ties keep list order.
 
 use crate::config::{Bucket, GeneratorConfig, RequestSpec, SimConfig};
+use crate::event::Ev;
 use crate::rng::Prng;
-use crate::types::{Duration, Instant, RequestId, TenantId};
-use crate::world::{Ev, Req, World};
+use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId, TenantId};
+use crate::world::{Req, World};
 
 fn draw(rng: &mut Prng, buckets: &[Bucket]) -> u64 {
     let total: u64 = buckets.iter().map(|b| b.weight).sum();
@@ -176,8 +177,8 @@ impl Req {
             prefix_blocks: s.prefix_blocks,
             streaming: s.streaming,
             public_blocks: s.public_blocks,
-            prefill: 0,
-            decode: 0,
+            prefill: PrefillIdx(0),
+            decode: DecodeIdx(0),
             room: 0,
             rejected: None,
             client_aborted: false,

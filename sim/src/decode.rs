@@ -10,11 +10,13 @@ use crate::config::{
     AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
     TransferredAbort,
 };
+use crate::event::{DstInfo, Ev, TimeoutKind};
+use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Pool, Run};
 use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
-use crate::world::{common_chain_tokens, DstInfo, Ev, LegIntake, Mitigation, TimeoutKind, World};
+use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,23 +83,23 @@ pub struct DReq {
 
 #[derive(Debug)]
 pub struct DecodeNode {
-    pub index: u16,
-    pub pool_tokens: u64,
+    index: u16,
+    pool_tokens: u64,
     pub pool: Pool,
-    pub meta: MetaSlots,
+    meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
-    pub max_running: u32,
+    max_running: u32,
     pub alive: bool,
     pub epoch: u32,
-    pub prealloc: VecDeque<RequestId>,
-    pub transfer: Vec<RequestId>,
-    pub running: Vec<RequestId>,
+    prealloc: VecDeque<RequestId>,
+    transfer: Vec<RequestId>,
+    running: Vec<RequestId>,
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
-    pub retracted: VecDeque<RequestId>,
+    retracted: VecDeque<RequestId>,
     pub reqs: BTreeMap<RequestId, DReq>,
-    pub busy: bool,
+    busy: bool,
     pub tick_pending: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
     pub prefix: crate::prefix::PrefixIndex,
@@ -145,6 +147,31 @@ impl DecodeNode {
         self.reqs.len()
     }
 
+    /// A decode step is running (written only by this module's handlers).
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// The prealloc queue: requests waiting for pages and a metadata slot, in admission order.
+    pub fn prealloc(&self) -> &VecDeque<RequestId> {
+        &self.prealloc
+    }
+
+    /// The transfer queue: admitted requests waiting for their KV.
+    pub fn transfer_queue(&self) -> &[RequestId] {
+        &self.transfer
+    }
+
+    /// The running batch.
+    pub fn running(&self) -> &[RequestId] {
+        &self.running
+    }
+
+    /// Retracted (preempted) requests waiting to come back, in the order they come back.
+    pub fn retracted(&self) -> &VecDeque<RequestId> {
+        &self.retracted
+    }
+
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
@@ -177,14 +204,14 @@ impl DecodeNode {
 }
 
 impl World {
-    fn dnode(&mut self, n: u16) -> &mut DecodeNode {
-        &mut self.decode[n as usize]
+    fn dnode(&mut self, n: DecodeIdx) -> &mut DecodeNode {
+        &mut self.decode[n.at()]
     }
 
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].decode;
-        let node_id = NodeId { role: Role::Decode, index: n };
-        let (pool_tokens, alive) = (self.decode[n as usize].pool_tokens, self.decode[n as usize].alive);
+        let node_id = n.node();
+        let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
             LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
             LegIntake::Rejected(_) => {
@@ -195,7 +222,7 @@ impl World {
         };
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
-        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
         let prefill_epoch = if p.alive { p.epoch } else { p.epoch.saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
@@ -224,6 +251,7 @@ impl World {
             },
         );
         node.prealloc.push_back(r);
+        self.phase(r, Lane::Decode(n), Phase::Prealloc);
         self.tick(node_id);
     }
 
@@ -235,7 +263,7 @@ impl World {
         if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
             return;
         }
-        let p = &self.prefill[self.reqs[r.idx()].prefill as usize];
+        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
         if !p.alive {
             return;
         }
@@ -245,9 +273,9 @@ impl World {
     }
 
     /// Tokens promised to admitted requests for their future decode pages.
-    fn outstanding_reserve(&self, n: u16) -> u64 {
+    fn outstanding_reserve(&self, n: DecodeIdx) -> u64 {
         let k = self.cfg.knobs.reserved_decode_tokens;
-        self.decode[n as usize]
+        self.decode[n.at()]
             .reqs
             .values()
             .filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running))
@@ -255,15 +283,15 @@ impl World {
             .sum()
     }
 
-    pub(crate) fn decode_tick(&mut self, n: u16) {
+    pub(crate) fn decode_tick(&mut self, n: DecodeIdx) {
         self.dnode(n).tick_pending = false;
-        if !self.decode[n as usize].alive {
+        if !self.decode[n.at()].alive {
             return;
         }
         let k = self.cfg.knobs.clone();
         // 1. Prealloc abort sweep.
-        for r in self.decode[n as usize].prealloc.clone() {
-            let d = &self.decode[n as usize].reqs[&r];
+        for r in self.decode[n.at()].prealloc.clone() {
+            let d = &self.decode[n.at()].reqs[&r];
             if let (AbortCheck::AbortedToo, Some(status)) = (k.decode_prealloc_abort_check, d.pending_abort) {
                 self.decode_finish(n, r, status, None);
             }
@@ -275,8 +303,8 @@ impl World {
         // request that does not fit blocks the rest.
         self.decode_resume(n);
         let ps = self.page_size();
-        while let Some(&r) = self.decode[n as usize].prealloc.front() {
-            let node = &self.decode[n as usize];
+        while let Some(&r) = self.decode[n.at()].prealloc.front() {
+            let node = &self.decode[n.at()];
             if !node.retracted.is_empty() || node.transfer.len() + node.running.len() >= node.max_running as usize {
                 break;
             }
@@ -293,12 +321,12 @@ impl World {
             };
             let new = need - pages_in(&pages);
             let want = new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n);
-            while k.decode_radix_cache.on() && self.decode[n as usize].pool.free_pages() * ps < want {
+            while k.decode_radix_cache.on() && self.decode[n.at()].pool.free_pages() * ps < want {
                 if !self.decode_prefix_evict_one(n) {
                     break;
                 }
             }
-            let free_tokens = self.decode[n as usize].pool.free_pages() * ps;
+            let free_tokens = self.decode[n.at()].pool.free_pages() * ps;
             if free_tokens < want {
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
@@ -308,7 +336,7 @@ impl World {
                 break;
             };
             let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
-            let pool = self.decode[n as usize].id();
+            let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
                 self.reqs[r.idx()].decode_prefix_tokens = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
             }
@@ -324,7 +352,7 @@ impl World {
                 }
             }
             let now = self.now;
-            let epoch = self.decode[n as usize].epoch;
+            let epoch = self.decode[n.at()].epoch;
             let node = self.dnode(n);
             node.prealloc.pop_front();
             node.transfer.push(r);
@@ -335,19 +363,20 @@ impl World {
             d.phase = DPhase::Transfer;
             d.entered = now;
             d.borrowed = borrowed;
+            self.phase(r, Lane::Decode(n), Phase::Transfer);
             let prefill = self.reqs[r.idx()].prefill;
             let lat = self.msg_latency();
-            let dst = DstInfo { decode: DecodeIdx(n), epoch, pages, meta_slot: slot };
-            self.after(lat, Ev::DstInfo { r, prefill: PrefillIdx(prefill), dst: Box::new(dst) });
+            let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
+            self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
             let t = Duration::from_ms(k.waiting_timeout_ms);
             self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
         // 3. Transfer queue: poll, then commit.
-        for r in self.decode[n as usize].transfer.clone() {
-            if !self.decode[n as usize].alive {
+        for r in self.decode[n.at()].transfer.clone() {
+            if !self.decode[n.at()].alive {
                 return;
             }
-            let d = &self.decode[n as usize].reqs[&r];
+            let d = &self.decode[n.at()].reqs[&r];
             match d.status_ok {
                 None => {}
                 Some(false) => self.decode_transfer_failed(n, r, 500),
@@ -355,7 +384,7 @@ impl World {
             }
         }
         // 4. A decode step over the running batch.
-        let node = &self.decode[n as usize];
+        let node = &self.decode[n.at()];
         if node.alive && !node.busy && !node.running.is_empty() {
             let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
             let c = &self.cfg.cost;
@@ -365,13 +394,13 @@ impl World {
                 .saturating_add((kv / 1000).saturating_mul(c.decode_ns_per_kkv));
             let epoch = node.epoch;
             self.dnode(n).busy = true;
-            self.after(Duration(cost), Ev::StepDone { node: DecodeIdx(n), epoch });
+            self.after(Duration(cost), Ev::StepDone { node: n, epoch });
         }
     }
 
-    fn decode_try_commit(&mut self, n: u16, r: RequestId) {
+    fn decode_try_commit(&mut self, n: DecodeIdx, r: RequestId) {
         let k = self.cfg.knobs.clone();
-        let d = &self.decode[n as usize].reqs[&r];
+        let d = &self.decode[n.at()].reqs[&r];
         // The bootstrap-room check exists only on sglang's concurrent path, where decode learns
         // whose KV landed from the metadata row prefill writes into its slot. Behind vLLM's
         // sequential proxy decode pulls with the transfer parameters the proxy hands it from
@@ -381,7 +410,7 @@ impl World {
         // read completes (`v1/core/sched/scheduler.py` `_update_from_kv_xfer_finished`), so a
         // late or stale row cannot fail it.
         if k.router_mode == RouterMode::Concurrent {
-            let row = self.decode[n as usize].meta.row(d.meta_slot.expect("admitted"));
+            let row = self.decode[n.at()].meta.row(d.meta_slot.expect("admitted"));
             if row.room == 0 {
                 return; // metadata not written yet: keep polling
             }
@@ -404,7 +433,7 @@ impl World {
                     // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
                     self.reqs[r.idx()].caught_by = Some(Mitigation::AssertCrash);
                     let restart_after_ms = self.cfg.faults.crash_restart_ms;
-                    self.crash(NodeId { role: Role::Decode, index: n }, restart_after_ms);
+                    self.crash(n.node(), restart_after_ms);
                     return;
                 }
                 CommitCheck::RoomOnly => {}
@@ -414,12 +443,12 @@ impl World {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
             let tenant = self.reqs[r.idx()].tenant;
             let (upto, reqs) = (d.chain_upto, &self.reqs);
-            let s = summarize(&self.decode[n as usize].pool, &d.pages, 0, d.len, r, tenant, &|w, pos, len| {
+            let s = summarize(&self.decode[n.at()].pool, &d.pages, 0, d.len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
             });
             if self.reference.is_some() {
                 let (table, len) = (d.pages.clone(), d.len);
-                let pool = self.decode[n as usize].id();
+                let pool = self.decode[n.at()].id();
                 self.differential_read(pool, r, &table, len, upto, &s.tally(), "kv_checksum");
             }
             if !s.clean() {
@@ -427,7 +456,7 @@ impl World {
                 return;
             }
         }
-        if let Some(status) = self.decode[n as usize].reqs[&r].pending_abort {
+        if let Some(status) = self.decode[n.at()].reqs[&r].pending_abort {
             // Decode's own pending abort (its limit reached: a one-token stub). ≤0.5.16 has no door
             // check (`decode_prealloc_abort_check = finished_only`): the request is preallocated,
             // transferred and reaches the prebuilt step, where `check_finished` promotes the
@@ -448,20 +477,21 @@ impl World {
         d.seq_len = d.len;
         d.read_upto = 0;
         d.dirty = true;
+        self.phase(r, Lane::Decode(n), Phase::Running);
     }
 
-    pub(crate) fn decode_step_done(&mut self, n: u16, epoch: u32) {
-        if self.decode[n as usize].epoch != epoch {
+    pub(crate) fn decode_step_done(&mut self, n: DecodeIdx, epoch: u32) {
+        if self.decode[n.at()].epoch != epoch {
             return;
         }
         self.dnode(n).busy = false;
         self.decode_make_room(n);
         let k = self.cfg.knobs.clone();
-        let pool_id = self.decode[n as usize].id();
+        let pool_id = self.decode[n.at()].id();
         let ps = self.page_size();
-        for r in self.decode[n as usize].running.clone() {
+        for r in self.decode[n.at()].running.clone() {
             let tenant = self.reqs[r.idx()].tenant;
-            let node = &mut self.decode[n as usize];
+            let node = &mut self.decode[n.at()];
             let Some(d) = node.reqs.get_mut(&r) else { continue };
             if d.late {
                 // Not in this step's batch (`DReq::late`): its first step is the next one.
@@ -495,7 +525,9 @@ impl World {
             }
             let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
             self.oracle.check_read(&ctx, &s);
-            if let (Some(c), true) = (self.coverage.as_mut(), self.reqs[r.idx()].late_written) {
+            // Coverage is tested first: with it off (every run but a guided campaign's) the
+            // request is not looked up on every decode token.
+            if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written) {
                 // Coverage (guided campaigns only): what a late-written request's read found,
                 // by class, so a corpus entry whose late write reached a reader is kept even when
                 // the read came out clean or as a class seen before (`cover_foreign_write`).
@@ -504,12 +536,12 @@ impl World {
                 c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged)]);
             }
             if let Some(audit) = self.read_audit.as_mut() {
-                let d = &self.decode[n as usize].reqs[&r];
+                let d = &self.decode[n.at()].reqs[&r];
                 let (upto, reqs) = (d.chain_upto, &self.reqs);
                 let same = |w: &crate::pool::Writer, pos: u64, len: u64| {
                     equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
                 };
-                let pool = &self.decode[n as usize].pool;
+                let pool = &self.decode[n.at()].pool;
                 let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
@@ -527,7 +559,7 @@ impl World {
                 grown = Some(run);
             }
             let now = self.now;
-            let DecodeNode { pool, reqs, .. } = &mut self.decode[n as usize];
+            let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
             let d = reqs.get_mut(&r).expect("running");
             if let Some(run) = &grown {
                 for x in run {
@@ -587,14 +619,14 @@ impl World {
     /// page is full) outnumber the free pages, take requests out of the batch until they fit
     /// (`decode_out_of_pages`; lifecycle reference §4.4). `stall` does nothing: the requests
     /// without a page skip the step.
-    fn decode_make_room(&mut self, n: u16) {
+    fn decode_make_room(&mut self, n: DecodeIdx) {
         let mode = self.cfg.knobs.decode_out_of_pages;
         if mode == DecodeOutOfPages::Stall {
             return;
         }
         let ps = self.page_size();
         loop {
-            let node = &self.decode[n as usize];
+            let node = &self.decode[n.at()];
             if node.running.len() as u64 <= node.pool.free_pages() {
                 // At most every running request needs a page: room enough, without looking each up.
                 return;
@@ -667,7 +699,7 @@ impl World {
     /// as a finish frees them). `to_host`: sglang backs the KV up to host memory first and the
     /// request joins the back of the retracted queue; otherwise (vLLM) it is recomputed later and
     /// goes to the front.
-    fn decode_retract(&mut self, n: u16, r: RequestId, to_host: bool) {
+    fn decode_retract(&mut self, n: DecodeIdx, r: RequestId, to_host: bool) {
         let node = self.dnode(n);
         node.running.retain(|x| *x != r);
         if to_host {
@@ -695,9 +727,10 @@ impl World {
             self.decode_prefix_unlock(n, &borrowed);
         }
         let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
-        let pool = self.decode[n as usize].id();
+        let pool = self.decode[n.at()].id();
         self.mem(MemOp::Free { pool, r, pages });
         self.note_bad_frees(pool, r, bad);
+        self.phase(r, Lane::Decode(n), Phase::Retracted);
     }
 
     /// Brings retracted requests back, in queue order, while the head fits (pages for its
@@ -708,11 +741,11 @@ impl World {
     /// something else writes into its pages. kvsim simplifies: the restore takes no time, and a
     /// foreign write that landed in its device pages after its last read and before the retraction
     /// is not carried into the copy (every earlier read was checked).
-    fn decode_resume(&mut self, n: u16) {
+    fn decode_resume(&mut self, n: DecodeIdx) {
         let ps = self.page_size();
         let reserve = self.cfg.knobs.reserved_decode_tokens;
-        while let Some(&r) = self.decode[n as usize].retracted.front() {
-            let node = &self.decode[n as usize];
+        while let Some(&r) = self.decode[n.at()].retracted.front() {
+            let node = &self.decode[n.at()];
             if node.transfer.len() + node.running.len() >= node.max_running as usize {
                 return;
             }
@@ -724,7 +757,7 @@ impl World {
                 return;
             }
             let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
-            let pool_id = self.decode[n as usize].id();
+            let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
             let (tenant, now) = (self.reqs[r.idx()].tenant, self.now);
             let node = self.dnode(n);
@@ -743,6 +776,7 @@ impl World {
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode restore");
+            self.phase(r, Lane::Decode(n), Phase::Running);
         }
     }
 
@@ -751,9 +785,9 @@ impl World {
     /// of the whole table. Returns the verdict to keep once this step's token is written.
     #[cold]
     #[inline(never)]
-    fn decode_differential(&mut self, n: u16, r: RequestId, new: &Tally) -> Option<Box<Tally>> {
-        let pool = self.decode[n as usize].id();
-        let d = &self.decode[n as usize].reqs[&r];
+    fn decode_differential(&mut self, n: DecodeIdx, r: RequestId, new: &Tally) -> Option<Box<Tally>> {
+        let pool = self.decode[n.at()].id();
+        let d = &self.decode[n.at()].reqs[&r];
         let mut whole = if d.dirty { Tally::default() } else { d.seen.as_deref().cloned().unwrap_or_default() };
         whole.add(new);
         let (table, seq_len, upto) = (d.pages.clone(), d.seq_len, d.chain_upto);
@@ -764,7 +798,7 @@ impl World {
     }
 
     /// Ends a request on this node: pages freed at once, slot released, leg answered.
-    fn decode_finish(&mut self, n: u16, r: RequestId, status: u16, caught: Option<Mitigation>) {
+    fn decode_finish(&mut self, n: DecodeIdx, r: RequestId, status: u16, caught: Option<Mitigation>) {
         if let Some(m) = caught {
             self.reqs[r.idx()].caught_by.get_or_insert(m);
         }
@@ -777,12 +811,13 @@ impl World {
         self.leg_result(r, Role::Decode, status);
     }
 
-    fn decode_release(&mut self, n: u16, r: RequestId) {
+    fn decode_release(&mut self, n: DecodeIdx, r: RequestId) {
         let Some(d) = self.dnode(n).reqs.remove(&r) else {
             return;
         };
+        self.phase(r, Lane::Decode(n), Phase::Left);
         // Freed pages and slots may unblock the head of the prealloc queue.
-        self.tick(NodeId { role: Role::Decode, index: n });
+        self.tick(n.node());
         if let Some(s) = d.meta_slot {
             self.dnode(n).meta.release(s);
         }
@@ -806,14 +841,14 @@ impl World {
             // Full pages of KV the request computed or loaded carry a prefix hash (under prefix
             // caching); a reservation still waiting for its KV has none.
             let bad = self.dnode(n).pool.free_hashed(&pages, Holder::Req(r), hashed);
-            let pool = self.decode[n as usize].id();
+            let pool = self.decode[n.at()].id();
             self.mem(MemOp::Free { pool, r, pages });
             self.note_bad_frees(pool, r, bad);
         }
     }
 
     /// The transfer failed or the request was aborted while waiting for KV.
-    fn decode_transfer_failed(&mut self, n: u16, r: RequestId, status: u16) {
+    fn decode_transfer_failed(&mut self, n: DecodeIdx, r: RequestId, status: u16) {
         match self.cfg.knobs.decode_abort_release {
             DecodeRelease::Immediate => self.decode_finish(n, r, status, None),
             DecodeRelease::Deferred => {
@@ -821,6 +856,7 @@ impl World {
                 node.transfer.retain(|x| *x != r);
                 let epoch = node.epoch;
                 node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
+                self.phase(r, Lane::Decode(n), Phase::Releasing);
                 self.leg_result(r, Role::Decode, status);
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status, from_decode: true });
@@ -834,7 +870,7 @@ impl World {
                 // acknowledgement, sent when the request's transfer has drained.
                 if self.cfg.knobs.router_mode == RouterMode::Concurrent {
                     let t = Duration::from_ms(self.cfg.knobs.deferred_release_timeout_ms);
-                    let node = self.decode[n as usize].id();
+                    let node = self.decode[n.at()].id();
                     self.after(t, Ev::Timeout { r, timer: TimeoutKind::DeferredRelease, node, epoch });
                 }
             }
@@ -843,7 +879,7 @@ impl World {
 
     pub(crate) fn decode_abort(&mut self, r: RequestId, status: u16) {
         let n = self.reqs[r.idx()].decode;
-        let Some(d) = self.decode[n as usize].reqs.get(&r) else {
+        let Some(d) = self.decode[n.at()].reqs.get(&r) else {
             return;
         };
         match d.phase {
@@ -854,6 +890,7 @@ impl World {
                 let node = self.dnode(n);
                 node.retracted.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(n), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Retracted => self.decode_finish(n, r, status, None),
@@ -863,6 +900,7 @@ impl World {
                 let node = self.dnode(n);
                 node.transfer.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
+                self.phase(r, Lane::Decode(n), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Transfer => self.decode_transfer_failed(n, r, status),
@@ -870,11 +908,11 @@ impl World {
         }
     }
 
-    pub(crate) fn decode_abort_ack(&mut self, r: RequestId, n: u16, epoch: u32) {
-        if self.decode[n as usize].epoch != epoch {
+    pub(crate) fn decode_abort_ack(&mut self, r: RequestId, n: DecodeIdx, epoch: u32) {
+        if self.decode[n.at()].epoch != epoch {
             return;
         }
-        if self.decode[n as usize].reqs.get(&r).map(|d| d.phase) == Some(DPhase::Releasing) {
+        if self.decode[n.at()].reqs.get(&r).map(|d| d.phase) == Some(DPhase::Releasing) {
             self.decode_release(n, r);
         }
     }
@@ -882,8 +920,15 @@ impl World {
     /// Whether a decode timer firing at `at` would do nothing (`World::moot` drops it unprocessed):
     /// the node restarted since, the request left it, or it is no longer in the phase the timer
     /// guards (a waiting timer also needs the full wait since the request entered `Transfer`).
-    pub(crate) fn decode_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32, at: Instant) -> bool {
-        let node = &self.decode[n as usize];
+    pub(crate) fn decode_timeout_moot(
+        &self,
+        r: RequestId,
+        kind: TimeoutKind,
+        n: DecodeIdx,
+        epoch: u32,
+        at: Instant,
+    ) -> bool {
+        let node = &self.decode[n.at()];
         if node.epoch != epoch {
             return true;
         }
@@ -899,7 +944,7 @@ impl World {
         }
     }
 
-    pub(crate) fn decode_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: u16, epoch: u32) {
+    pub(crate) fn decode_timeout(&mut self, r: RequestId, kind: TimeoutKind, n: DecodeIdx, epoch: u32) {
         if self.decode_timeout_moot(r, kind, n, epoch, self.now) {
             return;
         }
@@ -912,16 +957,16 @@ impl World {
         }
     }
 
-    pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: u16, epoch: u32, slot: u32, room: u64) {
-        if self.decode[n as usize].epoch != epoch {
+    pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: DecodeIdx, epoch: u32, slot: u32, room: u64) {
+        if self.decode[n.at()].epoch != epoch {
             return;
         }
         self.dnode(n).meta.write(slot, room);
-        self.tick(NodeId { role: Role::Decode, index: n });
+        self.tick(n.node());
     }
 
-    pub(crate) fn decode_status(&mut self, r: RequestId, n: u16, epoch: u32, ok: bool, pages: u64, prefix: u64) {
-        if self.decode[n as usize].epoch != epoch {
+    pub(crate) fn decode_status(&mut self, r: RequestId, n: DecodeIdx, epoch: u32, ok: bool, pages: u64, prefix: u64) {
+        if self.decode[n.at()].epoch != epoch {
             return;
         }
         let Some(d) = self.dnode(n).reqs.get_mut(&r) else {
@@ -938,7 +983,7 @@ impl World {
             d.status_pages = pages;
             d.shared_tokens = prefix;
         }
-        self.tick(NodeId { role: Role::Decode, index: n });
+        self.tick(n.node());
     }
 
     /// Heartbeats to a crashed prefill failed: the rooms bound to the crashed incarnation (older
@@ -947,18 +992,16 @@ impl World {
     /// and aborts with 500, sglang `disaggregation/decode.py` `pop_preallocatable`). Requests
     /// admitted after a restart are bound to the new incarnation and untouched (lifecycle
     /// reference §4.1–4.2).
-    pub(crate) fn decode_prefill_lost(&mut self, n: u16, prefill: u16, epoch: u32) {
+    pub(crate) fn decode_prefill_lost(&mut self, n: DecodeIdx, prefill: PrefillIdx, epoch: u32) {
         let bound = |w: &World, r: &RequestId| {
-            w.reqs[r.idx()].prefill == prefill
-                && w.decode[n as usize].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
+            w.reqs[r.idx()].prefill == prefill && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
         };
-        let waiting: Vec<RequestId> =
-            self.decode[n as usize].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
+        let waiting: Vec<RequestId> = self.decode[n.at()].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
         for r in waiting {
             self.reqs[r.idx()].fault_touched = true;
             self.decode_finish(n, r, 500, None);
         }
-        let rs: Vec<RequestId> = self.decode[n as usize].transfer.iter().copied().filter(|r| bound(self, r)).collect();
+        let rs: Vec<RequestId> = self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r)).collect();
         let mut any = false;
         for r in rs {
             self.reqs[r.idx()].fault_touched = true;
@@ -974,7 +1017,7 @@ impl World {
         // blocks). The crashed prefill will never acknowledge, and nothing of it lands any more
         // (`land_batch` drops a dead source's batches): release them now.
         if self.cfg.knobs.router_mode == RouterMode::Sequential {
-            let releasing: Vec<RequestId> = self.decode[n as usize]
+            let releasing: Vec<RequestId> = self.decode[n.at()]
                 .reqs
                 .iter()
                 .filter(|(_, d)| d.phase == DPhase::Releasing)
@@ -987,15 +1030,16 @@ impl World {
             }
         }
         if any {
-            self.tick(NodeId { role: Role::Decode, index: n });
+            self.tick(n.node());
         }
     }
 
-    pub(crate) fn decode_crash(&mut self, n: u16) {
-        let reqs: Vec<RequestId> = self.decode[n as usize].reqs.keys().copied().collect();
+    pub(crate) fn decode_crash(&mut self, n: DecodeIdx) {
+        let reqs: Vec<RequestId> = self.decode[n.at()].reqs.keys().copied().collect();
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Decode, 503);
+            self.phase(r, Lane::Decode(n), Phase::Left);
         }
         let node = self.dnode(n);
         node.alive = false;

@@ -3,8 +3,9 @@
 //! `heal_at_ms`; after that the run must reach quiescence (the liveness phase).
 
 use crate::config::ScriptedFault;
-use crate::types::{Duration, Instant, NodeId, RequestId, Role};
-use crate::world::{Ev, World};
+use crate::event::Ev;
+use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId};
+use crate::world::World;
 
 /// What the fault plan says about one transfer batch.
 #[derive(Debug, Default, Clone, Copy)]
@@ -123,9 +124,9 @@ impl World {
             i
         };
         let node = if i < self.prefill.len() {
-            NodeId { role: Role::Prefill, index: i as u16 }
+            PrefillIdx(i as u16).node()
         } else {
-            NodeId { role: Role::Decode, index: (i - self.prefill.len()) as u16 }
+            DecodeIdx((i - self.prefill.len()) as u16).node()
         };
         let restart_after_ms = self.cfg.faults.crash_restart_ms;
         self.after(Duration(0), Ev::Crash { node, restart_after_ms });

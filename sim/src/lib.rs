@@ -21,6 +21,7 @@ pub mod fuzz;
 pub mod fuzz_targets;
 pub mod intake;
 pub mod latency;
+pub mod lifecycle;
 pub mod metadata;
 pub mod picture;
 pub mod pool;

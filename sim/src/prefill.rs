@@ -9,11 +9,12 @@ use crate::config::{
     ZeroPageLastChunk,
 };
 use crate::event::{DstInfo, Ev, TimeoutKind};
+use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
+use crate::types::{Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, World};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -74,23 +75,23 @@ pub struct PReq {
 
 #[derive(Debug)]
 pub struct PrefillNode {
-    pub index: u16,
-    pub pool_tokens: u64,
+    index: u16,
+    pool_tokens: u64,
     pub pool: Pool,
-    pub meta: MetaSlots,
+    meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
     pub alive: bool,
     pub epoch: u32,
-    pub bootstrap: Vec<RequestId>,
-    pub waiting: VecDeque<RequestId>,
-    pub inflight: Vec<RequestId>,
+    bootstrap: Vec<RequestId>,
+    waiting: VecDeque<RequestId>,
+    inflight: Vec<RequestId>,
     pub reqs: BTreeMap<RequestId, PReq>,
-    pub pending_dst: BTreeMap<RequestId, DstInfo>,
-    pub busy: bool,
+    pending_dst: BTreeMap<RequestId, DstInfo>,
+    busy: bool,
     pub tick_pending: bool,
-    pub batch: Vec<(RequestId, u64, u64)>,
-    pub cache: VecDeque<(RequestId, Vec<Run>)>,
+    batch: Vec<(RequestId, u64, u64)>,
+    cache: VecDeque<(RequestId, Vec<Run>)>,
     pub prefix: crate::prefix::PrefixIndex,
     pub xfer_free_at: Instant,
     /// Pipeline-parallel stages (`pp_stages`; `crate::pp`).
@@ -140,6 +141,36 @@ impl PrefillNode {
         self.reqs.len()
     }
 
+    /// A forward pass is running (written only by this module's handlers).
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// The metadata slots (rows decode reads the request's bootstrap room from).
+    pub fn meta(&self) -> &MetaSlots {
+        &self.meta
+    }
+
+    /// The bootstrap queue: requests waiting for decode's destination.
+    pub fn bootstrap(&self) -> &[RequestId] {
+        &self.bootstrap
+    }
+
+    /// The waiting queue: bootstrapped requests waiting for a forward pass.
+    pub fn waiting(&self) -> &VecDeque<RequestId> {
+        &self.waiting
+    }
+
+    /// The inflight queue: computed requests whose KV is being sent.
+    pub fn inflight(&self) -> &[RequestId] {
+        &self.inflight
+    }
+
+    /// The plain (non-prefix) cache of released requests' pages, oldest first.
+    pub fn cache(&self) -> &VecDeque<(RequestId, Vec<Run>)> {
+        &self.cache
+    }
+
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
@@ -173,7 +204,7 @@ impl World {
     }
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
-        let n = PrefillIdx(self.reqs[r.idx()].prefill);
+        let n = self.reqs[r.idx()].prefill;
         let node_id = n.node();
         let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].alive);
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -216,6 +247,13 @@ impl World {
             },
         );
         node.bootstrap.push(r);
+        // Behind a sequential proxy there is no bootstrap handshake to wait for (vLLM): the leg
+        // waits for a metadata slot and the scheduler only, so its first phase is `Waiting`.
+        let first = match self.cfg.knobs.router_mode {
+            RouterMode::Concurrent => Phase::Bootstrap,
+            RouterMode::Sequential => Phase::Waiting,
+        };
+        self.phase(r, Lane::Prefill(n), first);
         let t = Duration::from_ms(self.cfg.knobs.bootstrap_timeout_ms);
         self.after(t, Ev::Timeout { r, timer: TimeoutKind::Bootstrap, node: node_id, epoch });
         self.tick(node_id);
@@ -262,7 +300,7 @@ impl World {
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
-        self.transfer_abort(n.0, r);
+        self.transfer_abort(n, r);
         self.prefill_release(n, r, false);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
@@ -281,6 +319,7 @@ impl World {
         let Some(pr) = self.pnode(n).reqs.remove(&r) else {
             return;
         };
+        self.phase(r, Lane::Prefill(n), Phase::Left);
         self.tick(n.node());
         if let Some(s) = pr.meta_slot {
             self.pnode(n).meta.release(s);
@@ -291,7 +330,7 @@ impl World {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
         if cache && radix {
-            let rest = self.prefix_release(n.0, r, &pr);
+            let rest = self.prefix_release(n, r, &pr);
             if !rest.is_empty() {
                 self.pnode(n).cache.push_back((r, rest));
             }
@@ -313,7 +352,7 @@ impl World {
     fn evict_cache_for(&mut self, n: PrefillIdx, need: u64) {
         while self.prefill[n.at()].pool.free_pages() < need {
             let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
-                if self.prefix_evict_one(n.0) {
+                if self.prefix_evict_one(n) {
                     continue;
                 }
                 return;
@@ -360,6 +399,7 @@ impl World {
             pr.phase = PPhase::Waiting;
             node.bootstrap.retain(|x| *x != r);
             node.waiting.push_back(r);
+            self.phase(r, Lane::Prefill(n), Phase::Waiting);
             self.pp_first_stage_popped(n, r);
         }
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
@@ -403,8 +443,8 @@ impl World {
             // rest of its first chunk fits (`World::prefix_take`). While it waits it holds no
             // cached block, so a waiting request never pins pages the queue's head needs.
             let first = k.prefill_cache == PrefillCache::Radix && pr.pages.is_empty() && pr.pending_abort.is_none();
-            let keys = if first { self.prefix_lookup(n.0, r, pr.len) } else { Vec::new() };
-            self.prefix_pin(n.0, &keys, true);
+            let keys = if first { self.prefix_lookup(n, r, pr.len) } else { Vec::new() };
+            self.prefix_pin(n, &keys, true);
             let pr = &self.prefill[n.at()].reqs[&r];
             let reused = keys.len() as u64 * crate::prefix::BLOCK_TOKENS;
             // Cache-hit timing padding (`prefix_hit_timing = padded_to_miss`): the request is
@@ -420,23 +460,24 @@ impl World {
             let vfrom = prefilled - pad;
             let chunk = (pr.len - vfrom).min(budget);
             if chunk == 0 {
-                self.prefix_pin(n.0, &keys, false);
+                self.prefix_pin(n, &keys, false);
                 break;
             }
             let (from, to) = (prefilled, (vfrom + chunk).max(prefilled));
             let need = self.pages_for(to) - held;
             self.evict_cache_for(n, need);
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
-                self.prefix_pin(n.0, &keys, false);
+                self.prefix_pin(n, &keys, false);
                 break;
             };
             if first {
-                self.prefix_take(n.0, r, keys);
+                self.prefix_take(n, r, keys);
             }
             let pool = self.prefill[n.at()].id();
             if need > 0 {
                 self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
             }
+            self.phase(r, Lane::Prefill(n), Phase::Prefill { from, to });
             let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
             for run in runs {
                 push_run(&mut pr.pages, run);
@@ -535,6 +576,7 @@ impl World {
                 let has_dst = pr.dst.is_some();
                 let (sent, num) = (pr.sent_pages, pr.num_pages);
                 let status = pending.unwrap_or(200);
+                self.phase(r, Lane::Prefill(n), Phase::Held);
                 self.leg_result(r, Role::Prefill, status);
                 let lease = Duration::from_ms(k.source_lease_ms);
                 self.after(lease, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node: pool_id, epoch });
@@ -545,6 +587,7 @@ impl World {
                 pr.phase = PPhase::Inflight;
                 node.inflight.push(r);
                 let (sent, num) = (pr.sent_pages, pr.num_pages);
+                self.phase(r, Lane::Prefill(n), Phase::Inflight);
                 self.prefill_send(n, r, sent, num, true);
             }
         }
@@ -593,9 +636,9 @@ impl World {
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
         let job = TransferJob {
             r,
-            prefill: n.0,
+            prefill: n,
             prefill_epoch: node.epoch,
-            decode: dst.decode.0,
+            decode: dst.decode,
             decode_epoch: dst.epoch,
             batches: Vec::new(),
             last,
@@ -613,13 +656,13 @@ impl World {
 
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
-        let n = PrefillIdx(self.reqs[r.idx()].prefill);
+        let n = self.reqs[r.idx()].prefill;
         let decode = self.reqs[r.idx()].decode;
         let ack = |w: &mut World| {
             if from_decode {
                 let lat = w.msg_latency();
-                let epoch = w.decode[decode as usize].epoch;
-                w.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
+                let epoch = w.decode[decode.at()].epoch;
+                w.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         };
         if !self.prefill[n.at()].reqs.contains_key(&r) {
@@ -651,19 +694,21 @@ impl World {
             let node = self.pnode(n);
             node.reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
             node.waiting.retain(|x| *x != r);
+            self.phase(r, Lane::Prefill(n), Phase::Orphaned);
             return;
         }
         if !from_decode && jobs_in_flight > 0 && k.cancel_mid_transfer == CancelMidTransfer::Leak {
             // A client cancel tears the transfer RPC down under the engine (Dynamo #7489: the
             // context's kill reaches the prefill child and interrupts the KV transfer): the
             // transfer ends, the request is answered, and its source blocks are never freed.
-            self.transfer_abort(n.0, r);
+            self.transfer_abort(n, r);
             self.prefill_remove_from_queues(n, r);
             self.leg_result(r, Role::Prefill, status);
             self.pnode(n).reqs.get_mut(&r).expect("present").phase = PPhase::Orphaned;
+            self.phase(r, Lane::Prefill(n), Phase::Orphaned);
             return;
         }
-        self.transfer_abort(n.0, r);
+        self.transfer_abort(n, r);
         self.prefill_remove_from_queues(n, r);
         self.leg_result(r, Role::Prefill, status);
         if !self.prefill_release_or_drain(n, r, from_decode) {
@@ -680,6 +725,7 @@ impl World {
         if hold && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
             pr.phase = PPhase::Draining;
             pr.ack_decode = ack_decode;
+            self.phase(r, Lane::Prefill(n), Phase::Draining);
             return true;
         }
         self.prefill_release(n, r, false);
@@ -695,9 +741,9 @@ impl World {
             self.prefill_release(n, r, false);
             if ack {
                 let decode = self.reqs[r.idx()].decode;
-                let epoch = self.decode[decode as usize].epoch;
+                let epoch = self.decode[decode.at()].epoch;
                 let lat = self.msg_latency();
-                self.after(lat, Ev::AbortAck { r, decode: DecodeIdx(decode), epoch });
+                self.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
             self.prefill_release(n, r, true);
@@ -751,7 +797,7 @@ impl World {
         if self.cfg.knobs.router_mode != RouterMode::Sequential {
             return false;
         }
-        let d = &self.decode[self.reqs[r.idx()].decode as usize];
+        let d = &self.decode[self.reqs[r.idx()].decode.at()];
         d.alive
             && d.reqs
                 .get(&r)
@@ -763,6 +809,7 @@ impl World {
         for r in reqs {
             self.reqs[r.idx()].fault_touched = true;
             self.leg_result(r, Role::Prefill, 503);
+            self.phase(r, Lane::Prefill(n), Phase::Left);
         }
         let k = self.cfg.knobs.clone();
         let node = self.pnode(n);

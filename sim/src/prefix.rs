@@ -11,7 +11,7 @@ use crate::check::{Kind, Violation};
 use crate::config::PrefixCacheScope;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Run};
 use crate::trace::MemOp;
-use crate::types::{RequestId, TenantId};
+use crate::types::{DecodeIdx, PrefillIdx, RequestId, TenantId};
 use crate::world::World;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,6 +81,50 @@ impl PrefixIndex {
     pub fn clear(&mut self) {
         *self = PrefixIndex::default();
     }
+
+    /// The one insert rule of both radix caches: a released request's own full blocks (`keys`,
+    /// from its first unborrowed block to its last full one) each take the next `per` pages of
+    /// `own` while whole blocks of pages remain. A block already indexed under its key keeps its
+    /// older pages and adds `tenant` to its senders (the request's copy goes to `Inserted::dup`);
+    /// a new block is indexed with a clock tick, held by `r` (its pages go to `Inserted::cached`).
+    /// The pages past the last indexed block are `Inserted::tail`. Prefill and decode differ only
+    /// in what they do with the three (`World::prefix_release`, `World::decode_prefix_insert`).
+    fn insert_own(&mut self, keys: &[BlockKey], own: &[Run], per: u64, tenant: TenantId, r: RequestId) -> Inserted {
+        let own_pages = pages_in(own);
+        let mut out = Inserted::default();
+        let mut page = 0u64;
+        for &key in keys {
+            if page + per > own_pages {
+                break;
+            }
+            let pages = slice_pages(own, page, per);
+            if let Some(b) = self.blocks.get_mut(&key) {
+                b.senders.insert(tenant);
+                out.dup.extend(pages);
+            } else {
+                self.clock += 1;
+                let t = self.clock;
+                out.cached.extend(pages.iter().copied());
+                let senders = BTreeSet::from([tenant]);
+                self.blocks.insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
+                self.lru.insert((t, key));
+            }
+            page += per;
+        }
+        out.tail = slice_pages(own, page, own_pages - page);
+        out
+    }
+}
+
+/// Where `PrefixIndex::insert_own` put a released request's own pages.
+#[derive(Default)]
+struct Inserted {
+    /// Pages of blocks the index already held under the same key: given back by the caller.
+    dup: Vec<Run>,
+    /// Pages of the blocks newly indexed (now the cache's).
+    cached: Vec<Run>,
+    /// Pages past the last full block.
+    tail: Vec<Run>,
 }
 
 /// Blocks (chain identities) every tenant of the workload sends: public, so reusing them
@@ -139,10 +183,16 @@ impl World {
         }
     }
 
+    /// The index keys of the request's prompt blocks `from..to` (`to` at most the chain's length).
+    fn block_keys(&self, r: RequestId, from: usize, to: usize) -> Vec<BlockKey> {
+        let q = &self.reqs[r.idx()];
+        (from..to).map(|i| (self.salt(q.tenant, i, q.public_blocks), i as u32, q.chain[i])).collect()
+    }
+
     /// The request's leading blocks found in the index (always leaving at least one token to
     /// compute), without touching them: a lookup, as sglang's and vLLM's schedulers do for every
     /// waiting request they consider (`prefix_pin` / `prefix_take` take them).
-    pub(crate) fn prefix_lookup(&self, n: u16, r: RequestId, len: u64) -> Vec<BlockKey> {
+    pub(crate) fn prefix_lookup(&self, n: PrefillIdx, r: RequestId, len: u64) -> Vec<BlockKey> {
         let ps = self.page_size();
         if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
             return Vec::new();
@@ -150,7 +200,7 @@ impl World {
         let tenant = self.reqs[r.idx()].tenant;
         let public = self.reqs[r.idx()].public_blocks;
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
-        let idx = &self.prefill[n as usize].prefix;
+        let idx = &self.prefill[n.at()].prefix;
         let mut keys = Vec::new();
         for (i, b) in self.reqs[r.idx()].chain.iter().take(max_blocks).enumerate() {
             let key = (self.salt(tenant, i, public), i as u32, *b);
@@ -165,8 +215,8 @@ impl World {
     /// Pins looked-up blocks (`refs`) while the scheduler finds pages for the rest of the
     /// request, so that eviction cannot take them; `prefix_unpin` gives them back when the
     /// request does not fit after all. Nothing else about the blocks changes.
-    pub(crate) fn prefix_pin(&mut self, n: u16, keys: &[BlockKey], pin: bool) {
-        let idx = &mut self.prefill[n as usize].prefix;
+    pub(crate) fn prefix_pin(&mut self, n: PrefillIdx, keys: &[BlockKey], pin: bool) {
+        let idx = &mut self.prefill[n.at()].prefix;
         for key in keys {
             let b = idx.blocks.get_mut(key).expect("looked up");
             if pin {
@@ -185,9 +235,9 @@ impl World {
     /// request fits), vLLM when it allocates the request's slots (0.33.0 wheel,
     /// `v1/core/kv_cache_manager.py` `allocate_slots`: `allocate_new_computed_blocks` touches the
     /// cached blocks only after the free-block check passed). Returns the tokens reused.
-    pub(crate) fn prefix_take(&mut self, n: u16, r: RequestId, keys: Vec<BlockKey>) -> u64 {
+    pub(crate) fn prefix_take(&mut self, n: PrefillIdx, r: RequestId, keys: Vec<BlockKey>) -> u64 {
         let tenant = self.reqs[r.idx()].tenant;
-        let idx = &mut self.prefill[n as usize].prefix;
+        let idx = &mut self.prefill[n.at()].prefix;
         if keys.is_empty() {
             self.reqs[r.idx()].prefix_reused = 0;
             self.reqs[r.idx()].prefix_hit_owner = None;
@@ -221,14 +271,14 @@ impl World {
         self.reqs[r.idx()].prefix_hit_owner = deepest;
         let pages = crate::pool::pages_in(&table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
-        let pr = self.prefill[n as usize].reqs.get_mut(&r).expect("matching a queued request");
+        let pr = self.prefill[n.at()].reqs.get_mut(&r).expect("matching a queued request");
         pr.pages = table;
         pr.borrowed = keys;
         pr.prefilled = reused;
         pr.reused_tokens = reused;
         pr.pad_left = if padded { reused } else { 0 };
         if !victims.is_empty() {
-            let pool = self.prefill[n as usize].id();
+            let pool = self.prefill[n.at()].id();
             let slots = victims.values().sum();
             self.oracle.record(
                 Violation::new(Kind::CrossTenantPrefixHit, "global_prefix_cache", self.now)
@@ -251,15 +301,13 @@ impl World {
     /// At release: borrowed blocks are given back; the request's own full blocks join the index
     /// (pages already indexed under the same key are freed); the rest goes to the plain cache.
     /// Returns the pages that should go to the plain cache.
-    pub(crate) fn prefix_release(&mut self, n: u16, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
+    pub(crate) fn prefix_release(&mut self, n: PrefillIdx, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
         let tenant = self.reqs[r.idx()].tenant;
-        let public = self.reqs[r.idx()].public_blocks;
-        let blocks = self.reqs[r.idx()].chain.clone();
-        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
+        let chain_len = self.reqs[r.idx()].chain.len();
         let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
-        let node = &mut self.prefill[n as usize];
+        let node = &mut self.prefill[n.at()];
         for key in &pr.borrowed {
             if let Some(b) = node.prefix.blocks.get_mut(key) {
                 b.refs -= 1;
@@ -269,46 +317,26 @@ impl World {
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &own, Holder::Cache(r));
         }
-        if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
+        if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let full = (pr.prefilled / BLOCK_TOKENS) as usize;
-        let per = BLOCK_TOKENS / ps;
-        let mut rest = Vec::new();
-        let mut dup = Vec::new();
-        let mut i = pr.borrowed.len();
-        let mut page = 0u64;
-        let own_pages = pages_in(&own);
-        while i < full.min(blocks.len()) && page + per <= own_pages {
-            let key = (salts[i], i as u32, blocks[i]);
-            let pages = slice_pages(&own, page, per);
-            if let Some(b) = node.prefix.blocks.get_mut(&key) {
-                b.senders.insert(tenant);
-                dup.extend(pages);
-            } else {
-                node.prefix.clock += 1;
-                let t = node.prefix.clock;
-                let senders = BTreeSet::from([tenant]);
-                node.prefix
-                    .blocks
-                    .insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
-                node.prefix.lru.insert((t, key));
-            }
-            i += 1;
-            page += per;
-        }
-        rest.extend(slice_pages(&own, page, own_pages - page));
-        rest.extend(dup);
+        let full = ((pr.prefilled / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, pr.borrowed.len().min(full), full);
+        let ins = self.prefill[n.at()].prefix.insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
+        // cache, and so do the pages of blocks indexed before.
+        let mut rest = ins.tail;
+        rest.extend(ins.dup);
         rest
     }
 
     /// Frees the least recently used unused block; false when none can be evicted.
-    pub(crate) fn prefix_evict_one(&mut self, n: u16) -> bool {
-        let Some(b) = self.prefill[n as usize].prefix.evict_one() else { return false };
+    pub(crate) fn prefix_evict_one(&mut self, n: PrefillIdx) -> bool {
+        let Some(b) = self.prefill[n.at()].prefix.evict_one() else { return false };
         self.prefix_evictions.push((self.now, n, b.tenant));
-        let bad = self.prefill[n as usize].pool.free(&b.pages, Holder::Cache(b.request));
+        let bad = self.prefill[n.at()].pool.free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
-        let pool = self.prefill[n as usize].id();
+        let pool = self.prefill[n.at()].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
         true
     }
@@ -325,7 +353,7 @@ impl World {
 impl World {
     /// Locks the cached blocks the request's prompt starts with (every full block of the prompt
     /// may match) and returns their keys and pages, in block-table order.
-    pub(crate) fn decode_prefix_lock(&mut self, n: u16, r: RequestId, len: u64) -> (Vec<BlockKey>, Vec<Run>) {
+    pub(crate) fn decode_prefix_lock(&mut self, n: DecodeIdx, r: RequestId, len: u64) -> (Vec<BlockKey>, Vec<Run>) {
         let ps = self.page_size();
         if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
             return (Vec::new(), Vec::new());
@@ -335,7 +363,7 @@ impl World {
         let max_blocks = (len / BLOCK_TOKENS) as usize;
         let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
         let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
-        let idx = &mut self.decode[n as usize].prefix;
+        let idx = &mut self.decode[n.at()].prefix;
         let mut keys = Vec::new();
         let mut table = Vec::new();
         for (i, b) in blocks.iter().enumerate() {
@@ -356,8 +384,8 @@ impl World {
     }
 
     /// Gives locked blocks back (a finish, an abort, a retraction, or an admission that did not fit).
-    pub(crate) fn decode_prefix_unlock(&mut self, n: u16, keys: &[BlockKey]) {
-        let idx = &mut self.decode[n as usize].prefix;
+    pub(crate) fn decode_prefix_unlock(&mut self, n: DecodeIdx, keys: &[BlockKey]) {
+        let idx = &mut self.decode[n.at()].prefix;
         for key in keys {
             if let Some(b) = idx.blocks.get_mut(key) {
                 b.refs -= 1;
@@ -369,58 +397,35 @@ impl World {
     /// full prompt blocks join the index (held by the cache from now on; a block already indexed
     /// under the same key keeps the older pages). Returns the request's own pages that are not
     /// cached (to be freed).
-    pub(crate) fn decode_prefix_insert(&mut self, n: u16, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
+    pub(crate) fn decode_prefix_insert(&mut self, n: DecodeIdx, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
         let ps = self.page_size();
         self.decode_prefix_unlock(n, &d.borrowed);
         let borrowed_pages = d.borrowed.len() as u64 * BLOCK_TOKENS / ps;
         let own = slice_pages(&d.pages, borrowed_pages, pages_in(&d.pages).saturating_sub(borrowed_pages));
         let tenant = self.reqs[r.idx()].tenant;
-        let public = self.reqs[r.idx()].public_blocks;
-        let blocks = self.reqs[r.idx()].chain.clone();
-        if BLOCK_TOKENS % ps != 0 || blocks.is_empty() {
+        let chain_len = self.reqs[r.idx()].chain.len();
+        if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
-        let full = ((d.len / BLOCK_TOKENS) as usize).min(blocks.len());
-        let per = BLOCK_TOKENS / ps;
-        let own_pages = pages_in(&own);
-        let mut free = Vec::new();
-        let mut cached = Vec::new();
-        let (mut i, mut page) = (d.borrowed.len(), 0u64);
-        let node = &mut self.decode[n as usize];
-        while i < full && page + per <= own_pages {
-            let key = (salts[i], i as u32, blocks[i]);
-            let pages = slice_pages(&own, page, per);
-            if let Some(b) = node.prefix.blocks.get_mut(&key) {
-                b.senders.insert(tenant);
-                free.extend(pages);
-            } else {
-                node.prefix.clock += 1;
-                let t = node.prefix.clock;
-                cached.extend(pages.iter().copied());
-                let senders = BTreeSet::from([tenant]);
-                node.prefix
-                    .blocks
-                    .insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
-                node.prefix.lru.insert((t, key));
-            }
-            i += 1;
-            page += per;
-        }
-        node.pool.rehold(&cached, Holder::Cache(r));
+        let full = ((d.len / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, d.borrowed.len().min(full), full);
+        let ins = self.decode[n.at()].prefix.insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        let node = &mut self.decode[n.at()];
+        node.pool.rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
-            rf.rehold(node.id(), &cached, Holder::Cache(r));
+            rf.rehold(node.id(), &ins.cached, Holder::Cache(r));
         }
-        free.extend(slice_pages(&own, page, own_pages - page));
+        let mut free = ins.dup;
+        free.extend(ins.tail);
         free
     }
 
     /// Frees decode's least recently used unlocked cached block; false when none can be evicted.
-    pub(crate) fn decode_prefix_evict_one(&mut self, n: u16) -> bool {
-        let Some(b) = self.decode[n as usize].prefix.evict_one() else { return false };
-        let bad = self.decode[n as usize].pool.free(&b.pages, Holder::Cache(b.request));
+    pub(crate) fn decode_prefix_evict_one(&mut self, n: DecodeIdx) -> bool {
+        let Some(b) = self.decode[n.at()].prefix.evict_one() else { return false };
+        let bad = self.decode[n.at()].pool.free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "decode-{n}: evicted prefix block pages were not held by the cache");
-        let pool = self.decode[n as usize].id();
+        let pool = self.decode[n.at()].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
         true
     }

@@ -50,6 +50,11 @@ pub struct Row {
     /// row's fix also moves. A signature of one of them vanishing under the fix attributes the
     /// run to the row.
     pub kinds: &'static [&'static str],
+    /// The row needs a prefill instance with more than one pipeline stage: a node setting
+    /// (`pp_stages`), not a knob, that only the blind swarm draws (`fuzz::table::PP_STAGES`); a
+    /// profile's campaign runs single-stage instances only, so the blind swarm measures these
+    /// rows even where a profile has their knob values.
+    pub needs_pp_stages: bool,
 }
 
 const READS_AND_UAF: &[&str] = &["cross_tenant_read", "cross_request_read", "uninitialized_read", "use_after_free"];
@@ -63,6 +68,7 @@ pub const ROWS: &[Row] = &[
         buggy: &[("reject_mode", "stub_pending"), ("pd_admission_check", "finished_only")],
         fix: Fix::Knobs(&[("pd_admission_check", "aborted_too"), ("decode_prealloc_abort_check", "aborted_too")]),
         kinds: &["cross_tenant_read", "cross_request_read", "uninitialized_read", "wrong_status"],
+        needs_pp_stages: false,
     },
     Row {
         id: "abort-lost-on-success",
@@ -73,12 +79,14 @@ pub const ROWS: &[Row] = &[
         ],
         fix: Fix::Knobs(&[("inflight_success_keeps_abort", "on")]),
         kinds: &["cross_tenant_read", "cross_request_read", "uninitialized_read", "wrong_status"],
+        needs_pp_stages: false,
     },
     Row {
         id: "abort-after-forward",
         buggy: &[("prefill_post_forward_abort_check", "off")],
         fix: Fix::Knobs(&[("prefill_post_forward_abort_check", "on")]),
         kinds: &["cross_tenant_read", "cross_request_read", "uninitialized_read", "page_leak"],
+        needs_pp_stages: false,
     },
     Row {
         id: "decode-free-before-late-write",
@@ -88,36 +96,42 @@ pub const ROWS: &[Row] = &[
             ("prefill_abort_release", "hold_source_until_drained"),
         ]),
         kinds: READS_AND_UAF,
+        needs_pp_stages: false,
     },
     Row {
         id: "deferred-release-defeated",
         buggy: &[("decode_abort_release", "deferred"), ("prefill_abort_release", "immediate")],
         fix: Fix::Knobs(&[("prefill_abort_release", "hold_source_until_drained")]),
         kinds: READS_AND_UAF,
+        needs_pp_stages: false,
     },
     Row {
         id: "sync-timeout-still-writing",
         buggy: &[("transfer_timeout_semantics", "returns_while_writing")],
         fix: Fix::Knobs(&[("transfer_timeout_semantics", "quiesced")]),
         kinds: READS_AND_UAF,
+        needs_pp_stages: false,
     },
     Row {
         id: "held-blocks-leak",
         buggy: &[("router_mode", "sequential"), ("source_lease_ms", "480000")],
         fix: Fix::Knobs(&[("source_lease_ms", "10000")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "pre-admission-reject-strands-prefill",
         buggy: &[("router_mode", "sequential"), ("decode_reject_releases_prefill", "off")],
         fix: Fix::Knobs(&[("decode_reject_releases_prefill", "on")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "success-without-write",
         buggy: &[("decode_commit_check", "room_only")],
         fix: Fix::Knobs(&[("decode_commit_check", "coverage")]),
         kinds: &["cross_tenant_read", "cross_request_read", "uninitialized_read", "wrong_status"],
+        needs_pp_stages: false,
     },
     Row {
         id: "router-waits-for-decode",
@@ -130,55 +144,70 @@ pub const ROWS: &[Row] = &[
         ],
         fix: Fix::Knobs(&[("router_on_prefill_error", "cancel_decode")]),
         kinds: &["wrong_status/rejected_answered_5xx"],
+        needs_pp_stages: false,
     },
-    Row { id: "rdma-visibility-lag", buggy: &[], fix: Fix::NoVisibilityLag, kinds: READS_AND_UAF },
+    Row {
+        id: "rdma-visibility-lag",
+        buggy: &[],
+        fix: Fix::NoVisibilityLag,
+        kinds: READS_AND_UAF,
+        needs_pp_stages: false,
+    },
     Row {
         id: "cross-tenant-prefix-hit",
         buggy: &[("prefill_cache", "radix"), ("prefix_cache_scope", "global")],
         fix: Fix::Knobs(&[("prefix_cache_scope", "per_tenant")]),
         kinds: &["cross_tenant_prefix_hit"],
+        needs_pp_stages: false,
     },
     Row {
         id: "leak-abort-in-waiting",
         buggy: &[("decode_transferred_abort", "leak")],
         fix: Fix::Knobs(&[("decode_transferred_abort", "free")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "leak-abort-retracted",
         buggy: &[("retracted_abort", "leak"), ("decode_out_of_pages", "retract_to_host")],
         fix: Fix::Knobs(&[("retracted_abort", "discard")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "stale-metadata-room",
         buggy: &[("metadata_zero_on_free", "off"), ("router_mode", "concurrent")],
         fix: Fix::Knobs(&[("metadata_zero_on_free", "on")]),
         kinds: &["wrong_status/valid_request_failed/room_mismatch"],
+        needs_pp_stages: false,
     },
     Row {
         id: "double-release",
         buggy: &[("prefill_rejected_release", "twice")],
         fix: Fix::Knobs(&[("prefill_rejected_release", "once")]),
         kinds: &["double_free"],
+        needs_pp_stages: false,
     },
     Row {
         id: "orphan-in-prefill-waiting",
         buggy: &[("prefill_failed_check", "bootstrap_and_inflight"), ("router_mode", "concurrent")],
         fix: Fix::Knobs(&[("prefill_failed_check", "every_queue")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "cancel-mid-transfer",
         buggy: &[("cancel_mid_transfer", "leak")],
         fix: Fix::Knobs(&[("cancel_mid_transfer", "free")]),
         kinds: HELD,
+        needs_pp_stages: false,
     },
     Row {
         id: "zero-page-last-chunk",
         buggy: &[("zero_page_last_chunk", "skip"), ("decode_radix_cache", "on")],
         fix: Fix::Knobs(&[("zero_page_last_chunk", "send")]),
         kinds: &["page_leak", "request_hang", "wrong_status"],
+        needs_pp_stages: false,
     },
     Row {
         // Needs a prefill node with `pp_stages` above 1 (a node setting, not a knob): with one
@@ -187,12 +216,14 @@ pub const ROWS: &[Row] = &[
         buggy: &[("pp_metadata_writer", "every_stage"), ("router_mode", "concurrent")],
         fix: Fix::Knobs(&[("pp_metadata_writer", "last_stage")]),
         kinds: &["wrong_status/valid_request_failed/room_mismatch"],
+        needs_pp_stages: true,
     },
     Row {
         id: "pp-bootstrap-divergence",
         buggy: &[("pp_bootstrap_consensus", "local_repoll")],
         fix: Fix::Knobs(&[("pp_bootstrap_consensus", "follow_rank0")]),
         kinds: &["page_leak", "request_hang", "wrong_status"],
+        needs_pp_stages: true,
     },
 ];
 
@@ -260,15 +291,7 @@ impl Row {
     /// Whether profile `p`'s knob values include the row's buggy values (a hardware row: no
     /// profile has it, since a profile's campaign draws no hardware faults).
     pub fn had_by_profile(&self, p: &config::Profile) -> bool {
-        self.fix != Fix::NoVisibilityLag && !self.needs_pp_stages() && holds(&(p.knobs)(), self.buggy)
-    }
-
-    /// Whether the row needs a prefill instance with more than one pipeline stage: a node
-    /// setting (`pp_stages`), not a knob, that only the blind swarm draws
-    /// (`fuzz::table::PP_STAGES`); a profile's campaign runs single-stage instances only, so
-    /// the blind swarm measures these rows even where a profile has their knob values.
-    pub fn needs_pp_stages(&self) -> bool {
-        matches!(self.id, "metadata-slot-collision" | "pp-bootstrap-divergence")
+        self.fix != Fix::NoVisibilityLag && !self.needs_pp_stages && holds(&(p.knobs)(), self.buggy)
     }
 
     /// The profiles that have the row (empty: the blind swarm measures it).

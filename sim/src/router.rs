@@ -3,10 +3,12 @@
 //! which leg's answer the client gets (`router_on_prefill_error`).
 
 use crate::config::{RouterMode, RouterOnPrefillError, RouterPolicy};
+use crate::event::Ev;
+use crate::lifecycle::{Lane, Phase};
 use crate::rng::Prng;
 use crate::trace::TraceRecord;
-use crate::types::{Duration, RequestId, Role};
-use crate::world::{Ev, Response, World};
+use crate::types::{DecodeIdx, Duration, PrefillIdx, RequestId, Role};
+use crate::world::{Response, World};
 
 pub struct Router {
     policy: RouterPolicy,
@@ -56,8 +58,9 @@ impl World {
     }
 
     pub(crate) fn on_arrive(&mut self, r: RequestId) {
-        let p = self.pick(Role::Prefill);
-        let d = self.pick(Role::Decode);
+        self.phase(r, Lane::Router, Phase::Arrived);
+        let p = PrefillIdx(self.pick(Role::Prefill));
+        let d = DecodeIdx(self.pick(Role::Decode));
         let room = loop {
             let room = self.router.rng.next_u64() >> 1;
             if room != 0 {
@@ -89,6 +92,11 @@ impl World {
             return;
         }
         *slot = Some(status);
+        let lane = match role {
+            Role::Prefill => Lane::Prefill(req.prefill),
+            Role::Decode => Lane::Decode(req.decode),
+        };
+        self.phase(r, lane, Phase::Answered { status });
         let lat = self.msg_latency();
         self.after(lat, Ev::LegResult { r, role, status });
     }
@@ -140,6 +148,7 @@ impl World {
         }
         req.response = Some(Response { status, at: now, tokens });
         self.tracer.record(now, TraceRecord::Response { r, status, tokens });
+        self.phase(r, Lane::Router, Phase::Responded { status, tokens });
     }
 
     /// The client gives up: it gets nothing more (499 is recorded), and both legs are aborted.

@@ -537,12 +537,64 @@ fn set_value(k: &str, v: &str, knobs: &toml::Table) -> Result<toml::Value, Scena
         .unwrap_or_else(|| toml::Value::String(v.to_string())))
 }
 
+/// Why a `[knobs]` entry or a `--set` pin is refused, for callers that match on it. Each keeps
+/// the deserialiser's message (it lists what is allowed) and prints as that message with the
+/// did-you-mean `with_suggestion` adds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KnobFault {
+    /// No knob of that name ("unknown field `x`, expected one of ..."); the closest name, if any.
+    UnknownKnob { message: String, suggestion: Option<String> },
+    /// Not one of the knob's values ("unknown variant `x`, expected one of ..."); the closest
+    /// value, if any.
+    UnknownValue { message: String, suggestion: Option<String> },
+    /// Any other value the knob does not take (a wrong type, a number out of its type's range).
+    BadValue { message: String },
+}
+
+impl KnobFault {
+    /// Sorts the deserialiser's `message` into its kind and finds the suggestion.
+    fn from_message(message: &str) -> KnobFault {
+        let suggestion = |what: &str| {
+            let rest = message.strip_prefix(what)?;
+            let (word, tail) = rest.split_once('`')?;
+            let allowed: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+            did_you_mean(word, allowed.iter().copied()).map(str::to_string)
+        };
+        let message = message.to_string();
+        if message.starts_with(UNKNOWN_FIELD) {
+            KnobFault::UnknownKnob { suggestion: suggestion(UNKNOWN_FIELD), message }
+        } else if message.starts_with(UNKNOWN_VARIANT) {
+            KnobFault::UnknownValue { suggestion: suggestion(UNKNOWN_VARIANT), message }
+        } else {
+            KnobFault::BadValue { message }
+        }
+    }
+}
+
+impl std::fmt::Display for KnobFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KnobFault::UnknownKnob { message, suggestion } | KnobFault::UnknownValue { message, suggestion } => {
+                f.write_str(message)?;
+                match suggestion {
+                    Some(m) => write!(f, " (did you mean `{m}`?)"),
+                    None => Ok(()),
+                }
+            }
+            KnobFault::BadValue { message } => f.write_str(message),
+        }
+    }
+}
+
+const UNKNOWN_FIELD: &str = "unknown field `";
+const UNKNOWN_VARIANT: &str = "unknown variant `";
+
 /// Whether `v` is a valid value of knob `k`: `filler` with that one knob replaced must
-/// deserialise (the message, with a did-you-mean, otherwise).
-fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), String> {
+/// deserialise (why not, otherwise).
+fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), KnobFault> {
     let mut one = toml::Table::try_from(filler).expect("knobs serialise");
     one.insert(k.to_string(), v.clone());
-    Knobs::deserialize(one).map(|_| ()).map_err(|e| with_suggestion(e.message().trim()))
+    Knobs::deserialize(one).map(|_| ()).map_err(|e| KnobFault::from_message(e.message().trim()))
 }
 
 /// Splits `--set KNOB=VALUE` flags into pairs (a flag without `=` is an error naming it).
@@ -581,11 +633,11 @@ impl KnobPins {
         let mut values = BTreeMap::new();
         for (k, v) in parse_set_flags(flags)? {
             let value = set_value(&k, &v, &table)?;
-            check_knob(&filler, &k, &value).map_err(|message| ScenarioError {
+            check_knob(&filler, &k, &value).map_err(|fault| ScenarioError {
                 file: "--set".into(),
                 line: None,
                 key: format!("knobs.{k}"),
-                message,
+                message: fault.to_string(),
             })?;
             values.insert(k, value);
         }
@@ -642,7 +694,7 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
 /// Adds "did you mean" to serde's unknown-field and unknown-variant messages ("unknown field
 /// `x`, expected one of `a`, `b`"), which already list what is allowed.
 pub fn with_suggestion(message: &str) -> String {
-    for what in ["unknown field `", "unknown variant `"] {
+    for what in [UNKNOWN_FIELD, UNKNOWN_VARIANT] {
         let Some(rest) = message.strip_prefix(what) else { continue };
         let Some((word, tail)) = rest.split_once('`') else { continue };
         let allowed: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
@@ -774,7 +826,7 @@ impl Scenario {
         }
         // Deserialise knob by knob so that a bad value names its knob and where it came from.
         for (k, v) in &table {
-            check_knob(&(p.knobs)(), k, v).map_err(|m| origins.err(k, &m))?;
+            check_knob(&(p.knobs)(), k, v).map_err(|fault| origins.err(k, &fault.to_string()))?;
         }
         Ok((Knobs::deserialize(table).expect("each knob checked"), origins))
     }
@@ -803,7 +855,7 @@ impl Scenario {
             file: e.file.clone(),
             line: (e.line > 0).then_some(e.line),
             key: String::new(),
-            message: e.message,
+            message: e.kind.to_string(),
         };
         let format = match t.format.as_deref() {
             None => wt::detect_format(&shown, &text).map_err(tr)?,
@@ -1499,5 +1551,28 @@ at_ms = 2
         assert_eq!(locate("not = [valid", "", 0, "not"), None);
         // A value beyond i64 (the range check reports it, so it must be found).
         assert_eq!(locate("[[request]]\nat_ns = 18446744073709551610\n", "request", 0, "at_ns"), Some(2));
+    }
+}
+
+#[cfg(test)]
+mod knob_tests {
+    use super::*;
+
+    /// `check_knob` sorts a refused knob into its kind; each prints as the deserialiser's message
+    /// with the did-you-mean.
+    #[test]
+    fn knob_faults_are_typed() {
+        let filler = (config::profile("sglang-0.5.16").expect("shipped").knobs)();
+        let s = |v: &str| toml::Value::String(v.to_string());
+        let e = check_knob(&filler, "page_sise", &toml::Value::Integer(16)).unwrap_err();
+        assert!(matches!(&e, KnobFault::UnknownKnob { suggestion: Some(m), .. } if m == "page_size"), "{e:?}");
+        assert!(e.to_string().starts_with("unknown field `page_sise`"), "{e}");
+        assert!(e.to_string().ends_with(" (did you mean `page_size`?)"), "{e}");
+        let e = check_knob(&filler, "router_mode", &s("sequentail")).unwrap_err();
+        assert!(matches!(&e, KnobFault::UnknownValue { suggestion: Some(m), .. } if m == "sequential"), "{e:?}");
+        let e = check_knob(&filler, "page_size", &s("big")).unwrap_err();
+        assert!(matches!(&e, KnobFault::BadValue { .. }), "{e:?}");
+        assert!(!e.to_string().contains("did you mean"), "{e}");
+        assert!(check_knob(&filler, "page_size", &toml::Value::Integer(16)).is_ok());
     }
 }

@@ -567,6 +567,13 @@ impl Tracer {
         }
     }
 
+    /// The number of records traced so far, a decode step still open counted (the place of a
+    /// `lifecycle::PhaseRecord` noted now: after these records, before the next).
+    #[inline]
+    pub fn position(&self) -> u64 {
+        self.records + u64::from(self.step.is_some())
+    }
+
     /// XXH3-64 (seed 0) of every record's encoding so far, as 16 lowercase hex digits.
     pub fn hash_hex(&self) -> String {
         let mut h = self.hasher.clone();

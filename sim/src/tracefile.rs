@@ -4,11 +4,11 @@
 //! owns the files.
 
 use crate::config::SimConfig;
+use crate::event::Ev;
 use crate::pool::Run;
 use crate::report::ViolationOut;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord};
 use crate::types::{Instant, PoolId, RequestId};
-use crate::world::Ev;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

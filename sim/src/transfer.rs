@@ -13,10 +13,11 @@
 //! more (`transfer_reader_died`).
 
 use crate::config::{RouterMode, TimeoutSemantics};
+use crate::event::Ev;
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
-use crate::world::{Ev, World};
+use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId};
+use crate::world::World;
 
 #[derive(Clone)]
 pub struct Batch {
@@ -60,9 +61,9 @@ impl std::fmt::Debug for Batch {
 #[derive(Clone)]
 pub struct TransferJob {
     pub r: RequestId,
-    pub prefill: u16,
+    pub prefill: PrefillIdx,
     pub prefill_epoch: u32,
-    pub decode: u16,
+    pub decode: DecodeIdx,
     pub decode_epoch: u32,
     pub batches: Vec<Batch>,
     pub last: bool,
@@ -202,8 +203,8 @@ struct JobIds {
     r: RequestId,
     prefill_epoch: u32,
     decode_epoch: u32,
-    prefill: u16,
-    decode: u16,
+    prefill: PrefillIdx,
+    decode: DecodeIdx,
 }
 
 impl World {
@@ -232,8 +233,8 @@ impl World {
         }
         let id = self.jobs.len() as u32; // the id `push` hands out below
         let r = job.r;
-        let node = job.prefill as usize;
-        let reader = &self.decode[job.decode as usize];
+        let node = job.prefill.at();
+        let reader = &self.decode[job.decode.at()];
         if self.decode_pulls() && !(reader.alive && reader.epoch == job.decode_epoch) {
             // Decode pulls, and the incarnation that would read is gone: no read is ever issued
             // (`transfer_reader_died`); the job ends failed at once.
@@ -316,15 +317,15 @@ impl World {
     /// The request was aborted on prefill: each of its unfinished jobs skips the batches still
     /// queued (their lands no longer count), and ends when the batch being written ends — now, if
     /// none is. The worker's queue is not pulled forward (later jobs keep their times).
-    pub(crate) fn transfer_abort(&mut self, n: u16, r: RequestId) {
+    pub(crate) fn transfer_abort(&mut self, n: PrefillIdx, r: RequestId) {
         self.transfer_skip_queued(n, r, false);
     }
 
     /// Skips the request's queued batches (`transfer_abort`). `from_now`: a batch that starts at
     /// this very instant is skipped too — after a failed chunk, whose status the worker set before
     /// it dequeued the next one; an abort (another thread) leaves a batch starting now writing.
-    fn transfer_skip_queued(&mut self, n: u16, r: RequestId, from_now: bool) {
-        let Some(pr) = self.prefill[n as usize].reqs.get(&r) else {
+    fn transfer_skip_queued(&mut self, n: PrefillIdx, r: RequestId, from_now: bool) {
+        let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
             return;
         };
         for id in pr.jobs.clone() {
@@ -387,8 +388,8 @@ impl World {
     /// skips its queued batches and ends failed when the batch being written returns; that batch
     /// lands nothing (`land_batch`: the incarnation it wrote to is gone). A restarted decode is a
     /// new incarnation with a new registration: later batches do not write into it either.
-    pub(crate) fn transfer_reader_died(&mut self, d: u16) {
-        let epoch = self.decode[d as usize].epoch;
+    pub(crate) fn transfer_reader_died(&mut self, d: DecodeIdx) {
+        let epoch = self.decode[d.at()].epoch;
         let ids: Vec<u32> = self
             .jobs
             .live
@@ -401,8 +402,8 @@ impl World {
         }
     }
 
-    fn pnode_mut(&mut self, n: u16) -> &mut crate::prefill::PrefillNode {
-        &mut self.prefill[n as usize]
+    fn pnode_mut(&mut self, n: PrefillIdx) -> &mut crate::prefill::PrefillNode {
+        &mut self.prefill[n.at()]
     }
 
     /// A batch's data becomes visible in decode's pool (`land_batch`); the job's page lists go
@@ -442,17 +443,17 @@ impl World {
     /// the read; a page freed after it (the sender was told the write completed) is not.
     pub(crate) fn transfer_read(&mut self, job: u32, batch: u32) {
         let Some(j) = self.jobs.get(job as usize) else { return };
-        let (r, p, prefill_epoch, prefill) = (j.r, j.prefill as usize, j.prefill_epoch, j.prefill);
+        let (r, p, prefill_epoch, prefill) = (j.r, j.prefill.at(), j.prefill_epoch, j.prefill);
         let Some(b) = j.batches.get(batch as usize) else { return };
         if b.skipped || self.prefill[p].epoch != prefill_epoch {
             return; // never written, or the source died with its process (`land_batch`)
         }
-        let (d, decode_epoch) = (j.decode as usize, j.decode_epoch);
+        let (d, decode_epoch) = (j.decode.at(), j.decode_epoch);
         if self.decode_pulls() && !(self.decode[d].alive && self.decode[d].epoch == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
         let src = b.src.clone();
-        let src_id = NodeId { role: Role::Prefill, index: prefill };
+        let src_id = prefill.node();
         let rep = self.prefill[p].pool.not_held_by(&src, r, &self.jobs[job as usize].lenders);
         self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
         let contents = self.prefill[p].pool.page_contents(&src);
@@ -463,7 +464,7 @@ impl World {
     fn land_batch(&mut self, job: u32, batch: u32) {
         let j = &self.jobs[job as usize];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
-            (j.r, j.prefill as usize, j.decode as usize, j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
+            (j.r, j.prefill.at(), j.decode.at(), j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
         if j.batches[batch as usize].skipped {
             return; // skipped after an abort: never written, its land was uncounted then
         }
@@ -478,11 +479,11 @@ impl World {
         let reader_alive = self.decode[d].epoch == j.decode_epoch && self.decode[d].alive;
         if !reader_alive && self.decode_pulls() {
             // Decode pulls and died: nobody reads the source any more (`transfer_reader_died`).
-            self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
+            self.prefill_maybe_drained(j.prefill, j.r);
             return;
         }
-        let src_id = NodeId { role: Role::Prefill, index: j.prefill };
-        let dst_id = NodeId { role: Role::Decode, index: j.decode };
+        let src_id = j.prefill.node();
+        let dst_id = j.decode.node();
         if let Some(contents) = self.jobs[job as usize].batches[batch as usize].wire.take() {
             // Read at the end of its wire time (`transfer_read`): what lands is what was read.
             if reader_alive {
@@ -499,7 +500,7 @@ impl World {
                     dr.dirty = true;
                 }
             }
-            self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
+            self.prefill_maybe_drained(j.prefill, j.r);
             return;
         }
         // Reading a source page the request no longer holds is itself a use after free. Pages it
@@ -542,7 +543,7 @@ impl World {
                 dr.dirty = true;
             }
         }
-        self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
+        self.prefill_maybe_drained(j.prefill, j.r);
     }
 
     /// `prefill_rejected_release = twice`: the request was released at its rejection while this
@@ -551,7 +552,7 @@ impl World {
     /// again when the inflight poll reached a terminal state). The pool reports the pages it no
     /// longer holds for the request as a double free and does not apply it, so no memory
     /// operation is traced.
-    fn transfer_release_again(&mut self, job: u32, n: u16, r: crate::types::RequestId) {
+    fn transfer_release_again(&mut self, job: u32, n: PrefillIdx, r: crate::types::RequestId) {
         let mut pages: Vec<Run> = Vec::new();
         for b in &self.jobs[job as usize].batches {
             for run in &b.src {
@@ -561,8 +562,8 @@ impl World {
         if pages.is_empty() {
             return;
         }
-        let bad = self.prefill[n as usize].pool.free(&pages, crate::pool::Holder::Req(r));
-        let pool = self.prefill[n as usize].id();
+        let bad = self.prefill[n.at()].pool.free(&pages, crate::pool::Holder::Req(r));
+        let pool = self.prefill[n.at()].id();
         self.note_bad_frees(pool, r, bad);
     }
 
@@ -582,8 +583,7 @@ impl World {
         self.jobs[job as usize].done = true;
         let aborted = self.jobs[job as usize].aborted;
         let j = &self.jobs[job as usize];
-        let (p, last, meta, sender_pages, prefix) =
-            (j.prefill as usize, j.last, j.meta, j.sender_pages, j.prefix_tokens);
+        let (p, last, meta, sender_pages, prefix) = (j.prefill.at(), j.last, j.meta, j.sender_pages, j.prefix_tokens);
         let j = JobIds {
             r: j.r,
             prefill_epoch: j.prefill_epoch,
@@ -594,7 +594,7 @@ impl World {
         if self.prefill[p].epoch != j.prefill_epoch {
             return;
         }
-        let decode_ok = self.decode[j.decode as usize].epoch == j.decode_epoch && self.decode[j.decode as usize].alive;
+        let decode_ok = self.decode[j.decode.at()].epoch == j.decode_epoch && self.decode[j.decode.at()].alive;
         let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
             if aborted && self.cfg.knobs.prefill_rejected_release == crate::config::RejectedRelease::Twice {
                 self.transfer_release_again(job, j.prefill, j.r);
@@ -612,14 +612,7 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(
                     lat,
-                    Ev::Status {
-                        r: j.r,
-                        decode: DecodeIdx(j.decode),
-                        epoch: j.decode_epoch,
-                        ok: false,
-                        pages: 0,
-                        prefix: 0,
-                    },
+                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
                 );
             }
         } else if !ok || !decode_ok {
@@ -638,14 +631,7 @@ impl World {
                 let lat = self.msg_latency();
                 self.after(
                     lat,
-                    Ev::Status {
-                        r: j.r,
-                        decode: DecodeIdx(j.decode),
-                        epoch: j.decode_epoch,
-                        ok: false,
-                        pages: 0,
-                        prefix: 0,
-                    },
+                    Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: false, pages: 0, prefix: 0 },
                 );
             }
         } else if last && !was_failed {
@@ -655,27 +641,17 @@ impl World {
                 // The row normally lands before the status message; a scripted lag reorders them.
                 // A pipeline-parallel prefill may write one row per stage (`crate::pp`).
                 let lag = self.metadata_lag(j.r);
-                for at in self.pp_meta_row_delays(PrefillIdx(j.prefill), Duration(lat.0 / 2), lag) {
-                    self.after(
-                        at,
-                        Ev::MetaLand { r: j.r, decode: DecodeIdx(j.decode), epoch: j.decode_epoch, slot, room },
-                    );
+                for at in self.pp_meta_row_delays(j.prefill, Duration(lat.0 / 2), lag) {
+                    self.after(at, Ev::MetaLand { r: j.r, decode: j.decode, epoch: j.decode_epoch, slot, room });
                 }
             }
             self.after(
                 lat,
-                Ev::Status {
-                    r: j.r,
-                    decode: DecodeIdx(j.decode),
-                    epoch: j.decode_epoch,
-                    ok: true,
-                    pages: sender_pages,
-                    prefix,
-                },
+                Ev::Status { r: j.r, decode: j.decode, epoch: j.decode_epoch, ok: true, pages: sender_pages, prefix },
             );
         }
-        self.prefill_maybe_drained(PrefillIdx(j.prefill), j.r);
-        self.tick(NodeId { role: Role::Prefill, index: j.prefill });
+        self.prefill_maybe_drained(j.prefill, j.r);
+        self.tick(j.prefill.node());
     }
 }
 

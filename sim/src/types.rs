@@ -104,6 +104,22 @@ impl NodeId {
             Role::Decode => "decode",
         }
     }
+
+    /// The node's typed index: match on it to index `World::prefill` or `World::decode` with the
+    /// index of that role (`self.prefill[p.at()]`), never with a bare `u16`.
+    pub fn idx(self) -> NodeIdx {
+        match self.role {
+            Role::Prefill => NodeIdx::Prefill(PrefillIdx(self.index)),
+            Role::Decode => NodeIdx::Decode(DecodeIdx(self.index)),
+        }
+    }
+}
+
+/// A `NodeId` split by role into the typed index of that role (`NodeId::idx`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeIdx {
+    Prefill(PrefillIdx),
+    Decode(DecodeIdx),
 }
 
 /// A prefill node's index (its place in `World::prefill`): a `u16` that cannot be confused with a
@@ -147,6 +163,12 @@ impl fmt::Display for PrefillIdx {
 impl fmt::Debug for PrefillIdx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for DecodeIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Production request traces → request lists: the Mooncake JSON Lines traces and the CSV traces that
 //! other serving simulators replay (Vidur / Splitwise style). Pure: text in, requests out. Reading
 //! the file is the caller's job (the binary's); it reports an unreadable file as
-//! `TraceError::new(path, 0, format!("cannot read: {io_error}"))`, and picks the format with
+//! `TraceError::new(path, 0, TraceErrorKind::Unreadable(io_error.to_string()))`, and picks the format with
 //! [`detect_format`] (which makes the "unknown format" error) or from a flag.
 //!
 //! # Formats
@@ -43,9 +43,10 @@
 //!
 //! # Errors
 //!
-//! [`TraceError`] carries the file name, the 1-based line (the CSV header is line 1) and a message;
-//! it prints as `file:line: message`. Line 0 means "not tied to one line" (unreadable file, bad
-//! option, tenant assignment) and prints as `file: message`.
+//! [`TraceError`] carries the file name, the 1-based line (the CSV header is line 1) and the kind
+//! of fault ([`TraceErrorKind`], for callers that match on it); it prints as `file:line: message`.
+//! Line 0 means "not tied to one line" (unreadable file, bad option, tenant assignment) and prints
+//! as `file: message`.
 //!
 //! # Tenants
 //!
@@ -137,22 +138,171 @@ pub struct TraceError {
     pub file: String,
     /// 1-based; 0 when the error is not tied to a line.
     pub line: usize,
-    pub message: String,
+    pub kind: TraceErrorKind,
 }
 
 impl TraceError {
     /// An error at `line` of `file` (0: not tied to a line, e.g. the file cannot be read).
-    pub fn new(file: &str, line: usize, message: impl Into<String>) -> TraceError {
-        TraceError { file: file.to_string(), line, message: message.into() }
+    pub fn new(file: &str, line: usize, kind: TraceErrorKind) -> TraceError {
+        TraceError { file: file.to_string(), line, kind }
+    }
+
+    /// What is wrong, as printed after the location.
+    pub fn message(&self) -> String {
+        self.kind.to_string()
     }
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            write!(f, "{}: {}", self.file, self.message)
+            write!(f, "{}: {}", self.file, self.kind)
         } else {
-            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+            write!(f, "{}:{}: {}", self.file, self.line, self.kind)
+        }
+    }
+}
+
+/// The kinds of fault a trace can have. Each prints as the message the command shows; `what`
+/// names a field or column as written in the message (with its backquotes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceErrorKind {
+    /// The caller could not read the file (the I/O error's text).
+    Unreadable(String),
+    /// Neither a Mooncake nor a CSV trace by name or first line.
+    UnknownFormat,
+    /// `time_scale_permille` is 0.
+    ZeroTimeScale,
+    /// A blank line with content after it.
+    BlankLine,
+    /// A CSV trace without even a header row.
+    NoHeader,
+    /// The file holds no request at all.
+    NoRequest,
+    /// More requests than `u32` tenant ids.
+    TooManyRequests(usize),
+    /// Round-robin tenants over 0 tenants.
+    RoundRobinOverZero,
+    /// Tenants from a column a request does not have (request index, column, the columns it has).
+    NoTenantColumn { request: usize, column: String, have: Vec<String> },
+    /// Tenants from a column that is empty on a request.
+    EmptyTenant { request: usize, column: String },
+    /// A request earlier than the one before it (both in the file's unit).
+    Backwards { at: String, previous: String },
+    /// The scaled arrival does not fit in u64 ns.
+    ArrivalOverflow,
+    /// A Mooncake line that is not a JSON object of the expected shape (serde's message).
+    InvalidJson(String),
+    /// A required Mooncake field is missing.
+    MissingField(&'static str),
+    /// A negative number (`what`, the value as written).
+    Negative { what: String, value: String },
+    /// A JSON number that is not an integer below 2^64.
+    NotU64 { what: String, value: String },
+    /// A CSV count that is not an integer.
+    NotInteger { what: String, value: String },
+    /// A CSV count too large for u64.
+    CountOverflow { what: String, value: String },
+    /// An empty CSV count.
+    EmptyCount(String),
+    /// A token count of 0.
+    ZeroTokens(String),
+    /// A Mooncake `timestamp` (ms) that overflows u64 ns.
+    TimestampOverflow(u64),
+    /// A CSV header that does not split into fields.
+    BadHeader(CsvSyntax),
+    /// A CSV header column without a name (1-based).
+    UnnamedColumn(usize),
+    /// A CSV header naming a column twice.
+    DuplicateColumn(String),
+    /// A required CSV column is missing (the header's columns).
+    MissingColumn { column: &'static str, have: Vec<String> },
+    /// A CSV row with another number of fields than the header has columns.
+    FieldCount { fields: usize, columns: usize },
+    /// A CSV row that does not split into fields.
+    Syntax(CsvSyntax),
+    /// A CSV `arrived_at` that is not a number of seconds in range.
+    BadArrival(SecondsFault),
+}
+
+/// Why a CSV line does not split into fields (`field` is 1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsvSyntax {
+    UnterminatedQuote { field: usize },
+    AfterClosingQuote { field: usize, c: char },
+    QuoteInUnquoted { field: usize },
+}
+
+/// Why a CSV `arrived_at` is refused (the value as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecondsFault {
+    NotDecimal(String),
+    Negative(String),
+    TooLarge(String),
+}
+
+impl fmt::Display for TraceErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use TraceErrorKind as K;
+        match self {
+            K::Unreadable(e) => write!(f, "cannot read: {e}"),
+            K::UnknownFormat => f.write_str(
+                "unknown trace format: neither Mooncake JSON Lines (a `{` first line, or .jsonl) \
+                 nor CSV (an `arrived_at` column, or .csv)",
+            ),
+            K::ZeroTimeScale => f.write_str("time_scale_permille must be positive (1000 = as recorded)"),
+            K::BlankLine => f.write_str("blank line before the end of the file"),
+            K::NoHeader => f.write_str("empty CSV trace: no header row"),
+            K::NoRequest => f.write_str("the trace holds no request"),
+            K::TooManyRequests(n) => write!(f, "{n} requests: more than u32 tenant ids"),
+            K::RoundRobinOverZero => f.write_str("round-robin over 0 tenants"),
+            K::NoTenantColumn { request, column, have } => {
+                let have: Vec<&str> = have.iter().map(String::as_str).collect();
+                write!(f, "request #{request} has no column `{column}` (it has: {})", list_or_none(&have))
+            }
+            K::EmptyTenant { request, column } => write!(f, "request #{request} has an empty `{column}`"),
+            K::Backwards { at, previous } => {
+                write!(f, "timestamp goes backwards: {at} after {previous} on the previous request")
+            }
+            K::ArrivalOverflow => f.write_str("scaled arrival time overflows u64 ns"),
+            K::InvalidJson(m) => write!(f, "invalid JSON: {m}"),
+            K::MissingField(name) => write!(f, "missing field `{name}`"),
+            K::Negative { what, value } => write!(f, "{what} is negative ({value})"),
+            K::NotU64 { what, value } => write!(f, "{what} is not an integer below 2^64 ({value})"),
+            K::NotInteger { what, value } => write!(f, "{what} is not an integer ({value})"),
+            K::CountOverflow { what, value } => write!(f, "{what} {value} does not fit in u64"),
+            K::EmptyCount(what) => write!(f, "{what} is empty"),
+            K::ZeroTokens(what) => write!(f, "{what} is 0: a request must have at least one token"),
+            K::TimestampOverflow(ms) => write!(f, "`timestamp` {ms} ms overflows u64 ns"),
+            K::BadHeader(e) => write!(f, "bad CSV header: {e}"),
+            K::UnnamedColumn(n) => write!(f, "bad CSV header: column {n} has no name"),
+            K::DuplicateColumn(name) => write!(f, "bad CSV header: duplicate column `{name}`"),
+            K::MissingColumn { column, have } => {
+                write!(f, "missing column `{column}` in the CSV header (it has: {})", have.join(", "))
+            }
+            K::FieldCount { fields, columns } => write!(f, "{fields} fields, but the header has {columns} columns"),
+            K::Syntax(e) => e.fmt(f),
+            K::BadArrival(e) => write!(f, "`arrived_at` {e}"),
+        }
+    }
+}
+
+impl fmt::Display for CsvSyntax {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CsvSyntax::UnterminatedQuote { field } => write!(f, "field {field}: unterminated quoted field"),
+            CsvSyntax::AfterClosingQuote { field, c } => write!(f, "field {field}: `{c}` after a closing quote"),
+            CsvSyntax::QuoteInUnquoted { field } => write!(f, "field {field}: a quote inside an unquoted field"),
+        }
+    }
+}
+
+impl fmt::Display for SecondsFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecondsFault::NotDecimal(s) => write!(f, "is not a decimal number of seconds ({s:?})"),
+            SecondsFault::Negative(s) => write!(f, "is negative ({s})"),
+            SecondsFault::TooLarge(s) => write!(f, "is too large ({s}): more than u64 ns"),
         }
     }
 }
@@ -182,11 +332,7 @@ impl Default for ReadOptions {
 /// the "unknown format" error (line 1).
 pub fn detect_format(file: &str, text: &str) -> Result<TraceFormat, TraceError> {
     let first_line = text.lines().next().unwrap_or("");
-    TraceFormat::detect(file, first_line).ok_or_else(|| {
-        let msg = "unknown trace format: neither Mooncake JSON Lines (a `{` first line, or .jsonl) \
-                   nor CSV (an `arrived_at` column, or .csv)";
-        TraceError::new(file, 1, msg)
-    })
+    TraceFormat::detect(file, first_line).ok_or_else(|| TraceError::new(file, 1, TraceErrorKind::UnknownFormat))
 }
 
 /// Parses a whole trace (see the module doc for the rules). `file` is only used in errors.
@@ -197,7 +343,7 @@ pub fn parse_trace(
     opts: &ReadOptions,
 ) -> Result<Vec<TraceRequest>, TraceError> {
     if opts.time_scale_permille == 0 {
-        return Err(TraceError::new(file, 0, "time_scale_permille must be positive (1000 = as recorded)"));
+        return Err(TraceError::new(file, 0, TraceErrorKind::ZeroTimeScale));
     }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = content_lines(file, text)?;
@@ -211,7 +357,7 @@ pub fn parse_trace(
         }
         TraceFormat::Csv => {
             let Some(&(header_line, header)) = lines.first() else {
-                return Err(TraceError::new(file, 1, "empty CSV trace: no header row"));
+                return Err(TraceError::new(file, 1, TraceErrorKind::NoHeader));
             };
             let header = CsvHeader::parse(header).map_err(|m| TraceError::new(file, header_line, m))?;
             for &(line, content) in &lines[1..] {
@@ -221,7 +367,7 @@ pub fn parse_trace(
         }
     }
     if window.seen == 0 {
-        return Err(TraceError::new(file, 1, "the trace holds no request"));
+        return Err(TraceError::new(file, 1, TraceErrorKind::NoRequest));
     }
     Ok(window.kept)
 }
@@ -241,10 +387,10 @@ pub enum TenantAssign {
 /// used in errors, which have line 0 (a request list no longer knows its lines).
 pub fn assign_tenants(reqs: &[TraceRequest], how: &TenantAssign, file: &str) -> Result<Vec<u32>, TraceError> {
     if u32::try_from(reqs.len()).is_err() {
-        return Err(TraceError::new(file, 0, format!("{} requests: more than u32 tenant ids", reqs.len())));
+        return Err(TraceError::new(file, 0, TraceErrorKind::TooManyRequests(reqs.len())));
     }
     match how {
-        TenantAssign::RoundRobin(0) => Err(TraceError::new(file, 0, "round-robin over 0 tenants")),
+        TenantAssign::RoundRobin(0) => Err(TraceError::new(file, 0, TraceErrorKind::RoundRobinOverZero)),
         TenantAssign::RoundRobin(n) => Ok((0..reqs.len()).map(|i| (i % *n as usize) as u32).collect()),
         TenantAssign::Conversation => {
             let mut dense = Dense::default();
@@ -255,12 +401,13 @@ pub fn assign_tenants(reqs: &[TraceRequest], how: &TenantAssign, file: &str) -> 
             let mut out = Vec::with_capacity(reqs.len());
             for (i, r) in reqs.iter().enumerate() {
                 let Some((_, value)) = r.columns.iter().find(|(k, _)| k == name) else {
-                    let have: Vec<&str> = r.columns.iter().map(|(k, _)| k.as_str()).collect();
-                    let msg = format!("request #{i} has no column `{name}` (it has: {})", list_or_none(&have));
-                    return Err(TraceError::new(file, 0, msg));
+                    let have = r.columns.iter().map(|(k, _)| k.clone()).collect();
+                    let kind = TraceErrorKind::NoTenantColumn { request: i, column: name.clone(), have };
+                    return Err(TraceError::new(file, 0, kind));
                 };
                 if value.is_empty() {
-                    return Err(TraceError::new(file, 0, format!("request #{i} has an empty `{name}`")));
+                    let kind = TraceErrorKind::EmptyTenant { request: i, column: name.clone() };
+                    return Err(TraceError::new(file, 0, kind));
                 }
                 out.push(dense.id(Some(value.as_str())));
             }
@@ -282,7 +429,7 @@ fn content_lines<'a>(file: &str, text: &'a str) -> Result<Vec<(usize, &'a str)>,
         if line.trim().is_empty() {
             first_blank.get_or_insert(i + 1);
         } else if let Some(blank) = first_blank {
-            return Err(TraceError::new(file, blank, "blank line before the end of the file"));
+            return Err(TraceError::new(file, blank, TraceErrorKind::BlankLine));
         } else {
             out.push((i + 1, line));
         }
@@ -326,13 +473,9 @@ impl Window {
         }
     }
 
-    fn push(&mut self, ts_ns: u64, req: Pending) -> Result<(), String> {
+    fn push(&mut self, ts_ns: u64, req: Pending) -> Result<(), TraceErrorKind> {
         if self.seen > 0 && ts_ns < self.prev_ns {
-            return Err(format!(
-                "timestamp goes backwards: {} after {} on the previous request",
-                self.show(ts_ns),
-                self.show(self.prev_ns)
-            ));
+            return Err(TraceErrorKind::Backwards { at: self.show(ts_ns), previous: self.show(self.prev_ns) });
         }
         self.seen += 1;
         self.prev_ns = ts_ns;
@@ -346,7 +489,7 @@ impl Window {
             return Ok(());
         }
         let arrival = (u128::from(ts_ns - start) * self.scale + 500) / 1000;
-        let arrival_ns = u64::try_from(arrival).map_err(|_| "scaled arrival time overflows u64 ns".to_string())?;
+        let arrival_ns = u64::try_from(arrival).map_err(|_| TraceErrorKind::ArrivalOverflow)?;
         self.kept.push(TraceRequest {
             arrival_ns,
             input_tokens: req.input_tokens,
@@ -471,40 +614,41 @@ impl<'de> Visitor<'de> for RawMooncakeVisitor {
 }
 
 /// A JSON number as a u64, or why not.
-fn json_u64(what: &str, n: &serde_json::Number) -> Result<u64, String> {
+fn json_u64(what: &str, n: &serde_json::Number) -> Result<u64, TraceErrorKind> {
+    let (what, value) = (what.to_string(), n.to_string());
     match n.as_u64() {
         Some(v) => Ok(v),
-        None if n.is_i64() => Err(format!("{what} is negative ({n})")),
-        None => Err(format!("{what} is not an integer below 2^64 ({n})")),
+        None if n.is_i64() => Err(TraceErrorKind::Negative { what, value }),
+        None => Err(TraceErrorKind::NotU64 { what, value }),
     }
 }
 
-fn positive(what: &str, v: u64) -> Result<u64, String> {
+fn positive(what: &str, v: u64) -> Result<u64, TraceErrorKind> {
     if v == 0 {
-        Err(format!("{what} is 0: a request must have at least one token"))
+        Err(TraceErrorKind::ZeroTokens(what.to_string()))
     } else {
         Ok(v)
     }
 }
 
-fn parse_mooncake_line(line: &str) -> Result<(u64, Pending), String> {
+fn parse_mooncake_line(line: &str) -> Result<(u64, Pending), TraceErrorKind> {
     let raw: RawMooncake = serde_json::from_str(line).map_err(|e| {
         let full = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let msg = full.strip_suffix(&suffix).unwrap_or(&full);
-        match e.column() {
-            0 => format!("invalid JSON: {msg}"),
-            column => format!("invalid JSON: {msg} (column {column})"),
-        }
+        TraceErrorKind::InvalidJson(match e.column() {
+            0 => msg.to_string(),
+            column => format!("{msg} (column {column})"),
+        })
     })?;
-    let missing = |f: &str| format!("missing field `{f}`");
+    let missing = TraceErrorKind::MissingField;
     let ts_ms = json_u64("`timestamp`", raw.timestamp.as_ref().ok_or_else(|| missing("timestamp"))?)?;
     let input = json_u64("`input_length`", raw.input_length.as_ref().ok_or_else(|| missing("input_length"))?)?;
     let output = json_u64("`output_length`", raw.output_length.as_ref().ok_or_else(|| missing("output_length"))?)?;
     let ids = raw.hash_ids.ok_or_else(|| missing("hash_ids"))?;
     let input_tokens = positive("`input_length`", input)?;
     let output_tokens = positive("`output_length`", output)?;
-    let ts_ns = ts_ms.checked_mul(NS_PER_MS).ok_or_else(|| format!("`timestamp` {ts_ms} ms overflows u64 ns"))?;
+    let ts_ns = ts_ms.checked_mul(NS_PER_MS).ok_or(TraceErrorKind::TimestampOverflow(ts_ms))?;
     let hash_ids =
         ids.iter().enumerate().map(|(i, n)| json_u64(&format!("`hash_ids[{i}]`"), n)).collect::<Result<_, _>>()?;
     Ok((ts_ns, Pending { input_tokens, output_tokens, hash_ids, columns: raw.extra }))
@@ -521,21 +665,21 @@ struct CsvHeader {
 }
 
 impl CsvHeader {
-    fn parse(line: &str) -> Result<CsvHeader, String> {
-        let names = split_csv_line(line).map_err(|m| format!("bad CSV header: {m}"))?;
+    fn parse(line: &str) -> Result<CsvHeader, TraceErrorKind> {
+        let names = split_csv_line(line).map_err(TraceErrorKind::BadHeader)?;
         for (i, name) in names.iter().enumerate() {
             if name.is_empty() {
-                return Err(format!("bad CSV header: column {} has no name", i + 1));
+                return Err(TraceErrorKind::UnnamedColumn(i + 1));
             }
             if names[..i].contains(name) {
-                return Err(format!("bad CSV header: duplicate column `{name}`"));
+                return Err(TraceErrorKind::DuplicateColumn(name.clone()));
             }
         }
-        let find = |col: &str| {
-            names.iter().position(|n| n == col).ok_or_else(|| {
-                let have: Vec<&str> = names.iter().map(String::as_str).collect();
-                format!("missing column `{col}` in the CSV header (it has: {})", have.join(", "))
-            })
+        let find = |column: &'static str| {
+            names
+                .iter()
+                .position(|n| n == column)
+                .ok_or_else(|| TraceErrorKind::MissingColumn { column, have: names.clone() })
         };
         Ok(CsvHeader {
             arrived_at: find("arrived_at")?,
@@ -545,12 +689,12 @@ impl CsvHeader {
         })
     }
 
-    fn parse_row(&self, line: &str) -> Result<(u64, Pending), String> {
-        let mut fields = split_csv_line(line)?;
+    fn parse_row(&self, line: &str) -> Result<(u64, Pending), TraceErrorKind> {
+        let mut fields = split_csv_line(line).map_err(TraceErrorKind::Syntax)?;
         if fields.len() != self.names.len() {
-            return Err(format!("{} fields, but the header has {} columns", fields.len(), self.names.len()));
+            return Err(TraceErrorKind::FieldCount { fields: fields.len(), columns: self.names.len() });
         }
-        let ts_ns = parse_seconds_ns(&fields[self.arrived_at]).map_err(|m| format!("`arrived_at` {m}"))?;
+        let ts_ns = parse_seconds_ns(&fields[self.arrived_at]).map_err(TraceErrorKind::BadArrival)?;
         let input_tokens = parse_count("`num_prefill_tokens`", &fields[self.prefill])?;
         let output_tokens = parse_count("`num_decode_tokens`", &fields[self.decode])?;
         let required = [self.arrived_at, self.prefill, self.decode];
@@ -565,7 +709,7 @@ impl CsvHeader {
 }
 
 /// Splits one CSV line into fields: `"..."` quoting with `""` escapes, spaces around fields trimmed.
-fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
+fn split_csv_line(line: &str) -> Result<Vec<String>, CsvSyntax> {
     let mut fields = Vec::new();
     let mut chars = line.chars().peekable();
     loop {
@@ -575,7 +719,7 @@ fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
         if chars.next_if_eq(&'"').is_some() {
             loop {
                 match chars.next() {
-                    None => return Err(format!("field {n}: unterminated quoted field")),
+                    None => return Err(CsvSyntax::UnterminatedQuote { field: n }),
                     Some('"') if chars.next_if_eq(&'"').is_some() => field.push('"'),
                     Some('"') => break,
                     Some(c) => field.push(c),
@@ -588,7 +732,7 @@ fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
                     return Ok(fields);
                 }
                 Some(',') => fields.push(field),
-                Some(c) => return Err(format!("field {n}: `{c}` after a closing quote")),
+                Some(c) => return Err(CsvSyntax::AfterClosingQuote { field: n, c }),
             }
         } else {
             loop {
@@ -598,7 +742,7 @@ fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
                         return Ok(fields);
                     }
                     Some(',') => break,
-                    Some('"') => return Err(format!("field {n}: a quote inside an unquoted field")),
+                    Some('"') => return Err(CsvSyntax::QuoteInUnquoted { field: n }),
                     Some(c) => field.push(c),
                 }
             }
@@ -608,25 +752,26 @@ fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// A positive integer token count.
-fn parse_count(what: &str, s: &str) -> Result<u64, String> {
+fn parse_count(what: &str, s: &str) -> Result<u64, TraceErrorKind> {
+    let (w, value) = (|| what.to_string(), || s.to_string());
     if s.is_empty() {
-        return Err(format!("{what} is empty"));
+        return Err(TraceErrorKind::EmptyCount(w()));
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
-        let v = s.parse::<u64>().map_err(|_| format!("{what} {s} does not fit in u64"))?;
+        let v = s.parse::<u64>().map_err(|_| TraceErrorKind::CountOverflow { what: w(), value: value() })?;
         return positive(what, v);
     }
     if s.strip_prefix('-').is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b == b'.')) {
-        return Err(format!("{what} is negative ({s})"));
+        return Err(TraceErrorKind::Negative { what: w(), value: value() });
     }
-    Err(format!("{what} is not an integer ({s})"))
+    Err(TraceErrorKind::NotInteger { what: w(), value: value() })
 }
 
 /// Decimal seconds (`12`, `12.5`, `.5`, `1.5e3`, `2E-6`) → ns, exactly, rounded half up.
-fn parse_seconds_ns(s: &str) -> Result<u64, String> {
-    let bad = || format!("is not a decimal number of seconds ({s:?})");
+fn parse_seconds_ns(s: &str) -> Result<u64, SecondsFault> {
+    let bad = || SecondsFault::NotDecimal(s.to_string());
     if s.starts_with('-') {
-        return Err(format!("is negative ({s})"));
+        return Err(SecondsFault::Negative(s.to_string()));
     }
     let body = s.strip_prefix('+').unwrap_or(s);
     let (mantissa, exp) = match body.find(['e', 'E']) {
@@ -646,7 +791,7 @@ fn parse_seconds_ns(s: &str) -> Result<u64, String> {
     // value = D × 10^(exp − |frac|) s = D × 10^shift ns, D = the mantissa's digits as an integer.
     let digits: Vec<u8> = int_part.bytes().chain(frac_part.bytes()).map(|b| b - b'0').skip_while(|d| *d == 0).collect();
     let shift = exp - frac_part.len() as i64 + 9;
-    let too_large = || format!("is too large ({s}): more than u64 ns");
+    let too_large = || SecondsFault::TooLarge(s.to_string());
     let accumulate =
         |ds: &[u8]| ds.iter().try_fold(0u128, |acc, &d| acc.checked_mul(10).and_then(|a| a.checked_add(u128::from(d))));
     let ns: u128 = if digits.is_empty() {
@@ -701,13 +846,13 @@ mod tests {
     fn jsonl_err(text: &str) -> (usize, String) {
         let e = jsonl(text, &ReadOptions::default()).unwrap_err();
         assert_eq!(e.file, "t.jsonl");
-        (e.line, e.message)
+        (e.line, e.message())
     }
 
     fn csv_err(text: &str) -> (usize, String) {
         let e = csv(text, &ReadOptions::default()).unwrap_err();
         assert_eq!(e.file, "t.csv");
-        (e.line, e.message)
+        (e.line, e.message())
     }
 
     fn line(ts: u64, input: u64, output: u64, ids: &str) -> String {
@@ -870,11 +1015,13 @@ mod tests {
             assert_eq!(parse_seconds_ns(s), Ok(ns), "{s}");
         }
         for s in ["", ".", "e3", "1e", "1e+", "abc", "1.2.3", "nan", "inf", "1 2", "0x10", "1e1234567"] {
-            assert!(parse_seconds_ns(s).unwrap_err().starts_with("is not a decimal number"), "{s}");
+            assert_eq!(parse_seconds_ns(s), Err(SecondsFault::NotDecimal(s.to_string())), "{s}");
+            assert!(parse_seconds_ns(s).unwrap_err().to_string().starts_with("is not a decimal number"), "{s}");
         }
-        assert_eq!(parse_seconds_ns("-1.5"), Err("is negative (-1.5)".to_string()));
+        assert_eq!(parse_seconds_ns("-1.5").map_err(|e| e.to_string()), Err("is negative (-1.5)".to_string()));
         for s in ["18446744073.709551616", "1e20", "99999999999999999999999999999999999999999"] {
-            assert!(parse_seconds_ns(s).unwrap_err().starts_with("is too large"), "{s}");
+            assert!(matches!(parse_seconds_ns(s), Err(SecondsFault::TooLarge(_))), "{s}");
+            assert!(parse_seconds_ns(s).unwrap_err().to_string().starts_with("is too large"), "{s}");
         }
     }
 
@@ -1032,6 +1179,28 @@ mod tests {
         assert_eq!(arrivals(&jsonl(&same, &ReadOptions::default()).unwrap()), [0, 0]);
     }
 
+    /// The kinds a caller matches on, with the line they are at.
+    #[test]
+    fn errors_have_typed_kinds() {
+        let kind = |r: Result<Vec<TraceRequest>, TraceError>| {
+            let e = r.unwrap_err();
+            (e.line, e.kind)
+        };
+        let o = ReadOptions::default();
+        let missing = "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n";
+        assert_eq!(kind(jsonl(missing, &o)), (1, TraceErrorKind::MissingField("hash_ids")));
+        let back = format!("{}\n{}\n", line(5, 1, 1, ""), line(4, 1, 1, ""));
+        let (at, previous) = ("4 ms".to_string(), "5 ms".to_string());
+        assert_eq!(kind(jsonl(&back, &o)), (2, TraceErrorKind::Backwards { at, previous }));
+        let h = "arrived_at,num_prefill_tokens,num_decode_tokens";
+        let quote = format!("{h}\n0,1,\"2\n");
+        assert_eq!(kind(csv(&quote, &o)), (2, TraceErrorKind::Syntax(CsvSyntax::UnterminatedQuote { field: 3 })));
+        let late = format!("{h}\n-1,1,1\n");
+        assert_eq!(kind(csv(&late, &o)), (2, TraceErrorKind::BadArrival(SecondsFault::Negative("-1".into()))));
+        let zero = format!("{h}\n0,0,1\n");
+        assert_eq!(kind(csv(&zero, &o)), (2, TraceErrorKind::ZeroTokens("`num_prefill_tokens`".into())));
+    }
+
     #[test]
     fn csv_errors_have_exact_lines() {
         let h = "arrived_at,num_prefill_tokens,num_decode_tokens";
@@ -1095,14 +1264,14 @@ mod tests {
 
     #[test]
     fn error_display_and_missing_file() {
-        let e = TraceError::new("traces/a.jsonl", 7, "missing field `timestamp`");
+        let e = TraceError::new("traces/a.jsonl", 7, TraceErrorKind::MissingField("timestamp"));
         assert_eq!(e.to_string(), "traces/a.jsonl:7: missing field `timestamp`");
         let boxed: Box<dyn std::error::Error> = Box::new(e);
         assert_eq!(boxed.to_string(), "traces/a.jsonl:7: missing field `timestamp`");
         // What the binary does with an unreadable file.
         let path = "/nonexistent/kvsim/trace.jsonl";
         let io = std::fs::read_to_string(path).unwrap_err();
-        let e = TraceError::new(path, 0, format!("cannot read: {io}"));
+        let e = TraceError::new(path, 0, TraceErrorKind::Unreadable(io.to_string()));
         assert_eq!(e.to_string(), format!("/nonexistent/kvsim/trace.jsonl: cannot read: {io}"));
         assert!(e.to_string().contains("No such file or directory"), "{e}");
     }

@@ -13,10 +13,9 @@ use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
-use crate::types::{Duration, Instant, NodeId, PoolId, PrefillIdx, RequestId, Role, TenantId};
-// The event enum lives in `event` (trace and world both use it, neither imports the other); it is
-// re-exported here so that `world::{Ev, DstInfo, TimeoutKind}` paths elsewhere keep compiling.
-pub use crate::event::{DstInfo, Ev, TimeoutKind};
+use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
+// The event enum lives in `event` (trace and world both use it, neither imports the other).
+use crate::event::{Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -68,8 +67,8 @@ pub struct Req {
     pub public_blocks: u32,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
     pub chain: Vec<u64>,
-    pub prefill: u16,
-    pub decode: u16,
+    pub prefill: PrefillIdx,
+    pub decode: DecodeIdx,
     pub room: u64,
     /// The first engine rejection or abort: (status, node, reason).
     pub rejected: Option<(u16, NodeId, &'static str)>,
@@ -189,7 +188,7 @@ pub struct World {
     pub reference: Option<Box<crate::check::reference::Reference>>,
     /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
     /// (never traced, hashed or read by the model), for the noninterference check's attribution.
-    pub prefix_evictions: Vec<(Instant, u16, TenantId)>,
+    pub prefix_evictions: Vec<(Instant, PrefillIdx, TenantId)>,
     /// Exhaustive exploration (`explore`): when `Some`, every random draw of the run (message
     /// latencies, fault decisions, random router picks, the order of simultaneous events) is a
     /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
@@ -219,6 +218,11 @@ pub struct World {
     /// kind, in the order they fired. Observation only (never traced, hashed or read by the
     /// model): the shrinker turns a case's random faults into a script with it.
     pub fired_faults: Vec<ScriptedFault>,
+    /// Every lifecycle phase the model entered (`lifecycle`), for the pictures. Observation
+    /// only: never traced, hashed, digested or read by the model. On (`Some`) when the tracer
+    /// keeps its records in memory (`Tracer::collecting`), or when a caller sets it before `run`;
+    /// `None` otherwise, where noting a phase is one branch (`World::phase`).
+    pub lifecycle: Option<crate::lifecycle::PhaseLog>,
 }
 
 /// Tokens of the prefix blocks two requests' chains share (their KV there is the same content).
@@ -267,7 +271,11 @@ impl World {
             violators: Default::default(),
             violations_seen: 0,
             folded_statuses: Default::default(),
+            lifecycle: None,
         };
+        if w.tracer.collected.is_some() {
+            w.lifecycle = Some(Vec::new());
+        }
         let last = w.build_workload();
         // Only explicit requests carry prefix blocks (the generator's have none).
         w.public_blocks = crate::prefix::public_blocks(&w.cfg.requests);
@@ -389,9 +397,9 @@ impl World {
     }
 
     pub fn tick(&mut self, node: NodeId) {
-        let pending = match node.role {
-            Role::Prefill => &mut self.prefill[node.index as usize].tick_pending,
-            Role::Decode => &mut self.decode[node.index as usize].tick_pending,
+        let pending = match node.idx() {
+            NodeIdx::Prefill(p) => &mut self.prefill[p.at()].tick_pending,
+            NodeIdx::Decode(d) => &mut self.decode[d.at()].tick_pending,
         };
         if !*pending {
             *pending = true;
@@ -404,6 +412,14 @@ impl World {
             self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// Notes that `r` entered `phase` on `lane` now (`lifecycle`); nothing when the log is off.
+    #[inline]
+    pub(crate) fn phase(&mut self, r: RequestId, lane: crate::lifecycle::Lane, phase: crate::lifecycle::Phase) {
+        if let Some(log) = self.lifecycle.as_mut() {
+            log.push(crate::lifecycle::PhaseRecord { at: self.now, seq: self.tracer.position(), r, lane, phase });
+        }
     }
 
     /// One request's token of the decode step under way (see `MemOp::DecodeStep`): the reference
@@ -422,12 +438,12 @@ impl World {
     #[inline(never)]
     fn mem_reference(&mut self, op: &MemOp) {
         let chain_upto = match op {
-            MemOp::Write { pool, r, .. } if pool.role == Role::Prefill => {
-                self.prefill[pool.index as usize].reqs.get(r).map_or(0, |p| p.chain_upto)
-            }
-            // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
-            // decode tokens lie past it, so the bound changes nothing for them.
-            MemOp::Write { pool, r, .. } => self.decode[pool.index as usize].reqs.get(r).map_or(0, |d| d.chain_upto),
+            MemOp::Write { pool, r, .. } => match pool.idx() {
+                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+                // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
+                // decode tokens lie past it, so the bound changes nothing for them.
+                NodeIdx::Decode(d) => self.decode[d.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+            },
             _ => 0,
         };
         let now = self.now;
@@ -515,8 +531,8 @@ impl World {
                     q.late_writers.1 = true;
                 }
             }
-            if pool.role == Role::Decode {
-                if let Some(d) = self.decode[pool.index as usize].reqs.get_mut(v) {
+            if let NodeIdx::Decode(n) = pool.idx() {
+                if let Some(d) = self.decode[n.at()].reqs.get_mut(v) {
                     d.dirty = true;
                 }
             }
@@ -570,9 +586,9 @@ impl World {
                 } else {
                     2
                 };
-                let phase = match pool.role {
-                    Role::Decode => self.decode[pool.index as usize].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
-                    Role::Prefill => self.prefill[pool.index as usize].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
+                let phase = match pool.idx() {
+                    NodeIdx::Decode(n) => self.decode[n.at()].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
+                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
                 };
                 [5, role, class, phase, lagged as u64]
             })
@@ -729,8 +745,8 @@ impl World {
         if q.response.is_none() || q.pending_events > 0 {
             return;
         }
-        let held = self.prefill.get(q.prefill as usize).is_some_and(|p| p.reqs.contains_key(&r))
-            || self.decode.get(q.decode as usize).is_some_and(|d| d.reqs.contains_key(&r));
+        let held = self.prefill.get(q.prefill.at()).is_some_and(|p| p.reqs.contains_key(&r))
+            || self.decode.get(q.decode.at()).is_some_and(|d| d.reqs.contains_key(&r));
         if held || self.jobs.any_for(r) {
             return;
         }
@@ -758,20 +774,20 @@ impl World {
     /// is what it was.
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
-            Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout_moot(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout_moot(r, timer, node.index, epoch, at),
+            Ev::Timeout { r, timer, node, epoch } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_timeout_moot(r, timer, p, epoch),
+                NodeIdx::Decode(d) => self.decode_timeout_moot(r, timer, d, epoch, at),
             },
             Ev::Tick { node } => {
-                let idle = match node.role {
-                    Role::Prefill => self.prefill[node.index as usize].tick_idle(),
-                    Role::Decode => self.decode[node.index as usize].tick_idle(),
+                let idle = match node.idx() {
+                    NodeIdx::Prefill(p) => self.prefill[p.at()].tick_idle(),
+                    NodeIdx::Decode(d) => self.decode[d.at()].tick_idle(),
                 };
                 if idle {
                     // What the tick would have done: let the next change schedule a tick again.
-                    match node.role {
-                        Role::Prefill => self.prefill[node.index as usize].tick_pending = false,
-                        Role::Decode => self.decode[node.index as usize].tick_pending = false,
+                    match node.idx() {
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].tick_pending = false,
+                        NodeIdx::Decode(d) => self.decode[d.at()].tick_pending = false,
                     }
                 }
                 idle
@@ -846,9 +862,9 @@ impl World {
             .iter()
             .filter_map(|Reverse(s)| match &s.ev {
                 Ev::Timeout { r, timer: TimeoutKind::Bootstrap | TimeoutKind::Waiting, node, epoch } => {
-                    let current = match node.role {
-                        Role::Prefill => self.prefill[node.index as usize].epoch,
-                        Role::Decode => self.decode[node.index as usize].epoch,
+                    let current = match node.idx() {
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].epoch,
+                        NodeIdx::Decode(d) => self.decode[d.at()].epoch,
                     };
                     (self.reqs[r.idx()].response.is_none() && current == *epoch).then_some(s.at)
                 }
@@ -942,63 +958,63 @@ impl World {
             Ev::ClientAbort { r } => self.on_client_abort(r),
             Ev::LegArrive { r, role: Role::Prefill } => self.prefill_leg_arrive(r),
             Ev::LegArrive { r, role: Role::Decode } => self.decode_leg_arrive(r),
-            Ev::Tick { node } => match node.role {
-                Role::Prefill => self.prefill_tick(PrefillIdx(node.index)),
-                Role::Decode => self.decode_tick(node.index),
+            Ev::Tick { node } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_tick(p),
+                NodeIdx::Decode(d) => self.decode_tick(d),
             },
             Ev::ForwardDone { node, epoch } => self.prefill_forward_done(node, epoch),
-            Ev::StepDone { node, epoch } => self.decode_step_done(node.0, epoch),
+            Ev::StepDone { node, epoch } => self.decode_step_done(node, epoch),
             Ev::DstInfo { r, prefill, dst } => self.prefill_dst_info(r, prefill, *dst),
             Ev::TransferRead { job, batch } => self.transfer_read(job, batch),
             Ev::TransferLand { job, batch } => self.transfer_land(job, batch),
             Ev::TransferDone { job, ok } => self.transfer_done(job, ok),
-            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode.0, epoch, slot, room),
+            Ev::MetaLand { r, decode, epoch, slot, room } => self.decode_meta_land(r, decode, epoch, slot, room),
             Ev::Status { r, decode, epoch, ok, pages, prefix } => {
-                self.decode_status(r, decode.0, epoch, ok, pages, prefix)
+                self.decode_status(r, decode, epoch, ok, pages, prefix)
             }
             Ev::LegResult { r, role, status } => self.on_leg_result(r, role, status),
             Ev::AbortAt { r, role: Role::Prefill, status, from_decode } => self.prefill_abort(r, status, from_decode),
             Ev::AbortAt { r, role: Role::Decode, status, .. } => self.decode_abort(r, status),
-            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode.0, epoch),
-            Ev::Timeout { r, timer, node, epoch } => match node.role {
-                Role::Prefill => self.prefill_timeout(r, timer, PrefillIdx(node.index), epoch),
-                Role::Decode => self.decode_timeout(r, timer, node.index, epoch),
+            Ev::AbortAck { r, decode, epoch } => self.decode_abort_ack(r, decode, epoch),
+            Ev::Timeout { r, timer, node, epoch } => match node.idx() {
+                NodeIdx::Prefill(p) => self.prefill_timeout(r, timer, p, epoch),
+                NodeIdx::Decode(d) => self.decode_timeout(r, timer, d, epoch),
             },
             Ev::Crash { node, restart_after_ms } => self.crash(node, restart_after_ms),
             Ev::Restart { node } => self.restart(node),
-            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill.0, epoch),
+            Ev::HeartbeatLost { prefill, epoch } => self.heartbeat_lost(prefill, epoch),
         }
     }
 
     pub(crate) fn crash(&mut self, node: NodeId, restart_after_ms: u64) {
-        let alive = match node.role {
-            Role::Prefill => self.prefill[node.index as usize].alive,
-            Role::Decode => self.decode[node.index as usize].alive,
+        let alive = match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill[p.at()].alive,
+            NodeIdx::Decode(d) => self.decode[d.at()].alive,
         };
         if !alive {
             return;
         }
-        match node.role {
-            Role::Prefill => self.prefill_crash(PrefillIdx(node.index)),
-            Role::Decode => {
-                self.transfer_reader_died(node.index);
-                self.decode_crash(node.index);
+        match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill_crash(p),
+            NodeIdx::Decode(d) => {
+                self.transfer_reader_died(d);
+                self.decode_crash(d);
             }
         }
         self.after(Duration::from_ms(restart_after_ms), Ev::Restart { node });
     }
 
     fn restart(&mut self, node: NodeId) {
-        match node.role {
-            Role::Prefill => self.prefill[node.index as usize].alive = true,
-            Role::Decode => self.decode[node.index as usize].alive = true,
+        match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill[p.at()].alive = true,
+            NodeIdx::Decode(d) => self.decode[d.at()].alive = true,
         }
         self.tick(node);
     }
 
-    fn heartbeat_lost(&mut self, prefill: u16, epoch: u32) {
+    fn heartbeat_lost(&mut self, prefill: PrefillIdx, epoch: u32) {
         for d in 0..self.decode.len() as u16 {
-            self.decode_prefill_lost(d, prefill, epoch);
+            self.decode_prefill_lost(DecodeIdx(d), prefill, epoch);
         }
     }
 
@@ -1016,16 +1032,16 @@ impl World {
     pub fn whereabouts(&self, r: RequestId) -> String {
         let req = &self.reqs[r.idx()];
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
-        let p = &self.prefill[req.prefill as usize];
-        let d = &self.decode[req.decode as usize];
+        let p = &self.prefill[req.prefill.at()];
+        let d = &self.decode[req.decode.at()];
         let pstate = p.reqs.get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
         let dstate = d.reqs.get(&r).map_or("gone".to_string(), |x| {
             format!(
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
                 x.phase,
                 x.status_ok,
-                d.prealloc.iter().position(|y| *y == r).unwrap_or(0),
-                d.prealloc.len()
+                d.prealloc().iter().position(|y| *y == r).unwrap_or(0),
+                d.prealloc().len()
             )
         });
         format!(
@@ -1035,8 +1051,8 @@ impl World {
             leg(req.decode_leg),
             d.id(),
             d.pool.free_pages(),
-            d.transfer.len(),
-            d.running.len()
+            d.transfer_queue().len(),
+            d.running().len()
         )
     }
 

@@ -160,16 +160,50 @@ pub struct ParseError {
     pub source: String,
     /// 1-based line, or 0 for the whole file.
     pub line: usize,
-    /// What is wrong.
-    pub message: String,
+    /// What is wrong (serialised as its message, the field's name before it was typed).
+    #[serde(rename = "message")]
+    pub kind: ParseErrorKind,
+}
+
+/// The kinds of fault a log can have, for callers that match on them; each prints as the
+/// message the command shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// Not one sglang or vLLM start-up line in the whole file (`line` 0).
+    NoStartupLines,
+    /// A recognised line carries a number that does not parse: the token as written, and the
+    /// value it was for (a summary key such as `max_total_num_tokens`, or a server argument).
+    MalformedNumber { token: String, what: String },
+}
+
+impl fmt::Display for ParseErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseErrorKind::NoStartupLines => f.write_str("no sglang or vLLM start-up lines found"),
+            ParseErrorKind::MalformedNumber { token, what } => write!(f, "malformed number {token:?} for {what}"),
+        }
+    }
+}
+
+impl Serialize for ParseErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl ParseError {
+    /// What is wrong, as printed after the location.
+    pub fn message(&self) -> String {
+        self.kind.to_string()
+    }
 }
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            write!(f, "{}: {}", self.source, self.message)
+            write!(f, "{}: {}", self.source, self.kind)
         } else {
-            write!(f, "{}:{}: {}", self.source, self.line, self.message)
+            write!(f, "{}:{}: {}", self.source, self.line, self.kind)
         }
     }
 }
@@ -218,7 +252,7 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         }
         let scope = rank_scope(p, line);
         let msg = message(p, line);
-        let at = |message| ParseError { source: source.to_string(), line: line_no, message };
+        let at = |kind| ParseError { source: source.to_string(), line: line_no, kind };
         let mut info = classify(p, line, msg, prev_name.as_deref()).map_err(at)?;
         if let Some(engine) = command.filter(|_| p.launch_cmd.find(line).is_none()) {
             info.engine(engine, false);
@@ -265,11 +299,7 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         }
     }
     if out.is_empty() {
-        return Err(ParseError {
-            source: source.to_string(),
-            line: 0,
-            message: "no sglang or vLLM start-up lines found".to_string(),
-        });
+        return Err(ParseError { source: source.to_string(), line: 0, kind: ParseErrorKind::NoStartupLines });
     }
     Ok(out)
 }
@@ -774,7 +804,7 @@ fn message<'a>(p: &Patterns, line: &'a str) -> &'a str {
     rest
 }
 
-fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Result<LineInfo, String> {
+fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Result<LineInfo, ParseErrorKind> {
     let mut info = LineInfo::default();
 
     // sglang scheduler summary.
@@ -976,7 +1006,7 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
 }
 
 /// One server argument given as `key` and its raw value (a dump line or a command-line flag).
-fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), String> {
+fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorKind> {
     let raw = raw.trim().trim_matches(['\'', '"']);
     let number = |what: &str| parse_count(scan_value(raw)).ok_or_else(|| malformed(raw, what));
     match key {
@@ -1001,8 +1031,8 @@ fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // Numbers
 
-fn malformed(token: &str, what: &str) -> String {
-    format!("malformed number {token:?} for {what}")
+fn malformed(token: &str, what: &str) -> ParseErrorKind {
+    ParseErrorKind::MalformedNumber { token: token.to_string(), what: what.to_string() }
 }
 
 /// The raw value after a key: up to whitespace, a closing bracket or quote, `;`,
@@ -1056,7 +1086,7 @@ fn parse_float(token: &str) -> Option<f64> {
 }
 
 /// The count after the first match of `key` in `line`, if the key is present.
-fn count(line: &str, key: &Regex, what: &str) -> Result<Option<u64>, String> {
+fn count(line: &str, key: &Regex, what: &str) -> Result<Option<u64>, ParseErrorKind> {
     let Some(m) = key.find(line) else {
         return Ok(None);
     };
@@ -1065,7 +1095,7 @@ fn count(line: &str, key: &Regex, what: &str) -> Result<Option<u64>, String> {
 }
 
 /// A `N.NN GB` value after `key`, if present.
-fn gigabytes(line: &str, key: &Regex, what: &str) -> Result<Option<f64>, String> {
+fn gigabytes(line: &str, key: &Regex, what: &str) -> Result<Option<f64>, ParseErrorKind> {
     let Some(m) = key.find(line) else {
         return Ok(None);
     };
@@ -1265,7 +1295,9 @@ GPU KV cache size: 9,000 tokens
 ",
         )
         .unwrap_err();
-        assert_eq!((err.line, err.message.as_str()), (1, "malformed number \"12x4\" for context_length"));
+        assert_eq!((err.line, err.message().as_str()), (1, "malformed number \"12x4\" for context_length"));
+        let what = "context_length".to_string();
+        assert_eq!(err.kind, ParseErrorKind::MalformedNumber { token: "12x4".to_string(), what });
     }
 
     #[test]
@@ -1436,11 +1468,7 @@ GPU KV cache size: 9,000 tokens
         let err = parse_log("garbage.log", GARBAGE).unwrap_err();
         assert_eq!(
             err,
-            ParseError {
-                source: "garbage.log".to_string(),
-                line: 0,
-                message: "no sglang or vLLM start-up lines found".to_string(),
-            }
+            ParseError { source: "garbage.log".to_string(), line: 0, kind: ParseErrorKind::NoStartupLines }
         );
         assert_eq!(err.to_string(), "garbage.log: no sglang or vLLM start-up lines found");
         assert!(parse_log("empty.log", "").is_err());
@@ -1463,7 +1491,8 @@ GPU KV cache size: 9,000 tokens
         ] {
             let err = parse_log("bad.log", bad).unwrap_err();
             assert_eq!(err.line, 1, "{bad}");
-            assert!(err.message.starts_with("malformed number"), "{bad}");
+            assert!(matches!(err.kind, ParseErrorKind::MalformedNumber { .. }), "{bad}");
+            assert!(err.message().starts_with("malformed number"), "{bad}");
         }
     }
 

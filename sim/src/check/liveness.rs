@@ -22,9 +22,10 @@
 
 use crate::config::{FaultConfig, ScriptedFault};
 use crate::decode::DPhase;
+use crate::event::Ev;
 use crate::prefill::PPhase;
 use crate::types::{Duration, Instant, RequestId};
-use crate::world::{Ev, World};
+use crate::world::World;
 
 use super::{Kind, Violation};
 
@@ -226,8 +227,8 @@ impl World {
     /// after a crash or a leak) or, both legs answered, the router (`router`).
     pub fn waits_for(&self, r: RequestId) -> &'static str {
         let req = &self.reqs[r.idx()];
-        let p = &self.prefill[req.prefill as usize];
-        let d = &self.decode[req.decode as usize];
+        let p = &self.prefill[req.prefill.at()];
+        let d = &self.decode[req.decode.at()];
         let decode = || match d.reqs.get(&r).map(|x| x.phase) {
             Some(DPhase::Prealloc) => "decode_prealloc",
             Some(DPhase::Transfer) => "kv_arrival",

@@ -2,31 +2,34 @@
 //! and chrome://tracing. Virtual time becomes `ts` in microseconds.
 //!
 //! Layout: pid 1 is the router, then a process per prefill node, per decode node, and per pool
-//! ("pool prefill-0", ...). A request's life is an async slice on the router from `arrive` to its
-//! response; each leg is an async slice on its node with the queue phases nested inside, derived
-//! from the record alone:
+//! ("pool prefill-0", ...). A request's life is an async slice on the router from its arrival to
+//! its response; each leg is an async slice on its node with its phases nested inside. Both are
+//! drawn from the model's lifecycle-phase records (`crate::lifecycle`), not rebuilt from the
+//! memory log: a leg opens at its first phase on its node, each phase record starts the phase
+//! it names (`Phase::label`; per-chunk `prefill` records continue one `prefill` slice), and the
+//! leg closes when the node forgets the request (`Phase::Left`). A leg the node never forgets
+//! (`orphaned`, `leaked`) stays open to the end of the run.
 //!
-//! - prefill: `bootstrap` (leg arrived, no destination yet) → `waiting` (decode's page list
-//!   arrived) → `prefill` (first `alloc` on the prefill pool) → `inflight` (after its last
-//!   `write` there; `held` in sequential mode) → the leg's result; `draining` while copies of its
-//!   source pages are still to land after the result.
-//! - decode: `prealloc` → `transfer` (pages reserved by an `alloc`) → `running` (first `read`)
-//!   → the leg's result; `releasing` while it still holds pages after the result.
+//! - prefill: `bootstrap` (waiting for decode's page list; none behind a sequential proxy) →
+//!   `waiting` (waiting queue) → `prefill` (its chunks scheduled) → `inflight` (sending;
+//!   `held` in sequential mode) → the node releases it; `draining` when an aborted request's
+//!   transfers still have to drain.
+//! - decode: `prealloc` → `transfer` (pages reserved, KV landing) → `running` (committed to the
+//!   running batch) ↔ `retracted` → the node releases it; `releasing` while a deferred release
+//!   holds its pages after the answer.
 //!
 //! KV copies are flow arrows from the prefill node (at the time the data was ready to send: its
 //! last prefill `write` or decode's page list, or the previous batch's landing) to the decode
 //! node where the `copy` landed, each end on a short "transfer rN" slice. Pools carry a
-//! "free pages" counter, and violations are instants on their pool (or the router). A leg whose
-//! node the record never names is drawn only when the router's round robin (or a single node)
-//! pins it.
+//! "free pages" counter, and violations are instants on their pool (or the router).
 
 use super::svg::{pool_index, pool_list, request_tenants, Held, PageTracker};
 use crate::check::oracle::Violation;
-use crate::config::{RouterMode, RouterPolicy, SimConfig};
-use crate::pool::pages_in;
+use crate::config::SimConfig;
+use crate::event::Ev;
+use crate::lifecycle::{Lane, Phase, PhaseRecord};
 use crate::trace::{MemOp, TraceRecord};
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
-use crate::world::Ev;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -40,13 +43,13 @@ fn ts(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// A leg of a request on its node.
+/// A leg of a request on its node, as drawn so far.
 #[derive(Clone, Debug, Default)]
 struct Leg {
+    /// The node's index, from the leg's first phase record.
     node: Option<u16>,
     open: bool,
     phase: Option<&'static str>,
-    result: bool,
 }
 
 /// A process of the trace: pid, name, and its (tid, name) threads.
@@ -54,7 +57,7 @@ type Proc = (u64, String, Vec<(u64, &'static str)>);
 
 struct Builder<'a> {
     cfg: &'a SimConfig,
-    /// Requests tracked: every request the configuration lists or that arrives.
+    /// Requests tracked: every request the configuration lists or that a phase record names.
     n: usize,
     tenants: Vec<Option<u32>>,
     /// (ns, event) in emission order; sorted stably by ns at the end.
@@ -63,13 +66,8 @@ struct Builder<'a> {
     anchors: Vec<(u64, u64, u64, usize)>,
     legs: [Vec<Leg>; 2],
     router_open: Vec<bool>,
-    /// Prefill: copies of the request still to land; when its data was ready to send.
-    copies_left: Vec<u64>,
+    /// Prefill: when the request's data was ready to send (a flow's start).
     ready_at: Vec<u64>,
-    dst_seen: Vec<bool>,
-    last_pwrite: Vec<Option<usize>>,
-    /// Decode: pages held on the decode pool.
-    dheld: Vec<u64>,
     next_flow: u64,
     /// Index in `out` of each pool's latest counter event.
     last_counter: BTreeMap<u64, usize>,
@@ -138,27 +136,20 @@ impl Builder<'_> {
         self.legs[role_idx(role)][r.idx()].phase = Some(phase);
     }
 
-    fn phase_is(&self, role: Role, r: RequestId, phases: &[&str]) -> bool {
-        let leg = &self.legs[role_idx(role)][r.idx()];
-        leg.open && leg.phase.is_some_and(|p| phases.contains(&p))
-    }
-
-    fn open_leg(&mut self, at: u64, role: Role, r: RequestId) {
-        let leg = &self.legs[role_idx(role)][r.idx()];
-        if leg.open || leg.node.is_none() {
+    /// Opens the leg's slice on node `index` (a leg the model starts again after it left, on
+    /// a restarted or another node, is a new slice there).
+    fn open_leg(&mut self, at: u64, role: Role, r: RequestId, index: u16) {
+        let leg = &mut self.legs[role_idx(role)][r.idx()];
+        if leg.open {
+            return;
+        }
+        leg.node = Some(index);
+        if self.leg_pid(role, r).is_none() {
             return;
         }
         let name = self.req_name(r);
         self.async_ev("b", at, role, r, &name);
         self.legs[role_idx(role)][r.idx()].open = true;
-        let first = match role {
-            Role::Decode => "prealloc",
-            Role::Prefill if self.dst_seen[r.idx()] || self.cfg.knobs.router_mode == RouterMode::Sequential => {
-                "waiting"
-            }
-            Role::Prefill => "bootstrap",
-        };
-        self.set_phase(at, role, r, first);
     }
 
     fn close_leg(&mut self, at: u64, role: Role, r: RequestId) {
@@ -174,23 +165,6 @@ impl Builder<'_> {
         let leg = &mut self.legs[role_idx(role)][r.idx()];
         leg.open = false;
         leg.phase = None;
-    }
-
-    /// Closes a leg once its result is in and its node is done with it.
-    fn maybe_close(&mut self, at: u64, role: Role, r: RequestId) {
-        let leg = &self.legs[role_idx(role)][r.idx()];
-        if !leg.open || !leg.result {
-            return;
-        }
-        let (done, lingering) = match role {
-            Role::Prefill => (self.copies_left[r.idx()] == 0, "draining"),
-            Role::Decode => (self.dheld[r.idx()] == 0, "releasing"),
-        };
-        if done {
-            self.close_leg(at, role, r);
-        } else if !self.phase_is(role, r, &["held"]) {
-            self.set_phase(at, role, r, lingering);
-        }
     }
 
     fn anchor(&mut self, at: u64, pid: u64, name: String, args: Value) {
@@ -255,109 +229,46 @@ impl Builder<'_> {
     }
 }
 
-/// Which node each request's legs ran on, from every record that names one; legs the record
-/// never places are pinned by round robin (or a single node) when the router's policy allows.
-fn place_legs(cfg: &SimConfig, records: &[(Instant, TraceRecord)], n: usize) -> [Vec<Leg>; 2] {
-    let mut legs = [vec![Leg::default(); n], vec![Leg::default(); n]];
-    let mut set = |role: Role, r: RequestId, index: u16| {
-        if let Some(l) = legs[role_idx(role)].get_mut(r.idx()) {
-            l.node.get_or_insert(index);
-        }
-    };
-    let mut arrivals = Vec::new();
-    for (_, rec) in records {
-        match rec {
-            TraceRecord::Event(ev) => match ev {
-                Ev::Arrive { r } => arrivals.push(*r),
-                Ev::DstInfo { r, prefill, dst } => {
-                    set(Role::Prefill, *r, prefill.0);
-                    set(Role::Decode, *r, dst.decode.0);
-                }
-                Ev::MetaLand { r, decode, .. } | Ev::Status { r, decode, .. } | Ev::AbortAck { r, decode, .. } => {
-                    set(Role::Decode, *r, decode.0)
-                }
-                Ev::Timeout { r, node, .. } => set(node.role, *r, node.index),
-                _ => {}
-            },
-            TraceRecord::Mem(op) => match op {
-                MemOp::Alloc { pool, r, .. }
-                | MemOp::Free { pool, r, .. }
-                | MemOp::Write { pool, r, .. }
-                | MemOp::Read { pool, r, .. } => set(pool.role, *r, pool.index),
-                MemOp::Copy { src, dst, r, .. } | MemOp::Land { src, dst, r, .. } => {
-                    set(src.role, *r, src.index);
-                    set(dst.role, *r, dst.index);
-                }
-                MemOp::Send { src, r, .. } => set(src.role, *r, src.index),
-                MemOp::Reset { .. } => {}
-                MemOp::DecodeStep { pool, entries } => {
-                    for e in entries {
-                        set(pool.role, e.r, pool.index);
-                    }
-                }
-            },
-            TraceRecord::Response { .. } => {}
-        }
-    }
-    let (np, nd) = (cfg.prefill.len(), cfg.decode.len());
-    for (k, r) in arrivals.into_iter().enumerate() {
-        for (role, count) in [(Role::Prefill, np), (Role::Decode, nd)] {
-            let guess = match cfg.router_policy {
-                _ if count == 1 => Some(0),
-                RouterPolicy::RoundRobin if count > 0 => Some((k % count) as u16),
-                _ => None,
-            };
-            if let Some(g) = guess {
-                set(role, r, g);
-            }
-        }
-    }
-    legs
-}
-
 /// The state of the walk over the records that is not output: the pools' page trackers, and
 /// which transfer batch the next page copy lands.
 struct Walk {
     pools: Vec<(PoolId, u64)>,
     trackers: Vec<PageTracker>,
-    sequential: bool,
     landing: Option<(u32, u32)>,
     /// When each (job, batch) landed: a batch's slice starts no earlier than the previous one's end.
     landed: BTreeMap<(u32, u32), u64>,
     scratch: Vec<Held>,
 }
 
-/// The run as Chrome trace-event JSON: see the module documentation for the layout.
-///
-/// The steps: the builder with each request's legs placed ([`Builder::new`]), the processes and
-/// threads ([`Builder::metadata`]), each record in order ([`Builder::event`], [`Builder::mem_op`],
-/// [`Builder::response`]), the violations as instants, whatever is still open closed at the end,
-/// and the anchor slices' durations ([`Builder::finish`]).
-pub fn perfetto_json(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> Value {
-    // Decode steps as the reads, page allocations and writes they stand for.
-    let expanded = crate::trace::expand_records(records);
-    let records = &*expanded;
-    let mut b = Builder::new(cfg, records);
-    b.metadata();
-    let pools = pool_list(cfg);
-    let mut w = Walk {
-        trackers: pools.iter().map(|_| PageTracker::default()).collect(),
-        pools,
-        sequential: cfg.knobs.router_mode == RouterMode::Sequential,
-        landing: None,
-        landed: BTreeMap::new(),
-        scratch: Vec::new(),
-    };
-    for (id, usable) in &w.pools {
-        b.counter(0, *id, *usable);
-    }
-    for (i, (at, rec)) in records.iter().enumerate() {
-        match rec {
-            TraceRecord::Event(ev) => b.event(at.0, ev, &mut w),
-            TraceRecord::Mem(op) => b.mem_op(i, *at, op, &mut w),
-            TraceRecord::Response { r, status, tokens } => b.response(at.0, *r, *status, *tokens),
+impl Walk {
+    fn new(cfg: &SimConfig) -> Walk {
+        let pools = pool_list(cfg);
+        Walk {
+            trackers: pools.iter().map(|_| PageTracker::default()).collect(),
+            pools,
+            landing: None,
+            landed: BTreeMap::new(),
+            scratch: Vec::new(),
         }
     }
+}
+
+/// The run as Chrome trace-event JSON: see the module documentation for the layout. `phases` is
+/// the run's lifecycle log (`World::lifecycle`; empty draws no request or leg slices).
+///
+/// The steps: the builder ([`Builder::new`]), the processes and threads ([`Builder::metadata`]),
+/// the trace records and the phase records merged in the model's order ([`Builder::walk`]), the
+/// violations as instants, whatever is still open closed at the end, and the anchor slices'
+/// durations ([`Builder::finish`]).
+pub fn perfetto_json(
+    cfg: &SimConfig,
+    records: &[(Instant, TraceRecord)],
+    phases: &[PhaseRecord],
+    violations: &[Violation],
+) -> Value {
+    let mut b = Builder::new(cfg, records, phases);
+    b.metadata();
+    b.walk(records, phases);
     for v in violations {
         b.violation(v);
     }
@@ -368,43 +279,51 @@ pub fn perfetto_json(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violat
 }
 
 impl<'a> Builder<'a> {
-    /// The builder for `records`: requests up to the highest that arrives (or the configuration
-    /// lists), their legs placed on nodes, the copies each prefill leg waits for and its last write.
-    fn new(cfg: &'a SimConfig, records: &[(Instant, TraceRecord)]) -> Builder<'a> {
+    /// The builder for `records`: requests up to the highest a phase record names (or the
+    /// configuration lists), with their tenants.
+    fn new(cfg: &'a SimConfig, records: &[(Instant, TraceRecord)], phases: &[PhaseRecord]) -> Builder<'a> {
         let tenants = request_tenants(cfg, records);
-        let mut n = tenants.len();
-        for (_, rec) in records {
-            if let TraceRecord::Event(Ev::Arrive { r }) = rec {
-                n = n.max(r.idx() + 1);
-            }
-        }
-        let legs = place_legs(cfg, records, n);
-        let mut copies_left = vec![0u64; n];
-        let mut last_pwrite = vec![None; n];
-        for (i, (_, rec)) in records.iter().enumerate() {
-            match rec {
-                TraceRecord::Mem(MemOp::Copy { r, .. }) if r.idx() < n => copies_left[r.idx()] += 1,
-                TraceRecord::Mem(MemOp::Write { pool, r, .. }) if pool.role == Role::Prefill && r.idx() < n => {
-                    last_pwrite[r.idx()] = Some(i)
-                }
-                _ => {}
-            }
-        }
+        let n = phases.iter().map(|p| p.r.idx() + 1).max().unwrap_or(0).max(tenants.len());
         Builder {
             cfg,
             n,
             tenants,
             out: Vec::new(),
             anchors: Vec::new(),
-            legs,
+            legs: [vec![Leg::default(); n], vec![Leg::default(); n]],
             router_open: vec![false; n],
-            copies_left,
             ready_at: vec![0; n],
-            dst_seen: vec![false; n],
-            last_pwrite,
-            dheld: vec![0; n],
             next_flow: 1,
             last_counter: BTreeMap::new(),
+        }
+    }
+
+    /// Every trace record in order, each phase record drawn where the model noted it (before the
+    /// first trace record it precedes); the pools' counters start full.
+    fn walk(&mut self, records: &[(Instant, TraceRecord)], phases: &[PhaseRecord]) {
+        let mut w = Walk::new(self.cfg);
+        for (id, usable) in w.pools.clone() {
+            self.counter(0, id, usable);
+        }
+        let mut phases = phases.iter().peekable();
+        for (i, (at, rec)) in records.iter().enumerate() {
+            while let Some(p) = phases.next_if(|p| p.seq <= i as u64) {
+                self.phase(p);
+            }
+            match rec {
+                TraceRecord::Event(ev) => self.event(at.0, ev, &mut w),
+                // Decode steps as the reads, page allocations and writes they stand for.
+                TraceRecord::Mem(MemOp::DecodeStep { pool, entries }) => {
+                    for op in entries.iter().flat_map(|e| e.expand(*pool)) {
+                        self.mem_op(*at, &op, &mut w);
+                    }
+                }
+                TraceRecord::Mem(op) => self.mem_op(*at, op, &mut w),
+                TraceRecord::Response { .. } => {}
+            }
+        }
+        for p in phases {
+            self.phase(p);
         }
     }
 
@@ -413,37 +332,68 @@ impl<'a> Builder<'a> {
         r.idx() < self.n
     }
 
-    /// An event: the request's slice opens, legs open and change phase, faults become instants.
-    fn event(&mut self, t: u64, ev: &Ev, w: &mut Walk) {
-        match ev {
-            Ev::Arrive { r } if self.known(r) => {
-                let name = self.req_name(*r);
+    /// A lifecycle-phase record: the router's slice opens or closes with its status, a leg opens
+    /// at its first phase, changes phase, or closes when its node forgets the request.
+    fn phase(&mut self, p: &PhaseRecord) {
+        let (t, r) = (p.at.0, p.r);
+        if !self.known(&r) {
+            return;
+        }
+        let (role, index) = match p.lane {
+            Lane::Router => {
+                self.router_phase(t, r, p.phase);
+                return;
+            }
+            Lane::Prefill(n) => (Role::Prefill, n.0),
+            Lane::Decode(n) => (Role::Decode, n.0),
+        };
+        match p.phase {
+            Phase::Left => self.close_leg(t, role, r),
+            ph => {
+                if let Some(label) = ph.label() {
+                    self.open_leg(t, role, r, index);
+                    self.set_phase(t, role, r, label);
+                }
+            }
+        }
+    }
+
+    /// The router's slice of `r`: from its arrival to its response, with the status.
+    fn router_phase(&mut self, t: u64, r: RequestId, phase: Phase) {
+        let name = self.req_name(r);
+        match phase {
+            Phase::Arrived => {
                 self.push(
                     t,
                     json!({"name": name, "cat": "request", "ph": "b", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
                 );
                 self.router_open[r.idx()] = true;
             }
+            Phase::Responded { status, tokens } if self.router_open[r.idx()] => {
+                self.push(
+                    t,
+                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t), "args": {"status": status, "tokens": tokens}}),
+                );
+                self.router_open[r.idx()] = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// An event: a client's abort and faults become instants; decode's page list and a landing
+    /// batch feed the transfer arrows.
+    fn event(&mut self, t: u64, ev: &Ev, w: &mut Walk) {
+        match ev {
             Ev::ClientAbort { r } if self.known(r) => {
                 self.push(
                     t,
                     json!({"name": format!("client abort r{}", r.0), "cat": "request", "ph": "i", "s": "t", "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
                 );
             }
-            Ev::LegArrive { r, role } if self.known(r) => self.open_leg(t, *role, *r),
             Ev::DstInfo { r, .. } if self.known(r) => {
-                self.dst_seen[r.idx()] = true;
                 self.ready_at[r.idx()] = self.ready_at[r.idx()].max(t);
-                if self.phase_is(Role::Prefill, *r, &["bootstrap"]) {
-                    self.set_phase(t, Role::Prefill, *r, "waiting");
-                }
             }
             Ev::TransferLand { job, batch } => w.landing = Some((*job, *batch)),
-            Ev::LegResult { r, role, .. } if self.known(r) => {
-                let leg = &mut self.legs[role_idx(*role)][r.idx()];
-                leg.result = true;
-                self.maybe_close(t, *role, *r);
-            }
             Ev::Crash { node, restart_after_ms } => {
                 if let Some(pid) = self.node_pid(*node) {
                     self.instant(
@@ -470,93 +420,42 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// A memory operation (record `i`): the pool's free-page counter, then the phase it implies.
-    /// An operation on a pool the configuration does not have is skipped whole.
-    fn mem_op(&mut self, i: usize, at: Instant, op: &MemOp, w: &mut Walk) {
-        if let MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } = op {
-            let Some(pi) = pool_index(self.cfg, *pool) else {
-                return;
-            };
-            self.held_pages(at, *pool, pi, op, w);
-        }
-        self.mem_phase(i, at.0, op, w);
-    }
-
-    /// An allocation, free or reset on pool `pi`: the pages each decode leg holds (a leg whose
-    /// pages are all gone may close) and the pool's free-page counter.
-    fn held_pages(&mut self, at: Instant, pool: PoolId, pi: usize, op: &MemOp, w: &mut Walk) {
-        let t = at.0;
-        w.scratch.clear();
+    /// A memory operation: the pool's free-page counter (allocations, frees, resets), when the
+    /// request's data was ready to send (prefill writes), a transfer arrow (copies). An
+    /// operation on a pool the configuration does not have is skipped whole.
+    fn mem_op(&mut self, at: Instant, op: &MemOp, w: &mut Walk) {
         match op {
-            MemOp::Alloc { r, pages, .. } => {
-                w.trackers[pi].alloc(*r, pages, at, &mut w.scratch);
-                if self.known(r) && pool.role == Role::Decode {
-                    self.dheld[r.idx()] += pages_in(pages);
+            MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } => {
+                if let Some(pi) = pool_index(self.cfg, *pool) {
+                    self.held_pages(at, *pool, pi, op, w);
                 }
             }
-            MemOp::Free { r, pages, .. } => w.trackers[pi].free(*r, pages, at, &mut w.scratch),
-            _ => w.trackers[pi].reset(at, &mut w.scratch),
-        }
-        // Pages that stopped being held (by a free, a reset, or an overlap).
-        let mut touched = Vec::new();
-        for h in &w.scratch {
-            if pool.role == Role::Decode && self.known(&h.r) {
-                let d = &mut self.dheld[h.r.idx()];
-                *d = d.saturating_sub(u64::from(h.count));
-                touched.push(h.r);
-            }
-        }
-        touched.dedup();
-        for r in touched {
-            self.maybe_close(t, Role::Decode, r);
-        }
-        let free = w.pools[pi].1.saturating_sub(w.trackers[pi].held);
-        self.counter(t, pool, free);
-    }
-
-    /// The phase a memory operation implies: an allocation starts prefill (or decode's
-    /// transfer), prefill's last write sends, decode's first read runs, a copy is a transfer flow.
-    fn mem_phase(&mut self, i: usize, t: u64, op: &MemOp, w: &mut Walk) {
-        match op {
-            MemOp::Alloc { pool, r, .. } if self.known(r) => match pool.role {
-                Role::Prefill => {
-                    if self.phase_is(Role::Prefill, *r, &["bootstrap", "waiting"]) {
-                        self.set_phase(t, Role::Prefill, *r, "prefill");
-                    }
-                }
-                Role::Decode => {
-                    if self.phase_is(Role::Decode, *r, &["prealloc"]) {
-                        self.set_phase(t, Role::Decode, *r, "transfer");
-                    }
-                }
-            },
             MemOp::Write { pool, r, .. } if pool.role == Role::Prefill && self.known(r) => {
-                self.ready_at[r.idx()] = self.ready_at[r.idx()].max(t);
-                if self.last_pwrite[r.idx()] == Some(i) {
-                    let next = if w.sequential { "held" } else { "inflight" };
-                    if self.phase_is(Role::Prefill, *r, &["bootstrap", "waiting", "prefill"]) {
-                        self.set_phase(t, Role::Prefill, *r, next);
-                    }
-                }
+                self.ready_at[r.idx()] = self.ready_at[r.idx()].max(at.0);
             }
-            MemOp::Read { pool, r, .. }
-                if pool.role == Role::Decode
-                    && self.known(r)
-                    && self.phase_is(Role::Decode, *r, &["prealloc", "transfer"]) =>
-            {
-                self.set_phase(t, Role::Decode, *r, "running");
-            }
-            MemOp::Copy { src, dst, r, pages } if self.known(r) => self.transfer(t, *src, *dst, *r, pages, w),
+            MemOp::Copy { src, dst, r, pages } if self.known(r) => self.transfer(at.0, *src, *dst, *r, pages, w),
             MemOp::Land { src, dst, r, pages, .. } if self.known(r) => {
                 let copied: Vec<(u32, u32, u32)> = pages.iter().map(|p| (0, p.first, p.count)).collect();
-                self.transfer(t, *src, *dst, *r, &copied, w)
+                self.transfer(at.0, *src, *dst, *r, &copied, w)
             }
             _ => {}
         }
     }
 
+    /// An allocation, free or reset on pool `pi`: the pool's free-page counter.
+    fn held_pages(&mut self, at: Instant, pool: PoolId, pi: usize, op: &MemOp, w: &mut Walk) {
+        w.scratch.clear();
+        match op {
+            MemOp::Alloc { r, pages, .. } => w.trackers[pi].alloc(*r, pages, at, &mut w.scratch),
+            MemOp::Free { r, pages, .. } => w.trackers[pi].free(*r, pages, at, &mut w.scratch),
+            _ => w.trackers[pi].reset(at, &mut w.scratch),
+        }
+        let free = w.pools[pi].1.saturating_sub(w.trackers[pi].held);
+        self.counter(at.0, pool, free);
+    }
+
     /// A page copy landing at `t`: a flow from the source node (from when the data was ready, or
-    /// the previous batch of the job landed) to the destination; the prefill leg may close.
+    /// the previous batch of the job landed) to the destination.
     fn transfer(&mut self, t: u64, src: NodeId, dst: NodeId, r: RequestId, pages: &[(u32, u32, u32)], w: &mut Walk) {
         let mut start = self.ready_at[r.idx()];
         if let Some((job, batch)) = w.landing.take() {
@@ -584,22 +483,6 @@ impl<'a> Builder<'a> {
                 json!({"name": "kv transfer", "cat": "transfer", "ph": "f", "bp": "e", "id": id, "pid": dp, "tid": TID_XFER, "ts": ts(t)}),
             );
         }
-        let c = &mut self.copies_left[r.idx()];
-        *c = c.saturating_sub(1);
-        self.maybe_close(t, Role::Prefill, r);
-    }
-
-    /// The client's response: the request's slice ends with its status.
-    fn response(&mut self, t: u64, r: RequestId, status: u16, tokens: u64) {
-        if !self.known(&r) || !self.router_open[r.idx()] {
-            return;
-        }
-        let name = self.req_name(r);
-        self.push(
-            t,
-            json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t), "args": {"status": status, "tokens": tokens}}),
-        );
-        self.router_open[r.idx()] = false;
     }
 
     /// A violation: an instant on its pool (or the router), its record as the arguments.
@@ -652,7 +535,7 @@ impl<'a> Builder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::picture::svg::tests::{run, run_with};
+    use crate::picture::svg::tests::run_phased;
     use std::collections::{BTreeMap, BTreeSet};
 
     /// Structural checks every trace must pass; returns the events.
@@ -744,8 +627,8 @@ mod tests {
 
     #[test]
     fn stub_leak_trace() {
-        let (cfg, recs, vs) = run("small/stub-leak.toml");
-        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &vs));
+        let (cfg, recs, ph, vs) = run_phased("small/stub-leak.toml", None, None);
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
         let named = |ph: &str, name: &str| {
             evs.iter().filter(|e| e["ph"] == ph && e["name"].as_str().unwrap().starts_with(name)).count()
         };
@@ -768,10 +651,66 @@ mod tests {
         assert!(evs.iter().any(|e| e["ph"] == "e" && e["args"]["status"] == 200 && e["id"] == 2));
     }
 
+    /// Every leg slice that closes is tiled by its phase slices: the first starts where the leg
+    /// does, each starts where the previous ended, the last ends where the leg does.
+    fn check_tiled(evs: &[Value]) -> usize {
+        // (cat, id) -> the leg's (begin, end) and its phases' (begin, end) in order.
+        type Span = (f64, Option<f64>);
+        let mut legs: BTreeMap<(String, u64), (Span, Vec<Span>)> = BTreeMap::new();
+        for e in evs.iter().filter(|e| e["cat"] == "prefill" || e["cat"] == "decode") {
+            let key = (e["cat"].as_str().unwrap().to_string(), e["id"].as_u64().unwrap());
+            let (name, t) = (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap());
+            let is_leg = name.starts_with("req ");
+            match (e["ph"].as_str().unwrap(), is_leg) {
+                ("b", true) => {
+                    legs.insert(key, ((t, None), Vec::new()));
+                }
+                ("e", true) => legs.get_mut(&key).expect("leg open").0 .1 = Some(t),
+                ("b", false) => legs.get_mut(&key).expect("phase in a leg").1.push((t, None)),
+                ("e", false) => {
+                    let last = legs.get_mut(&key).expect("phase in a leg").1.last_mut().expect("phase open");
+                    last.1 = Some(t);
+                }
+                _ => {}
+            }
+        }
+        let mut tiled = 0;
+        for (key, ((b, e), phases)) in &legs {
+            let Some(e) = e else { continue };
+            assert!(!phases.is_empty(), "{key:?} has no phase");
+            assert_eq!(phases[0].0, *b, "{key:?} first phase starts with the leg");
+            for w in phases.windows(2) {
+                assert_eq!(w[0].1, Some(w[1].0), "{key:?} phases back to back: {phases:?}");
+            }
+            assert_eq!(phases.last().unwrap().1, Some(*e), "{key:?} last phase ends with the leg");
+            tiled += 1;
+        }
+        tiled
+    }
+
+    #[test]
+    fn legs_are_tiled_by_their_phases() {
+        for rel in ["small/stub-leak.toml", "small/mixed-faults.toml"] {
+            let (cfg, recs, ph, vs) = run_phased(rel, None, None);
+            let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
+            assert!(check_tiled(&evs) > 4, "{rel}");
+        }
+    }
+
+    /// Without phase records the picture still has its pools, flows and counters, and no
+    /// request or leg slice: the lanes come from the records alone.
+    #[test]
+    fn no_phase_records_draw_no_lanes() {
+        let (cfg, recs, _, vs) = run_phased("small/stub-leak.toml", None, None);
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &[], &vs));
+        assert!(!evs.iter().any(|e| e["ph"] == "b" || e["ph"] == "e"));
+        assert!(evs.iter().any(|e| e["ph"] == "s"));
+    }
+
     #[test]
     fn mixed_faults_trace() {
-        let (cfg, recs, vs) = run("small/mixed-faults.toml");
-        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &vs));
+        let (cfg, recs, ph, vs) = run_phased("small/mixed-faults.toml", None, None);
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
         let n = |ph: &str| evs.iter().filter(|e| e["ph"] == ph).count();
         assert_eq!(evs.iter().filter(|e| e["ph"] == "b" && e["cat"] == "request").count(), 120);
         assert!(n("s") > 50 && n("i") >= vs.len());
@@ -779,16 +718,16 @@ mod tests {
 
     #[test]
     fn mixed_faults_with_a_crash_trace() {
-        let (cfg, recs, vs) = run_with("small/mixed-faults.toml", None, Some("prefill-0"));
-        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &vs));
+        let (cfg, recs, ph, vs) = run_phased("small/mixed-faults.toml", None, Some("prefill-0"));
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
         assert!(evs.iter().any(|e| e["cat"] == "fault" && e["name"] == "crash prefill-0"));
         assert!(evs.iter().any(|e| e["cat"] == "fault" && e["name"] == "restart prefill-0"));
     }
 
     #[test]
     fn sequential_mode_trace() {
-        let (cfg, recs, vs) = run_with("small/mixed-faults.toml", Some("vllm-nixl"), None);
-        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &vs));
+        let (cfg, recs, ph, vs) = run_phased("small/mixed-faults.toml", Some("vllm-nixl"), None);
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
         assert!(evs.iter().any(|e| e["ph"] == "b" && e["cat"] == "prefill" && e["name"] == "held"));
         assert!(!evs.iter().any(|e| e["name"] == "bootstrap"));
     }
@@ -800,8 +739,8 @@ mod tests {
     #[ignore]
     fn incident_trace() {
         for rel in ["small/stub-leak.toml", "small/mixed-faults.toml", "glm53-incident.toml"] {
-            let (cfg, recs, vs) = run(rel);
-            let v = perfetto_json(&cfg, &recs, &vs);
+            let (cfg, recs, ph, vs) = run_phased(rel, None, None);
+            let v = perfetto_json(&cfg, &recs, &ph, &vs);
             check(&cfg, &v);
             if let Some(dir) = std::env::var_os("KVSIM_PICTURES_OUT") {
                 let text = serde_json::to_string(&v).unwrap();

@@ -751,13 +751,12 @@ pub(crate) mod tests {
     use super::*;
     use crate::scenario::{Overrides, Scenario};
 
+    /// A run's configuration, trace records, lifecycle-phase records and violations.
+    pub(crate) type Ran = (SimConfig, Vec<(Instant, TraceRecord)>, Vec<crate::lifecycle::PhaseRecord>, Vec<Violation>);
+
     /// Runs a shipped scenario under `profile` (the scenario's own when `None`), with a scripted
     /// crash of node `crash` at 20 s when given.
-    pub(crate) fn run_with(
-        rel: &str,
-        profile: Option<&str>,
-        crash: Option<&str>,
-    ) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
+    pub(crate) fn run_phased(rel: &str, profile: Option<&str>, crash: Option<&str>) -> Ran {
         let path = format!("{}/../scenarios/{rel}", crate::test_manifest_dir());
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let sc = Scenario::parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
@@ -772,7 +771,18 @@ pub(crate) mod tests {
         }
         let mut w = crate::simulate_collect(cfg.clone(), false);
         let recs = w.tracer.collected.take().expect("collecting tracer");
-        (cfg, recs, std::mem::take(&mut w.oracle.violations))
+        let phases = w.lifecycle.take().expect("on with a collecting tracer");
+        (cfg, recs, phases, std::mem::take(&mut w.oracle.violations))
+    }
+
+    /// `run_phased` without the phase records.
+    pub(crate) fn run_with(
+        rel: &str,
+        profile: Option<&str>,
+        crash: Option<&str>,
+    ) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
+        let (cfg, recs, _, vs) = run_phased(rel, profile, crash);
+        (cfg, recs, vs)
     }
 
     pub(crate) fn run(rel: &str) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {

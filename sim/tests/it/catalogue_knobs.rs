@@ -99,7 +99,7 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     assert_eq!(w.reqs[1].decode_prefix_tokens, 1024);
     assert_eq!(w.reqs[1].prefix_reused, 512, "prefill's own match stops at len - 1");
     assert!(jobs.is_empty(), "no chunk of request 1 was ever sent");
-    assert_eq!(w.prefill[0].inflight, [r1]);
+    assert_eq!(w.prefill[0].inflight(), [r1]);
     assert_eq!(w.reqs[1].prefill_leg, None);
     assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
     assert!(w.reqs[1].timed_out, "decode's waiting timer ended it");
@@ -112,7 +112,7 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     assert_eq!(fixed.reqs[1].response.map(|r| r.status), Some(200));
     assert_eq!(jobs.len(), 1);
     assert!(jobs[0].last && jobs[0].sender_pages == 0, "one empty last chunk: {:?}", jobs[0]);
-    assert!(fixed.prefill[0].inflight.is_empty() && fixed.prefill[0].meta.in_use() == 0);
+    assert!(fixed.prefill[0].inflight().is_empty() && fixed.prefill[0].meta().in_use() == 0);
     // Request 0's prompt blocks stay cached on decode (evictable: not a leak).
     assert_eq!(fixed.decode[0].prefix.cached_pages(), 64);
 
@@ -202,7 +202,7 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
     assert_eq!(w.reqs[1].prefill_leg, None);
     assert_eq!(w.reqs[0].response.map(|r| r.status), Some(500));
     assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
-    assert_eq!(w.prefill[0].meta.in_use(), 1, "request 1's slot is held");
+    assert_eq!(w.prefill[0].meta().in_use(), 1, "request 1's slot is held");
     assert_eq!(w.prefill[0].reqs.keys().map(|r| r.0).collect::<Vec<_>>(), [1]);
     let leaks = of_kind(&w, Kind::PageLeak);
     assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
@@ -212,6 +212,6 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
     assert_eq!(w.decode[0].pool.held_pages(), 0);
     let fixed = run(ORPHAN, "sglang-0.5.22", &[]);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
-    assert_eq!(fixed.prefill[0].meta.in_use(), 0);
+    assert_eq!(fixed.prefill[0].meta().in_use(), 0);
     assert!(fixed.prefill[0].reqs.is_empty());
 }

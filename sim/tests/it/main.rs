@@ -14,6 +14,7 @@ mod event_limit;
 mod fuzz_corpus;
 mod incident;
 mod invariants;
+mod lifecycle;
 mod liveness;
 mod pool_model;
 mod pp_stages;

@@ -114,8 +114,8 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
     let buggy = run(&text, "sglang-0.5.16", &[]);
     let p = &buggy.prefill[0];
     assert_eq!(p.pp.wedged_at, Some(Instant(2_200_000)));
-    assert!(p.alive && p.busy, "alive, its forward pass never ends");
-    assert!(p.reqs.contains_key(&kvsim::types::RequestId(0)) && p.bootstrap == [kvsim::types::RequestId(1)]);
+    assert!(p.alive && p.busy(), "alive, its forward pass never ends");
+    assert!(p.reqs.contains_key(&kvsim::types::RequestId(0)) && p.bootstrap() == [kvsim::types::RequestId(1)]);
     assert_eq!(status(&buggy, 0), Some(499));
     assert_eq!(status(&buggy, 1), Some(500));
     assert!(buggy.reqs[1].timed_out, "decode's waiting timer answered it");
