@@ -29,16 +29,84 @@ impl<V: RunValue> IntervalMap<V> {
         self.runs.len()
     }
 
-    /// Splits the run containing `at` (if any) so that a run boundary falls on `at`.
-    fn split_at(&mut self, at: u64) {
-        let Some((&s, (e, v))) = self.runs.range_mut(..at).next_back() else {
-            return;
-        };
-        if *e > at {
-            let tail = (*e, v.advanced(at - s));
-            *e = at;
-            self.runs.insert(at, tail);
+    /// The runs in key order, as `(start, end, value at start)`: the structure itself, which
+    /// `Debug` (and so explore's state digest) shows.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
+        self.runs.iter().map(|(&s, (e, v))| (s, *e, v))
+    }
+
+    /// Removes `[start, end)` from the runs and reports what an insertion at `start` needs to know:
+    /// the run before `start` (the last whose key is below it) is cut back to end at `start` at
+    /// most; the runs that start inside are removed; the part of the last run that reaches beyond
+    /// `end` is kept, re-keyed at `end`. Returns whether the run before `start`, cut or not, ends
+    /// exactly at `start` and continues into `merge_with` (then it was extended to `end`).
+    ///
+    /// The same runs the split-then-remove formulation left (split at `start`, split at `end`,
+    /// remove every run keyed in `[start, end)`, then merge with the run ending at `start`), with
+    /// one B-tree walk to find the runs involved instead of one per split, lookup and removal:
+    /// `sim/tests/it/pool_model.rs` (`interval_map_keeps_the_reference_runs`) holds it to that
+    /// formulation run for run (explore's state digest hashes the runs, not only their values).
+    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+        // Keys of the runs starting inside `[start, end)`, largest first (usually none or one).
+        let mut inside = [0u64; 4];
+        let mut n_inside = 0usize;
+        let mut overflow = false;
+        let mut tail: Option<(u64, (u64, V))> = None;
+        let mut merged = false;
+        for (&k, (e, v)) in self.runs.range_mut(..end).rev() {
+            if k >= start {
+                if n_inside == 0 && *e > end {
+                    tail = Some((end, (*e, v.advanced(end - k))));
+                }
+                if n_inside < inside.len() {
+                    inside[n_inside] = k;
+                    n_inside += 1;
+                } else {
+                    overflow = true;
+                    break;
+                }
+                continue;
+            }
+            // The run before `start`: cut back to `start` (its part beyond `end`, if any, is the
+            // tail: then no run starts inside).
+            if *e > start {
+                if *e > end {
+                    tail = Some((end, (*e, v.advanced(end - k))));
+                }
+                *e = start;
+            }
+            if let Some(m) = merge_with {
+                if *e == start && v.continued_by(start - k, m) {
+                    *e = end;
+                    merged = true;
+                }
+            }
+            break;
         }
+        if overflow {
+            // Many runs inside: remove them one by one, then deal with the run before `start`
+            // (none of the runs removed is it, so the pass above did not reach it).
+            while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
+                self.runs.remove(&k);
+            }
+            if let Some((&k, (e, v))) = self.runs.range_mut(..start).next_back() {
+                *e = (*e).min(start);
+                if let Some(m) = merge_with {
+                    if *e == start && v.continued_by(start - k, m) {
+                        *e = end;
+                        merged = true;
+                    }
+                }
+            }
+        } else {
+            for k in &inside[..n_inside] {
+                self.runs.remove(k);
+            }
+        }
+        if let Some((k, r)) = tail {
+            self.runs.insert(k, r);
+        }
+        merged
     }
 
     /// Removes everything in `[start, end)`.
@@ -46,42 +114,19 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
-        self.split_at(start);
-        self.split_at(end);
-        while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
-            self.runs.remove(&k);
-        }
+        self.cut(start, end, None);
     }
 
     /// Sets `[start, end)` to `v` (the value at `start`), merging with a run that ends at
-    /// `start` when it continues seamlessly.
+    /// `start` when it continues seamlessly (a decode token appended right after its own previous
+    /// token extends that run).
     pub fn set(&mut self, start: u64, end: u64, v: V) {
         if start >= end {
             return;
         }
-        // Fast path (a decode token appended right after its own previous token): the run before
-        // `start` ends there and continues into `v`. Extend it, then drop or trim what starts in
-        // [start, end) — the same map `clear` + merge would leave, with fewer B-tree walks.
-        if let Some((&ps, (pe, pv))) = self.runs.range_mut(..start).next_back() {
-            if *pe == start && pv.continued_by(start - ps, &v) {
-                *pe = end;
-                while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
-                    let (e, vk) = self.runs.remove(&k).expect("run just found");
-                    if e > end {
-                        self.runs.insert(end, (e, vk.advanced(end - k)));
-                    }
-                }
-                return;
-            }
+        if !self.cut(start, end, Some(&v)) {
+            self.runs.insert(start, (end, v));
         }
-        self.clear(start, end);
-        if let Some((&ps, (pe, pv))) = self.runs.range_mut(..start).next_back() {
-            if *pe == start && pv.continued_by(start - ps, &v) {
-                *pe = end;
-                return;
-            }
-        }
-        self.runs.insert(start, (end, v));
     }
 
     /// Calls `f(start, end, value)` for each covered piece of `[start, end)` and

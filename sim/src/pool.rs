@@ -282,7 +282,7 @@ struct OpenAppend {
 /// The ownership map plus the open appends not yet written into it. Decode progress is kept as a
 /// watermark per request (`open`) and materialised — `IntervalMap::set` of the whole appended range,
 /// which leaves exactly the map the per-token sets would (each token continues the run of the one
-/// before it: see `IntervalMap::set`'s fast path) — before an operation reads or changes the slots
+/// before it: see `IntervalMap::set`'s merge) — before an operation reads or changes the slots
 /// it covers or touches (`touch`), or when the whole map is shown or checked (`map`).
 /// Open ranges lie in pages their writers hold (checked per page, and an open range is materialised
 /// before its pages change holder), so they are disjoint and the order in which they are
@@ -475,14 +475,14 @@ impl Pool {
             self.owners.get_mut().settle(r);
         }
         for r in runs {
-            for (s, e, h) in self.holders.pieces(u64::from(r.first), u64::from(r.end())) {
+            self.holders.visit(u64::from(r.first), u64::from(r.end()), |s, e, h| {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
-                if h == Some(by) {
+                if h == Some(&by) {
                     push_run(&mut ok, run);
                 } else {
-                    bad.push(BadFree { pages: run, holder: h });
+                    bad.push(BadFree { pages: run, holder: h.copied() });
                 }
-            }
+            });
         }
         for r in &ok {
             self.holders.clear(u64::from(r.first), u64::from(r.end()));
@@ -620,6 +620,18 @@ impl Pool {
             return self.write(table, pos, pos + 1, tenant, request, at, 0);
         };
         let page = slot / self.page_size;
+        // The common token: the next slot of the open append, in the page it was last checked in.
+        // One lookup of the open append and nothing else (the path below looks it up twice).
+        if let Some(o) = self.owners.get_mut().open.get_mut(&request) {
+            if o.page == page && o.end == slot {
+                let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
+                if o.writer.continued_by(o.end - o.start, &writer) {
+                    self.write_epoch += 1;
+                    o.end += 1;
+                    return WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) };
+                }
+            }
+        }
         let open = self.owners.get_mut().open.get(&request).map(|o| o.page);
         if open != Some(page) {
             // A page not checked while this append is open: is it the writer's?

@@ -92,6 +92,118 @@ proptest! {
     }
 }
 
+/// The split-then-remove formulation `IntervalMap` had before its one-walk `cut` (kept here as the
+/// definition of the run structure: explore's state digest hashes the runs through `Debug`, so two
+/// formulations that store the same values as different runs would change exploration).
+struct RefMap<V> {
+    runs: std::collections::BTreeMap<u64, (u64, V)>,
+}
+
+impl<V: RunValue> RefMap<V> {
+    fn split_at(&mut self, at: u64) {
+        let Some((&s, (e, v))) = self.runs.range_mut(..at).next_back() else {
+            return;
+        };
+        if *e > at {
+            let tail = (*e, v.advanced(at - s));
+            *e = at;
+            self.runs.insert(at, tail);
+        }
+    }
+
+    fn clear(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        self.split_at(start);
+        self.split_at(end);
+        while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
+            self.runs.remove(&k);
+        }
+    }
+
+    fn set(&mut self, start: u64, end: u64, v: V) {
+        if start >= end {
+            return;
+        }
+        self.clear(start, end);
+        if let Some((&ps, (pe, pv))) = self.runs.range_mut(..start).next_back() {
+            if *pe == start && pv.continued_by(start - ps, &v) {
+                *pe = end;
+                return;
+            }
+        }
+        self.runs.insert(start, (end, v));
+    }
+}
+
+/// Short ranges mostly (many small runs, so a later long op finds several runs inside its range,
+/// more than `cut`'s inline list holds), with long ones among them.
+fn fragmenting_map_op() -> impl Strategy<Value = MapOp> {
+    let short = (0..KEYS, 1u64..4).prop_map(|(a, l)| (a, (a + l).min(KEYS)));
+    let long = (0..=KEYS, 0..=KEYS).prop_map(|(a, b)| (a.min(b), a.max(b)));
+    let range = prop_oneof![3 => short, 1 => long];
+    prop_oneof![
+        3 => (range.clone(), 0u8..3, 0u64..100, any::<bool>())
+            // Half the sets continue position-wise from their start key, so that merges happen.
+            .prop_map(|((s, e), o, p, cont)| MapOp::Set(s, e, o, if cont { s } else { p })),
+        1 => range.prop_map(|(s, e)| MapOp::Clear(s, e)),
+    ]
+}
+
+/// A long set and a long clear over more runs than `cut`'s inline list (four keys) holds, with a
+/// run reaching into the range from before it and one reaching out of it.
+#[test]
+fn interval_map_cuts_through_many_runs_like_the_reference() {
+    for (start, end) in [(3, 30), (4, 29), (0, 48), (5, 6), (2, 40)] {
+        let mut map = IntervalMap::new();
+        let mut reference = RefMap { runs: std::collections::BTreeMap::new() };
+        for k in (0..40).step_by(3) {
+            map.set(k, k + 2, Own((k % 3) as u8, k));
+            reference.set(k, k + 2, Own((k % 3) as u8, k));
+        }
+        let mut m2 = map.clone();
+        let mut r2 = RefMap { runs: reference.runs.clone() };
+        map.set(start, end, Own(1, 7));
+        reference.set(start, end, Own(1, 7));
+        m2.clear(start, end);
+        r2.clear(start, end);
+        for (m, r) in [(&map, &reference), (&m2, &r2)] {
+            m.invariants();
+            let got: Vec<(u64, u64, Own)> = m.runs().map(|(s, e, v)| (s, e, *v)).collect();
+            let want: Vec<(u64, u64, Own)> = r.runs.iter().map(|(&s, &(e, v))| (s, e, v)).collect();
+            assert_eq!(got, want, "[{start}, {end})");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(2048))]
+
+    /// Run for run (not only key for key) the map the split-then-remove formulation leaves.
+    #[test]
+    fn interval_map_keeps_the_reference_runs(ops in prop::collection::vec(fragmenting_map_op(), 1..60)) {
+        let mut map = IntervalMap::new();
+        let mut reference = RefMap { runs: std::collections::BTreeMap::new() };
+        for op in &ops {
+            match *op {
+                MapOp::Set(s, e, o, p) => {
+                    map.set(s, e, Own(o, p));
+                    reference.set(s, e, Own(o, p));
+                }
+                MapOp::Clear(s, e) => {
+                    map.clear(s, e);
+                    reference.clear(s, e);
+                }
+            }
+            map.invariants();
+            let got: Vec<(u64, u64, Own)> = map.runs().map(|(s, e, v)| (s, e, *v)).collect();
+            let want: Vec<(u64, u64, Own)> = reference.runs.iter().map(|(&s, &(e, v))| (s, e, v)).collect();
+            prop_assert_eq!(got, want, "after {:?}", op);
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum PoolOp {
     /// Request `r` allocates `n` pages (if it holds none).
