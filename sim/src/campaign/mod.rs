@@ -9,8 +9,14 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards.
 
+pub mod coverage;
 mod error;
+pub mod fuzz;
+pub mod fuzz_targets;
 pub mod html;
+pub mod reach;
+pub mod shrink;
+pub mod triage;
 
 use crate::triage::KnownBugs;
 pub use error::{CampaignError, CampaignKey};

@@ -4,6 +4,8 @@
 //! Every violation is built with [`Violation::new`] and the setters below (one constructor: the
 //! defaults of the fields a kind leaves empty are written once, here).
 
+pub mod expect;
+pub mod explore;
 pub mod liveness;
 pub mod oracle;
 pub use oracle::{Culprit, Kind, Oracle, ReadSummary, Tally, Violation};

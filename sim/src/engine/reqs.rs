@@ -245,7 +245,7 @@ mod tests {
     /// record per request.
     #[test]
     fn a_clean_run_folds_every_request_and_keeps_no_job() {
-        let text = include_str!("../bench-scenarios/blis-fair-10k.toml");
+        let text = include_str!("../../bench-scenarios/blis-fair-10k.toml");
         let mut cfg = crate::scenario::Scenario::parse("blis-fair-10k.toml", text)
             .and_then(|s| s.resolve(&Default::default()))
             .expect("parses");

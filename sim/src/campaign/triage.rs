@@ -55,11 +55,11 @@ pub struct KnownBugs {
 
 /// The shipped known-bugs files, by profile.
 pub const SHIPPED: &[(&str, &str)] = &[
-    ("sglang-0.5.22", include_str!("../../known-bugs/sglang-0.5.22.toml")),
-    ("vllm-nixl", include_str!("../../known-bugs/vllm-nixl.toml")),
+    ("sglang-0.5.22", include_str!("../../../known-bugs/sglang-0.5.22.toml")),
+    ("vllm-nixl", include_str!("../../../known-bugs/vllm-nixl.toml")),
 ];
 
-const CATALOGUE: &str = include_str!("../../docs/reference/bug-catalogue.md");
+const CATALOGUE: &str = include_str!("../../../docs/reference/bug-catalogue.md");
 
 /// The row ids of `docs/reference/bug-catalogue.md` (the first column of its table).
 pub fn catalogue_rows() -> Vec<&'static str> {

@@ -320,7 +320,7 @@ mod scale_tests {
 
     #[test]
     fn x1000_scales_prompts_sizes_and_costs() {
-        let text = include_str!("../bench-scenarios/mixed-10k.toml");
+        let text = include_str!("../../bench-scenarios/mixed-10k.toml");
         let a = crate::scenario::Scenario::parse("mixed-10k.toml", text)
             .and_then(|s| s.resolve(&Default::default()))
             .expect("mixed-10k parses");

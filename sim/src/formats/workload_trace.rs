@@ -819,8 +819,8 @@ mod tests {
 
     const CONVERSATION: &str = "conversation_trace.jsonl";
     const SYNTHETIC: &str = "synthetic_trace.jsonl";
-    const GOOD_CSV: &str = include_str!("../tests/data/traces/vidur_tenants_crlf.csv");
-    const BAD_CSV: &str = include_str!("../tests/data/traces/vidur_backwards.csv");
+    const GOOD_CSV: &str = include_str!("../../tests/data/traces/vidur_tenants_crlf.csv");
+    const BAD_CSV: &str = include_str!("../../tests/data/traces/vidur_backwards.csv");
 
     /// The Mooncake traces are vendored in the repository: `<repo>/data/mooncake/`.
     fn mooncake(name: &str) -> (String, String) {
