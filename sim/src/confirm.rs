@@ -192,6 +192,9 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Low
     check_volume(mem)
 }
 
+/// A memory log, borrowed or rewritten.
+type MemLog<'a> = std::borrow::Cow<'a, [(u64, MemOp)]>;
+
 /// The pool a lowered program keeps lagged batches' data in flight in (`MemOp::Send` until its
 /// `Land`): no configuration has this many prefill nodes (`scenario::MAX_NODES`).
 pub const WIRE: PoolId = PoolId { role: Role::Prefill, index: u16::MAX };
@@ -201,7 +204,7 @@ pub const WIRE: PoolId = PoolId { role: Role::Prefill, index: u16::MAX };
 /// plain copies: each wire gets its own pages, numbered from 1 in the order the sends come.
 /// Also the wire pool's page count (1 when there is no wire). A land without its send, or of a
 /// different page count, is an invalid log.
-fn wires_as_copies(mem: &[(u64, MemOp)]) -> Result<(std::borrow::Cow<'_, [(u64, MemOp)]>, u64), LowerError> {
+fn wires_as_copies(mem: &[(u64, MemOp)]) -> Result<(MemLog<'_>, u64), LowerError> {
     if !mem.iter().any(|(_, op)| matches!(op, MemOp::Send { .. } | MemOp::Land { .. })) {
         return Ok((std::borrow::Cow::Borrowed(mem), 1));
     }
