@@ -198,6 +198,35 @@ fn wire_id(job: u32, batch: u32) -> u64 {
     (u64::from(job) << 32) | u64::from(batch)
 }
 
+/// A batch's source and destination runs paired page for page, as (src, dst, count) runs (walked
+/// run by run, not page by page; adjacent pairs merged): the pages of a `MemOp::Copy`.
+fn page_pairs(src: &[Run], dst: &[Run]) -> Vec<(u32, u32, u32)> {
+    let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
+    let (mut si, mut di, mut so, mut dof) = (0usize, 0usize, 0u32, 0u32);
+    while si < src.len() && di < dst.len() {
+        let (s, d) = (src[si], dst[di]);
+        let n = (s.count - so).min(d.count - dof);
+        let (sp, dp) = (s.first + so, d.first + dof);
+        if n > 0 {
+            match pairs.last_mut() {
+                Some((ls, ld, c)) if *ls + *c == sp && *ld + *c == dp => *c += n,
+                _ => pairs.push((sp, dp, n)),
+            }
+        }
+        so += n;
+        dof += n;
+        if so == s.count {
+            si += 1;
+            so = 0;
+        }
+        if dof == d.count {
+            di += 1;
+            dof = 0;
+        }
+    }
+    pairs
+}
+
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
 struct JobIds {
     r: RequestId,
@@ -468,7 +497,8 @@ impl World {
         if j.batches[batch as usize].skipped {
             return; // skipped after an abort: never written, its land was uncounted then
         }
-        let b = j.batches[batch as usize].clone();
+        // The page lists only: a lagged batch's wire contents are taken below, never copied.
+        let (src, dst) = (j.batches[batch as usize].src.clone(), j.batches[batch as usize].dst.clone());
         let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
         if self.prefill[p].epoch != j.prefill_epoch {
             return; // the source died with its process
@@ -484,58 +514,27 @@ impl World {
         }
         let src_id = j.prefill.node();
         let dst_id = j.decode.node();
-        if let Some(contents) = self.jobs[job as usize].batches[batch as usize].wire.take() {
-            // Read at the end of its wire time (`transfer_read`): what lands is what was read.
-            if reader_alive {
-                let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
-                self.mem(MemOp::Land {
-                    src: src_id,
-                    dst: dst_id,
-                    r: j.r,
-                    wire: wire_id(job, batch),
-                    pages: b.dst.clone(),
-                });
-                self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
-                if let Some(dr) = self.decode[d].reqs.get_mut(&j.r) {
-                    dr.dirty = true;
-                }
+        // What lands: a lagged batch's contents as read at the end of its wire time
+        // (`transfer_read`), otherwise the source read now. Reading a source page the request no
+        // longer holds is itself a use after free. Pages it released into the radix cache, and
+        // the cached blocks it borrowed, are still its data while the same cache entry holds them.
+        let wire = self.jobs[job as usize].batches[batch as usize].wire.take();
+        let wired = wire.is_some();
+        let contents = match wire {
+            Some(c) => Some(*c),
+            None => {
+                let src_rep = self.prefill[p].pool.not_held_by(&src, j.r, &self.jobs[job as usize].lenders);
+                self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
+                reader_alive.then(|| self.prefill[p].pool.page_contents(&src))
             }
-            self.prefill_maybe_drained(j.prefill, j.r);
-            return;
-        }
-        // Reading a source page the request no longer holds is itself a use after free. Pages it
-        // released into the radix cache, and the cached blocks it borrowed, are still its data
-        // while the same cache entry holds them.
-        let src_rep = self.prefill[p].pool.not_held_by(&b.src, j.r, &self.jobs[job as usize].lenders);
-        self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-        if reader_alive {
-            let contents = self.prefill[p].pool.page_contents(&b.src);
-            let rep = self.decode[d].pool.land_copy(&contents, &b.dst, j.r);
-            // (src, dst, count) runs, walked run by run (not page by page).
-            let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
-            let (mut si, mut di, mut so, mut dof) = (0usize, 0usize, 0u32, 0u32);
-            while si < b.src.len() && di < b.dst.len() {
-                let (s, d) = (b.src[si], b.dst[di]);
-                let n = (s.count - so).min(d.count - dof);
-                let (sp, dp) = (s.first + so, d.first + dof);
-                if n > 0 {
-                    match pairs.last_mut() {
-                        Some((ls, ld, c)) if *ls + *c == sp && *ld + *c == dp => *c += n,
-                        _ => pairs.push((sp, dp, n)),
-                    }
-                }
-                so += n;
-                dof += n;
-                if so == s.count {
-                    si += 1;
-                    so = 0;
-                }
-                if dof == d.count {
-                    di += 1;
-                    dof = 0;
-                }
+        };
+        if let Some(contents) = contents.filter(|_| reader_alive) {
+            let rep = self.decode[d].pool.land_copy(&contents, &dst, j.r);
+            if wired {
+                self.mem(MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: dst });
+            } else {
+                self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(&src, &dst) });
             }
-            self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: pairs });
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
