@@ -66,3 +66,17 @@ fn safety_found_before_the_cut_still_counts() {
     assert!(cut.now >= first_read);
     assert_eq!(Report::build(&cut, String::new()).exit_code, exit::SAFETY);
 }
+
+#[test]
+fn the_event_limit_grows_with_the_workload() {
+    // A guard against runaway runs, not a cap on long workloads: the 10M-request bench needs
+    // ≈ 41 events per request (410M), which a fixed 200M limit cut off halfway.
+    use kvsim::world::{event_limit, EVENTS_PER_REQUEST, MAX_EVENTS};
+    let mut cfg = crate::load("glm53-fixed-config.toml", Some("sglang-0.5.22"), &[]);
+    let explicit = cfg.requests.len() as u64 + cfg.generator.as_ref().map_or(0, |g| u64::from(g.requests));
+    assert_eq!(event_limit(&cfg), MAX_EVENTS + EVENTS_PER_REQUEST * explicit);
+    assert_eq!(World::new(cfg.clone(), Tracer::new(None)).max_events, event_limit(&cfg));
+    cfg.requests.clear();
+    cfg.generator.as_mut().expect("the scenario draws its requests").requests = 10_000_000;
+    assert!(event_limit(&cfg) > 100 * 10_000_000, "{}", event_limit(&cfg));
+}
