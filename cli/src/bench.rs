@@ -321,7 +321,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
         virtual_s: w.ended_at.0 as f64 / 1e9,
         trace_hash: w.tracer.hash_hex(),
         ownership_runs_end,
-        exit_code: kvsim::report::Report::build(&w, String::new()).exit_code,
+        exit_code: kvsim::report::exit_status(&w),
     }
 }
 

@@ -195,6 +195,23 @@ pub fn story(w: &World, v: &Violation) -> String {
     s
 }
 
+/// The exit status of a finished run (the report's `exit_code`), without building the report:
+/// the report lists every request (O(requests): ≈ 1.5 GB at 10M requests), the status needs
+/// only the verdicts (`kvsim bench` uses this, so that its process measures the run's memory).
+pub fn exit_status(w: &World) -> i32 {
+    if w.reference.as_ref().is_some_and(|rf| rf.disagreement_count > 0) {
+        exit::ORACLE_DISAGREEMENT
+    } else if w.oracle.has_safety() {
+        exit::SAFETY
+    } else if w.event_limit_hit {
+        exit::INCONCLUSIVE
+    } else if w.oracle.has_liveness() {
+        exit::LIVENESS
+    } else {
+        exit::CLEAN
+    }
+}
+
 impl Report {
     pub fn build(w: &World, reproduce: String) -> Report {
         let mut outcomes = BTreeMap::new();
@@ -255,17 +272,7 @@ impl Report {
             disagreements: rf.disagreement_count,
             first: rf.disagreements.iter().take(8).map(|d| d.to_string()).collect(),
         });
-        let exit_code = if oracle_check.as_ref().is_some_and(|c| c.disagreements > 0) {
-            exit::ORACLE_DISAGREEMENT
-        } else if w.oracle.has_safety() {
-            exit::SAFETY
-        } else if w.event_limit_hit {
-            exit::INCONCLUSIVE
-        } else if w.oracle.has_liveness() {
-            exit::LIVENESS
-        } else {
-            exit::CLEAN
-        };
+        let exit_code = exit_status(w);
         let violation_counts: BTreeMap<String, u64> =
             w.oracle.requests_affected().into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
         let per_request = crate::latency::records(w);

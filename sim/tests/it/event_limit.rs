@@ -2,7 +2,7 @@
 //! `event_limit` (exit 13), never a hang or a leak of requests the cut left in flight.
 
 use kvsim::check::Kind;
-use kvsim::report::{exit, Report};
+use kvsim::report::{exit, exit_status, Report};
 use kvsim::trace::Tracer;
 use kvsim::world::World;
 
@@ -22,6 +22,7 @@ fn a_cut_run_is_inconclusive_not_a_hang() {
     let whole = run(None, "glm53-fixed-config.toml", "sglang-0.5.22");
     assert!(!whole.event_limit_hit);
     assert_eq!(Report::build(&whole, String::new()).exit_code, exit::CLEAN);
+    assert_eq!(exit_status(&whole), exit::CLEAN, "the bench's status without the report agrees");
     assert!(whole.events > 2_000, "the run needs more events than the limit below: {}", whole.events);
 
     // ...and cut after 2,000 events, with requests still in flight, it is neither clean nor a hang.
@@ -36,6 +37,7 @@ fn a_cut_run_is_inconclusive_not_a_hang() {
     );
     let report = Report::build(&cut, String::new());
     assert_eq!(report.exit_code, exit::INCONCLUSIVE);
+    assert_eq!(exit_status(&cut), exit::INCONCLUSIVE);
     assert_eq!(report.event_limit, Some(2_000));
     assert!(report.text().contains("INCONCLUSIVE"), "{}", report.text());
     assert!(kvsim::fuzz::signatures(&cut).contains(kvsim::fuzz::EVENT_LIMIT));
@@ -65,6 +67,7 @@ fn safety_found_before_the_cut_still_counts() {
     assert!(cut.event_limit_hit);
     assert!(cut.now >= first_read);
     assert_eq!(Report::build(&cut, String::new()).exit_code, exit::SAFETY);
+    assert_eq!(exit_status(&cut), exit::SAFETY);
 }
 
 #[test]
