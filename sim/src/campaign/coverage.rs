@@ -18,7 +18,7 @@
 //! nothing else reads it and the probe runs on every event.
 
 use crate::event::Ev;
-use crate::types::{DecodeIdx, NodeId, NodeIdx, PrefillIdx, RequestId, Role};
+use crate::types::{DecodeIdx, JobId, NodeId, NodeIdx, PrefillIdx, RequestId, Role};
 use crate::world::World;
 
 /// Slots of the hit-count map (a power of two). Collisions merge two edges, as in libFuzzer's
@@ -110,7 +110,7 @@ pub struct Probe {
 fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
     let p = |n: PrefillIdx| Some(n.node());
     let d = |n: DecodeIdx| Some(n.node());
-    let job = |j: u32| w.jobs.get(j as usize);
+    let job = |j: JobId| w.jobs.get(j);
     match ev {
         Ev::Arrive { r } => (1, Some(*r), None),
         Ev::ClientAbort { r } => (2, Some(*r), None),

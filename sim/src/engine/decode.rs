@@ -83,7 +83,7 @@ pub struct DReq {
 
 #[derive(Debug)]
 pub struct DecodeNode {
-    index: u16,
+    index: DecodeIdx,
     pool_tokens: u64,
     pub pool: Pool,
     meta: MetaSlots,
@@ -106,8 +106,8 @@ pub struct DecodeNode {
 }
 
 impl DecodeNode {
-    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> DecodeNode {
-        let id = NodeId { role: Role::Decode, index };
+    pub fn new(index: DecodeIdx, c: &NodeConfig, k: &Knobs) -> DecodeNode {
+        let id = index.node();
         DecodeNode {
             index,
             pool_tokens: c.pool_tokens,
@@ -140,7 +140,7 @@ impl DecodeNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId { role: Role::Decode, index: self.index }
+        self.index.node()
     }
 
     pub fn load(&self) -> usize {

@@ -59,7 +59,7 @@ pub struct PReq {
     pub jobs_in_flight: u32,
     pub lands_pending: u32,
     /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
-    pub jobs: Vec<u32>,
+    pub jobs: Vec<crate::types::JobId>,
     pub ack_decode: bool,
     pub entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
@@ -75,7 +75,7 @@ pub struct PReq {
 
 #[derive(Debug)]
 pub struct PrefillNode {
-    index: u16,
+    index: PrefillIdx,
     pool_tokens: u64,
     pub pool: Pool,
     meta: MetaSlots,
@@ -99,8 +99,8 @@ pub struct PrefillNode {
 }
 
 impl PrefillNode {
-    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> PrefillNode {
-        let id = NodeId { role: Role::Prefill, index };
+    pub fn new(index: PrefillIdx, c: &NodeConfig, k: &Knobs) -> PrefillNode {
+        let id = index.node();
         PrefillNode {
             index,
             pool_tokens: c.pool_tokens,
@@ -134,7 +134,7 @@ impl PrefillNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId { role: Role::Prefill, index: self.index }
+        self.index.node()
     }
 
     pub fn load(&self) -> usize {

@@ -236,8 +236,9 @@ pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId)
 impl World {
     pub fn new(cfg: SimConfig, tracer: Tracer) -> World {
         let k = &cfg.knobs;
-        let prefill = (0..cfg.prefill.len()).map(|i| PrefillNode::new(i as u16, &cfg.prefill[i], k)).collect();
-        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(i as u16, &cfg.decode[i], k)).collect();
+        let prefill =
+            (0..cfg.prefill.len()).map(|i| PrefillNode::new(PrefillIdx(i as u16), &cfg.prefill[i], k)).collect();
+        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(DecodeIdx(i as u16), &cfg.decode[i], k)).collect();
         let mut w = World {
             router: Router::new(cfg.seed, cfg.router_policy),
             rng_faults: Prng::child(cfg.seed, "faults"),
@@ -693,7 +694,7 @@ impl World {
             Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
                 if self.fold_finished =>
             {
-                self.jobs.get(job as usize).map(|j| j.r)
+                self.jobs.get(job).map(|j| j.r)
             }
             _ => None,
         };
