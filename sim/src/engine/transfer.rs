@@ -279,14 +279,14 @@ impl World {
         let r = job.r;
         let node = job.prefill.at();
         let reader = &self.decode[job.decode.at()];
-        if self.decode_pulls() && !(reader.alive && reader.epoch == job.decode_epoch) {
+        if self.decode_pulls() && !(reader.alive() && reader.epoch() == job.decode_epoch) {
             // Decode pulls, and the incarnation that would read is gone: no read is ever issued
             // (`transfer_reader_died`); the job ends failed at once.
             for b in job.batches.iter_mut() {
                 b.skipped = true;
             }
             self.at(self.now, Ev::TransferDone { job: id, ok: false });
-            if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+            if let Some(pr) = self.prefill[node].req_mut(r) {
                 pr.jobs_in_flight += 1;
                 pr.jobs.push(id);
             }
@@ -294,13 +294,13 @@ impl World {
             debug_assert_eq!(pushed, id);
             return;
         }
-        let mut t = self.now.max(self.prefill[node].xfer_free_at);
+        let mut t = self.now.max(self.prefill[node].xfer_free_at());
         let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
         // its destination): the first write fails like any failed batch (the room goes Failed and
         // its later chunks are dropped, `job_done`). See `transfer_reader_died`.
-        let dst_gone = !(reader.alive && reader.epoch == job.decode_epoch);
+        let dst_gone = !(reader.alive() && reader.epoch() == job.decode_epoch);
         let mut ok = true;
         let mut lands = 0u32;
         for (b, batch) in job.batches.iter_mut().enumerate() {
@@ -347,9 +347,9 @@ impl World {
             }
         }
         job.lands_left = lands;
-        self.prefill[node].xfer_free_at = t;
+        self.prefill[node].book_transfer_worker(t);
         self.at(t, Ev::TransferDone { job: id, ok });
-        if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+        if let Some(pr) = self.prefill[node].req_mut(r) {
             pr.jobs_in_flight += 1;
             pr.lands_pending += lands;
             pr.jobs.push(id);
@@ -369,7 +369,7 @@ impl World {
     /// this very instant is skipped too — after a failed chunk, whose status the worker set before
     /// it dequeued the next one; an abort (another thread) leaves a batch starting now writing.
     fn transfer_skip_queued(&mut self, n: PrefillIdx, r: RequestId, from_now: bool) {
-        let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
+        let Some(pr) = self.prefill[n.at()].reqs().get(&r) else {
             return;
         };
         for id in pr.jobs.clone() {
@@ -404,7 +404,7 @@ impl World {
         }
         self.jobs.entry(id).dones_left += 1;
         self.at(end, Ev::TransferDone { job: id, ok: false });
-        if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
+        if let Some(pr) = self.pnode_mut(n).req_mut(r) {
             pr.lands_pending -= skipped_lands;
         }
     }
@@ -433,7 +433,7 @@ impl World {
     /// lands nothing (`land_batch`: the incarnation it wrote to is gone). A restarted decode is a
     /// new incarnation with a new registration: later batches do not write into it either.
     pub(crate) fn transfer_reader_died(&mut self, d: DecodeIdx) {
-        let epoch = self.decode[d.at()].epoch;
+        let epoch = self.decode[d.at()].epoch();
         let ids: Vec<JobId> = self
             .jobs
             .live
@@ -489,18 +489,18 @@ impl World {
         let Some(j) = self.jobs.get(job) else { return };
         let (r, p, prefill_epoch, prefill) = (j.r, j.prefill.at(), j.prefill_epoch, j.prefill);
         let Some(b) = j.batches.get(batch as usize) else { return };
-        if b.skipped || self.prefill[p].epoch != prefill_epoch {
+        if b.skipped || self.prefill[p].epoch() != prefill_epoch {
             return; // never written, or the source died with its process (`land_batch`)
         }
         let (d, decode_epoch) = (j.decode.at(), j.decode_epoch);
-        if self.decode_pulls() && !(self.decode[d].alive && self.decode[d].epoch == decode_epoch) {
+        if self.decode_pulls() && !(self.decode[d].alive() && self.decode[d].epoch() == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
         let src = b.src.clone();
         let src_id = prefill.node();
-        let rep = self.prefill[p].pool.not_held_by(&src, r, &self.jobs[job].lenders);
+        let rep = self.prefill[p].pool().not_held_by(&src, r, &self.jobs[job].lenders);
         self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
-        let contents = self.prefill[p].pool.page_contents(&src);
+        let contents = self.prefill[p].pool().page_contents(&src);
         self.mem(MemOp::Send { src: src_id, r, wire: wire_id(job, batch), pages: src });
         self.jobs[job].batches[batch as usize].wire = Some(Box::new(contents));
     }
@@ -515,13 +515,13 @@ impl World {
         // The page lists only: a lagged batch's wire contents are taken below, never copied.
         let (src, dst) = (j.batches[batch as usize].src.clone(), j.batches[batch as usize].dst.clone());
         let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
-        if self.prefill[p].epoch != j.prefill_epoch {
+        if self.prefill[p].epoch() != j.prefill_epoch {
             return; // the source died with its process
         }
-        if let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) {
+        if let Some(pr) = self.prefill[p].req_mut(j.r) {
             pr.lands_pending -= 1;
         }
-        let reader_alive = self.decode[d].epoch == j.decode_epoch && self.decode[d].alive;
+        let reader_alive = self.decode[d].epoch() == j.decode_epoch && self.decode[d].alive();
         if !reader_alive && self.decode_pulls() {
             // Decode pulls and died: nobody reads the source any more (`transfer_reader_died`).
             self.prefill_maybe_drained(j.prefill, j.r);
@@ -538,13 +538,13 @@ impl World {
         let contents = match wire {
             Some(c) => Some(*c),
             None => {
-                let src_rep = self.prefill[p].pool.not_held_by(&src, j.r, &self.jobs[job].lenders);
+                let src_rep = self.prefill[p].pool().not_held_by(&src, j.r, &self.jobs[job].lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-                reader_alive.then(|| self.prefill[p].pool.page_contents(&src))
+                reader_alive.then(|| self.prefill[p].pool().page_contents(&src))
             }
         };
         if let Some(contents) = contents.filter(|_| reader_alive) {
-            let rep = self.decode[d].pool.land_copy(&contents, &dst, j.r);
+            let rep = self.decode[d].pool_mut().land_copy(&contents, &dst, j.r);
             if wired {
                 self.mem(MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: dst });
             } else {
@@ -553,7 +553,7 @@ impl World {
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
-            if let Some(dr) = self.decode[d].reqs.get_mut(&j.r) {
+            if let Some(dr) = self.decode[d].req_mut(j.r) {
                 dr.dirty = true;
             }
         }
@@ -576,7 +576,7 @@ impl World {
         if pages.is_empty() {
             return;
         }
-        let bad = self.prefill[n.at()].pool.free(&pages, crate::pool::Holder::Req(r));
+        let bad = self.prefill[n.at()].pool_mut().free(&pages, crate::pool::Holder::Req(r));
         let pool = self.prefill[n.at()].id();
         self.note_bad_frees(pool, r, bad);
     }
@@ -605,11 +605,11 @@ impl World {
             prefill: j.prefill,
             decode: j.decode,
         };
-        if self.prefill[p].epoch != j.prefill_epoch {
+        if self.prefill[p].epoch() != j.prefill_epoch {
             return;
         }
-        let decode_ok = self.decode[j.decode.at()].epoch == j.decode_epoch && self.decode[j.decode.at()].alive;
-        let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
+        let decode_ok = self.decode[j.decode.at()].epoch() == j.decode_epoch && self.decode[j.decode.at()].alive();
+        let Some(pr) = self.prefill[p].req_mut(j.r) else {
             if aborted && self.cfg.knobs.prefill_rejected_release == crate::config::RejectedRelease::Twice {
                 self.transfer_release_again(job, j.prefill, j.r);
             }

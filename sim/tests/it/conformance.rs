@@ -563,7 +563,7 @@ fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
         let w = run(text, p, &[("decode_abort_release", "deferred")]);
         assert_eq!(w.reqs[1].prefill_leg, Some(500), "{p}");
         assert_eq!(w.prefill[0].meta().in_use(), 0, "{p}");
-        assert!(w.prefill[0].reqs.is_empty(), "{p}");
+        assert!(w.prefill[0].reqs().is_empty(), "{p}");
         assert!(w.oracle.violations.is_empty(), "{p}: {:?}", w.oracle.violations);
     }
 }
@@ -794,7 +794,7 @@ fn s3_5_inflight_success_overwrites_a_pending_abort_on_0_5_16() {
     assert_eq!(kept.reqs[0].prefill_leg, Some(400));
     // Released at once on Success: nothing held on prefill once the run is over (radix-cached
     // pages are not held by a request).
-    assert!(kept.prefill[0].reqs.is_empty() && kept.prefill[0].meta().in_use() == 0);
+    assert!(kept.prefill[0].reqs().is_empty() && kept.prefill[0].meta().in_use() == 0);
 }
 
 #[test]
