@@ -299,7 +299,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
         (events, requests, last) = (ev, rq, w);
     }
     let w = last.expect("at least one run");
-    let pools = w.prefill.iter().map(|p| &p.pool).chain(w.decode.iter().map(|d| &d.pool));
+    let pools = w.prefill.iter().map(|p| p.pool()).chain(w.decode.iter().map(|d| d.pool()));
     let ownership_runs_end = pools.map(|p| p.ownership_runs() as u64).sum();
     let wall_s = median(&walls);
     let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };

@@ -178,6 +178,26 @@ impl fmt::Debug for DecodeIdx {
     }
 }
 
+/// A transfer job (`World::jobs`), numbered in submission order from 0 and never reused: a `u32`
+/// that cannot be confused with a batch number or a page. Serialises, hashes and prints (`Debug`)
+/// as the bare number, so the JSON trace, the trace encoding (`trace::encode` writes `.0`) and the
+/// state digest read the same as for a raw `u32`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub u32);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
 /// A KV pool is owned by exactly one node; its name is the node's.
 pub type PoolId = NodeId;
 

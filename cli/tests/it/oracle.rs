@@ -175,7 +175,7 @@ fn reusing_a_block_the_tenant_sent_itself_is_not_a_prefix_hit() {
     // Tenant 1's copy of block [100] is the cached one; tenant 2 sent it too.
     let chain = kvsim::prefix::chain_ids(&[100])[0];
     let b =
-        w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b).expect("block [100] is cached");
+        w.prefill[0].prefix().blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b).expect("block [100] is cached");
     assert_eq!(b.tenant, kvsim::types::TenantId(1));
     assert!(b.senders.contains(&kvsim::types::TenantId(2)));
     assert!(!w.oracle.has(Kind::CrossTenantPrefixHit, RequestId(3)));
@@ -192,7 +192,7 @@ fn prefix_index_is_keyed_by_the_chain() {
     let w = run_checked(config("chained-keys.toml", &[]));
     let holder = |blocks: &[u64]| {
         let chain = *kvsim::prefix::chain_ids(blocks).last().unwrap();
-        w.prefill[0].prefix.blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b.request)
+        w.prefill[0].prefix().blocks.iter().find(|(k, _)| k.2 == chain).map(|(_, b)| b.request)
     };
     // Block 5 after 100 and block 5 after 200 are two entries, each with its own KV.
     assert_eq!(holder(&[100, 5]), Some(RequestId(0)));

@@ -18,7 +18,7 @@
 //! nothing else reads it and the probe runs on every event.
 
 use crate::event::Ev;
-use crate::types::{DecodeIdx, NodeId, NodeIdx, PrefillIdx, RequestId, Role};
+use crate::types::{DecodeIdx, JobId, NodeId, NodeIdx, PrefillIdx, RequestId, Role};
 use crate::world::World;
 
 /// Slots of the hit-count map (a power of two). Collisions merge two edges, as in libFuzzer's
@@ -110,7 +110,7 @@ pub struct Probe {
 fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
     let p = |n: PrefillIdx| Some(n.node());
     let d = |n: DecodeIdx| Some(n.node());
-    let job = |j: u32| w.jobs.get(j as usize);
+    let job = |j: JobId| w.jobs.get(j);
     match ev {
         Ev::Arrive { r } => (1, Some(*r), None),
         Ev::ClientAbort { r } => (2, Some(*r), None),
@@ -149,12 +149,12 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
 /// final status class and the flags the bug chains set.
 fn req_phase(w: &World, r: RequestId) -> u64 {
     let q = &w.reqs[r.idx()];
-    let pl = w.prefill.get(q.prefill.at()).and_then(|n| n.reqs.get(&r)).map_or(0, |x| {
+    let pl = w.prefill.get(q.prefill.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
         1 + x.phase as u64
             + 8 * x.sender as u64
             + 64 * (x.pending_abort.is_some() as u64 + 2 * x.dst.is_some() as u64 + 4 * (x.lands_pending > 0) as u64)
     });
-    let dl = w.decode.get(q.decode.at()).and_then(|n| n.reqs.get(&r)).map_or(0, |x| {
+    let dl = w.decode.get(q.decode.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
         1 + x.phase as u64
             + 8 * x.status_ok.map_or(0, |ok| 1 + ok as u64)
             + 32 * (x.pending_abort.is_some() as u64 + 2 * x.dirty as u64)
@@ -178,22 +178,22 @@ fn node_shape(w: &World, n: NodeId) -> u64 {
     let low = |free: u64, held: u64| (free * 4 < free + held) as u64;
     match n.idx() {
         NodeIdx::Prefill(p) => w.prefill.get(p.at()).map_or(0, |x| {
-            x.alive as u64
+            x.alive() as u64
                 | (x.busy() as u64) << 1
                 | (!x.bootstrap().is_empty() as u64) << 2
                 | (!x.waiting().is_empty() as u64) << 3
                 | (!x.inflight().is_empty() as u64) << 4
                 | (!x.cache().is_empty() as u64) << 5
-                | low(x.pool.free_pages(), x.pool.held_pages()) << 6
+                | low(x.pool().free_pages(), x.pool().held_pages()) << 6
         }),
         NodeIdx::Decode(d) => w.decode.get(d.at()).map_or(0, |x| {
             1 << 8
-                | x.alive as u64
+                | x.alive() as u64
                 | (x.busy() as u64) << 1
                 | (!x.prealloc().is_empty() as u64) << 2
                 | (!x.transfer_queue().is_empty() as u64) << 3
                 | (!x.running().is_empty() as u64) << 4
-                | low(x.pool.free_pages(), x.pool.held_pages()) << 6
+                | low(x.pool().free_pages(), x.pool().held_pages()) << 6
         }),
     }
 }

@@ -83,31 +83,31 @@ pub struct DReq {
 
 #[derive(Debug)]
 pub struct DecodeNode {
-    index: u16,
+    index: DecodeIdx,
     pool_tokens: u64,
-    pub pool: Pool,
+    pool: Pool,
     meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
     max_running: u32,
-    pub alive: bool,
-    pub epoch: u32,
+    alive: bool,
+    epoch: u32,
     prealloc: VecDeque<RequestId>,
     transfer: Vec<RequestId>,
     running: Vec<RequestId>,
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
     retracted: VecDeque<RequestId>,
-    pub reqs: BTreeMap<RequestId, DReq>,
+    reqs: BTreeMap<RequestId, DReq>,
     busy: bool,
-    pub tick_pending: bool,
+    tick_pending: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
-    pub prefix: crate::prefix::PrefixIndex,
+    prefix: crate::prefix::PrefixIndex,
 }
 
 impl DecodeNode {
-    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> DecodeNode {
-        let id = NodeId { role: Role::Decode, index };
+    pub fn new(index: DecodeIdx, c: &NodeConfig, k: &Knobs) -> DecodeNode {
+        let id = index.node();
         DecodeNode {
             index,
             pool_tokens: c.pool_tokens,
@@ -140,11 +140,69 @@ impl DecodeNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId { role: Role::Decode, index: self.index }
+        self.index.node()
     }
 
     pub fn load(&self) -> usize {
         self.reqs.len()
+    }
+
+    /// The node is up: not crashed, or restarted since.
+    pub fn alive(&self) -> bool {
+        self.alive
+    }
+
+    /// The restart count: an event carrying an older epoch is addressed to a crashed incarnation.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Comes back up after a crash (`World::restart`); the crash already advanced the epoch.
+    pub(crate) fn restart(&mut self) {
+        self.alive = true;
+    }
+
+    /// Marks a tick pending; true when none was (the caller schedules it, `World::tick`).
+    pub(crate) fn arm_tick(&mut self) -> bool {
+        !std::mem::replace(&mut self.tick_pending, true)
+    }
+
+    /// The pending tick found nothing to do: the next change schedules one again.
+    pub(crate) fn disarm_tick(&mut self) {
+        self.tick_pending = false;
+    }
+
+    /// The node's requests by id.
+    pub fn reqs(&self) -> &BTreeMap<RequestId, DReq> {
+        &self.reqs
+    }
+
+    /// One of the node's requests, for another component's handler to update (the transfer
+    /// engine's job counts, the prefix cache's borrowed blocks).
+    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut DReq> {
+        self.reqs.get_mut(&r)
+    }
+
+    /// The node's KV pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The pool, for the components that write into it besides this module's handlers (the
+    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
+    /// oracle's memory operations).
+    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
+        &mut self.pool
+    }
+
+    /// The node's radix-cache prefix index.
+    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
+        &self.prefix
+    }
+
+    /// The prefix index, for `prefix`'s insert and eviction rules.
+    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
+        &mut self.prefix
     }
 
     /// A decode step is running (written only by this module's handlers).
@@ -223,7 +281,7 @@ impl World {
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
         let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
-        let prefill_epoch = if p.alive { p.epoch } else { p.epoch.saturating_sub(1) };
+        let prefill_epoch = if p.alive() { p.epoch() } else { p.epoch().saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
             r,
@@ -264,10 +322,10 @@ impl World {
             return;
         }
         let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
-        if !p.alive {
+        if !p.alive() {
             return;
         }
-        let (node, epoch) = (p.id(), p.epoch);
+        let (node, epoch) = (p.id(), p.epoch());
         let lat = self.msg_latency();
         self.after(lat, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node, epoch });
     }

@@ -10,7 +10,7 @@
 //! same bytes as when these fields were raw `u16`.
 
 use crate::pool::Run;
-use crate::types::{DecodeIdx, NodeId, PrefillIdx, RequestId, Role};
+use crate::types::{DecodeIdx, JobId, NodeId, PrefillIdx, RequestId, Role};
 use serde::{Deserialize, Serialize};
 
 /// Why a timer was set.
@@ -66,15 +66,15 @@ pub enum Ev {
     /// A lagged batch's wire time ends: its source pages are read now, and the data lands at
     /// `TransferLand` (only scheduled when the land comes later: `visibility_lag`).
     TransferRead {
-        job: u32,
+        job: JobId,
         batch: u32,
     },
     TransferLand {
-        job: u32,
+        job: JobId,
         batch: u32,
     },
     TransferDone {
-        job: u32,
+        job: JobId,
         ok: bool,
     },
     MetaLand {

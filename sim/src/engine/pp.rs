@@ -61,14 +61,14 @@ impl World {
     /// The first stage popped `r` from the bootstrap queue now; the later stages pop it one
     /// event-loop iteration after another.
     pub(crate) fn pp_first_stage_popped(&mut self, n: PrefillIdx, r: RequestId) {
-        let stages = self.prefill[n.at()].pp.stages;
+        let stages = self.prefill[n.at()].pp().stages;
         if stages <= 1 {
             return;
         }
         let now = self.now;
         let hop = self.cfg.cost.prefill_base_us.saturating_mul(1000);
         let last = now + Duration(hop.saturating_mul(u64::from(stages - 1)));
-        let pp = &mut self.prefill[n.at()].pp;
+        let pp = self.prefill[n.at()].pp_mut();
         pp.last_pop.retain(|_, t| *t > now);
         pp.last_pop.insert(r, last);
     }
@@ -80,7 +80,7 @@ impl World {
     pub(crate) fn pp_abort_blocked(&mut self, n: PrefillIdx, r: RequestId) -> bool {
         let now = self.now;
         let repoll = self.cfg.knobs.pp_bootstrap_consensus == PpBootstrapConsensus::LocalRepoll;
-        let pp = &mut self.prefill[n.at()].pp;
+        let pp = self.prefill[n.at()].pp_mut();
         if pp.wedged() {
             return true;
         }
@@ -96,7 +96,7 @@ impl World {
     /// metadata lag, which delays the first stage that writes a row. One stage: one row at
     /// `half + lag`, as without stages.
     pub(crate) fn pp_meta_row_delays(&self, n: PrefillIdx, half: Duration, lag: Duration) -> Vec<Duration> {
-        let stages = self.prefill[n.at()].pp.stages;
+        let stages = self.prefill[n.at()].pp().stages;
         let writers = match self.cfg.knobs.pp_metadata_writer {
             PpMetadataWriter::EveryStage => stages.max(1),
             PpMetadataWriter::LastStage => 1,

@@ -59,7 +59,7 @@ pub struct PReq {
     pub jobs_in_flight: u32,
     pub lands_pending: u32,
     /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
-    pub jobs: Vec<u32>,
+    pub jobs: Vec<crate::types::JobId>,
     pub ack_decode: bool,
     pub entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
@@ -75,32 +75,32 @@ pub struct PReq {
 
 #[derive(Debug)]
 pub struct PrefillNode {
-    index: u16,
+    index: PrefillIdx,
     pool_tokens: u64,
-    pub pool: Pool,
+    pool: Pool,
     meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
-    pub alive: bool,
-    pub epoch: u32,
+    alive: bool,
+    epoch: u32,
     bootstrap: Vec<RequestId>,
     waiting: VecDeque<RequestId>,
     inflight: Vec<RequestId>,
-    pub reqs: BTreeMap<RequestId, PReq>,
+    reqs: BTreeMap<RequestId, PReq>,
     pending_dst: BTreeMap<RequestId, DstInfo>,
     busy: bool,
-    pub tick_pending: bool,
+    tick_pending: bool,
     batch: Vec<(RequestId, u64, u64)>,
     cache: VecDeque<(RequestId, Vec<Run>)>,
-    pub prefix: crate::prefix::PrefixIndex,
-    pub xfer_free_at: Instant,
+    prefix: crate::prefix::PrefixIndex,
+    xfer_free_at: Instant,
     /// Pipeline-parallel stages (`pp_stages`; `crate::pp`).
-    pub pp: crate::pp::PpStages,
+    pp: crate::pp::PpStages,
 }
 
 impl PrefillNode {
-    pub fn new(index: u16, c: &NodeConfig, k: &Knobs) -> PrefillNode {
-        let id = NodeId { role: Role::Prefill, index };
+    pub fn new(index: PrefillIdx, c: &NodeConfig, k: &Knobs) -> PrefillNode {
+        let id = index.node();
         PrefillNode {
             index,
             pool_tokens: c.pool_tokens,
@@ -134,11 +134,89 @@ impl PrefillNode {
     }
 
     pub fn id(&self) -> NodeId {
-        NodeId { role: Role::Prefill, index: self.index }
+        self.index.node()
     }
 
     pub fn load(&self) -> usize {
         self.reqs.len()
+    }
+
+    /// The node is up: not crashed, or restarted since.
+    pub fn alive(&self) -> bool {
+        self.alive
+    }
+
+    /// The restart count: an event carrying an older epoch is addressed to a crashed incarnation.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Comes back up after a crash (`World::restart`); the crash already advanced the epoch.
+    pub(crate) fn restart(&mut self) {
+        self.alive = true;
+    }
+
+    /// Marks a tick pending; true when none was (the caller schedules it, `World::tick`).
+    pub(crate) fn arm_tick(&mut self) -> bool {
+        !std::mem::replace(&mut self.tick_pending, true)
+    }
+
+    /// The pending tick found nothing to do: the next change schedules one again.
+    pub(crate) fn disarm_tick(&mut self) {
+        self.tick_pending = false;
+    }
+
+    /// The node's requests by id.
+    pub fn reqs(&self) -> &BTreeMap<RequestId, PReq> {
+        &self.reqs
+    }
+
+    /// One of the node's requests, for another component's handler to update (the transfer
+    /// engine's job counts, the prefix cache's borrowed blocks).
+    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut PReq> {
+        self.reqs.get_mut(&r)
+    }
+
+    /// The node's KV pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The pool, for the components that write into it besides this module's handlers (the
+    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
+    /// oracle's memory operations).
+    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
+        &mut self.pool
+    }
+
+    /// The node's radix-cache prefix index.
+    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
+        &self.prefix
+    }
+
+    /// The prefix index, for `prefix`'s insert and eviction rules.
+    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
+        &mut self.prefix
+    }
+
+    /// When the node's transfer worker is free (the last queued batch's call returns).
+    pub fn xfer_free_at(&self) -> Instant {
+        self.xfer_free_at
+    }
+
+    /// The transfer worker is busy until `t` (a job was queued on it, `World::transfer_submit`).
+    pub(crate) fn book_transfer_worker(&mut self, t: Instant) {
+        self.xfer_free_at = t;
+    }
+
+    /// The pipeline-parallel stages (`crate::pp`).
+    pub fn pp(&self) -> &crate::pp::PpStages {
+        &self.pp
+    }
+
+    /// The stages, for `pp`'s hooks.
+    pub(crate) fn pp_mut(&mut self) -> &mut crate::pp::PpStages {
+        &mut self.pp
     }
 
     /// A forward pass is running (written only by this module's handlers).
@@ -661,7 +739,7 @@ impl World {
         let ack = |w: &mut World| {
             if from_decode {
                 let lat = w.msg_latency();
-                let epoch = w.decode[decode.at()].epoch;
+                let epoch = w.decode[decode.at()].epoch();
                 w.after(lat, Ev::AbortAck { r, decode, epoch });
             }
         };
@@ -741,7 +819,7 @@ impl World {
             self.prefill_release(n, r, false);
             if ack {
                 let decode = self.reqs[r.idx()].decode;
-                let epoch = self.decode[decode.at()].epoch;
+                let epoch = self.decode[decode.at()].epoch();
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAck { r, decode, epoch });
             }
@@ -798,8 +876,8 @@ impl World {
             return false;
         }
         let d = &self.decode[self.reqs[r.idx()].decode.at()];
-        d.alive
-            && d.reqs
+        d.alive()
+            && d.reqs()
                 .get(&r)
                 .is_some_and(|q| matches!(q.phase, crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
     }

@@ -200,7 +200,7 @@ impl World {
         let tenant = self.reqs[r.idx()].tenant;
         let public = self.reqs[r.idx()].public_blocks;
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
-        let idx = &self.prefill[n.at()].prefix;
+        let idx = self.prefill[n.at()].prefix();
         let mut keys = Vec::new();
         for (i, b) in self.reqs[r.idx()].chain.iter().take(max_blocks).enumerate() {
             let key = (self.salt(tenant, i, public), i as u32, *b);
@@ -216,7 +216,7 @@ impl World {
     /// request, so that eviction cannot take them; `prefix_unpin` gives them back when the
     /// request does not fit after all. Nothing else about the blocks changes.
     pub(crate) fn prefix_pin(&mut self, n: PrefillIdx, keys: &[BlockKey], pin: bool) {
-        let idx = &mut self.prefill[n.at()].prefix;
+        let idx = self.prefill[n.at()].prefix_mut();
         for key in keys {
             let b = idx.blocks.get_mut(key).expect("looked up");
             if pin {
@@ -237,7 +237,7 @@ impl World {
     /// cached blocks only after the free-block check passed). Returns the tokens reused.
     pub(crate) fn prefix_take(&mut self, n: PrefillIdx, r: RequestId, keys: Vec<BlockKey>) -> u64 {
         let tenant = self.reqs[r.idx()].tenant;
-        let idx = &mut self.prefill[n.at()].prefix;
+        let idx = self.prefill[n.at()].prefix_mut();
         if keys.is_empty() {
             self.reqs[r.idx()].prefix_reused = 0;
             self.reqs[r.idx()].prefix_hit_owner = None;
@@ -271,7 +271,7 @@ impl World {
         self.reqs[r.idx()].prefix_hit_owner = deepest;
         let pages = crate::pool::pages_in(&table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
-        let pr = self.prefill[n.at()].reqs.get_mut(&r).expect("matching a queued request");
+        let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
         pr.pages = table;
         pr.borrowed = keys;
         pr.prefilled = reused;
@@ -309,11 +309,11 @@ impl World {
         let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n.at()];
         for key in &pr.borrowed {
-            if let Some(b) = node.prefix.blocks.get_mut(key) {
+            if let Some(b) = node.prefix_mut().blocks.get_mut(key) {
                 b.refs -= 1;
             }
         }
-        node.pool.rehold(&own, Holder::Cache(r));
+        node.pool_mut().rehold(&own, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &own, Holder::Cache(r));
         }
@@ -322,7 +322,7 @@ impl World {
         }
         let full = ((pr.prefilled / BLOCK_TOKENS) as usize).min(chain_len);
         let keys = self.block_keys(r, pr.borrowed.len().min(full), full);
-        let ins = self.prefill[n.at()].prefix.insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
         let mut rest = ins.tail;
@@ -332,9 +332,9 @@ impl World {
 
     /// Frees the least recently used unused block; false when none can be evicted.
     pub(crate) fn prefix_evict_one(&mut self, n: PrefillIdx) -> bool {
-        let Some(b) = self.prefill[n.at()].prefix.evict_one() else { return false };
+        let Some(b) = self.prefill[n.at()].prefix_mut().evict_one() else { return false };
         self.prefix_evictions.push((self.now, n, b.tenant));
-        let bad = self.prefill[n.at()].pool.free(&b.pages, Holder::Cache(b.request));
+        let bad = self.prefill[n.at()].pool_mut().free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.prefill[n.at()].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
@@ -363,7 +363,7 @@ impl World {
         let max_blocks = (len / BLOCK_TOKENS) as usize;
         let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
         let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
-        let idx = &mut self.decode[n.at()].prefix;
+        let idx = self.decode[n.at()].prefix_mut();
         let mut keys = Vec::new();
         let mut table = Vec::new();
         for (i, b) in blocks.iter().enumerate() {
@@ -385,7 +385,7 @@ impl World {
 
     /// Gives locked blocks back (a finish, an abort, a retraction, or an admission that did not fit).
     pub(crate) fn decode_prefix_unlock(&mut self, n: DecodeIdx, keys: &[BlockKey]) {
-        let idx = &mut self.decode[n.at()].prefix;
+        let idx = self.decode[n.at()].prefix_mut();
         for key in keys {
             if let Some(b) = idx.blocks.get_mut(key) {
                 b.refs -= 1;
@@ -409,9 +409,9 @@ impl World {
         }
         let full = ((d.len / BLOCK_TOKENS) as usize).min(chain_len);
         let keys = self.block_keys(r, d.borrowed.len().min(full), full);
-        let ins = self.decode[n.at()].prefix.insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         let node = &mut self.decode[n.at()];
-        node.pool.rehold(&ins.cached, Holder::Cache(r));
+        node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &ins.cached, Holder::Cache(r));
         }
@@ -422,8 +422,8 @@ impl World {
 
     /// Frees decode's least recently used unlocked cached block; false when none can be evicted.
     pub(crate) fn decode_prefix_evict_one(&mut self, n: DecodeIdx) -> bool {
-        let Some(b) = self.decode[n.at()].prefix.evict_one() else { return false };
-        let bad = self.decode[n.at()].pool.free(&b.pages, Holder::Cache(b.request));
+        let Some(b) = self.decode[n.at()].prefix_mut().evict_one() else { return false };
+        let bad = self.decode[n.at()].pool_mut().free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "decode-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.decode[n.at()].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });

@@ -16,7 +16,7 @@ use crate::config::{RouterMode, TimeoutSemantics};
 use crate::event::Ev;
 use crate::pool::{pages_in, slice_pages, Run};
 use crate::trace::MemOp;
-use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId};
+use crate::types::{DecodeIdx, Duration, Instant, JobId, PrefillIdx, RequestId};
 use crate::world::World;
 
 #[derive(Clone)]
@@ -112,7 +112,7 @@ impl std::fmt::Debug for TransferJob {
 /// ever seen (BENCHMARKS.md, issue 14). Ids are handed out in order and never reused.
 #[derive(Clone, Default)]
 pub struct Jobs {
-    live: std::collections::BTreeMap<u32, JobEntry>,
+    live: std::collections::BTreeMap<JobId, JobEntry>,
     next: u32,
 }
 
@@ -134,13 +134,23 @@ impl Jobs {
         self.next == 0
     }
 
-    /// The job, while it is in flight (`None` once it has left).
-    pub fn get(&self, id: usize) -> Option<&TransferJob> {
-        self.live.get(&u32::try_from(id).ok()?).map(|e| &e.job)
+    /// Every id handed out so far, in order (held or left: `get` tells which).
+    pub fn ids(&self) -> impl Iterator<Item = JobId> {
+        (0..self.next).map(JobId)
     }
 
-    pub fn get_mut(&mut self, id: usize) -> Option<&mut TransferJob> {
-        self.live.get_mut(&u32::try_from(id).ok()?).map(|e| &mut e.job)
+    /// The last id handed out (`None` before the first job).
+    pub fn last_id(&self) -> Option<JobId> {
+        self.next.checked_sub(1).map(JobId)
+    }
+
+    /// The job, while it is in flight (`None` once it has left).
+    pub fn get(&self, id: JobId) -> Option<&TransferJob> {
+        self.live.get(&id).map(|e| &e.job)
+    }
+
+    pub fn get_mut(&mut self, id: JobId) -> Option<&mut TransferJob> {
+        self.live.get_mut(&id).map(|e| &mut e.job)
     }
 
     /// The jobs still held, in id order (every job ever submitted under exploration, which
@@ -159,28 +169,33 @@ impl Jobs {
         self.live.values().any(|e| e.job.r == r)
     }
 
-    fn push(&mut self, job: TransferJob) -> u32 {
-        let id = self.next;
+    /// The id the next `push` hands out.
+    fn next_id(&self) -> JobId {
+        JobId(self.next)
+    }
+
+    fn push(&mut self, job: TransferJob) -> JobId {
+        let id = self.next_id();
         self.next += 1;
         self.live.insert(id, JobEntry { job, dones_left: 1 });
         id
     }
 
-    fn entry(&mut self, id: u32) -> &mut JobEntry {
+    fn entry(&mut self, id: JobId) -> &mut JobEntry {
         self.live.get_mut(&id).unwrap_or_else(|| panic!("transfer job {id} has left (an event outlived it)"))
     }
 }
 
-impl std::ops::Index<usize> for Jobs {
+impl std::ops::Index<JobId> for Jobs {
     type Output = TransferJob;
-    fn index(&self, id: usize) -> &TransferJob {
+    fn index(&self, id: JobId) -> &TransferJob {
         self.get(id).unwrap_or_else(|| panic!("transfer job {id} has left (an event outlived it)"))
     }
 }
 
-impl std::ops::IndexMut<usize> for Jobs {
-    fn index_mut(&mut self, id: usize) -> &mut TransferJob {
-        &mut self.entry(id as u32).job
+impl std::ops::IndexMut<JobId> for Jobs {
+    fn index_mut(&mut self, id: JobId) -> &mut TransferJob {
+        &mut self.entry(id).job
     }
 }
 
@@ -194,8 +209,8 @@ impl std::fmt::Debug for Jobs {
 
 /// The name of a lagged batch's data in flight (`MemOp::Send`/`MemOp::Land`): the job in the
 /// high 32 bits, the batch in the low.
-fn wire_id(job: u32, batch: u32) -> u64 {
-    (u64::from(job) << 32) | u64::from(batch)
+fn wire_id(job: JobId, batch: u32) -> u64 {
+    (u64::from(job.0) << 32) | u64::from(batch)
 }
 
 /// A batch's source and destination runs paired page for page, as (src, dst, count) runs (walked
@@ -260,18 +275,18 @@ impl World {
                 break;
             }
         }
-        let id = self.jobs.len() as u32; // the id `push` hands out below
+        let id = self.jobs.next_id(); // the id `push` hands out below
         let r = job.r;
         let node = job.prefill.at();
         let reader = &self.decode[job.decode.at()];
-        if self.decode_pulls() && !(reader.alive && reader.epoch == job.decode_epoch) {
+        if self.decode_pulls() && !(reader.alive() && reader.epoch() == job.decode_epoch) {
             // Decode pulls, and the incarnation that would read is gone: no read is ever issued
             // (`transfer_reader_died`); the job ends failed at once.
             for b in job.batches.iter_mut() {
                 b.skipped = true;
             }
             self.at(self.now, Ev::TransferDone { job: id, ok: false });
-            if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+            if let Some(pr) = self.prefill[node].req_mut(r) {
                 pr.jobs_in_flight += 1;
                 pr.jobs.push(id);
             }
@@ -279,13 +294,13 @@ impl World {
             debug_assert_eq!(pushed, id);
             return;
         }
-        let mut t = self.now.max(self.prefill[node].xfer_free_at);
+        let mut t = self.now.max(self.prefill[node].xfer_free_at());
         let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
         // its destination): the first write fails like any failed batch (the room goes Failed and
         // its later chunks are dropped, `job_done`). See `transfer_reader_died`.
-        let dst_gone = !(reader.alive && reader.epoch == job.decode_epoch);
+        let dst_gone = !(reader.alive() && reader.epoch() == job.decode_epoch);
         let mut ok = true;
         let mut lands = 0u32;
         for (b, batch) in job.batches.iter_mut().enumerate() {
@@ -332,9 +347,9 @@ impl World {
             }
         }
         job.lands_left = lands;
-        self.prefill[node].xfer_free_at = t;
+        self.prefill[node].book_transfer_worker(t);
         self.at(t, Ev::TransferDone { job: id, ok });
-        if let Some(pr) = self.prefill[node].reqs.get_mut(&r) {
+        if let Some(pr) = self.prefill[node].req_mut(r) {
             pr.jobs_in_flight += 1;
             pr.lands_pending += lands;
             pr.jobs.push(id);
@@ -354,7 +369,7 @@ impl World {
     /// this very instant is skipped too — after a failed chunk, whose status the worker set before
     /// it dequeued the next one; an abort (another thread) leaves a batch starting now writing.
     fn transfer_skip_queued(&mut self, n: PrefillIdx, r: RequestId, from_now: bool) {
-        let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
+        let Some(pr) = self.prefill[n.at()].reqs().get(&r) else {
             return;
         };
         for id in pr.jobs.clone() {
@@ -364,10 +379,10 @@ impl World {
 
     /// One unfinished job skips its queued batches (their lands no longer count) and ends when
     /// the batch being written ends — now, if none is (`transfer_skip_queued`).
-    fn job_skip_queued(&mut self, id: u32, from_now: bool) {
+    fn job_skip_queued(&mut self, id: JobId, from_now: bool) {
         let now = self.now;
         // A job that has left was done.
-        let Some(job) = self.jobs.get_mut(id as usize) else { return };
+        let Some(job) = self.jobs.get_mut(id) else { return };
         if job.done || job.aborted {
             return;
         }
@@ -389,7 +404,7 @@ impl World {
         }
         self.jobs.entry(id).dones_left += 1;
         self.at(end, Ev::TransferDone { job: id, ok: false });
-        if let Some(pr) = self.pnode_mut(n).reqs.get_mut(&r) {
+        if let Some(pr) = self.pnode_mut(n).req_mut(r) {
             pr.lands_pending -= skipped_lands;
         }
     }
@@ -418,8 +433,8 @@ impl World {
     /// lands nothing (`land_batch`: the incarnation it wrote to is gone). A restarted decode is a
     /// new incarnation with a new registration: later batches do not write into it either.
     pub(crate) fn transfer_reader_died(&mut self, d: DecodeIdx) {
-        let epoch = self.decode[d.at()].epoch;
-        let ids: Vec<u32> = self
+        let epoch = self.decode[d.at()].epoch();
+        let ids: Vec<JobId> = self
             .jobs
             .live
             .iter()
@@ -437,9 +452,9 @@ impl World {
 
     /// A batch's data becomes visible in decode's pool (`land_batch`); the job's page lists go
     /// once nothing can read them.
-    pub(crate) fn transfer_land(&mut self, job: u32, batch: u32) {
+    pub(crate) fn transfer_land(&mut self, job: JobId, batch: u32) {
         self.land_batch(job, batch);
-        let j = &mut self.jobs[job as usize];
+        let j = &mut self.jobs[job];
         j.lands_left = j.lands_left.saturating_sub(1);
         self.transfer_retire(job);
     }
@@ -451,7 +466,7 @@ impl World {
     /// `TransferDone` scheduled for it handled too), so no handler or coverage probe ever looks
     /// for a job that has left. Not under exploration, whose state digest hashes every job's
     /// `Debug` whole.
-    fn transfer_retire(&mut self, job: u32) {
+    fn transfer_retire(&mut self, job: JobId) {
         if self.chooser.is_some() {
             return;
         }
@@ -470,28 +485,28 @@ impl World {
     /// the NIC reads them before it reports the write complete, and travel as `Batch::wire` until
     /// the batch lands. Reading a page the request no longer holds is a use after free here, at
     /// the read; a page freed after it (the sender was told the write completed) is not.
-    pub(crate) fn transfer_read(&mut self, job: u32, batch: u32) {
-        let Some(j) = self.jobs.get(job as usize) else { return };
+    pub(crate) fn transfer_read(&mut self, job: JobId, batch: u32) {
+        let Some(j) = self.jobs.get(job) else { return };
         let (r, p, prefill_epoch, prefill) = (j.r, j.prefill.at(), j.prefill_epoch, j.prefill);
         let Some(b) = j.batches.get(batch as usize) else { return };
-        if b.skipped || self.prefill[p].epoch != prefill_epoch {
+        if b.skipped || self.prefill[p].epoch() != prefill_epoch {
             return; // never written, or the source died with its process (`land_batch`)
         }
         let (d, decode_epoch) = (j.decode.at(), j.decode_epoch);
-        if self.decode_pulls() && !(self.decode[d].alive && self.decode[d].epoch == decode_epoch) {
+        if self.decode_pulls() && !(self.decode[d].alive() && self.decode[d].epoch() == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
         let src = b.src.clone();
         let src_id = prefill.node();
-        let rep = self.prefill[p].pool.not_held_by(&src, r, &self.jobs[job as usize].lenders);
+        let rep = self.prefill[p].pool().not_held_by(&src, r, &self.jobs[job].lenders);
         self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
-        let contents = self.prefill[p].pool.page_contents(&src);
+        let contents = self.prefill[p].pool().page_contents(&src);
         self.mem(MemOp::Send { src: src_id, r, wire: wire_id(job, batch), pages: src });
-        self.jobs[job as usize].batches[batch as usize].wire = Some(Box::new(contents));
+        self.jobs[job].batches[batch as usize].wire = Some(Box::new(contents));
     }
 
-    fn land_batch(&mut self, job: u32, batch: u32) {
-        let j = &self.jobs[job as usize];
+    fn land_batch(&mut self, job: JobId, batch: u32) {
+        let j = &self.jobs[job];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
             (j.r, j.prefill.at(), j.decode.at(), j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
         if j.batches[batch as usize].skipped {
@@ -500,13 +515,13 @@ impl World {
         // The page lists only: a lagged batch's wire contents are taken below, never copied.
         let (src, dst) = (j.batches[batch as usize].src.clone(), j.batches[batch as usize].dst.clone());
         let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
-        if self.prefill[p].epoch != j.prefill_epoch {
+        if self.prefill[p].epoch() != j.prefill_epoch {
             return; // the source died with its process
         }
-        if let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) {
+        if let Some(pr) = self.prefill[p].req_mut(j.r) {
             pr.lands_pending -= 1;
         }
-        let reader_alive = self.decode[d].epoch == j.decode_epoch && self.decode[d].alive;
+        let reader_alive = self.decode[d].epoch() == j.decode_epoch && self.decode[d].alive();
         if !reader_alive && self.decode_pulls() {
             // Decode pulls and died: nobody reads the source any more (`transfer_reader_died`).
             self.prefill_maybe_drained(j.prefill, j.r);
@@ -518,18 +533,18 @@ impl World {
         // (`transfer_read`), otherwise the source read now. Reading a source page the request no
         // longer holds is itself a use after free. Pages it released into the radix cache, and
         // the cached blocks it borrowed, are still its data while the same cache entry holds them.
-        let wire = self.jobs[job as usize].batches[batch as usize].wire.take();
+        let wire = self.jobs[job].batches[batch as usize].wire.take();
         let wired = wire.is_some();
         let contents = match wire {
             Some(c) => Some(*c),
             None => {
-                let src_rep = self.prefill[p].pool.not_held_by(&src, j.r, &self.jobs[job as usize].lenders);
+                let src_rep = self.prefill[p].pool().not_held_by(&src, j.r, &self.jobs[job].lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-                reader_alive.then(|| self.prefill[p].pool.page_contents(&src))
+                reader_alive.then(|| self.prefill[p].pool().page_contents(&src))
             }
         };
         if let Some(contents) = contents.filter(|_| reader_alive) {
-            let rep = self.decode[d].pool.land_copy(&contents, &dst, j.r);
+            let rep = self.decode[d].pool_mut().land_copy(&contents, &dst, j.r);
             if wired {
                 self.mem(MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: dst });
             } else {
@@ -538,7 +553,7 @@ impl World {
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
-            if let Some(dr) = self.decode[d].reqs.get_mut(&j.r) {
+            if let Some(dr) = self.decode[d].req_mut(j.r) {
                 dr.dirty = true;
             }
         }
@@ -551,9 +566,9 @@ impl World {
     /// again when the inflight poll reached a terminal state). The pool reports the pages it no
     /// longer holds for the request as a double free and does not apply it, so no memory
     /// operation is traced.
-    fn transfer_release_again(&mut self, job: u32, n: PrefillIdx, r: crate::types::RequestId) {
+    fn transfer_release_again(&mut self, job: JobId, n: PrefillIdx, r: crate::types::RequestId) {
         let mut pages: Vec<Run> = Vec::new();
-        for b in &self.jobs[job as usize].batches {
+        for b in &self.jobs[job].batches {
             for run in &b.src {
                 crate::pool::push_run(&mut pages, *run);
             }
@@ -561,27 +576,27 @@ impl World {
         if pages.is_empty() {
             return;
         }
-        let bad = self.prefill[n.at()].pool.free(&pages, crate::pool::Holder::Req(r));
+        let bad = self.prefill[n.at()].pool_mut().free(&pages, crate::pool::Holder::Req(r));
         let pool = self.prefill[n.at()].id();
         self.note_bad_frees(pool, r, bad);
     }
 
     /// The job's last batch call returned (`job_done`); its page lists go once nothing can read
     /// them.
-    pub(crate) fn transfer_done(&mut self, job: u32, ok: bool) {
+    pub(crate) fn transfer_done(&mut self, job: JobId, ok: bool) {
         let e = self.jobs.entry(job);
         e.dones_left = e.dones_left.saturating_sub(1);
         self.job_done(job, ok);
         self.transfer_retire(job);
     }
 
-    fn job_done(&mut self, job: u32, ok: bool) {
-        if self.jobs[job as usize].done {
+    fn job_done(&mut self, job: JobId, ok: bool) {
+        if self.jobs[job].done {
             return; // ended earlier by an abort
         }
-        self.jobs[job as usize].done = true;
-        let aborted = self.jobs[job as usize].aborted;
-        let j = &self.jobs[job as usize];
+        self.jobs[job].done = true;
+        let aborted = self.jobs[job].aborted;
+        let j = &self.jobs[job];
         let (p, last, meta, sender_pages, prefix) = (j.prefill.at(), j.last, j.meta, j.sender_pages, j.prefix_tokens);
         let j = JobIds {
             r: j.r,
@@ -590,11 +605,11 @@ impl World {
             prefill: j.prefill,
             decode: j.decode,
         };
-        if self.prefill[p].epoch != j.prefill_epoch {
+        if self.prefill[p].epoch() != j.prefill_epoch {
             return;
         }
-        let decode_ok = self.decode[j.decode.at()].epoch == j.decode_epoch && self.decode[j.decode.at()].alive;
-        let Some(pr) = self.prefill[p].reqs.get_mut(&j.r) else {
+        let decode_ok = self.decode[j.decode.at()].epoch() == j.decode_epoch && self.decode[j.decode.at()].alive();
+        let Some(pr) = self.prefill[p].req_mut(j.r) else {
             if aborted && self.cfg.knobs.prefill_rejected_release == crate::config::RejectedRelease::Twice {
                 self.transfer_release_again(job, j.prefill, j.r);
             }

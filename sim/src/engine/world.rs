@@ -247,8 +247,9 @@ pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId)
 impl World {
     pub fn new(cfg: SimConfig, tracer: Tracer) -> World {
         let k = &cfg.knobs;
-        let prefill = (0..cfg.prefill.len()).map(|i| PrefillNode::new(i as u16, &cfg.prefill[i], k)).collect();
-        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(i as u16, &cfg.decode[i], k)).collect();
+        let prefill =
+            (0..cfg.prefill.len()).map(|i| PrefillNode::new(PrefillIdx(i as u16), &cfg.prefill[i], k)).collect();
+        let decode = (0..cfg.decode.len()).map(|i| DecodeNode::new(DecodeIdx(i as u16), &cfg.decode[i], k)).collect();
         let max_events = event_limit(&cfg);
         let mut w = World {
             router: Router::new(cfg.seed, cfg.router_policy),
@@ -409,12 +410,11 @@ impl World {
     }
 
     pub fn tick(&mut self, node: NodeId) {
-        let pending = match node.idx() {
-            NodeIdx::Prefill(p) => &mut self.prefill[p.at()].tick_pending,
-            NodeIdx::Decode(d) => &mut self.decode[d.at()].tick_pending,
+        let armed = match node.idx() {
+            NodeIdx::Prefill(p) => self.prefill[p.at()].arm_tick(),
+            NodeIdx::Decode(d) => self.decode[d.at()].arm_tick(),
         };
-        if !*pending {
-            *pending = true;
+        if armed {
             self.after(Duration(0), Ev::Tick { node });
         }
     }
@@ -451,10 +451,10 @@ impl World {
     fn mem_reference(&mut self, op: &MemOp) {
         let chain_upto = match op {
             MemOp::Write { pool, r, .. } => match pool.idx() {
-                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
                 // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
                 // decode tokens lie past it, so the bound changes nothing for them.
-                NodeIdx::Decode(d) => self.decode[d.at()].reqs.get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Decode(d) => self.decode[d.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
             },
             _ => 0,
         };
@@ -480,8 +480,8 @@ impl World {
         let pools: Vec<(PoolId, u32, u64, bool)> = self
             .prefill
             .iter()
-            .map(|p| (p.id(), p.pool.pages, p.pool.page_size))
-            .chain(self.decode.iter().map(|d| (d.id(), d.pool.pages, d.pool.page_size)))
+            .map(|p| (p.id(), p.pool().pages, p.pool().page_size))
+            .chain(self.decode.iter().map(|d| (d.id(), d.pool().pages, d.pool().page_size)))
             .map(|(id, pages, ps)| (id, pages, ps, self.cfg.knobs.zero_on_free))
             .collect();
         // The reference is told every request up front.
@@ -544,7 +544,7 @@ impl World {
                 }
             }
             if let NodeIdx::Decode(n) = pool.idx() {
-                if let Some(d) = self.decode[n.at()].reqs.get_mut(v) {
+                if let Some(d) = self.decode[n.at()].req_mut(*v) {
                     d.dirty = true;
                 }
             }
@@ -599,8 +599,8 @@ impl World {
                     2
                 };
                 let phase = match pool.idx() {
-                    NodeIdx::Decode(n) => self.decode[n.at()].reqs.get(v).map_or(0, |d| 1 + d.phase as u64),
-                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs.get(v).map_or(0, |p| 1 + p.phase as u64),
+                    NodeIdx::Decode(n) => self.decode[n.at()].reqs().get(v).map_or(0, |d| 1 + d.phase as u64),
+                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs().get(v).map_or(0, |p| 1 + p.phase as u64),
                 };
                 [5, role, class, phase, lagged as u64]
             })
@@ -705,7 +705,7 @@ impl World {
             Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
                 if self.fold_finished =>
             {
-                self.jobs.get(job as usize).map(|j| j.r)
+                self.jobs.get(job).map(|j| j.r)
             }
             _ => None,
         };
@@ -757,8 +757,8 @@ impl World {
         if q.response.is_none() || q.pending_events > 0 {
             return;
         }
-        let held = self.prefill.get(q.prefill.at()).is_some_and(|p| p.reqs.contains_key(&r))
-            || self.decode.get(q.decode.at()).is_some_and(|d| d.reqs.contains_key(&r));
+        let held = self.prefill.get(q.prefill.at()).is_some_and(|p| p.reqs().contains_key(&r))
+            || self.decode.get(q.decode.at()).is_some_and(|d| d.reqs().contains_key(&r));
         if held || self.jobs.any_for(r) {
             return;
         }
@@ -798,8 +798,8 @@ impl World {
                 if idle {
                     // What the tick would have done: let the next change schedule a tick again.
                     match node.idx() {
-                        NodeIdx::Prefill(p) => self.prefill[p.at()].tick_pending = false,
-                        NodeIdx::Decode(d) => self.decode[d.at()].tick_pending = false,
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].disarm_tick(),
+                        NodeIdx::Decode(d) => self.decode[d.at()].disarm_tick(),
                     }
                 }
                 idle
@@ -875,8 +875,8 @@ impl World {
             .filter_map(|Reverse(s)| match &s.ev {
                 Ev::Timeout { r, timer: TimeoutKind::Bootstrap | TimeoutKind::Waiting, node, epoch } => {
                     let current = match node.idx() {
-                        NodeIdx::Prefill(p) => self.prefill[p.at()].epoch,
-                        NodeIdx::Decode(d) => self.decode[d.at()].epoch,
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].epoch(),
+                        NodeIdx::Decode(d) => self.decode[d.at()].epoch(),
                     };
                     (self.reqs[r.idx()].response.is_none() && current == *epoch).then_some(s.at)
                 }
@@ -1000,8 +1000,8 @@ impl World {
 
     pub(crate) fn crash(&mut self, node: NodeId, restart_after_ms: u64) {
         let alive = match node.idx() {
-            NodeIdx::Prefill(p) => self.prefill[p.at()].alive,
-            NodeIdx::Decode(d) => self.decode[d.at()].alive,
+            NodeIdx::Prefill(p) => self.prefill[p.at()].alive(),
+            NodeIdx::Decode(d) => self.decode[d.at()].alive(),
         };
         if !alive {
             return;
@@ -1018,8 +1018,8 @@ impl World {
 
     fn restart(&mut self, node: NodeId) {
         match node.idx() {
-            NodeIdx::Prefill(p) => self.prefill[p.at()].alive = true,
-            NodeIdx::Decode(d) => self.decode[d.at()].alive = true,
+            NodeIdx::Prefill(p) => self.prefill[p.at()].restart(),
+            NodeIdx::Decode(d) => self.decode[d.at()].restart(),
         }
         self.tick(node);
     }
@@ -1046,8 +1046,8 @@ impl World {
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
         let p = &self.prefill[req.prefill.at()];
         let d = &self.decode[req.decode.at()];
-        let pstate = p.reqs.get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
-        let dstate = d.reqs.get(&r).map_or("gone".to_string(), |x| {
+        let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
+        let dstate = d.reqs().get(&r).map_or("gone".to_string(), |x| {
             format!(
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
                 x.phase,
@@ -1062,7 +1062,7 @@ impl World {
             p.id(),
             leg(req.decode_leg),
             d.id(),
-            d.pool.free_pages(),
+            d.pool().free_pages(),
             d.transfer_queue().len(),
             d.running().len()
         )

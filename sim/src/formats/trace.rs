@@ -274,17 +274,17 @@ pub mod encode {
             }
             Ev::TransferRead { job, batch } => {
                 b.push(18);
-                u32_(b, *job);
+                u32_(b, job.0);
                 u32_(b, *batch);
             }
             Ev::TransferLand { job, batch } => {
                 b.push(7);
-                u32_(b, *job);
+                u32_(b, job.0);
                 u32_(b, *batch);
             }
             Ev::TransferDone { job, ok } => {
                 b.push(8);
-                u32_(b, *job);
+                u32_(b, job.0);
                 bool_(b, *ok);
             }
             Ev::MetaLand { r, decode, epoch, slot, room } => {

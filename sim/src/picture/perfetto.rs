@@ -29,7 +29,7 @@ use crate::config::SimConfig;
 use crate::event::Ev;
 use crate::lifecycle::{Lane, Phase, PhaseRecord};
 use crate::trace::{MemOp, TraceRecord};
-use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
+use crate::types::{Instant, JobId, NodeId, PoolId, RequestId, Role};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -234,9 +234,9 @@ impl Builder<'_> {
 struct Walk {
     pools: Vec<(PoolId, u64)>,
     trackers: Vec<PageTracker>,
-    landing: Option<(u32, u32)>,
+    landing: Option<(JobId, u32)>,
     /// When each (job, batch) landed: a batch's slice starts no earlier than the previous one's end.
-    landed: BTreeMap<(u32, u32), u64>,
+    landed: BTreeMap<(JobId, u32), u64>,
     scratch: Vec<Held>,
 }
 

@@ -114,7 +114,7 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     assert!(jobs[0].last && jobs[0].sender_pages == 0, "one empty last chunk: {:?}", jobs[0]);
     assert!(fixed.prefill[0].inflight().is_empty() && fixed.prefill[0].meta().in_use() == 0);
     // Request 0's prompt blocks stay cached on decode (evictable: not a leak).
-    assert_eq!(fixed.decode[0].prefix.cached_pages(), 64);
+    assert_eq!(fixed.decode[0].prefix().cached_pages(), 64);
 
     // Without decode's radix cache the whole prompt is sent.
     let (off, off_jobs) = run_with_jobs_of(
@@ -158,12 +158,12 @@ fn cancel_mid_transfer_tears_the_transfer_down_and_never_frees_the_source_blocks
     assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
     assert_eq!(leaks[0].pool.map(|p| p.to_string()), Some("prefill-0".to_string()));
     assert_eq!(leaks[0].pages, 125);
-    assert_eq!(w.prefill[0].pool.held_pages(), 125);
+    assert_eq!(w.prefill[0].pool().held_pages(), 125);
     // Decode was told Failed when the torn-down transfer ended, and released its reservation.
-    assert_eq!(w.decode[0].pool.held_pages(), 0);
+    assert_eq!(w.decode[0].pool().held_pages(), 0);
     let fixed = run(CANCEL_DURING_TRANSFER, "sglang-0.5.22", &[]);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
-    assert_eq!(fixed.prefill[0].pool.held_pages(), 0);
+    assert_eq!(fixed.prefill[0].pool().held_pages(), 0);
     // A cancel before any transfer started goes through the engine's cleanup either way.
     let early = CANCEL_DURING_TRANSFER.replace("abort_at_ms = 1000", "abort_at_ms = 1");
     let w = run(&early, "sglang-0.5.22", &[("cancel_mid_transfer", "leak")]);
@@ -203,15 +203,15 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
     assert_eq!(w.reqs[0].response.map(|r| r.status), Some(500));
     assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
     assert_eq!(w.prefill[0].meta().in_use(), 1, "request 1's slot is held");
-    assert_eq!(w.prefill[0].reqs.keys().map(|r| r.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(w.prefill[0].reqs().keys().map(|r| r.0).collect::<Vec<_>>(), [1]);
     let leaks = of_kind(&w, Kind::PageLeak);
     assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
     assert_eq!(leaks[0].slots, 1);
     // Prefill never acknowledged request 1's abort: decode released its pages only at the 30 s
     // fallback, so nothing is held on decode at the end.
-    assert_eq!(w.decode[0].pool.held_pages(), 0);
+    assert_eq!(w.decode[0].pool().held_pages(), 0);
     let fixed = run(ORPHAN, "sglang-0.5.22", &[]);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     assert_eq!(fixed.prefill[0].meta().in_use(), 0);
-    assert!(fixed.prefill[0].reqs.is_empty());
+    assert!(fixed.prefill[0].reqs().is_empty());
 }

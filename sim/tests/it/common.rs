@@ -79,7 +79,7 @@ pub fn run_with_jobs_of(
     w.check_invariants = true;
     let mut seen = std::collections::BTreeMap::new();
     while w.step() {
-        for id in 0..w.jobs.len() {
+        for id in w.jobs.ids() {
             if let Some(j) = w.jobs.get(id).filter(|j| j.r == r) {
                 seen.insert(id, j.clone());
             }

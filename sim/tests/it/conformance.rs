@@ -330,7 +330,7 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
     w.check_invariants = true;
     let (mut seen, mut last) = (None, None);
     while w.step() {
-        if let Some(j) = w.jobs.len().checked_sub(1).and_then(|id| w.jobs.get(id)) {
+        if let Some(j) = w.jobs.last_id().and_then(|id| w.jobs.get(id)) {
             if !j.batches.is_empty() {
                 seen = Some(j.clone());
             }
@@ -339,7 +339,7 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
     }
     w.finish();
     let job = seen.expect("a transfer");
-    assert!(w.jobs.get(w.jobs.len() - 1).is_none(), "a finished job has left");
+    assert!(w.jobs.last_id().and_then(|id| w.jobs.get(id)).is_none(), "a finished job has left");
     (w, job, last.expect("a transfer"))
 }
 
@@ -563,7 +563,7 @@ fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
         let w = run(text, p, &[("decode_abort_release", "deferred")]);
         assert_eq!(w.reqs[1].prefill_leg, Some(500), "{p}");
         assert_eq!(w.prefill[0].meta().in_use(), 0, "{p}");
-        assert!(w.prefill[0].reqs.is_empty(), "{p}");
+        assert!(w.prefill[0].reqs().is_empty(), "{p}");
         assert!(w.oracle.violations.is_empty(), "{p}: {:?}", w.oracle.violations);
     }
 }
@@ -655,7 +655,7 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     let mut v = World::new(cfg(OUT_OF_PAGES, "sglang-0.5.22", &[]), kvsim::trace::Tracer::new(None));
     let mut ids = std::collections::BTreeSet::new();
     while v.step() {
-        ids.extend((0..v.jobs.len()).filter(|&id| v.jobs.get(id).is_some_and(|j| j.r == RequestId(1))));
+        ids.extend(v.jobs.ids().filter(|&id| v.jobs.get(id).is_some_and(|j| j.r == RequestId(1))));
     }
     v.finish();
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -794,7 +794,7 @@ fn s3_5_inflight_success_overwrites_a_pending_abort_on_0_5_16() {
     assert_eq!(kept.reqs[0].prefill_leg, Some(400));
     // Released at once on Success: nothing held on prefill once the run is over (radix-cached
     // pages are not held by a request).
-    assert!(kept.prefill[0].reqs.is_empty() && kept.prefill[0].meta().in_use() == 0);
+    assert!(kept.prefill[0].reqs().is_empty() && kept.prefill[0].meta().in_use() == 0);
 }
 
 #[test]

@@ -68,8 +68,8 @@ fn one_stage_is_the_model_without_stages() {
             .iter()
             .map(|v| {
                 let w = run(&text, "sglang-0.5.16", &[(knob, v)]);
-                assert_eq!(w.prefill[0].pp.stages, 1);
-                assert!(w.prefill[0].pp.wedged_at.is_none(), "{name} {v}");
+                assert_eq!(w.prefill[0].pp().stages, 1);
+                assert!(w.prefill[0].pp().wedged_at.is_none(), "{name} {v}");
                 w.tracer.hash_hex()
             })
             .collect();
@@ -113,9 +113,9 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
     let text = catalogue("pp-bootstrap-divergence");
     let buggy = run(&text, "sglang-0.5.16", &[]);
     let p = &buggy.prefill[0];
-    assert_eq!(p.pp.wedged_at, Some(Instant(2_200_000)));
-    assert!(p.alive && p.busy(), "alive, its forward pass never ends");
-    assert!(p.reqs.contains_key(&kvsim::types::RequestId(0)) && p.bootstrap() == [kvsim::types::RequestId(1)]);
+    assert_eq!(p.pp().wedged_at, Some(Instant(2_200_000)));
+    assert!(p.alive() && p.busy(), "alive, its forward pass never ends");
+    assert!(p.reqs().contains_key(&kvsim::types::RequestId(0)) && p.bootstrap() == [kvsim::types::RequestId(1)]);
     assert_eq!(status(&buggy, 0), Some(499));
     assert_eq!(status(&buggy, 1), Some(500));
     assert!(buggy.reqs[1].timed_out, "decode's waiting timer answered it");
@@ -124,7 +124,7 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
     assert_eq!(leaks.len(), 1, "{:?}", buggy.oracle.violations);
 
     let fixed = run(&text, "sglang-0.5.16", &[("pp_bootstrap_consensus", "follow_rank0")]);
-    assert!(fixed.prefill[0].pp.wedged_at.is_none());
+    assert!(fixed.prefill[0].pp().wedged_at.is_none());
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     assert_eq!((status(&fixed, 0), status(&fixed, 1)), (Some(499), Some(200)));
 }
@@ -140,7 +140,7 @@ fn only_an_abort_inside_the_pop_window_diverges_the_stages() {
         let t = text
             .replace("abort_at_ms = 2\n", &format!("abort_at_ms = {abort_ms}\n"))
             .replace("pp_stages = 2\n", &format!("pp_stages = {stages}\n"));
-        run(&t, "sglang-0.5.16", &[]).prefill[0].pp.wedged_at.is_some()
+        run(&t, "sglang-0.5.16", &[]).prefill[0].pp().wedged_at.is_some()
     };
     assert!(!at("0", "2"), "aborted before the first pop");
     assert!(at("2", "2"));
