@@ -248,14 +248,18 @@ impl Reference {
         let p = &self.pools[&pool];
         let tenant = self.reqs[reader.idx()].0;
         let ps = p.page_size;
-        let pages: Vec<u32> = pages_of(table).collect();
         let mut t = Tally::default();
         let mut not_held = 0u64;
-        for pos in 0..seq_len {
-            let Some(&page) = pages.get((pos / ps) as usize) else {
-                not_held += 1; // a position beyond the table
-                continue;
-            };
+        // Page by page (position `pos` is slot `pos % ps` of the table's page `pos / ps`): the
+        // holder is a property of the page, so it is looked up once per page, and the page's slots
+        // are one slice. Every slot is still classified on its own (sampled campaign runs spend
+        // most of their time here: a decode step re-reads every running request's whole table).
+        let mut pos = 0u64;
+        for page in pages_of(table) {
+            if pos >= seq_len {
+                break;
+            }
+            let end = (pos + ps).min(seq_len);
             let held = match p.holders[page as usize] {
                 Some(Holder::Req(x)) => x == reader,
                 // Prefill reads the radix-cached prefix blocks it borrowed; decode those it locked
@@ -264,24 +268,30 @@ impl Reference {
                 None => false,
             };
             if !held {
-                not_held += 1;
+                not_held += end - pos;
             }
-            match p.slots[(u64::from(page) * ps + pos % ps) as usize] {
-                None => t.uninit += 1,
-                Some(w) if w.request == reader && w.pos == pos => t.ok += 1,
-                Some(w)
-                    if w.pos == pos
-                        && pos < w.chain_upto
-                        && pos < chain_upto
-                        && self.same_chain(w.request, reader, pos / BLOCK_TOKENS) =>
-                {
-                    t.ok += 1
+            let first = page as usize * ps as usize;
+            for (pos, slot) in (pos..end).zip(&p.slots[first..first + (end - pos) as usize]) {
+                match *slot {
+                    None => t.uninit += 1,
+                    Some(w) if w.request == reader && w.pos == pos => t.ok += 1,
+                    Some(w)
+                        if w.pos == pos
+                            && pos < w.chain_upto
+                            && pos < chain_upto
+                            && self.same_chain(w.request, reader, pos / BLOCK_TOKENS) =>
+                    {
+                        t.ok += 1
+                    }
+                    Some(w) if w.request == reader => t.misplaced += 1,
+                    Some(w) if w.tenant == tenant => t.cross_request += 1,
+                    Some(w) => *t.victims.entry(w.tenant).or_default() += 1,
                 }
-                Some(w) if w.request == reader => t.misplaced += 1,
-                Some(w) if w.tenant == tenant => t.cross_request += 1,
-                Some(w) => *t.victims.entry(w.tenant).or_default() += 1,
             }
+            pos = end;
         }
+        // Positions beyond the table.
+        not_held += seq_len - pos.min(seq_len);
         (t, not_held)
     }
 

@@ -490,8 +490,10 @@ pub struct Overrides {
 /// Where a knob's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum KnobOrigin {
-    /// The scenario's `[knobs]` table, at this line.
-    File(Option<usize>),
+    /// The scenario's `[knobs]` table. Its line is found only when an error names it
+    /// (`KnobOrigins::err`): `locate` parses the whole file again, and a saved campaign scenario
+    /// sets every knob, so locating each one up front cost a parse per knob per load.
+    File,
     /// A `--set KNOB=VALUE` flag.
     Set,
 }
@@ -499,6 +501,8 @@ enum KnobOrigin {
 /// The origin of every knob that is not the profile's value.
 struct KnobOrigins {
     file: String,
+    /// The scenario's text, to locate a `File` knob's line when an error names it.
+    text: String,
     profile: String,
     from: BTreeMap<String, KnobOrigin>,
 }
@@ -508,7 +512,7 @@ impl KnobOrigins {
     /// the profile (a profile's own values are always valid, so that last case names it plainly).
     fn err(&self, k: &str, message: &str) -> ScenarioError {
         let (file, line) = match self.from.get(k) {
-            Some(KnobOrigin::File(line)) => (self.file.clone(), *line),
+            Some(KnobOrigin::File) => (self.file.clone(), locate(&self.text, "knobs", 0, k)),
             Some(KnobOrigin::Set) => ("--set".to_string(), None),
             None => (format!("{} (profile {})", self.file, self.profile), None),
         };
@@ -812,12 +816,17 @@ impl Scenario {
     fn knobs(&self, o: &Overrides, profile: &str) -> Result<(Knobs, KnobOrigins), ScenarioError> {
         let p = config::profile(profile).ok_or_else(|| self.profile_err(o, profile))?;
         let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        let mut origins = KnobOrigins { file: self.file.clone(), profile: profile.to_string(), from: BTreeMap::new() };
+        let mut origins = KnobOrigins {
+            file: self.file.clone(),
+            text: self.text.clone(),
+            profile: profile.to_string(),
+            from: BTreeMap::new(),
+        };
         for (k, v) in self.spec.knobs.clone().unwrap_or_default() {
             if !table.contains_key(&k) {
                 return Err(self.err("knobs", 0, &k, unknown_knob(&k)));
             }
-            origins.from.insert(k.clone(), KnobOrigin::File(locate(&self.text, "knobs", 0, &k)));
+            origins.from.insert(k.clone(), KnobOrigin::File);
             table.insert(k, v);
         }
         for (k, v) in &o.set {
