@@ -278,11 +278,8 @@ impl Accounting {
             self.camp.count(sigs, facts.as_ref(), &mut self.changes);
             let shard = self.camp.shard;
             if let Some(g) = self.camp.guided.as_mut() {
-                if let Some(mut c) = cand {
-                    g.count_edges(&std::mem::take(&mut c.edges));
-                    if !c.features.is_empty() {
-                        g.pending.push(c);
-                    }
+                if let Some(c) = cand {
+                    g.count_run(c);
                 }
                 if crate::fuzz::guided::Guided::ends_epoch(k, shard) {
                     g.fold();
