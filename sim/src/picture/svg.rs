@@ -536,8 +536,9 @@ fn page_map_svg_with(
     legend(&mut s, &roles, LEFT + PLOT_W + 24.0);
     if !lane_reqs.is_empty() {
         let p = Panel { top: lanes_top, pages: 1, t_end: t_scale };
-        let spans: Vec<Vec<lanes::Span>> = lane_reqs.iter().map(|r| lanes::spans_of(phases, *r, t_end)).collect();
-        request_lanes(&mut s, &p, t_end, &lane_reqs, &spans, phases, &tenants, violations);
+        let lanes: Vec<(RequestId, Vec<lanes::Span>)> =
+            lane_reqs.iter().map(|r| (*r, lanes::spans_of(phases, *r, t_end))).collect();
+        request_lanes(&mut s, &p, t_end, &lanes, phases, &tenants, violations);
         lane_legend(&mut s, LEFT + PLOT_W + 24.0, lanes_top, lane_reqs.len(), named);
     }
     s.push_str("</svg>\n");
@@ -785,25 +786,24 @@ fn request_lanes(
     s: &mut String,
     p: &Panel,
     t_end: Instant,
-    reqs: &[RequestId],
-    spans: &[Vec<lanes::Span>],
+    lanes: &[(RequestId, Vec<lanes::Span>)],
     phases: &[PhaseRecord],
     tenants: &[Option<u32>],
     violations: &[Violation],
 ) {
-    let h = reqs.len() as f64 * LANE_H;
+    let h = lanes.len() as f64 * LANE_H;
     let _ = writeln!(
         s,
         r#"<text x="{LEFT}" y="{:.1}" font-size="12" font-weight="bold">request lanes · {} request(s) · rows: router, prefill leg, decode leg · from the model's lifecycle-phase records</text>"#,
         p.top - 6.0,
-        reqs.len()
+        lanes.len()
     );
     let _ = writeln!(
         s,
         r##"<rect x="{LEFT}" y="{:.1}" width="{PLOT_W}" height="{h:.1}" fill="#fcfcfc" stroke="#888" stroke-width="0.5"/>"##,
         p.top
     );
-    for (i, (r, spans)) in reqs.iter().zip(spans).enumerate() {
+    for (i, (r, spans)) in lanes.iter().enumerate() {
         let y0 = p.top + i as f64 * LANE_H;
         let tenant = tenants.get(r.idx()).copied().flatten();
         let named = violations.iter().any(|v| v.request == Some(*r));
