@@ -13,6 +13,25 @@ use kvsim::report::ViolationOut;
 use kvsim::trace::MemOp;
 use kvsim_gpu::{AttnShape, Backend, BackendChoice, Dtype, GpuError, Program};
 
+/// The KV element type of a replay (`--dtype`), parsed by clap: a misspelt one is refused with
+/// the choices listed (exit 2).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DtypeArg {
+    F16,
+    Bf16,
+    F32,
+}
+
+impl From<DtypeArg> for Dtype {
+    fn from(d: DtypeArg) -> Dtype {
+        match d {
+            DtypeArg::F16 => Dtype::F16,
+            DtypeArg::Bf16 => Dtype::Bf16,
+            DtypeArg::F32 => Dtype::F32,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
     /// A trace file (`kvsim run --trace`) or a saved failure directory holding `trace.jsonl`.
@@ -25,8 +44,8 @@ pub struct ConfirmOpts {
     pub kv_heads: u32,
     #[arg(long, default_value_t = 64)]
     pub head_dim: u32,
-    #[arg(long, default_value = "f16")]
-    pub dtype: String,
+    #[arg(long, value_enum, default_value = "f16")]
+    pub dtype: DtypeArg,
     /// Confirm at most this many violating reads (earliest first).
     #[arg(long, default_value_t = 8)]
     pub max_reads: usize,
@@ -56,7 +75,7 @@ impl ConfirmOpts {
             heads: 8,
             kv_heads: 2,
             head_dim: 64,
-            dtype: "f16".into(),
+            dtype: DtypeArg::F16,
             max_reads,
             threshold: 0.01,
             request: vec![],
@@ -137,12 +156,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
     let choice: BackendChoice = o.backend.parse().map_err(bad)?;
     // issue 16: how a CUDA replay is checked on the CPU.
     let cpu_check: kvsim_gpu::CpuCheck = o.cpu_check.parse().map_err(|e| bad(format!("--cpu-check: {e}")))?;
-    let dtype = match o.dtype.as_str() {
-        "f16" => Dtype::F16,
-        "bf16" => Dtype::Bf16,
-        "f32" => Dtype::F32,
-        d => return Err(bad(format!("--dtype {d}: expected f16, bf16 or f32"))),
-    };
+    let dtype = Dtype::from(o.dtype);
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
     shape.validate().map_err(|e| bad(e.to_string()))?;
     // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".

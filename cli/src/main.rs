@@ -400,7 +400,8 @@ fn run_with_trace(
             std::fs::write(p, serde_json::to_string(&v).expect("json")).map_err(|e| format!("{p}: {e}"))?;
         }
         if let Some(p) = &t.svg {
-            let s = kvsim::picture::svg::page_map_svg(cfg, records, &w.oracle.violations);
+            let phases = w.lifecycle.as_deref().unwrap_or_default();
+            let s = kvsim::picture::svg::page_map_svg(cfg, records, phases, &w.oracle.violations);
             std::fs::write(p, s).map_err(|e| format!("{p}: {e}"))?;
         }
     }

@@ -81,6 +81,10 @@ fn cuda_without_a_gpu_is_a_clean_exit_3_and_bad_input_is_2() {
     }
     let (code, _, _) = kvsim(&["confirm", &t, "--backend", "tpu"]);
     assert_eq!(code, Some(2));
+    // `--dtype` is a clap choice: a misspelt one is refused with the choices listed.
+    let (code, _, err) = kvsim(&["confirm", &t, "--dtype", "f64"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("f16") && err.contains("bf16") && err.contains("f32"), "{err}");
     let (code, _, _) = kvsim(&["confirm", "/nonexistent.jsonl"]);
     assert_eq!(code, Some(2));
     let (code, _, _) = kvsim(&["confirm", &t, "--heads", "3", "--kv-heads", "2"]);

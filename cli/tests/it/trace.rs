@@ -128,6 +128,10 @@ fn pictures_are_written() {
     assert!(evs.iter().any(|e| e["ph"] == "i" && e["name"].as_str().unwrap_or("").contains("cross_tenant_read")));
     let svg = std::fs::read_to_string(&s).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // The command line draws request lanes from the run's phase records: the violating reader
+    // (r2) has its lane, with the violation marked on it.
+    assert!(svg.contains("request lanes") && svg.contains(r#"data-r="2" data-row="decode""#), "r2's lanes");
+    assert!(svg.contains(r#"data-violation-r="2""#), "r2's violation mark");
 }
 
 #[test]

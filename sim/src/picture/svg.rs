@@ -5,14 +5,23 @@
 //! name, at their time. Written by hand as text (no dependencies), bounded in size: a panel with
 //! more rectangles than `MAX_RECTS` is rasterised to its pixel grid and drawn as merged spans.
 //!
+//! Under the pools, on the same time axis, request lanes (`super::lanes`): for every request a
+//! violation names and a few others (`lanes::MAX_OTHER_LANES`, said in the legend), a router
+//! row (arrival to response) and a row per leg with a rectangle per lifecycle phase, coloured by
+//! phase, drawn from the model's phase records (never from the memory log), with each violation
+//! marked on the row of its pool. Each span carries its request, row, node, phase and times as
+//! `data-` attributes, so a test reads the lanes back and checks them against the records.
+//!
 //! Prefill pages kept in the radix cache stay drawn as their request's until evicted (the record
 //! has no line for entering the cache; eviction is a `free` in the request's name).
 //!
 //! The run-level bookkeeping here (`PageTracker`, `request_tenants`, `pool_list`) is shared with
 //! the Perfetto exporter.
 
+use super::lanes::{self, Row};
 use crate::check::oracle::{Kind, Violation};
 use crate::config::SimConfig;
+use crate::lifecycle::PhaseRecord;
 use crate::pool::Run;
 use crate::trace::{MemOp, TraceRecord};
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role};
@@ -343,14 +352,22 @@ fn rects_for(p: &Panel, held: &[Held], tenants: &[Option<u32>], max_rects: usize
 
 /// The SVG page map of a run: a panel per pool (time on x, page id on y), a rectangle per held
 /// page run coloured by tenant, violations in red at their time over their page runs, a legend.
-pub fn page_map_svg(cfg: &SimConfig, records: &[(Instant, TraceRecord)], violations: &[Violation]) -> String {
-    page_map_svg_with(cfg, records, violations, MAX_RECTS)
+/// Below the pools, request lanes (`super::lanes`) drawn from `phases`, the run's lifecycle log
+/// (`World::lifecycle`; empty draws no lanes), on the same time axis.
+pub fn page_map_svg(
+    cfg: &SimConfig,
+    records: &[(Instant, TraceRecord)],
+    phases: &[PhaseRecord],
+    violations: &[Violation],
+) -> String {
+    page_map_svg_with(cfg, records, phases, violations, MAX_RECTS)
 }
 
 /// `page_map_svg` with the number of rectangles above which a panel is rasterised.
 fn page_map_svg_with(
     cfg: &SimConfig,
     records: &[(Instant, TraceRecord)],
+    phases: &[PhaseRecord],
     violations: &[Violation],
     max_rects: usize,
 ) -> String {
@@ -433,9 +450,17 @@ fn page_map_svg_with(
         .collect();
 
     let n = pools.len().max(1);
+    let victims = victim_requests(cfg, &held, violations);
+    // No lifecycle log (an exporter that did not keep one), no lanes.
+    let (lane_reqs, named) = match phases.is_empty() {
+        true => (Vec::new(), 0),
+        false => lanes::pick(phases, violations, &victims, lanes::MAX_OTHER_LANES),
+    };
+    let lanes_top = TOP + 18.0 + n as f64 * (PANEL_H + PANEL_GAP);
     let width = LEFT + PLOT_W + 24.0 + LEGEND_W;
     let legend_h = TOP + 40.0 + 18.0 * (order.len().min(LEGEND_TENANTS) as f64 + 8.0);
-    let height = (TOP + n as f64 * (PANEL_H + PANEL_GAP) + 10.0).max(legend_h);
+    let lanes_h = if lane_reqs.is_empty() { 0.0 } else { lanes_height(lane_reqs.len()) + PANEL_GAP };
+    let height = (TOP + n as f64 * (PANEL_H + PANEL_GAP) + 10.0 + lanes_h).max(legend_h);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -509,12 +534,43 @@ fn page_map_svg_with(
         violation_marks(&mut s, &p, &pool_v);
     }
     legend(&mut s, &roles, LEFT + PLOT_W + 24.0);
+    if !lane_reqs.is_empty() {
+        let p = Panel { top: lanes_top, pages: 1, t_end: t_scale };
+        let lanes: Vec<(RequestId, Vec<lanes::Span>)> =
+            lane_reqs.iter().map(|r| (*r, lanes::spans_of(phases, *r, t_end))).collect();
+        request_lanes(&mut s, &p, t_end, &lanes, phases, &tenants, violations);
+        lane_legend(&mut s, LEFT + PLOT_W + 24.0, lanes_top, lane_reqs.len(), named);
+    }
     s.push_str("</svg>\n");
     s
 }
 
 fn axes(s: &mut String, p: &Panel, t_end: Instant) {
     let bottom = p.top + PANEL_H;
+    time_axis(s, p, t_end, bottom);
+    let pstep = nice_step(p.pages as f64, 5.0).max(1.0);
+    let mut v = 0.0;
+    while v < p.pages as f64 {
+        let y = p.y(v as u64);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{:.1}" y1="{y:.1}" x2="{LEFT}" y2="{y:.1}" stroke="#555"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+            LEFT - 4.0,
+            LEFT - 6.0,
+            y + 3.5,
+            group(v as u64)
+        );
+        v += pstep;
+    }
+    let cy = p.top + PANEL_H / 2.0;
+    let _ = writeln!(
+        s,
+        r##"<text x="14" y="{cy:.1}" transform="rotate(-90 14 {cy:.1})" text-anchor="middle" fill="#333">page id</text>"##
+    );
+}
+
+/// Ticks of virtual time in seconds under a plot whose bottom edge is at `bottom`.
+fn time_axis(s: &mut String, p: &Panel, t_end: Instant, bottom: f64) {
     let secs = p.t_end / 1e9;
     let step = nice_step(secs, 10.0);
     let mut k = 0.0;
@@ -535,25 +591,6 @@ fn axes(s: &mut String, p: &Panel, t_end: Instant) {
         r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">time (s)</text>"##,
         LEFT + PLOT_W,
         bottom + 28.0
-    );
-    let pstep = nice_step(p.pages as f64, 5.0).max(1.0);
-    let mut v = 0.0;
-    while v < p.pages as f64 {
-        let y = p.y(v as u64);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{:.1}" y1="{y:.1}" x2="{LEFT}" y2="{y:.1}" stroke="#555"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
-            LEFT - 4.0,
-            LEFT - 6.0,
-            y + 3.5,
-            group(v as u64)
-        );
-        v += pstep;
-    }
-    let cy = p.top + PANEL_H / 2.0;
-    let _ = writeln!(
-        s,
-        r##"<text x="14" y="{cy:.1}" transform="rotate(-90 14 {cy:.1})" text-anchor="middle" fill="#333">page id</text>"##
     );
 }
 
@@ -681,6 +718,245 @@ fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
     }
 }
 
+/// Height of one request's lanes: its router row, prefill row and decode row, and a gap.
+const LANE_H: f64 = 26.0;
+/// The rows' offsets and heights inside a request's lanes.
+const ROUTER_ROW: (f64, f64) = (1.0, 3.0);
+const PREFILL_ROW: (f64, f64) = (6.0, 8.0);
+const DECODE_ROW: (f64, f64) = (15.0, 8.0);
+/// Lines of the lanes' legend (its height in 16-pixel lines, to size the picture).
+const LANE_LEGEND_LINES: usize = 14;
+/// The router's row: arrival to response.
+const ROUTER_FILL: &str = "#707070";
+
+/// Each phase's fill (`lifecycle::Phase::label` names): prefill's queues in purples, sending in
+/// blues, decode's in greens, the states that hold pages past their use in oranges and browns.
+const PHASE_COLOURS: [(&str, &str); 13] = [
+    ("bootstrap", "#cbc9e2"),
+    ("waiting", "#9e9ac8"),
+    ("prefill", "#6a51a3"),
+    ("inflight", "#3182bd"),
+    ("held", "#9ecae1"),
+    ("draining", "#fdae6b"),
+    ("orphaned", "#8c2d04"),
+    ("prealloc", "#c7e9c0"),
+    ("transfer", "#74c476"),
+    ("running", "#238b45"),
+    ("retracted", "#fdd0a2"),
+    ("releasing", "#bdbdbd"),
+    ("leaked", "#e6550d"),
+];
+
+fn phase_colour(phase: &str) -> &'static str {
+    PHASE_COLOURS.iter().find(|(p, _)| *p == phase).map_or("#636363", |(_, c)| c)
+}
+
+fn lanes_height(lanes: usize) -> f64 {
+    (lanes as f64 * LANE_H).max(LANE_LEGEND_LINES as f64 * 16.0)
+}
+
+/// Per violation with pages, the request other than its own that took the pages it covered
+/// last before it (whose KV the read most likely found), in violation order: the lanes show
+/// these first among the requests no violation names.
+fn victim_requests(cfg: &SimConfig, held: &[Vec<Held>], violations: &[Violation]) -> Vec<RequestId> {
+    let mut out: Vec<RequestId> = Vec::new();
+    for v in violations {
+        let Some(hs) = v.pool.and_then(|pool| pool_index(cfg, pool)).and_then(|i| held.get(i)) else {
+            continue;
+        };
+        let covers =
+            |h: &&Held| v.page_runs.iter().any(|run| run.first < h.first + h.count && h.first < run.first + run.count);
+        let last = hs
+            .iter()
+            .filter(|h| h.since <= v.at && Some(h.r) != v.request)
+            .filter(covers)
+            .max_by_key(|h| (h.since, std::cmp::Reverse(h.r)));
+        if let Some(h) = last.filter(|h| !out.contains(&h.r)) {
+            out.push(h.r);
+        }
+    }
+    out
+}
+
+/// The request lanes under the pools, on the pools' time axis: per request its label (red when
+/// a violation names it), its router row in its tenant's colour, its legs' phase spans (each a
+/// rectangle carrying its request, row, node, phase and times as `data-` attributes, with a
+/// hover title), and a red mark where a violation names it, on the row of the violation's pool.
+fn request_lanes(
+    s: &mut String,
+    p: &Panel,
+    t_end: Instant,
+    lanes: &[(RequestId, Vec<lanes::Span>)],
+    phases: &[PhaseRecord],
+    tenants: &[Option<u32>],
+    violations: &[Violation],
+) {
+    let h = lanes.len() as f64 * LANE_H;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{:.1}" font-size="12" font-weight="bold">request lanes · {} request(s) · rows: router, prefill leg, decode leg · from the model's lifecycle-phase records</text>"#,
+        p.top - 6.0,
+        lanes.len()
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{:.1}" width="{PLOT_W}" height="{h:.1}" fill="#fcfcfc" stroke="#888" stroke-width="0.5"/>"##,
+        p.top
+    );
+    for (i, (r, spans)) in lanes.iter().enumerate() {
+        let y0 = p.top + i as f64 * LANE_H;
+        let tenant = tenants.get(r.idx()).copied().flatten();
+        let named = violations.iter().any(|v| v.request == Some(*r));
+        if i > 0 {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{LEFT}" y1="{y0:.1}" x2="{:.1}" y2="{y0:.1}" stroke="#e4e4e4"/>"##,
+                LEFT + PLOT_W
+            );
+        }
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="{}">r{}{}</text><rect x="{:.1}" y="{:.1}" width="5" height="16" fill="{}"/>"##,
+            LEFT - 8.0,
+            y0 + 15.0,
+            if named { RED } else { "#333" },
+            r.0,
+            tenant.map_or(String::new(), |t| format!(" · t{t}")),
+            LEFT - 6.0,
+            y0 + PREFILL_ROW.0,
+            tenant_colour(tenant)
+        );
+        lane_summary(s, p, y0, spans, phases.iter().filter(|x| x.r == *r));
+        for sp in spans {
+            let (dy, rh, fill) = match sp.row {
+                Row::Router => (ROUTER_ROW.0, ROUTER_ROW.1, ROUTER_FILL.to_string()),
+                Row::Prefill => (PREFILL_ROW.0, PREFILL_ROW.1, phase_colour(sp.phase).to_string()),
+                Row::Decode => (DECODE_ROW.0, DECODE_ROW.1, phase_colour(sp.phase).to_string()),
+            };
+            let (x0, x1) = (p.x(sp.from).round(), p.x(sp.to).round());
+            let node = sp.node.map_or(String::new(), |n| n.to_string());
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x0:.0}" y="{:.1}" width="{:.0}" height="{rh:.0}" fill="{fill}" data-r="{}" data-row="{}" data-node="{node}" data-phase="{}" data-from="{}" data-to="{}"><title>r{} {} {} {}–{}</title></rect>"#,
+                y0 + dy,
+                (x1 - x0).max(1.0),
+                sp.r.0,
+                sp.row.name(),
+                sp.phase,
+                sp.from.0,
+                sp.to.0,
+                sp.r.0,
+                if node.is_empty() { sp.row.name() } else { &node },
+                sp.phase,
+                sp.from,
+                sp.to
+            );
+        }
+        for v in violations.iter().filter(|v| v.request == Some(*r)) {
+            let row = match v.pool.map(|n| n.role) {
+                Some(crate::types::Role::Prefill) => PREFILL_ROW,
+                Some(crate::types::Role::Decode) => DECODE_ROW,
+                None => ROUTER_ROW,
+            };
+            let (x, cy) = (p.x(v.at), y0 + row.0 + row.1 / 2.0);
+            let _ = writeln!(
+                s,
+                r#"<g data-violation-r="{}"><title>{} at {}{}</title><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{RED}" stroke-width="1"/><path d="M{:.1} {:.1} l7 7 m0 -7 l-7 7" stroke="{RED}" stroke-width="2"/></g>"#,
+                r.0,
+                esc(&label_text(v)),
+                v.at,
+                if v.detail.is_empty() { String::new() } else { format!(" — {}", esc(&v.detail)) },
+                y0,
+                y0 + LANE_H - 2.0,
+                x - 3.5,
+                cy - 3.5
+            );
+        }
+    }
+    time_axis(s, p, t_end, p.top + h);
+}
+
+/// A lane's text beside it (right of its last span, or left of its first near the right edge):
+/// the response's status and the time from arrival to response, as the router's records say —
+/// a lane at this scale is often a few pixels wide.
+fn lane_summary<'a>(
+    s: &mut String,
+    p: &Panel,
+    y0: f64,
+    spans: &[lanes::Span],
+    recs: impl Iterator<Item = &'a PhaseRecord>,
+) {
+    use crate::lifecycle::Phase;
+    let (Some(first), Some(last)) = (spans.iter().map(|x| x.from).min(), spans.iter().map(|x| x.to).max()) else {
+        return;
+    };
+    let mut arrived = None;
+    let mut text = "no response".to_string();
+    for rec in recs {
+        match rec.phase {
+            Phase::Arrived => arrived = Some(rec.at),
+            Phase::Responded { status, .. } => {
+                let took = arrived.map_or(String::new(), |a| format!(" after {:.3} s", (rec.at.0 - a.0) as f64 / 1e9));
+                text = format!("{status}{took}");
+            }
+            _ => {}
+        }
+    }
+    let w = text.chars().count() as f64 * 5.0;
+    let (x, anchor) =
+        if p.x(last) + 6.0 + w <= LEFT + PLOT_W { (p.x(last) + 6.0, "start") } else { (p.x(first) - 6.0, "end") };
+    let _ = writeln!(
+        s,
+        r##"<text x="{x:.1}" y="{:.1}" text-anchor="{anchor}" font-size="9" fill="#555">{}</text>"##,
+        y0 + 15.0,
+        esc(&text)
+    );
+}
+
+/// The lanes' legend beside them: the phases' colours in two columns, the rows, the violation
+/// mark, and which requests have lanes (with the cap on the others).
+fn lane_legend(s: &mut String, x: f64, top: f64, lanes: usize, named: usize) {
+    let mut y = top + 4.0;
+    let _ = writeln!(
+        s,
+        r#"<g class="lane-legend"><text x="{x:.1}" y="{y:.1}" font-size="12" font-weight="bold">Request lanes</text>"#
+    );
+    y += 16.0;
+    for pair in PHASE_COLOURS.chunks(2) {
+        for (k, (phase, colour)) in pair.iter().enumerate() {
+            let cx = x + k as f64 * 120.0;
+            let _ = writeln!(
+                s,
+                r#"<rect x="{cx:.1}" y="{:.1}" width="14" height="10" fill="{colour}"/><text x="{:.1}" y="{y:.1}">{phase}</text>"#,
+                y - 9.0,
+                cx + 20.0
+            );
+        }
+        y += 16.0;
+    }
+    let _ = writeln!(
+        s,
+        r#"<path d="M{:.1} {:.1} l7 7 m0 -7 l-7 7" stroke="{RED}" stroke-width="2"/><text x="{:.1}" y="{y:.1}">violation, on its pool's row</text>"#,
+        x + 3.0,
+        y - 8.0,
+        x + 20.0
+    );
+    y += 16.0;
+    let _ = writeln!(s, r##"<text x="{x:.1}" y="{y:.1}" fill="#444">grey top row: arrival → response</text>"##);
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r##"<text x="{x:.1}" y="{y:.1}" fill="#444">{named} named by a violation (all), {} other(s)</text>"##,
+        lanes - named
+    );
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r##"<text x="{x:.1}" y="{y:.1}" fill="#444">(others: up to {}, victims first)</text></g>"##,
+        lanes::MAX_OTHER_LANES
+    );
+}
+
 fn legend(s: &mut String, order: &[(Option<u32>, &str)], x: f64) {
     let mut y = TOP + 18.0;
     let _ = writeln!(s, r#"<text x="{x:.1}" y="{y:.1}" font-size="12" font-weight="bold">Legend</text>"#);
@@ -775,20 +1051,6 @@ pub(crate) mod tests {
         (cfg, recs, phases, std::mem::take(&mut w.oracle.violations))
     }
 
-    /// `run_phased` without the phase records.
-    pub(crate) fn run_with(
-        rel: &str,
-        profile: Option<&str>,
-        crash: Option<&str>,
-    ) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
-        let (cfg, recs, _, vs) = run_phased(rel, profile, crash);
-        (cfg, recs, vs)
-    }
-
-    pub(crate) fn run(rel: &str) -> (SimConfig, Vec<(Instant, TraceRecord)>, Vec<Violation>) {
-        run_with(rel, None, None)
-    }
-
     #[test]
     fn tracker_splits_and_frees_by_holder() {
         let mut t = PageTracker::default();
@@ -823,10 +1085,101 @@ pub(crate) mod tests {
         s.matches("<rect ").count()
     }
 
+    /// A drawn lane span, from its `data-` attributes.
+    #[derive(Debug)]
+    struct Drawn {
+        r: u32,
+        row: String,
+        node: String,
+        phase: String,
+        from: u64,
+        to: u64,
+        x: f64,
+        w: f64,
+    }
+
+    /// The lane spans an SVG draws, read back from its text.
+    fn drawn_spans(s: &str) -> Vec<Drawn> {
+        s.lines()
+            .filter(|l| l.starts_with("<rect ") && l.contains(" data-r="))
+            .map(|l| {
+                let attr = |k: &str| {
+                    let pat = format!(" {k}=\"");
+                    let i = l.find(&pat).unwrap_or_else(|| panic!("{k} in {l}")) + pat.len();
+                    l[i..i + l[i..].find('"').expect("closing quote")].to_string()
+                };
+                let num = |k: &str| attr(k).parse::<f64>().unwrap_or_else(|e| panic!("{k} in {l}: {e}"));
+                Drawn {
+                    r: attr("data-r").parse().expect("request"),
+                    row: attr("data-row"),
+                    node: attr("data-node"),
+                    phase: attr("data-phase"),
+                    from: attr("data-from").parse().expect("from"),
+                    to: attr("data-to").parse().expect("to"),
+                    x: num("x"),
+                    w: num("width"),
+                }
+            })
+            .collect()
+    }
+
+    /// Every lane drawn matches the phase records: a span starts at a record of its phase on its
+    /// row and node, and ends at the next record on that row that leaves the phase (another
+    /// phase or node, `Left`, the response), or at the end of the run when none does; every
+    /// labelled record of a drawn request lies in a drawn span of its phase; spans stay on the
+    /// time axis; every request a violation names has a lane and a violation mark. Returns the
+    /// number of spans.
+    fn check_lanes(s: &str, phases: &[PhaseRecord], vs: &[Violation]) -> usize {
+        use crate::lifecycle::Phase;
+        let spans = drawn_spans(s);
+        let name = |p: &PhaseRecord| match p.phase {
+            Phase::Arrived => Some(lanes::REQUEST),
+            ph => ph.label(),
+        };
+        let node = |p: &PhaseRecord| p.lane.node().map_or(String::new(), |n| n.to_string());
+        let end = spans.iter().map(|d| d.to).max().unwrap_or(0);
+        for d in &spans {
+            assert!(d.x >= LEFT - 0.5 && d.x + d.w <= LEFT + PLOT_W + 0.5, "off the axis: {d:?}");
+            let recs: Vec<&PhaseRecord> =
+                phases.iter().filter(|p| p.r.0 == d.r && Row::of(p.lane).name() == d.row).collect();
+            let start = recs
+                .iter()
+                .position(|p| p.at.0 == d.from && name(p) == Some(d.phase.as_str()) && node(p) == d.node)
+                .unwrap_or_else(|| panic!("no record starts {d:?}"));
+            let leaves = recs[start + 1..].iter().find(|p| match name(p) {
+                Some(n) => n != d.phase || node(p) != d.node,
+                None => matches!(p.phase, Phase::Left | Phase::Responded { .. }),
+            });
+            assert_eq!(leaves.map_or(end, |p| p.at.0), d.to, "{d:?} ends where its phase does");
+        }
+        let drawn: BTreeSet<u32> = spans.iter().map(|d| d.r).collect();
+        for p in phases.iter().filter(|p| drawn.contains(&p.r.0)) {
+            let Some(n) = name(p) else { continue };
+            let row = Row::of(p.lane).name();
+            assert!(
+                spans.iter().any(|d| d.r == p.r.0
+                    && d.row == row
+                    && d.phase == n
+                    && d.from <= p.at.0
+                    && p.at.0 <= d.to),
+                "record not drawn: {p:?}"
+            );
+        }
+        for r in vs.iter().filter_map(|v| v.request) {
+            assert!(
+                drawn.contains(&r.0) || !phases.iter().any(|p| p.r == r),
+                "r{} named by a violation has no lane",
+                r.0
+            );
+            assert!(s.contains(&format!("data-violation-r=\"{}\"", r.0)), "r{} violation mark", r.0);
+        }
+        spans.len()
+    }
+
     #[test]
     fn stub_leak_page_map() {
-        let (cfg, recs, vs) = run("small/stub-leak.toml");
-        let s = page_map_svg(&cfg, &recs, &vs);
+        let (cfg, recs, phases, vs) = run_phased("small/stub-leak.toml", None, None);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs);
         let rects = check_svg(&s);
         assert!(rects < 200, "{rects} rectangles");
         assert!(s.contains("decode-0 pool"));
@@ -834,15 +1187,27 @@ pub(crate) mod tests {
         assert!(s.contains("cross_tenant_read r2"), "violation label");
         assert!(s.contains(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")));
         assert!(s.contains(&tenant_colour(Some(1))) && s.contains(&tenant_colour(Some(2))));
+        // The violating read's request has its lanes, drawn from the phase records.
+        let spans = check_lanes(&s, &phases, &vs);
+        assert!(spans > 0);
+        let reader = vs.iter().find(|v| v.kind == Kind::CrossTenantRead).and_then(|v| v.request).expect("a reader");
+        let lane = drawn_spans(&s).into_iter().filter(|d| d.r == reader.0).map(|d| d.phase).collect::<Vec<_>>();
+        assert!(lane.iter().any(|p| p == "running") && lane.iter().any(|p| p == "prefill"), "{lane:?}");
+        assert!(s.contains(&format!("data-violation-r=\"{}\"", reader.0)));
+        // No records, no lanes.
+        let bare = page_map_svg(&cfg, &recs, &[], &vs);
+        assert!(drawn_spans(&bare).is_empty() && !bare.contains("request lanes"));
     }
 
     #[test]
     fn mixed_faults_page_map() {
-        let (cfg, recs, vs) = run_with("small/mixed-faults.toml", None, Some("decode-1"));
-        let s = page_map_svg(&cfg, &recs, &vs);
+        let (cfg, recs, phases, vs) = run_phased("small/mixed-faults.toml", None, Some("decode-1"));
+        let s = page_map_svg(&cfg, &recs, &phases, &vs);
         let rects = check_svg(&s);
         assert!(rects < 4 * MAX_RECTS + 100, "{rects} rectangles");
         assert!(s.contains(">reset</text>"), "crash resets drawn");
+        let lanes = check_lanes(&s, &phases, &vs);
+        assert!(lanes > 0, "lanes drawn");
         assert!(s.len() < 10_000_000);
     }
 
@@ -878,8 +1243,9 @@ pub(crate) mod tests {
             ("glm53-incident.toml", None, 1_000, "-raster"),
         ];
         for (rel, crash, max_rects, suffix) in runs {
-            let (cfg, recs, vs) = run_with(rel, None, crash);
-            let s = page_map_svg_with(&cfg, &recs, &vs, max_rects);
+            let (cfg, recs, phases, vs) = run_phased(rel, None, crash);
+            let s = page_map_svg_with(&cfg, &recs, &phases, &vs, max_rects);
+            check_lanes(&s, &phases, &vs);
             check_svg(&s);
             assert!(s.len() < 10_000_000, "{} bytes", s.len());
             assert!(s.matches("<rect ").count() < 4 * max_rects.max(3_000) + 500);
