@@ -610,8 +610,9 @@ fn guided_state(corpus: &str) -> serde_json::Value {
 
 /// A guided campaign is deterministic: the same table, corpus and saved failures for --jobs 1
 /// and --jobs 2, and for a campaign stopped mid-epoch (at 300 runs of 64-run epochs) and resumed
-/// to 600 as for an uninterrupted 600-run one. Its corpus grows, and its table is not the
-/// swarm's (its runs after the first epoch are mutations, not seeds).
+/// to 600 as for an uninterrupted 600-run one — the stop falls in the first epoch after the four
+/// swarm warm-up epochs (256 runs), the first that mutates. Its corpus grows, and it holds
+/// mutated entries (runs after the warm-up are partly mutations, not seeds).
 #[test]
 fn guided_campaigns_are_deterministic_across_jobs_and_resume() {
     let args = |c: &str, runs: &'static str, jobs: &'static str| {
