@@ -10,6 +10,7 @@ use crate::config::{
     AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
     TransferredAbort,
 };
+use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
@@ -90,8 +91,7 @@ pub struct DecodeNode {
     meta_slots: u32,
     meta_zero: bool,
     max_running: u32,
-    alive: bool,
-    epoch: u32,
+    life: Incarnation,
     prealloc: VecDeque<RequestId>,
     transfer: Vec<RequestId>,
     running: Vec<RequestId>,
@@ -100,7 +100,6 @@ pub struct DecodeNode {
     retracted: VecDeque<RequestId>,
     reqs: BTreeMap<RequestId, DReq>,
     busy: bool,
-    tick_pending: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
     prefix: crate::prefix::PrefixIndex,
 }
@@ -116,15 +115,13 @@ impl DecodeNode {
             meta_slots: c.metadata_slots,
             meta_zero: k.metadata_zero_on_free.on(),
             max_running: c.max_running_requests,
-            alive: true,
-            epoch: 0,
+            life: Incarnation::default(),
             prealloc: VecDeque::new(),
             transfer: Vec::new(),
             running: Vec::new(),
             retracted: VecDeque::new(),
             reqs: BTreeMap::new(),
             busy: false,
-            tick_pending: false,
             prefix: Default::default(),
         }
     }
@@ -132,7 +129,7 @@ impl DecodeNode {
     /// A tick would do nothing: the node is down, or nothing waits for admission or KV and a step
     /// is running or there is nothing to step (`decode_tick`'s four parts).
     pub fn tick_idle(&self) -> bool {
-        !self.alive
+        !self.life.alive()
             || (self.prealloc.is_empty()
                 && self.transfer.is_empty()
                 && self.retracted.is_empty()
@@ -147,29 +144,19 @@ impl DecodeNode {
         self.reqs.len()
     }
 
-    /// The node is up: not crashed, or restarted since.
+    /// The node is up (`Incarnation::alive`).
     pub fn alive(&self) -> bool {
-        self.alive
+        self.life.alive()
     }
 
-    /// The restart count: an event carrying an older epoch is addressed to a crashed incarnation.
+    /// The node's restart count (`Incarnation::epoch`).
     pub fn epoch(&self) -> u32 {
-        self.epoch
+        self.life.epoch()
     }
 
-    /// Comes back up after a crash (`World::restart`); the crash already advanced the epoch.
-    pub(crate) fn restart(&mut self) {
-        self.alive = true;
-    }
-
-    /// Marks a tick pending; true when none was (the caller schedules it, `World::tick`).
-    pub(crate) fn arm_tick(&mut self) -> bool {
-        !std::mem::replace(&mut self.tick_pending, true)
-    }
-
-    /// The pending tick found nothing to do: the next change schedules one again.
-    pub(crate) fn disarm_tick(&mut self) {
-        self.tick_pending = false;
+    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
+    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
+        &mut self.life
     }
 
     /// The node's requests by id.
@@ -269,7 +256,7 @@ impl World {
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].decode;
         let node_id = n.node();
-        let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].alive);
+        let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
             LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
             LegIntake::Rejected(_) => {
@@ -342,8 +329,8 @@ impl World {
     }
 
     pub(crate) fn decode_tick(&mut self, n: DecodeIdx) {
-        self.dnode(n).tick_pending = false;
-        if !self.decode[n.at()].alive {
+        self.dnode(n).life.disarm_tick();
+        if !self.decode[n.at()].life.alive() {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -410,7 +397,7 @@ impl World {
                 }
             }
             let now = self.now;
-            let epoch = self.decode[n.at()].epoch;
+            let epoch = self.decode[n.at()].life.epoch();
             let node = self.dnode(n);
             node.prealloc.pop_front();
             node.transfer.push(r);
@@ -431,7 +418,7 @@ impl World {
         }
         // 3. Transfer queue: poll, then commit.
         for r in self.decode[n.at()].transfer.clone() {
-            if !self.decode[n.at()].alive {
+            if !self.decode[n.at()].life.alive() {
                 return;
             }
             let d = &self.decode[n.at()].reqs[&r];
@@ -443,14 +430,14 @@ impl World {
         }
         // 4. A decode step over the running batch.
         let node = &self.decode[n.at()];
-        if node.alive && !node.busy && !node.running.is_empty() {
+        if node.life.alive() && !node.busy && !node.running.is_empty() {
             let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
             let c = &self.cfg.cost;
             let cost = c
                 .decode_step_base_us
                 .saturating_mul(1000)
                 .saturating_add((kv / 1000).saturating_mul(c.decode_ns_per_kkv));
-            let epoch = node.epoch;
+            let epoch = node.life.epoch();
             self.dnode(n).busy = true;
             self.after(Duration(cost), Ev::StepDone { node: n, epoch });
         }
@@ -539,7 +526,7 @@ impl World {
     }
 
     pub(crate) fn decode_step_done(&mut self, n: DecodeIdx, epoch: u32) {
-        if self.decode[n.at()].epoch != epoch {
+        if self.decode[n.at()].life.epoch() != epoch {
             return;
         }
         self.dnode(n).busy = false;
@@ -912,7 +899,7 @@ impl World {
             DecodeRelease::Deferred => {
                 let node = self.dnode(n);
                 node.transfer.retain(|x| *x != r);
-                let epoch = node.epoch;
+                let epoch = node.life.epoch();
                 node.reqs.get_mut(&r).expect("in transfer").phase = DPhase::Releasing;
                 self.phase(r, Lane::Decode(n), Phase::Releasing);
                 self.leg_result(r, Role::Decode, status);
@@ -967,7 +954,7 @@ impl World {
     }
 
     pub(crate) fn decode_abort_ack(&mut self, r: RequestId, n: DecodeIdx, epoch: u32) {
-        if self.decode[n.at()].epoch != epoch {
+        if self.decode[n.at()].life.epoch() != epoch {
             return;
         }
         if self.decode[n.at()].reqs.get(&r).map(|d| d.phase) == Some(DPhase::Releasing) {
@@ -987,7 +974,7 @@ impl World {
         at: Instant,
     ) -> bool {
         let node = &self.decode[n.at()];
-        if node.epoch != epoch {
+        if node.life.epoch() != epoch {
             return true;
         }
         let Some(d) = node.reqs.get(&r) else {
@@ -1016,7 +1003,7 @@ impl World {
     }
 
     pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: DecodeIdx, epoch: u32, slot: u32, room: u64) {
-        if self.decode[n.at()].epoch != epoch {
+        if self.decode[n.at()].life.epoch() != epoch {
             return;
         }
         self.dnode(n).meta.write(slot, room);
@@ -1024,7 +1011,7 @@ impl World {
     }
 
     pub(crate) fn decode_status(&mut self, r: RequestId, n: DecodeIdx, epoch: u32, ok: bool, pages: u64, prefix: u64) {
-        if self.decode[n.at()].epoch != epoch {
+        if self.decode[n.at()].life.epoch() != epoch {
             return;
         }
         let Some(d) = self.dnode(n).reqs.get_mut(&r) else {
@@ -1100,8 +1087,7 @@ impl World {
             self.phase(r, Lane::Decode(n), Phase::Left);
         }
         let node = self.dnode(n);
-        node.alive = false;
-        node.epoch += 1;
+        node.life.crash();
         node.busy = false;
         node.prealloc.clear();
         node.transfer.clear();

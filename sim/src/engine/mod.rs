@@ -8,6 +8,7 @@ pub mod decode;
 pub mod event;
 pub mod extent;
 pub mod faults;
+pub mod incarnation;
 pub mod intake;
 pub mod latency;
 pub mod lifecycle;

@@ -8,6 +8,7 @@ use crate::config::{
     AbortCheck, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode,
     ZeroPageLastChunk,
 };
+use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
@@ -81,15 +82,13 @@ pub struct PrefillNode {
     meta: MetaSlots,
     meta_slots: u32,
     meta_zero: bool,
-    alive: bool,
-    epoch: u32,
+    life: Incarnation,
     bootstrap: Vec<RequestId>,
     waiting: VecDeque<RequestId>,
     inflight: Vec<RequestId>,
     reqs: BTreeMap<RequestId, PReq>,
     pending_dst: BTreeMap<RequestId, DstInfo>,
     busy: bool,
-    tick_pending: bool,
     batch: Vec<(RequestId, u64, u64)>,
     cache: VecDeque<(RequestId, Vec<Run>)>,
     prefix: crate::prefix::PrefixIndex,
@@ -108,15 +107,13 @@ impl PrefillNode {
             meta: MetaSlots::new(c.metadata_slots, k.metadata_zero_on_free.on()),
             meta_slots: c.metadata_slots,
             meta_zero: k.metadata_zero_on_free.on(),
-            alive: true,
-            epoch: 0,
+            life: Incarnation::default(),
             bootstrap: Vec::new(),
             waiting: VecDeque::new(),
             inflight: Vec::new(),
             reqs: BTreeMap::new(),
             pending_dst: BTreeMap::new(),
             busy: false,
-            tick_pending: false,
             batch: Vec::new(),
             cache: VecDeque::new(),
             prefix: Default::default(),
@@ -128,7 +125,7 @@ impl PrefillNode {
     /// A tick would do nothing: the node is down, or its bootstrap and inflight queues are empty
     /// and a forward pass is running or nothing waits for one (`prefill_tick`'s three parts).
     pub fn tick_idle(&self) -> bool {
-        !self.alive
+        !self.life.alive()
             || self.pp.wedged()
             || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
     }
@@ -141,29 +138,19 @@ impl PrefillNode {
         self.reqs.len()
     }
 
-    /// The node is up: not crashed, or restarted since.
+    /// The node is up (`Incarnation::alive`).
     pub fn alive(&self) -> bool {
-        self.alive
+        self.life.alive()
     }
 
-    /// The restart count: an event carrying an older epoch is addressed to a crashed incarnation.
+    /// The node's restart count (`Incarnation::epoch`).
     pub fn epoch(&self) -> u32 {
-        self.epoch
+        self.life.epoch()
     }
 
-    /// Comes back up after a crash (`World::restart`); the crash already advanced the epoch.
-    pub(crate) fn restart(&mut self) {
-        self.alive = true;
-    }
-
-    /// Marks a tick pending; true when none was (the caller schedules it, `World::tick`).
-    pub(crate) fn arm_tick(&mut self) -> bool {
-        !std::mem::replace(&mut self.tick_pending, true)
-    }
-
-    /// The pending tick found nothing to do: the next change schedules one again.
-    pub(crate) fn disarm_tick(&mut self) {
-        self.tick_pending = false;
+    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
+    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
+        &mut self.life
     }
 
     /// The node's requests by id.
@@ -284,7 +271,7 @@ impl World {
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
         let n = self.reqs[r.idx()].prefill;
         let node_id = n.node();
-        let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].alive);
+        let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
             LegIntake::Admitted { len, pending_abort } => (len, pending_abort),
             LegIntake::Rejected(status) => {
@@ -296,7 +283,7 @@ impl World {
         let dst = self.pnode(n).pending_dst.remove(&r);
         let sender = if dst.is_some() { SenderState::WaitingForInput } else { SenderState::Bootstrapping };
         let now = self.now;
-        let epoch = self.prefill[n.at()].epoch;
+        let epoch = self.prefill[n.at()].life.epoch();
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
         let sent_pages = if dst.is_some() { self.decode_prefix_pages(r) } else { 0 };
         let node = self.pnode(n);
@@ -345,7 +332,7 @@ impl World {
     }
 
     pub(crate) fn prefill_dst_info(&mut self, r: RequestId, n: PrefillIdx, dst: DstInfo) {
-        if !self.prefill[n.at()].alive {
+        if !self.prefill[n.at()].life.alive() {
             return;
         }
         let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n.at()].reqs.contains_key(&r);
@@ -443,9 +430,9 @@ impl World {
     }
 
     pub(crate) fn prefill_tick(&mut self, n: PrefillIdx) {
-        self.pnode(n).tick_pending = false;
+        self.pnode(n).life.disarm_tick();
         // Stages whose queues diverged are blocked in their P2P schedule (`crate::pp`).
-        if !self.prefill[n.at()].alive || self.prefill[n.at()].pp.wedged() {
+        if !self.prefill[n.at()].life.alive() || self.prefill[n.at()].pp.wedged() {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -574,7 +561,7 @@ impl World {
         if batch.is_empty() {
             return;
         }
-        let epoch = self.prefill[n.at()].epoch;
+        let epoch = self.prefill[n.at()].life.epoch();
         let node = self.pnode(n);
         node.batch = batch;
         node.busy = true;
@@ -583,7 +570,7 @@ impl World {
 
     pub(crate) fn prefill_forward_done(&mut self, n: PrefillIdx, epoch: u32) {
         // Wedged stages never finish the pass (the next stage waits for a batch that never comes).
-        if self.prefill[n.at()].epoch != epoch || self.prefill[n.at()].pp.wedged() {
+        if self.prefill[n.at()].life.epoch() != epoch || self.prefill[n.at()].pp.wedged() {
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -715,7 +702,7 @@ impl World {
         let job = TransferJob {
             r,
             prefill: n,
-            prefill_epoch: node.epoch,
+            prefill_epoch: node.life.epoch(),
             decode: dst.decode,
             decode_epoch: dst.epoch,
             batches: Vec::new(),
@@ -832,7 +819,7 @@ impl World {
     /// restarted since, the request left it, or it left the phase the timer guards.
     pub(crate) fn prefill_timeout_moot(&self, r: RequestId, kind: TimeoutKind, n: PrefillIdx, epoch: u32) -> bool {
         let node = &self.prefill[n.at()];
-        if node.epoch != epoch {
+        if node.life.epoch() != epoch {
             return true;
         }
         let Some(pr) = node.reqs.get(&r) else {
@@ -891,8 +878,7 @@ impl World {
         }
         let k = self.cfg.knobs.clone();
         let node = self.pnode(n);
-        node.alive = false;
-        node.epoch += 1;
+        node.life.crash();
         node.busy = false;
         node.bootstrap.clear();
         node.waiting.clear();
@@ -906,7 +892,7 @@ impl World {
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         node.pp.reset();
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
-        let epoch = node.epoch;
+        let epoch = node.life.epoch();
         self.mem(MemOp::Reset { pool, pages, page_size });
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
         self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });

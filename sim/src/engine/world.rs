@@ -411,8 +411,8 @@ impl World {
 
     pub fn tick(&mut self, node: NodeId) {
         let armed = match node.idx() {
-            NodeIdx::Prefill(p) => self.prefill[p.at()].arm_tick(),
-            NodeIdx::Decode(d) => self.decode[d.at()].arm_tick(),
+            NodeIdx::Prefill(p) => self.prefill[p.at()].life_mut().arm_tick(),
+            NodeIdx::Decode(d) => self.decode[d.at()].life_mut().arm_tick(),
         };
         if armed {
             self.after(Duration(0), Ev::Tick { node });
@@ -798,8 +798,8 @@ impl World {
                 if idle {
                     // What the tick would have done: let the next change schedule a tick again.
                     match node.idx() {
-                        NodeIdx::Prefill(p) => self.prefill[p.at()].disarm_tick(),
-                        NodeIdx::Decode(d) => self.decode[d.at()].disarm_tick(),
+                        NodeIdx::Prefill(p) => self.prefill[p.at()].life_mut().disarm_tick(),
+                        NodeIdx::Decode(d) => self.decode[d.at()].life_mut().disarm_tick(),
                     }
                 }
                 idle
@@ -1018,8 +1018,8 @@ impl World {
 
     fn restart(&mut self, node: NodeId) {
         match node.idx() {
-            NodeIdx::Prefill(p) => self.prefill[p.at()].restart(),
-            NodeIdx::Decode(d) => self.decode[d.at()].restart(),
+            NodeIdx::Prefill(p) => self.prefill[p.at()].life_mut().restart(),
+            NodeIdx::Decode(d) => self.decode[d.at()].life_mut().restart(),
         }
         self.tick(node);
     }
