@@ -7,6 +7,7 @@
 //! fail with that error (after a successful selection), so the exit paths are tested without a
 //! GPU.
 
+use kvsim::campaign::ReplayFailure;
 use kvsim::confirm::{lower, LowerError, MemModel, Select};
 use kvsim::report::exit;
 use kvsim::report::ViolationOut;
@@ -32,12 +33,72 @@ impl From<DtypeArg> for Dtype {
     }
 }
 
+/// The KV backend of a replay (`--backend`, `run --confirm`), parsed by clap: a misspelt one is
+/// refused with the choices listed (exit 2).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// CUDA where a driver, a device and NVRTC are found, else the CPU reference (with a note).
+    Auto,
+    /// The CPU reference.
+    Cpu,
+    /// CUDA, or exit 3 when it is unavailable.
+    Cuda,
+}
+
+impl BackendArg {
+    /// The name the user typed (for messages).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendArg::Auto => "auto",
+            BackendArg::Cpu => "cpu",
+            BackendArg::Cuda => "cuda",
+        }
+    }
+}
+
+impl From<BackendArg> for BackendChoice {
+    fn from(b: BackendArg) -> BackendChoice {
+        match b {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Cuda => BackendChoice::Cuda,
+        }
+    }
+}
+
+/// `fuzz --confirm`: a backend, or `off`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmArg {
+    /// No confirmation.
+    Off,
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl ConfirmArg {
+    /// The backend to confirm on, `None` for `off`.
+    pub fn backend(self) -> Option<BackendArg> {
+        match self {
+            ConfirmArg::Off => None,
+            ConfirmArg::Auto => Some(BackendArg::Auto),
+            ConfirmArg::Cpu => Some(BackendArg::Cpu),
+            ConfirmArg::Cuda => Some(BackendArg::Cuda),
+        }
+    }
+}
+
+/// `--cpu-check`, parsed by clap through `CpuCheck`'s own parser (its message names the forms).
+fn parse_cpu_check(s: &str) -> Result<kvsim_gpu::CpuCheck, String> {
+    s.parse()
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
     /// A trace file (`kvsim run --trace`) or a saved failure directory holding `trace.jsonl`.
     pub input: String,
-    #[arg(long, default_value = "auto")]
-    pub backend: String,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
     #[arg(long, default_value_t = 8)]
     pub heads: u32,
     #[arg(long, default_value_t = 2)]
@@ -61,17 +122,17 @@ pub struct ConfirmOpts {
     /// reference), `sampled` or `sampled:N` (N sampled partitions of each read recomputed, the
     /// merge recomputed from the device's partials: for replays too large for the CPU), `auto`
     /// (full up to 8 GiB of pools, sampled above). The CPU backend ignores it.
-    #[arg(long, default_value = "auto")]
-    pub cpu_check: String,
+    #[arg(long, default_value = "auto", value_parser = parse_cpu_check)]
+    pub cpu_check: kvsim_gpu::CpuCheck,
     // --- end issue 16 ---
 }
 
 impl ConfirmOpts {
     /// The defaults of `kvsim confirm` (the attention shape, 1% threshold) on `backend`.
-    pub fn defaults(input: String, backend: &str, max_reads: usize) -> ConfirmOpts {
+    pub fn defaults(input: String, backend: BackendArg, max_reads: usize) -> ConfirmOpts {
         ConfirmOpts {
             input,
-            backend: backend.to_string(),
+            backend,
             heads: 8,
             kv_heads: 2,
             head_dim: 64,
@@ -79,7 +140,7 @@ impl ConfirmOpts {
             max_reads,
             threshold: 0.01,
             request: vec![],
-            cpu_check: "auto".into(),
+            cpu_check: kvsim_gpu::CpuCheck::Auto,
         }
     }
 }
@@ -104,9 +165,9 @@ pub fn run(o: &ConfirmOpts) -> i32 {
                 exit::CLEAN
             }
         }
-        Err((code, msg)) => {
-            eprintln!("error: {msg}");
-            code
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code
         }
     }
 }
@@ -123,14 +184,14 @@ pub struct Log {
     pub violations: Vec<ViolationOut>,
 }
 
-pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
+pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
     let log = read_log(&o.input)?;
     confirm_log(&log, o)
 }
 
 /// Reads a trace file (or a saved failure directory holding `trace.jsonl`).
-pub fn read_log(input: &str) -> Result<Log, (i32, String)> {
-    let bad = |m: String| (exit::BAD_INPUT, m);
+pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
+    let bad = ReplayFailure::bad_input;
     let path = if std::path::Path::new(input).is_dir() {
         format!("{}/trace.jsonl", input.trim_end_matches('/'))
     } else {
@@ -150,12 +211,9 @@ pub fn read_log(input: &str) -> Result<Log, (i32, String)> {
 }
 
 /// Lowers and replays a memory log's violating reads (or `o.request`'s last reads).
-pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)> {
-    let bad = |m: String| (exit::BAD_INPUT, m);
+pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
+    let bad = ReplayFailure::bad_input;
     let path = &log.label;
-    let choice: BackendChoice = o.backend.parse().map_err(bad)?;
-    // issue 16: how a CUDA replay is checked on the CPU.
-    let cpu_check: kvsim_gpu::CpuCheck = o.cpu_check.parse().map_err(|e| bad(format!("--cpu-check: {e}")))?;
     let dtype = Dtype::from(o.dtype);
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
     shape.validate().map_err(|e| bad(e.to_string()))?;
@@ -185,8 +243,8 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
         Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
     let (mut backend, note) =
-        kvsim_gpu::select(choice).map_err(|e| gpu_error(&o.backend, "selecting the backend", e))?;
-    backend.set_cpu_check(cpu_check);
+        kvsim_gpu::select(o.backend.into()).map_err(|e| gpu_error(o.backend.name(), "selecting the backend", e))?;
+    backend.set_cpu_check(o.cpu_check);
     let mut backend = inject_failure(backend);
     if let Some(n) = note {
         out.push_str(&format!("note: {n}\n"));
@@ -205,7 +263,8 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
         shape.head_dim,
         shape.dtype.name()
     ));
-    let results = backend.run(&lowered.program).map_err(|e| gpu_error(&o.backend, &format!("replaying {path}"), e))?;
+    let results =
+        backend.run(&lowered.program).map_err(|e| gpu_error(o.backend.name(), &format!("replaying {path}"), e))?;
     let (mut confirmed, mut disagreements) = (0, 0);
     for (t, r) in lowered.targets.iter().zip(&results) {
         let verdict = if r.foreign_share > o.threshold {
@@ -286,14 +345,15 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, (i32, String)>
 /// The exit code and message of a backend error: 3 when the backend is unavailable, 4 when the
 /// GPU failed at run time (a CUDA driver error — out of memory, a failed launch — or an NVRTC
 /// compile error), 2 when the program is invalid or over a size limit (bad input).
-pub fn gpu_error(backend: &str, doing: &str, e: GpuError) -> (i32, String) {
-    match e {
+pub fn gpu_error(backend: &str, doing: &str, e: GpuError) -> ReplayFailure {
+    let (exit_code, message) = match e {
         GpuError::Unavailable(why) => (exit::DIVERGED, format!("backend {backend} unavailable: {why}")),
         e @ (GpuError::Cuda(_) | GpuError::Compile(_)) => {
             (exit::GPU_RUNTIME, format!("GPU failure while {doing} on the {backend} backend: {e}"))
         }
         e @ (GpuError::InvalidProgram(_) | GpuError::TooLarge { .. }) => (exit::BAD_INPUT, format!("{doing}: {e}")),
-    }
+    };
+    ReplayFailure { exit_code, message }
 }
 
 /// A backend whose every run fails with one error (the `KVSIM_INJECT_GPU_ERROR` test hook).

@@ -48,8 +48,8 @@ pub struct FuzzOpts {
     /// Confirm each new read signature's shrunk trace on a KV backend: auto (CUDA where a driver
     /// is present, else the CPU reference), cpu, cuda or off. A read whose replayed memory does
     /// not hold what the model saw is reported as a model/replay DISAGREEMENT.
-    #[arg(long, default_value = "auto")]
-    pub confirm: String,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub confirm: super::confirm::ConfirmArg,
     /// Simulation runs each shrink may use.
     #[arg(long, default_value_t = 1500)]
     pub shrink_budget: u32,
@@ -239,19 +239,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// A read whose replayed memory does not hold what the model saw is a DISAGREEMENT between model
 /// and replay: reported, never dropped. A cross-tenant read whose foreign KV is in the replayed
 /// memory but under the leak threshold agrees with the model (not confirmed, not a disagreement).
-fn confirm_signature(sig: &str, trace: &Path, backend: &str) -> Option<String> {
+fn confirm_signature(sig: &str, trace: &Path, backend: super::confirm::BackendArg) -> Option<String> {
     if !camp_lib::is_confirmable(sig) {
         return None;
     }
     let o = super::confirm::ConfirmOpts::defaults(trace.to_string_lossy().into_owned(), backend, 4);
-    let replay = super::confirm::confirm(&o)
-        .map(|v| camp_lib::ReplayCounts {
-            reads: v.reads as u64,
-            confirmed: v.confirmed as u64,
-            disagreements: v.disagreements as u64,
-            backend: v.backend,
-        })
-        .map_err(|(_, e)| e);
+    let replay = super::confirm::confirm(&o).map(|v| camp_lib::ReplayCounts {
+        reads: v.reads as u64,
+        confirmed: v.confirmed as u64,
+        disagreements: v.disagreements as u64,
+        backend: v.backend,
+    });
     Some(camp_lib::confirm_summary(sig, replay))
 }
 
@@ -342,9 +340,9 @@ impl Ctx {
         if let Some(case) = shrunk_cfg.as_ref().or((case_requests(&cfg) <= PICTURE_MAX_REQUESTS).then_some(&cfg)) {
             write_pictures(case, &dir)?;
         }
-        if self.opts.confirm != "off" {
+        if let Some(backend) = self.opts.confirm.backend() {
             let trace = if dir.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
-            failure.confirm = confirm_signature(sig, &dir.join(trace), &self.opts.confirm);
+            failure.confirm = confirm_signature(sig, &dir.join(trace), backend);
         }
         write_atomic(&dir.join("failure.json"), serde_json::to_string_pretty(&failure).expect("json").as_bytes())
             .map_err(io)?;
@@ -525,9 +523,6 @@ pub fn run(o: &FuzzOpts) -> i32 {
 fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let shard = o.shard.as_deref().map(parse_shard).transpose()?.unwrap_or((0, 1));
     let deadline = o.time.as_deref().map(parse_time).transpose()?;
-    if !["off", "auto", "cpu", "cuda"].contains(&o.confirm.as_str()) {
-        return Err(format!("--confirm {}: expected off, auto, cpu or cuda", o.confirm));
-    }
     let known = load_known(o)?;
     let (space, space_name) = match (&o.base, &o.profile) {
         (None, p) if o.prefix_heavy => {

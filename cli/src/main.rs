@@ -154,8 +154,8 @@ enum Cmd {
         trace: TraceOpts,
         /// Confirm the run's violating reads on a KV backend (as `kvsim confirm` on its trace):
         /// auto (the default when no value is given), cpu or cuda.
-        #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
-        confirm: Option<String>,
+        #[arg(long, value_enum, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
+        confirm: Option<confirm::BackendArg>,
         /// Replay one schedule found by `kvsim explore` (its choice string).
         #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "perfetto", "svg", "check_oracle"])]
         choices: Option<String>,
@@ -336,7 +336,7 @@ fn run() -> i32 {
                 }
             }
             let ni = (check == Some(PropertyCheck::Noninterference)).then_some(secret_tenant);
-            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm.as_deref())
+            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
@@ -506,7 +506,7 @@ fn cmd_run(
     check_determinism: bool,
     noninterference: Option<Option<u32>>,
     topts: &TraceOpts,
-    confirm_on: Option<&str>,
+    confirm_on: Option<confirm::BackendArg>,
 ) -> i32 {
     let cfg = match load(path, opts) {
         Ok(c) => c,
@@ -613,7 +613,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
 /// `kvsim run --confirm`: replays the run's violating reads (up to 64) on `backend`, like
 /// `kvsim confirm` on its trace, and prints the verdict of each read (to stderr with `--json`).
 /// The exit code stays the run's, unless the confirmation itself fails (2, 3 or 4).
-fn confirm_run(cfg: &SimConfig, report: &Report, backend: &str, json: bool) -> i32 {
+fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, json: bool) -> i32 {
     let (_, mem) = mem_log_of(cfg);
     let log = confirm::Log {
         label: format!("{} (seed {})", cfg.name, cfg.seed),
@@ -634,9 +634,9 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: &str, json: bool) -> i
             }
             report.exit_code
         }
-        Err((code, msg)) => {
-            eprintln!("error: confirm: {msg}");
-            code
+        Err(e) => {
+            eprintln!("error: confirm: {e}");
+            e.exit_code
         }
     }
 }

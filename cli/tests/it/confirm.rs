@@ -79,8 +79,17 @@ fn cuda_without_a_gpu_is_a_clean_exit_3_and_bad_input_is_2() {
         assert!(err.contains("unavailable"), "{err}");
         assert!(!err.contains("panicked"), "{err}");
     }
-    let (code, _, _) = kvsim(&["confirm", &t, "--backend", "tpu"]);
-    assert_eq!(code, Some(2));
+    // `--backend`, `run --confirm` and `fuzz --confirm` are clap choices: a misspelt backend is
+    // refused before anything runs, with the choices listed.
+    for args in [
+        vec!["confirm", &t, "--backend", "tpu"],
+        vec!["run", "scenarios/small/stub-leak.toml", "--confirm", "tpu"],
+        vec!["fuzz", "--runs", "1", "--confirm", "tpu", "--corpus", "/nonexistent/never-written"],
+    ] {
+        let (code, _, err) = kvsim(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("tpu") && err.contains("cpu") && err.contains("cuda"), "{args:?}: {err}");
+    }
     // `--dtype` is a clap choice: a misspelt one is refused with the choices listed.
     let (code, _, err) = kvsim(&["confirm", &t, "--dtype", "f64"]);
     assert_eq!(code, Some(2));

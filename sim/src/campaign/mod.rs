@@ -448,11 +448,35 @@ pub struct ReplayCounts {
     pub backend: String,
 }
 
+/// Why a replay gave no verdict: the backend was unavailable (exit 3), the GPU failed at run time
+/// (exit 4), or the log or the options were bad input (exit 2). `exit_code` is what `kvsim
+/// confirm` exits with; `message` says what failed, naming the file and line where there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayFailure {
+    pub exit_code: i32,
+    pub message: String,
+}
+
+impl ReplayFailure {
+    /// Bad input (exit 2).
+    pub fn bad_input(message: String) -> ReplayFailure {
+        ReplayFailure { exit_code: crate::report::exit::BAD_INPUT, message }
+    }
+}
+
+impl std::fmt::Display for ReplayFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ReplayFailure {}
+
 /// The `confirm` line of a saved failure from the replay's counts (or its error). A read whose
 /// replayed memory does not hold what the model saw is a DISAGREEMENT between model and replay:
 /// reported, never dropped. A cross-tenant read whose foreign KV is in the replayed memory but
 /// under the leak threshold agrees with the model (not confirmed, not a disagreement).
-pub fn confirm_summary(sig: &str, replay: Result<ReplayCounts, String>) -> String {
+pub fn confirm_summary(sig: &str, replay: Result<ReplayCounts, ReplayFailure>) -> String {
     let kind = sig.split('/').next().unwrap_or_default();
     match replay {
         Ok(v) if v.disagreements > 0 => format!(
@@ -923,7 +947,10 @@ mod tests {
             (confirm_summary(sig, Ok(counts(2, 1, 1))), Confirmation::Disagreement),
             (confirm_summary(sig, Ok(counts(0, 0, 0))), Confirmation::Disagreement),
             (confirm_summary("uninitialized_read/x", Ok(counts(1, 0, 0))), Confirmation::Agrees),
-            (confirm_summary(sig, Err("no driver".into())), Confirmation::Failed),
+            (
+                confirm_summary(sig, Err(ReplayFailure { exit_code: 3, message: "no driver".into() })),
+                Confirmation::Failed,
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(Confirmation::of(Some(&line)), want, "{line}");

@@ -499,20 +499,20 @@ enum KnobOrigin {
 }
 
 /// The origin of every knob that is not the profile's value.
-struct KnobOrigins {
-    file: String,
+struct KnobOrigins<'s> {
+    file: &'s str,
     /// The scenario's text, to locate a `File` knob's line when an error names it.
-    text: String,
+    text: &'s str,
     profile: String,
     from: BTreeMap<String, KnobOrigin>,
 }
 
-impl KnobOrigins {
+impl KnobOrigins<'_> {
     /// An error about knob `k`, placed where its value came from: the scenario line, `--set`, or
     /// the profile (a profile's own values are always valid, so that last case names it plainly).
     fn err(&self, k: &str, message: &str) -> ScenarioError {
         let (file, line) = match self.from.get(k) {
-            Some(KnobOrigin::File) => (self.file.clone(), locate(&self.text, "knobs", 0, k)),
+            Some(KnobOrigin::File) => (self.file.to_string(), locate(self.text, "knobs", 0, k)),
             Some(KnobOrigin::Set) => ("--set".to_string(), None),
             None => (format!("{} (profile {})", self.file, self.profile), None),
         };
@@ -755,29 +755,56 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
     find(&t, key).map(|(k, _)| line_of(text, k.start)).or(header)
 }
 
+/// The dotted key (`decode.pool_tokens`; an array of tables by its name, `requests.tenant`) of the
+/// entry at byte `at`, for naming where a parse error is: the deepest key whose entry (key to the
+/// end of its value) or whose line (a value that did not parse, a table's header) holds `at`. Read from the spans of the `toml` crate's own parse, recovering past a
+/// syntax error so that its key is named too; empty when `at` is in no entry (a blank line).
+pub fn key_at(text: &str, at: usize) -> String {
+    use toml::de::{DeTable, DeValue};
+    fn holds(
+        text: &str,
+        k: &toml::Spanned<std::borrow::Cow<'_, str>>,
+        v: &toml::Spanned<DeValue<'_>>,
+        at: usize,
+    ) -> bool {
+        let (from, to) = (k.span().start, v.span().end.max(k.span().end));
+        (from <= at && at < to) || line_of(text, from) == line_of(text, at)
+    }
+    /// The tables a value holds (itself, or an array's table elements).
+    fn tables<'a, 'i>(v: &'a DeValue<'i>) -> Vec<&'a DeTable<'i>> {
+        match v {
+            DeValue::Table(t) => vec![t],
+            DeValue::Array(a) => a
+                .iter()
+                .filter_map(|e| match e.get_ref() {
+                    DeValue::Table(t) => Some(t),
+                    _ => None,
+                })
+                .collect(),
+            _ => vec![],
+        }
+    }
+    fn find(text: &str, t: &DeTable<'_>, at: usize) -> Option<Vec<String>> {
+        for (k, v) in t.iter() {
+            let name = k.get_ref().to_string();
+            if let Some(mut inner) = tables(v.get_ref()).into_iter().find_map(|sub| find(text, sub, at)) {
+                inner.insert(0, name);
+                return Some(inner);
+            }
+        }
+        t.iter().rfind(|(k, v)| holds(text, k, v, at)).map(|(k, _)| vec![k.get_ref().to_string()])
+    }
+    let (doc, _) = DeTable::parse_recoverable(text);
+    find(text, doc.get_ref(), at).unwrap_or_default().join(".")
+}
+
 impl Scenario {
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let spec: ScenarioFile =
-            toml::from_str(text).map_err(|e| {
-                let line = e.span().map(|s| line_of(text, s.start));
-                let key = line
-                    .and_then(|l| text.lines().nth(l - 1))
-                    .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string()))
-                    .unwrap_or_default();
-                // Qualify the key with the table it sits in (`decode.pool_tokens`).
-                let table = line
-                    .and_then(|l| {
-                        text.lines().take(l).filter(|x| x.trim_start().starts_with('[')).last().map(|h| {
-                            h.trim().trim_start_matches('[').split(']').next().unwrap_or("").trim().to_string()
-                        })
-                    })
-                    .unwrap_or_default();
-                let key = match (table.is_empty(), key.is_empty()) {
-                    (false, false) => format!("{table}.{key}"),
-                    _ => key,
-                };
-                ScenarioError { file: file.to_string(), line, key, message: with_suggestion(e.message().trim()) }
-            })?;
+        let spec: ScenarioFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
+            ScenarioError { file: file.to_string(), line, key, message: with_suggestion(e.message().trim()) }
+        })?;
         Ok(Scenario { file: file.to_string(), text: text.to_string(), spec })
     }
 
@@ -813,15 +840,11 @@ impl Scenario {
 
     /// Resolves knobs: profile, then the scenario's `[knobs]`, then `--set`. Returns where each
     /// knob's value came from, so that a later range check blames the right place.
-    fn knobs(&self, o: &Overrides, profile: &str) -> Result<(Knobs, KnobOrigins), ScenarioError> {
+    fn knobs(&self, o: &Overrides, profile: &str) -> Result<(Knobs, KnobOrigins<'_>), ScenarioError> {
         let p = config::profile(profile).ok_or_else(|| self.profile_err(o, profile))?;
         let mut table = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        let mut origins = KnobOrigins {
-            file: self.file.clone(),
-            text: self.text.clone(),
-            profile: profile.to_string(),
-            from: BTreeMap::new(),
-        };
+        let mut origins =
+            KnobOrigins { file: &self.file, text: &self.text, profile: profile.to_string(), from: BTreeMap::new() };
         for (k, v) in self.spec.knobs.clone().unwrap_or_default() {
             if !table.contains_key(&k) {
                 return Err(self.err("knobs", 0, &k, unknown_knob(&k)));
@@ -933,7 +956,7 @@ impl Scenario {
     }
 
     /// The knobs' own limits (numbers a profile never violates).
-    fn check_knobs(&self, knobs: &Knobs, origins: &KnobOrigins) -> Result<(), ScenarioError> {
+    fn check_knobs(&self, knobs: &Knobs, origins: &KnobOrigins<'_>) -> Result<(), ScenarioError> {
         let ps = knobs.page_size;
         if ps == 0 || ps > 1 << 16 {
             return Err(origins.err("page_size", "page size must be between 1 and 65536"));
@@ -1560,6 +1583,38 @@ at_ms = 2
         assert_eq!(locate("not = [valid", "", 0, "not"), None);
         // A value beyond i64 (the range check reports it, so it must be found).
         assert_eq!(locate("[[request]]\nat_ns = 18446744073709551610\n", "request", 0, "at_ns"), Some(2));
+    }
+
+    /// The key a parse error names, for syntax errors (the recovering parse) and shape errors
+    /// alike: (text, the error's key, its line).
+    #[test]
+    fn a_parse_error_names_its_key_from_the_spans() {
+        let parse = |text: &str| {
+            let e = super::Scenario::parse("t.toml", text).err().expect("an error");
+            (e.key, e.line)
+        };
+        let cases: [(&str, &str, usize); 10] = [
+            // Syntax errors: the value did not parse; the key is on the error's line.
+            ("name = \"t\"\n[[decode]]\npool_tokens = 12 34\n", "decode.pool_tokens", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokens = \n", "decode.pool_tokens", 3),
+            (
+                "name = \"t\"\n[[faults.script]]\nkind = \"crash\"\n[[faults.script]]\nat_ms = 1x\n",
+                "faults.script.at_ms",
+                5,
+            ),
+            // A key in a comment or a multi-line string is not a key (the old text scan named them).
+            ("description = \"\"\"\n[decode]\n\"\"\"\n# prefill = 1\n[[prefill]]\nx = [1,\n", "prefill.x", 6),
+            // Shape errors on a valid file: the wrong type, an unknown key, a quoted key, a header.
+            ("name = \"t\"\n[[decode]]\npool_tokens = \"many\"\n", "decode.pool_tokens", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokenz = 1\n", "decode.pool_tokenz", 3),
+            ("name = \"t\"\n[[decode]]\n\"pool_tokenz\" = 1\n", "decode.pool_tokenz", 3),
+            ("name = \"t\"\n[decode]\npool_tokens = 1\n", "decode", 2),
+            ("name = \"t\"\n[decoed]\npool_tokens = 1\n", "decoed", 2),
+            ("name = 5\n", "name", 1),
+        ];
+        for (text, key, line) in cases {
+            assert_eq!(parse(text), (key.to_string(), Some(line)), "{text}");
+        }
     }
 }
 
