@@ -3,6 +3,10 @@
 //!
 //! Every violation is built with [`Violation::new`] and the setters below (one constructor: the
 //! defaults of the fields a kind leaves empty are written once, here).
+//!
+//! No float decides a verdict (shares are compared as integer ratios): refused by the lint below.
+
+#![deny(clippy::float_arithmetic)]
 
 pub mod expect;
 pub mod explore;

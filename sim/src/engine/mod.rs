@@ -2,6 +2,11 @@
 //! and decode nodes, the transfer worker, radix caches, pipeline stages), the memory they own
 //! (`pool`, `extent`, `metadata`), the faults injected into them and `World`, the
 //! discrete-event scheduler that wires them together. Pure: no files, threads or clock.
+//!
+//! No float decides anything in the model (probabilities are integer ratios, times integer
+//! nanoseconds): a float computation here is refused by the lint below.
+
+#![deny(clippy::float_arithmetic)]
 
 pub mod client;
 pub mod decode;
