@@ -1,6 +1,8 @@
-//! Request lanes for the SVG page map: which requests get a lane, and each lane's phase spans,
-//! laid out from the model's lifecycle-phase records (`crate::lifecycle`) exactly as the Perfetto
-//! export reads them — never rebuilt from the memory log, which would be a second state machine.
+//! Request lanes: which requests get a lane on the SVG page map, and each request's phase spans,
+//! laid out from the model's lifecycle-phase records (`crate::lifecycle`) — never rebuilt from the
+//! memory log, which would be a second state machine. [`spans_of`] is the one place the pictures
+//! turn records into spans: the SVG page map draws its lanes from it, and the Perfetto export
+//! (`picture::perfetto`) its request and leg slices, so the two cannot draw a request differently.
 //!
 //! A request's lanes are three rows: the router's (arrival to response), its prefill leg's and its
 //! decode leg's. On a leg's row each labelled phase record (`Phase::label`) starts a span of that
@@ -56,20 +58,30 @@ pub struct Span {
     pub phase: &'static str,
     pub from: Instant,
     pub to: Instant,
+    /// Whether the span begins a stay on its row: nothing was open there before it (the row's
+    /// first span, or the first after the node forgot the request), or what was open was on
+    /// another node. A stay's spans are back to back; [`stays`] groups them (the Perfetto
+    /// export draws a leg's stay as one slice with its phases nested inside).
+    pub opens: bool,
+    /// The record that ended the span: the next phase's, `Left`, the router's `Responded` (with
+    /// the response's status and tokens); `None` when it was still open at the end of the run.
+    pub closed_by: Option<Phase>,
 }
 
 /// The name of the router's span.
 pub const REQUEST: &str = "request";
 
-/// The spans of request `r`, from its records in `log` (in the model's order), with spans still
-/// open ending at `end`. Rows in the order router, prefill, decode; spans of a row in time order.
+/// The spans of request `r`, from its records in `log` (in the model's order; `log` may hold
+/// other requests' records too, or only `r`'s), with spans still open ending at `end`. Rows in
+/// the order router, prefill, decode; spans of a row in time order.
 pub fn spans_of(log: &[PhaseRecord], r: RequestId, end: Instant) -> Vec<Span> {
+    /// The span open on a row: (node, phase, from, opens).
+    type Open = Option<(Option<NodeId>, &'static str, Instant, bool)>;
     let mut out = Vec::new();
-    // The span open on each row: (node, phase, from).
-    let mut open: [Option<(Option<NodeId>, &'static str, Instant)>; 3] = [None; 3];
-    let close = |out: &mut Vec<Span>, row: Row, o: &mut Option<(Option<NodeId>, &'static str, Instant)>, at| {
-        if let Some((node, phase, from)) = o.take() {
-            out.push(Span { r, row, node, phase, from, to: at });
+    let mut open: [Open; 3] = [None; 3];
+    let close = |out: &mut Vec<Span>, row: Row, o: &mut Open, at, by| {
+        if let Some((node, phase, from, opens)) = o.take() {
+            out.push(Span { r, row, node, phase, from, to: at, opens, closed_by: by });
         }
     };
     for p in crate::lifecycle::of_request(log, r) {
@@ -78,7 +90,7 @@ pub fn spans_of(log: &[PhaseRecord], r: RequestId, end: Instant) -> Vec<Span> {
         let label = match p.phase {
             Phase::Arrived => Some(REQUEST),
             Phase::Responded { .. } | Phase::Left => {
-                close(&mut out, row, slot, p.at);
+                close(&mut out, row, slot, p.at, Some(p.phase));
                 continue;
             }
             ph => ph.label(),
@@ -87,17 +99,24 @@ pub fn spans_of(log: &[PhaseRecord], r: RequestId, end: Instant) -> Vec<Span> {
             continue;
         };
         let node = p.lane.node();
-        if matches!(slot, Some((n, ph, _)) if *n == node && *ph == label) {
+        if matches!(slot, Some((n, ph, _, _)) if *n == node && *ph == label) {
             continue;
         }
-        close(&mut out, row, slot, p.at);
-        *slot = Some((node, label, p.at));
+        let opens = !matches!(slot, Some((n, _, _, _)) if *n == node);
+        close(&mut out, row, slot, p.at, Some(p.phase));
+        *slot = Some((node, label, p.at, opens));
     }
     for (row, slot) in [Row::Router, Row::Prefill, Row::Decode].into_iter().zip(open.iter_mut()) {
-        close(&mut out, row, slot, end);
+        close(&mut out, row, slot, end, None);
     }
     out.sort_by_key(|s| (s.row, s.from, s.to));
     out
+}
+
+/// `spans` (as [`spans_of`] returns them) cut into stays: each run of back-to-back spans of one
+/// row on one node, from a span that [`Span::opens`] to the next. Never empty.
+pub fn stays(spans: &[Span]) -> impl Iterator<Item = &[Span]> {
+    spans.chunk_by(|_, next| !next.opens)
 }
 
 /// The requests that get a lane, in id order: every request a violation names, then up to
@@ -171,6 +190,42 @@ mod tests {
                 (Row::Decode, d, "leaked", 9, 20),
             ]
         );
+        // What began each stay and ended each span: the crash's `Left` ends the stay on
+        // prefill-0, the restart on prefill-1 begins another; the response's record closes the
+        // router's span, the run's end the spans still open.
+        let opens: Vec<bool> = spans.iter().map(|s| s.opens).collect();
+        assert_eq!(opens, vec![true, true, false, false, true, true, false, false]);
+        let by: Vec<Option<Phase>> = spans.iter().map(|s| s.closed_by).collect();
+        assert_eq!(
+            by,
+            vec![
+                Some(Phase::Responded { status: 200, tokens: 3 }),
+                Some(Phase::Waiting),
+                Some(Phase::Prefill { from: 0, to: 10 }),
+                Some(Phase::Left),
+                None,
+                Some(Phase::Transfer),
+                Some(Phase::Leaked),
+                None,
+            ]
+        );
+        let stays: Vec<(Row, usize)> = stays(&spans).map(|st| (st[0].row, st.len())).collect();
+        assert_eq!(stays, vec![(Row::Router, 1), (Row::Prefill, 3), (Row::Prefill, 1), (Row::Decode, 3)]);
+        // Only r7's records given: the same spans.
+        let own: Vec<PhaseRecord> = log.iter().filter(|p| p.r == RequestId(7)).copied().collect();
+        assert_eq!(spans_of(&own, RequestId(7), Instant(20)), spans);
+    }
+
+    /// A record on another node while a span is open (no `Left` between) ends the stay there and
+    /// begins one on the new node, even in the same phase.
+    #[test]
+    fn a_record_on_another_node_begins_a_new_stay() {
+        let (p0, p1) = (Lane::Prefill(PrefillIdx(0)), Lane::Prefill(PrefillIdx(1)));
+        let log = vec![rec(1, 3, p0, Phase::Bootstrap), rec(2, 3, p1, Phase::Bootstrap), rec(3, 3, p1, Phase::Waiting)];
+        let spans = spans_of(&log, RequestId(3), Instant(9));
+        let got: Vec<(u64, u64, bool)> = spans.iter().map(|s| (s.from.0, s.to.0, s.opens)).collect();
+        assert_eq!(got, vec![(1, 2, true), (2, 3, true), (3, 9, false)]);
+        assert_eq!(stays(&spans).count(), 2);
     }
 
     #[test]

@@ -3,12 +3,15 @@
 //!
 //! Layout: pid 1 is the router, then a process per prefill node, per decode node, and per pool
 //! ("pool prefill-0", ...). A request's life is an async slice on the router from its arrival to
-//! its response; each leg is an async slice on its node with its phases nested inside. Both are
-//! drawn from the model's lifecycle-phase records (`crate::lifecycle`), not rebuilt from the
-//! memory log: a leg opens at its first phase on its node, each phase record starts the phase
-//! it names (`Phase::label`; per-chunk `prefill` records continue one `prefill` slice), and the
-//! leg closes when the node forgets the request (`Phase::Left`). A leg the node never forgets
-//! (`orphaned`, `leaked`) stays open to the end of the run.
+//! its response (closed with its status and tokens); each stay of a leg on a node is an async
+//! slice there, named after the request, with its phases nested inside. All of them are the
+//! request's spans as `lanes::spans_of` lays them out from the model's lifecycle-phase records
+//! (`crate::lifecycle`) — the same spans the SVG page map draws; this module decides nothing
+//! about phases. So a leg's slice begins at its first phase on its node, each phase record starts
+//! the phase it names (`Phase::label`; per-chunk `prefill` records continue one `prefill` slice),
+//! and the slice ends when the node forgets the request (`Phase::Left`) or the leg moves to
+//! another node; a leg the node never forgets (`orphaned`, `leaked`), and a request without a
+//! response, stays open to the end of the run.
 //!
 //! - prefill: `bootstrap` (waiting for decode's page list; none behind a sequential proxy) →
 //!   `waiting` (waiting queue) → `prefill` (its chunks scheduled) → `inflight` (sending;
@@ -23,11 +26,12 @@
 //! node where the `copy` landed, each end on a short "transfer rN" slice. Pools carry a
 //! "free pages" counter, and violations are instants on their pool (or the router).
 
+use super::lanes::{self, Row, Span};
 use super::svg::{pool_index, pool_list, request_tenants, Held, PageTracker};
 use crate::check::oracle::Violation;
 use crate::config::SimConfig;
 use crate::event::Ev;
-use crate::lifecycle::{Lane, Phase, PhaseRecord};
+use crate::lifecycle::{Phase, PhaseRecord};
 use crate::trace::{MemOp, TraceRecord};
 use crate::types::{Instant, JobId, NodeId, PoolId, RequestId, Role};
 use serde_json::{json, Value};
@@ -43,15 +47,6 @@ fn ts(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// A leg of a request on its node, as drawn so far.
-#[derive(Clone, Debug, Default)]
-struct Leg {
-    /// The node's index, from the leg's first phase record.
-    node: Option<u16>,
-    open: bool,
-    phase: Option<&'static str>,
-}
-
 /// A process of the trace: pid, name, and its (tid, name) threads.
 type Proc = (u64, String, Vec<(u64, &'static str)>);
 
@@ -64,27 +59,11 @@ struct Builder<'a> {
     out: Vec<(u64, Value)>,
     /// Indices into `out` of anchor slices, with their track, for fixing their durations.
     anchors: Vec<(u64, u64, u64, usize)>,
-    legs: [Vec<Leg>; 2],
-    router_open: Vec<bool>,
     /// Prefill: when the request's data was ready to send (a flow's start).
     ready_at: Vec<u64>,
     next_flow: u64,
     /// Index in `out` of each pool's latest counter event.
     last_counter: BTreeMap<u64, usize>,
-}
-
-fn role_idx(role: Role) -> usize {
-    match role {
-        Role::Prefill => 0,
-        Role::Decode => 1,
-    }
-}
-
-fn cat(role: Role) -> &'static str {
-    match role {
-        Role::Prefill => "prefill",
-        Role::Decode => "decode",
-    }
 }
 
 impl Builder<'_> {
@@ -108,63 +87,12 @@ impl Builder<'_> {
         self.out.push((at, v));
     }
 
-    fn leg_pid(&self, role: Role, r: RequestId) -> Option<u64> {
-        let leg = self.legs[role_idx(role)].get(r.idx())?;
-        let index = leg.node?;
-        self.node_pid(NodeId { role, index })
-    }
-
-    fn async_ev(&mut self, ph: &str, at: u64, role: Role, r: RequestId, name: &str) {
-        let Some(pid) = self.leg_pid(role, r) else {
-            return;
-        };
+    /// An async slice's begin or end on `pid` (`ph` "b" or "e").
+    fn async_ev(&mut self, ph: &str, at: Instant, cat: &str, pid: u64, r: RequestId, name: &str) {
         self.push(
-            at,
-            json!({"name": name, "cat": cat(role), "ph": ph, "id": r.0, "pid": pid, "tid": TID_MAIN, "ts": ts(at)}),
+            at.0,
+            json!({"name": name, "cat": cat, "ph": ph, "id": r.0, "pid": pid, "tid": TID_MAIN, "ts": ts(at.0)}),
         );
-    }
-
-    fn set_phase(&mut self, at: u64, role: Role, r: RequestId, phase: &'static str) {
-        let leg = &self.legs[role_idx(role)][r.idx()];
-        if !leg.open || leg.phase == Some(phase) {
-            return;
-        }
-        if let Some(p) = leg.phase {
-            self.async_ev("e", at, role, r, p);
-        }
-        self.async_ev("b", at, role, r, phase);
-        self.legs[role_idx(role)][r.idx()].phase = Some(phase);
-    }
-
-    /// Opens the leg's slice on node `index` (a leg the model starts again after it left, on
-    /// a restarted or another node, is a new slice there).
-    fn open_leg(&mut self, at: u64, role: Role, r: RequestId, index: u16) {
-        let leg = &mut self.legs[role_idx(role)][r.idx()];
-        if leg.open {
-            return;
-        }
-        leg.node = Some(index);
-        if self.leg_pid(role, r).is_none() {
-            return;
-        }
-        let name = self.req_name(r);
-        self.async_ev("b", at, role, r, &name);
-        self.legs[role_idx(role)][r.idx()].open = true;
-    }
-
-    fn close_leg(&mut self, at: u64, role: Role, r: RequestId) {
-        let leg = self.legs[role_idx(role)][r.idx()].clone();
-        if !leg.open {
-            return;
-        }
-        if let Some(p) = leg.phase {
-            self.async_ev("e", at, role, r, p);
-        }
-        let name = self.req_name(r);
-        self.async_ev("e", at, role, r, &name);
-        let leg = &mut self.legs[role_idx(role)][r.idx()];
-        leg.open = false;
-        leg.phase = None;
     }
 
     fn anchor(&mut self, at: u64, pid: u64, name: String, args: Value) {
@@ -257,9 +185,9 @@ impl Walk {
 /// the run's lifecycle log (`World::lifecycle`; empty draws no request or leg slices).
 ///
 /// The steps: the builder ([`Builder::new`]), the processes and threads ([`Builder::metadata`]),
-/// the trace records and the phase records merged in the model's order ([`Builder::walk`]), the
-/// violations as instants, whatever is still open closed at the end, and the anchor slices'
-/// durations ([`Builder::finish`]).
+/// the trace records in order ([`Builder::walk`]), the violations as instants, every request's
+/// slices from its spans, closing at the end what is still open then ([`Builder::requests`]),
+/// and the anchor slices' durations ([`Builder::finish`]).
 pub fn perfetto_json(
     cfg: &SimConfig,
     records: &[(Instant, TraceRecord)],
@@ -268,13 +196,15 @@ pub fn perfetto_json(
 ) -> Value {
     let mut b = Builder::new(cfg, records, phases);
     b.metadata();
-    b.walk(records, phases);
+    b.walk(records);
     for v in violations {
         b.violation(v);
     }
-    // Close whatever is still open at the last timestamp.
-    let end = records.iter().map(|r| r.0 .0).chain(violations.iter().map(|v| v.at.0)).max().unwrap_or(0);
-    b.close_all(end);
+    // Spans still open end at the last timestamp (a phase record's too, so none ends before it
+    // begins).
+    let times = records.iter().map(|r| r.0).chain(violations.iter().map(|v| v.at));
+    let end = times.chain(phases.iter().map(|p| p.at)).max().unwrap_or(Instant(0));
+    b.requests(phases, end);
     b.finish()
 }
 
@@ -290,26 +220,19 @@ impl<'a> Builder<'a> {
             tenants,
             out: Vec::new(),
             anchors: Vec::new(),
-            legs: [vec![Leg::default(); n], vec![Leg::default(); n]],
-            router_open: vec![false; n],
             ready_at: vec![0; n],
             next_flow: 1,
             last_counter: BTreeMap::new(),
         }
     }
 
-    /// Every trace record in order, each phase record drawn where the model noted it (before the
-    /// first trace record it precedes); the pools' counters start full.
-    fn walk(&mut self, records: &[(Instant, TraceRecord)], phases: &[PhaseRecord]) {
+    /// Every trace record in order; the pools' counters start full.
+    fn walk(&mut self, records: &[(Instant, TraceRecord)]) {
         let mut w = Walk::new(self.cfg);
         for (id, usable) in w.pools.clone() {
             self.counter(0, id, usable);
         }
-        let mut phases = phases.iter().peekable();
-        for (i, (at, rec)) in records.iter().enumerate() {
-            while let Some(p) = phases.next_if(|p| p.seq <= i as u64) {
-                self.phase(p);
-            }
+        for (at, rec) in records {
             match rec {
                 TraceRecord::Event(ev) => self.event(at.0, ev, &mut w),
                 // Decode steps as the reads, page allocations and writes they stand for.
@@ -322,9 +245,6 @@ impl<'a> Builder<'a> {
                 TraceRecord::Response { .. } => {}
             }
         }
-        for p in phases {
-            self.phase(p);
-        }
     }
 
     /// Whether `r` is one of the requests the builder tracks.
@@ -332,52 +252,51 @@ impl<'a> Builder<'a> {
         r.idx() < self.n
     }
 
-    /// A lifecycle-phase record: the router's slice opens or closes with its status, a leg opens
-    /// at its first phase, changes phase, or closes when its node forgets the request.
-    fn phase(&mut self, p: &PhaseRecord) {
-        let (t, r) = (p.at.0, p.r);
-        if !self.known(&r) {
-            return;
+    /// Every request's slices, from its spans (`lanes::spans_of`, one call per request, on that
+    /// request's records), with spans still open ending at `end`: see the module documentation.
+    fn requests(&mut self, phases: &[PhaseRecord], end: Instant) {
+        let mut by_request: BTreeMap<RequestId, Vec<PhaseRecord>> = BTreeMap::new();
+        for p in phases {
+            by_request.entry(p.r).or_default().push(*p);
         }
-        let (role, index) = match p.lane {
-            Lane::Router => {
-                self.router_phase(t, r, p.phase);
-                return;
-            }
-            Lane::Prefill(n) => (Role::Prefill, n.0),
-            Lane::Decode(n) => (Role::Decode, n.0),
-        };
-        match p.phase {
-            Phase::Left => self.close_leg(t, role, r),
-            ph => {
-                if let Some(label) = ph.label() {
-                    self.open_leg(t, role, r, index);
-                    self.set_phase(t, role, r, label);
-                }
+        for (r, log) in &by_request {
+            let spans = lanes::spans_of(log, *r, end);
+            for stay in lanes::stays(&spans) {
+                self.stay(*r, stay);
             }
         }
     }
 
-    /// The router's slice of `r`: from its arrival to its response, with the status.
-    fn router_phase(&mut self, t: u64, r: RequestId, phase: Phase) {
+    /// One stay of request `r` on a row: on the router, its slice, closed with the response's
+    /// status and tokens; on a leg's node, a slice named after the request with the phases
+    /// nested inside (none on a node the configuration does not have).
+    fn stay(&mut self, r: RequestId, stay: &[Span]) {
         let name = self.req_name(r);
-        match phase {
-            Phase::Arrived => {
+        let (first, last) = (stay[0], stay[stay.len() - 1]);
+        if first.row == Row::Router {
+            for s in stay {
+                let args = match s.closed_by {
+                    Some(Phase::Responded { status, tokens }) => json!({"status": status, "tokens": tokens}),
+                    _ => json!({"status": "none by the end"}),
+                };
+                self.async_ev("b", s.from, "request", ROUTER_PID, r, &name);
                 self.push(
-                    t,
-                    json!({"name": name, "cat": "request", "ph": "b", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t)}),
+                    s.to.0,
+                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(s.to.0), "args": args}),
                 );
-                self.router_open[r.idx()] = true;
             }
-            Phase::Responded { status, tokens } if self.router_open[r.idx()] => {
-                self.push(
-                    t,
-                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(t), "args": {"status": status, "tokens": tokens}}),
-                );
-                self.router_open[r.idx()] = false;
-            }
-            _ => {}
+            return;
         }
+        let Some(pid) = first.node.and_then(|n| self.node_pid(n)) else {
+            return;
+        };
+        let cat = first.row.name();
+        self.async_ev("b", first.from, cat, pid, r, &name);
+        for s in stay {
+            self.async_ev("b", s.from, cat, pid, r, s.phase);
+            self.async_ev("e", s.to, cat, pid, r, s.phase);
+        }
+        self.async_ev("e", last.to, cat, pid, r, &name);
     }
 
     /// An event: a client's abort and faults become instants; decode's page list and a landing
@@ -494,22 +413,6 @@ impl<'a> Builder<'a> {
         };
         let args = serde_json::to_value(v).unwrap_or(Value::Null);
         self.instant(v.at.0, pid, name, "violation", args);
-    }
-
-    /// Every leg and request slice still open, closed at `end`.
-    fn close_all(&mut self, end: u64) {
-        for r in 0..self.n {
-            let r = RequestId(r as u32);
-            self.close_leg(end, Role::Prefill, r);
-            self.close_leg(end, Role::Decode, r);
-            if self.router_open[r.idx()] {
-                let name = self.req_name(r);
-                self.push(
-                    end,
-                    json!({"name": name, "cat": "request", "ph": "e", "id": r.0, "pid": ROUTER_PID, "tid": TID_MAIN, "ts": ts(end), "args": {"status": "none by the end"}}),
-                );
-            }
-        }
     }
 
     /// The document: anchor slices end before the next one on their track starts; events sorted
@@ -732,6 +635,114 @@ mod tests {
         assert!(!evs.iter().any(|e| e["name"] == "bootstrap"));
     }
 
+    /// An export's async slices as (cat, pid, id, name, begin ns, end ns), each "b" matched with
+    /// the next "e" of its (pid, cat, id, name), none left open, events in time order; the names
+    /// of request and leg slices (`req N`, `req N · tenant T`) become `req` once checked. Sorted.
+    fn slices(evs: &[Value]) -> Vec<(String, u64, u64, String, u64, u64)> {
+        let ns = |e: &Value| (e["ts"].as_f64().unwrap() * 1000.0).round() as u64;
+        let mut open: BTreeMap<(u64, String, u64, String), Vec<u64>> = BTreeMap::new();
+        let mut out = Vec::new();
+        for w in evs.windows(2) {
+            assert!(w[0]["ts"].as_f64() <= w[1]["ts"].as_f64(), "sorted by ts: {}", w[1]);
+        }
+        for e in evs.iter().filter(|e| e["ph"] == "b" || e["ph"] == "e") {
+            let (cat, id) = (e["cat"].as_str().unwrap().to_string(), e["id"].as_u64().unwrap());
+            let mut name = e["name"].as_str().unwrap().to_string();
+            if name.starts_with("req ") {
+                let req = format!("req {id}");
+                assert!(name == req || name.starts_with(&format!("{req} · tenant ")), "{name} on id {id}");
+                name = "req".to_string();
+            }
+            let key = (e["pid"].as_u64().unwrap(), cat, id, name);
+            if e["ph"] == "b" {
+                open.entry(key).or_default().push(ns(e));
+            } else {
+                let from = open.get_mut(&key).and_then(Vec::pop).unwrap_or_else(|| panic!("{key:?} ends unopened"));
+                out.push((key.1, key.0, key.2, key.3, from, ns(e)));
+            }
+        }
+        assert!(open.values().all(Vec::is_empty), "slices left open");
+        out.sort();
+        out
+    }
+
+    /// The slices the export must have for `phases`: each span of `lanes::spans_of` (over the
+    /// whole log, not one request's records as the export calls it) and each leg's stay.
+    fn spans_as_slices(
+        cfg: &SimConfig,
+        phases: &[PhaseRecord],
+        end: Instant,
+    ) -> Vec<(String, u64, u64, String, u64, u64)> {
+        let requests: std::collections::BTreeSet<RequestId> = phases.iter().map(|p| p.r).collect();
+        let mut out = Vec::new();
+        for r in requests {
+            let spans = lanes::spans_of(phases, r, end);
+            for stay in lanes::stays(&spans) {
+                let row = stay[0].row;
+                if row == Row::Router {
+                    out.extend(
+                        stay.iter()
+                            .map(|s| ("request".into(), ROUTER_PID, u64::from(r.0), "req".into(), s.from.0, s.to.0)),
+                    );
+                    continue;
+                }
+                let node = stay[0].node.expect("a leg's node");
+                let pid = 2 + pool_index(cfg, node).expect("a configured node") as u64;
+                let slice = |name: &str, from: Instant, to: Instant| {
+                    (row.name().to_string(), pid, u64::from(r.0), name.to_string(), from.0, to.0)
+                };
+                out.push(slice("req", stay[0].from, stay[stay.len() - 1].to));
+                out.extend(stay.iter().map(|s| slice(s.phase, s.from, s.to)));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Every request and leg slice of the export is a span of `lanes::spans_of` (a leg's outer
+    /// slice one of its stays), and every span is a slice: the export draws exactly the spans the
+    /// SVG page map draws, with no state machine of its own to drift from them. Over the
+    /// catalogue's and the small scenarios (the glm53 incident's is in `incident_trace`, slow in
+    /// debug builds).
+    #[test]
+    fn slices_are_the_spans_of_lanes() {
+        let dir = format!("{}/../scenarios", crate::test_manifest_dir());
+        let mut rels = Vec::new();
+        for sub in ["catalogue", "small"] {
+            for e in std::fs::read_dir(format!("{dir}/{sub}")).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                if name.ends_with(".toml") {
+                    rels.push(format!("{sub}/{name}"));
+                }
+            }
+        }
+        rels.sort();
+        assert!(rels.len() >= 20, "{rels:?}");
+        let mut legs = 0;
+        for rel in &rels {
+            legs += check_slices_are_spans(rel);
+        }
+        assert!(legs > 100, "{legs} leg slices");
+    }
+
+    /// Scenario `rel`'s export against [`spans_as_slices`]; returns how many leg phase slices it
+    /// compared. (Not [`check`]: a catalogue case may leave a pool untouched, one counter.)
+    fn check_slices_are_spans(rel: &str) -> usize {
+        let (cfg, recs, ph, vs) = run_phased(rel, None, None);
+        let v = perfetto_json(&cfg, &recs, &ph, &vs);
+        let evs = v["traceEvents"].as_array().expect("traceEvents");
+        let end = recs.iter().map(|r| r.0).chain(vs.iter().map(|v| v.at)).chain(ph.iter().map(|p| p.at)).max();
+        let want = spans_as_slices(&cfg, &ph, end.unwrap_or(Instant(0)));
+        let got = slices(evs);
+        assert!(!got.is_empty(), "{rel}: no slices");
+        if got != want {
+            let extra: Vec<_> = got.iter().filter(|s| !want.contains(s)).take(5).collect();
+            let missing: Vec<_> = want.iter().filter(|s| !got.contains(s)).take(5).collect();
+            panic!("{rel}: slices not the spans: extra {extra:?}, missing {missing:?}");
+        }
+        got.iter().filter(|s| s.0 != "request" && s.3 != "req").count()
+    }
+
     /// The full incident's trace passes the structural checks (slow in debug builds:
     /// `cargo test -p kvsim --lib picture -- --ignored`). With `KVSIM_PICTURES_OUT=DIR` set, the
     /// traces are also written there, for opening in ui.perfetto.dev.
@@ -742,6 +753,7 @@ mod tests {
             let (cfg, recs, ph, vs) = run_phased(rel, None, None);
             let v = perfetto_json(&cfg, &recs, &ph, &vs);
             check(&cfg, &v);
+            check_slices_are_spans(rel);
             if let Some(dir) = std::env::var_os("KVSIM_PICTURES_OUT") {
                 let text = serde_json::to_string(&v).unwrap();
                 let out = std::path::Path::new(&dir).join(format!("trace-{}.json", cfg.name));
