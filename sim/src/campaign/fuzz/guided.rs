@@ -251,10 +251,8 @@ impl Guided {
         }
         for c in std::mem::take(&mut self.pending) {
             let new: Vec<u32> = c.features.into_iter().filter(|f| !self.seen.contains(f)).collect();
-            let worth: u64 = new
-                .iter()
-                .map(|e| if crate::coverage::is_signature_edge(*e) { SIGNATURE_WEIGHT } else { 1 })
-                .sum();
+            let worth: u64 =
+                new.iter().map(|e| if crate::coverage::is_signature_edge(*e) { SIGNATURE_WEIGHT } else { 1 }).sum();
             self.yield_gain[usize::from(!c.recipe.mutations.is_empty())] += worth * 256;
             if !new.is_empty() {
                 self.seen.extend(new.iter().copied());
