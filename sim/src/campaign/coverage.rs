@@ -24,6 +24,14 @@ use crate::world::World;
 /// Slots of the hit-count map (a power of two). Collisions merge two edges, as in libFuzzer's
 /// 8-bit counters; 16k slots keep them rare for the few thousand edges a campaign sees.
 const SLOTS: usize = 1 << 14;
+/// Slots after [`SLOTS`] for the run's signatures ([`Coverage::hit_signatures`]), so a guided
+/// campaign can tell a signature edge from a model edge ([`is_signature_edge`]).
+const SIGNATURE_SLOTS: usize = 1 << 12;
+
+/// Whether edge `e` (of [`Coverage::edge_set`]) is one of the run's signatures, not a model edge.
+pub fn is_signature_edge(e: u32) -> bool {
+    e as usize >= SLOTS
+}
 
 /// Per-run hit counts of hashed edges. A feature is a slot with its count's bucket (1, 2–3,
 /// 4–15, 16+): a run that takes an edge more often than any earlier run is new coverage too, as
@@ -36,7 +44,7 @@ pub struct Coverage {
 
 impl Default for Coverage {
     fn default() -> Self {
-        Coverage { counts: vec![0u8; SLOTS].into_boxed_slice() }
+        Coverage { counts: vec![0u8; SLOTS + SIGNATURE_SLOTS].into_boxed_slice() }
     }
 }
 
@@ -87,6 +95,35 @@ impl Coverage {
     /// swarm); with edges alone the corpus keeps the runs that reached a transition first.
     pub fn edge_set(&self) -> Vec<u32> {
         self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, _)| i as u32).collect()
+    }
+
+    /// Records the run's signatures as edges (slots of their own): every prefix of each mechanism chain
+    /// (`cross_tenant_read`, `cross_tenant_read/late_write`, …) and each link of the chain alone.
+    /// A run that shows a chain no earlier run showed is then new coverage, joins the corpus,
+    /// and (its edge being the rarest the campaign has) parents many mutated runs, as AFL keeps
+    /// and mutates the inputs that crashed. On the blind space the swarm's signatures come in
+    /// families (one lagged late write read by three victim classes): the mutations of the run
+    /// that met one member look for its siblings. Called after the run, on the signatures the
+    /// campaign counts; like every edge it is observation only.
+    pub fn hit_signatures<'a>(&mut self, sigs: impl IntoIterator<Item = &'a String>) {
+        const SIGNATURE: u64 = 0x5167;
+        let h = |s: &str| {
+            let mut h = crate::types::StableHasher::default();
+            std::hash::Hash::hash(s, &mut h);
+            std::hash::Hasher::finish(&h)
+        };
+        let mut hit = |parts: &[u64]| {
+            let i = SLOTS + (mix(parts) as usize & (SIGNATURE_SLOTS - 1));
+            self.counts[i] = self.counts[i].saturating_add(1);
+        };
+        for sig in sigs {
+            for (i, _) in sig.match_indices('/').chain(std::iter::once((sig.len(), ""))) {
+                hit(&[SIGNATURE, 0, h(&sig[..i])]);
+            }
+            for link in sig.split('/') {
+                hit(&[SIGNATURE, 1, h(link)]);
+            }
+        }
     }
 
     /// How many distinct edges the run visited.
@@ -257,6 +294,29 @@ mod tests {
         }
         assert_eq!(c.features()[0] % 16, 4);
         assert_eq!(c.edges(), 1);
+    }
+
+    /// A signature's chain is coverage: a new link or a new chain adds edges, the same
+    /// signature again adds none, and a chain shares its prefix's edges with its parent chain.
+    #[test]
+    fn signatures_are_edges_by_chain_prefix_and_link() {
+        let edges = |sigs: &[&str]| {
+            let mut c = Coverage::default();
+            c.hit_signatures(sigs.iter().map(|s| s.to_string()).collect::<Vec<_>>().iter());
+            c.edge_set()
+        };
+        let a = edges(&["cross_tenant_read/late_write"]);
+        assert_eq!(a.len(), 4, "two prefixes and two links: {a:?}");
+        assert_eq!(a, edges(&["cross_tenant_read/late_write", "cross_tenant_read/late_write"]));
+        let b = edges(&["cross_tenant_read/late_write/visibility_lag"]);
+        assert!(a.iter().all(|e| b.contains(e)) && b.len() == 6, "{a:?} {b:?}");
+        let sibling = edges(&["uninitialized_read/late_write"]);
+        assert!(sibling.iter().any(|e| !a.contains(e)) && sibling.iter().any(|e| a.contains(e)));
+        assert!(edges(&[]).is_empty());
+        assert!(a.iter().all(|e| is_signature_edge(*e)));
+        let mut model = Coverage::default();
+        model.hit(&[1, 2]);
+        assert!(model.edge_set().iter().all(|e| !is_signature_edge(*e)));
     }
 
     /// Two different drawn runs visit different edges; the same run the same ones.

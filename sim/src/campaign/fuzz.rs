@@ -525,6 +525,10 @@ pub fn run_case_full(
     }
     let mut s = signatures(&w);
     s.extend(broken);
+    if let Some(cov) = w.coverage.as_mut() {
+        // A guided campaign steers by the signatures too (`Coverage::hit_signatures`).
+        cov.hit_signatures(&s);
+    }
     (w, s)
 }
 

@@ -36,6 +36,12 @@ pub const FRESH_MAX: u64 = 12;
 /// A recipe with this many mutations is not mutated further (its children would cost as much to
 /// rebuild as to run). 16 stopped the planted seven-stage climb (each stage adds 1–3 mutations).
 pub const MAX_DEPTH: usize = 32;
+/// What a new signature edge (`coverage::is_signature_edge`) is worth to [`Guided::fresh_share`]'s
+/// bandit, in model edges: the campaign counts signatures, and a mode that finds new ones should
+/// win runs even while the other adds more queue shapes. With every edge worth one, the blind
+/// bandit sat at its mutating floor (mutated runs added 3x the features per run of fresh draws)
+/// while fresh draws found the signatures, and guided trailed the swarm on blind (BENCHMARKS.md).
+pub const SIGNATURE_WEIGHT: u64 = 16;
 
 /// A guided input: the swarm draw of `root`, then each mutation in turn.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
@@ -245,7 +251,9 @@ impl Guided {
         }
         for c in std::mem::take(&mut self.pending) {
             let new: Vec<u32> = c.features.into_iter().filter(|f| !self.seen.contains(f)).collect();
-            self.yield_gain[usize::from(!c.recipe.mutations.is_empty())] += new.len() as u64 * 256;
+            let worth: u64 =
+                new.iter().map(|e| if crate::coverage::is_signature_edge(*e) { SIGNATURE_WEIGHT } else { 1 }).sum();
+            self.yield_gain[usize::from(!c.recipe.mutations.is_empty())] += worth * 256;
             if !new.is_empty() {
                 self.seen.extend(new.iter().copied());
                 self.corpus.push(Entry { recipe: c.recipe, run: c.run, added: new.len() as u32, edges: new });
@@ -706,6 +714,30 @@ mod tests {
         // The checkpoint round-trips the counts exactly (resume plans what the run would have).
         let back: Guided = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
         assert_eq!(back, g);
+    }
+
+    /// A new signature edge is worth [`SIGNATURE_WEIGHT`] model edges to the bandit: fresh draws
+    /// that add four edges against mutated runs that add sixteen lose the runs when the four
+    /// are model edges and win them when they are signatures.
+    #[test]
+    fn the_bandit_weighs_signature_edges_above_model_edges() {
+        let share = |fresh_edge_base: u32| {
+            let mut g = Guided::default();
+            for k in 0..64u64 {
+                let mutations = if k % 2 == 0 { vec![] } else { vec![k] };
+                let edges = match (k % 2, k) {
+                    (0, 0..=7) => vec![fresh_edge_base + k as u32],
+                    (1, 0..=31) => vec![1000 + k as u32],
+                    _ => vec![],
+                };
+                g.count_run(Candidate::new(&g, k, Recipe { root: k, mutations }, edges));
+            }
+            g.fold();
+            g.fresh_share()
+        };
+        let signature_base = 1 << 14;
+        assert!(crate::coverage::is_signature_edge(signature_base) && !crate::coverage::is_signature_edge(0));
+        assert_eq!((share(0), share(signature_base)), (FRESH_MIN, FRESH_MAX));
     }
 
     /// A planted rare branch: a synthetic target whose "bug" needs seven conditions of the drawn
