@@ -120,10 +120,10 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
         Ev::ForwardDone { node, .. } => (6, None, Some(node.node())),
         Ev::StepDone { node, .. } => (7, None, Some(node.node())),
         Ev::DstInfo { r, prefill, .. } => (8, Some(*r), Some(prefill.node())),
-        Ev::TransferLand { job: j, .. } => (9, job(*j).map(|x| x.r), job(*j).and_then(|x| d(x.decode))),
-        Ev::TransferRead { job: j, .. } => (29, job(*j).map(|x| x.r), job(*j).and_then(|x| p(x.prefill))),
+        Ev::TransferLand { job: j, .. } => (9, job(*j).map(|x| x.request()), job(*j).and_then(|x| d(x.decode()))),
+        Ev::TransferRead { job: j, .. } => (29, job(*j).map(|x| x.request()), job(*j).and_then(|x| p(x.prefill()))),
         Ev::TransferDone { job: j, ok } => {
-            (10 + u64::from(*ok), job(*j).map(|x| x.r), job(*j).and_then(|x| p(x.prefill)))
+            (10 + u64::from(*ok), job(*j).map(|x| x.request()), job(*j).and_then(|x| p(x.prefill())))
         }
         Ev::MetaLand { r, decode, .. } => (12, Some(*r), Some(decode.node())),
         Ev::Status { r, decode, ok, .. } => (13 + u64::from(*ok), Some(*r), Some(decode.node())),

@@ -699,22 +699,15 @@ impl World {
         // The cache entries whose pages this request may read: the prefix blocks it borrowed.
         let lenders: Vec<RequestId> =
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
-        let job = TransferJob {
+        let job = TransferJob::new(
             r,
-            prefill: n,
-            prefill_epoch: node.life.epoch(),
-            decode: dst.decode,
-            decode_epoch: dst.epoch,
-            batches: Vec::new(),
-            last,
-            meta: last.then_some((dst.meta_slot, room)),
-            sender_pages: pr.num_pages.saturating_sub(decode_prefix / self.page_size()),
-            prefix_tokens: pr.reused_tokens,
+            (n, node.life.epoch()),
+            (dst.decode, dst.epoch),
+            last.then_some((dst.meta_slot, room)),
+            pr.num_pages.saturating_sub(decode_prefix / self.page_size()),
+            pr.reused_tokens,
             lenders,
-            aborted: false,
-            done: false,
-            lands_left: 0,
-        };
+        );
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);
     }

@@ -706,7 +706,7 @@ impl World {
             Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
                 if self.fold_finished =>
             {
-                self.jobs.get(job).map(|j| j.r)
+                self.jobs.get(job).map(|j| j.request())
             }
             _ => None,
         };

@@ -111,7 +111,7 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     assert_eq!(fixed.reqs[1].response.map(|r| r.status), Some(200));
     assert_eq!(jobs.len(), 1);
-    assert!(jobs[0].last && jobs[0].sender_pages == 0, "one empty last chunk: {:?}", jobs[0]);
+    assert!(jobs[0].is_last() && jobs[0].sender_pages() == 0, "one empty last chunk: {:?}", jobs[0]);
     assert!(fixed.prefill[0].inflight().is_empty() && fixed.prefill[0].meta().in_use() == 0);
     // Request 0's prompt blocks stay cached on decode (evictable: not a leak).
     assert_eq!(fixed.decode[0].prefix().cached_pages(), 64);
@@ -125,7 +125,7 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     );
     assert!(off.oracle.violations.is_empty(), "{:?}", off.oracle.violations);
     assert_eq!(off.reqs[1].decode_prefix_tokens, 0);
-    let sent: u64 = off_jobs.iter().map(|j| j.sender_pages).max().unwrap_or(0);
+    let sent: u64 = off_jobs.iter().map(|j| j.sender_pages()).max().unwrap_or(0);
     assert_eq!(sent, 64);
 }
 

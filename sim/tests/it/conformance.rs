@@ -331,7 +331,7 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
     let (mut seen, mut last) = (None, None);
     while w.step() {
         if let Some(j) = w.jobs.last_id().and_then(|id| w.jobs.get(id)) {
-            if !j.batches.is_empty() {
+            if !j.batches().is_empty() {
                 seen = Some(j.clone());
             }
             last = Some(j.clone());
@@ -346,13 +346,13 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
 #[test]
 fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_writing() {
     let (_, job, _) = run_watching_last_job(SLOW_TRANSFER);
-    assert_eq!(job.batches.len(), 25);
-    let (start, _) = job.batches[10].span.expect("scheduled");
+    assert_eq!(job.batches().len(), 25);
+    let (start, _) = job.batches()[10].span.expect("scheduled");
     // The client aborts while batch 10 is being written (the abort reaches prefill within it).
     let text = SLOW_TRANSFER.replace("output_tokens = 4", &format!("output_tokens = 4\nabort_at_ns = {}", start.0 + 1));
     let (w, job, done) = run_watching_last_job(&text);
-    assert!(done.aborted && done.done);
-    let skipped: Vec<bool> = job.batches.iter().map(|b| b.skipped).collect();
+    assert!(done.is_aborted() && done.is_done());
+    let skipped: Vec<bool> = job.batches().iter().map(|b| b.skipped).collect();
     assert_eq!(skipped.iter().filter(|s| !**s).count(), 11, "batches 0..=10 written: {skipped:?}");
     assert!(skipped[11..].iter().all(|s| *s), "every queued batch skipped");
     assert_eq!(answer(&w, 0).0, 499);
@@ -655,7 +655,7 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     let mut v = World::new(cfg(OUT_OF_PAGES, "sglang-0.5.22", &[]), kvsim::trace::Tracer::new(None));
     let mut ids = std::collections::BTreeSet::new();
     while v.step() {
-        ids.extend(v.jobs.ids().filter(|&id| v.jobs.get(id).is_some_and(|j| j.r == RequestId(1))));
+        ids.extend(v.jobs.ids().filter(|&id| v.jobs.get(id).is_some_and(|j| j.request() == RequestId(1))));
     }
     v.finish();
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -809,7 +809,7 @@ fn s3_4_a_last_chunk_with_zero_pages_is_still_sent_and_concludes() {
         let (w, jobs) = crate::run_with_jobs_of(cfg(&text, profile, &[]), RequestId(1));
         assert_eq!(answer(&w, 1).0, 200, "{profile}");
         assert_eq!(w.reqs[1].decode_prefix_tokens, 1024, "{profile}");
-        let last: Vec<_> = jobs.iter().map(|j| (j.last, j.sender_pages)).collect();
+        let last: Vec<_> = jobs.iter().map(|j| (j.is_last(), j.sender_pages())).collect();
         assert_eq!(last, [(true, 0)], "{profile}: one empty last chunk");
         assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations);
     }
