@@ -150,14 +150,16 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
 fn req_phase(w: &World, r: RequestId) -> u64 {
     let q = &w.reqs[r.idx()];
     let pl = w.prefill.get(q.prefill.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
-        1 + x.phase as u64
-            + 8 * x.sender as u64
-            + 64 * (x.pending_abort.is_some() as u64 + 2 * x.dst.is_some() as u64 + 4 * (x.lands_pending > 0) as u64)
+        1 + x.phase() as u64
+            + 8 * x.sender() as u64
+            + 64 * (x.pending_abort().is_some() as u64
+                + 2 * x.dst().is_some() as u64
+                + 4 * (x.lands_pending() > 0) as u64)
     });
     let dl = w.decode.get(q.decode.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
-        1 + x.phase as u64
-            + 8 * x.status_ok.map_or(0, |ok| 1 + ok as u64)
-            + 32 * (x.pending_abort.is_some() as u64 + 2 * x.dirty as u64)
+        1 + x.phase() as u64
+            + 8 * x.status_ok().map_or(0, |ok| 1 + ok as u64)
+            + 32 * (x.pending_abort().is_some() as u64 + 2 * x.dirty() as u64)
     });
     let flags = q.rejected.is_some() as u64
         | (q.client_aborted as u64) << 1

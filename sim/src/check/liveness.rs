@@ -229,7 +229,7 @@ impl World {
         let req = &self.reqs[r.idx()];
         let p = &self.prefill[req.prefill.at()];
         let d = &self.decode[req.decode.at()];
-        let decode = || match d.reqs().get(&r).map(|x| x.phase) {
+        let decode = || match d.reqs().get(&r).map(|x| x.phase()) {
             Some(DPhase::Prealloc) => "decode_prealloc",
             Some(DPhase::Transfer) => "kv_arrival",
             Some(DPhase::Running) => "decode_steps",
@@ -237,7 +237,7 @@ impl World {
             Some(DPhase::Retracted) => "retracted",
             Some(DPhase::Leaked) | None => "decode_answer",
         };
-        let prefill = || match p.reqs().get(&r).map(|x| x.phase) {
+        let prefill = || match p.reqs().get(&r).map(|x| x.phase()) {
             Some(PPhase::Bootstrap) => "bootstrap",
             Some(PPhase::Waiting) => "prefill_queue",
             Some(PPhase::Inflight) => "kv_send",

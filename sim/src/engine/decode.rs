@@ -37,41 +37,44 @@ pub enum DPhase {
     Retracted,
 }
 
+/// One request on a decode node. Its fields are private: this module's handlers write it;
+/// the one write from elsewhere — a foreign write or the request's own late land into its pages
+/// (the transfer engine, `World`'s oracle wiring) — is `foreign_write`. Everyone else reads.
 #[derive(Clone, Debug)]
 pub struct DReq {
-    pub len: u64,
-    pub pending_abort: Option<u16>,
-    pub phase: DPhase,
-    pub pages: Vec<Run>,
-    pub meta_slot: Option<u32>,
+    len: u64,
+    pending_abort: Option<u16>,
+    phase: DPhase,
+    pages: Vec<Run>,
+    meta_slot: Option<u32>,
     /// Polled KV status: None = still waiting, Some(false) = Failed (wins), Some(true) = Success.
-    pub status_ok: Option<bool>,
-    pub status_pages: u64,
-    pub seq_len: u64,
-    pub generated: u64,
-    pub entered: Instant,
+    status_ok: Option<bool>,
+    status_pages: u64,
+    seq_len: u64,
+    generated: u64,
+    entered: Instant,
     /// A foreign write landed in this request's pages: re-check the whole range on next read.
-    pub dirty: bool,
-    pub read_upto: u64,
+    dirty: bool,
+    read_upto: u64,
     /// Pages in `pages` (kept so a decode step never walks the table to count).
-    pub page_count: u64,
+    page_count: u64,
     /// Leading tokens that are a shared prefix (reused by prefill from its radix cache).
-    pub shared_tokens: u64,
+    shared_tokens: u64,
     /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
-    pub chain_upto: u64,
+    chain_upto: u64,
     /// The verdict on positions `[0, read_upto)`, kept only under the differential check so each
     /// incremental read can be compared, whole, with the reference oracle.
-    pub seen: Option<Box<Tally>>,
+    seen: Option<Box<Tally>>,
     /// The prefill incarnation (epoch) this request's KV comes from: the prefill's epoch when the
     /// decode leg arrived, or the crashed one's (`epoch - 1`) when the prefill was down then. A
     /// heartbeat loss fails only requests bound to an incarnation older than the one it reports.
-    pub prefill_epoch: u32,
+    prefill_epoch: u32,
     /// Pages of this request's KV backed up in host memory (retracted with
     /// `decode_out_of_pages = retract_to_host`; still counted after a leaking abort).
-    pub host_pages: u64,
+    host_pages: u64,
     /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
     /// on`): their pages start its block table and belong to the cache, not to the request.
-    pub borrowed: Vec<crate::prefix::BlockKey>,
+    borrowed: Vec<crate::prefix::BlockKey>,
     /// It joined the running batch while a decode step was running: that step's batch was formed
     /// (and its cost computed) without it, so it gets no token when that step ends; it joins the
     /// next one. sglang 0.5.22 `disaggregation/decode.py` `event_loop_normal_disagg_decode`:
@@ -79,7 +82,63 @@ pub struct DReq {
     /// `get_next_disagg_decode_batch_to_run` forms the batch, then `run_batch`; a request whose
     /// KV lands during `run_batch` is taken up by the next iteration's `process_decode_queue` and
     /// first decoded in the batch formed after it.
-    pub late: bool,
+    late: bool,
+}
+
+impl DReq {
+    /// Its phase in the node's queues.
+    #[inline]
+    pub fn phase(&self) -> DPhase {
+        self.phase
+    }
+
+    /// Polled KV status: None = still waiting, Some(false) = Failed, Some(true) = Success.
+    #[inline]
+    pub fn status_ok(&self) -> Option<bool> {
+        self.status_ok
+    }
+
+    /// An abort that arrived while it could not yet be acted on (its status code).
+    #[inline]
+    pub fn pending_abort(&self) -> Option<u16> {
+        self.pending_abort
+    }
+
+    /// Its tokens on decode (the prompt; 1 for a stub).
+    #[inline]
+    pub fn len_tokens(&self) -> u64 {
+        self.len
+    }
+
+    /// Its block table (locked radix-cache blocks first).
+    #[inline]
+    pub fn pages(&self) -> &[Run] {
+        &self.pages
+    }
+
+    /// Decode-side radix-cache blocks it locked at admission.
+    #[inline]
+    pub fn borrowed(&self) -> &[crate::prefix::BlockKey] {
+        &self.borrowed
+    }
+
+    /// A write landed in its pages since decode last read them.
+    #[inline]
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Prompt positions below this hold KV fixed by the request's prefix chain.
+    #[inline]
+    pub fn chain_upto(&self) -> u64 {
+        self.chain_upto
+    }
+
+    /// A write landed in its pages (another request's, or its own lagged land): the next read
+    /// re-checks the whole range.
+    pub(crate) fn foreign_write(&mut self) {
+        self.dirty = true;
+    }
 }
 
 #[derive(Debug)]

@@ -45,33 +45,156 @@ pub enum PPhase {
     Orphaned,
 }
 
+/// One request on a prefill node. Its fields are private: this module's handlers write it,
+/// and the two other components that change a prefill request do it through the named methods
+/// below — the transfer engine (`job_submitted`, `land_handled`, `lands_skipped`, `job_ended`,
+/// `room_failed`, `room_succeeded`) and the radix cache (`reuse_prefix`). Everyone else reads.
 #[derive(Clone, Debug)]
 pub struct PReq {
-    pub len: u64,
-    pub pending_abort: Option<u16>,
-    pub phase: PPhase,
-    pub sender: SenderState,
-    pub dst: Option<DstInfo>,
-    pub meta_slot: Option<u32>,
-    pub num_pages: u64,
-    pub pages: Vec<Run>,
-    pub prefilled: u64,
-    pub sent_pages: u64,
-    pub jobs_in_flight: u32,
-    pub lands_pending: u32,
+    len: u64,
+    pending_abort: Option<u16>,
+    phase: PPhase,
+    sender: SenderState,
+    dst: Option<DstInfo>,
+    meta_slot: Option<u32>,
+    num_pages: u64,
+    pages: Vec<Run>,
+    prefilled: u64,
+    sent_pages: u64,
+    jobs_in_flight: u32,
+    lands_pending: u32,
     /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
-    pub jobs: Vec<crate::types::JobId>,
-    pub ack_decode: bool,
-    pub entered: Instant,
+    jobs: Vec<crate::types::JobId>,
+    ack_decode: bool,
+    entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
-    pub borrowed: Vec<crate::prefix::BlockKey>,
+    borrowed: Vec<crate::prefix::BlockKey>,
     /// Tokens whose KV came from the radix cache (shared prefix).
-    pub reused_tokens: u64,
+    reused_tokens: u64,
     /// With `prefix_hit_timing = padded_to_miss`: reused tokens not yet charged as compute (the
     /// forward passes charge them as a miss would, then compute the rest).
-    pub pad_left: u64,
+    pad_left: u64,
     /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
-    pub chain_upto: u64,
+    chain_upto: u64,
+}
+
+impl PReq {
+    /// Its phase in the node's queues.
+    #[inline]
+    pub fn phase(&self) -> PPhase {
+        self.phase
+    }
+
+    /// The KV sender's state for its room.
+    #[inline]
+    pub fn sender(&self) -> SenderState {
+        self.sender
+    }
+
+    /// An abort that arrived while it could not yet be acted on (its status code).
+    #[inline]
+    pub fn pending_abort(&self) -> Option<u16> {
+        self.pending_abort
+    }
+
+    /// Decode's page list for it, once decode has sent it.
+    #[inline]
+    pub fn dst(&self) -> Option<&DstInfo> {
+        self.dst.as_ref()
+    }
+
+    /// Its block table (borrowed prefix blocks first).
+    #[inline]
+    pub fn pages(&self) -> &[Run] {
+        &self.pages
+    }
+
+    /// Prefix blocks reused from the radix cache (their pages start the block table).
+    #[inline]
+    pub fn borrowed(&self) -> &[crate::prefix::BlockKey] {
+        &self.borrowed
+    }
+
+    /// When it entered the node (its prefill leg arrived).
+    #[inline]
+    pub fn entered(&self) -> Instant {
+        self.entered
+    }
+
+    /// Prompt tokens whose KV is computed (or reused from the radix cache).
+    #[inline]
+    pub fn prefilled(&self) -> u64 {
+        self.prefilled
+    }
+
+    /// Transfer jobs submitted and not yet ended.
+    #[inline]
+    pub fn jobs(&self) -> &[crate::types::JobId] {
+        &self.jobs
+    }
+
+    /// Scheduled lands of its batches not yet handled (its source pages are still read).
+    #[inline]
+    pub fn lands_pending(&self) -> u32 {
+        self.lands_pending
+    }
+
+    /// Prompt positions below this hold KV fixed by the request's prefix chain.
+    #[inline]
+    pub fn chain_upto(&self) -> u64 {
+        self.chain_upto
+    }
+
+    /// The transfer engine queued job `id` for it, with `lands` land events scheduled.
+    pub(crate) fn job_submitted(&mut self, id: crate::types::JobId, lands: u32) {
+        self.jobs_in_flight += 1;
+        self.lands_pending += lands;
+        self.jobs.push(id);
+    }
+
+    /// One of its batches' land events was handled (the source pages were read).
+    pub(crate) fn land_handled(&mut self) {
+        self.lands_pending -= 1;
+    }
+
+    /// `n` of its batches' lands were skipped after an abort: they will never read.
+    pub(crate) fn lands_skipped(&mut self, n: u32) {
+        self.lands_pending -= n;
+    }
+
+    /// Job `id` has ended (its `TransferDone`). Returns whether the room had already failed.
+    pub(crate) fn job_ended(&mut self, id: crate::types::JobId) -> bool {
+        self.jobs_in_flight -= 1;
+        self.jobs.retain(|x| *x != id);
+        self.sender == SenderState::Failed
+    }
+
+    /// The room is Failed (a failed batch, or the chunk being written at an abort ended).
+    pub(crate) fn room_failed(&mut self) {
+        self.sender = SenderState::Failed;
+    }
+
+    /// The last chunk was sent: the room is Success.
+    pub(crate) fn room_succeeded(&mut self) {
+        self.sender = SenderState::Success;
+    }
+
+    /// The radix cache matched `keys` for it: `table` (the blocks' pages) starts its block table,
+    /// and `reused` tokens count as prefilled; `padded` (`prefix_hit_timing = padded_to_miss`)
+    /// charges them as compute anyway.
+    pub(crate) fn reuse_prefix(
+        &mut self,
+        table: Vec<Run>,
+        keys: Vec<crate::prefix::BlockKey>,
+        reused: u64,
+        padded: bool,
+    ) {
+        self.pages = table;
+        self.borrowed = keys;
+        self.prefilled = reused;
+        self.reused_tokens = reused;
+        self.pad_left = if padded { reused } else { 0 };
+    }
 }
 
 #[derive(Debug)]
@@ -158,8 +281,8 @@ impl PrefillNode {
         &self.reqs
     }
 
-    /// One of the node's requests, for another component's handler to update (the transfer
-    /// engine's job counts, the prefix cache's borrowed blocks).
+    /// One of the node's requests, for another component's handler to update through the
+    /// request's named methods (the transfer engine's job counts, the prefix cache's blocks).
     pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut PReq> {
         self.reqs.get_mut(&r)
     }
@@ -859,7 +982,7 @@ impl World {
         d.alive()
             && d.reqs()
                 .get(&r)
-                .is_some_and(|q| matches!(q.phase, crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
+                .is_some_and(|q| matches!(q.phase(), crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
     }
 
     pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {

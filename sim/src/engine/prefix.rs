@@ -272,11 +272,7 @@ impl World {
         let pages = crate::pool::pages_in(&table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
-        pr.pages = table;
-        pr.borrowed = keys;
-        pr.prefilled = reused;
-        pr.reused_tokens = reused;
-        pr.pad_left = if padded { reused } else { 0 };
+        pr.reuse_prefix(table, keys, reused, padded);
         if !victims.is_empty() {
             let pool = self.prefill[n.at()].id();
             let slots = victims.values().sum();
@@ -303,12 +299,12 @@ impl World {
     /// Returns the pages that should go to the plain cache.
     pub(crate) fn prefix_release(&mut self, n: PrefillIdx, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
         let ps = self.page_size();
-        let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
+        let borrowed_pages = pr.borrowed().len() as u64 * BLOCK_TOKENS / ps;
         let tenant = self.reqs[r.idx()].tenant;
         let chain_len = self.reqs[r.idx()].chain.len();
-        let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
+        let own = slice_pages(pr.pages(), borrowed_pages, pages_in(pr.pages()).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n.at()];
-        for key in &pr.borrowed {
+        for key in pr.borrowed() {
             if let Some(b) = node.prefix_mut().blocks.get_mut(key) {
                 b.refs -= 1;
             }
@@ -320,8 +316,8 @@ impl World {
         if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let full = ((pr.prefilled / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, pr.borrowed.len().min(full), full);
+        let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, pr.borrowed().len().min(full), full);
         let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
@@ -399,16 +395,16 @@ impl World {
     /// cached (to be freed).
     pub(crate) fn decode_prefix_insert(&mut self, n: DecodeIdx, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
         let ps = self.page_size();
-        self.decode_prefix_unlock(n, &d.borrowed);
-        let borrowed_pages = d.borrowed.len() as u64 * BLOCK_TOKENS / ps;
-        let own = slice_pages(&d.pages, borrowed_pages, pages_in(&d.pages).saturating_sub(borrowed_pages));
+        self.decode_prefix_unlock(n, d.borrowed());
+        let borrowed_pages = d.borrowed().len() as u64 * BLOCK_TOKENS / ps;
+        let own = slice_pages(d.pages(), borrowed_pages, pages_in(d.pages()).saturating_sub(borrowed_pages));
         let tenant = self.reqs[r.idx()].tenant;
         let chain_len = self.reqs[r.idx()].chain.len();
         if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let full = ((d.len / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, d.borrowed.len().min(full), full);
+        let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, d.borrowed().len().min(full), full);
         let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         let node = &mut self.decode[n.at()];
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));

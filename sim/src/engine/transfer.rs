@@ -374,8 +374,7 @@ impl World {
             }
             self.at(self.now, Ev::TransferDone { job: id, ok: false });
             if let Some(pr) = self.prefill[node].req_mut(r) {
-                pr.jobs_in_flight += 1;
-                pr.jobs.push(id);
+                pr.job_submitted(id, 0);
             }
             let pushed = self.jobs.push(job);
             debug_assert_eq!(pushed, id);
@@ -437,9 +436,7 @@ impl World {
         self.prefill[node].book_transfer_worker(t);
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].req_mut(r) {
-            pr.jobs_in_flight += 1;
-            pr.lands_pending += lands;
-            pr.jobs.push(id);
+            pr.job_submitted(id, lands);
         }
         let pushed = self.jobs.push(job);
         debug_assert_eq!(pushed, id);
@@ -459,7 +456,7 @@ impl World {
         let Some(pr) = self.prefill[n.at()].reqs().get(&r) else {
             return;
         };
-        for id in pr.jobs.clone() {
+        for id in pr.jobs().to_vec() {
             self.job_skip_queued(id, from_now);
         }
     }
@@ -492,7 +489,7 @@ impl World {
         self.jobs.entry(id).dones_left += 1;
         self.at(end, Ev::TransferDone { job: id, ok: false });
         if let Some(pr) = self.pnode_mut(n).req_mut(r) {
-            pr.lands_pending -= skipped_lands;
+            pr.lands_skipped(skipped_lands);
         }
     }
 
@@ -606,7 +603,7 @@ impl World {
             return; // the source died with its process
         }
         if let Some(pr) = self.prefill[p].req_mut(j.r) {
-            pr.lands_pending -= 1;
+            pr.land_handled();
         }
         let reader_alive = self.decode[d].epoch() == j.decode_epoch && self.decode[d].alive();
         if !reader_alive && self.decode_pulls() {
@@ -641,7 +638,7 @@ impl World {
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
             if let Some(dr) = self.decode[d].req_mut(j.r) {
-                dr.dirty = true;
+                dr.foreign_write();
             }
         }
         self.prefill_maybe_drained(j.prefill, j.r);
@@ -702,13 +699,11 @@ impl World {
             }
             return;
         };
-        pr.jobs_in_flight -= 1;
-        pr.jobs.retain(|x| *x != job);
-        let was_failed = pr.sender == crate::prefill::SenderState::Failed;
+        let was_failed = pr.job_ended(job);
         if aborted {
             // The chunk being written at the abort has ended: a failed one, or the last chunk
             // (its Success concluded as Failed), tells decode Failed while the room still exists.
-            pr.sender = crate::prefill::SenderState::Failed;
+            pr.room_failed();
             if (last || !ok) && decode_ok {
                 let lat = self.msg_latency();
                 self.after(
@@ -717,7 +712,7 @@ impl World {
                 );
             }
         } else if !ok || !decode_ok {
-            pr.sender = crate::prefill::SenderState::Failed;
+            pr.room_failed();
             if !ok {
                 // A failed batch marks the room Failed, and the transfer worker drops every chunk
                 // of a Failed room it dequeues ("Skipping chunk for room … because it has already
@@ -736,7 +731,7 @@ impl World {
                 );
             }
         } else if last && !was_failed {
-            pr.sender = crate::prefill::SenderState::Success;
+            pr.room_succeeded();
             let lat = self.msg_latency();
             if let Some((slot, room)) = meta {
                 // The row normally lands before the status message; a scripted lag reorders them.

@@ -452,10 +452,10 @@ impl World {
     fn mem_reference(&mut self, op: &MemOp) {
         let chain_upto = match op {
             MemOp::Write { pool, r, .. } => match pool.idx() {
-                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs().get(r).map_or(0, |x| x.chain_upto()),
                 // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
                 // decode tokens lie past it, so the bound changes nothing for them.
-                NodeIdx::Decode(d) => self.decode[d.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Decode(d) => self.decode[d.at()].reqs().get(r).map_or(0, |x| x.chain_upto()),
             },
             _ => 0,
         };
@@ -546,7 +546,7 @@ impl World {
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
-                    d.dirty = true;
+                    d.foreign_write();
                 }
             }
         }
@@ -600,8 +600,8 @@ impl World {
                     2
                 };
                 let phase = match pool.idx() {
-                    NodeIdx::Decode(n) => self.decode[n.at()].reqs().get(v).map_or(0, |d| 1 + d.phase as u64),
-                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs().get(v).map_or(0, |p| 1 + p.phase as u64),
+                    NodeIdx::Decode(n) => self.decode[n.at()].reqs().get(v).map_or(0, |d| 1 + d.phase() as u64),
+                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs().get(v).map_or(0, |p| 1 + p.phase() as u64),
                 };
                 [5, role, class, phase, lagged as u64]
             })
@@ -1047,12 +1047,12 @@ impl World {
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
         let p = &self.prefill[req.prefill.at()];
         let d = &self.decode[req.decode.at()];
-        let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
+        let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase(), x.sender()));
         let dstate = d.reqs().get(&r).map_or("gone".to_string(), |x| {
             format!(
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
-                x.phase,
-                x.status_ok,
+                x.phase(),
+                x.status_ok(),
                 d.prealloc().iter().position(|y| *y == r).unwrap_or(0),
                 d.prealloc().len()
             )
