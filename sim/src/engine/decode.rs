@@ -195,61 +195,7 @@ impl DecodeNode {
                 && (self.busy || self.running.is_empty()))
     }
 
-    pub fn id(&self) -> NodeId {
-        self.index.node()
-    }
-
-    pub fn load(&self) -> usize {
-        self.reqs.len()
-    }
-
-    /// The node is up (`Incarnation::alive`).
-    pub fn alive(&self) -> bool {
-        self.life.alive()
-    }
-
-    /// The node's restart count (`Incarnation::epoch`).
-    pub fn epoch(&self) -> u32 {
-        self.life.epoch()
-    }
-
-    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
-    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
-        &mut self.life
-    }
-
-    /// The node's requests by id.
-    pub fn reqs(&self) -> &BTreeMap<RequestId, DReq> {
-        &self.reqs
-    }
-
-    /// One of the node's requests, for another component's handler to update (the transfer
-    /// engine's job counts, the prefix cache's borrowed blocks).
-    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut DReq> {
-        self.reqs.get_mut(&r)
-    }
-
-    /// The node's KV pool.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
-    /// The pool, for the components that write into it besides this module's handlers (the
-    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
-    /// oracle's memory operations).
-    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
-        &mut self.pool
-    }
-
-    /// The node's radix-cache prefix index.
-    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
-        &self.prefix
-    }
-
-    /// The prefix index, for `prefix`'s insert and eviction rules.
-    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
-        &mut self.prefix
-    }
+    crate::engine::node::node_parts!(DReq);
 
     /// A decode step is running (written only by this module's handlers).
     pub fn busy(&self) -> bool {

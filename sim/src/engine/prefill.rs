@@ -253,61 +253,7 @@ impl PrefillNode {
             || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
     }
 
-    pub fn id(&self) -> NodeId {
-        self.index.node()
-    }
-
-    pub fn load(&self) -> usize {
-        self.reqs.len()
-    }
-
-    /// The node is up (`Incarnation::alive`).
-    pub fn alive(&self) -> bool {
-        self.life.alive()
-    }
-
-    /// The node's restart count (`Incarnation::epoch`).
-    pub fn epoch(&self) -> u32 {
-        self.life.epoch()
-    }
-
-    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
-    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
-        &mut self.life
-    }
-
-    /// The node's requests by id.
-    pub fn reqs(&self) -> &BTreeMap<RequestId, PReq> {
-        &self.reqs
-    }
-
-    /// One of the node's requests, for another component's handler to update through the
-    /// request's named methods (the transfer engine's job counts, the prefix cache's blocks).
-    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut PReq> {
-        self.reqs.get_mut(&r)
-    }
-
-    /// The node's KV pool.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
-    /// The pool, for the components that write into it besides this module's handlers (the
-    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
-    /// oracle's memory operations).
-    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
-        &mut self.pool
-    }
-
-    /// The node's radix-cache prefix index.
-    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
-        &self.prefix
-    }
-
-    /// The prefix index, for `prefix`'s insert and eviction rules.
-    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
-        &mut self.prefix
-    }
+    crate::engine::node::node_parts!(PReq);
 
     /// When the node's transfer worker is free (the last queued batch's call returns).
     pub fn xfer_free_at(&self) -> Instant {
