@@ -259,7 +259,7 @@ impl World {
     }
 
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
-        let n = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].decode();
         let node_id = n.node();
         let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -272,7 +272,7 @@ impl World {
         };
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
-        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
+        let p = &self.prefill[self.reqs[r.idx()].prefill().at()];
         let prefill_epoch = if p.alive() { p.epoch() } else { p.epoch().saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
@@ -313,7 +313,7 @@ impl World {
         if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
             return;
         }
-        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
+        let p = &self.prefill[self.reqs[r.idx()].prefill().at()];
         if !p.alive() {
             return;
         }
@@ -388,7 +388,7 @@ impl World {
             let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
-                self.reqs[r.idx()].decode_prefix_tokens = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
+                self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
             }
             if pages.is_empty() {
                 pages = fresh.clone();
@@ -414,7 +414,7 @@ impl World {
             d.entered = now;
             d.borrowed = borrowed;
             self.phase(r, Lane::Decode(n), Phase::Transfer);
-            let prefill = self.reqs[r.idx()].prefill;
+            let prefill = self.reqs[r.idx()].prefill();
             let lat = self.msg_latency();
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
             self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
@@ -464,8 +464,8 @@ impl World {
             if row.room == 0 {
                 return; // metadata not written yet: keep polling
             }
-            if row.room != self.reqs[r.idx()].room {
-                self.reqs[r.idx()].room_mismatch = true;
+            if row.room != self.reqs[r.idx()].room() {
+                self.reqs[r.idx()].room_mismatched();
                 self.decode_finish(n, r, 500, None);
                 return;
             }
@@ -481,7 +481,7 @@ impl World {
                 }
                 CommitCheck::AssertCrash => {
                     // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
-                    self.reqs[r.idx()].caught_by = Some(Mitigation::AssertCrash);
+                    self.reqs[r.idx()].caught_by_crash();
                     let restart_after_ms = self.cfg.faults.crash_restart_ms;
                     self.crash(n.node(), restart_after_ms);
                     return;
@@ -491,7 +491,7 @@ impl World {
         }
         if k.kv_checksum.on() {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let (upto, reqs) = (d.chain_upto, &self.reqs);
             let s = summarize(&self.decode[n.at()].pool, &d.pages, 0, d.len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
@@ -540,7 +540,7 @@ impl World {
         let pool_id = self.decode[n.at()].id();
         let ps = self.page_size();
         for r in self.decode[n.at()].running.clone() {
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let node = &mut self.decode[n.at()];
             let Some(d) = node.reqs.get_mut(&r) else { continue };
             if d.late {
@@ -568,7 +568,7 @@ impl World {
                         continue;
                     }
                     Canary::Log => {
-                        self.reqs[r.idx()].detected_by.get_or_insert(Mitigation::KvCanary);
+                        self.reqs[r.idx()].detected(Mitigation::KvCanary);
                     }
                     Canary::Off => {}
                 }
@@ -577,13 +577,13 @@ impl World {
             self.oracle.check_read(&ctx, &s);
             // Coverage is tested first: with it off (every run but a guided campaign's) the
             // request is not looked up on every decode token.
-            if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written) {
+            if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written()) {
                 // Coverage (guided campaigns only): what a late-written request's read found,
                 // by class, so a corpus entry whose late write reached a reader is kept even when
                 // the read came out clean or as a class seen before (`cover_foreign_write`).
                 let classes = [s.uninit, s.cross_request, s.foreign, s.misplaced];
                 let bits = classes.iter().enumerate().fold(0u64, |b, (i, n)| b | u64::from(*n > 0) << i);
-                c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged)]);
+                c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged())]);
             }
             if let Some(audit) = self.read_audit.as_mut() {
                 let d = &self.decode[n.at()].reqs[&r];
@@ -626,10 +626,7 @@ impl World {
                 d.seen = seen;
             }
             let generated = d.generated;
-            let req = &mut self.reqs[r.idx()];
-            req.first_token_at.get_or_insert(now);
-            req.last_token_at = Some(now);
-            req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
+            self.reqs[r.idx()].token_out(now);
             let mut rep = rep;
             let page = match grown.as_deref() {
                 None => Some(None),
@@ -656,8 +653,8 @@ impl World {
                 }
             }
             self.note_foreign_writes(pool_id, r, rep, "decode write");
-            if generated >= self.reqs[r.idx()].output_tokens {
-                self.reqs[r.idx()].decode_tokens = generated;
+            if generated >= self.reqs[r.idx()].output_tokens() {
+                self.reqs[r.idx()].note_decode_tokens(generated);
                 self.decode_finish(n, r, 200, None);
             }
         }
@@ -702,7 +699,7 @@ impl World {
                         // refuses such a deployment or request up front
                         // (`check_enough_kv_cache_memory`, the max_model_len check); kvsim
                         // answers it as a capacity failure instead of a hang.
-                        self.reqs[victim.idx()].timed_out = true;
+                        self.reqs[victim.idx()].time_out();
                         self.decode_finish(n, victim, 500, None);
                     } else {
                         self.decode_retract(n, victim, false);
@@ -714,7 +711,7 @@ impl World {
                         // still does not fit: "Out of memory even after retracting all other
                         // requests" (HTTP 500; a capacity failure, not a bug).
                         let last = node.running[0];
-                        self.reqs[last.idx()].timed_out = true;
+                        self.reqs[last.idx()].time_out();
                         self.decode_finish(n, last, 500, None);
                         return;
                     }
@@ -735,7 +732,7 @@ impl World {
                     if mode == DecodeOutOfPages::RetractAbort {
                         // No retraction backup (`--disaggregation-decode-retraction-backup none`):
                         // "Retracted under decode memory pressure without a KV backup", 503.
-                        self.reqs[victim.idx()].timed_out = true;
+                        self.reqs[victim.idx()].time_out();
                         self.decode_finish(n, victim, 503, None);
                     } else {
                         self.decode_retract(n, victim, true);
@@ -809,7 +806,7 @@ impl World {
             let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
             let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
-            let (tenant, now) = (self.reqs[r.idx()].tenant, self.now);
+            let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);
             let node = self.dnode(n);
             let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
@@ -850,7 +847,7 @@ impl World {
     /// Ends a request on this node: pages freed at once, slot released, leg answered.
     fn decode_finish(&mut self, n: DecodeIdx, r: RequestId, status: u16, caught: Option<Mitigation>) {
         if let Some(m) = caught {
-            self.reqs[r.idx()].caught_by.get_or_insert(m);
+            self.reqs[r.idx()].caught(m);
         }
         let node = self.dnode(n);
         node.prealloc.retain(|x| *x != r);
@@ -928,7 +925,7 @@ impl World {
     }
 
     pub(crate) fn decode_abort(&mut self, r: RequestId, status: u16) {
-        let n = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].decode();
         let Some(d) = self.decode[n.at()].reqs.get(&r) else {
             return;
         };
@@ -1000,7 +997,7 @@ impl World {
         }
         match kind {
             TimeoutKind::Waiting => {
-                self.reqs[r.idx()].timed_out = true;
+                self.reqs[r.idx()].time_out();
                 self.decode_transfer_failed(n, r, 500)
             }
             _ => self.decode_release(n, r),
@@ -1044,17 +1041,18 @@ impl World {
     /// reference §4.1–4.2).
     pub(crate) fn decode_prefill_lost(&mut self, n: DecodeIdx, prefill: PrefillIdx, epoch: u32) {
         let bound = |w: &World, r: &RequestId| {
-            w.reqs[r.idx()].prefill == prefill && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
+            w.reqs[r.idx()].prefill() == prefill
+                && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
         };
         let waiting: Vec<RequestId> = self.decode[n.at()].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
         for r in waiting {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.decode_finish(n, r, 500, None);
         }
         let rs: Vec<RequestId> = self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r)).collect();
         let mut any = false;
         for r in rs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
                 d.status_ok = Some(false);
                 any = true;
@@ -1075,7 +1073,7 @@ impl World {
                 .filter(|r| bound(self, r))
                 .collect();
             for r in releasing {
-                self.reqs[r.idx()].fault_touched = true;
+                self.reqs[r.idx()].touched_by_fault();
                 self.decode_release(n, r);
             }
         }
@@ -1087,7 +1085,7 @@ impl World {
     pub(crate) fn decode_crash(&mut self, n: DecodeIdx) {
         let reqs: Vec<RequestId> = self.decode[n.at()].reqs.keys().copied().collect();
         for r in reqs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.leg_result(r, Role::Decode, 503);
             self.phase(r, Lane::Decode(n), Phase::Left);
         }

@@ -338,7 +338,7 @@ impl World {
     }
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
-        let n = self.reqs[r.idx()].prefill;
+        let n = self.reqs[r.idx()].prefill();
         let node_id = n.node();
         let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -404,7 +404,7 @@ impl World {
         if !self.prefill[n.at()].life.alive() {
             return;
         }
-        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n.at()].reqs.contains_key(&r);
+        let leg_arrived = self.reqs[r.idx()].prefill_leg().is_some() || self.prefill[n.at()].reqs.contains_key(&r);
         let node = self.pnode(n);
         let Some(pr) = node.reqs.get_mut(&r) else {
             if !leg_arrived {
@@ -653,7 +653,7 @@ impl World {
             if pr.phase != PPhase::Waiting {
                 continue;
             }
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let (len, pending) = (pr.len, pr.pending_abort);
             if from == to && to < len {
                 // A padding chunk (`padded_to_miss`): time passed, nothing was computed.
@@ -733,7 +733,7 @@ impl World {
     /// 0.5.16 and 0.5.22 wheels, `disaggregation/prefill.py` `finalize_bootstrap`), and the sender
     /// is told only the pages past it.
     fn decode_prefix_pages(&self, r: RequestId) -> u64 {
-        self.reqs[r.idx()].decode_prefix_tokens / self.page_size()
+        self.reqs[r.idx()].decode_prefix_tokens() / self.page_size()
     }
 
     /// Hands pages `[from, to)` of the request to the transfer worker.
@@ -749,7 +749,7 @@ impl World {
         }
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
-        let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens;
+        let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens();
         if last && count == 0 && decode_prefix > 0 {
             // The last chunk has no pages: decode's reported prefix covers the prompt. `_send_kv_chunk`
             // returns before sending when the chunk ends before `start_send_idx` (a stub shorter
@@ -764,7 +764,7 @@ impl World {
         }
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
-        let room = self.reqs[r.idx()].room;
+        let room = self.reqs[r.idx()].room();
         // The cache entries whose pages this request may read: the prefix blocks it borrowed.
         let lenders: Vec<RequestId> =
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
@@ -783,8 +783,8 @@ impl World {
 
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
-        let n = self.reqs[r.idx()].prefill;
-        let decode = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].prefill();
+        let decode = self.reqs[r.idx()].decode();
         let ack = |w: &mut World| {
             if from_decode {
                 let lat = w.msg_latency();
@@ -867,7 +867,7 @@ impl World {
             let ack = pr.ack_decode;
             self.prefill_release(n, r, false);
             if ack {
-                let decode = self.reqs[r.idx()].decode;
+                let decode = self.reqs[r.idx()].decode();
                 let epoch = self.decode[decode.at()].epoch();
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAck { r, decode, epoch });
@@ -900,7 +900,7 @@ impl World {
         }
         match kind {
             TimeoutKind::Bootstrap => {
-                self.reqs[r.idx()].timed_out = true;
+                self.reqs[r.idx()].time_out();
                 self.prefill_retire(n, r, 500)
             }
             TimeoutKind::SourceLease if self.decode_still_loads(r) => {
@@ -924,7 +924,7 @@ impl World {
         if self.cfg.knobs.router_mode != RouterMode::Sequential {
             return false;
         }
-        let d = &self.decode[self.reqs[r.idx()].decode.at()];
+        let d = &self.decode[self.reqs[r.idx()].decode().at()];
         d.alive()
             && d.reqs()
                 .get(&r)
@@ -934,7 +934,7 @@ impl World {
     pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {
         let reqs: Vec<RequestId> = self.prefill[n.at()].reqs.keys().copied().collect();
         for r in reqs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.leg_result(r, Role::Prefill, 503);
             self.phase(r, Lane::Prefill(n), Phase::Left);
         }
