@@ -122,7 +122,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         .collect();
     if leaked.is_empty() {
         let statuses: std::collections::BTreeSet<u16> =
-            w.reqs.iter().filter(|r| r.tenant.0 == 1).filter_map(|r| r.response.map(|x| x.status)).collect();
+            w.reqs.iter().filter(|r| r.tenant().0 == 1).filter_map(|r| r.response().map(|x| x.status)).collect();
         println!(
             "verdict: GAP, but it does not leak under {profile}: the probes were refused (HTTP {statuses:?}) (exit 11)"
         );

@@ -28,7 +28,7 @@ fn main() {
         let (mut retracted, mut leak) = (false, false);
         while w.step() {
             retracted |= w.decode.iter().any(|d| !d.retracted().is_empty());
-            leak |= w.decode.iter().any(|d| d.reqs().values().any(|r| r.phase == DPhase::Leaked));
+            leak |= w.decode.iter().any(|d| d.reqs().values().any(|r| r.phase() == DPhase::Leaked));
         }
         w.finish();
         retracting += u64::from(retracted);

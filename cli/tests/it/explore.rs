@@ -47,7 +47,7 @@ static TRACE: OnceLock<String> = OnceLock::new();
 static RESPONSES: OnceLock<Vec<Option<(u16, u64)>>> = OnceLock::new();
 
 fn responses(w: &World) -> Vec<Option<(u16, u64)>> {
-    w.reqs.iter().map(|r| r.response.map(|x| (x.status, x.at.0))).collect()
+    w.reqs.iter().map(|r| r.response().map(|x| (x.status, x.at.0))).collect()
 }
 
 fn planted_in_history(w: &World) -> bool {

@@ -138,7 +138,7 @@ fn a_healthy_request_at_the_time_bound_is_not_a_leak_or_a_hang() {
     let cfg = resolve(&text, &Overrides::default()).unwrap();
     let w = kvsim::simulate(cfg, None, true);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(200));
 }
 
 #[test]

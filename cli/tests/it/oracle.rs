@@ -88,7 +88,7 @@ fn a_lagged_land_after_the_source_was_reused_is_the_readers_own_kv() {
     assert_eq!(uninit.culprit, None);
     assert!(!w.oracle.counts.contains_key(&Kind::CrossTenantRead), "{:?}", w.oracle.violations);
     assert!(!w.oracle.counts.contains_key(&Kind::UseAfterFree), "{:?}", w.oracle.violations);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(200));
 }
 
 /// Item 2 (and the mitigations): the exemption stops at the shared chain, slot by slot.
@@ -100,7 +100,7 @@ fn prefix_piece_is_split_at_the_shared_chain() {
     assert_eq!(v.culprit.map(|c| c.request), Some(RequestId(0)));
     // kv_checksum judges the same read by the same definition: request 1 is stopped.
     let w = run_checked(config("prefix-split.toml", &[("kv_checksum", "on")]));
-    assert_eq!(w.reqs[1].caught_by, Some(kvsim::world::Mitigation::KvChecksum));
+    assert_eq!(w.reqs[1].caught_by(), Some(kvsim::world::Mitigation::KvChecksum));
     assert!(!w.oracle.counts.contains_key(&Kind::CrossTenantRead));
 }
 
@@ -154,7 +154,7 @@ fn own_kv_at_a_wrong_position_is_misplaced_not_cross_request() {
 fn identical_prefix_content_of_another_tenant_is_not_flagged() {
     let w = run_checked(config("public-content.toml", &[]));
     // Request 1 did read request 0's stale KV (its data landed 300 ms after its reads began)...
-    let lagged = w.reqs[1].lagged;
+    let lagged = w.reqs[1].lagged();
     assert!(lagged);
     // Decode steps as the reads, allocations and writes they stand for, in order.
     let records = kvsim::trace::expand_records(w.tracer.collected.as_ref().unwrap());

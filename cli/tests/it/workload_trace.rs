@@ -46,11 +46,11 @@ fn the_mooncake_hour_leaks_on_the_vulnerable_profile_only() {
     for v in &leaks {
         let r = &w.reqs[v.request.unwrap().idx()];
         assert!(
-            r.prompt_tokens >= 98_298,
+            r.prompt_tokens() >= 98_298,
             "only prompts the 98,304-token prefill pool rejects leak: {}",
-            r.prompt_tokens
+            r.prompt_tokens()
         );
-        assert_eq!(r.response.unwrap().status, 200);
+        assert_eq!(r.response().unwrap().status, 200);
     }
     let fixed = kvsim::simulate(
         crate::load(

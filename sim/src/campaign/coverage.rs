@@ -151,16 +151,16 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
     match ev {
         Ev::Arrive { r } => (1, Some(*r), None),
         Ev::ClientAbort { r } => (2, Some(*r), None),
-        Ev::LegArrive { r, role: Role::Prefill } => (3, Some(*r), p(w.reqs[r.idx()].prefill)),
-        Ev::LegArrive { r, role: Role::Decode } => (4, Some(*r), d(w.reqs[r.idx()].decode)),
+        Ev::LegArrive { r, role: Role::Prefill } => (3, Some(*r), p(w.reqs[r.idx()].prefill())),
+        Ev::LegArrive { r, role: Role::Decode } => (4, Some(*r), d(w.reqs[r.idx()].decode())),
         Ev::Tick { node } => (5, None, Some(*node)),
         Ev::ForwardDone { node, .. } => (6, None, Some(node.node())),
         Ev::StepDone { node, .. } => (7, None, Some(node.node())),
         Ev::DstInfo { r, prefill, .. } => (8, Some(*r), Some(prefill.node())),
-        Ev::TransferLand { job: j, .. } => (9, job(*j).map(|x| x.r), job(*j).and_then(|x| d(x.decode))),
-        Ev::TransferRead { job: j, .. } => (29, job(*j).map(|x| x.r), job(*j).and_then(|x| p(x.prefill))),
+        Ev::TransferLand { job: j, .. } => (9, job(*j).map(|x| x.request()), job(*j).and_then(|x| d(x.decode()))),
+        Ev::TransferRead { job: j, .. } => (29, job(*j).map(|x| x.request()), job(*j).and_then(|x| p(x.prefill()))),
         Ev::TransferDone { job: j, ok } => {
-            (10 + u64::from(*ok), job(*j).map(|x| x.r), job(*j).and_then(|x| p(x.prefill)))
+            (10 + u64::from(*ok), job(*j).map(|x| x.request()), job(*j).and_then(|x| p(x.prefill())))
         }
         Ev::MetaLand { r, decode, .. } => (12, Some(*r), Some(decode.node())),
         Ev::Status { r, decode, ok, .. } => (13 + u64::from(*ok), Some(*r), Some(decode.node())),
@@ -169,8 +169,8 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
         }
         Ev::AbortAt { r, role, from_decode, .. } => {
             let node = match role {
-                Role::Prefill => p(w.reqs[r.idx()].prefill),
-                Role::Decode => d(w.reqs[r.idx()].decode),
+                Role::Prefill => p(w.reqs[r.idx()].prefill()),
+                Role::Decode => d(w.reqs[r.idx()].decode()),
             };
             (16 + (*role == Role::Decode) as u64 * 2 + u64::from(*from_decode), Some(*r), node)
         }
@@ -186,26 +186,28 @@ fn subject(w: &World, ev: &Ev) -> (u64, Option<RequestId>, Option<NodeId>) {
 /// final status class and the flags the bug chains set.
 fn req_phase(w: &World, r: RequestId) -> u64 {
     let q = &w.reqs[r.idx()];
-    let pl = w.prefill.get(q.prefill.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
-        1 + x.phase as u64
-            + 8 * x.sender as u64
-            + 64 * (x.pending_abort.is_some() as u64 + 2 * x.dst.is_some() as u64 + 4 * (x.lands_pending > 0) as u64)
+    let pl = w.prefill.get(q.prefill().at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
+        1 + x.phase() as u64
+            + 8 * x.sender() as u64
+            + 64 * (x.pending_abort().is_some() as u64
+                + 2 * x.dst().is_some() as u64
+                + 4 * (x.lands_pending() > 0) as u64)
     });
-    let dl = w.decode.get(q.decode.at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
-        1 + x.phase as u64
-            + 8 * x.status_ok.map_or(0, |ok| 1 + ok as u64)
-            + 32 * (x.pending_abort.is_some() as u64 + 2 * x.dirty as u64)
+    let dl = w.decode.get(q.decode().at()).and_then(|n| n.reqs().get(&r)).map_or(0, |x| {
+        1 + x.phase() as u64
+            + 8 * x.status_ok().map_or(0, |ok| 1 + ok as u64)
+            + 32 * (x.pending_abort().is_some() as u64 + 2 * x.dirty() as u64)
     });
-    let flags = q.rejected.is_some() as u64
-        | (q.client_aborted as u64) << 1
-        | (q.fault_touched as u64) << 2
-        | (q.timed_out as u64) << 3
-        | (q.late_written as u64) << 4
-        | (q.room_mismatch as u64) << 5
-        | (q.lagged as u64) << 6
-        | (q.caught_by.is_some() as u64) << 7
-        | (q.detected_by.is_some() as u64) << 8;
-    let status = q.response.map_or(0, |x| 1 + u64::from(x.status / 100));
+    let flags = q.rejected().is_some() as u64
+        | (q.client_aborted() as u64) << 1
+        | (q.fault_touched() as u64) << 2
+        | (q.timed_out() as u64) << 3
+        | (q.late_written() as u64) << 4
+        | (q.room_mismatch() as u64) << 5
+        | (q.lagged() as u64) << 6
+        | (q.caught_by().is_some() as u64) << 7
+        | (q.detected_by().is_some() as u64) << 8;
+    let status = q.response().map_or(0, |x| 1 + u64::from(x.status / 100));
     mix(&[pl, dl, flags, status])
 }
 

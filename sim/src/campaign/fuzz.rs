@@ -400,17 +400,17 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
         let base = format!("{}/{}", v.kind.name(), v.cause);
         let req = v.request.map(|r| &w.reqs[r.idx()]);
         match (v.kind, v.cause.as_str(), req) {
-            (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
+            (Kind::UseAfterFree, _, Some(r)) if r.lagged() => {
                 s.insert(format!("{base}/visibility_lag"));
             }
-            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
+            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch() => {
                 s.insert(format!("{base}/room_mismatch"));
             }
-            (_, "late_write", Some(r)) if r.late_writers != (false, false) => {
-                if r.late_writers.0 {
+            (_, "late_write", Some(r)) if r.late_writers() != (false, false) => {
+                if r.late_writers().0 {
                     s.insert(format!("{base}/visibility_lag"));
                 }
-                if r.late_writers.1 {
+                if r.late_writers().1 {
                     s.insert(base);
                 }
             }
@@ -951,7 +951,7 @@ mod signature_tests {
         let mut lagged = base.clone();
         lagged.faults.script.push(config::ScriptedFault::VisibilityLag { request: writer, lag_ms: 1 });
         let (w, sigs) = run_case(lagged);
-        assert!(w.reqs[writer as usize].lagged);
+        assert!(w.reqs[writer as usize].lagged());
         assert!(sigs.contains("cross_tenant_read/late_write/visibility_lag"), "{sigs:?}");
         assert!(!sigs.contains("cross_tenant_read/late_write"), "{sigs:?}");
         assert!(
@@ -959,7 +959,7 @@ mod signature_tests {
             "{sigs:?}"
         );
         let (w, sigs) = run_case(base);
-        assert!(!w.reqs[writer as usize].lagged);
+        assert!(!w.reqs[writer as usize].lagged());
         assert!(sigs.iter().all(|x| !x.ends_with("/visibility_lag")), "{sigs:?}");
     }
 

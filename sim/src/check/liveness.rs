@@ -102,7 +102,7 @@ impl Liveness {
     pub fn new(w: &mut World) -> Option<Liveness> {
         let bound = Duration::from_ms(w.cfg.faults.liveness_after_heal_ms?);
         let heal = heal_time(&w.cfg.faults);
-        let deadlines: Vec<Instant> = w.reqs.iter().map(|r| r.arrival.max(heal) + bound).collect();
+        let deadlines: Vec<Instant> = w.reqs.iter().map(|r| r.arrival().max(heal) + bound).collect();
         let next_deadline = deadlines.iter().copied().min().unwrap_or(heal + bound);
         let last = deadlines.iter().copied().max().unwrap_or(heal + bound);
         w.horizon = w.horizon.max(last + bound);
@@ -138,7 +138,7 @@ impl World {
         if at > l.next_deadline {
             // Every open request whose deadline passed before `at` is overdue.
             let overdue: Vec<usize> =
-                (0..self.reqs.len()).filter(|&i| self.reqs[i].response.is_none() && l.deadlines[i] < at).collect();
+                (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none() && l.deadlines[i] < at).collect();
             if !overdue.is_empty() {
                 for i in overdue {
                     self.record_overdue(l, i, l.deadlines[i]);
@@ -147,7 +147,7 @@ impl World {
                 return true;
             }
             l.next_deadline = (0..self.reqs.len())
-                .filter(|&i| self.reqs[i].response.is_none())
+                .filter(|&i| self.reqs[i].response().is_none())
                 .map(|i| l.deadlines[i])
                 .min()
                 .unwrap_or(Instant(u64::MAX));
@@ -169,7 +169,7 @@ impl World {
     /// events are ticks, timers, heartbeat losses and crashes/restarts (a pending land, status,
     /// leg or abort could still write into a free page or allocate one, so it is waited for).
     fn quiescent(&self) -> bool {
-        self.reqs.iter().all(|r| r.response.is_some())
+        self.reqs.iter().all(|r| r.response().is_some())
             && self.prefill.iter().all(|p| p.leaks().is_none())
             && self.decode.iter().all(|d| d.leaks().is_none())
             && !self.any_pending(|e| {
@@ -190,7 +190,7 @@ impl World {
     pub fn liveness_finish(&mut self) -> bool {
         let Some(mut l) = self.liveness.take() else { return false };
         if !l.failed {
-            let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response.is_none()).collect();
+            let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none()).collect();
             for &i in &open {
                 let at = self.now.max(l.deadlines[i]);
                 self.record_overdue(&l, i, at);
@@ -204,16 +204,16 @@ impl World {
 
     fn record_overdue(&mut self, l: &Liveness, i: usize, deadline: Instant) {
         let r = &self.reqs[i];
-        let waits = self.waits_for(r.id);
+        let waits = self.waits_for(r.id());
         let detail = format!(
             "no final status within {} ms of max(heal at {}, arrival at {}) (deadline {deadline}): waits for {waits}; {}",
             l.bound.0 / 1_000_000,
             l.heal,
-            r.arrival,
-            self.whereabouts(r.id)
+            r.arrival(),
+            self.whereabouts(r.id())
         );
         let v = Violation::new(Kind::RequestHang, format!("after_heal/{waits}"), deadline)
-            .request(r.id, r.tenant)
+            .request(r.id(), r.tenant())
             .detail(detail);
         self.oracle.record(v);
     }
@@ -227,9 +227,9 @@ impl World {
     /// after a crash or a leak) or, both legs answered, the router (`router`).
     pub fn waits_for(&self, r: RequestId) -> &'static str {
         let req = &self.reqs[r.idx()];
-        let p = &self.prefill[req.prefill.at()];
-        let d = &self.decode[req.decode.at()];
-        let decode = || match d.reqs().get(&r).map(|x| x.phase) {
+        let p = &self.prefill[req.prefill().at()];
+        let d = &self.decode[req.decode().at()];
+        let decode = || match d.reqs().get(&r).map(|x| x.phase()) {
             Some(DPhase::Prealloc) => "decode_prealloc",
             Some(DPhase::Transfer) => "kv_arrival",
             Some(DPhase::Running) => "decode_steps",
@@ -237,7 +237,7 @@ impl World {
             Some(DPhase::Retracted) => "retracted",
             Some(DPhase::Leaked) | None => "decode_answer",
         };
-        let prefill = || match p.reqs().get(&r).map(|x| x.phase) {
+        let prefill = || match p.reqs().get(&r).map(|x| x.phase()) {
             Some(PPhase::Bootstrap) => "bootstrap",
             Some(PPhase::Waiting) => "prefill_queue",
             Some(PPhase::Inflight) => "kv_send",
@@ -246,7 +246,7 @@ impl World {
             Some(PPhase::Orphaned) => "orphaned",
             None => "prefill_answer",
         };
-        match (req.prefill_leg, req.decode_leg) {
+        match (req.prefill_leg(), req.decode_leg()) {
             (Some(_), Some(_)) => "router",
             (Some(_), None) => decode(),
             (None, Some(_)) => prefill(),

@@ -167,7 +167,7 @@ pub fn cell(
     if targets.iter().any(occurred) {
         return Ok(Cell::Missed);
     }
-    let caught = w.reqs.iter().filter(|r| r.caught_by.is_some()).find_map(|r| r.response.map(|x| x.status));
+    let caught = w.reqs.iter().filter(|r| r.caught_by().is_some()).find_map(|r| r.response().map(|x| x.status));
     Ok(caught.map_or(Cell::Prevented, Cell::Detected))
 }
 

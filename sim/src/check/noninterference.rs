@@ -125,12 +125,12 @@ struct Seen {
 
 fn seen(r: &Req) -> Seen {
     Seen {
-        status: r.response.map(|x| x.status),
-        first: r.first_token_at.map(|t| t.0),
-        last: r.last_token_at.map(|t| t.0),
-        digest: r.token_times_digest,
-        end: r.response.map(|x| x.at.0),
-        tokens: r.response.map_or(0, |x| x.tokens),
+        status: r.response().map(|x| x.status),
+        first: r.first_token_at().map(|t| t.0),
+        last: r.last_token_at().map(|t| t.0),
+        digest: r.token_times_digest(),
+        end: r.response().map(|x| x.at.0),
+        tokens: r.response().map_or(0, |x| x.tokens),
     }
 }
 
@@ -156,9 +156,9 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         .reqs
         .iter()
         .zip(&b.reqs)
-        .filter(|(x, y)| x.prefix_reused != y.prefix_reused)
-        .min_by_key(|(x, _)| (x.arrival, x.id))
-        .map(|(x, _)| x.id);
+        .filter(|(x, y)| x.prefix_reused() != y.prefix_reused())
+        .min_by_key(|(x, _)| (x.arrival(), x.id()))
+        .map(|(x, _)| x.id());
     let ev_div = {
         let (ea, eb) = (&a.prefix_evictions, &b.prefix_evictions);
         let i = ea.iter().zip(eb).take_while(|(x, y)| x == y).count();
@@ -171,24 +171,24 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     let memory_bug = read_bug(a) || read_bug(b);
     let mut out = Vec::new();
     for (x, y) in a.reqs.iter().zip(&b.reqs) {
-        if x.tenant.0 == secret {
+        if x.tenant().0 == secret {
             continue;
         }
         let (sa, sb) = (seen(x), seen(y));
         if sa == sb {
             continue;
         }
-        let d_first = diff(sa.first.map(|t| t - x.arrival.0), sb.first.map(|t| t - y.arrival.0));
+        let d_first = diff(sa.first.map(|t| t - x.arrival().0), sb.first.map(|t| t - y.arrival().0));
         let d_last = diff(sa.last, sb.last);
         let d_end = diff(sa.end, sb.end);
         let delta = d_first.max(d_last).max(d_end);
         let kind = if sa.status != sb.status { Kind::StatusChannel } else { Kind::TimingChannel };
-        let more = if x.prefix_reused >= y.prefix_reused { x } else { y };
+        let more = if x.prefix_reused() >= y.prefix_reused() { x } else { y };
         let (cause, culprit): (&str, Option<RequestId>) =
-            if x.caught_by != y.caught_by || x.detected_by != y.detected_by {
+            if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {
                 ("memory_safety", None)
-            } else if x.prefix_reused != y.prefix_reused {
-                match more.prefix_hit_owner {
+            } else if x.prefix_reused() != y.prefix_reused() {
+                match more.prefix_hit_owner() {
                     Some((r, t)) if t.0 == secret => ("prefix_hit", Some(r)),
                     _ if ev_div.is_some_and(|t| t.0 <= sa.end.unwrap_or(u64::MAX)) => ("prefix_eviction", None),
                     owner => ("prefix_hit", owner.map(|o| o.0)),
@@ -204,9 +204,9 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         // a block the secret cached is the cache's doing; anything else (a stop, a queue, an
         // eviction, an allocation) may follow from the bug, which lets the secret's KV reach
         // other requests and mitigations judge it, so it is `memory_safety`.
-        let direct = cause == "prefix_hit" && culprit.is_some_and(|r| a.reqs[r.idx()].tenant.0 == secret);
+        let direct = cause == "prefix_hit" && culprit.is_some_and(|r| a.reqs[r.idx()].tenant().0 == secret);
         let (cause, culprit) = if memory_bug && !direct { ("memory_safety", None) } else { (cause, culprit) };
-        let ttft = |s: &Seen, r: &Req| s.first.map(|t| t - r.arrival.0);
+        let ttft = |s: &Seen, r: &Req| s.first.map(|t| t - r.arrival().0);
         let mut detail = format!(
             "with tenant {secret}'s real prompts it saw {} (TTFT {}, {} token(s), answered at {}); with other prompt content of the same lengths {} (TTFT {}, {} token(s), answered at {}); largest difference {}",
             sa.status.map_or("no response".to_string(), |s| format!("HTTP {s}")),
@@ -225,19 +225,19 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         match cause {
             "prefix_hit" => detail.push_str(&format!(
                 "; the prefix cache served {} vs {} of its prompt tokens{}",
-                x.prefix_reused,
-                y.prefix_reused,
+                x.prefix_reused(),
+                y.prefix_reused(),
                 culprit.map_or(String::new(), |r| format!(", blocks request {} had cached", r.0))
             )),
             "prefix_hit_queueing" => detail.push_str(&format!(
                 "; request {} was served {} vs {} prompt tokens from the prefix cache, which changed the queue",
                 first_reuse.map_or(0, |r| r.0),
-                first_reuse.map_or(0, |r| a.reqs[r.idx()].prefix_reused),
-                first_reuse.map_or(0, |r| b.reqs[r.idx()].prefix_reused)
+                first_reuse.map_or(0, |r| a.reqs[r.idx()].prefix_reused()),
+                first_reuse.map_or(0, |r| b.reqs[r.idx()].prefix_reused())
             )),
             "prefix_eviction" => detail
                 .push_str(&format!("; the prefix cache's evictions went another way from {}", ms(ev_div.map(|t| t.0)))),
-            "memory_safety" => detail.push_str(if x.caught_by != y.caught_by || x.detected_by != y.detected_by {
+            "memory_safety" => detail.push_str(if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {
                 "; a content-checking mitigation stopped it in one run only: the run has a memory-safety violation through which the secret's KV reached the observer (fix that first)"
             } else {
                 "; the run has a memory-safety violation (or a mitigation stopped a request) through which the secret's KV content reached another request (fix that first)"
@@ -245,10 +245,10 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
             _ => detail.push_str("; an allocation or schedule went another way"),
         }
         let culprit =
-            culprit.map(|r| Culprit { request: r, tenant: a.reqs[r.idx()].tenant, at: a.reqs[r.idx()].arrival });
+            culprit.map(|r| Culprit { request: r, tenant: a.reqs[r.idx()].tenant(), at: a.reqs[r.idx()].arrival() });
         out.push(
-            Violation::new(kind, cause, Instant(x.arrival.0))
-                .request(x.id, x.tenant)
+            Violation::new(kind, cause, Instant(x.arrival().0))
+                .request(x.id(), x.tenant())
                 .victims(vec![TenantId(secret)])
                 .culprit(culprit)
                 .detail(detail)
@@ -286,7 +286,7 @@ pub fn apply(cfg: &SimConfig, base: &mut World, secret: Option<u32>) -> usize {
 /// uninitialised read) or had a request stopped by a mitigation: then content can decide a
 /// mitigation's verdict, a known limit of the check (see ARCHITECTURE.md).
 pub fn read_bug(w: &World) -> bool {
-    w.reqs.iter().any(|r| r.caught_by.is_some() || r.detected_by.is_some())
+    w.reqs.iter().any(|r| r.caught_by().is_some() || r.detected_by().is_some())
         || w.oracle.counts.keys().any(|k| {
             matches!(
                 k,

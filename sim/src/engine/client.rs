@@ -5,7 +5,7 @@
 use crate::config::{Bucket, GeneratorConfig, RequestSpec, SimConfig};
 use crate::event::Ev;
 use crate::rng::Prng;
-use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId, TenantId};
+use crate::types::{Duration, Instant, RequestId};
 use crate::world::{Req, World};
 
 fn draw(rng: &mut Prng, buckets: &[Bucket]) -> u64 {
@@ -163,48 +163,6 @@ impl Arrivals {
     }
 }
 
-impl Req {
-    /// A request as it arrives (nothing learned about it yet).
-    pub fn new(id: RequestId, s: RequestSpec) -> Req {
-        Req {
-            id,
-            tenant: TenantId(s.tenant),
-            arrival: Instant(s.at_ns),
-            prompt_tokens: s.prompt_tokens,
-            output_tokens: s.output_tokens,
-            abort_at: s.abort_at_ns.map(Instant),
-            chain: crate::prefix::chain_ids(&s.prefix_blocks),
-            prefix_blocks: s.prefix_blocks,
-            streaming: s.streaming,
-            public_blocks: s.public_blocks,
-            prefill: PrefillIdx(0),
-            decode: DecodeIdx(0),
-            room: 0,
-            rejected: None,
-            client_aborted: false,
-            fault_touched: false,
-            timed_out: false,
-            late_written: false,
-            late_writers: (false, false),
-            room_mismatch: false,
-            lagged: false,
-            prefill_leg: None,
-            decode_leg: None,
-            decode_tokens: 0,
-            first_token_at: None,
-            last_token_at: None,
-            token_times_digest: 0,
-            prefix_reused: 0,
-            prefix_hit_owner: None,
-            decode_prefix_tokens: 0,
-            response: None,
-            caught_by: None,
-            detected_by: None,
-            pending_events: 0,
-        }
-    }
-}
-
 impl World {
     /// Sets up the workload as a stream of arrivals, and returns the last arrival time (the
     /// liveness horizon's base). One pass over the workload measures it without keeping it (the
@@ -229,10 +187,10 @@ impl World {
     /// returns its arrival event with the arrival's sequence number.
     pub(crate) fn take_arrival(&mut self) -> Option<(Instant, u64, Ev)> {
         let (req, seq, abort) = self.arrivals.as_mut()?.take()?;
-        let (r, at) = (req.id, req.arrival);
+        let (r, at) = (req.id(), req.arrival());
         debug_assert_eq!(r.idx(), self.reqs.len(), "requests are created in id order");
         self.reqs.push(req);
-        self.reqs[r.idx()].pending_events += 1; // its arrival, queued or about to be handled
+        self.reqs[r.idx()].note_event_queued(); // its arrival, queued or about to be handled
         if let Some((a, aseq)) = abort {
             let ev = Ev::ClientAbort { r };
             self.count_pending(&ev);

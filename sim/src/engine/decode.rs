@@ -37,41 +37,44 @@ pub enum DPhase {
     Retracted,
 }
 
+/// One request on a decode node. Its fields are private: this module's handlers write it;
+/// the one write from elsewhere — a foreign write or the request's own late land into its pages
+/// (the transfer engine, `World`'s oracle wiring) — is `foreign_write`. Everyone else reads.
 #[derive(Clone, Debug)]
 pub struct DReq {
-    pub len: u64,
-    pub pending_abort: Option<u16>,
-    pub phase: DPhase,
-    pub pages: Vec<Run>,
-    pub meta_slot: Option<u32>,
+    len: u64,
+    pending_abort: Option<u16>,
+    phase: DPhase,
+    pages: Vec<Run>,
+    meta_slot: Option<u32>,
     /// Polled KV status: None = still waiting, Some(false) = Failed (wins), Some(true) = Success.
-    pub status_ok: Option<bool>,
-    pub status_pages: u64,
-    pub seq_len: u64,
-    pub generated: u64,
-    pub entered: Instant,
+    status_ok: Option<bool>,
+    status_pages: u64,
+    seq_len: u64,
+    generated: u64,
+    entered: Instant,
     /// A foreign write landed in this request's pages: re-check the whole range on next read.
-    pub dirty: bool,
-    pub read_upto: u64,
+    dirty: bool,
+    read_upto: u64,
     /// Pages in `pages` (kept so a decode step never walks the table to count).
-    pub page_count: u64,
+    page_count: u64,
     /// Leading tokens that are a shared prefix (reused by prefill from its radix cache).
-    pub shared_tokens: u64,
+    shared_tokens: u64,
     /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
-    pub chain_upto: u64,
+    chain_upto: u64,
     /// The verdict on positions `[0, read_upto)`, kept only under the differential check so each
     /// incremental read can be compared, whole, with the reference oracle.
-    pub seen: Option<Box<Tally>>,
+    seen: Option<Box<Tally>>,
     /// The prefill incarnation (epoch) this request's KV comes from: the prefill's epoch when the
     /// decode leg arrived, or the crashed one's (`epoch - 1`) when the prefill was down then. A
     /// heartbeat loss fails only requests bound to an incarnation older than the one it reports.
-    pub prefill_epoch: u32,
+    prefill_epoch: u32,
     /// Pages of this request's KV backed up in host memory (retracted with
     /// `decode_out_of_pages = retract_to_host`; still counted after a leaking abort).
-    pub host_pages: u64,
+    host_pages: u64,
     /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
     /// on`): their pages start its block table and belong to the cache, not to the request.
-    pub borrowed: Vec<crate::prefix::BlockKey>,
+    borrowed: Vec<crate::prefix::BlockKey>,
     /// It joined the running batch while a decode step was running: that step's batch was formed
     /// (and its cost computed) without it, so it gets no token when that step ends; it joins the
     /// next one. sglang 0.5.22 `disaggregation/decode.py` `event_loop_normal_disagg_decode`:
@@ -79,7 +82,63 @@ pub struct DReq {
     /// `get_next_disagg_decode_batch_to_run` forms the batch, then `run_batch`; a request whose
     /// KV lands during `run_batch` is taken up by the next iteration's `process_decode_queue` and
     /// first decoded in the batch formed after it.
-    pub late: bool,
+    late: bool,
+}
+
+impl DReq {
+    /// Its phase in the node's queues.
+    #[inline]
+    pub fn phase(&self) -> DPhase {
+        self.phase
+    }
+
+    /// Polled KV status: None = still waiting, Some(false) = Failed, Some(true) = Success.
+    #[inline]
+    pub fn status_ok(&self) -> Option<bool> {
+        self.status_ok
+    }
+
+    /// An abort that arrived while it could not yet be acted on (its status code).
+    #[inline]
+    pub fn pending_abort(&self) -> Option<u16> {
+        self.pending_abort
+    }
+
+    /// Its tokens on decode (the prompt; 1 for a stub).
+    #[inline]
+    pub fn len_tokens(&self) -> u64 {
+        self.len
+    }
+
+    /// Its block table (locked radix-cache blocks first).
+    #[inline]
+    pub fn pages(&self) -> &[Run] {
+        &self.pages
+    }
+
+    /// Decode-side radix-cache blocks it locked at admission.
+    #[inline]
+    pub fn borrowed(&self) -> &[crate::prefix::BlockKey] {
+        &self.borrowed
+    }
+
+    /// A write landed in its pages since decode last read them.
+    #[inline]
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Prompt positions below this hold KV fixed by the request's prefix chain.
+    #[inline]
+    pub fn chain_upto(&self) -> u64 {
+        self.chain_upto
+    }
+
+    /// A write landed in its pages (another request's, or its own lagged land): the next read
+    /// re-checks the whole range.
+    pub(crate) fn foreign_write(&mut self) {
+        self.dirty = true;
+    }
 }
 
 #[derive(Debug)]
@@ -136,61 +195,7 @@ impl DecodeNode {
                 && (self.busy || self.running.is_empty()))
     }
 
-    pub fn id(&self) -> NodeId {
-        self.index.node()
-    }
-
-    pub fn load(&self) -> usize {
-        self.reqs.len()
-    }
-
-    /// The node is up (`Incarnation::alive`).
-    pub fn alive(&self) -> bool {
-        self.life.alive()
-    }
-
-    /// The node's restart count (`Incarnation::epoch`).
-    pub fn epoch(&self) -> u32 {
-        self.life.epoch()
-    }
-
-    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
-    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
-        &mut self.life
-    }
-
-    /// The node's requests by id.
-    pub fn reqs(&self) -> &BTreeMap<RequestId, DReq> {
-        &self.reqs
-    }
-
-    /// One of the node's requests, for another component's handler to update (the transfer
-    /// engine's job counts, the prefix cache's borrowed blocks).
-    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut DReq> {
-        self.reqs.get_mut(&r)
-    }
-
-    /// The node's KV pool.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
-    /// The pool, for the components that write into it besides this module's handlers (the
-    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
-    /// oracle's memory operations).
-    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
-        &mut self.pool
-    }
-
-    /// The node's radix-cache prefix index.
-    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
-        &self.prefix
-    }
-
-    /// The prefix index, for `prefix`'s insert and eviction rules.
-    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
-        &mut self.prefix
-    }
+    crate::engine::node::node_parts!(DReq);
 
     /// A decode step is running (written only by this module's handlers).
     pub fn busy(&self) -> bool {
@@ -254,7 +259,7 @@ impl World {
     }
 
     pub(crate) fn decode_leg_arrive(&mut self, r: RequestId) {
-        let n = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].decode();
         let node_id = n.node();
         let (pool_tokens, alive) = (self.decode[n.at()].pool_tokens, self.decode[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -267,7 +272,7 @@ impl World {
         };
         let now = self.now;
         let chain_upto = self.chain_upto(r, len, pending_abort.is_some());
-        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
+        let p = &self.prefill[self.reqs[r.idx()].prefill().at()];
         let prefill_epoch = if p.alive() { p.epoch() } else { p.epoch().saturating_sub(1) };
         let node = self.dnode(n);
         node.reqs.insert(
@@ -308,7 +313,7 @@ impl World {
         if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
             return;
         }
-        let p = &self.prefill[self.reqs[r.idx()].prefill.at()];
+        let p = &self.prefill[self.reqs[r.idx()].prefill().at()];
         if !p.alive() {
             return;
         }
@@ -383,7 +388,7 @@ impl World {
             let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
-                self.reqs[r.idx()].decode_prefix_tokens = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
+                self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
             }
             if pages.is_empty() {
                 pages = fresh.clone();
@@ -409,7 +414,7 @@ impl World {
             d.entered = now;
             d.borrowed = borrowed;
             self.phase(r, Lane::Decode(n), Phase::Transfer);
-            let prefill = self.reqs[r.idx()].prefill;
+            let prefill = self.reqs[r.idx()].prefill();
             let lat = self.msg_latency();
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
             self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
@@ -459,8 +464,8 @@ impl World {
             if row.room == 0 {
                 return; // metadata not written yet: keep polling
             }
-            if row.room != self.reqs[r.idx()].room {
-                self.reqs[r.idx()].room_mismatch = true;
+            if row.room != self.reqs[r.idx()].room() {
+                self.reqs[r.idx()].room_mismatched();
                 self.decode_finish(n, r, 500, None);
                 return;
             }
@@ -476,7 +481,7 @@ impl World {
                 }
                 CommitCheck::AssertCrash => {
                     // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
-                    self.reqs[r.idx()].caught_by = Some(Mitigation::AssertCrash);
+                    self.reqs[r.idx()].caught_by_crash();
                     let restart_after_ms = self.cfg.faults.crash_restart_ms;
                     self.crash(n.node(), restart_after_ms);
                     return;
@@ -486,7 +491,7 @@ impl World {
         }
         if k.kv_checksum.on() {
             // Prefill digests what it sent; decode digests its whole reserved prompt range.
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let (upto, reqs) = (d.chain_upto, &self.reqs);
             let s = summarize(&self.decode[n.at()].pool, &d.pages, 0, d.len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
@@ -535,7 +540,7 @@ impl World {
         let pool_id = self.decode[n.at()].id();
         let ps = self.page_size();
         for r in self.decode[n.at()].running.clone() {
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let node = &mut self.decode[n.at()];
             let Some(d) = node.reqs.get_mut(&r) else { continue };
             if d.late {
@@ -563,7 +568,7 @@ impl World {
                         continue;
                     }
                     Canary::Log => {
-                        self.reqs[r.idx()].detected_by.get_or_insert(Mitigation::KvCanary);
+                        self.reqs[r.idx()].detected(Mitigation::KvCanary);
                     }
                     Canary::Off => {}
                 }
@@ -572,13 +577,13 @@ impl World {
             self.oracle.check_read(&ctx, &s);
             // Coverage is tested first: with it off (every run but a guided campaign's) the
             // request is not looked up on every decode token.
-            if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written) {
+            if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written()) {
                 // Coverage (guided campaigns only): what a late-written request's read found,
                 // by class, so a corpus entry whose late write reached a reader is kept even when
                 // the read came out clean or as a class seen before (`cover_foreign_write`).
                 let classes = [s.uninit, s.cross_request, s.foreign, s.misplaced];
                 let bits = classes.iter().enumerate().fold(0u64, |b, (i, n)| b | u64::from(*n > 0) << i);
-                c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged)]);
+                c.hit(&[6, bits, u64::from(self.reqs[r.idx()].lagged())]);
             }
             if let Some(audit) = self.read_audit.as_mut() {
                 let d = &self.decode[n.at()].reqs[&r];
@@ -621,10 +626,7 @@ impl World {
                 d.seen = seen;
             }
             let generated = d.generated;
-            let req = &mut self.reqs[r.idx()];
-            req.first_token_at.get_or_insert(now);
-            req.last_token_at = Some(now);
-            req.token_times_digest = crate::check::noninterference::mix(req.token_times_digest, now.0);
+            self.reqs[r.idx()].token_out(now);
             let mut rep = rep;
             let page = match grown.as_deref() {
                 None => Some(None),
@@ -651,8 +653,8 @@ impl World {
                 }
             }
             self.note_foreign_writes(pool_id, r, rep, "decode write");
-            if generated >= self.reqs[r.idx()].output_tokens {
-                self.reqs[r.idx()].decode_tokens = generated;
+            if generated >= self.reqs[r.idx()].output_tokens() {
+                self.reqs[r.idx()].note_decode_tokens(generated);
                 self.decode_finish(n, r, 200, None);
             }
         }
@@ -697,7 +699,7 @@ impl World {
                         // refuses such a deployment or request up front
                         // (`check_enough_kv_cache_memory`, the max_model_len check); kvsim
                         // answers it as a capacity failure instead of a hang.
-                        self.reqs[victim.idx()].timed_out = true;
+                        self.reqs[victim.idx()].time_out();
                         self.decode_finish(n, victim, 500, None);
                     } else {
                         self.decode_retract(n, victim, false);
@@ -709,7 +711,7 @@ impl World {
                         // still does not fit: "Out of memory even after retracting all other
                         // requests" (HTTP 500; a capacity failure, not a bug).
                         let last = node.running[0];
-                        self.reqs[last.idx()].timed_out = true;
+                        self.reqs[last.idx()].time_out();
                         self.decode_finish(n, last, 500, None);
                         return;
                     }
@@ -730,7 +732,7 @@ impl World {
                     if mode == DecodeOutOfPages::RetractAbort {
                         // No retraction backup (`--disaggregation-decode-retraction-backup none`):
                         // "Retracted under decode memory pressure without a KV backup", 503.
-                        self.reqs[victim.idx()].timed_out = true;
+                        self.reqs[victim.idx()].time_out();
                         self.decode_finish(n, victim, 503, None);
                     } else {
                         self.decode_retract(n, victim, true);
@@ -804,7 +806,7 @@ impl World {
             let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
             let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
-            let (tenant, now) = (self.reqs[r.idx()].tenant, self.now);
+            let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);
             let node = self.dnode(n);
             let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
@@ -845,7 +847,7 @@ impl World {
     /// Ends a request on this node: pages freed at once, slot released, leg answered.
     fn decode_finish(&mut self, n: DecodeIdx, r: RequestId, status: u16, caught: Option<Mitigation>) {
         if let Some(m) = caught {
-            self.reqs[r.idx()].caught_by.get_or_insert(m);
+            self.reqs[r.idx()].caught(m);
         }
         let node = self.dnode(n);
         node.prealloc.retain(|x| *x != r);
@@ -923,7 +925,7 @@ impl World {
     }
 
     pub(crate) fn decode_abort(&mut self, r: RequestId, status: u16) {
-        let n = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].decode();
         let Some(d) = self.decode[n.at()].reqs.get(&r) else {
             return;
         };
@@ -995,7 +997,7 @@ impl World {
         }
         match kind {
             TimeoutKind::Waiting => {
-                self.reqs[r.idx()].timed_out = true;
+                self.reqs[r.idx()].time_out();
                 self.decode_transfer_failed(n, r, 500)
             }
             _ => self.decode_release(n, r),
@@ -1039,17 +1041,18 @@ impl World {
     /// reference §4.1–4.2).
     pub(crate) fn decode_prefill_lost(&mut self, n: DecodeIdx, prefill: PrefillIdx, epoch: u32) {
         let bound = |w: &World, r: &RequestId| {
-            w.reqs[r.idx()].prefill == prefill && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
+            w.reqs[r.idx()].prefill() == prefill
+                && w.decode[n.at()].reqs.get(r).is_some_and(|d| d.prefill_epoch < epoch)
         };
         let waiting: Vec<RequestId> = self.decode[n.at()].prealloc.iter().copied().filter(|r| bound(self, r)).collect();
         for r in waiting {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.decode_finish(n, r, 500, None);
         }
         let rs: Vec<RequestId> = self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r)).collect();
         let mut any = false;
         for r in rs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             if let Some(d) = self.dnode(n).reqs.get_mut(&r) {
                 d.status_ok = Some(false);
                 any = true;
@@ -1070,7 +1073,7 @@ impl World {
                 .filter(|r| bound(self, r))
                 .collect();
             for r in releasing {
-                self.reqs[r.idx()].fault_touched = true;
+                self.reqs[r.idx()].touched_by_fault();
                 self.decode_release(n, r);
             }
         }
@@ -1082,7 +1085,7 @@ impl World {
     pub(crate) fn decode_crash(&mut self, n: DecodeIdx) {
         let reqs: Vec<RequestId> = self.decode[n.at()].reqs.keys().copied().collect();
         for r in reqs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.leg_result(r, Role::Decode, 503);
             self.phase(r, Lane::Decode(n), Phase::Left);
         }

@@ -91,10 +91,10 @@ impl World {
             }
         }
         if f.visibility_lag.0 > 0 {
-            self.reqs[r.idx()].lagged = true;
+            self.reqs[r.idx()].acked_before_visible();
         }
         if f.fail || f.extra_delay.0 > 0 || f.visibility_lag.0 > 0 {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
         }
         f
     }

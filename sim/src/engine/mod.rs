@@ -18,6 +18,7 @@ pub mod intake;
 pub mod latency;
 pub mod lifecycle;
 pub mod metadata;
+pub mod node;
 pub mod pool;
 pub mod pp;
 pub mod prefill;

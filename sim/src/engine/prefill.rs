@@ -45,33 +45,156 @@ pub enum PPhase {
     Orphaned,
 }
 
+/// One request on a prefill node. Its fields are private: this module's handlers write it,
+/// and the two other components that change a prefill request do it through the named methods
+/// below — the transfer engine (`job_submitted`, `land_handled`, `lands_skipped`, `job_ended`,
+/// `room_failed`, `room_succeeded`) and the radix cache (`reuse_prefix`). Everyone else reads.
 #[derive(Clone, Debug)]
 pub struct PReq {
-    pub len: u64,
-    pub pending_abort: Option<u16>,
-    pub phase: PPhase,
-    pub sender: SenderState,
-    pub dst: Option<DstInfo>,
-    pub meta_slot: Option<u32>,
-    pub num_pages: u64,
-    pub pages: Vec<Run>,
-    pub prefilled: u64,
-    pub sent_pages: u64,
-    pub jobs_in_flight: u32,
-    pub lands_pending: u32,
+    len: u64,
+    pending_abort: Option<u16>,
+    phase: PPhase,
+    sender: SenderState,
+    dst: Option<DstInfo>,
+    meta_slot: Option<u32>,
+    num_pages: u64,
+    pages: Vec<Run>,
+    prefilled: u64,
+    sent_pages: u64,
+    jobs_in_flight: u32,
+    lands_pending: u32,
     /// Transfer jobs submitted and not yet ended (for skipping queued batches on an abort).
-    pub jobs: Vec<crate::types::JobId>,
-    pub ack_decode: bool,
-    pub entered: Instant,
+    jobs: Vec<crate::types::JobId>,
+    ack_decode: bool,
+    entered: Instant,
     /// Prefix blocks reused from the radix cache (their pages start the block table).
-    pub borrowed: Vec<crate::prefix::BlockKey>,
+    borrowed: Vec<crate::prefix::BlockKey>,
     /// Tokens whose KV came from the radix cache (shared prefix).
-    pub reused_tokens: u64,
+    reused_tokens: u64,
     /// With `prefix_hit_timing = padded_to_miss`: reused tokens not yet charged as compute (the
     /// forward passes charge them as a miss would, then compute the rest).
-    pub pad_left: u64,
+    pad_left: u64,
     /// Prompt positions below this hold KV fixed by the request's prefix chain (0 for a stub).
-    pub chain_upto: u64,
+    chain_upto: u64,
+}
+
+impl PReq {
+    /// Its phase in the node's queues.
+    #[inline]
+    pub fn phase(&self) -> PPhase {
+        self.phase
+    }
+
+    /// The KV sender's state for its room.
+    #[inline]
+    pub fn sender(&self) -> SenderState {
+        self.sender
+    }
+
+    /// An abort that arrived while it could not yet be acted on (its status code).
+    #[inline]
+    pub fn pending_abort(&self) -> Option<u16> {
+        self.pending_abort
+    }
+
+    /// Decode's page list for it, once decode has sent it.
+    #[inline]
+    pub fn dst(&self) -> Option<&DstInfo> {
+        self.dst.as_ref()
+    }
+
+    /// Its block table (borrowed prefix blocks first).
+    #[inline]
+    pub fn pages(&self) -> &[Run] {
+        &self.pages
+    }
+
+    /// Prefix blocks reused from the radix cache (their pages start the block table).
+    #[inline]
+    pub fn borrowed(&self) -> &[crate::prefix::BlockKey] {
+        &self.borrowed
+    }
+
+    /// When it entered the node (its prefill leg arrived).
+    #[inline]
+    pub fn entered(&self) -> Instant {
+        self.entered
+    }
+
+    /// Prompt tokens whose KV is computed (or reused from the radix cache).
+    #[inline]
+    pub fn prefilled(&self) -> u64 {
+        self.prefilled
+    }
+
+    /// Transfer jobs submitted and not yet ended.
+    #[inline]
+    pub fn jobs(&self) -> &[crate::types::JobId] {
+        &self.jobs
+    }
+
+    /// Scheduled lands of its batches not yet handled (its source pages are still read).
+    #[inline]
+    pub fn lands_pending(&self) -> u32 {
+        self.lands_pending
+    }
+
+    /// Prompt positions below this hold KV fixed by the request's prefix chain.
+    #[inline]
+    pub fn chain_upto(&self) -> u64 {
+        self.chain_upto
+    }
+
+    /// The transfer engine queued job `id` for it, with `lands` land events scheduled.
+    pub(crate) fn job_submitted(&mut self, id: crate::types::JobId, lands: u32) {
+        self.jobs_in_flight += 1;
+        self.lands_pending += lands;
+        self.jobs.push(id);
+    }
+
+    /// One of its batches' land events was handled (the source pages were read).
+    pub(crate) fn land_handled(&mut self) {
+        self.lands_pending -= 1;
+    }
+
+    /// `n` of its batches' lands were skipped after an abort: they will never read.
+    pub(crate) fn lands_skipped(&mut self, n: u32) {
+        self.lands_pending -= n;
+    }
+
+    /// Job `id` has ended (its `TransferDone`). Returns whether the room had already failed.
+    pub(crate) fn job_ended(&mut self, id: crate::types::JobId) -> bool {
+        self.jobs_in_flight -= 1;
+        self.jobs.retain(|x| *x != id);
+        self.sender == SenderState::Failed
+    }
+
+    /// The room is Failed (a failed batch, or the chunk being written at an abort ended).
+    pub(crate) fn room_failed(&mut self) {
+        self.sender = SenderState::Failed;
+    }
+
+    /// The last chunk was sent: the room is Success.
+    pub(crate) fn room_succeeded(&mut self) {
+        self.sender = SenderState::Success;
+    }
+
+    /// The radix cache matched `keys` for it: `table` (the blocks' pages) starts its block table,
+    /// and `reused` tokens count as prefilled; `padded` (`prefix_hit_timing = padded_to_miss`)
+    /// charges them as compute anyway.
+    pub(crate) fn reuse_prefix(
+        &mut self,
+        table: Vec<Run>,
+        keys: Vec<crate::prefix::BlockKey>,
+        reused: u64,
+        padded: bool,
+    ) {
+        self.pages = table;
+        self.borrowed = keys;
+        self.prefilled = reused;
+        self.reused_tokens = reused;
+        self.pad_left = if padded { reused } else { 0 };
+    }
 }
 
 #[derive(Debug)]
@@ -130,61 +253,7 @@ impl PrefillNode {
             || (self.bootstrap.is_empty() && self.inflight.is_empty() && (self.busy || self.waiting.is_empty()))
     }
 
-    pub fn id(&self) -> NodeId {
-        self.index.node()
-    }
-
-    pub fn load(&self) -> usize {
-        self.reqs.len()
-    }
-
-    /// The node is up (`Incarnation::alive`).
-    pub fn alive(&self) -> bool {
-        self.life.alive()
-    }
-
-    /// The node's restart count (`Incarnation::epoch`).
-    pub fn epoch(&self) -> u32 {
-        self.life.epoch()
-    }
-
-    /// Crash, restart and tick bookkeeping, for `World`'s wiring.
-    pub(crate) fn life_mut(&mut self) -> &mut Incarnation {
-        &mut self.life
-    }
-
-    /// The node's requests by id.
-    pub fn reqs(&self) -> &BTreeMap<RequestId, PReq> {
-        &self.reqs
-    }
-
-    /// One of the node's requests, for another component's handler to update (the transfer
-    /// engine's job counts, the prefix cache's borrowed blocks).
-    pub(crate) fn req_mut(&mut self, r: RequestId) -> Option<&mut PReq> {
-        self.reqs.get_mut(&r)
-    }
-
-    /// The node's KV pool.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
-    /// The pool, for the components that write into it besides this module's handlers (the
-    /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires the
-    /// oracle's memory operations).
-    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
-        &mut self.pool
-    }
-
-    /// The node's radix-cache prefix index.
-    pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
-        &self.prefix
-    }
-
-    /// The prefix index, for `prefix`'s insert and eviction rules.
-    pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
-        &mut self.prefix
-    }
+    crate::engine::node::node_parts!(PReq);
 
     /// When the node's transfer worker is free (the last queued batch's call returns).
     pub fn xfer_free_at(&self) -> Instant {
@@ -269,7 +338,7 @@ impl World {
     }
 
     pub(crate) fn prefill_leg_arrive(&mut self, r: RequestId) {
-        let n = self.reqs[r.idx()].prefill;
+        let n = self.reqs[r.idx()].prefill();
         let node_id = n.node();
         let (pool_tokens, alive) = (self.prefill[n.at()].pool_tokens, self.prefill[n.at()].life.alive());
         let (len, pending_abort) = match self.leg_intake(r, node_id, pool_tokens, alive) {
@@ -335,7 +404,7 @@ impl World {
         if !self.prefill[n.at()].life.alive() {
             return;
         }
-        let leg_arrived = self.reqs[r.idx()].prefill_leg.is_some() || self.prefill[n.at()].reqs.contains_key(&r);
+        let leg_arrived = self.reqs[r.idx()].prefill_leg().is_some() || self.prefill[n.at()].reqs.contains_key(&r);
         let node = self.pnode(n);
         let Some(pr) = node.reqs.get_mut(&r) else {
             if !leg_arrived {
@@ -584,7 +653,7 @@ impl World {
             if pr.phase != PPhase::Waiting {
                 continue;
             }
-            let tenant = self.reqs[r.idx()].tenant;
+            let tenant = self.reqs[r.idx()].tenant();
             let (len, pending) = (pr.len, pr.pending_abort);
             if from == to && to < len {
                 // A padding chunk (`padded_to_miss`): time passed, nothing was computed.
@@ -664,7 +733,7 @@ impl World {
     /// 0.5.16 and 0.5.22 wheels, `disaggregation/prefill.py` `finalize_bootstrap`), and the sender
     /// is told only the pages past it.
     fn decode_prefix_pages(&self, r: RequestId) -> u64 {
-        self.reqs[r.idx()].decode_prefix_tokens / self.page_size()
+        self.reqs[r.idx()].decode_prefix_tokens() / self.page_size()
     }
 
     /// Hands pages `[from, to)` of the request to the transfer worker.
@@ -680,7 +749,7 @@ impl World {
         }
         let dst = pr.dst.as_ref().expect("sending requires decode's page list");
         let count = to.saturating_sub(from).min(pages_in(&dst.pages).saturating_sub(from));
-        let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens;
+        let decode_prefix = self.reqs[r.idx()].decode_prefix_tokens();
         if last && count == 0 && decode_prefix > 0 {
             // The last chunk has no pages: decode's reported prefix covers the prompt. `_send_kv_chunk`
             // returns before sending when the chunk ends before `start_send_idx` (a stub shorter
@@ -695,34 +764,27 @@ impl World {
         }
         let src = slice_pages(&pr.pages, from, count);
         let dpages = slice_pages(&dst.pages, from, count);
-        let room = self.reqs[r.idx()].room;
+        let room = self.reqs[r.idx()].room();
         // The cache entries whose pages this request may read: the prefix blocks it borrowed.
         let lenders: Vec<RequestId> =
             pr.borrowed.iter().filter_map(|k| node.prefix.blocks.get(k)).map(|b| b.request).collect();
-        let job = TransferJob {
+        let job = TransferJob::new(
             r,
-            prefill: n,
-            prefill_epoch: node.life.epoch(),
-            decode: dst.decode,
-            decode_epoch: dst.epoch,
-            batches: Vec::new(),
-            last,
-            meta: last.then_some((dst.meta_slot, room)),
-            sender_pages: pr.num_pages.saturating_sub(decode_prefix / self.page_size()),
-            prefix_tokens: pr.reused_tokens,
+            (n, node.life.epoch()),
+            (dst.decode, dst.epoch),
+            last.then_some((dst.meta_slot, room)),
+            pr.num_pages.saturating_sub(decode_prefix / self.page_size()),
+            pr.reused_tokens,
             lenders,
-            aborted: false,
-            done: false,
-            lands_left: 0,
-        };
+        );
         self.pnode(n).reqs.get_mut(&r).expect("present").sent_pages = from + count;
         self.transfer_submit(job, src, dpages);
     }
 
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
-        let n = self.reqs[r.idx()].prefill;
-        let decode = self.reqs[r.idx()].decode;
+        let n = self.reqs[r.idx()].prefill();
+        let decode = self.reqs[r.idx()].decode();
         let ack = |w: &mut World| {
             if from_decode {
                 let lat = w.msg_latency();
@@ -805,7 +867,7 @@ impl World {
             let ack = pr.ack_decode;
             self.prefill_release(n, r, false);
             if ack {
-                let decode = self.reqs[r.idx()].decode;
+                let decode = self.reqs[r.idx()].decode();
                 let epoch = self.decode[decode.at()].epoch();
                 let lat = self.msg_latency();
                 self.after(lat, Ev::AbortAck { r, decode, epoch });
@@ -838,7 +900,7 @@ impl World {
         }
         match kind {
             TimeoutKind::Bootstrap => {
-                self.reqs[r.idx()].timed_out = true;
+                self.reqs[r.idx()].time_out();
                 self.prefill_retire(n, r, 500)
             }
             TimeoutKind::SourceLease if self.decode_still_loads(r) => {
@@ -862,17 +924,17 @@ impl World {
         if self.cfg.knobs.router_mode != RouterMode::Sequential {
             return false;
         }
-        let d = &self.decode[self.reqs[r.idx()].decode.at()];
+        let d = &self.decode[self.reqs[r.idx()].decode().at()];
         d.alive()
             && d.reqs()
                 .get(&r)
-                .is_some_and(|q| matches!(q.phase, crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
+                .is_some_and(|q| matches!(q.phase(), crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
     }
 
     pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {
         let reqs: Vec<RequestId> = self.prefill[n.at()].reqs.keys().copied().collect();
         for r in reqs {
-            self.reqs[r.idx()].fault_touched = true;
+            self.reqs[r.idx()].touched_by_fault();
             self.leg_result(r, Role::Prefill, 503);
             self.phase(r, Lane::Prefill(n), Phase::Left);
         }

@@ -186,7 +186,7 @@ impl World {
     /// The index keys of the request's prompt blocks `from..to` (`to` at most the chain's length).
     fn block_keys(&self, r: RequestId, from: usize, to: usize) -> Vec<BlockKey> {
         let q = &self.reqs[r.idx()];
-        (from..to).map(|i| (self.salt(q.tenant, i, q.public_blocks), i as u32, q.chain[i])).collect()
+        (from..to).map(|i| (self.salt(q.tenant(), i, q.public_blocks()), i as u32, q.chain()[i])).collect()
     }
 
     /// The request's leading blocks found in the index (always leaving at least one token to
@@ -194,15 +194,15 @@ impl World {
     /// waiting request they consider (`prefix_pin` / `prefix_take` take them).
     pub(crate) fn prefix_lookup(&self, n: PrefillIdx, r: RequestId, len: u64) -> Vec<BlockKey> {
         let ps = self.page_size();
-        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
+        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks().is_empty() {
             return Vec::new();
         }
-        let tenant = self.reqs[r.idx()].tenant;
-        let public = self.reqs[r.idx()].public_blocks;
+        let tenant = self.reqs[r.idx()].tenant();
+        let public = self.reqs[r.idx()].public_blocks();
         let max_blocks = (len.saturating_sub(1) / BLOCK_TOKENS) as usize;
         let idx = self.prefill[n.at()].prefix();
         let mut keys = Vec::new();
-        for (i, b) in self.reqs[r.idx()].chain.iter().take(max_blocks).enumerate() {
+        for (i, b) in self.reqs[r.idx()].chain().iter().take(max_blocks).enumerate() {
             let key = (self.salt(tenant, i, public), i as u32, *b);
             if !idx.blocks.contains_key(&key) {
                 break;
@@ -236,11 +236,10 @@ impl World {
     /// `v1/core/kv_cache_manager.py` `allocate_slots`: `allocate_new_computed_blocks` touches the
     /// cached blocks only after the free-block check passed). Returns the tokens reused.
     pub(crate) fn prefix_take(&mut self, n: PrefillIdx, r: RequestId, keys: Vec<BlockKey>) -> u64 {
-        let tenant = self.reqs[r.idx()].tenant;
+        let tenant = self.reqs[r.idx()].tenant();
         let idx = self.prefill[n.at()].prefix_mut();
         if keys.is_empty() {
-            self.reqs[r.idx()].prefix_reused = 0;
-            self.reqs[r.idx()].prefix_hit_owner = None;
+            self.reqs[r.idx()].note_prefix_match(0, None);
             return 0;
         }
         let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
@@ -267,16 +266,11 @@ impl World {
         }
         let reused = keys.len() as u64 * BLOCK_TOKENS;
         let deepest = keys.last().and_then(|k| idx.blocks.get(k)).map(|b| (b.request, b.tenant));
-        self.reqs[r.idx()].prefix_reused = reused;
-        self.reqs[r.idx()].prefix_hit_owner = deepest;
+        self.reqs[r.idx()].note_prefix_match(reused, deepest);
         let pages = crate::pool::pages_in(&table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
-        pr.pages = table;
-        pr.borrowed = keys;
-        pr.prefilled = reused;
-        pr.reused_tokens = reused;
-        pr.pad_left = if padded { reused } else { 0 };
+        pr.reuse_prefix(table, keys, reused, padded);
         if !victims.is_empty() {
             let pool = self.prefill[n.at()].id();
             let slots = victims.values().sum();
@@ -303,12 +297,12 @@ impl World {
     /// Returns the pages that should go to the plain cache.
     pub(crate) fn prefix_release(&mut self, n: PrefillIdx, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
         let ps = self.page_size();
-        let borrowed_pages = pr.borrowed.len() as u64 * BLOCK_TOKENS / ps;
-        let tenant = self.reqs[r.idx()].tenant;
-        let chain_len = self.reqs[r.idx()].chain.len();
-        let own = slice_pages(&pr.pages, borrowed_pages, pages_in(&pr.pages).saturating_sub(borrowed_pages));
+        let borrowed_pages = pr.borrowed().len() as u64 * BLOCK_TOKENS / ps;
+        let tenant = self.reqs[r.idx()].tenant();
+        let chain_len = self.reqs[r.idx()].chain().len();
+        let own = slice_pages(pr.pages(), borrowed_pages, pages_in(pr.pages()).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n.at()];
-        for key in &pr.borrowed {
+        for key in pr.borrowed() {
             if let Some(b) = node.prefix_mut().blocks.get_mut(key) {
                 b.refs -= 1;
             }
@@ -320,8 +314,8 @@ impl World {
         if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let full = ((pr.prefilled / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, pr.borrowed.len().min(full), full);
+        let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, pr.borrowed().len().min(full), full);
         let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
@@ -355,13 +349,13 @@ impl World {
     /// may match) and returns their keys and pages, in block-table order.
     pub(crate) fn decode_prefix_lock(&mut self, n: DecodeIdx, r: RequestId, len: u64) -> (Vec<BlockKey>, Vec<Run>) {
         let ps = self.page_size();
-        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks.is_empty() {
+        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks().is_empty() {
             return (Vec::new(), Vec::new());
         }
-        let tenant = self.reqs[r.idx()].tenant;
-        let public = self.reqs[r.idx()].public_blocks;
+        let tenant = self.reqs[r.idx()].tenant();
+        let public = self.reqs[r.idx()].public_blocks();
         let max_blocks = (len / BLOCK_TOKENS) as usize;
-        let blocks: Vec<u64> = self.reqs[r.idx()].chain.iter().take(max_blocks).copied().collect();
+        let blocks: Vec<u64> = self.reqs[r.idx()].chain().iter().take(max_blocks).copied().collect();
         let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
         let idx = self.decode[n.at()].prefix_mut();
         let mut keys = Vec::new();
@@ -399,16 +393,16 @@ impl World {
     /// cached (to be freed).
     pub(crate) fn decode_prefix_insert(&mut self, n: DecodeIdx, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
         let ps = self.page_size();
-        self.decode_prefix_unlock(n, &d.borrowed);
-        let borrowed_pages = d.borrowed.len() as u64 * BLOCK_TOKENS / ps;
-        let own = slice_pages(&d.pages, borrowed_pages, pages_in(&d.pages).saturating_sub(borrowed_pages));
-        let tenant = self.reqs[r.idx()].tenant;
-        let chain_len = self.reqs[r.idx()].chain.len();
+        self.decode_prefix_unlock(n, d.borrowed());
+        let borrowed_pages = d.borrowed().len() as u64 * BLOCK_TOKENS / ps;
+        let own = slice_pages(d.pages(), borrowed_pages, pages_in(d.pages()).saturating_sub(borrowed_pages));
+        let tenant = self.reqs[r.idx()].tenant();
+        let chain_len = self.reqs[r.idx()].chain().len();
         if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
             return own;
         }
-        let full = ((d.len / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, d.borrowed.len().min(full), full);
+        let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);
+        let keys = self.block_keys(r, d.borrowed().len().min(full), full);
         let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
         let node = &mut self.decode[n.at()];
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));

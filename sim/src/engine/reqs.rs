@@ -110,7 +110,7 @@ impl Reqs {
     /// The request's tenant, live or folded.
     pub fn tenant(&self, i: usize) -> TenantId {
         match &self.slots[i] {
-            Slot::Live(r) => r.tenant,
+            Slot::Live(r) => r.tenant(),
             Slot::Folded(f) => f.tenant,
         }
     }
@@ -118,7 +118,7 @@ impl Reqs {
     /// The request's prefix chain, live or folded.
     pub fn chain(&self, i: usize) -> &[u64] {
         match &self.slots[i] {
-            Slot::Live(r) => &r.chain,
+            Slot::Live(r) => r.chain(),
             Slot::Folded(_) => self.chains.get(&(i as u32)).map_or(&[], |c| c),
         }
     }
@@ -128,16 +128,16 @@ impl Reqs {
         let at = |t: u64| (t != NONE).then_some(Instant(t));
         match &self.slots[i] {
             Slot::Live(r) => Summary {
-                id: r.id,
-                tenant: r.tenant,
-                arrival: r.arrival,
-                prompt_tokens: r.prompt_tokens,
-                output_tokens: r.output_tokens,
-                response: r.response,
-                first_token_at: r.first_token_at,
-                last_token_at: r.last_token_at,
-                caught_by: r.caught_by,
-                detected_by: r.detected_by,
+                id: r.id(),
+                tenant: r.tenant(),
+                arrival: r.arrival(),
+                prompt_tokens: r.prompt_tokens(),
+                output_tokens: r.output_tokens(),
+                response: r.response(),
+                first_token_at: r.first_token_at(),
+                last_token_at: r.last_token_at(),
+                caught_by: r.caught_by(),
+                detected_by: r.detected_by(),
             },
             Slot::Folded(f) => Summary {
                 id: RequestId(i as u32),
@@ -163,22 +163,22 @@ impl Reqs {
     /// (`World::maybe_fold`) has checked that it is answered and that nothing points at it.
     pub(crate) fn fold(&mut self, i: usize) {
         let Slot::Live(r) = &mut self.slots[i] else { return };
-        let resp = r.response.expect("only an answered request is folded");
+        let resp = r.response().expect("only an answered request is folded");
         let f = Folded {
-            arrival: r.arrival.0,
+            arrival: r.arrival().0,
             end: resp.at.0,
             tokens: resp.tokens,
-            first_token_at: r.first_token_at.map_or(NONE, |t| t.0),
-            last_token_at: r.last_token_at.map_or(NONE, |t| t.0),
-            prompt_tokens: r.prompt_tokens,
-            output_tokens: r.output_tokens,
-            tenant: r.tenant,
+            first_token_at: r.first_token_at().map_or(NONE, |t| t.0),
+            last_token_at: r.last_token_at().map_or(NONE, |t| t.0),
+            prompt_tokens: r.prompt_tokens(),
+            output_tokens: r.output_tokens(),
+            tenant: r.tenant(),
             status: resp.status,
-            caught_by: r.caught_by,
-            detected_by: r.detected_by,
+            caught_by: r.caught_by(),
+            detected_by: r.detected_by(),
         };
-        if !r.chain.is_empty() {
-            self.chains.insert(i as u32, std::mem::take(&mut r.chain));
+        if !r.chain().is_empty() {
+            self.chains.insert(i as u32, r.take_chain());
         }
         self.slots[i] = Slot::Folded(f);
         self.folded += 1;

@@ -67,10 +67,7 @@ impl World {
                 break room;
             }
         };
-        let req = &mut self.reqs[r.idx()];
-        req.prefill = p;
-        req.decode = d;
-        req.room = room;
+        self.reqs[r.idx()].route(p, d, room);
         let lat = self.msg_latency();
         self.after(lat, Ev::LegArrive { r, role: Role::Prefill });
         if self.cfg.knobs.router_mode == RouterMode::Concurrent {
@@ -84,17 +81,12 @@ impl World {
     /// A leg's final answer reached the router.
     pub(crate) fn leg_result(&mut self, r: RequestId, role: Role, status: u16) {
         let req = &mut self.reqs[r.idx()];
-        let slot = match role {
-            Role::Prefill => &mut req.prefill_leg,
-            Role::Decode => &mut req.decode_leg,
-        };
-        if slot.is_some() {
+        if !req.answer_leg(role, status) {
             return;
         }
-        *slot = Some(status);
         let lane = match role {
-            Role::Prefill => Lane::Prefill(req.prefill),
-            Role::Decode => Lane::Decode(req.decode),
+            Role::Prefill => Lane::Prefill(req.prefill()),
+            Role::Decode => Lane::Decode(req.decode()),
         };
         self.phase(r, lane, Phase::Answered { status });
         let lat = self.msg_latency();
@@ -105,11 +97,11 @@ impl World {
         let k = &self.cfg.knobs;
         match (role, k.router_mode) {
             (Role::Decode, _) => {
-                let tokens = if status == 200 { self.reqs[r.idx()].decode_tokens } else { 0 };
+                let tokens = if status == 200 { self.reqs[r.idx()].decode_tokens() } else { 0 };
                 self.respond(r, status, tokens);
             }
             (Role::Prefill, RouterMode::Sequential) => {
-                if self.reqs[r.idx()].client_aborted {
+                if self.reqs[r.idx()].client_aborted() {
                     // The client is gone: it was answered 499 and both legs were aborted
                     // (`on_client_abort`). A sequential proxy awaits prefill inside the client's
                     // handler (vLLM's disaggregated proxy examples issue the decode request from
@@ -129,7 +121,7 @@ impl World {
                 let cancel = match k.router_on_prefill_error {
                     RouterOnPrefillError::ReturnDecodeLeg => false,
                     RouterOnPrefillError::CancelDecode => true,
-                    RouterOnPrefillError::CancelDecodeWhenStreaming => self.reqs[r.idx()].streaming,
+                    RouterOnPrefillError::CancelDecodeWhenStreaming => self.reqs[r.idx()].streaming(),
                 };
                 if status != 200 && cancel {
                     self.respond(r, status, 0);
@@ -142,21 +134,19 @@ impl World {
 
     pub(crate) fn respond(&mut self, r: RequestId, status: u16, tokens: u64) {
         let now = self.now;
-        let req = &mut self.reqs[r.idx()];
-        if req.response.is_some() {
+        if !self.reqs[r.idx()].record_response(Response { status, at: now, tokens }) {
             return;
         }
-        req.response = Some(Response { status, at: now, tokens });
         self.tracer.record(now, TraceRecord::Response { r, status, tokens });
         self.phase(r, Lane::Router, Phase::Responded { status, tokens });
     }
 
     /// The client gives up: it gets nothing more (499 is recorded), and both legs are aborted.
     pub(crate) fn on_client_abort(&mut self, r: RequestId) {
-        if self.reqs[r.idx()].response.is_some() {
+        if self.reqs[r.idx()].response().is_some() {
             return;
         }
-        self.reqs[r.idx()].client_aborted = true;
+        self.reqs[r.idx()].client_gave_up();
         self.respond(r, 499, 0);
         let lat = self.msg_latency();
         self.after(lat, Ev::AbortAt { r, role: Role::Prefill, status: 499, from_decode: false });

@@ -58,30 +58,34 @@ impl std::fmt::Debug for Batch {
 /// A transfer job. Its page lists (`batches`, `lenders`) are what costs memory; they are
 /// dropped once nothing can read them any more (`retire`), so a finished job keeps only its
 /// identifying scalars (memory bounded by jobs in flight, not by every request ever seen).
+///
+/// Its fields are private: prefill builds a job with [`TransferJob::new`] and hands it to
+/// `transfer_submit`; from then on only this module writes it. Everyone else (the coverage
+/// probe, tests) reads it through the accessors below.
 #[derive(Clone)]
 pub struct TransferJob {
-    pub r: RequestId,
-    pub prefill: PrefillIdx,
-    pub prefill_epoch: u32,
-    pub decode: DecodeIdx,
-    pub decode_epoch: u32,
-    pub batches: Vec<Batch>,
-    pub last: bool,
-    pub meta: Option<(u32, u64)>,
+    r: RequestId,
+    prefill: PrefillIdx,
+    prefill_epoch: u32,
+    decode: DecodeIdx,
+    decode_epoch: u32,
+    batches: Vec<Batch>,
+    last: bool,
+    meta: Option<(u32, u64)>,
     /// Pages the sender reports for the request (its `num_pages`).
-    pub sender_pages: u64,
+    sender_pages: u64,
     /// Leading tokens whose KV is a shared prefix from prefill's radix cache.
-    pub prefix_tokens: u64,
+    prefix_tokens: u64,
     /// The requests whose cached prefix blocks this request borrowed (their cache entries).
-    pub lenders: Vec<RequestId>,
+    lenders: Vec<RequestId>,
     /// The request was aborted while the job was queued or in flight.
-    pub aborted: bool,
+    aborted: bool,
     /// The job has ended (its first `TransferDone` was handled; a later one is stale).
-    pub done: bool,
+    done: bool,
     /// Land events scheduled for it and not yet handled: while any is pending its batches are
     /// still read (`transfer_land`). Report-free bookkeeping, left out of `Debug` (the state
     /// digest), since the pending lands themselves are digested with the queue.
-    pub lands_left: u32,
+    lands_left: u32,
 }
 
 /// The image `derive(Debug)` gave before `lands_left` existed, so `World::state_digest` (which
@@ -103,6 +107,89 @@ impl std::fmt::Debug for TransferJob {
             .field("aborted", &self.aborted)
             .field("done", &self.done)
             .finish()
+    }
+}
+
+impl TransferJob {
+    /// A job for request `r` sending from `prefill` (node, epoch at submission) to `decode`
+    /// (node, epoch of its reservation). `meta` is the metadata row (slot, room) the last chunk
+    /// writes, so a job with `meta` is the request's last; `sender_pages` is the sender's
+    /// `num_pages`, `prefix_tokens` the leading tokens from prefill's radix cache and `lenders`
+    /// the requests whose cached prefix blocks the request borrowed. Its batches are added by
+    /// `transfer_submit`.
+    pub(crate) fn new(
+        r: RequestId,
+        (prefill, prefill_epoch): (PrefillIdx, u32),
+        (decode, decode_epoch): (DecodeIdx, u32),
+        meta: Option<(u32, u64)>,
+        sender_pages: u64,
+        prefix_tokens: u64,
+        lenders: Vec<RequestId>,
+    ) -> Self {
+        TransferJob {
+            r,
+            prefill,
+            prefill_epoch,
+            decode,
+            decode_epoch,
+            batches: Vec::new(),
+            last: meta.is_some(),
+            meta,
+            sender_pages,
+            prefix_tokens,
+            lenders,
+            aborted: false,
+            done: false,
+            lands_left: 0,
+        }
+    }
+
+    /// The request whose KV the job sends.
+    #[inline]
+    pub fn request(&self) -> RequestId {
+        self.r
+    }
+
+    /// The sending prefill node.
+    #[inline]
+    pub fn prefill(&self) -> PrefillIdx {
+        self.prefill
+    }
+
+    /// The receiving decode node.
+    #[inline]
+    pub fn decode(&self) -> DecodeIdx {
+        self.decode
+    }
+
+    /// Its batches in send order (empty once the job is retired).
+    #[inline]
+    pub fn batches(&self) -> &[Batch] {
+        &self.batches
+    }
+
+    /// It carries the request's last chunk (and the metadata row).
+    #[inline]
+    pub fn is_last(&self) -> bool {
+        self.last
+    }
+
+    /// Pages the sender reports for the request (its `num_pages`).
+    #[inline]
+    pub fn sender_pages(&self) -> u64 {
+        self.sender_pages
+    }
+
+    /// The request was aborted while the job was queued or in flight.
+    #[inline]
+    pub fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
+    /// The job has ended (its first `TransferDone` was handled).
+    #[inline]
+    pub fn is_done(&self) -> bool {
+        self.done
     }
 }
 
@@ -287,8 +374,7 @@ impl World {
             }
             self.at(self.now, Ev::TransferDone { job: id, ok: false });
             if let Some(pr) = self.prefill[node].req_mut(r) {
-                pr.jobs_in_flight += 1;
-                pr.jobs.push(id);
+                pr.job_submitted(id, 0);
             }
             let pushed = self.jobs.push(job);
             debug_assert_eq!(pushed, id);
@@ -350,9 +436,7 @@ impl World {
         self.prefill[node].book_transfer_worker(t);
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].req_mut(r) {
-            pr.jobs_in_flight += 1;
-            pr.lands_pending += lands;
-            pr.jobs.push(id);
+            pr.job_submitted(id, lands);
         }
         let pushed = self.jobs.push(job);
         debug_assert_eq!(pushed, id);
@@ -372,7 +456,7 @@ impl World {
         let Some(pr) = self.prefill[n.at()].reqs().get(&r) else {
             return;
         };
-        for id in pr.jobs.clone() {
+        for id in pr.jobs().to_vec() {
             self.job_skip_queued(id, from_now);
         }
     }
@@ -405,7 +489,7 @@ impl World {
         self.jobs.entry(id).dones_left += 1;
         self.at(end, Ev::TransferDone { job: id, ok: false });
         if let Some(pr) = self.pnode_mut(n).req_mut(r) {
-            pr.lands_pending -= skipped_lands;
+            pr.lands_skipped(skipped_lands);
         }
     }
 
@@ -519,7 +603,7 @@ impl World {
             return; // the source died with its process
         }
         if let Some(pr) = self.prefill[p].req_mut(j.r) {
-            pr.lands_pending -= 1;
+            pr.land_handled();
         }
         let reader_alive = self.decode[d].epoch() == j.decode_epoch && self.decode[d].alive();
         if !reader_alive && self.decode_pulls() {
@@ -554,7 +638,7 @@ impl World {
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
             if let Some(dr) = self.decode[d].req_mut(j.r) {
-                dr.dirty = true;
+                dr.foreign_write();
             }
         }
         self.prefill_maybe_drained(j.prefill, j.r);
@@ -615,13 +699,11 @@ impl World {
             }
             return;
         };
-        pr.jobs_in_flight -= 1;
-        pr.jobs.retain(|x| *x != job);
-        let was_failed = pr.sender == crate::prefill::SenderState::Failed;
+        let was_failed = pr.job_ended(job);
         if aborted {
             // The chunk being written at the abort has ended: a failed one, or the last chunk
             // (its Success concluded as Failed), tells decode Failed while the room still exists.
-            pr.sender = crate::prefill::SenderState::Failed;
+            pr.room_failed();
             if (last || !ok) && decode_ok {
                 let lat = self.msg_latency();
                 self.after(
@@ -630,7 +712,7 @@ impl World {
                 );
             }
         } else if !ok || !decode_ok {
-            pr.sender = crate::prefill::SenderState::Failed;
+            pr.room_failed();
             if !ok {
                 // A failed batch marks the room Failed, and the transfer worker drops every chunk
                 // of a Failed room it dequeues ("Skipping chunk for room … because it has already
@@ -649,7 +731,7 @@ impl World {
                 );
             }
         } else if last && !was_failed {
-            pr.sender = crate::prefill::SenderState::Success;
+            pr.room_succeeded();
             let lat = self.msg_latency();
             if let Some((slot, room)) = meta {
                 // The row normally lands before the status message; a scripted lag reorders them.

@@ -51,69 +51,389 @@ pub struct Response {
     pub tokens: u64,
 }
 
-/// A client request and everything the run learned about it.
+/// A client request and everything the run learned about it. Its fields are private: `world`
+/// writes them, and the other components change a request only through the named methods below
+/// (`route`, `answer_leg`, `record_response`, `time_out`, `token_out`, `caught`, ...); every
+/// module reads through getters named after the fields.
 #[derive(Clone, Debug)]
 pub struct Req {
-    pub id: RequestId,
-    pub tenant: TenantId,
-    pub arrival: Instant,
-    pub prompt_tokens: u64,
-    pub output_tokens: u64,
-    pub abort_at: Option<Instant>,
-    pub prefix_blocks: Vec<u64>,
+    id: RequestId,
+    tenant: TenantId,
+    arrival: Instant,
+    prompt_tokens: u64,
+    output_tokens: u64,
+    abort_at: Option<Instant>,
+    prefix_blocks: Vec<u64>,
     /// The client streams the response (the router's `cancel_decode_when_streaming` reads it).
-    pub streaming: bool,
+    streaming: bool,
     /// How many leading prefix blocks the client marks public (`RequestSpec::public_blocks`).
-    pub public_blocks: u32,
+    public_blocks: u32,
     /// The chain identity of each prefix block (`prefix::chain_ids`).
-    pub chain: Vec<u64>,
-    pub prefill: PrefillIdx,
-    pub decode: DecodeIdx,
-    pub room: u64,
+    chain: Vec<u64>,
+    prefill: PrefillIdx,
+    decode: DecodeIdx,
+    room: u64,
     /// The first engine rejection or abort: (status, node, reason).
-    pub rejected: Option<(u16, NodeId, &'static str)>,
-    pub client_aborted: bool,
-    pub fault_touched: bool,
+    rejected: Option<(u16, NodeId, &'static str)>,
+    client_aborted: bool,
+    fault_touched: bool,
     /// A bootstrap or waiting timer failed it, or decode aborted it for want of pages (a retraction
     /// without host backup, or a request that alone outgrows the pool): capacity, not a bug by itself.
-    pub timed_out: bool,
+    timed_out: bool,
     /// Another request's write landed in pages this request held.
-    pub late_written: bool,
+    late_written: bool,
     /// Which late writers: one whose transfer was acknowledged before its data was visible
     /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
     /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
-    pub late_writers: (bool, bool),
+    late_writers: (bool, bool),
     /// Decode failed it because its metadata slot held another request's room (sglang 0.5.22
     /// `srt/disaggregation/decode.py`: "Metadata corruption detected - bootstrap_room mismatch",
     /// HTTP 500). Only the fuzz signature reads it.
-    pub room_mismatch: bool,
+    room_mismatch: bool,
     /// A transfer of this request was acknowledged before its data was visible.
-    pub lagged: bool,
-    pub prefill_leg: Option<u16>,
-    pub decode_leg: Option<u16>,
-    pub decode_tokens: u64,
+    lagged: bool,
+    prefill_leg: Option<u16>,
+    decode_leg: Option<u16>,
+    decode_tokens: u64,
     /// When decode produced this request's first and latest output token (report only: never
     /// traced, hashed or read by the model).
-    pub first_token_at: Option<Instant>,
-    pub last_token_at: Option<Instant>,
+    first_token_at: Option<Instant>,
+    last_token_at: Option<Instant>,
     /// A digest of every output token's time, in order (report only, like the token times: the
     /// noninterference check compares it to see inter-token times, not just their mean).
-    pub token_times_digest: u64,
+    token_times_digest: u64,
     /// Prompt tokens the prefix cache served at this request's (latest) prefill match, and the
     /// owner of the deepest block it reused (report only: never traced, hashed or read).
-    pub prefix_reused: u64,
-    pub prefix_hit_owner: Option<(RequestId, TenantId)>,
+    prefix_reused: u64,
+    prefix_hit_owner: Option<(RequestId, TenantId)>,
     /// Prompt tokens decode already holds in its radix cache (`decode_radix_cache = on`), set at
     /// decode's preallocation: the `decode_prefix_len` decode's bootstrap info carries to prefill
     /// (sglang `disaggregation/common/conn.py` `pop_decode_prefix_len`), which sends KV only from
     /// there. Kept on the request rather than in `DstInfo` so the trace encoding is unchanged.
-    pub decode_prefix_tokens: u64,
-    pub response: Option<Response>,
-    pub caught_by: Option<Mitigation>,
-    pub detected_by: Option<Mitigation>,
+    decode_prefix_tokens: u64,
+    response: Option<Response>,
+    caught_by: Option<Mitigation>,
+    detected_by: Option<Mitigation>,
     /// Queued events that name it (`Ev::request`), arrival included: while any is pending it is
     /// not folded (`World::maybe_fold`). Bookkeeping only: never traced, hashed or digested.
-    pub pending_events: u32,
+    pending_events: u32,
+}
+
+/// How a request's state changes from outside `world`: one method per thing that happens to it
+/// (its fields are private; `world` writes the rest itself).
+impl Req {
+    /// A request as it arrives (nothing learned about it yet).
+    pub fn new(id: RequestId, s: crate::config::RequestSpec) -> Req {
+        Req {
+            id,
+            tenant: TenantId(s.tenant),
+            arrival: Instant(s.at_ns),
+            prompt_tokens: s.prompt_tokens,
+            output_tokens: s.output_tokens,
+            abort_at: s.abort_at_ns.map(Instant),
+            chain: crate::prefix::chain_ids(&s.prefix_blocks),
+            prefix_blocks: s.prefix_blocks,
+            streaming: s.streaming,
+            public_blocks: s.public_blocks,
+            prefill: PrefillIdx(0),
+            decode: DecodeIdx(0),
+            room: 0,
+            rejected: None,
+            client_aborted: false,
+            fault_touched: false,
+            timed_out: false,
+            late_written: false,
+            late_writers: (false, false),
+            room_mismatch: false,
+            lagged: false,
+            prefill_leg: None,
+            decode_leg: None,
+            decode_tokens: 0,
+            first_token_at: None,
+            last_token_at: None,
+            token_times_digest: 0,
+            prefix_reused: 0,
+            prefix_hit_owner: None,
+            decode_prefix_tokens: 0,
+            response: None,
+            caught_by: None,
+            detected_by: None,
+            pending_events: 0,
+        }
+    }
+
+    /// The router chose its pair and bootstrap room.
+    pub(crate) fn route(&mut self, prefill: PrefillIdx, decode: DecodeIdx, room: u64) {
+        self.prefill = prefill;
+        self.decode = decode;
+        self.room = room;
+    }
+
+    /// A leg's final answer reached the router; false when that leg had answered already (the
+    /// first answer stands).
+    pub(crate) fn answer_leg(&mut self, role: Role, status: u16) -> bool {
+        let slot = match role {
+            Role::Prefill => &mut self.prefill_leg,
+            Role::Decode => &mut self.decode_leg,
+        };
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(status);
+        true
+    }
+
+    /// The client got its response; false when it had one already (the first stands).
+    pub(crate) fn record_response(&mut self, resp: Response) -> bool {
+        if self.response.is_some() {
+            return false;
+        }
+        self.response = Some(resp);
+        true
+    }
+
+    /// The client gave up on it.
+    pub(crate) fn client_gave_up(&mut self) {
+        self.client_aborted = true;
+    }
+
+    /// A timer failed it, or decode aborted it for want of pages (capacity, not a bug by itself).
+    pub(crate) fn time_out(&mut self) {
+        self.timed_out = true;
+    }
+
+    /// A fault (crash, heartbeat loss, failed transfer) touched it.
+    pub(crate) fn touched_by_fault(&mut self) {
+        self.fault_touched = true;
+    }
+
+    /// A transfer of it was acknowledged before its data was visible.
+    pub(crate) fn acked_before_visible(&mut self) {
+        self.lagged = true;
+    }
+
+    /// Decode failed it for a metadata room mismatch.
+    pub(crate) fn room_mismatched(&mut self) {
+        self.room_mismatch = true;
+    }
+
+    /// The prefix cache's (latest) match for it: tokens served and the deepest block's owner.
+    pub(crate) fn note_prefix_match(&mut self, reused: u64, owner: Option<(RequestId, TenantId)>) {
+        self.prefix_reused = reused;
+        self.prefix_hit_owner = owner;
+    }
+
+    /// Prompt tokens decode already holds in its radix cache, set at preallocation.
+    pub(crate) fn note_decode_prefix(&mut self, tokens: u64) {
+        self.decode_prefix_tokens = tokens;
+    }
+
+    /// Decode produced an output token at `now` (report only).
+    pub(crate) fn token_out(&mut self, now: Instant) {
+        self.first_token_at.get_or_insert(now);
+        self.last_token_at = Some(now);
+        self.token_times_digest = crate::check::noninterference::mix(self.token_times_digest, now.0);
+    }
+
+    /// Decode has generated `tokens` output tokens for it.
+    pub(crate) fn note_decode_tokens(&mut self, tokens: u64) {
+        self.decode_tokens = tokens;
+    }
+
+    /// A mitigation stopped it (the first one to do so is kept).
+    pub(crate) fn caught(&mut self, m: Mitigation) {
+        self.caught_by.get_or_insert(m);
+    }
+
+    /// vLLM's assert crashed the decode worker to stop it (this names the crash as what caught
+    /// it, over any earlier mitigation).
+    pub(crate) fn caught_by_crash(&mut self) {
+        self.caught_by = Some(Mitigation::AssertCrash);
+    }
+
+    /// A mitigation detected it (the first one to do so is kept).
+    pub(crate) fn detected(&mut self, m: Mitigation) {
+        self.detected_by.get_or_insert(m);
+    }
+
+    /// An event naming it was queued (its arrival: `World::count_event` does the rest).
+    pub(crate) fn note_event_queued(&mut self) {
+        self.pending_events += 1;
+    }
+
+    /// Its prefix chain, taken when it is folded (`Reqs` keeps it for the oracle).
+    pub(crate) fn take_chain(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.chain)
+    }
+}
+
+/// Reads of a request's state, for every module (its fields are private: `world` and the named
+/// methods above write them). Each getter returns the field of the same name (documented there).
+impl Req {
+    #[inline]
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    #[inline]
+    pub fn tenant(&self) -> TenantId {
+        self.tenant
+    }
+
+    #[inline]
+    pub fn arrival(&self) -> Instant {
+        self.arrival
+    }
+
+    #[inline]
+    pub fn prompt_tokens(&self) -> u64 {
+        self.prompt_tokens
+    }
+
+    #[inline]
+    pub fn output_tokens(&self) -> u64 {
+        self.output_tokens
+    }
+
+    #[inline]
+    pub fn abort_at(&self) -> Option<Instant> {
+        self.abort_at
+    }
+
+    #[inline]
+    pub fn prefix_blocks(&self) -> &[u64] {
+        &self.prefix_blocks
+    }
+
+    #[inline]
+    pub fn streaming(&self) -> bool {
+        self.streaming
+    }
+
+    #[inline]
+    pub fn public_blocks(&self) -> u32 {
+        self.public_blocks
+    }
+
+    #[inline]
+    pub fn chain(&self) -> &[u64] {
+        &self.chain
+    }
+
+    #[inline]
+    pub fn prefill(&self) -> PrefillIdx {
+        self.prefill
+    }
+
+    #[inline]
+    pub fn decode(&self) -> DecodeIdx {
+        self.decode
+    }
+
+    #[inline]
+    pub fn room(&self) -> u64 {
+        self.room
+    }
+
+    #[inline]
+    pub fn rejected(&self) -> Option<(u16, NodeId, &'static str)> {
+        self.rejected
+    }
+
+    #[inline]
+    pub fn client_aborted(&self) -> bool {
+        self.client_aborted
+    }
+
+    #[inline]
+    pub fn fault_touched(&self) -> bool {
+        self.fault_touched
+    }
+
+    #[inline]
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    #[inline]
+    pub fn late_written(&self) -> bool {
+        self.late_written
+    }
+
+    #[inline]
+    pub fn late_writers(&self) -> (bool, bool) {
+        self.late_writers
+    }
+
+    #[inline]
+    pub fn room_mismatch(&self) -> bool {
+        self.room_mismatch
+    }
+
+    #[inline]
+    pub fn lagged(&self) -> bool {
+        self.lagged
+    }
+
+    #[inline]
+    pub fn prefill_leg(&self) -> Option<u16> {
+        self.prefill_leg
+    }
+
+    #[inline]
+    pub fn decode_leg(&self) -> Option<u16> {
+        self.decode_leg
+    }
+
+    #[inline]
+    pub fn decode_tokens(&self) -> u64 {
+        self.decode_tokens
+    }
+
+    #[inline]
+    pub fn first_token_at(&self) -> Option<Instant> {
+        self.first_token_at
+    }
+
+    #[inline]
+    pub fn last_token_at(&self) -> Option<Instant> {
+        self.last_token_at
+    }
+
+    #[inline]
+    pub fn token_times_digest(&self) -> u64 {
+        self.token_times_digest
+    }
+
+    #[inline]
+    pub fn prefix_reused(&self) -> u64 {
+        self.prefix_reused
+    }
+
+    #[inline]
+    pub fn prefix_hit_owner(&self) -> Option<(RequestId, TenantId)> {
+        self.prefix_hit_owner
+    }
+
+    #[inline]
+    pub fn decode_prefix_tokens(&self) -> u64 {
+        self.decode_prefix_tokens
+    }
+
+    #[inline]
+    pub fn response(&self) -> Option<Response> {
+        self.response
+    }
+
+    #[inline]
+    pub fn caught_by(&self) -> Option<Mitigation> {
+        self.caught_by
+    }
+
+    #[inline]
+    pub fn detected_by(&self) -> Option<Mitigation> {
+        self.detected_by
+    }
 }
 
 /// What a leg's intake decided.
@@ -452,10 +772,10 @@ impl World {
     fn mem_reference(&mut self, op: &MemOp) {
         let chain_upto = match op {
             MemOp::Write { pool, r, .. } => match pool.idx() {
-                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Prefill(p) => self.prefill[p.at()].reqs().get(r).map_or(0, |x| x.chain_upto()),
                 // A retracted request's restored KV (`decode::decode_resume`) keeps its chain bound;
                 // decode tokens lie past it, so the bound changes nothing for them.
-                NodeIdx::Decode(d) => self.decode[d.at()].reqs().get(r).map_or(0, |x| x.chain_upto),
+                NodeIdx::Decode(d) => self.decode[d.at()].reqs().get(r).map_or(0, |x| x.chain_upto()),
             },
             _ => 0,
         };
@@ -546,7 +866,7 @@ impl World {
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
-                    d.dirty = true;
+                    d.foreign_write();
                 }
             }
         }
@@ -600,8 +920,8 @@ impl World {
                     2
                 };
                 let phase = match pool.idx() {
-                    NodeIdx::Decode(n) => self.decode[n.at()].reqs().get(v).map_or(0, |d| 1 + d.phase as u64),
-                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs().get(v).map_or(0, |p| 1 + p.phase as u64),
+                    NodeIdx::Decode(n) => self.decode[n.at()].reqs().get(v).map_or(0, |d| 1 + d.phase() as u64),
+                    NodeIdx::Prefill(n) => self.prefill[n.at()].reqs().get(v).map_or(0, |p| 1 + p.phase() as u64),
                 };
                 [5, role, class, phase, lagged as u64]
             })
@@ -706,7 +1026,7 @@ impl World {
             Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
                 if self.fold_finished =>
             {
-                self.jobs.get(job).map(|j| j.r)
+                self.jobs.get(job).map(|j| j.request())
             }
             _ => None,
         };
@@ -1047,12 +1367,12 @@ impl World {
         let leg = |s: Option<u16>| s.map_or("pending".to_string(), |x| x.to_string());
         let p = &self.prefill[req.prefill.at()];
         let d = &self.decode[req.decode.at()];
-        let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase, x.sender));
+        let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase(), x.sender()));
         let dstate = d.reqs().get(&r).map_or("gone".to_string(), |x| {
             format!(
                 "{:?} (status {:?}, {} of {} prealloc ahead)",
-                x.phase,
-                x.status_ok,
+                x.phase(),
+                x.status_ok(),
                 d.prealloc().iter().position(|y| *y == r).unwrap_or(0),
                 d.prealloc().len()
             )

@@ -131,7 +131,7 @@ pub fn story(w: &World, v: &Violation) -> String {
     // A folded request (`reqs::Reqs`) is never named by a violation other than `wrong_status`
     // (`World::maybe_fold` keeps those whole), which does not read `rejected`.
     let req = w.reqs.summary(r.idx());
-    let rejected = w.reqs.get(r.idx()).and_then(|q| q.rejected);
+    let rejected = w.reqs.get(r.idx()).and_then(|q| q.rejected());
     let status = req.response.map_or("no response".to_string(), |x| format!("HTTP {}", x.status));
     let _ = write!(
         s,

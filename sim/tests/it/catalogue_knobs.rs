@@ -96,22 +96,22 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
     let text = zero_page();
     let r1 = kvsim::types::RequestId(1);
     let (w, jobs) = run_with_jobs_of(&text, "sglang-0.5.16", &[("zero_page_last_chunk", "skip")], r1);
-    assert_eq!(w.reqs[1].decode_prefix_tokens, 1024);
-    assert_eq!(w.reqs[1].prefix_reused, 512, "prefill's own match stops at len - 1");
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024);
+    assert_eq!(w.reqs[1].prefix_reused(), 512, "prefill's own match stops at len - 1");
     assert!(jobs.is_empty(), "no chunk of request 1 was ever sent");
     assert_eq!(w.prefill[0].inflight(), [r1]);
-    assert_eq!(w.reqs[1].prefill_leg, None);
-    assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
-    assert!(w.reqs[1].timed_out, "decode's waiting timer ended it");
+    assert_eq!(w.reqs[1].prefill_leg(), None);
+    assert_eq!(w.reqs[1].response().map(|r| r.status), Some(500));
+    assert!(w.reqs[1].timed_out(), "decode's waiting timer ended it");
     let leaks = of_kind(&w, Kind::PageLeak);
     assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
     assert_eq!(leaks[0].slots, 1);
 
     let (fixed, jobs) = run_with_jobs_of(&text, "sglang-0.5.16", &[], r1);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
-    assert_eq!(fixed.reqs[1].response.map(|r| r.status), Some(200));
+    assert_eq!(fixed.reqs[1].response().map(|r| r.status), Some(200));
     assert_eq!(jobs.len(), 1);
-    assert!(jobs[0].last && jobs[0].sender_pages == 0, "one empty last chunk: {:?}", jobs[0]);
+    assert!(jobs[0].is_last() && jobs[0].sender_pages() == 0, "one empty last chunk: {:?}", jobs[0]);
     assert!(fixed.prefill[0].inflight().is_empty() && fixed.prefill[0].meta().in_use() == 0);
     // Request 0's prompt blocks stay cached on decode (evictable: not a leak).
     assert_eq!(fixed.decode[0].prefix().cached_pages(), 64);
@@ -124,8 +124,8 @@ fn a_zero_page_last_chunk_is_never_sent_by_a_sender_that_skips_empty_chunks() {
         r1,
     );
     assert!(off.oracle.violations.is_empty(), "{:?}", off.oracle.violations);
-    assert_eq!(off.reqs[1].decode_prefix_tokens, 0);
-    let sent: u64 = off_jobs.iter().map(|j| j.sender_pages).max().unwrap_or(0);
+    assert_eq!(off.reqs[1].decode_prefix_tokens(), 0);
+    let sent: u64 = off_jobs.iter().map(|j| j.sender_pages()).max().unwrap_or(0);
     assert_eq!(sent, 64);
 }
 
@@ -140,7 +140,7 @@ fn double_release_frees_the_source_pages_again_when_the_transfer_ends() {
     assert_eq!(v.pages, 125, "the whole last chunk's source pages, freed at the cancel, are freed again");
     // At the transfer's end (the 5 s delay), not at the cancel (1 s).
     assert!(v.at.0 > 5_000_000_000, "{}", v.at);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(499));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(499));
     // Released once: no double free (the immediate release's use after free stays: another row).
     let once = run(CANCEL_DURING_TRANSFER, "sglang-0.5.16", &[]);
     assert!(of_kind(&once, Kind::DoubleFree).is_empty(), "{:?}", once.oracle.violations);
@@ -153,7 +153,7 @@ fn double_release_frees_the_source_pages_again_when_the_transfer_ends() {
 #[test]
 fn cancel_mid_transfer_tears_the_transfer_down_and_never_frees_the_source_blocks() {
     let w = run(CANCEL_DURING_TRANSFER, "sglang-0.5.22", &[("cancel_mid_transfer", "leak")]);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(499));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(499));
     let leaks = of_kind(&w, Kind::PageLeak);
     assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
     assert_eq!(leaks[0].pool.map(|p| p.to_string()), Some("prefill-0".to_string()));
@@ -199,9 +199,9 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
     let w = run(ORPHAN, "sglang-0.5.22", &[("prefill_failed_check", "bootstrap_and_inflight")]);
     // Both got decode's 500; request 0 (in the forward) was retired at its Failed poll, request 1's
     // prefill leg never answers.
-    assert_eq!(w.reqs[1].prefill_leg, None);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(500));
-    assert_eq!(w.reqs[1].response.map(|r| r.status), Some(500));
+    assert_eq!(w.reqs[1].prefill_leg(), None);
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(500));
+    assert_eq!(w.reqs[1].response().map(|r| r.status), Some(500));
     assert_eq!(w.prefill[0].meta().in_use(), 1, "request 1's slot is held");
     assert_eq!(w.prefill[0].reqs().keys().map(|r| r.0).collect::<Vec<_>>(), [1]);
     let leaks = of_kind(&w, Kind::PageLeak);

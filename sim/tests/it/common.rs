@@ -80,7 +80,7 @@ pub fn run_with_jobs_of(
     let mut seen = std::collections::BTreeMap::new();
     while w.step() {
         for id in w.jobs.ids() {
-            if let Some(j) = w.jobs.get(id).filter(|j| j.r == r) {
+            if let Some(j) = w.jobs.get(id).filter(|j| j.request() == r) {
                 seen.insert(id, j.clone());
             }
         }

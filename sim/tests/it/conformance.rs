@@ -28,7 +28,7 @@ fn run(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
 
 /// (status, answered at ns)
 fn answer(w: &World, r: u32) -> (u16, u64) {
-    let resp = w.reqs[r as usize].response.unwrap_or_else(|| panic!("request {r} unanswered"));
+    let resp = w.reqs[r as usize].response().unwrap_or_else(|| panic!("request {r} unanswered"));
     (resp.status, resp.at.0)
 }
 
@@ -146,7 +146,7 @@ fn s4_1_decode_own_pending_abort_is_promoted_after_the_prebuilt_step_on_0_5_16()
     let (status, at) = answer(&w, 1);
     assert_eq!(status, 400, "decode's own abort reaches the client");
     assert!(at < 300 * S);
-    assert_eq!(w.reqs[1].decode_tokens, 0, "no generated tokens");
+    assert_eq!(w.reqs[1].decode_tokens(), 0, "no generated tokens");
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 
@@ -331,7 +331,7 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
     let (mut seen, mut last) = (None, None);
     while w.step() {
         if let Some(j) = w.jobs.last_id().and_then(|id| w.jobs.get(id)) {
-            if !j.batches.is_empty() {
+            if !j.batches().is_empty() {
                 seen = Some(j.clone());
             }
             last = Some(j.clone());
@@ -346,13 +346,13 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
 #[test]
 fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_writing() {
     let (_, job, _) = run_watching_last_job(SLOW_TRANSFER);
-    assert_eq!(job.batches.len(), 25);
-    let (start, _) = job.batches[10].span.expect("scheduled");
+    assert_eq!(job.batches().len(), 25);
+    let (start, _) = job.batches()[10].span.expect("scheduled");
     // The client aborts while batch 10 is being written (the abort reaches prefill within it).
     let text = SLOW_TRANSFER.replace("output_tokens = 4", &format!("output_tokens = 4\nabort_at_ns = {}", start.0 + 1));
     let (w, job, done) = run_watching_last_job(&text);
-    assert!(done.aborted && done.done);
-    let skipped: Vec<bool> = job.batches.iter().map(|b| b.skipped).collect();
+    assert!(done.is_aborted() && done.is_done());
+    let skipped: Vec<bool> = job.batches().iter().map(|b| b.skipped).collect();
     assert_eq!(skipped.iter().filter(|s| !**s).count(), 11, "batches 0..=10 written: {skipped:?}");
     assert!(skipped[11..].iter().all(|s| *s), "every queued batch skipped");
     assert_eq!(answer(&w, 0).0, 499);
@@ -532,19 +532,19 @@ output_tokens = 4
 #[test]
 fn s7_vllm_decode_asserts_on_a_reservation_past_what_prefill_exposes_and_reads_nothing_stale() {
     let w = run(SHORT_PREFILL, "vllm-nixl", &[("decode_lookahead_tokens", "1")]);
-    let resp = w.reqs[0].response.expect("answered");
+    let resp = w.reqs[0].response().expect("answered");
     assert!(resp.status >= 500 && resp.tokens == 0, "{resp:?}");
-    assert_eq!(w.reqs[0].caught_by, Some(kvsim::world::Mitigation::AssertCrash));
+    assert_eq!(w.reqs[0].caught_by(), Some(kvsim::world::Mitigation::AssertCrash));
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     // A lookahead that stays inside the prompt's last block asks for no extra block: answered 200.
     let inside = SHORT_PREFILL.replace("prompt_tokens = 2000", "prompt_tokens = 1999");
     let w = run(&inside, "vllm-nixl", &[("decode_lookahead_tokens", "1")]);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(200));
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     // Without the assertion (sglang's room-only commit) the extra block is reserved and never read
     // before decode writes it: still no stale read, and the request is answered 200.
     let w = run(SHORT_PREFILL, "vllm-nixl", &[("decode_lookahead_tokens", "1"), ("decode_commit_check", "room_only")]);
-    assert_eq!(w.reqs[0].response.map(|r| r.status), Some(200));
+    assert_eq!(w.reqs[0].response().map(|r| r.status), Some(200));
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
 }
 
@@ -561,7 +561,7 @@ fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
         // 0.5.16 frees decode's pages at once and never tells prefill; deferred release (0.5.22's)
         // sends the abort that prefill must find in its waiting queue.
         let w = run(text, p, &[("decode_abort_release", "deferred")]);
-        assert_eq!(w.reqs[1].prefill_leg, Some(500), "{p}");
+        assert_eq!(w.reqs[1].prefill_leg(), Some(500), "{p}");
         assert_eq!(w.prefill[0].meta().in_use(), 0, "{p}");
         assert!(w.prefill[0].reqs().is_empty(), "{p}");
         assert!(w.oracle.violations.is_empty(), "{p}: {:?}", w.oracle.violations);
@@ -634,7 +634,7 @@ fn s4_4_vllm_preempts_the_last_admitted_request_and_recomputes_it() {
     let frees = early_frees(&w);
     assert!(!frees.is_empty(), "a preemption freed pages before the request finished");
     assert!(frees.iter().all(|(r, _)| *r == 1), "only the last-admitted request is preempted: {frees:?}");
-    assert_eq!(w.reqs[1].decode_tokens, 300, "the recomputed request still generates every token");
+    assert_eq!(w.reqs[1].decode_tokens(), 300, "the recomputed request still generates every token");
     assert!(answer(&w, 0).1 < answer(&w, 1).1, "request 1 waited for request 0's pages");
     let checked = kvsim::simulate_checked(cfg(OUT_OF_PAGES, "vllm-nixl", &[]), None, true);
     let rf = checked.reference.as_ref().expect("checked");
@@ -655,7 +655,7 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     let mut v = World::new(cfg(OUT_OF_PAGES, "sglang-0.5.22", &[]), kvsim::trace::Tracer::new(None));
     let mut ids = std::collections::BTreeSet::new();
     while v.step() {
-        ids.extend(v.jobs.ids().filter(|&id| v.jobs.get(id).is_some_and(|j| j.r == RequestId(1))));
+        ids.extend(v.jobs.ids().filter(|&id| v.jobs.get(id).is_some_and(|j| j.request() == RequestId(1))));
     }
     v.finish();
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -779,7 +779,7 @@ fn s10_post_forward_abort_check_only_answers_500_after_the_waiting_timeout() {
         let (status, at) = answer(&w, r);
         assert_eq!(status, 500, "request {r}");
         assert!(at >= 300 * S, "request {r} answered at {at} ns");
-        assert_eq!(w.reqs[r as usize].prefill_leg, Some(400), "request {r}: prefill's own 400");
+        assert_eq!(w.reqs[r as usize].prefill_leg(), Some(400), "request {r}: prefill's own 400");
     }
     assert!(!w.oracle.violations.iter().any(|v| v.kind == Kind::UninitializedRead), "{:?}", w.oracle.violations);
 }
@@ -789,9 +789,9 @@ fn s3_5_inflight_success_overwrites_a_pending_abort_on_0_5_16() {
     // The stub's transfer succeeds; the inflight poll releases it and reports "length": prefill's
     // leg answers 200 for a request it rejected (sglang #33507). Keeping the abort answers 400.
     let w = run(OVER_LENGTH, "sglang-0.5.16", &[]);
-    assert_eq!(w.reqs[0].prefill_leg, Some(200));
+    assert_eq!(w.reqs[0].prefill_leg(), Some(200));
     let kept = run(OVER_LENGTH, "sglang-0.5.16", &[("inflight_success_keeps_abort", "on")]);
-    assert_eq!(kept.reqs[0].prefill_leg, Some(400));
+    assert_eq!(kept.reqs[0].prefill_leg(), Some(400));
     // Released at once on Success: nothing held on prefill once the run is over (radix-cached
     // pages are not held by a request).
     assert!(kept.prefill[0].reqs().is_empty() && kept.prefill[0].meta().in_use() == 0);
@@ -808,8 +808,8 @@ fn s3_4_a_last_chunk_with_zero_pages_is_still_sent_and_concludes() {
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
         let (w, jobs) = crate::run_with_jobs_of(cfg(&text, profile, &[]), RequestId(1));
         assert_eq!(answer(&w, 1).0, 200, "{profile}");
-        assert_eq!(w.reqs[1].decode_prefix_tokens, 1024, "{profile}");
-        let last: Vec<_> = jobs.iter().map(|j| (j.last, j.sender_pages)).collect();
+        assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "{profile}");
+        let last: Vec<_> = jobs.iter().map(|j| (j.is_last(), j.sender_pages())).collect();
         assert_eq!(last, [(true, 0)], "{profile}: one empty last chunk");
         assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations);
     }
@@ -824,7 +824,7 @@ fn s7_vllm_rejects_an_over_length_prompt_before_scheduling() {
         let (status, at) = answer(&w, r);
         assert_eq!(status, 400, "request {r}");
         assert!(at < S, "request {r} answered at {at} ns");
-        assert_eq!(w.reqs[r as usize].decode_leg, None, "request {r}: decode never called");
+        assert_eq!(w.reqs[r as usize].decode_leg(), None, "request {r}: decode never called");
     }
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
@@ -910,12 +910,12 @@ lag_ms = 20
 fn s7_vllm_decode_has_no_bootstrap_room_so_a_stale_metadata_row_fails_nothing() {
     let w = run(LATE_METADATA_ROW, "vllm-nixl", &[]);
     assert_eq!(answer(&w, 2).0, 200);
-    assert!(!w.reqs[2].room_mismatch);
+    assert!(!w.reqs[2].room_mismatch());
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     // The same run on sglang's concurrent path: decode reads request 0's stale room.
     let w = run(LATE_METADATA_ROW, "vllm-nixl", &[("router_mode", "concurrent")]);
     assert_eq!(answer(&w, 2).0, 500);
-    assert!(w.reqs[2].room_mismatch);
+    assert!(w.reqs[2].room_mismatch());
 }
 
 /// Reference §7: decode's heartbeats keep prefill's source lease alive while decode still waits
@@ -1105,12 +1105,12 @@ fn s3_3_a_waiting_request_locks_its_cached_prefix_only_when_first_scheduled() {
         }
         assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
         // Request 2 needed the cached blocks' pages, so request 3 found its prefix evicted.
-        assert_eq!(w.reqs[3].prefix_reused, 0, "{profile}");
+        assert_eq!(w.reqs[3].prefix_reused(), 0, "{profile}");
     }
     // Without request 2 in the way, request 3 does reuse the cached prefix (taken when scheduled).
     let without = LOCKED_PREFIX.replace("prompt_tokens = 3500", "prompt_tokens = 100");
     let w = run(&without, "vllm-nixl", &[]);
-    assert_eq!(w.reqs[3].prefix_reused, 1024);
+    assert_eq!(w.reqs[3].prefix_reused(), 1024);
 }
 
 /// Reference §7: behind vLLM's proxy decode pulls the KV — its worker issues the NIXL READs
@@ -1197,7 +1197,7 @@ fn s5_sequential_router_starts_no_decode_leg_after_the_client_is_gone() {
         if status != 499 {
             continue;
         }
-        if w.reqs[0].prefill_leg == Some(200) {
+        if w.reqs[0].prefill_leg() == Some(200) {
             in_window += 1;
         }
         let recs = w.tracer.collected.as_ref().expect("collected");

@@ -10,7 +10,7 @@ const ATTACK: &str = "catalogue/prefix-timing-channel.toml";
 
 fn ttft(w: &kvsim::world::World, i: usize) -> u64 {
     let r = &w.reqs[i];
-    r.first_token_at.expect("answered").0 - r.arrival.0
+    r.first_token_at().expect("answered").0 - r.arrival().0
 }
 
 /// Padding: the attacker's right guess (request 2, a one-block hit on the victim's block) is
@@ -20,11 +20,11 @@ fn ttft(w: &kvsim::world::World, i: usize) -> u64 {
 #[test]
 fn padding_makes_a_hit_as_slow_as_a_miss_for_the_observer() {
     let plain = kvsim::simulate(load(ATTACK, None, &[("prefix_cache_scope", "global")]), None, false);
-    assert_eq!((plain.reqs[1].prefix_reused, plain.reqs[2].prefix_reused), (0, 512));
+    assert_eq!((plain.reqs[1].prefix_reused(), plain.reqs[2].prefix_reused()), (0, 512));
     assert!(ttft(&plain, 2) < ttft(&plain, 1), "unpadded, the hit is faster");
     let cfg = load(ATTACK, None, &[("prefix_cache_scope", "global"), ("prefix_hit_timing", "padded_to_miss")]);
     let padded = kvsim::simulate(cfg.clone(), None, false);
-    assert_eq!(padded.reqs[2].prefix_reused, 512, "still a hit");
+    assert_eq!(padded.reqs[2].prefix_reused(), 512, "still a hit");
     assert_eq!(ttft(&padded, 2), ttft(&padded, 1), "hit and miss TTFT equal");
     assert_eq!(ttft(&padded, 1), ttft(&plain, 1), "the miss itself is unchanged");
     // The two-block probes: the right one (6) hits both blocks, the wrong ones (5, 7) one.
@@ -56,7 +56,11 @@ fn two_tenants(scope: &str, public: u32) -> SimConfig {
 fn public_only_shares_public_blocks_across_tenants_but_not_private_ones() {
     let reused = |scope: &str, public: u32| {
         let w = kvsim::simulate(two_tenants(scope, public), None, false);
-        (w.reqs[1].prefix_reused, w.reqs[2].prefix_reused, w.oracle.counts.keys().map(|k| k.name()).collect::<Vec<_>>())
+        (
+            w.reqs[1].prefix_reused(),
+            w.reqs[2].prefix_reused(),
+            w.oracle.counts.keys().map(|k| k.name()).collect::<Vec<_>>(),
+        )
     };
     let (cross, own, kinds) = reused("public_only", 1);
     assert_eq!((cross, own), (512, 1024), "public block shared, private block only within the tenant");

@@ -40,7 +40,7 @@ output_tokens = 2
 
 fn ttft(w: &kvsim::world::World, i: usize) -> u64 {
     let r = &w.reqs[i];
-    r.first_token_at.expect("answered").0 - r.arrival.0
+    r.first_token_at().expect("answered").0 - r.arrival().0
 }
 
 /// The default cost model, in ns (`Scenario::resolve`): a 512-token prompt's KV lands on decode
@@ -57,7 +57,7 @@ fn the_first_token_costs_the_kv_landing_and_one_decode_step() {
     // Alone: it lands on an idle decode node, a step starts at once over its 512 tokens.
     let w = run(10_000);
     assert_eq!(ttft(&w, 0), LAND + step(512));
-    assert_eq!(w.reqs[0].response.as_ref().map(|x| x.status), Some(200));
+    assert_eq!(w.reqs[0].response().as_ref().map(|x| x.status), Some(200));
 }
 
 #[test]
@@ -70,8 +70,8 @@ fn a_request_landing_during_a_step_waits_for_it_and_then_one_step_of_its_own() {
     let second_ends = LAND + 2 * step(512);
     assert!(30_000_000 + LAND < second_ends && 30_000_000 + LAND > second_ends - step(512));
     let first = second_ends + step(514 + 512);
-    assert_eq!(w.reqs[1].first_token_at.expect("answered").0, first);
+    assert_eq!(w.reqs[1].first_token_at().expect("answered").0, first);
     assert_eq!(ttft(&w, 1), first - 30_000_000);
     assert!(ttft(&w, 1) >= LAND + step(512), "no first token cheaper than a landing and a step");
-    assert!(w.reqs.iter().all(|r| r.response.as_ref().map(|x| x.status) == Some(200)));
+    assert!(w.reqs.iter().all(|r| r.response().as_ref().map(|x| x.status) == Some(200)));
 }

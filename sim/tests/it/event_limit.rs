@@ -29,7 +29,7 @@ fn a_cut_run_is_inconclusive_not_a_hang() {
     let cut = run(Some(2_000), "glm53-fixed-config.toml", "sglang-0.5.22");
     assert!(cut.event_limit_hit);
     assert_eq!(cut.events, 2_000);
-    assert!(cut.reqs.iter().any(|r| r.response.is_none()), "the cut leaves requests unanswered");
+    assert!(cut.reqs.iter().any(|r| r.response().is_none()), "the cut leaves requests unanswered");
     assert!(
         !cut.oracle.violations.iter().any(|v| matches!(v.kind, Kind::RequestHang | Kind::PageLeak)),
         "no hang or leak is judged on a cut run: {:?}",

@@ -15,25 +15,25 @@ fn vulnerable_profile_leaks_only_in_the_band_with_http_200() {
     for v in &leaks {
         let r = &w.reqs[v.request.unwrap().idx()];
         assert!(
-            BAND.contains(&r.prompt_tokens),
+            BAND.contains(&r.prompt_tokens()),
             "request {} ({} tokens) leaked outside the band",
-            r.id.0,
-            r.prompt_tokens
+            r.id().0,
+            r.prompt_tokens()
         );
-        assert_eq!(r.response.unwrap().status, 200, "request {} leaked but was not answered 200", r.id.0);
-        assert!(!v.victim_tenants.contains(&r.tenant), "victims never include the reader");
+        assert_eq!(r.response().unwrap().status, 200, "request {} leaked but was not answered 200", r.id().0);
+        assert!(!v.victim_tenants.contains(&r.tenant()), "victims never include the reader");
     }
     // Every request in the band was stubbed by prefill and still answered 200 (wrong_status).
-    let in_band: Vec<_> = w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens)).collect();
+    let in_band: Vec<_> = w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens())).collect();
     assert!(!in_band.is_empty());
     for r in &in_band {
-        assert_eq!(r.response.unwrap().status, 200);
-        assert!(w.oracle.has(Kind::WrongStatus, r.id), "request {} in the band lacks wrong_status", r.id.0);
+        assert_eq!(r.response().unwrap().status, 200);
+        assert!(w.oracle.has(Kind::WrongStatus, r.id()), "request {} in the band lacks wrong_status", r.id().0);
     }
     // No request below the band reads anything but its own KV.
     for v in &w.oracle.violations {
         if let Some(r) = v.request {
-            assert!(BAND.contains(&w.reqs[r.idx()].prompt_tokens), "{:?} outside the band", v.kind);
+            assert!(BAND.contains(&w.reqs[r.idx()].prompt_tokens()), "{:?} outside the band", v.kind);
         }
     }
 }
@@ -45,21 +45,21 @@ fn fixed_profile_reads_no_stale_kv_and_mini_lb_answers_the_band_500_after_the_wa
     // its 300 s waiting timeout: 500 (the router-waits-for-decode row), never a stale read.
     let w = simulate(load("glm53-incident.toml", Some("sglang-0.5.22"), &[]), None, false);
     let mut n = 0;
-    for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens)) {
-        let resp = r.response.unwrap();
-        assert_eq!(resp.status, 500, "request {} in the band", r.id.0);
-        assert!(resp.at.since(r.arrival).0 >= 300_000_000_000, "request {} answered before the timeout", r.id.0);
+    for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens())) {
+        let resp = r.response().unwrap();
+        assert_eq!(resp.status, 500, "request {} in the band", r.id().0);
+        assert!(resp.at.since(r.arrival()).0 >= 300_000_000_000, "request {} answered before the timeout", r.id().0);
         n += 1;
     }
     assert!(n > 0);
     for v in &w.oracle.violations {
         assert_eq!((v.kind, v.cause.as_str()), (Kind::WrongStatus, "rejected_answered_5xx"), "{v:?}");
-        assert!(BAND.contains(&w.reqs[v.request.unwrap().idx()].prompt_tokens));
+        assert!(BAND.contains(&w.reqs[v.request.unwrap().idx()].prompt_tokens()));
     }
     // Outside the band: 200, or a capacity timeout (decode's reservations held for 300 s fill it).
-    for r in w.reqs.iter().filter(|r| !BAND.contains(&r.prompt_tokens)) {
-        let status = r.response.unwrap().status;
-        assert!(status == 200 || (status == 500 && r.timed_out), "request {} got {status}", r.id.0);
+    for r in w.reqs.iter().filter(|r| !BAND.contains(&r.prompt_tokens())) {
+        let status = r.response().unwrap().status;
+        assert!(status == 200 || (status == 500 && r.timed_out()), "request {} got {status}", r.id().0);
     }
 }
 
@@ -70,19 +70,19 @@ fn fixed_profile_with_a_cancelling_router_rejects_the_band_cleanly() {
     let w = simulate(load("glm53-incident.toml", Some("sglang-0.5.22"), &set), None, false);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     let mut n = 0;
-    for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens)) {
-        assert_eq!(r.response.unwrap().status, 400, "request {} in the band", r.id.0);
+    for r in w.reqs.iter().filter(|r| BAND.contains(&r.prompt_tokens())) {
+        assert_eq!(r.response().unwrap().status, 400, "request {} in the band", r.id().0);
         n += 1;
     }
     assert!(n > 0);
-    assert!(w.reqs.iter().filter(|r| !BAND.contains(&r.prompt_tokens)).all(|r| r.response.unwrap().status == 200));
+    assert!(w.reqs.iter().filter(|r| !BAND.contains(&r.prompt_tokens())).all(|r| r.response().unwrap().status == 200));
 }
 
 #[test]
 fn fixed_pool_is_clean_even_on_the_vulnerable_profile() {
     let w = simulate(load("glm53-fixed-config.toml", None, &[]), None, false);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    assert!(w.reqs.iter().all(|r| r.response.unwrap().status == 200));
+    assert!(w.reqs.iter().all(|r| r.response().unwrap().status == 200));
 }
 
 #[test]
@@ -99,8 +99,8 @@ fn each_mitigation_stops_the_small_leak_with_a_500() {
             "{knob}={value} did not prevent the read"
         );
         let r = &w.reqs[2];
-        assert_eq!(r.response.unwrap().status, 500, "{knob}");
-        assert_eq!(r.caught_by.map(|m| m.name()), Some(name));
+        assert_eq!(r.response().unwrap().status, 500, "{knob}");
+        assert_eq!(r.caught_by().map(|m| m.name()), Some(name));
     }
     let w = simulate(load("small/stub-leak.toml", None, &[]), None, true);
     assert!(w.oracle.has(Kind::CrossTenantRead, kvsim::types::RequestId(2)));
@@ -111,12 +111,12 @@ fn router_cancel_returns_the_prefill_error_promptly() {
     let set = [("pd_admission_check", "aborted_too"), ("router_on_prefill_error", "cancel_decode")];
     let w = simulate(load("small/stub-leak.toml", None, &set), None, true);
     let r = &w.reqs[2];
-    assert_eq!(r.response.unwrap().status, 400);
-    assert!(r.response.unwrap().at.0 < 2_100_000_000, "answered at {}", r.response.unwrap().at);
+    assert_eq!(r.response().unwrap().status, 400);
+    assert!(r.response().unwrap().at.0 < 2_100_000_000, "answered at {}", r.response().unwrap().at);
     // Returning the decode leg instead: decode holds its reservation until the 300 s timeout.
     let set = [("pd_admission_check", "aborted_too")];
     let w = simulate(load("small/stub-leak.toml", None, &set), None, true);
     let r = &w.reqs[2];
-    assert_eq!(r.response.unwrap().status, 500);
-    assert!(r.response.unwrap().at.0 >= 300_000_000_000);
+    assert_eq!(r.response().unwrap().status, 500);
+    assert!(r.response().unwrap().at.0 >= 300_000_000_000);
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 fn phases(rel: &str, set: &[(&str, &str)]) -> (Vec<PhaseRecord>, BTreeMap<u32, u16>) {
     let cfg = load(rel, None, set);
     let w = kvsim::simulate_collect(cfg, false);
-    let statuses = w.reqs.iter().filter_map(|r| Some((r.id.0, r.response.as_ref()?.status))).collect();
+    let statuses = w.reqs.iter().filter_map(|r| Some((r.id().0, r.response().as_ref()?.status))).collect();
     (w.lifecycle.expect("on with a collecting tracer"), statuses)
 }
 

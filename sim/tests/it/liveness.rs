@@ -19,7 +19,7 @@ fn with_bound(mut cfg: SimConfig, ms: u64) -> SimConfig {
 fn a_request_open_past_its_deadline_fails_naming_what_it_waits_for() {
     let cfg = load("catalogue/router-waits-for-decode.toml", None, &[]);
     let ordinary = kvsim::simulate(cfg.clone(), None, true);
-    assert!(ordinary.reqs.iter().all(|r| r.response.is_some()), "the ordinary run answers it (at 300 s)");
+    assert!(ordinary.reqs.iter().all(|r| r.response().is_some()), "the ordinary run answers it (at 300 s)");
     assert!(!signatures(&ordinary).iter().any(|s| s.starts_with("request_hang/")));
 
     let w = kvsim::simulate(with_bound(cfg.clone(), 60_000), None, true);
@@ -85,7 +85,7 @@ fn quiescence_never_hides_a_violation_over_drawn_runs() {
             assert!(b.iter().all(|s| a.contains(s)), "seed {seed}: {b:?} not in {a:?}");
             let late =
                 ordinary.reqs.iter().enumerate().any(|(i, r)| {
-                    r.response.is_none_or(|resp| resp.at > l.deadline(kvsim::types::RequestId(i as u32)))
+                    r.response().is_none_or(|resp| resp.at > l.deadline(kvsim::types::RequestId(i as u32)))
                 });
             assert!(late, "seed {seed}: a liveness failure where the ordinary run answered every request in time");
         }
@@ -169,11 +169,11 @@ page_size = 16
     // Every request is answered: 500 after decode's waiting timer (the stub-admission row's
     // documented outcome on this build), the last one past the first horizon.
     assert!(
-        w.reqs.iter().all(|r| r.response.as_ref().is_some_and(|a| a.status == 500)),
+        w.reqs.iter().all(|r| r.response().as_ref().is_some_and(|a| a.status == 500)),
         "{:?}",
-        w.reqs.iter().map(|r| r.response.as_ref().map(|a| a.status)).collect::<Vec<_>>()
+        w.reqs.iter().map(|r| r.response().as_ref().map(|a| a.status)).collect::<Vec<_>>()
     );
-    assert!(w.reqs[3].response.as_ref().unwrap().at.0 > 1_200_001_583_891, "answered after the first horizon");
+    assert!(w.reqs[3].response().as_ref().unwrap().at.0 > 1_200_001_583_891, "answered after the first horizon");
 }
 
 /// An answered request's abort cleanup still travelling when the horizon passes is not a leak.
@@ -241,7 +241,7 @@ page_size = 64
     assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
     // Request 3 is answered 4 µs inside the horizon (1,200.001604027 s); its pages are freed when
     // the ack lands after it.
-    assert_eq!(w.reqs[3].response.as_ref().map(|a| (a.status, a.at.0)), Some((500, 1_200_001_600_000)));
+    assert_eq!(w.reqs[3].response().as_ref().map(|a| (a.status, a.at.0)), Some((500, 1_200_001_600_000)));
     assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode holds nothing at the end");
 }
 
@@ -278,7 +278,7 @@ heal_at_ms = 2500
         .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
         .unwrap_or_else(|e| panic!("{e}"));
     let w = kvsim::simulate(cfg, None, true);
-    let resp = w.reqs[0].response.expect("answered");
+    let resp = w.reqs[0].response().expect("answered");
     assert_eq!(resp.status, 200);
     assert!(
         (3_000_000_000..5_000_000_000).contains(&resp.at.0),

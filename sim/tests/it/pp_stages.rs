@@ -33,7 +33,7 @@ fn run(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
 }
 
 fn status(w: &World, i: usize) -> Option<u16> {
-    w.reqs[i].response.map(|r| r.status)
+    w.reqs[i].response().map(|r| r.status)
 }
 
 fn meta_lands(w: &World, r: u32) -> usize {
@@ -89,10 +89,10 @@ fn every_stage_rows_let_a_late_row_land_in_the_next_requests_slot() {
     assert_eq!(meta_lands(&buggy, 1), 2);
     assert_eq!(status(&buggy, 0), Some(200));
     assert_eq!(status(&buggy, 1), Some(500));
-    assert!(buggy.reqs[1].room_mismatch, "request 1 read request 0's row");
-    assert!(!buggy.reqs[0].room_mismatch);
+    assert!(buggy.reqs[1].room_mismatch(), "request 1 read request 0's row");
+    assert!(!buggy.reqs[0].room_mismatch());
     // Request 0 was answered before its late row landed (145 ms after its transfer ended).
-    let r0_end = buggy.reqs[0].response.expect("answered").at;
+    let r0_end = buggy.reqs[0].response().expect("answered").at;
     assert!(r0_end < Instant(183_000_000), "{r0_end}");
 
     let fixed = run(&text, "sglang-0.5.22", &[("pp_metadata_writer", "last_stage")]);
@@ -100,7 +100,7 @@ fn every_stage_rows_let_a_late_row_land_in_the_next_requests_slot() {
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     assert_eq!((status(&fixed, 0), status(&fixed, 1)), (Some(200), Some(200)));
     // Decode waited for request 0's one (late) row.
-    assert!(fixed.reqs[0].response.expect("answered").at > Instant(183_000_000));
+    assert!(fixed.reqs[0].response().expect("answered").at > Instant(183_000_000));
 }
 
 /// `local_repoll`: the client's abort (at prefill 2.2 ms) lands after the first stage popped
@@ -118,8 +118,8 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
     assert!(p.reqs().contains_key(&kvsim::types::RequestId(0)) && p.bootstrap() == [kvsim::types::RequestId(1)]);
     assert_eq!(status(&buggy, 0), Some(499));
     assert_eq!(status(&buggy, 1), Some(500));
-    assert!(buggy.reqs[1].timed_out, "decode's waiting timer answered it");
-    assert!(!buggy.reqs[1].fault_touched, "no heartbeat loss, no crash");
+    assert!(buggy.reqs[1].timed_out(), "decode's waiting timer answered it");
+    assert!(!buggy.reqs[1].fault_touched(), "no heartbeat loss, no crash");
     let leaks: Vec<_> = buggy.oracle.violations.iter().filter(|v| v.kind == Kind::PageLeak).collect();
     assert_eq!(leaks.len(), 1, "{:?}", buggy.oracle.violations);
 

@@ -1,0 +1,78 @@
+//! What a prefill node and a decode node share: each owns a KV pool, a radix-cache prefix
+//! index, its requests by id and an incarnation, and offers the same accessors for them to the
+//! components that read or update them. [`node_parts!`] says those accessors once; each node's
+//! `impl` block invokes it with its request type.
+//!
+//! A macro rather than a shared inner struct (`NodeCore<R>`): the state digest hashes each
+//! node's derived `Debug` image (`World::state_digest`), and moving the shared fields into a
+//! nested struct would change that image (exploration's answers with it) unless each node wrote
+//! its `Debug` by hand — and a hand-written image that forgets a field added later would drop
+//! that state from the digest without a test failing. The derive stays; the accessors are
+//! written once.
+
+/// The accessors every node type defines over its `index`, `life`, `reqs`, `pool` and `prefix`
+/// fields; `$req` is the node's per-request type (`PReq`, `DReq`).
+macro_rules! node_parts {
+    ($req:ty) => {
+        /// The node's id in memory operations and the trace.
+        pub fn id(&self) -> crate::types::NodeId {
+            self.index.node()
+        }
+
+        /// Requests on the node (the router's load measure).
+        pub fn load(&self) -> usize {
+            self.reqs.len()
+        }
+
+        /// The node is up (`Incarnation::alive`).
+        pub fn alive(&self) -> bool {
+            self.life.alive()
+        }
+
+        /// The node's restart count (`Incarnation::epoch`).
+        pub fn epoch(&self) -> u32 {
+            self.life.epoch()
+        }
+
+        /// Crash, restart and tick bookkeeping, for `World`'s wiring.
+        pub(crate) fn life_mut(&mut self) -> &mut crate::engine::incarnation::Incarnation {
+            &mut self.life
+        }
+
+        /// The node's requests by id.
+        pub fn reqs(&self) -> &std::collections::BTreeMap<crate::types::RequestId, $req> {
+            &self.reqs
+        }
+
+        /// One of the node's requests, for another component's handler to update through the
+        /// request's named methods (the transfer engine's job counts, the prefix cache's
+        /// blocks, a foreign write into decode's pages).
+        pub(crate) fn req_mut(&mut self, r: crate::types::RequestId) -> Option<&mut $req> {
+            self.reqs.get_mut(&r)
+        }
+
+        /// The node's KV pool.
+        pub fn pool(&self) -> &crate::pool::Pool {
+            &self.pool
+        }
+
+        /// The pool, for the components that write into it besides the node's own handlers (the
+        /// transfer engine lands pages, the prefix cache holds and frees blocks, `World` wires
+        /// the oracle's memory operations).
+        pub(crate) fn pool_mut(&mut self) -> &mut crate::pool::Pool {
+            &mut self.pool
+        }
+
+        /// The node's radix-cache prefix index.
+        pub fn prefix(&self) -> &crate::prefix::PrefixIndex {
+            &self.prefix
+        }
+
+        /// The prefix index, for `prefix`'s insert and eviction rules.
+        pub(crate) fn prefix_mut(&mut self) -> &mut crate::prefix::PrefixIndex {
+            &mut self.prefix
+        }
+    };
+}
+
+pub(crate) use node_parts;
