@@ -349,6 +349,40 @@ impl Ctx {
         write_best(&self.corpus, sig)
     }
 
+    /// Queues the shrink worker's jobs for the accounting's example changes: an added example's
+    /// scenario is written now (from `cfgs`, the finished runs' configurations) and saved, shrunk
+    /// and pictured by the worker; a removed one is deleted by it. Returns the write errors.
+    fn queue_changes(
+        &self,
+        acc: &mut Accounting,
+        cfgs: &BTreeMap<u64, SimConfig>,
+        job_tx: &mpsc::Sender<Job>,
+    ) -> Vec<String> {
+        let changes = acc.take_changes();
+        if !changes.is_empty() {
+            *self.wanted.lock().expect("lock") = wanted_of(&acc.camp);
+        }
+        let mut errors = Vec::new();
+        for c in changes {
+            let job = match c {
+                ExampleChange::Added { sig, seed } => {
+                    let k = seed.wrapping_sub(self.opts.seed_start);
+                    let keep = acc.camp.examples.get(&sig).is_some_and(|l| l.iter().any(|e| e.seed == seed));
+                    let Some(cfg) = cfgs.get(&k).filter(|_| keep) else { continue };
+                    if let Err(e) = self.write_scenario(&sig, seed, cfg) {
+                        errors.push(e);
+                        continue;
+                    }
+                    Job::Save { sig, seed }
+                }
+                ExampleChange::Removed { sig, seed } => Job::Remove { sig, seed },
+            };
+            self.jobs_left.fetch_add(1, Ordering::Relaxed);
+            let _ = job_tx.send(job);
+        }
+        errors
+    }
+
     /// Does one job of the shrink worker.
     fn work(&self, job: Job) {
         let done = match &job {
@@ -524,6 +558,139 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let shard = o.shard.as_deref().map(parse_shard).transpose()?.unwrap_or((0, 1));
     let deadline = o.time.as_deref().map(parse_time).transpose()?;
     let known = load_known(o)?;
+    let (space, space_name, liveness, pins) = campaign_space(o)?;
+    let corpus = PathBuf::from(&o.corpus);
+    let ckpt_path = corpus.join("campaign.json");
+    let camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
+    // The corpus the runs of the current epoch are planned from (guided campaigns), published
+    // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
+    let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
+    let epoch_done = std::sync::Condvar::new();
+    let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
+    let ctx = Ctx {
+        corpus: corpus.clone(),
+        space,
+        space_name,
+        opts: o.clone(),
+        wanted: Mutex::new(wanted_of(&camp)),
+        jobs_left: AtomicU64::new(0),
+    };
+    let resumed_jobs = resumed_jobs(o, &corpus, &camp)?;
+    let next = AtomicU64::new(camp.next_k);
+    let stop = AtomicBool::new(false);
+    let started = std::time::Instant::now();
+    let (tx, rx) = mpsc::channel::<Found>();
+    let (job_tx, job_rx) = mpsc::channel::<Job>();
+    ctx.jobs_left.store(resumed_jobs.len() as u64, Ordering::Relaxed);
+    for j in resumed_jobs {
+        job_tx.send(j).expect("the receiver is alive");
+    }
+    let mut progress = Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1));
+    let mut acc = Accounting::new(camp, o.until.clone());
+    let mut errors = Vec::new();
+    let mut found_after: Option<(u64, std::time::Duration)> = None;
+    let mut runs_wall = std::time::Duration::ZERO;
+    std::thread::scope(|s| {
+        // The shrink worker: saves, shrinks, pictures and confirms examples off the runs'
+        // critical path, in the order the accounting queued them (so the files do not depend
+        // on --jobs), while the campaign keeps finding.
+        {
+            let ctx = &ctx;
+            s.spawn(move || {
+                for job in job_rx {
+                    ctx.work(job);
+                }
+            });
+        }
+        for _ in 0..o.jobs.max(1) {
+            let tx = tx.clone();
+            let (ctx, next, stop, pins, snapshot, epoch_done) = (&ctx, &next, &stop, &pins, &snapshot, &epoch_done);
+            s.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let k = next.fetch_add(shard.1, Ordering::Relaxed);
+                if k >= range_end {
+                    break;
+                }
+                // Guided: the corpus as of the start of run k's epoch (wait for the fold).
+                let plan = match wait_for_epoch(snapshot, epoch_done, stop, k, shard) {
+                    Err(()) => break,
+                    Ok(g) => g.map(|g| (g.plan(o.seed_start, k), g)),
+                };
+                if tx.send(run_k(o, ctx, pins, liveness, k, plan)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut last_save = std::time::Instant::now();
+        let mut finished = 0u64;
+        // Configurations of finished runs with signatures, until they are counted.
+        let mut cfgs: BTreeMap<u64, SimConfig> = BTreeMap::new();
+        for (k, sigs, cand, found) in rx.iter() {
+            finished += 1;
+            let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
+            let facts = found.map(|(facts, cfg)| {
+                cfgs.insert(k, cfg);
+                facts
+            });
+            if acc.finished_with(k, sigs, cand, facts) {
+                found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
+                stop.store(true, Ordering::Relaxed);
+            }
+            let failed = ctx.queue_changes(&mut acc, &cfgs, &job_tx);
+            if !failed.is_empty() {
+                errors.extend(failed);
+                stop.store(true, Ordering::Relaxed);
+            }
+            let next_k = acc.camp.next_k;
+            cfgs.retain(|kk, _| *kk >= next_k);
+            if let Some(g) = acc.camp.guided.as_ref().filter(|g| Some(g.epochs_folded) != folded) {
+                *snapshot.lock().expect("lock") = Some(std::sync::Arc::new(g.clone()));
+                epoch_done.notify_all();
+            }
+            let elapsed = started.elapsed();
+            if deadline.is_some_and(|d| elapsed >= d) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let jobs = ctx.jobs_left.load(Ordering::Relaxed);
+            progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
+            if last_save.elapsed().as_millis() >= 500 {
+                if let Err(e) =
+                    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
+                {
+                    errors.push(format!("{}: {e}", ckpt_path.display()));
+                    stop.store(true, Ordering::Relaxed);
+                }
+                last_save = std::time::Instant::now();
+            }
+        }
+        runs_wall = started.elapsed();
+        drop(job_tx);
+        let left = ctx.jobs_left.load(Ordering::Relaxed);
+        if left > 0 {
+            eprintln!("fuzz: runs done; finishing {left} queued example job(s) (saving, shrinking)");
+        }
+    });
+    progress.finish();
+    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
+        .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+    if let Some(e) = errors.first() {
+        return Err(e.clone());
+    }
+    let ran = Ran { shard, runs_wall, found_after, started };
+    Ok(print_summary(o, &corpus, &acc.camp, known.as_ref(), &ran))
+}
+
+/// What a worker sends the accounting for run `k`: its signatures, its guided candidate, and its
+/// size and configuration when it failed.
+type Found = (u64, BTreeSet<String>, Option<Candidate>, Option<(RunFacts, SimConfig)>);
+
+/// The campaign's draw space and its table name (everything that changes what a run means names
+/// another campaign, so that tables of different campaigns never merge), with the liveness bound
+/// and the pinned knobs.
+fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::scenario::KnobPins), String> {
     let (space, space_name) = match (&o.base, &o.profile) {
         (None, p) if o.prefix_heavy => {
             let inner = match p {
@@ -577,271 +744,191 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
         None => space_name,
     };
-    let corpus = PathBuf::from(&o.corpus);
-    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-    let ckpt_path = corpus.join("campaign.json");
-    let camp = match std::fs::read_to_string(&ckpt_path) {
+    Ok((space, space_name, liveness, pins))
+}
+
+/// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
+/// scratch an interrupted campaign left removed.
+fn open_campaign(
+    o: &FuzzOpts,
+    corpus: &Path,
+    ckpt_path: &Path,
+    space_name: &str,
+    shard: (u64, u64),
+) -> Result<Campaign, String> {
+    std::fs::create_dir_all(corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    let camp = match std::fs::read_to_string(ckpt_path) {
         Ok(text) => {
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
-            c.check_resumes(&o.corpus, &space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
+            c.check_resumes(&o.corpus, space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
         Err(_) => {
-            let mut c = Campaign::new(&space_name, o.seed_start, shard).with_examples(o.examples);
+            let mut c = Campaign::new(space_name, o.seed_start, shard).with_examples(o.examples);
             c.guided = o.guided.then(Default::default);
             c
         }
     };
-    let scratch = clean_corpus(&corpus, &camp);
+    let scratch = clean_corpus(corpus, &camp);
     if !scratch.is_empty() {
         eprintln!("{}: removed {} leftover(s) of an interrupted campaign", o.corpus, scratch.len());
     }
-    // The corpus the runs of the current epoch are planned from (guided campaigns), published
-    // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
-    let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
-    let epoch_done = std::sync::Condvar::new();
-    let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
-    let ctx = Ctx {
-        corpus: corpus.clone(),
-        space,
-        space_name,
-        opts: o.clone(),
-        wanted: Mutex::new(wanted_of(&camp)),
-        jobs_left: AtomicU64::new(0),
-    };
-    // Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
-    let mut resumed_jobs = Vec::new();
+    Ok(camp)
+}
+
+/// Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
+/// Each signature's `failure.json` is rewritten too (it may name an example pushed out before
+/// the interruption).
+fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &Campaign) -> Result<Vec<Job>, String> {
+    let mut jobs = Vec::new();
     for (sig, list) in &camp.examples {
         for e in list {
-            if !seed_dir(&corpus, sig, e.seed).join("failure.json").is_file() {
-                resumed_jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+            if !seed_dir(corpus, sig, e.seed).join("failure.json").is_file() {
+                jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
             }
         }
-        // The signature's `failure.json` may name an example pushed out before the interruption.
-        write_best(&corpus, sig)?;
+        write_best(corpus, sig)?;
     }
-    if !resumed_jobs.is_empty() {
-        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, resumed_jobs.len());
+    if !jobs.is_empty() {
+        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, jobs.len());
     }
-    let next = AtomicU64::new(camp.next_k);
-    let stop = AtomicBool::new(false);
-    let started = std::time::Instant::now();
-    type Found = (u64, BTreeSet<String>, Option<Candidate>, Option<(RunFacts, SimConfig)>);
-    let (tx, rx) = mpsc::channel::<Found>();
-    let (job_tx, job_rx) = mpsc::channel::<Job>();
-    ctx.jobs_left.store(resumed_jobs.len() as u64, Ordering::Relaxed);
-    for j in resumed_jobs {
-        job_tx.send(j).expect("the receiver is alive");
+    Ok(jobs)
+}
+
+/// Run `k` of the campaign: its configuration (the guided plan's recipe, else the swarm's draw),
+/// the pins and the liveness bound applied, run with the checks its seed samples.
+fn run_k(
+    o: &FuzzOpts,
+    ctx: &Ctx,
+    pins: &kvsim::scenario::KnobPins,
+    liveness: Option<u64>,
+    k: u64,
+    plan: Option<(kvsim::fuzz::guided::Recipe, std::sync::Arc<Guided>)>,
+) -> Found {
+    let seed = o.seed_start.wrapping_add(k);
+    let mut cfg = match &plan {
+        Some((recipe, _)) => recipe.build(&ctx.space),
+        None => draw(seed, &ctx.space),
+    };
+    cfg.knobs = pins.apply(&cfg.knobs);
+    if liveness.is_some() {
+        cfg.faults.liveness_after_heal_ms = liveness;
     }
-    let remaining = |k: u64| range_end.saturating_sub(k).div_ceil(shard.1);
-    let total_left = remaining(camp.next_k);
-    let mut acc = Accounting::new(camp, o.until.clone());
-    let tty = std::io::stderr().is_terminal();
-    let bar = tty.then(|| {
-        let b = indicatif::ProgressBar::new(if deadline.is_some() {
-            deadline.unwrap_or_default().as_secs()
-        } else {
-            total_left
-        });
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-                .expect("template")
-                .progress_chars("=> "),
-        );
-        b
+    let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
+    let ni = o.check == Some(super::PropertyCheck::Noninterference);
+    let invariants = o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
+    // Only a guided run (one with a plan) records coverage: nothing else reads it.
+    let guided = plan.is_some();
+    let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);
+    let edges = w.coverage.as_ref().map(|c| c.edge_set()).unwrap_or_default();
+    let cand = plan.map(|(recipe, g)| Candidate::new(&g, k, recipe, edges));
+    // A failing run may become an example: its size, trace hash and configuration
+    // go to the accounting, which keeps each signature's smallest (in seed order).
+    let found = (!sigs.is_empty()).then(|| {
+        let facts = RunFacts { requests: case_requests(&cfg) as u64, events: w.events, hash: w.tracer.hash_hex() };
+        (facts, cfg)
     });
-    let mut errors = Vec::new();
-    let mut found_after: Option<(u64, std::time::Duration)> = None;
-    let mut runs_wall = std::time::Duration::ZERO;
-    std::thread::scope(|s| {
-        // The shrink worker: saves, shrinks, pictures and confirms examples off the runs'
-        // critical path, in the order the accounting queued them (so the files do not depend
-        // on --jobs), while the campaign keeps finding.
-        {
-            let ctx = &ctx;
-            s.spawn(move || {
-                for job in job_rx {
-                    ctx.work(job);
-                }
-            });
-        }
-        for _ in 0..o.jobs.max(1) {
-            let tx = tx.clone();
-            let (ctx, next, stop, pins, snapshot, epoch_done) = (&ctx, &next, &stop, &pins, &snapshot, &epoch_done);
-            s.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let k = next.fetch_add(shard.1, Ordering::Relaxed);
-                if k >= range_end {
-                    break;
-                }
-                let seed = o.seed_start.wrapping_add(k);
-                // Guided: the corpus as of the start of run k's epoch (wait for the fold).
-                let plan = match wait_for_epoch(snapshot, epoch_done, stop, k, shard) {
-                    Err(()) => break,
-                    Ok(g) => g.map(|g| (g.plan(o.seed_start, k), g)),
-                };
-                let mut cfg = match &plan {
-                    Some((recipe, _)) => recipe.build(&ctx.space),
-                    None => draw(seed, &ctx.space),
-                };
-                cfg.knobs = pins.apply(&cfg.knobs);
-                if liveness.is_some() {
-                    cfg.faults.liveness_after_heal_ms = liveness;
-                }
-                let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
-                let ni = o.check == Some(super::PropertyCheck::Noninterference);
-                let invariants =
-                    o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
-                // Only a guided run (one with a plan) records coverage: nothing else reads it.
-                let guided = plan.is_some();
-                let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);
-                let edges = w.coverage.as_ref().map(|c| c.edge_set()).unwrap_or_default();
-                let cand = plan.map(|(recipe, g)| Candidate::new(&g, k, recipe, edges));
-                // A failing run may become an example: its size, trace hash and configuration
-                // go to the accounting, which keeps each signature's smallest (in seed order).
-                let found = (!sigs.is_empty()).then(|| {
-                    let facts =
-                        RunFacts { requests: case_requests(&cfg) as u64, events: w.events, hash: w.tracer.hash_hex() };
-                    (facts, cfg)
-                });
-                drop(w);
-                if tx.send((k, sigs, cand, found)).is_err() {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut last_save = std::time::Instant::now();
-        let mut last_line = std::time::Instant::now();
-        let mut finished = 0u64;
-        // Configurations of finished runs with signatures, until they are counted.
-        let mut cfgs: BTreeMap<u64, SimConfig> = BTreeMap::new();
-        for (k, sigs, cand, found) in rx.iter() {
-            finished += 1;
-            let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
-            let facts = found.map(|(facts, cfg)| {
-                cfgs.insert(k, cfg);
-                facts
-            });
-            if acc.finished_with(k, sigs, cand, facts) {
-                found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
-                stop.store(true, Ordering::Relaxed);
-            }
-            let changes = acc.take_changes();
-            if !changes.is_empty() {
-                *ctx.wanted.lock().expect("lock") = wanted_of(&acc.camp);
-            }
-            for c in changes {
-                let job = match c {
-                    ExampleChange::Added { sig, seed } => {
-                        let kk = seed.wrapping_sub(o.seed_start);
-                        let keep = acc.camp.examples.get(&sig).is_some_and(|l| l.iter().any(|e| e.seed == seed));
-                        let Some(cfg) = cfgs.get(&kk).filter(|_| keep) else { continue };
-                        if let Err(e) = ctx.write_scenario(&sig, seed, cfg) {
-                            errors.push(e);
-                            stop.store(true, Ordering::Relaxed);
-                            continue;
-                        }
-                        Job::Save { sig, seed }
-                    }
-                    ExampleChange::Removed { sig, seed } => Job::Remove { sig, seed },
-                };
-                ctx.jobs_left.fetch_add(1, Ordering::Relaxed);
-                let _ = job_tx.send(job);
-            }
-            let next_k = acc.camp.next_k;
-            cfgs.retain(|kk, _| *kk >= next_k);
-            if let Some(g) = acc.camp.guided.as_ref().filter(|g| Some(g.epochs_folded) != folded) {
-                *snapshot.lock().expect("lock") = Some(std::sync::Arc::new(g.clone()));
-                epoch_done.notify_all();
-            }
-            let elapsed = started.elapsed();
-            if deadline.is_some_and(|d| elapsed >= d) {
-                stop.store(true, Ordering::Relaxed);
-            }
-            let rate = finished as f64 / elapsed.as_secs_f64().max(1e-9);
-            let left = match deadline {
-                Some(d) => d.saturating_sub(elapsed).as_secs(),
-                None => ((total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
-            };
-            let msg = format!(
-                "{:.0} runs/s · {} signature(s) · {} example job(s) queued · {}s left",
-                rate,
-                acc.camp.table.len(),
-                ctx.jobs_left.load(Ordering::Relaxed),
-                left
+    drop(w);
+    (k, sigs, cand, found)
+}
+
+/// The campaign's progress: a bar on a terminal, else a line every 10 s on stderr.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    deadline: Option<std::time::Duration>,
+    /// Runs this invocation has left (for the time estimate without a deadline).
+    total_left: u64,
+    last_line: std::time::Instant,
+}
+
+#[allow(clippy::disallowed_methods)] // progress is wall time; the model never reads it
+impl Progress {
+    fn new(deadline: Option<std::time::Duration>, total_left: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(deadline.map_or(total_left, |d| d.as_secs()));
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                    .expect("template")
+                    .progress_chars("=> "),
             );
-            if let Some(b) = &bar {
-                if deadline.is_some() {
-                    b.set_position(elapsed.as_secs());
-                } else {
-                    b.inc(1);
-                }
-                b.set_message(msg);
-            } else if last_line.elapsed().as_secs() >= 10 {
-                eprintln!("fuzz: {} runs · {msg}", acc.camp.runs_done);
-                last_line = std::time::Instant::now();
-            }
-            if last_save.elapsed().as_millis() >= 500 {
-                if let Err(e) =
-                    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
-                {
-                    errors.push(format!("{}: {e}", ckpt_path.display()));
-                    stop.store(true, Ordering::Relaxed);
-                }
-                last_save = std::time::Instant::now();
-            }
-        }
-        runs_wall = started.elapsed();
-        drop(job_tx);
-        let left = ctx.jobs_left.load(Ordering::Relaxed);
-        if left > 0 {
-            eprintln!("fuzz: runs done; finishing {left} queued example job(s) (saving, shrinking)");
-        }
-    });
-    if let Some(b) = bar {
-        b.finish_and_clear();
+            b
+        });
+        Progress { bar, deadline, total_left, last_line: std::time::Instant::now() }
     }
-    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
-        .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
-    if let Some(e) = errors.first() {
-        return Err(e.clone());
+
+    /// One more run finished (`finished` in this invocation, `runs_done` in the campaign).
+    fn tick(&mut self, elapsed: std::time::Duration, finished: u64, runs_done: u64, signatures: usize, jobs: u64) {
+        let rate = finished as f64 / elapsed.as_secs_f64().max(1e-9);
+        let left = match self.deadline {
+            Some(d) => d.saturating_sub(elapsed).as_secs(),
+            None => ((self.total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
+        };
+        let msg = format!("{rate:.0} runs/s · {signatures} signature(s) · {jobs} example job(s) queued · {left}s left");
+        if let Some(b) = &self.bar {
+            if self.deadline.is_some() {
+                b.set_position(elapsed.as_secs());
+            } else {
+                b.inc(1);
+            }
+            b.set_message(msg);
+        } else if self.last_line.elapsed().as_secs() >= 10 {
+            eprintln!("fuzz: {runs_done} runs · {msg}");
+            self.last_line = std::time::Instant::now();
+        }
     }
-    let secs = runs_wall.as_secs_f64();
+
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// How the runs of this invocation went, for the summary.
+struct Ran {
+    shard: (u64, u64),
+    runs_wall: std::time::Duration,
+    /// `--until`: the runs and time to the first find.
+    found_after: Option<(u64, std::time::Duration)>,
+    started: std::time::Instant,
+}
+
+/// Prints the summary line, the signature table, `--until`'s answer and the triage line, writes
+/// the HTML report, and returns the exit status (non-zero on anything not known).
+fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&KnownBugs>, ran: &Ran) -> i32 {
+    let secs = ran.runs_wall.as_secs_f64();
     println!(
         "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}; examples done {:.1}s after the start",
-        acc.camp.runs_done,
+        camp.runs_done,
         secs,
-        acc.camp.runs_done as f64 / secs.max(1e-9),
+        camp.runs_done as f64 / secs.max(1e-9),
         o.jobs.max(1),
         o.seed_start,
-        o.seed_start.wrapping_add(acc.camp.next_k),
-        shard.0,
-        shard.1,
+        o.seed_start.wrapping_add(camp.next_k),
+        ran.shard.0,
+        ran.shard.1,
         o.corpus,
-        started.elapsed().as_secs_f64()
+        ran.started.elapsed().as_secs_f64()
     );
-    print!("{}", camp_lib::table_text(&acc.camp.table, &saved_examples(&corpus), known.as_ref()));
+    print!("{}", camp_lib::table_text(&camp.table, &saved_examples(corpus), known));
     if let Some(u) = &o.until {
-        match found_after {
+        match ran.found_after {
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
-            None => println!("until: `{u}` not found in {} runs", acc.camp.runs_done),
+            None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }
     }
-    if let Some(k) = &known {
-        print!("{}", camp_lib::triage_line(&acc.camp.table, k));
+    if let Some(k) = known {
+        print!("{}", camp_lib::triage_line(&camp.table, k));
     }
-    let code = kvsim::triage::exit_status(acc.camp.table.keys(), known.as_ref());
+    let code = kvsim::triage::exit_status(camp.table.keys(), known);
     let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
-    match write_report(&html, &corpus, &o.corpus, &acc.camp, known.as_ref(), code) {
+    match write_report(&html, corpus, &o.corpus, camp, known, code) {
         Ok(()) => println!("report: {}", html.display()),
         Err(e) => eprintln!("warning: the HTML report was not written: {e}"),
     }
-    Ok(code)
+    code
 }
 
 /// `kvsim corpus merge DIR… --into OUT`: the union of the shards of one campaign. The corpora
