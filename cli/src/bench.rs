@@ -283,7 +283,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
                 let mut w = kvsim::world::World::new(c, kvsim::trace::Tracer::new(None));
                 w.fold_finished = true;
                 w.run();
-                ev += w.events;
+                ev += w.events();
                 rq += w.reqs.len() as u64;
                 if i + 1 == runs {
                     keep = Some(w);
@@ -318,7 +318,7 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
         load_s,
         peak_rss_kib: vm_hwm_kib(),
         baseline_rss_kib: baseline,
-        virtual_s: w.ended_at.0 as f64 / 1e9,
+        virtual_s: w.ended_at().0 as f64 / 1e9,
         trace_hash: w.tracer.hash_hex(),
         ownership_runs_end,
         exit_code: kvsim::report::exit_status(&w),

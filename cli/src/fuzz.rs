@@ -827,7 +827,7 @@ fn run_k(
     // A failing run may become an example: its size, trace hash and configuration
     // go to the accounting, which keeps each signature's smallest (in seed order).
     let found = (!sigs.is_empty()).then(|| {
-        let facts = RunFacts { requests: case_requests(&cfg) as u64, events: w.events, hash: w.tracer.hash_hex() };
+        let facts = RunFacts { requests: case_requests(&cfg) as u64, events: w.events(), hash: w.tracer.hash_hex() };
         (facts, cfg)
     });
     drop(w);

@@ -549,14 +549,14 @@ fn cmd_run(
     if check_determinism {
         let again = kvsim::simulate(cfg.clone(), None, false);
         let h2 = again.tracer.hash_hex();
-        if h2 != report.trace_hash || again.events != report.events {
+        if h2 != report.trace_hash || again.events() != report.events {
             eprintln!(
                 "determinism check FAILED: first run {} ({} events), second run {} ({} events)\nreproduce: {repro} --check-determinism",
-                report.trace_hash, report.events, h2, again.events
+                report.trace_hash, report.events, h2, again.events()
             );
             return exit::DIVERGED;
         }
-        eprintln!("determinism check passed: both runs hashed {} over {} events", h2, again.events);
+        eprintln!("determinism check passed: both runs hashed {} over {} events", h2, again.events());
     }
     if let Some(file) = csv {
         if let Err(e) = std::fs::write(file, kvsim::latency::csv(&report.per_request)) {

@@ -64,7 +64,7 @@ fn event_queue(c: &mut Criterion) {
                         w.at(Instant(rng.below(span)), Ev::Tick { node });
                     }
                     w.run();
-                    assert_eq!(w.events, n);
+                    assert_eq!(w.events(), n);
                     w
                 },
                 BatchSize::LargeInput,
@@ -72,7 +72,7 @@ fn event_queue(c: &mut Criterion) {
         });
     }
     let cfg = stub_leak();
-    let events = kvsim::simulate(cfg.clone(), None, false).events;
+    let events = kvsim::simulate(cfg.clone(), None, false).events();
     g.throughput(Throughput::Elements(events));
     g.bench_function(BenchmarkId::new("simulate_stub_leak", events), |b| {
         b.iter(|| kvsim::simulate(black_box(cfg.clone()), None, false))

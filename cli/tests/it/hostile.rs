@@ -94,7 +94,7 @@ fn cost_values_are_range_checked_not_wrapped() {
     );
     let cfg = resolve(&text, &Overrides::default()).unwrap();
     let w = kvsim::simulate(cfg, None, true);
-    assert!(w.now.0 >= 1_000_000_000, "a huge cost took {} ns", w.now.0);
+    assert!(w.now().0 >= 1_000_000_000, "a huge cost took {} ns", w.now().0);
 }
 
 #[test]

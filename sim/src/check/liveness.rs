@@ -105,7 +105,7 @@ impl Liveness {
         let deadlines: Vec<Instant> = w.reqs.iter().map(|r| r.arrival().max(heal) + bound).collect();
         let next_deadline = deadlines.iter().copied().min().unwrap_or(heal + bound);
         let last = deadlines.iter().copied().max().unwrap_or(heal + bound);
-        w.horizon = w.horizon.max(last + bound);
+        w.extend_horizon(last + bound);
         Some(Liveness {
             bound,
             heal,
@@ -158,7 +158,7 @@ impl World {
         if at >= l.next_quiescence_check {
             l.next_quiescence_check = at + QUIESCENCE_CHECK;
             if self.quiescent() {
-                l.quiescent_at = Some(self.now);
+                l.quiescent_at = Some(self.now());
                 return true;
             }
         }
@@ -192,7 +192,7 @@ impl World {
         if !l.failed {
             let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none()).collect();
             for &i in &open {
-                let at = self.now.max(l.deadlines[i]);
+                let at = self.now().max(l.deadlines[i]);
                 self.record_overdue(&l, i, at);
             }
             l.failed = !open.is_empty();

@@ -487,7 +487,9 @@ pub fn event_limit(cfg: &SimConfig) -> u64 {
 /// The whole simulated deployment.
 pub struct World {
     pub cfg: SimConfig,
-    pub now: Instant,
+    /// Virtual time: only `step` moves it (the event queue's order); outside the crate it is
+    /// read through `now()`.
+    pub(crate) now: Instant,
     queue: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     /// Arrivals not yet taken, merged with `queue` by `(time, sequence)` (`client::Arrivals`);
@@ -497,15 +499,18 @@ pub struct World {
     pub prefill: Vec<PrefillNode>,
     pub decode: Vec<DecodeNode>,
     pub jobs: crate::transfer::Jobs,
-    pub router: Router,
-    pub rng_faults: Prng,
+    pub(crate) router: Router,
+    pub(crate) rng_faults: Prng,
     pub oracle: Oracle,
     pub tracer: Tracer,
     pub check_invariants: bool,
-    pub events: u64,
-    pub horizon: Instant,
-    pub ended_at: Instant,
-    pub event_limit_hit: bool,
+    /// The scheduler's own state, read outside the crate through `events()`, `horizon()`,
+    /// `ended_at()` and `event_limit_hit()`; written only by `World` (the liveness horizon
+    /// through `extend_horizon`).
+    pub(crate) events: u64,
+    pub(crate) horizon: Instant,
+    pub(crate) ended_at: Instant,
+    pub(crate) event_limit_hit: bool,
     /// The event limit of this run (`event_limit(&cfg)` unless a test lowers it).
     pub max_events: u64,
     /// How many more times the liveness horizon may move to a pending engine timer (set when the
@@ -520,7 +525,7 @@ pub struct World {
     pub reference: Option<Box<crate::check::reference::Reference>>,
     /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
     /// (never traced, hashed or read by the model), for the noninterference check's attribution.
-    pub prefix_evictions: Vec<(Instant, PrefillIdx, TenantId)>,
+    pub(crate) prefix_evictions: Vec<(Instant, PrefillIdx, TenantId)>,
     /// Exhaustive exploration (`explore`): when `Some`, every random draw of the run (message
     /// latencies, fault decisions, random router picks, the order of simultaneous events) is a
     /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
@@ -566,6 +571,39 @@ pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId)
 }
 
 impl World {
+    /// Virtual time: the time of the event being handled (of the last one, after the run).
+    #[inline]
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Events processed so far.
+    #[inline]
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The liveness horizon: the last arrival plus the bound, moved to a pending engine timer
+    /// (see `run`).
+    pub fn horizon(&self) -> Instant {
+        self.horizon
+    }
+
+    /// When the run ended (the last event's time).
+    pub fn ended_at(&self) -> Instant {
+        self.ended_at
+    }
+
+    /// The run stopped at its event limit (`max_events`): an inconclusive verdict.
+    pub fn event_limit_hit(&self) -> bool {
+        self.event_limit_hit
+    }
+
+    /// Moves the liveness horizon to `t` if that is later (liveness mode's heal bound).
+    pub(crate) fn extend_horizon(&mut self, t: Instant) {
+        self.horizon = self.horizon.max(t);
+    }
+
     pub fn new(cfg: SimConfig, tracer: Tracer) -> World {
         let k = &cfg.knobs;
         let prefill =

@@ -659,7 +659,7 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     }
     v.finish();
     assert_eq!(ids.len(), 1, "{ids:?}");
-    assert_eq!(v.events, w.events);
+    assert_eq!(v.events(), w.events());
     let checked = kvsim::simulate_checked(cfg(OUT_OF_PAGES, "sglang-0.5.22", &[]), None, true);
     let rf = checked.reference.as_ref().expect("checked");
     assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
@@ -1030,7 +1030,7 @@ fn s7_vllm_decode_rejection_before_admission_frees_prefills_source_blocks_at_onc
     assert_eq!(answer(&w, 0).0, 400);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
-    assert!(w.now.0 < S, "prefill's blocks are freed within the second, at {} ns", w.now.0);
+    assert!(w.now().0 < S, "prefill's blocks are freed within the second, at {} ns", w.now().0);
     // Before the fix the blocks stay until the lease: held at the 2-minute bound.
     let w = run(DECODE_REJECTS, "vllm-nixl", &[("decode_reject_releases_prefill", "off")]);
     assert_eq!(kinds(&w), vec!["page_leak"]);

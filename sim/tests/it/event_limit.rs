@@ -20,15 +20,15 @@ fn run(limit: Option<u64>, rel: &str, profile: &str) -> World {
 fn a_cut_run_is_inconclusive_not_a_hang() {
     // The fixed deployment ends clean when it runs to completion...
     let whole = run(None, "glm53-fixed-config.toml", "sglang-0.5.22");
-    assert!(!whole.event_limit_hit);
+    assert!(!whole.event_limit_hit());
     assert_eq!(Report::build(&whole, String::new()).exit_code, exit::CLEAN);
     assert_eq!(exit_status(&whole), exit::CLEAN, "the bench's status without the report agrees");
-    assert!(whole.events > 2_000, "the run needs more events than the limit below: {}", whole.events);
+    assert!(whole.events() > 2_000, "the run needs more events than the limit below: {}", whole.events());
 
     // ...and cut after 2,000 events, with requests still in flight, it is neither clean nor a hang.
     let cut = run(Some(2_000), "glm53-fixed-config.toml", "sglang-0.5.22");
-    assert!(cut.event_limit_hit);
-    assert_eq!(cut.events, 2_000);
+    assert!(cut.event_limit_hit());
+    assert_eq!(cut.events(), 2_000);
     assert!(cut.reqs.iter().any(|r| r.response().is_none()), "the cut leaves requests unanswered");
     assert!(
         !cut.oracle.violations.iter().any(|v| matches!(v.kind, Kind::RequestHang | Kind::PageLeak)),
@@ -62,10 +62,10 @@ fn safety_found_before_the_cut_still_counts() {
             break w;
         }
         limit *= 2;
-        assert!(limit < whole.events, "the leak appears before the run ends");
+        assert!(limit < whole.events(), "the leak appears before the run ends");
     };
-    assert!(cut.event_limit_hit);
-    assert!(cut.now >= first_read);
+    assert!(cut.event_limit_hit());
+    assert!(cut.now() >= first_read);
     assert_eq!(Report::build(&cut, String::new()).exit_code, exit::SAFETY);
     assert_eq!(exit_status(&cut), exit::SAFETY);
 }

@@ -14,7 +14,7 @@ fn invariants_hold_under_faults_and_every_profile() {
         {
             for s in ["small/stub-leak.toml", "small/mixed-faults.toml"] {
                 let w = simulate_checked(load(s, Some(profile), &set), None, true);
-                assert!(w.events > 0);
+                assert!(w.events() > 0);
                 let rf = w.reference.as_ref().expect("checked");
                 assert!(rf.reads > 0);
                 assert_eq!(rf.disagreement_count, 0, "{profile} {set:?} {s}: {:?}", rf.disagreements.first());

@@ -31,7 +31,7 @@ fn a_request_open_past_its_deadline_fails_naming_what_it_waits_for() {
     let v = w.oracle.violations.iter().find(|v| v.cause == "after_heal/kv_arrival").unwrap();
     assert_eq!(v.at.0, 60_000_000_000, "judged at its deadline");
     assert!(v.detail.contains("waits for kv_arrival") && v.detail.contains("decode leg pending"), "{}", v.detail);
-    assert!(w.now.0 < 300_000_000_000, "the run stopped at the missed deadline, not at the 300 s timer: {}", w.now);
+    assert!(w.now().0 < 300_000_000_000, "the run stopped at the missed deadline, not at the 300 s timer: {}", w.now());
     assert_eq!(Report::build(&w, String::new()).exit_code, exit::LIVENESS);
     // A bound past the timer: answered in time, nothing judged a hang.
     let w = kvsim::simulate(with_bound(cfg, 400_000), None, true);
@@ -52,11 +52,16 @@ fn a_healthy_run_passes_and_stops_once_quiescent() {
     assert!(signatures(&w).is_empty(), "{:?}", signatures(&w));
     let l = w.liveness.as_ref().unwrap();
     assert!(!l.failed && l.quiescent_at.is_some(), "{l:?}");
-    assert!(w.events <= ordinary.events && w.now <= ordinary.now, "{} <= {} events", w.events, ordinary.events);
     assert!(
-        ordinary.now.0 < 300_000_000_000,
+        w.events() <= ordinary.events() && w.now() <= ordinary.now(),
+        "{} <= {} events",
+        w.events(),
+        ordinary.events()
+    );
+    assert!(
+        ordinary.now().0 < 300_000_000_000,
         "the ordinary run ends with its last answer, not its 300 s timers: {}",
-        ordinary.now
+        ordinary.now()
     );
     assert_eq!(Report::build(&w, String::new()).exit_code, exit::CLEAN);
 }
@@ -93,10 +98,10 @@ fn quiescence_never_hides_a_violation_over_drawn_runs() {
             // Ordinary runs end with their last effective event (issue 14), so a quiescent stop
             // is never later than the ordinary end.
             assert!(
-                live.now <= ordinary.now,
+                live.now() <= ordinary.now(),
                 "seed {seed}: quiescent at {} after the ordinary end {}",
-                live.now,
-                ordinary.now
+                live.now(),
+                ordinary.now()
             );
             quiescent += 1;
         }
