@@ -14,77 +14,56 @@ use kvsim::report::ViolationOut;
 use kvsim::trace::MemOp;
 use kvsim_gpu::{AttnShape, Backend, BackendChoice, Dtype, GpuError, Program};
 
-/// The KV element type of a replay (`--dtype`), parsed by clap: a misspelt one is refused with
-/// the choices listed (exit 2).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DtypeArg {
-    F16,
-    Bf16,
-    F32,
-}
+/// The KV element type of a replay (`--dtype`): kvsim-gpu's `Dtype` as a clap choice, spelt by
+/// its `name()` (the library has no clap dependency; `main.rs`'s `LikeArg` is the same pattern).
+/// A misspelt one is refused with the choices listed (exit 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DtypeArg(pub Dtype);
 
-impl From<DtypeArg> for Dtype {
-    fn from(d: DtypeArg) -> Dtype {
-        match d {
-            DtypeArg::F16 => Dtype::F16,
-            DtypeArg::Bf16 => Dtype::Bf16,
-            DtypeArg::F32 => Dtype::F32,
-        }
+impl clap::ValueEnum for DtypeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[DtypeArg(Dtype::F16), DtypeArg(Dtype::Bf16), DtypeArg(Dtype::F32)]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()))
     }
 }
 
-/// The KV backend of a replay (`--backend`, `run --confirm`), parsed by clap: a misspelt one is
-/// refused with the choices listed (exit 2).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendArg {
-    /// CUDA where a driver, a device and NVRTC are found, else the CPU reference (with a note).
-    Auto,
-    /// The CPU reference.
-    Cpu,
-    /// CUDA, or exit 3 when it is unavailable.
-    Cuda,
-}
+/// The KV backend of a replay (`--backend`, `run --confirm`): kvsim-gpu's `BackendChoice` as a
+/// clap choice, spelt by its `name()`. A misspelt one is refused with the choices listed (exit 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackendArg(pub BackendChoice);
 
-impl BackendArg {
-    /// The name the user typed (for messages).
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendArg::Auto => "auto",
-            BackendArg::Cpu => "cpu",
-            BackendArg::Cuda => "cuda",
-        }
+impl clap::ValueEnum for BackendArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [BackendArg; 3] =
+            [BackendArg(BackendChoice::ALL[0]), BackendArg(BackendChoice::ALL[1]), BackendArg(BackendChoice::ALL[2])];
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()))
     }
 }
 
-impl From<BackendArg> for BackendChoice {
-    fn from(b: BackendArg) -> BackendChoice {
-        match b {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Cpu => BackendChoice::Cpu,
-            BackendArg::Cuda => BackendChoice::Cuda,
-        }
+/// `fuzz --confirm`: a backend, or `off` (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfirmArg(pub Option<BackendArg>);
+
+impl clap::ValueEnum for ConfirmArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [ConfirmArg; 4] = [
+            ConfirmArg(None),
+            ConfirmArg(Some(BackendArg(BackendChoice::ALL[0]))),
+            ConfirmArg(Some(BackendArg(BackendChoice::ALL[1]))),
+            ConfirmArg(Some(BackendArg(BackendChoice::ALL[2]))),
+        ];
+        &ALL
     }
-}
 
-/// `fuzz --confirm`: a backend, or `off`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfirmArg {
-    /// No confirmation.
-    Off,
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl ConfirmArg {
-    /// The backend to confirm on, `None` for `off`.
-    pub fn backend(self) -> Option<BackendArg> {
-        match self {
-            ConfirmArg::Off => None,
-            ConfirmArg::Auto => Some(BackendArg::Auto),
-            ConfirmArg::Cpu => Some(BackendArg::Cpu),
-            ConfirmArg::Cuda => Some(BackendArg::Cuda),
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.map_or("off", |b| b.0.name())))
     }
 }
 
@@ -97,6 +76,8 @@ fn parse_cpu_check(s: &str) -> Result<kvsim_gpu::CpuCheck, String> {
 pub struct ConfirmOpts {
     /// A trace file (`kvsim run --trace`) or a saved failure directory holding `trace.jsonl`.
     pub input: String,
+    /// The KV backend: auto (CUDA where a driver, a device and NVRTC are found, else the CPU
+    /// reference, with a note), cpu, or cuda (exit 3 when it is unavailable).
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
     #[arg(long, default_value_t = 8)]
@@ -136,7 +117,7 @@ impl ConfirmOpts {
             heads: 8,
             kv_heads: 2,
             head_dim: 64,
-            dtype: DtypeArg::F16,
+            dtype: DtypeArg(Dtype::F16),
             max_reads,
             threshold: 0.01,
             request: vec![],
@@ -214,7 +195,7 @@ pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
 pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
     let bad = ReplayFailure::bad_input;
     let path = &log.label;
-    let dtype = Dtype::from(o.dtype);
+    let dtype = o.dtype.0;
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
     shape.validate().map_err(|e| bad(e.to_string()))?;
     // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".
@@ -243,7 +224,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
     let (mut backend, note) =
-        kvsim_gpu::select(o.backend.into()).map_err(|e| gpu_error(o.backend.name(), "selecting the backend", e))?;
+        kvsim_gpu::select(o.backend.0).map_err(|e| gpu_error(o.backend.0.name(), "selecting the backend", e))?;
     backend.set_cpu_check(o.cpu_check);
     let mut backend = inject_failure(backend);
     if let Some(n) = note {
@@ -264,7 +245,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         shape.dtype.name()
     ));
     let results =
-        backend.run(&lowered.program).map_err(|e| gpu_error(o.backend.name(), &format!("replaying {path}"), e))?;
+        backend.run(&lowered.program).map_err(|e| gpu_error(o.backend.0.name(), &format!("replaying {path}"), e))?;
     let (mut confirmed, mut disagreements) = (0, 0);
     for (t, r) in lowered.targets.iter().zip(&results) {
         let verdict = if r.foreign_share > o.threshold {

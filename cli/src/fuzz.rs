@@ -340,7 +340,7 @@ impl Ctx {
         if let Some(case) = shrunk_cfg.as_ref().or((case_requests(&cfg) <= PICTURE_MAX_REQUESTS).then_some(&cfg)) {
             write_pictures(case, &dir)?;
         }
-        if let Some(backend) = self.opts.confirm.backend() {
+        if let Some(backend) = self.opts.confirm.0 {
             let trace = if dir.join("shrunk.jsonl").exists() { "shrunk.jsonl" } else { "trace.jsonl" };
             failure.confirm = confirm_signature(sig, &dir.join(trace), backend);
         }

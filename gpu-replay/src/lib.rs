@@ -88,16 +88,29 @@ pub enum BackendChoice {
     Cuda,
 }
 
+impl BackendChoice {
+    /// Every choice, in the order they are listed to a user.
+    pub const ALL: [BackendChoice; 3] = [BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Cuda];
+
+    /// Lower-case name: the one spelling of the choice (its serde name, `FromStr`, the
+    /// command line's `--backend`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Cuda => "cuda",
+        }
+    }
+}
+
 impl std::str::FromStr for BackendChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(BackendChoice::Auto),
-            "cpu" => Ok(BackendChoice::Cpu),
-            "cuda" => Ok(BackendChoice::Cuda),
-            other => Err(format!("unknown backend {other:?}; expected auto, cpu or cuda")),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown backend {s:?}; expected auto, cpu or cuda"))
     }
 }
 
