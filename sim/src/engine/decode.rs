@@ -14,7 +14,7 @@ use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
-use crate::pool::{pages_in, push_run, Holder, Pool, Run};
+use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run};
 use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
@@ -240,6 +240,10 @@ impl DecodeNode {
                 "decode-{} at {now}: seq_len beyond pages",
                 self.index
             );
+            if d.phase == DPhase::Running {
+                // `Pool::append` finds a token's slot from this count.
+                assert_eq!(d.page_count, pages_in(&d.pages), "decode-{} at {now}: page count", self.index);
+            }
         }
     }
 
@@ -536,10 +540,14 @@ impl World {
         }
         self.dnode(n).busy = false;
         self.decode_make_room(n);
-        let k = self.cfg.knobs.clone();
         let pool_id = self.decode[n.at()].id();
-        let ps = self.page_size();
-        for r in self.decode[n.at()].running.clone() {
+        // The batch as the step began (a finish leaves `running` meanwhile), copied into a
+        // buffer kept on the world (not the node: explore's state digest shows nodes whole) so a
+        // step allocates nothing.
+        let mut batch = std::mem::take(&mut self.decode_batch);
+        batch.clear();
+        batch.extend_from_slice(&self.decode[n.at()].running);
+        for &r in &batch {
             let tenant = self.reqs[r.idx()].tenant();
             let node = &mut self.decode[n.at()];
             let Some(d) = node.reqs.get_mut(&r) else { continue };
@@ -552,12 +560,24 @@ impl World {
             let (d, node) = (&*d, &node.pool);
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
+            if from >= seq_len && self.reference.is_none() && self.coverage.is_none() {
+                // Nothing new to read (the usual step: the previous step read everything up to
+                // its own token, and no write landed since): the summary of an empty read is
+                // clean and `check_read` records nothing for it, so neither is built. The
+                // differential and coverage runs take the path below, which does the same with
+                // an empty summary.
+                if self.read_audit.is_none() {
+                    self.decode_token(n, r, tenant, seq_len, table_pages, None);
+                    continue;
+                }
+            }
             let (upto, reqs) = (d.chain_upto, &self.reqs);
             let s = summarize(node, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
             });
             let seen = if self.reference.is_some() { self.decode_differential(n, r, &s.tally()) } else { None };
             if !s.clean() {
+                let k = &self.cfg.knobs;
                 if k.page_tags.on() {
                     self.decode_finish(n, r, 500, Some(Mitigation::PageTags));
                     continue;
@@ -595,71 +615,96 @@ impl World {
                 let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
-            // The read, the page taken at a page boundary and the token's write are traced
-            // together below, as one entry of the step's `MemOp::DecodeStep` record.
-            // The new token's KV: grow by a page at a page boundary.
-            let mut grown = None;
-            if seq_len == table_pages * ps {
-                let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
-                    // No page for the new token: the request stalls this step
-                    // (`decode_out_of_pages = stall`; the other values made room before the step).
-                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
-                    continue;
-                };
-                grown = Some(run);
-            }
-            let now = self.now;
-            let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
-            let d = reqs.get_mut(&r).expect("running");
-            if let Some(run) = &grown {
-                for x in run {
-                    push_run(&mut d.pages, *x);
-                }
-                d.page_count += 1;
-            }
-            let rep = pool.append(&d.pages, seq_len, tenant, r, now);
-            d.seq_len += 1;
-            d.generated += 1;
-            d.read_upto = d.seq_len;
-            d.dirty = false;
-            if seen.is_some() {
-                d.seen = seen;
-            }
-            let generated = d.generated;
-            self.reqs[r.idx()].token_out(now);
-            let mut rep = rep;
-            let page = match grown.as_deref() {
-                None => Some(None),
-                Some(&[Run { first, count: 1 }]) => Some(Some(first)),
-                Some(_) => None,
-            };
-            let one = rep.token.or(match rep.slots.as_slice() {
-                &[(slot, 1, pos)] => Some((slot, pos)),
-                _ => None,
-            });
-            match (page, one) {
-                // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
-                (Some(page), Some((slot, pos))) if pos == seq_len => {
-                    self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
-                }
-                _ => {
-                    let slots = rep.pieces();
-                    rep.slots.clear();
-                    self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
-                    if let Some(pages) = grown {
-                        self.mem(MemOp::Alloc { pool: pool_id, r, pages });
-                    }
-                    self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
-                }
-            }
-            self.note_foreign_writes(pool_id, r, rep, "decode write");
-            if generated >= self.reqs[r.idx()].output_tokens() {
-                self.reqs[r.idx()].note_decode_tokens(generated);
-                self.decode_finish(n, r, 200, None);
-            }
+            self.decode_token(n, r, tenant, seq_len, table_pages, seen);
         }
+        self.decode_batch = batch;
         self.tracer.end_decode_step();
         self.tick(pool_id);
+    }
+
+    /// The token a decode step writes for running request `r` after its read: a page taken at a
+    /// page boundary, the append, the trace entry, and the finish when it was the last token.
+    fn decode_token(
+        &mut self,
+        n: DecodeIdx,
+        r: RequestId,
+        tenant: crate::types::TenantId,
+        seq_len: u64,
+        table_pages: u64,
+        seen: Option<Box<Tally>>,
+    ) {
+        let pool_id = self.decode[n.at()].id();
+        let ps = self.page_size();
+        // The read, the page taken at a page boundary and the token's write are traced
+        // together below, as one entry of the step's `MemOp::DecodeStep` record.
+        // The new token's KV: grow by a page at a page boundary.
+        let mut grown = None;
+        if seq_len == table_pages * ps {
+            let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
+                // No page for the new token: the request stalls this step
+                // (`decode_out_of_pages = stall`; the other values made room before the step).
+                self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+                return;
+            };
+            grown = Some(run);
+        }
+        if self.check_invariants {
+            if let Some(&[Run { first, .. }]) = grown.as_deref() {
+                // `Pool::append` takes the grown page as the writer's without looking it up.
+                let holder = self.decode[n.at()].pool.holder_of(first);
+                assert_eq!(holder, Some(Holder::Req(r)), "decode-{n} at {}: the grown page's holder", self.now);
+            }
+        }
+        let now = self.now;
+        let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
+        let d = reqs.get_mut(&r).expect("running");
+        if let Some(run) = &grown {
+            for x in run {
+                push_run(&mut d.pages, *x);
+            }
+            d.page_count += 1;
+        }
+        let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
+        let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
+        d.seq_len += 1;
+        d.generated += 1;
+        d.read_upto = d.seq_len;
+        d.dirty = false;
+        if seen.is_some() {
+            d.seen = seen;
+        }
+        let generated = d.generated;
+        self.reqs[r.idx()].token_out(now);
+        let mut rep = rep;
+        let page = match grown.as_deref() {
+            None => Some(None),
+            Some(&[Run { first, count: 1 }]) => Some(Some(first)),
+            Some(_) => None,
+        };
+        let one = rep.token.or(match rep.slots.as_slice() {
+            &[(slot, 1, pos)] => Some((slot, pos)),
+            _ => None,
+        });
+        match (page, one) {
+            // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
+            (Some(page), Some((slot, pos))) if pos == seq_len => {
+                self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+            }
+            _ => {
+                let slots = rep.pieces();
+                rep.slots.clear();
+                self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
+                if let Some(pages) = grown {
+                    self.mem(MemOp::Alloc { pool: pool_id, r, pages });
+                }
+                self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            }
+        }
+        self.note_foreign_writes(pool_id, r, rep, "decode write");
+        if generated >= self.reqs[r.idx()].output_tokens() {
+            self.reqs[r.idx()].note_decode_tokens(generated);
+            self.decode_finish(n, r, 200, None);
+        }
     }
 
     /// Before a decode step: if the running requests that need a new page this step (their last

@@ -23,6 +23,7 @@ pub mod pool;
 pub mod pp;
 pub mod prefill;
 pub mod prefix;
+pub mod queue;
 pub mod reqs;
 pub mod rng;
 pub mod router;

@@ -259,6 +259,16 @@ impl WriteReport {
     }
 }
 
+/// What the caller of `Pool::append` knows, so the pool need not look it up.
+#[derive(Clone, Copy, Debug)]
+pub struct Known {
+    /// Pages in the block table (`pages_in(table)`; a decode request keeps the count).
+    pub table_pages: u64,
+    /// The page the token lands in was allocated to the writer just before (a decode step's page
+    /// growth; with one-token pages, every token): its holder is not looked up.
+    pub fresh: bool,
+}
+
 /// A free of pages that the freer does not hold.
 #[derive(Debug)]
 pub struct BadFree {
@@ -497,6 +507,23 @@ impl Pool {
         ok
     }
 
+    /// The slot holding position `pos` of a block table of `table_pages` pages (`pages_in(table)`,
+    /// which the caller keeps), or `None` past its end. A decode token lands in the table's last
+    /// run: found there without walking the table; any other position as `map_positions` finds it.
+    fn slot_of(&self, table: &[Run], table_pages: u64, pos: u64) -> Option<u64> {
+        debug_assert_eq!(table_pages, pages_in(table), "the caller's page count is the table's");
+        let ps = self.page_size;
+        if let Some(last) = table.last() {
+            let start = (table_pages - u64::from(last.count)) * ps;
+            if pos >= start && pos < table_pages * ps {
+                return Some(u64::from(last.first) * ps + (pos - start));
+            }
+        }
+        let mut slot = None;
+        self.map_positions(table, pos, pos + 1, |_, s, _| slot = Some(s));
+        slot
+    }
+
     /// Visits the physical slot ranges behind logical positions `[from, to)` of a block table:
     /// `f(first_pos, slot_start, len)`.
     pub fn map_positions(&self, table: &[Run], from: u64, to: u64, mut f: impl FnMut(u64, u64, u64)) {
@@ -605,17 +632,18 @@ impl Pool {
     /// but the token only extends the request's open append (a watermark) while it is the next slot
     /// after the previous one in a page the request still holds; the ownership map is materialised
     /// when anything else touches it. A token in a page the writer does not hold takes `write`'s path.
+    /// `known`: what the caller knows of the table (its page count) and of the page the token lands in.
     pub fn append(
         &mut self,
         table: &[Run],
+        known: Known,
         pos: u64,
         tenant: TenantId,
         request: RequestId,
         at: Instant,
     ) -> WriteReport {
-        let mut slot = None;
-        self.map_positions(table, pos, pos + 1, |_, s, _| slot = Some(s));
-        let Some(slot) = slot else {
+        let Known { table_pages, fresh } = known;
+        let Some(slot) = self.slot_of(table, table_pages, pos) else {
             // Beyond the table: `write` writes nothing either (but counts the epoch).
             return self.write(table, pos, pos + 1, tenant, request, at, 0);
         };
@@ -633,8 +661,14 @@ impl Pool {
             }
         }
         let open = self.owners.get_mut().open.get(&request).map(|o| o.page);
-        if open != Some(page) {
-            // A page not checked while this append is open: is it the writer's?
+        debug_assert!(
+            !fresh || self.holder_of(page as u32) == Some(Holder::Req(request)),
+            "a fresh page is the writer's"
+        );
+        if open != Some(page) && !fresh {
+            // A page not checked while this append is open: is it the writer's? (Not asked of
+            // a `fresh` page: the caller allocated it to the writer just before this token, as a
+            // decode step does at a page boundary — with one-token pages, on every token.)
             let mut rep = WriteReport::default();
             self.foreign_pages(slot, 1, request, (None, &[]), &mut rep);
             if !rep.foreign.is_empty() {

@@ -15,10 +15,9 @@ use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other).
+use crate::engine::queue::{EventQueue, Scheduled};
 use crate::event::{Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// A mitigation that stopped a request before it read foreign KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -446,28 +445,6 @@ pub(crate) enum LegIntake {
     NodeDown,
 }
 
-struct Scheduled {
-    at: Instant,
-    seq: u64,
-    ev: Ev,
-}
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
-}
-
 /// Named limits of a run: a run that processes `event_limit(cfg)` events stops and its verdict
 /// is `event_limit` (inconclusive: liveness is not judged), not a hang. The limit guards against
 /// a runaway run (a livelock that keeps re-arming timers); it is not a bound a correct run comes
@@ -490,7 +467,7 @@ pub struct World {
     /// Virtual time: only `step` moves it (the event queue's order); outside the crate it is
     /// read through `now()`.
     pub(crate) now: Instant,
-    queue: BinaryHeap<Reverse<Scheduled>>,
+    queue: EventQueue,
     seq: u64,
     /// Arrivals not yet taken, merged with `queue` by `(time, sequence)` (`client::Arrivals`);
     /// `None` once the workload is queued whole (`materialize_arrivals`) or drained.
@@ -541,6 +518,8 @@ pub struct World {
     /// Requests named by a violation (`oracle.violations[..violations_seen]`): kept whole, since
     /// the report's stories and the fuzzer's signatures read them.
     violators: std::collections::BTreeSet<RequestId>,
+    /// Scratch for `decode_step_done`: the batch of the step being ended, its buffer reused.
+    pub(crate) decode_batch: Vec<RequestId>,
     violations_seen: usize,
     /// `wrong_status` verdicts of folded requests, judged when they were folded and recorded at
     /// the end in id order with the others (`check_statuses`).
@@ -616,7 +595,7 @@ impl World {
             fired_faults: Vec::new(),
             cfg,
             now: Instant(0),
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             seq: crate::client::RUN_SEQ_BASE,
             arrivals: None,
             reqs: Default::default(),
@@ -641,6 +620,7 @@ impl World {
             coverage: None,
             fold_finished: false,
             violators: Default::default(),
+            decode_batch: Vec::new(),
             violations_seen: 0,
             folded_statuses: Default::default(),
             lifecycle: None,
@@ -684,7 +664,7 @@ impl World {
         let at = at.max(self.now);
         self.count_pending(&ev);
         self.seq += 1;
-        self.queue.push(Reverse(Scheduled { at, seq: self.seq, ev }));
+        self.queue.push(Scheduled { at, seq: self.seq, ev });
     }
 
     /// Counts a queued event on the request it names (`Req::pending_events`).
@@ -700,7 +680,7 @@ impl World {
     /// Queues `ev` with a given sequence number (the workload's arrivals and aborts, scripted
     /// crashes: `client::CRASH_SEQ_BASE`; the caller counted it).
     pub(crate) fn push_event(&mut self, at: Instant, seq: u64, ev: Ev) {
-        self.queue.push(Reverse(Scheduled { at, seq, ev }));
+        self.queue.push(Scheduled { at, seq, ev });
     }
 
     /// The next event by `(time, sequence)`: the queue's first or the next arrival, whichever
@@ -708,18 +688,25 @@ impl World {
     fn pop_next(&mut self) -> Option<Scheduled> {
         let head = self.arrivals.as_mut().and_then(|a| a.head());
         if let Some(key) = head {
-            if self.queue.peek().is_none_or(|Reverse(s)| key < (s.at, s.seq)) {
+            if self.queue.peek().is_none_or(|s| key < (s.at, s.seq)) {
                 let (at, seq, ev) = self.take_arrival().expect("a head to take");
                 return Some(Scheduled { at, seq, ev });
             }
         } else if self.arrivals.is_some() {
             self.arrivals = None;
         }
-        self.queue.pop().map(|Reverse(s)| s)
+        self.queue.pop()
     }
 
     pub fn after(&mut self, d: Duration, ev: Ev) {
-        self.at(self.now + d, ev);
+        if let Ev::Timeout { .. } = ev {
+            // A timer: into the queue's lane for its delay (`queue`), which keeps the heap shallow.
+            self.count_pending(&ev);
+            self.seq += 1;
+            self.queue.push_timer(d, Scheduled { at: self.now + d, seq: self.seq, ev });
+        } else {
+            self.at(self.now + d, ev);
+        }
     }
 
     /// A leg reaching its node: a dead node answers 503; otherwise the intake checks run against
@@ -1034,11 +1021,11 @@ impl World {
         };
         // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline.
         if self.liveness.is_some() && self.liveness_stop(s.at) {
-            self.queue.push(Reverse(s));
+            self.queue.push(s);
             return false;
         }
         if s.at > self.horizon {
-            self.queue.push(Reverse(s));
+            self.queue.push(s);
             // Each extension is owed to a distinct pending timer; the cap only guards a livelock
             // that keeps re-arming timers without ending anything.
             let left = *self.horizon_extensions_left.get_or_insert(4 * self.reqs.len() as u64 + 16);
@@ -1171,8 +1158,8 @@ impl World {
     /// one is chosen, the others go back to the queue.
     fn choose_simultaneous(&mut self, first: Scheduled) -> Scheduled {
         let mut same = vec![first];
-        while self.queue.peek().is_some_and(|Reverse(n)| n.at == same[0].at) {
-            let Some(Reverse(n)) = self.queue.pop() else { break };
+        while self.queue.peek().is_some_and(|n| n.at == same[0].at) {
+            let Some(n) = self.queue.pop() else { break };
             same.push(n);
         }
         let mut distinct: Vec<usize> = Vec::new();
@@ -1192,7 +1179,7 @@ impl World {
         };
         let chosen = same.swap_remove(pick);
         for n in same {
-            self.queue.push(Reverse(n));
+            self.queue.push(n);
         }
         chosen
     }
@@ -1222,7 +1209,7 @@ impl World {
     /// Liveness mode queues the workload whole (`World::new`), so no arrival is left out.
     pub(crate) fn any_pending(&self, pred: impl Fn(&Ev) -> bool) -> bool {
         debug_assert!(self.arrivals.is_none(), "liveness mode queues the workload whole");
-        self.queue.iter().any(|Reverse(s)| pred(&s.ev))
+        self.queue.iter().any(|s| pred(&s.ev))
     }
 
     /// The earliest pending event that will end a request still without a final status: a
@@ -1231,7 +1218,7 @@ impl World {
     fn pending_ending_event(&self) -> Option<Instant> {
         self.queue
             .iter()
-            .filter_map(|Reverse(s)| match &s.ev {
+            .filter_map(|s| match &s.ev {
                 Ev::Timeout { r, timer: TimeoutKind::Bootstrap | TimeoutKind::Waiting, node, epoch } => {
                     let current = match node.idx() {
                         NodeIdx::Prefill(p) => self.prefill[p.at()].epoch(),
@@ -1314,7 +1301,7 @@ impl World {
         if let Some(c) = &self.chooser {
             let _ = write!(img, "{}|{}|", c.faults_used, c.reorders_used);
         }
-        let mut pending: Vec<(Instant, u64, &Ev)> = self.queue.iter().map(|Reverse(s)| (s.at, s.seq, &s.ev)).collect();
+        let mut pending: Vec<(Instant, u64, &Ev)> = self.queue.iter().map(|s| (s.at, s.seq, &s.ev)).collect();
         pending.sort_by_key(|a| (a.0, a.1));
         for (at, _, ev) in &pending {
             let _ = write!(img, "{at:?}{ev:?};");

@@ -5,7 +5,7 @@
 
 use kvsim::config::FreeListPolicy;
 use kvsim::extent::{IntervalMap, RunValue};
-use kvsim::pool::{pages_in, Holder, Pool, Run, Writer};
+use kvsim::pool::{pages_in, Holder, Known, Pool, Run, Writer};
 use kvsim::types::{Instant, NodeId, RequestId, Role, TenantId};
 use proptest::prelude::*;
 
@@ -441,7 +441,7 @@ proptest! {
                     let Some(t) = tables[r as usize].clone() else { continue };
                     let (pos, rid, tenant) = (next[r as usize], RequestId(u32::from(r)), TenantId(u32::from(r)));
                     let x = a.write(&t, pos, pos + 1, tenant, rid, at, 0);
-                    let y = b.append(&t, pos, tenant, rid, at);
+                    let y = b.append(&t, Known { table_pages: pages_in(&t), fresh: false }, pos, tenant, rid, at);
                     prop_assert_eq!(&x.slots, &y.pieces(), "slots of token {} of {}", pos, r);
                     prop_assert_eq!(format!("{:?}", x.foreign), format!("{:?}", y.foreign));
                     next[r as usize] += 1;
