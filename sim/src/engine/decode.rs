@@ -619,7 +619,7 @@ impl World {
         }
         self.decode_batch = batch;
         self.tracer.end_decode_step();
-        self.tick(pool_id);
+        self.tick_after_step(pool_id);
     }
 
     /// The token a decode step writes for running request `r` after its read: a page taken at a

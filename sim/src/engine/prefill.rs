@@ -725,7 +725,7 @@ impl World {
                 self.prefill_send(n, r, sent, num, true);
             }
         }
-        self.tick(pool_id);
+        self.tick_after_step(pool_id);
     }
 
     /// Pages at the start of the prompt decode reported it already holds (`decode_prefix_len`, in

@@ -520,6 +520,8 @@ pub struct World {
     violators: std::collections::BTreeSet<RequestId>,
     /// Scratch for `decode_step_done`: the batch of the step being ended, its buffer reused.
     pub(crate) decode_batch: Vec<RequestId>,
+    /// The node whose step the event being handled ended (`tick_after_step`): it ticks next.
+    step_tick: Option<NodeId>,
     violations_seen: usize,
     /// `wrong_status` verdicts of folded requests, judged when they were folded and recorded at
     /// the end in id order with the others (`check_statuses`).
@@ -621,6 +623,7 @@ impl World {
             fold_finished: false,
             violators: Default::default(),
             decode_batch: Vec::new(),
+            step_tick: None,
             violations_seen: 0,
             folded_statuses: Default::default(),
             lifecycle: None,
@@ -762,6 +765,62 @@ impl World {
         };
         if armed {
             self.after(Duration(0), Ev::Tick { node });
+        }
+    }
+
+    /// A node's step ended (a decode step, a prefill forward pass) and it ticks again now. When
+    /// nothing else is due at this instant the tick runs at once, without being queued: queued, it
+    /// would be the very next event (queued last, and nothing else due before it), so the state it
+    /// leaves is the same, minus a queue round trip and a `Tick` record (issue 14: no event for a
+    /// node whose step simply starts the next). Its coverage probe and invariant check run as for
+    /// a queued tick, so guided campaigns see the same edges. A tick already queued runs as queued;
+    /// under exploration (which reorders the events due at one instant) and at the event limit the
+    /// tick is queued as before. Liveness mode's check before each event (`liveness_stop`) cannot
+    /// stop the run at a tick due at the instant of the event it just let through (its deadlines
+    /// are strict, its quiescence check moves past that instant), so liveness mode inlines too.
+    pub(crate) fn tick_after_step(&mut self, node: NodeId) {
+        // Run once the step's event is fully handled (its coverage probe and invariants), where the
+        // queued tick would have been popped: `step` takes it from here.
+        debug_assert!(self.step_tick.is_none(), "one step ends per event");
+        self.step_tick = Some(node);
+    }
+
+    /// The tick of `tick_after_step`, after its step's event: run at once or queued.
+    fn run_step_tick(&mut self, node: NodeId) {
+        let inline =
+            self.chooser.is_none() && self.events + 1 < self.max_events && self.next_due().is_none_or(|t| t > self.now);
+        if !inline {
+            return self.tick(node);
+        }
+        let (armed, idle) = match node.idx() {
+            NodeIdx::Prefill(p) => (self.prefill[p.at()].life_mut().arm_tick(), self.prefill[p.at()].tick_idle()),
+            NodeIdx::Decode(d) => (self.decode[d.at()].life_mut().arm_tick(), self.decode[d.at()].tick_idle()),
+        };
+        if !armed {
+            return; // a tick is queued: it runs in its turn
+        }
+        let ev = Ev::Tick { node };
+        if idle {
+            // What a queued tick found idle does (`moot`): nothing, and the next change re-arms it.
+            self.moot(&ev, self.now);
+            return;
+        }
+        let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &ev));
+        self.dispatch(ev);
+        if let Some(probe) = probe {
+            probe.after(self);
+        }
+        if self.check_invariants {
+            self.invariants();
+        }
+    }
+
+    /// When the next event is due: the queue's head or the next arrival, whichever is first.
+    fn next_due(&mut self) -> Option<Instant> {
+        let arrival = self.arrivals.as_mut().and_then(|a| a.head()).map(|(at, _)| at);
+        match (arrival, self.queue.peek().map(|s| s.at)) {
+            (Some(a), Some(q)) => Some(a.min(q)),
+            (a, q) => a.or(q),
         }
     }
 
@@ -1071,6 +1130,9 @@ impl World {
             self.invariants();
         }
         self.consumed(named, job_req);
+        if let Some(node) = self.step_tick.take() {
+            self.run_step_tick(node);
+        }
         true
     }
 
