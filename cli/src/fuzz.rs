@@ -99,8 +99,9 @@ pub struct FuzzOpts {
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub set: Vec<String>,
     /// Coverage-guided: keep a corpus of runs that reached new model coverage (lifecycle
-    /// transitions, node queue/pool shapes, violations) and mutate it, libFuzzer-style; one run
-    /// in two is still the swarm's fresh draw. Deterministic for any --jobs (epochs of 64 runs
+    /// transitions, node queue/pool shapes, violations) and mutate it, libFuzzer-style; between
+    /// a quarter and three quarters of the runs (by which mode has been adding coverage) are the
+    /// swarm's draws, in the swarm's order. Deterministic for any --jobs (epochs of 64 runs
     /// planned from the corpus as of the epoch's start); the corpus is in the checkpoint, so a
     /// resumed campaign continues it. Each --shard evolves its own corpus.
     #[arg(long)]
@@ -616,7 +617,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 // Guided: the corpus as of the start of run k's epoch (wait for the fold).
                 let plan = match wait_for_epoch(snapshot, epoch_done, stop, k, shard) {
                     Err(()) => break,
-                    Ok(g) => g.map(|g| (g.plan(o.seed_start, k), g)),
+                    Ok(g) => g.map(|g| (g.plan(o.seed_start, k, shard), g)),
                 };
                 if tx.send(run_k(o, ctx, pins, liveness, k, plan)).is_err() {
                     break;
@@ -816,9 +817,14 @@ fn run_k(
     if liveness.is_some() {
         cfg.faults.liveness_after_heal_ms = liveness;
     }
-    let check = o.check_oracle || kvsim::fuzz::sampled_for_check(seed);
+    // A guided fresh run is the swarm's draw of its root (`Guided::plan`): the same checks too.
+    let sample = match &plan {
+        Some((r, _)) if r.mutations.is_empty() => r.root,
+        _ => seed,
+    };
+    let check = o.check_oracle || kvsim::fuzz::sampled_for_check(sample);
     let ni = o.check == Some(super::PropertyCheck::Noninterference);
-    let invariants = o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(seed);
+    let invariants = o.check == Some(super::PropertyCheck::Invariants) || kvsim::fuzz::sampled_for_invariants(sample);
     // Only a guided run (one with a plan) records coverage: nothing else reads it.
     let guided = plan.is_some();
     let (w, sigs) = kvsim::fuzz::run_case_full(cfg.clone(), check, ni, invariants, guided);

@@ -12,8 +12,9 @@
 //! the corpus in run order when the epoch's last run is counted ([`Guided::fold`]). A worker
 //! that reaches a run of the next epoch waits for that fold. Every run of the first
 //! [`WARMUP_EPOCHS`] epochs, and a share of later ones set by how much new coverage each mode
-//! has been adding ([`Guided::fresh_share`]), is the swarm's own draw for that run's seed, so a
-//! guided campaign keeps exploring where the corpus has not been.
+//! has been adding ([`Guided::fresh_share`]), is a fresh draw: the swarm's next run not yet run
+//! (the fresh runs are the swarm's sequence without holes, [`Guided::plan`]), so a guided
+//! campaign keeps exploring where the corpus has not been.
 
 use super::{draw, draw_prefix_requests, table, Space};
 use crate::config::{self, ScriptedFault, SimConfig};
@@ -33,8 +34,9 @@ pub const WARMUP_EPOCHS: u64 = 4;
 pub const SHARE_DEN: u64 = 16;
 pub const FRESH_MIN: u64 = 4;
 pub const FRESH_MAX: u64 = 12;
-/// A recipe with this many mutations is not mutated further (its children would cost as much to
-/// rebuild as to run). 16 stopped the planted seven-stage climb (each stage adds 1–3 mutations).
+/// A recipe has at most this many mutations: a parent at the cap gives its children its
+/// ancestor's mutations (deeper ones would cost as much to rebuild as to run). 16 stopped the
+/// planted seven-stage climb (each stage adds 1–3 mutations).
 pub const MAX_DEPTH: usize = 32;
 /// What a new signature edge (`coverage::is_signature_edge`) is worth to [`Guided::fresh_share`]'s
 /// bandit, in model edges: the campaign counts signatures, and a mode that finds new ones should
@@ -155,6 +157,10 @@ pub struct Guided {
     /// Runs of the epoch in progress by mode (counted runs), folded into `yield_runs`.
     #[serde(default)]
     pub pending_runs: [u64; 2],
+    /// Fresh runs of the folded epochs: the next epoch's first fresh run draws the shard's
+    /// swarm run of this index ([`Guided::plan`]).
+    #[serde(default)]
+    pub fresh_runs: u64,
 }
 
 impl Guided {
@@ -168,13 +174,38 @@ impl Guided {
         (k.saturating_sub(shard.0) / shard.1.max(1) + 1) % EPOCH_RUNS == 0
     }
 
-    /// The input of run `k` of a campaign starting at `seed_start`, from this (epoch-start) corpus.
-    pub fn plan(&self, seed_start: u64, k: u64) -> Recipe {
-        let seed = seed_start.wrapping_add(k);
-        let mut rng = Prng::child(seed, "guided");
-        let fresh = Recipe { root: seed, mutations: vec![] };
-        if self.corpus.is_empty() || self.epochs_folded < WARMUP_EPOCHS || rng.below(SHARE_DEN) < self.fresh_share() {
-            return fresh;
+    /// Whether run `k` is a fresh draw (else a mutation of a corpus entry), and the generator the
+    /// mutation's parent and seeds come from. Only the run's own seed and the epoch-start corpus
+    /// decide, so any worker plans the same.
+    fn fresh_draw(&self, seed_start: u64, k: u64) -> (bool, Prng) {
+        let mut rng = Prng::child(seed_start.wrapping_add(k), "guided");
+        let fresh =
+            self.corpus.is_empty() || self.epochs_folded < WARMUP_EPOCHS || rng.below(SHARE_DEN) < self.fresh_share();
+        (fresh, rng)
+    }
+
+    /// The input of run `k` of shard `shard` of a campaign starting at `seed_start`, from this
+    /// (epoch-start) corpus.
+    ///
+    /// A fresh run is the shard's next swarm draw not yet run: the `j`-th fresh run of the
+    /// shard draws the root the swarm's `j`-th run of the shard draws. So the fresh runs of a
+    /// guided campaign are a prefix of the swarm's sequence, never a sample of it with holes
+    /// where mutations ran: with the root `seed_start + k` instead, every mutated run skipped a
+    /// swarm draw for good, and on blind (where the early swarm draws find a signature every ~150
+    /// runs) guided trailed the swarm up to ~3,000 runs (BENCHMARKS.md).
+    pub fn plan(&self, seed_start: u64, k: u64, shard: (u64, u64)) -> Recipe {
+        let (fresh, mut rng) = self.fresh_draw(seed_start, k);
+        if fresh {
+            // Fresh runs before `k` in its epoch (the epoch starts at the shard's run
+            // `epoch * EPOCH_RUNS`): each decided from its own seed, as `k` is.
+            let n = shard.1.max(1);
+            let epoch_start = Guided::epoch_of(k, shard) * EPOCH_RUNS * n + shard.0;
+            let earlier = (epoch_start..k).step_by(n as usize).filter(|&k2| self.fresh_draw(seed_start, k2).0).count();
+            let j = self.fresh_runs + earlier as u64;
+            return Recipe {
+                root: seed_start.wrapping_add(shard.0).wrapping_add(j.wrapping_mul(n)),
+                mutations: vec![],
+            };
         }
         let n = self.corpus.len() as u64;
         // The rarest of three picks (ties: the newest): every entry can be chosen, and the entries
@@ -188,12 +219,13 @@ impl Guided {
             .min_by_key(|&i| (self.rarity(&self.corpus[i as usize]), std::cmp::Reverse(i)))
             .unwrap_or(0);
         let parent = &self.corpus[i as usize].recipe;
-        if parent.mutations.len() >= MAX_DEPTH {
-            return fresh;
-        }
         let mut mutations = parent.mutations.clone();
         // Mostly one mutation (a child keeps what made its parent interesting), sometimes more.
-        for _ in 0..[1, 1, 2, 3][rng.below(4) as usize] {
+        let add = [1, 1, 2, 3][rng.below(4) as usize];
+        // A parent at the depth cap gives way to its ancestor (a mutated run stays a mutated
+        // run, so the count of fresh runs is decided by the seeds alone).
+        mutations.truncate(MAX_DEPTH - add);
+        for _ in 0..add {
             mutations.push(rng.next_u64());
         }
         Recipe { root: parent.root, mutations }
@@ -246,6 +278,7 @@ impl Guided {
         for x in self.yield_runs.iter_mut().chain(self.yield_gain.iter_mut()) {
             *x -= *x / 8;
         }
+        self.fresh_runs += self.pending_runs[0];
         for (r, n) in self.yield_runs.iter_mut().zip(std::mem::take(&mut self.pending_runs)) {
             *r += n * 256;
         }
@@ -563,7 +596,7 @@ pub fn run_sequential(
     let mut acc = crate::campaign::Accounting::new(camp, None);
     for k in 0..runs {
         let (recipe, snap) = match &acc.camp.guided {
-            Some(g) => (g.plan(seed_start, k), Some(g)),
+            Some(g) => (g.plan(seed_start, k, (0, 1)), Some(g)),
             None => (Recipe { root: seed_start + k, mutations: vec![] }, None),
         };
         let cfg = recipe.build(space);
@@ -629,7 +662,11 @@ mod tests {
         // Shard 1/2 runs k = 1, 3, 5…: its 64th run is k = 127.
         assert!(Guided::ends_epoch(127, (1, 2)) && Guided::epoch_of(129, (1, 2)) == 1);
         let g = Guided::default();
-        assert_eq!(g.plan(10, 5), Recipe { root: 15, mutations: vec![] }, "an empty corpus plans the swarm's draw");
+        assert_eq!(
+            g.plan(10, 5, (0, 1)),
+            Recipe { root: 15, mutations: vec![] },
+            "an empty corpus plans the swarm's draw"
+        );
         let mut g = Guided { pending: vec![], ..Default::default() };
         g.pending.push(Candidate {
             run: 0,
@@ -652,11 +689,41 @@ mod tests {
         g.fold();
         assert_eq!(g.corpus.iter().map(|e| (e.run, e.added)).collect::<Vec<_>>(), vec![(0, 2), (2, 1)]);
         assert_eq!(g.epochs_folded, 1);
-        assert!((0..64).all(|k| g.plan(0, k).mutations.is_empty()), "the warm-up epochs are the swarm's draws");
+        assert!((0..64).all(|k| g.plan(0, k, (0, 1)).mutations.is_empty()), "the warm-up epochs are the swarm's draws");
         g.epochs_folded = WARMUP_EPOCHS;
-        let plans: Vec<Recipe> = (0..64).map(|k| g.plan(0, k)).collect();
+        let plans: Vec<Recipe> = (0..64).map(|k| g.plan(0, k, (0, 1))).collect();
         assert!(plans.iter().any(|r| !r.mutations.is_empty()) && plans.iter().any(|r| r.mutations.is_empty()));
-        assert_eq!(plans, (0..64).map(|k| g.plan(0, k)).collect::<Vec<_>>());
+        assert_eq!(plans, (0..64).map(|k| g.plan(0, k, (0, 1))).collect::<Vec<_>>());
+    }
+
+    /// A guided campaign's fresh runs are the swarm's runs of its shard, in order and without
+    /// holes, whatever share of each epoch mutations take: the `j`-th fresh run of shard `(i, n)`
+    /// draws the root the swarm's `j`-th run of that shard draws (`seed_start + i + j n`).
+    #[test]
+    fn fresh_runs_are_a_prefix_of_the_swarms_runs() {
+        for shard in [(0, 1), (1, 3)] {
+            let seed_start = 7_000;
+            let mut g = Guided::default();
+            let (mut roots, mut mutated) = (vec![], 0);
+            for k in (shard.0..3_000).step_by(shard.1 as usize) {
+                let r = g.plan(seed_start, k, shard);
+                assert_eq!(r, g.plan(seed_start, k, shard), "a plan is a function of the corpus and k");
+                if r.mutations.is_empty() {
+                    roots.push(r.root);
+                } else {
+                    mutated += 1;
+                }
+                // Every run adds a feature of its own (the corpus grows, so mutations are planned).
+                g.count_run(Candidate::new(&g, k, r, vec![k as u32 % 500]));
+                if Guided::ends_epoch(k, shard) {
+                    g.fold();
+                }
+            }
+            let want: Vec<u64> = (0..roots.len() as u64).map(|j| seed_start + shard.0 + j * shard.1).collect();
+            assert_eq!(roots, want, "shard {shard:?}");
+            assert!(mutated > 0 && roots.len() > 4 * EPOCH_RUNS as usize, "shard {shard:?}: {mutated} mutated");
+            assert_eq!(g.fresh_runs + g.pending_runs[0], roots.len() as u64, "folded and pending fresh runs");
+        }
     }
 
     /// The parent of a mutated run is the rarest of three picks: an entry whose added edge few
@@ -677,7 +744,7 @@ mod tests {
         g.epochs_folded = WARMUP_EPOCHS;
         assert_eq!(g.corpus.iter().map(|e| e.edges.clone()).collect::<Vec<_>>(), vec![vec![7], vec![8]]);
         let roots: Vec<u64> =
-            (0..2_000).map(|k| g.plan(0, k)).filter(|r| !r.mutations.is_empty()).map(|r| r.root).collect();
+            (0..2_000).map(|k| g.plan(0, k, (0, 1))).filter(|r| !r.mutations.is_empty()).map(|r| r.root).collect();
         let rare = roots.iter().filter(|r| **r == 1).count();
         assert!(rare * 8 > roots.len() * 6, "the rare entry is the parent of {rare} of {} mutated runs", roots.len());
         // A checkpoint written before the counts existed still loads (no counts: every entry ties).
