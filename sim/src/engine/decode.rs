@@ -560,16 +560,14 @@ impl World {
             let (d, node) = (&*d, &node.pool);
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
-            if from >= seq_len && self.reference.is_none() && self.coverage.is_none() {
+            if from >= seq_len && self.reference.is_none() && self.coverage.is_none() && self.read_audit.is_none() {
                 // Nothing new to read (the usual step: the previous step read everything up to
                 // its own token, and no write landed since): the summary of an empty read is
-                // clean and `check_read` records nothing for it, so neither is built. The
-                // differential and coverage runs take the path below, which does the same with
-                // an empty summary.
-                if self.read_audit.is_none() {
-                    self.decode_token(n, r, tenant, seq_len, table_pages, None);
-                    continue;
-                }
+                // clean and `check_read` records nothing for it, so neither is built. Differential,
+                // coverage and audited runs take the path below, which does the same with an
+                // empty summary.
+                self.decode_token(n, r, tenant, seq_len, table_pages, None);
+                continue;
             }
             let (upto, reqs) = (d.chain_upto, &self.reqs);
             let s = summarize(node, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {

@@ -759,12 +759,16 @@ impl World {
     }
 
     pub fn tick(&mut self, node: NodeId) {
-        let armed = match node.idx() {
+        if self.arm_tick(node) {
+            self.after(Duration(0), Ev::Tick { node });
+        }
+    }
+
+    /// Arms the node's tick; `false` when one is pending already.
+    fn arm_tick(&mut self, node: NodeId) -> bool {
+        match node.idx() {
             NodeIdx::Prefill(p) => self.prefill[p.at()].life_mut().arm_tick(),
             NodeIdx::Decode(d) => self.decode[d.at()].life_mut().arm_tick(),
-        };
-        if armed {
-            self.after(Duration(0), Ev::Tick { node });
         }
     }
 
@@ -792,26 +796,14 @@ impl World {
         if !inline {
             return self.tick(node);
         }
-        let (armed, idle) = match node.idx() {
-            NodeIdx::Prefill(p) => (self.prefill[p.at()].life_mut().arm_tick(), self.prefill[p.at()].tick_idle()),
-            NodeIdx::Decode(d) => (self.decode[d.at()].life_mut().arm_tick(), self.decode[d.at()].tick_idle()),
-        };
-        if !armed {
+        if !self.arm_tick(node) {
             return; // a tick is queued: it runs in its turn
         }
         let ev = Ev::Tick { node };
-        if idle {
-            // What a queued tick found idle does (`moot`): nothing, and the next change re-arms it.
-            self.moot(&ev, self.now);
-            return;
-        }
-        let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &ev));
-        self.dispatch(ev);
-        if let Some(probe) = probe {
-            probe.after(self);
-        }
-        if self.check_invariants {
-            self.invariants();
+        // A tick that finds the node idle does what a queued one does (`moot`): nothing, and the
+        // next change re-arms it.
+        if !self.moot(&ev, self.now) {
+            self.handle(ev);
         }
     }
 
@@ -1121,19 +1113,25 @@ impl World {
         self.now = s.at;
         self.events += 1;
         self.tracer.record_event(self.now, &s.ev);
-        let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &s.ev));
-        self.dispatch(s.ev);
+        self.handle(s.ev);
+        self.consumed(named, job_req);
+        if let Some(node) = self.step_tick.take() {
+            self.run_step_tick(node);
+        }
+        true
+    }
+
+    /// Handles an event that is not moot: its coverage probe (guided campaigns), its handler, and
+    /// under `--check invariants` every component's invariants after it.
+    fn handle(&mut self, ev: Ev) {
+        let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &ev));
+        self.dispatch(ev);
         if let Some(probe) = probe {
             probe.after(self);
         }
         if self.check_invariants {
             self.invariants();
         }
-        self.consumed(named, job_req);
-        if let Some(node) = self.step_tick.take() {
-            self.run_step_tick(node);
-        }
-        true
     }
 
     /// An event was handled or dropped: it no longer pends on its request, which may now fold.
