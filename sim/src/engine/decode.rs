@@ -343,11 +343,16 @@ impl World {
             return;
         }
         let k = self.cfg.knobs.clone();
-        // 1. Prealloc abort sweep.
-        for r in self.decode[n.at()].prealloc.clone() {
-            let d = &self.decode[n.at()].reqs[&r];
-            if let (AbortCheck::AbortedToo, Some(status)) = (k.decode_prealloc_abort_check, d.pending_abort) {
-                self.decode_finish(n, r, status, None);
+        // 1. Prealloc abort sweep (the queue is copied only when the sweep has work: a tick per
+        //    decode step would otherwise copy it every step).
+        let node = &self.decode[n.at()];
+        let sweep = k.decode_prealloc_abort_check == AbortCheck::AbortedToo
+            && node.prealloc.iter().any(|r| node.reqs[r].pending_abort.is_some());
+        if sweep {
+            for r in self.decode[n.at()].prealloc.clone() {
+                if let Some(status) = self.decode[n.at()].reqs[&r].pending_abort {
+                    self.decode_finish(n, r, status, None);
+                }
             }
         }
         // 2. Retracted or preempted requests come back first (sglang 0.5.22
@@ -425,16 +430,20 @@ impl World {
             let t = Duration::from_ms(k.waiting_timeout_ms);
             self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
-        // 3. Transfer queue: poll, then commit.
-        for r in self.decode[n.at()].transfer.clone() {
+        // 3. Transfer queue: poll, then commit. Only the requests whose status has come are
+        //    copied out (usually none): a status arrives by event, never while this loop runs, and
+        //    the others stay queued untouched.
+        let node = &self.decode[n.at()];
+        let polled: Vec<(RequestId, bool)> =
+            node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))).collect();
+        for (r, ok) in polled {
             if !self.decode[n.at()].life.alive() {
                 return;
             }
-            let d = &self.decode[n.at()].reqs[&r];
-            match d.status_ok {
-                None => {}
-                Some(false) => self.decode_transfer_failed(n, r, 500),
-                Some(true) => self.decode_try_commit(n, r),
+            if ok {
+                self.decode_try_commit(n, r);
+            } else {
+                self.decode_transfer_failed(n, r, 500);
             }
         }
         // 4. A decode step over the running batch.

@@ -114,7 +114,17 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        // The common case (a freed page that is a run of its own): one B-tree removal, no walk.
+        if self.runs.get(&start).is_some_and(|(e, _)| *e == end) {
+            self.runs.remove(&start);
+            return;
+        }
         self.cut(start, end, None);
+    }
+
+    /// The value of the run that is exactly `[start, end)`, if there is one (no run is cut).
+    pub fn exact(&self, start: u64, end: u64) -> Option<&V> {
+        self.runs.get(&start).filter(|(e, _)| *e == end).map(|(_, v)| v)
     }
 
     /// Sets `[start, end)` to `v` (the value at `start`), merging with a run that ends at

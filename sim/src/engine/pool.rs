@@ -485,6 +485,11 @@ impl Pool {
             self.owners.get_mut().settle(r);
         }
         for r in runs {
+            // Usually the run is one holder run of its own (a page a decode step took): no walk.
+            if self.holders.exact(u64::from(r.first), u64::from(r.end())) == Some(&by) {
+                push_run(&mut ok, *r);
+                continue;
+            }
             self.holders.visit(u64::from(r.first), u64::from(r.end()), |s, e, h| {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
                 if h == Some(&by) {

@@ -537,7 +537,16 @@ impl World {
             self.pp_first_stage_popped(n, r);
         }
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
-        for r in self.prefill[n.at()].inflight.clone() {
+        //    Only the requests whose sender has ended are copied out (a sender ends by event,
+        //    never while this loop runs); the others stay queued untouched.
+        let node = &self.prefill[n.at()];
+        let ended: Vec<RequestId> = node
+            .inflight
+            .iter()
+            .filter(|r| matches!(node.reqs[*r].sender, SenderState::Success | SenderState::Failed))
+            .copied()
+            .collect();
+        for r in ended {
             let pr = &self.prefill[n.at()].reqs[&r];
             match pr.sender {
                 SenderState::Success => {

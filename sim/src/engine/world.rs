@@ -912,10 +912,17 @@ impl World {
 
     /// Records use-after-free for writes that landed in pages the writer does not hold, and
     /// marks the current holders for a full re-check of their next read.
+    #[inline]
     pub fn note_foreign_writes(&mut self, pool: PoolId, writer: RequestId, rep: WriteReport, what: &str) {
-        if rep.foreign.is_empty() {
-            return;
+        // Every decode token comes here; nearly every write is clean.
+        if !rep.foreign.is_empty() {
+            self.note_foreign_writes_found(pool, writer, rep, what);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_foreign_writes_found(&mut self, pool: PoolId, writer: RequestId, rep: WriteReport, what: &str) {
         let mut victims = Vec::new();
         let mut runs = Vec::new();
         for (run, holder) in &rep.foreign {

@@ -431,18 +431,24 @@ pub mod encode {
         b.push(6);
         node(b, pool);
         len(b, entries.len());
+        // Each entry is laid out in a fixed buffer and appended once (the same bytes as writing
+        // its fields one by one: r, tenant, seq_len, the page's tag and value, slot).
+        b.reserve(entries.len() * 33);
         for e in entries {
-            u32_(b, e.r.0);
-            u32_(b, e.tenant.0);
-            u64_(b, e.seq_len);
-            match e.page {
+            let mut x = [0u8; 33];
+            x[0..4].copy_from_slice(&e.r.0.to_le_bytes());
+            x[4..8].copy_from_slice(&e.tenant.0.to_le_bytes());
+            x[8..16].copy_from_slice(&e.seq_len.to_le_bytes());
+            let n = match e.page {
                 Some(p) => {
-                    b.push(1);
-                    u32_(b, p);
+                    x[16] = 1;
+                    x[17..21].copy_from_slice(&p.to_le_bytes());
+                    21
                 }
-                None => b.push(0),
-            }
-            u64_(b, e.slot);
+                None => 17,
+            };
+            x[n..n + 8].copy_from_slice(&e.slot.to_le_bytes());
+            b.extend_from_slice(&x[..n + 8]);
         }
     }
 
