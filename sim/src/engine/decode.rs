@@ -14,7 +14,7 @@ use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
-use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run};
+use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run, WriteReport};
 use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
@@ -556,28 +556,30 @@ impl World {
         let mut batch = std::mem::take(&mut self.decode_batch);
         batch.clear();
         batch.extend_from_slice(&self.decode[n.at()].running);
+        let (ps, now, check) = (self.page_size(), self.now, self.check_invariants.then_some(n));
         for &r in &batch {
             let tenant = self.reqs[r.idx()].tenant();
-            let node = &mut self.decode[n.at()];
-            let Some(d) = node.reqs.get_mut(&r) else { continue };
+            let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
+            let Some(d) = reqs.get_mut(&r) else { continue };
             if d.late {
                 // Not in this step's batch (`DReq::late`): its first step is the next one.
                 d.late = false;
                 continue;
             }
-            // One lookup of the request for the read below (the map is keyed by request).
-            let (d, node) = (&*d, &node.pool);
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
             if from >= seq_len && self.reference.is_none() && self.coverage.is_none() && self.read_audit.is_none() {
                 // Nothing new to read (the usual step: the previous step read everything up to
                 // its own token, and no write landed since): the summary of an empty read is
-                // clean and `check_read` records nothing for it, so neither is built. Differential,
-                // coverage and audited runs take the path below, which does the same with an
-                // empty summary.
-                self.decode_token(n, r, tenant, seq_len, table_pages, None);
+                // clean and `check_read` records nothing for it, so neither is built, and the
+                // token is written with the request looked up once. Differential, coverage and
+                // audited runs take the path below, which does the same with an empty summary.
+                let w = write_token(pool, d, r, tenant, ps, now, None, check);
+                self.token_written(n, r, tenant, seq_len, w);
                 continue;
             }
+            // One lookup of the request for the read below (the map is keyed by request).
+            let (d, node) = (&*d, &*pool);
             let (upto, reqs) = (d.chain_upto, &self.reqs);
             let s = summarize(node, &d.pages, from, seq_len, r, tenant, &|w, pos, len| {
                 equal_content(w, pos, len, upto, common_chain_tokens(reqs, w.request, r))
@@ -622,67 +624,59 @@ impl World {
                 let a = crate::check::oracle::audit_read(pool, &d.pages, seq_len, r, tenant, &same, self.now);
                 audit.push(a);
             }
-            self.decode_token(n, r, tenant, seq_len, table_pages, seen);
+            self.decode_token(n, r, tenant, seq_len, seen);
         }
         self.decode_batch = batch;
         self.tracer.end_decode_step();
         self.tick_after_step(pool_id);
     }
 
-    /// The token a decode step writes for running request `r` after its read: a page taken at a
-    /// page boundary, the append, the trace entry, and the finish when it was the last token.
+    /// The token a decode step writes for running request `r` after its read (`seen`: what the
+    /// differential oracle's read found): `write_token`, then `token_written`.
     fn decode_token(
         &mut self,
         n: DecodeIdx,
         r: RequestId,
         tenant: crate::types::TenantId,
         seq_len: u64,
-        table_pages: u64,
         seen: Option<Box<Tally>>,
     ) {
+        let (ps, now, check) = (self.page_size(), self.now, self.check_invariants.then_some(n));
+        let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
+        let d = reqs.get_mut(&r).expect("running");
+        let w = write_token(pool, d, r, tenant, ps, now, seen, check);
+        self.token_written(n, r, tenant, seq_len, w);
+    }
+
+    /// What follows a decode token's write (`write_token`): its trace entry (the read, the page
+    /// taken at a page boundary and the write, as one entry of the step's `MemOp::DecodeStep`
+    /// record), the client's token, any foreign write, and the finish when it was the last token.
+    fn token_written(
+        &mut self,
+        n: DecodeIdx,
+        r: RequestId,
+        tenant: crate::types::TenantId,
+        seq_len: u64,
+        w: TokenWrite,
+    ) {
         let pool_id = self.decode[n.at()].id();
-        let ps = self.page_size();
-        // The read, the page taken at a page boundary and the token's write are traced
-        // together below, as one entry of the step's `MemOp::DecodeStep` record.
-        // The new token's KV: grow by a page at a page boundary.
-        let mut grown = None;
-        if seq_len == table_pages * ps {
-            let Some(run) = self.dnode(n).pool.alloc(1, Holder::Req(r)) else {
+        let (grown, mut rep, generated) = match w {
+            TokenWrite::Stalled => {
                 // No page for the new token: the request stalls this step
                 // (`decode_out_of_pages = stall`; the other values made room before the step).
                 self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
                 return;
-            };
-            grown = Some(run);
-        }
-        if self.check_invariants {
-            if let Some(&[Run { first, .. }]) = grown.as_deref() {
-                // `Pool::append` takes the grown page as the writer's without looking it up.
-                let holder = self.decode[n.at()].pool.holder_of(first);
-                assert_eq!(holder, Some(Holder::Req(r)), "decode-{n} at {}: the grown page's holder", self.now);
             }
-        }
+            TokenWrite::Usual { page, slot, generated } => {
+                self.reqs[r.idx()].token_out(self.now);
+                self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+                self.token_finished(n, r, generated);
+                return;
+            }
+            TokenWrite::Written { grown, rep, generated } => (grown, rep, generated),
+        };
         let now = self.now;
-        let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
-        let d = reqs.get_mut(&r).expect("running");
-        if let Some(run) = &grown {
-            for x in run {
-                push_run(&mut d.pages, *x);
-            }
-            d.page_count += 1;
-        }
-        let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
-        let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
-        d.seq_len += 1;
-        d.generated += 1;
-        d.read_upto = d.seq_len;
-        d.dirty = false;
-        if seen.is_some() {
-            d.seen = seen;
-        }
-        let generated = d.generated;
         self.reqs[r.idx()].token_out(now);
-        let mut rep = rep;
         let page = match grown.as_deref() {
             None => Some(None),
             Some(&[Run { first, count: 1 }]) => Some(Some(first)),
@@ -708,6 +702,11 @@ impl World {
             }
         }
         self.note_foreign_writes(pool_id, r, rep, "decode write");
+        self.token_finished(n, r, generated);
+    }
+
+    /// After request `r`'s token: finished with 200 when it was its last (`generated` so far).
+    fn token_finished(&mut self, n: DecodeIdx, r: RequestId, generated: u64) {
         if generated >= self.reqs[r.idx()].output_tokens() {
             self.reqs[r.idx()].note_decode_tokens(generated);
             self.decode_finish(n, r, 200, None);
@@ -1154,5 +1153,71 @@ impl World {
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         self.mem(MemOp::Reset { pool, pages, page_size });
+    }
+}
+
+/// What writing a running request's next token did (`write_token`).
+enum TokenWrite {
+    /// Its last page is full and the pool has none to give: the request stalls this step.
+    Stalled,
+    /// The usual token: written at one slot, in the request's own page (`page`: the one page
+    /// taken for it at a page boundary, if any), nothing foreign written; `generated`: the
+    /// request's output tokens so far. Nothing to allocate or drop on the common path.
+    Usual { page: Option<u32>, slot: u64, generated: u64 },
+    /// Any other write: the page(s) taken for it at a page boundary, the pool's whole report,
+    /// and the request's output tokens so far.
+    Written { grown: Option<Vec<Run>>, rep: WriteReport, generated: u64 },
+}
+
+/// The pool side of running request `r`'s next token, at position `d.seq_len` of its block
+/// table: a page taken at a page boundary, the append (`Pool::append`), and the request's
+/// progress. Takes the node's pool and the request's state as the caller has them, so a decode
+/// step looks each request up once. `check` (`--check invariants`, the node's index) asserts
+/// that a page taken here is the writer's: `Pool::append` takes that without looking it up.
+#[allow(clippy::too_many_arguments)]
+fn write_token(
+    pool: &mut Pool,
+    d: &mut DReq,
+    r: RequestId,
+    tenant: crate::types::TenantId,
+    ps: u64,
+    now: Instant,
+    seen: Option<Box<Tally>>,
+    check: Option<DecodeIdx>,
+) -> TokenWrite {
+    let seq_len = d.seq_len;
+    let mut grown = None;
+    if seq_len == d.page_count * ps {
+        let Some(run) = pool.alloc(1, Holder::Req(r)) else {
+            return TokenWrite::Stalled;
+        };
+        if let (Some(n), &[Run { first, .. }]) = (check, run.as_slice()) {
+            assert_eq!(pool.holder_of(first), Some(Holder::Req(r)), "decode-{n} at {now}: the grown page's holder");
+        }
+        for x in &run {
+            push_run(&mut d.pages, *x);
+        }
+        d.page_count += 1;
+        grown = Some(run);
+    }
+    let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
+    let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
+    d.seq_len += 1;
+    d.generated += 1;
+    d.read_upto = d.seq_len;
+    d.dirty = false;
+    if seen.is_some() {
+        d.seen = seen;
+    }
+    let page = match grown.as_deref() {
+        None => Some(None),
+        Some(&[Run { first, count: 1 }]) => Some(Some(first)),
+        Some(_) => None,
+    };
+    match (page, rep.token) {
+        (Some(page), Some((slot, pos))) if pos == seq_len && rep.foreign.is_empty() && rep.slots.is_empty() => {
+            TokenWrite::Usual { page, slot, generated: d.generated }
+        }
+        _ => TokenWrite::Written { grown, rep, generated: d.generated },
     }
 }

@@ -424,32 +424,52 @@ pub mod encode {
     /// seq_len u64, a page flag byte (1: a page was allocated, and its number follows as u32),
     /// slot u64. `with_head`: `at` and the kind byte are written first (the tracer's own path).
     pub fn decode_step(b: &mut Vec<u8>, at: Instant, pool: PoolId, entries: &[DecodeEntry], with_head: bool) {
+        let count_at = decode_step_head(b, at, pool, with_head);
+        b.reserve(entries.len() * 33);
+        for e in entries {
+            decode_entry(b, e);
+        }
+        set_count(b, count_at, entries.len());
+    }
+
+    /// A decode step's head, its entry count left at 0: where that count is, for `set_count`
+    /// (the tracer writes a step's entries as they come, then the count).
+    pub fn decode_step_head(b: &mut Vec<u8>, at: Instant, pool: PoolId, with_head: bool) -> usize {
         if with_head {
             u64_(b, at.0);
             b.push(MEM);
         }
         b.push(6);
         node(b, pool);
-        len(b, entries.len());
-        // Each entry is laid out in a fixed buffer and appended once (the same bytes as writing
-        // its fields one by one: r, tenant, seq_len, the page's tag and value, slot).
-        b.reserve(entries.len() * 33);
-        for e in entries {
-            let mut x = [0u8; 33];
-            x[0..4].copy_from_slice(&e.r.0.to_le_bytes());
-            x[4..8].copy_from_slice(&e.tenant.0.to_le_bytes());
-            x[8..16].copy_from_slice(&e.seq_len.to_le_bytes());
-            let n = match e.page {
-                Some(p) => {
-                    x[16] = 1;
-                    x[17..21].copy_from_slice(&p.to_le_bytes());
-                    21
-                }
-                None => 17,
-            };
-            x[n..n + 8].copy_from_slice(&e.slot.to_le_bytes());
-            b.extend_from_slice(&x[..n + 8]);
-        }
+        let count_at = b.len();
+        len(b, 0);
+        count_at
+    }
+
+    /// Writes a list's `u32` count at `at` (`decode_step_head`).
+    pub fn set_count(b: &mut [u8], at: usize, n: usize) {
+        let n = u32::try_from(n).expect("a trace list shorter than 2^32");
+        b[at..at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+
+    /// One decode-step entry, laid out in a fixed buffer and appended once (the same bytes as
+    /// writing its fields one by one: r, tenant, seq_len, the page's tag and value, slot).
+    #[inline]
+    pub fn decode_entry(b: &mut Vec<u8>, e: &DecodeEntry) {
+        let mut x = [0u8; 33];
+        x[0..4].copy_from_slice(&e.r.0.to_le_bytes());
+        x[4..8].copy_from_slice(&e.tenant.0.to_le_bytes());
+        x[8..16].copy_from_slice(&e.seq_len.to_le_bytes());
+        let n = match e.page {
+            Some(p) => {
+                x[16] = 1;
+                x[17..21].copy_from_slice(&p.to_le_bytes());
+                21
+            }
+            None => 17,
+        };
+        x[n..n + 8].copy_from_slice(&e.slot.to_le_bytes());
+        b.extend_from_slice(&x[..n + 8]);
     }
 
     /// Any record.
@@ -486,11 +506,15 @@ pub struct Tracer {
     sink: Option<Box<dyn TraceSink>>,
     /// Records kept in memory when built with `Tracer::collecting` (pictures, tests).
     pub collected: Option<Vec<(Instant, TraceRecord)>>,
-    /// The decode step being traced (its time and pool): `decode_entry` appends to
-    /// `step_entries`, and the step is written as one record when any other record comes or
-    /// `end_decode_step` is called.
+    /// The decode step being traced (its time and pool), written as one record when any other
+    /// record comes or `end_decode_step` is called. With a sink or a collector `decode_entry`
+    /// appends to `step_entries`; without (every run but a traced one) the entries are encoded
+    /// into `buf` as they come, after the step's head, and `step_count_at` is where the step's
+    /// entry count goes once it is known (`step_len`).
     step: Option<(Instant, PoolId)>,
     step_entries: Vec<DecodeEntry>,
+    step_count_at: usize,
+    step_len: usize,
 }
 
 impl Tracer {
@@ -503,7 +527,16 @@ impl Tracer {
             collected: None,
             step: None,
             step_entries: Vec::new(),
+            step_count_at: 0,
+            step_len: 0,
         }
+    }
+
+    /// Whether records are only hashed (no sink, no collector): then a decode step's entries
+    /// are encoded as they come.
+    #[inline]
+    fn hash_only(&self) -> bool {
+        self.sink.is_none() && self.collected.is_none()
     }
 
     /// A tracer that also keeps every record in memory.
@@ -523,19 +556,29 @@ impl Tracer {
     /// open one is of another time or pool).
     #[inline]
     pub fn decode_entry(&mut self, at: Instant, pool: PoolId, e: DecodeEntry) {
+        let direct = self.hash_only();
         if self.step != Some((at, pool)) {
             self.end_decode_step();
             self.step = Some((at, pool));
+            if direct {
+                self.step_count_at = encode::decode_step_head(&mut self.buf, at, pool, true);
+                self.step_len = 0;
+            }
         }
-        self.step_entries.push(e);
+        if direct {
+            encode::decode_entry(&mut self.buf, &e);
+            self.step_len += 1;
+        } else {
+            self.step_entries.push(e);
+        }
     }
 
     /// Writes the open decode step, if any, as one `MemOp::DecodeStep` record.
     pub fn end_decode_step(&mut self) {
         let Some((at, pool)) = self.step.take() else { return };
-        if self.sink.is_none() && self.collected.is_none() {
-            encode::decode_step(&mut self.buf, at, pool, &self.step_entries, true);
-            self.step_entries.clear();
+        if self.hash_only() {
+            // Its head and entries are in `buf` already (`decode_entry`): only the count is left.
+            encode::set_count(&mut self.buf, self.step_count_at, self.step_len);
             self.records += 1;
             self.flush_if_full();
         } else {
@@ -583,12 +626,21 @@ impl Tracer {
     /// XXH3-64 (seed 0) of every record's encoding so far, as 16 lowercase hex digits.
     pub fn hash_hex(&self) -> String {
         let mut h = self.hasher.clone();
-        h.update(&self.buf);
-        if let Some((at, pool)) = self.step {
-            // A decode step still open is part of the trace so far.
-            let mut b = Vec::new();
-            encode::decode_step(&mut b, at, pool, &self.step_entries, true);
-            h.update(&b);
+        // A decode step still open is part of the trace so far.
+        match self.step {
+            Some(_) if self.hash_only() => {
+                // Its bytes end `buf`, all but its entry count.
+                let mut b = self.buf.clone();
+                encode::set_count(&mut b, self.step_count_at, self.step_len);
+                h.update(&b);
+            }
+            Some((at, pool)) => {
+                h.update(&self.buf);
+                let mut b = Vec::new();
+                encode::decode_step(&mut b, at, pool, &self.step_entries, true);
+                h.update(&b);
+            }
+            None => h.update(&self.buf),
         }
         format!("{:016x}", h.digest())
     }
@@ -750,6 +802,19 @@ mod tests {
         let mut one = Vec::new();
         encode::decode_step(&mut one, Instant(5), D1, &[e(1, 16, Some(9))], true);
         assert_eq!(open.hash_hex(), format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&one)));
+        // The same with two entries, hashed only (entries encoded as they come, the count
+        // written last) and collected (entries kept, encoded at the end): the same bytes.
+        let mut collected = Tracer::collecting(None);
+        for t in [&mut open, &mut collected] {
+            if t.collected.is_some() {
+                t.decode_entry(Instant(5), D1, e(1, 16, Some(9)));
+            }
+            t.decode_entry(Instant(5), D1, e(2, 40, None));
+        }
+        let mut two = Vec::new();
+        encode::decode_step(&mut two, Instant(5), D1, &[e(1, 16, Some(9)), e(2, 40, None)], true);
+        let want = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&two));
+        assert_eq!((open.hash_hex(), collected.hash_hex()), (want.clone(), want));
     }
 
     #[test]
