@@ -677,26 +677,21 @@ impl World {
         };
         let now = self.now;
         self.reqs[r.idx()].token_out(now);
-        let page = match grown.as_deref() {
-            None => Some(None),
-            Some(&[Run { first, count: 1 }]) => Some(Some(first)),
-            Some(_) => None,
-        };
         let one = rep.token.or(match rep.slots.as_slice() {
             &[(slot, 1, pos)] => Some((slot, pos)),
             _ => None,
         });
-        match (page, one) {
-            // The usual token: one slot at position `seq_len` (`Pool::append`'s report).
-            (Some(page), Some((slot, pos))) if pos == seq_len => {
-                self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+        match one {
+            // One slot at position `seq_len` (`Pool::append`'s report), with a foreign write.
+            Some((slot, pos)) if pos == seq_len => {
+                self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page: grown, slot });
             }
             _ => {
                 let slots = rep.pieces();
                 rep.slots.clear();
                 self.mem(MemOp::Read { pool: pool_id, r, tenant, seq_len });
-                if let Some(pages) = grown {
-                    self.mem(MemOp::Alloc { pool: pool_id, r, pages });
+                if let Some(page) = grown {
+                    self.mem(MemOp::Alloc { pool: pool_id, r, pages: vec![Run { first: page, count: 1 }] });
                 }
                 self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             }
@@ -1164,9 +1159,9 @@ enum TokenWrite {
     /// taken for it at a page boundary, if any), nothing foreign written; `generated`: the
     /// request's output tokens so far. Nothing to allocate or drop on the common path.
     Usual { page: Option<u32>, slot: u64, generated: u64 },
-    /// Any other write: the page(s) taken for it at a page boundary, the pool's whole report,
-    /// and the request's output tokens so far.
-    Written { grown: Option<Vec<Run>>, rep: WriteReport, generated: u64 },
+    /// Any other write: the page taken for it at a page boundary, if any, the pool's whole
+    /// report, and the request's output tokens so far.
+    Written { grown: Option<u32>, rep: WriteReport, generated: u64 },
 }
 
 /// The pool side of running request `r`'s next token, at position `d.seq_len` of its block
@@ -1188,17 +1183,15 @@ fn write_token(
     let seq_len = d.seq_len;
     let mut grown = None;
     if seq_len == d.page_count * ps {
-        let Some(run) = pool.alloc(1, Holder::Req(r)) else {
+        let Some(page) = pool.alloc_page(Holder::Req(r)) else {
             return TokenWrite::Stalled;
         };
-        if let (Some(n), &[Run { first, .. }]) = (check, run.as_slice()) {
-            assert_eq!(pool.holder_of(first), Some(Holder::Req(r)), "decode-{n} at {now}: the grown page's holder");
+        if let Some(n) = check {
+            assert_eq!(pool.holder_of(page), Some(Holder::Req(r)), "decode-{n} at {now}: the grown page's holder");
         }
-        for x in &run {
-            push_run(&mut d.pages, *x);
-        }
+        push_run(&mut d.pages, Run { first: page, count: 1 });
         d.page_count += 1;
-        grown = Some(run);
+        grown = Some(page);
     }
     let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
     let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
@@ -1209,14 +1202,9 @@ fn write_token(
     if seen.is_some() {
         d.seen = seen;
     }
-    let page = match grown.as_deref() {
-        None => Some(None),
-        Some(&[Run { first, count: 1 }]) => Some(Some(first)),
-        Some(_) => None,
-    };
-    match (page, rep.token) {
-        (Some(page), Some((slot, pos))) if pos == seq_len && rep.foreign.is_empty() && rep.slots.is_empty() => {
-            TokenWrite::Usual { page, slot, generated: d.generated }
+    match rep.token {
+        Some((slot, pos)) if pos == seq_len && rep.foreign.is_empty() && rep.slots.is_empty() => {
+            TokenWrite::Usual { page: grown, slot, generated: d.generated }
         }
         _ => TokenWrite::Written { grown, rep, generated: d.generated },
     }

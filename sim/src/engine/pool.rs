@@ -199,6 +199,25 @@ impl Allocator {
         Some(out)
     }
 
+    /// One page: what `alloc(1)` gives, without a list.
+    fn alloc_page(&mut self) -> Option<u32> {
+        if self.available() == 0 {
+            return None;
+        }
+        if self.free_pages == 0 {
+            self.merge_and_sort();
+        }
+        let head = self.free.front_mut().expect("free_pages counts the free list");
+        let page = head.first;
+        head.first += 1;
+        head.count -= 1;
+        if head.count == 0 {
+            self.free.pop_front();
+        }
+        self.free_pages -= 1;
+        Some(page)
+    }
+
     /// Frees `runs` (block-table order); the pages in `unhashed` (also table order, after `runs`
     /// in the table) hold no prefix hash. Only `lru_unhashed_first` tells the two apart.
     fn free_split(&mut self, runs: &[Run], unhashed: &[Run]) {
@@ -435,6 +454,15 @@ impl Pool {
         }
         self.held_pages += n;
         Some(runs)
+    }
+
+    /// One page for `holder`: what `alloc(1, holder)` gives, without a list (a decode step's
+    /// page at a page boundary; with one-token pages, every token).
+    pub fn alloc_page(&mut self, holder: Holder) -> Option<u32> {
+        let page = self.alloc.alloc_page()?;
+        self.holders.set(u64::from(page), u64::from(page) + 1, holder);
+        self.held_pages += 1;
+        Some(page)
     }
 
     /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
