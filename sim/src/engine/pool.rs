@@ -828,6 +828,44 @@ mod tests {
         Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)
     }
 
+    /// `alloc_page` is `alloc(1)` without the list: the same page and the same pool after it,
+    /// under every free-list policy, through frees, a merge of parked pages and an empty pool.
+    #[test]
+    fn alloc_page_is_alloc_of_one() {
+        use FreeListPolicy::*;
+        for policy in [SortedOnMerge, Lifo, Fifo, Lru, LruUnhashedFirst] {
+            let (mut a, mut b) = (pool(policy), pool(policy));
+            let h = |i: u32| Holder::Req(RequestId(i));
+            for p in [&mut a, &mut b] {
+                let x = p.alloc(6, h(0)).unwrap();
+                let y = p.alloc(3, h(1)).unwrap();
+                p.free(&x, h(0));
+                let _ = y;
+            }
+            let mut taken = std::collections::VecDeque::new();
+            for i in 0..40u32 {
+                let one = a.alloc(1, h(2 + i % 3)).map(|r| {
+                    assert_eq!(r.len(), 1);
+                    r[0].first
+                });
+                assert_eq!(one, b.alloc_page(h(2 + i % 3)), "{policy:?}, page {i}");
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{policy:?}, after page {i}");
+                if let Some(page) = one {
+                    taken.push_back((page, h(2 + i % 3)));
+                }
+                if i % 5 == 4 {
+                    // Free the two oldest pages: free-list order, parking and merging come in.
+                    for (page, by) in taken.drain(..2.min(taken.len())) {
+                        let run = [Run { first: page, count: 1 }];
+                        assert_eq!(a.free(&run, by).len(), b.free(&run, by).len());
+                    }
+                }
+            }
+            a.invariants();
+            b.invariants();
+        }
+    }
+
     #[test]
     fn sorted_on_merge_reuses_lowest_after_merge() {
         let mut p = pool(FreeListPolicy::SortedOnMerge);
