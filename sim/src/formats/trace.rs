@@ -510,9 +510,11 @@ pub struct Tracer {
     /// record comes or `end_decode_step` is called. With a sink or a collector `decode_entry`
     /// appends to `step_entries`; without (every run but a traced one) the entries are encoded
     /// into `buf` as they come, after the step's head, and `step_count_at` is where the step's
-    /// entry count goes once it is known (`step_len`).
+    /// entry count goes once it is known (`step_len`). `step_direct`: which of the two the open
+    /// step does, fixed when it opens (a collector taken meanwhile cannot split a step).
     step: Option<(Instant, PoolId)>,
     step_entries: Vec<DecodeEntry>,
+    step_direct: bool,
     step_count_at: usize,
     step_len: usize,
 }
@@ -527,6 +529,7 @@ impl Tracer {
             collected: None,
             step: None,
             step_entries: Vec::new(),
+            step_direct: false,
             step_count_at: 0,
             step_len: 0,
         }
@@ -556,16 +559,16 @@ impl Tracer {
     /// open one is of another time or pool).
     #[inline]
     pub fn decode_entry(&mut self, at: Instant, pool: PoolId, e: DecodeEntry) {
-        let direct = self.hash_only();
         if self.step != Some((at, pool)) {
             self.end_decode_step();
             self.step = Some((at, pool));
-            if direct {
+            self.step_direct = self.hash_only();
+            if self.step_direct {
                 self.step_count_at = encode::decode_step_head(&mut self.buf, at, pool, true);
                 self.step_len = 0;
             }
         }
-        if direct {
+        if self.step_direct {
             encode::decode_entry(&mut self.buf, &e);
             self.step_len += 1;
         } else {
@@ -576,7 +579,7 @@ impl Tracer {
     /// Writes the open decode step, if any, as one `MemOp::DecodeStep` record.
     pub fn end_decode_step(&mut self) {
         let Some((at, pool)) = self.step.take() else { return };
-        if self.hash_only() {
+        if self.step_direct {
             // Its head and entries are in `buf` already (`decode_entry`): only the count is left.
             encode::set_count(&mut self.buf, self.step_count_at, self.step_len);
             self.records += 1;
@@ -628,7 +631,7 @@ impl Tracer {
         let mut h = self.hasher.clone();
         // A decode step still open is part of the trace so far.
         match self.step {
-            Some(_) if self.hash_only() => {
+            Some(_) if self.step_direct => {
                 // Its bytes end `buf`, all but its entry count.
                 let mut b = self.buf.clone();
                 encode::set_count(&mut b, self.step_count_at, self.step_len);
