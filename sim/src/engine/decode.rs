@@ -154,6 +154,10 @@ pub struct DecodeNode {
     prealloc: VecDeque<RequestId>,
     transfer: Vec<RequestId>,
     running: Vec<RequestId>,
+    /// The KV the running batch holds: the sum of `seq_len` over `running`, which a decode
+    /// step's cost is priced by. Kept as requests join, leave and grow (instead of summed with a
+    /// lookup per running request at every step); `invariants` holds it to the sum.
+    running_kv: u64,
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
     retracted: VecDeque<RequestId>,
@@ -178,6 +182,7 @@ impl DecodeNode {
             prealloc: VecDeque::new(),
             transfer: Vec::new(),
             running: Vec::new(),
+            running_kv: 0,
             retracted: VecDeque::new(),
             reqs: BTreeMap::new(),
             busy: false,
@@ -231,6 +236,8 @@ impl DecodeNode {
         let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum::<u64>() - borrowed;
         let cached = self.prefix.cached_pages();
         assert_eq!(owned + cached, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
+        let kv: u64 = self.running.iter().map(|r| self.reqs[r].seq_len).sum();
+        assert_eq!(self.running_kv, kv, "decode-{} at {now}: the running batch's KV", self.index);
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len() + self.retracted.len();
         let tracked = self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Releasing | DPhase::Leaked)).count();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
@@ -449,7 +456,7 @@ impl World {
         // 4. A decode step over the running batch.
         let node = &self.decode[n.at()];
         if node.life.alive() && !node.busy && !node.running.is_empty() {
-            let kv: u64 = node.running.iter().map(|r| node.reqs[r].seq_len).sum();
+            let kv = node.running_kv;
             let c = &self.cfg.cost;
             let cost = c
                 .decode_step_base_us
@@ -540,6 +547,7 @@ impl World {
         d.seq_len = d.len;
         d.read_upto = 0;
         d.dirty = true;
+        node.running_kv += d.len;
         self.phase(r, Lane::Decode(n), Phase::Running);
     }
 
@@ -559,7 +567,7 @@ impl World {
         let (ps, now, check) = (self.page_size(), self.now, self.check_invariants.then_some(n));
         for &r in &batch {
             let tenant = self.reqs[r.idx()].tenant();
-            let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
+            let DecodeNode { pool, reqs, running_kv, .. } = &mut self.decode[n.at()];
             let Some(d) = reqs.get_mut(&r) else { continue };
             if d.late {
                 // Not in this step's batch (`DReq::late`): its first step is the next one.
@@ -574,7 +582,7 @@ impl World {
                 // clean and `check_read` records nothing for it, so neither is built, and the
                 // token is written with the request looked up once. Differential, coverage and
                 // audited runs take the path below, which does the same with an empty summary.
-                let w = write_token(pool, d, r, tenant, ps, now, None, check);
+                let w = write_token(pool, d, running_kv, r, tenant, ps, now, None, check);
                 self.token_written(n, r, tenant, seq_len, w);
                 continue;
             }
@@ -642,9 +650,9 @@ impl World {
         seen: Option<Box<Tally>>,
     ) {
         let (ps, now, check) = (self.page_size(), self.now, self.check_invariants.then_some(n));
-        let DecodeNode { pool, reqs, .. } = &mut self.decode[n.at()];
+        let DecodeNode { pool, reqs, running_kv, .. } = &mut self.decode[n.at()];
         let d = reqs.get_mut(&r).expect("running");
-        let w = write_token(pool, d, r, tenant, ps, now, seen, check);
+        let w = write_token(pool, d, running_kv, r, tenant, ps, now, seen, check);
         self.token_written(n, r, tenant, seq_len, w);
     }
 
@@ -795,6 +803,7 @@ impl World {
     fn decode_retract(&mut self, n: DecodeIdx, r: RequestId, to_host: bool) {
         let node = self.dnode(n);
         node.running.retain(|x| *x != r);
+        node.running_kv -= node.reqs[&r].seq_len;
         if to_host {
             node.retracted.push_back(r);
         } else {
@@ -857,6 +866,7 @@ impl World {
             let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
             node.running.push(r);
+            node.running_kv += seq_len;
             let busy = node.busy;
             let d = node.reqs.get_mut(&r).expect("retracted");
             d.late = busy;
@@ -898,7 +908,10 @@ impl World {
         let node = self.dnode(n);
         node.prealloc.retain(|x| *x != r);
         node.transfer.retain(|x| *x != r);
-        node.running.retain(|x| *x != r);
+        if let Some(i) = node.running.iter().position(|x| *x == r) {
+            node.running.remove(i);
+            node.running_kv -= node.reqs[&r].seq_len;
+        }
         node.retracted.retain(|x| *x != r);
         self.decode_release(n, r);
         self.leg_result(r, Role::Decode, status);
@@ -1141,6 +1154,7 @@ impl World {
         node.prealloc.clear();
         node.transfer.clear();
         node.running.clear();
+        node.running_kv = 0;
         node.retracted.clear();
         node.reqs.clear();
         node.prefix.clear();
@@ -1166,13 +1180,14 @@ enum TokenWrite {
 
 /// The pool side of running request `r`'s next token, at position `d.seq_len` of its block
 /// table: a page taken at a page boundary, the append (`Pool::append`), and the request's
-/// progress. Takes the node's pool and the request's state as the caller has them, so a decode
-/// step looks each request up once. `check` (`--check invariants`, the node's index) asserts
+/// progress (and the running batch's KV, `DecodeNode::running_kv`). Takes the node's pool and
+/// the request's state as the caller has them, so a decode step looks each request up once. `check` (`--check invariants`, the node's index) asserts
 /// that a page taken here is the writer's: `Pool::append` takes that without looking it up.
 #[allow(clippy::too_many_arguments)]
 fn write_token(
     pool: &mut Pool,
     d: &mut DReq,
+    running_kv: &mut u64,
     r: RequestId,
     tenant: crate::types::TenantId,
     ps: u64,
@@ -1196,6 +1211,7 @@ fn write_token(
     let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
     let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
     d.seq_len += 1;
+    *running_kv += 1;
     d.generated += 1;
     d.read_upto = d.seq_len;
     d.dirty = false;
