@@ -13,6 +13,8 @@ pub struct MetaRow {
 pub struct MetaSlots {
     rows: Vec<MetaRow>,
     free: VecDeque<u32>,
+    /// Whether each slot is in `free`: a double release is caught without scanning the queue.
+    is_free: Vec<bool>,
     zero_on_free: bool,
 }
 
@@ -40,13 +42,21 @@ impl std::fmt::Debug for MetaSlots {
 
 impl MetaSlots {
     pub fn new(n: u32, zero_on_free: bool) -> MetaSlots {
-        MetaSlots { rows: vec![MetaRow::default(); n as usize], free: (0..n).collect(), zero_on_free }
+        MetaSlots {
+            rows: vec![MetaRow::default(); n as usize],
+            free: (0..n).collect(),
+            is_free: vec![true; n as usize],
+            zero_on_free,
+        }
     }
     pub fn take(&mut self) -> Option<u32> {
-        self.free.pop_front()
+        let slot = self.free.pop_front()?;
+        self.is_free[slot as usize] = false;
+        Some(slot)
     }
     pub fn release(&mut self, slot: u32) {
-        assert!(!self.free.contains(&slot), "metadata slot {slot} released twice");
+        assert!(!self.is_free[slot as usize], "metadata slot {slot} released twice");
+        self.is_free[slot as usize] = true;
         if self.zero_on_free {
             self.rows[slot as usize] = MetaRow::default();
         }
@@ -63,5 +73,7 @@ impl MetaSlots {
     }
     pub fn invariants(&self) {
         assert!(self.free.len() <= self.rows.len(), "more free metadata slots than slots");
+        assert_eq!(self.is_free.iter().filter(|f| **f).count(), self.free.len(), "free metadata slots miscounted");
+        assert!(self.free.iter().all(|s| self.is_free[*s as usize]), "a queued metadata slot is not marked free");
     }
 }

@@ -460,16 +460,19 @@ pub mod encode {
         x[0..4].copy_from_slice(&e.r.0.to_le_bytes());
         x[4..8].copy_from_slice(&e.tenant.0.to_le_bytes());
         x[8..16].copy_from_slice(&e.seq_len.to_le_bytes());
-        let n = match e.page {
+        // Two fixed lengths (not one computed length), so each append is an inlined copy.
+        match e.page {
             Some(p) => {
                 x[16] = 1;
                 x[17..21].copy_from_slice(&p.to_le_bytes());
-                21
+                x[21..29].copy_from_slice(&e.slot.to_le_bytes());
+                b.extend_from_slice(&x[..29]);
             }
-            None => 17,
-        };
-        x[n..n + 8].copy_from_slice(&e.slot.to_le_bytes());
-        b.extend_from_slice(&x[..n + 8]);
+            None => {
+                x[17..25].copy_from_slice(&e.slot.to_le_bytes());
+                b.extend_from_slice(&x[..25]);
+            }
+        }
     }
 
     /// Any record.
