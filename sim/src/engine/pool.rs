@@ -706,7 +706,8 @@ impl Pool {
         };
         let page = slot / self.page_size;
         // The common token: the next slot of the open append, in the page it was last checked in.
-        // One lookup of the open append and nothing else (the path below looks it up twice).
+        // One lookup of the open append and nothing else. (The path below, one token per page,
+        // searches again twice: keeping the first search's index was measured 1% slower overall.)
         if let Some(o) = self.owners.get_mut().open.get_mut(request) {
             if o.page == page && o.end == slot {
                 let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
@@ -860,9 +861,8 @@ mod tests {
             let h = |i: u32| Holder::Req(RequestId(i));
             for p in [&mut a, &mut b] {
                 let x = p.alloc(6, h(0)).unwrap();
-                let y = p.alloc(3, h(1)).unwrap();
+                p.alloc(3, h(1)).unwrap();
                 p.free(&x, h(0));
-                let _ = y;
             }
             let mut taken = std::collections::VecDeque::new();
             for i in 0..40u32 {

@@ -425,7 +425,7 @@ pub mod encode {
     /// slot u64. `with_head`: `at` and the kind byte are written first (the tracer's own path).
     pub fn decode_step(b: &mut Vec<u8>, at: Instant, pool: PoolId, entries: &[DecodeEntry], with_head: bool) {
         let count_at = decode_step_head(b, at, pool, with_head);
-        b.reserve(entries.len() * 33);
+        b.reserve(entries.len() * 29);
         for e in entries {
             decode_entry(b, e);
         }
@@ -811,10 +811,8 @@ mod tests {
         // The same with two entries, hashed only (entries encoded as they come, the count
         // written last) and collected (entries kept, encoded at the end): the same bytes.
         let mut collected = Tracer::collecting(None);
+        collected.decode_entry(Instant(5), D1, e(1, 16, Some(9)));
         for t in [&mut open, &mut collected] {
-            if t.collected.is_some() {
-                t.decode_entry(Instant(5), D1, e(1, 16, Some(9)));
-            }
             t.decode_entry(Instant(5), D1, e(2, 40, None));
         }
         let mut two = Vec::new();
