@@ -231,26 +231,34 @@ impl DecodeNode {
         self.pool.invariants();
         self.meta.invariants();
         let ps = self.pool.page_size;
-        let borrowed: u64 =
-            self.reqs.values().map(|d| d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps).sum();
-        let owned: u64 = self.reqs.values().map(|d| pages_in(&d.pages)).sum::<u64>() - borrowed;
+        // One pass over the request table: pages held and borrowed, requests queued, and the
+        // first request out of its own bounds (asserted last, as the separate walks did).
+        let (mut pages, mut borrowed, mut tracked, mut bad) = (0u64, 0u64, 0usize, None);
+        for d in self.reqs.values() {
+            let held = pages_in(&d.pages);
+            pages += held;
+            borrowed += d.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
+            tracked += usize::from(!matches!(d.phase, DPhase::Releasing | DPhase::Leaked));
+            if bad.is_none() && !matches!(d.phase, DPhase::Retracted | DPhase::Leaked) {
+                if d.seq_len > held * ps {
+                    bad = Some(None);
+                } else if d.phase == DPhase::Running && d.page_count != held {
+                    // `Pool::append` finds a token's slot from this count.
+                    bad = Some(Some((d.page_count, held)));
+                }
+            }
+        }
+        let owned = pages - borrowed;
         let cached = self.prefix.cached_pages();
         assert_eq!(owned + cached, self.pool.held_pages(), "decode-{} at {now}: page accounting", self.index);
         let kv: u64 = self.running.iter().map(|r| self.reqs[r].seq_len).sum();
         assert_eq!(self.running_kv, kv, "decode-{} at {now}: the running batch's KV", self.index);
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len() + self.retracted.len();
-        let tracked = self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Releasing | DPhase::Leaked)).count();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
-        for d in self.reqs.values().filter(|d| !matches!(d.phase, DPhase::Retracted | DPhase::Leaked)) {
-            assert!(
-                d.seq_len <= pages_in(&d.pages) * self.pool.page_size,
-                "decode-{} at {now}: seq_len beyond pages",
-                self.index
-            );
-            if d.phase == DPhase::Running {
-                // `Pool::append` finds a token's slot from this count.
-                assert_eq!(d.page_count, pages_in(&d.pages), "decode-{} at {now}: page count", self.index);
-            }
+        match bad {
+            Some(None) => panic!("decode-{} at {now}: seq_len beyond pages", self.index),
+            Some(Some((count, held))) => assert_eq!(count, held, "decode-{} at {now}: page count", self.index),
+            None => {}
         }
     }
 

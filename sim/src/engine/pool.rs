@@ -7,7 +7,7 @@ use crate::config::FreeListPolicy;
 use crate::extent::{IntervalMap, RunValue};
 use crate::types::{Instant, PoolId, RequestId, TenantId};
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 /// A run of consecutive pages `[first, first+count)`.
@@ -63,6 +63,41 @@ pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
         skip = 0;
     }
     out
+}
+
+/// A block table read front to back in consecutive slices: `take(n)` gives the next `n` pages
+/// as runs, what `slice_pages(runs, from, n)` gives with `from` the pages taken so far, in one
+/// walk of the table for all the slices (a transfer's batches) instead of one walk each.
+pub struct PageCursor<'a> {
+    runs: &'a [Run],
+    /// Pages of `runs[0]` already taken.
+    skip: u32,
+}
+
+impl<'a> PageCursor<'a> {
+    pub fn new(runs: &'a [Run]) -> Self {
+        PageCursor { runs, skip: 0 }
+    }
+
+    /// The next `n` pages (fewer at the end of the table).
+    pub fn take(&mut self, n: u64) -> Vec<Run> {
+        let mut out = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let Some((r, rest)) = self.runs.split_first() else { break };
+            let avail = u64::from(r.count - self.skip);
+            let take = avail.min(left) as u32;
+            out.push(Run { first: r.first + self.skip, count: take });
+            left -= u64::from(take);
+            if u64::from(take) == avail {
+                self.runs = rest;
+                self.skip = 0;
+            } else {
+                self.skip += take;
+            }
+        }
+        out
+    }
 }
 
 /// Appends `r` to a block table, merging with the last run when contiguous.
@@ -409,12 +444,17 @@ pub struct Pool {
     holders: IntervalMap<Holder>,
     held_pages: u64,
     write_epoch: u64,
+    /// The invariants held when last checked and nothing has changed since (`invariants` skips
+    /// the walk): cleared by every change, the materialisation of open appends included. Under
+    /// `--check invariants` a step usually changes one pool of several.
+    checked: Cell<bool>,
 }
 
 /// The same image as a derived `Debug` of the materialised pool (the explorer's state digest
 /// hashes it, so open appends never make two equal states look different).
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.checked.set(false);
         let mut o = self.owners.borrow_mut();
         f.debug_struct("Pool")
             .field("id", &self.id)
@@ -445,6 +485,7 @@ impl Pool {
             holders: IntervalMap::new(),
             held_pages: 0,
             write_epoch: 0,
+            checked: Cell::new(false),
         }
     }
 
@@ -468,10 +509,12 @@ impl Pool {
     }
 
     pub fn ownership_runs(&self) -> usize {
+        self.checked.set(false);
         self.owners.borrow_mut().map().len_runs()
     }
 
     pub fn alloc(&mut self, n: u64, holder: Holder) -> Option<Vec<Run>> {
+        self.checked.set(false);
         let runs = self.alloc.alloc(n)?;
         for r in &runs {
             self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
@@ -483,6 +526,7 @@ impl Pool {
     /// One page for `holder`: what `alloc(1, holder)` gives, without a list (a decode step's
     /// page at a page boundary; with one-token pages, every token).
     pub fn alloc_page(&mut self, holder: Holder) -> Option<u32> {
+        self.checked.set(false);
         let page = self.alloc.alloc_page()?;
         self.holders.set(u64::from(page), u64::from(page) + 1, holder);
         self.held_pages += 1;
@@ -491,6 +535,7 @@ impl Pool {
 
     /// Changes the holder of pages (a request's pages entering or leaving the radix cache).
     pub fn rehold(&mut self, runs: &[Run], holder: Holder) {
+        self.checked.set(false);
         // Open appends are checked against the holders they saw.
         self.owners.get_mut().touch_pages(runs, self.page_size);
         for r in runs {
@@ -501,6 +546,7 @@ impl Pool {
     /// Returns pages to the allocator. Pages the freer does not hold are not freed (the model
     /// never corrupts its own free list) and come back as `BadFree` for the oracle.
     pub fn free(&mut self, runs: &[Run], by: Holder) -> Vec<BadFree> {
+        self.checked.set(false);
         self.free_hashed(runs, by, u64::MAX)
     }
 
@@ -508,6 +554,7 @@ impl Pool {
     /// (full pages of computed KV under prefix caching) and the rest do not: the reuse order of
     /// `lru_unhashed_first` depends on it.
     pub fn free_hashed(&mut self, runs: &[Run], by: Holder, hashed: u64) -> Vec<BadFree> {
+        self.checked.set(false);
         let total = pages_in(runs);
         let (head, tail) = if hashed >= total {
             (runs.to_vec(), Vec::new())
@@ -664,6 +711,7 @@ impl Pool {
         at: Instant,
         chain_upto: u64,
     ) -> WriteReport {
+        self.checked.set(false);
         let mut rep = WriteReport::default();
         self.write_epoch += 1;
         let epoch = self.write_epoch;
@@ -699,6 +747,7 @@ impl Pool {
         request: RequestId,
         at: Instant,
     ) -> WriteReport {
+        self.checked.set(false);
         let Known { table_pages, fresh } = known;
         let Some(slot) = self.slot_of(table, table_pages, pos) else {
             // Beyond the table: `write` writes nothing either (but counts the epoch).
@@ -756,6 +805,7 @@ impl Pool {
     pub fn page_contents(&self, pages: &[Run]) -> Vec<(u64, u64, Option<Writer>)> {
         let ps = self.page_size;
         let mut out = Vec::new();
+        self.checked.set(false);
         let mut owners = self.owners.borrow_mut();
         let owners = owners.touch_pages(pages, ps);
         for r in pages {
@@ -772,13 +822,12 @@ impl Pool {
         dst: &[Run],
         copier: RequestId,
     ) -> WriteReport {
+        self.checked.set(false);
         let ps = self.page_size;
         let mut rep = WriteReport::default();
-        // Flatten destination pages into slot offsets and walk contents in step.
-        let mut dst_slots: Vec<(u64, u64)> =
-            dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps)).collect();
-        dst_slots.reverse();
-        let mut cur: Option<(u64, u64)> = dst_slots.pop();
+        // Destination pages as slot ranges, walked in step with the contents.
+        let mut dst_slots = dst.iter().map(|r| (u64::from(r.first) * ps, u64::from(r.count) * ps));
+        let mut cur: Option<(u64, u64)> = dst_slots.next();
         self.owners.get_mut().touch_pages(dst, ps);
         for &(s, e, w) in contents {
             let mut piece_at = s;
@@ -792,7 +841,7 @@ impl Pool {
                     None => owners.clear(dslot, dslot + n),
                 }
                 piece_at += n;
-                cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.pop() };
+                cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.next() };
             }
         }
         rep
@@ -804,6 +853,7 @@ impl Pool {
         if from >= to {
             return; // nothing read: the open appends stay open
         }
+        self.checked.set(false);
         let mut owners = self.owners.borrow_mut();
         if !owners.open.is_empty() {
             self.map_positions(table, from, to, |_, slot, len| {
@@ -823,6 +873,9 @@ impl Pool {
 
     /// Allocator and map invariants; panics name the pool.
     pub fn invariants(&self) {
+        if self.checked.get() {
+            return; // unchanged since they last held
+        }
         self.owners.borrow_mut().map().invariants();
         self.holders.invariants();
         let mut held = 0u64;
@@ -839,6 +892,7 @@ impl Pool {
             self.id
         );
         assert!(self.holder_of(0).is_none(), "{}: page 0 was handed out", self.id);
+        self.checked.set(true);
     }
 }
 
@@ -849,6 +903,68 @@ mod tests {
 
     fn pool(policy: FreeListPolicy) -> Pool {
         Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)
+    }
+
+    /// `invariants` skips a pool unchanged since its invariants last held, and walks it again
+    /// after any change: every mutating call and every read that materialises open appends.
+    #[test]
+    fn invariants_are_walked_again_after_every_change() {
+        let mut p = pool(FreeListPolicy::SortedOnMerge);
+        let (r, t, at) = (RequestId(1), TenantId(1), Instant(0));
+        let h = Holder::Req(r);
+        let step = |p: &mut Pool, what: &str, f: &dyn Fn(&mut Pool)| {
+            p.invariants();
+            assert!(p.checked.get(), "{what}: checked after a walk");
+            f(p);
+            assert!(!p.checked.get(), "{what}: a change clears it");
+        };
+        let table = p.alloc(3, h).unwrap();
+        step(&mut p, "write", &|p| {
+            p.write(&table, 0, 5, t, r, at, 0);
+        });
+        step(&mut p, "append", &|p| {
+            p.append(&table, Known { table_pages: 3, fresh: false }, 5, t, r, at);
+        });
+        step(&mut p, "read", &|p| p.read(&table, 0, 6, |_, _, _, _| {}));
+        step(&mut p, "page_contents", &|p| {
+            p.page_contents(&table);
+        });
+        step(&mut p, "alloc_page", &|p| {
+            p.alloc_page(h);
+        });
+        step(&mut p, "rehold", &|p| p.rehold(&table, Holder::Cache(r)));
+        step(&mut p, "free", &|p| {
+            p.free(&table, Holder::Cache(r));
+        });
+        p.invariants();
+        let _ = (p.free_pages(), p.held_pages(), p.holder_of(1));
+        assert!(p.checked.get(), "lookups change nothing");
+        // A drift the next change leaves in place is caught by the walk after it.
+        p.held_pages += 1;
+        p.alloc_page(h);
+        let walk = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.invariants()));
+        assert!(walk.is_err(), "the held-page drift is found");
+    }
+
+    /// A cursor's consecutive slices are `slice_pages` at the running offset, for every slice
+    /// width, across run boundaries and past the end of the table.
+    #[test]
+    fn page_cursor_slices_like_slice_pages() {
+        let table = [
+            Run { first: 3, count: 1 },
+            Run { first: 9, count: 5 },
+            Run { first: 20, count: 2 },
+            Run { first: 40, count: 7 },
+        ];
+        for per in 1..=16u64 {
+            let mut c = PageCursor::new(&table);
+            let mut off = 0;
+            while off < 20 {
+                assert_eq!(c.take(per), slice_pages(&table, off, per), "width {per} at {off}");
+                off += per;
+            }
+            assert!(c.take(per).is_empty());
+        }
     }
 
     /// `alloc_page` is `alloc(1)` without the list: the same page and the same pool after it,

@@ -309,17 +309,17 @@ impl PrefillNode {
         self.pool.invariants();
         self.meta.invariants();
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
-        let tracked = self
-            .reqs
-            .values()
-            .filter(|p| !matches!(p.phase, PPhase::Held | PPhase::Draining | PPhase::Orphaned))
-            .count();
+        let ps = self.pool.page_size;
+        // One pass over the request table: requests queued, pages held and borrowed.
+        let (mut tracked, mut pages, mut borrowed) = (0usize, 0u64, 0u64);
+        for p in self.reqs.values() {
+            tracked += usize::from(!matches!(p.phase, PPhase::Held | PPhase::Draining | PPhase::Orphaned));
+            pages += pages_in(&p.pages);
+            borrowed += p.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
+        }
         assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
-        let ps = self.pool.page_size;
-        let borrowed: u64 =
-            self.reqs.values().map(|p| p.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps).sum();
-        let owned: u64 = self.reqs.values().map(|p| pages_in(&p.pages)).sum::<u64>() - borrowed;
+        let owned = pages - borrowed;
         assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
     }
 

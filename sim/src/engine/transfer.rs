@@ -14,7 +14,7 @@
 
 use crate::config::{RouterMode, TimeoutSemantics};
 use crate::event::Ev;
-use crate::pool::{pages_in, slice_pages, Run};
+use crate::pool::{pages_in, PageCursor, Run};
 use crate::trace::MemOp;
 use crate::types::{DecodeIdx, Duration, Instant, JobId, PrefillIdx, RequestId};
 use crate::world::World;
@@ -341,17 +341,25 @@ struct JobIds {
 impl World {
     /// Queues a job on the prefill node's transfer worker and schedules its batches.
     pub(crate) fn transfer_submit(&mut self, mut job: TransferJob, src: Vec<Run>, dst: Vec<Run>) {
-        let k = self.cfg.knobs.clone();
         let n = pages_in(&src);
-        let per = if k.max_transfer_batch_pages == 0 { n.max(1) } else { k.max_transfer_batch_pages };
+        let most = self.cfg.knobs.max_transfer_batch_pages;
+        let per = if most == 0 { n.max(1) } else { most };
         // A job always has at least one batch: an empty last chunk still carries the metadata row.
         job.batches.reserve_exact(n.div_ceil(per).max(1) as usize);
+        let whole = |runs: &[Run]| pages_in(runs) == n && runs.iter().all(|r| r.count > 0);
+        if n <= per && whole(&dst) && whole(&src) {
+            // One batch of the whole lists (the usual, unbatched job): they are its page lists
+            // as they are, with no slice to copy.
+            job.batches.push(Batch { src, dst, span: None, lands: false, skipped: false, wire: None });
+            return self.transfer_schedule(job);
+        }
+        let (mut src_at, mut dst_at) = (PageCursor::new(&src), PageCursor::new(&dst));
         let mut off = 0;
         loop {
             let c = per.min(n - off);
             job.batches.push(Batch {
-                src: slice_pages(&src, off, c),
-                dst: slice_pages(&dst, off, c),
+                src: src_at.take(c),
+                dst: dst_at.take(c),
                 span: None,
                 lands: false,
                 skipped: false,
@@ -362,6 +370,13 @@ impl World {
                 break;
             }
         }
+        self.transfer_schedule(job);
+    }
+
+    /// Schedules a submitted job's batches on its prefill node's transfer worker, with their
+    /// faults, lands and the job's end, and files the job.
+    fn transfer_schedule(&mut self, mut job: TransferJob) {
+        let semantics = self.cfg.knobs.transfer_timeout_semantics;
         let id = self.jobs.next_id(); // the id `push` hands out below
         let r = job.r;
         let node = job.prefill.at();
@@ -381,7 +396,7 @@ impl World {
             return;
         }
         let mut t = self.now.max(self.prefill[node].xfer_free_at());
-        let timeout = Duration::from_ms(k.transfer_sync_timeout_ms);
+        let timeout = Duration::from_ms(self.cfg.knobs.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
         // its destination): the first write fails like any failed batch (the room goes Failed and
@@ -405,7 +420,7 @@ impl World {
             );
             let (ret, land) = if d > timeout {
                 ok = false;
-                let land = match k.transfer_timeout_semantics {
+                let land = match semantics {
                     TimeoutSemantics::ReturnsWhileWriting => Some(t + d + f.visibility_lag),
                     TimeoutSemantics::Quiesced => None,
                 };
@@ -596,8 +611,6 @@ impl World {
         if j.batches[batch as usize].skipped {
             return; // skipped after an abort: never written, its land was uncounted then
         }
-        // The page lists only: a lagged batch's wire contents are taken below, never copied.
-        let (src, dst) = (j.batches[batch as usize].src.clone(), j.batches[batch as usize].dst.clone());
         let j = JobIds { r, prefill_epoch, decode_epoch, prefill: prefill_idx, decode: decode_idx };
         if self.prefill[p].epoch() != j.prefill_epoch {
             return; // the source died with its process
@@ -617,23 +630,27 @@ impl World {
         // (`transfer_read`), otherwise the source read now. Reading a source page the request no
         // longer holds is itself a use after free. Pages it released into the radix cache, and
         // the cached blocks it borrowed, are still its data while the same cache entry holds them.
+        // The batch's page lists are read where they are (a batch lands once; no copy of them).
         let wire = self.jobs[job].batches[batch as usize].wire.take();
         let wired = wire.is_some();
         let contents = match wire {
             Some(c) => Some(*c),
             None => {
-                let src_rep = self.prefill[p].pool().not_held_by(&src, j.r, &self.jobs[job].lenders);
+                let (jb, b) = (&self.jobs[job], batch as usize);
+                let src_rep = self.prefill[p].pool().not_held_by(&jb.batches[b].src, j.r, &jb.lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-                reader_alive.then(|| self.prefill[p].pool().page_contents(&src))
+                reader_alive.then(|| self.prefill[p].pool().page_contents(&self.jobs[job].batches[batch as usize].src))
             }
         };
         if let Some(contents) = contents.filter(|_| reader_alive) {
-            let rep = self.decode[d].pool_mut().land_copy(&contents, &dst, j.r);
-            if wired {
-                self.mem(MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: dst });
+            let b = &self.jobs[job].batches[batch as usize];
+            let rep = self.decode[d].pool_mut().land_copy(&contents, &b.dst, j.r);
+            let op = if wired {
+                MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: b.dst.clone() }
             } else {
-                self.mem(MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(&src, &dst) });
-            }
+                MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(&b.src, &b.dst) }
+            };
+            self.mem(op);
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
