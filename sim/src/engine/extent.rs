@@ -1,6 +1,7 @@
 //! An interval map over `u64` keys: the representation behind slot ownership and page holders.
 //! Cost grows with the number of runs touched, never with the number of tokens in them.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// A value that can describe a sub-range of the run it belongs to.
@@ -15,14 +16,32 @@ pub trait RunValue: Clone + PartialEq {
 
 /// Non-overlapping half-open runs `[start, end)` each carrying a value; keys without a run are
 /// "absent" (for ownership: never written).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct IntervalMap<V> {
     runs: BTreeMap<u64, (u64, V)>,
+    /// The keys `[lo, hi]` that `set` and `clear` have changed since `invariants` last checked
+    /// (`None`: nothing), so that it checks the runs there and their neighbours instead of the
+    /// whole map. Not part of the map's value (`Debug` leaves it out).
+    dirty: Cell<Option<(u64, u64)>>,
+}
+
+/// What `derive(Debug)` showed before `dirty` existed: the runs (explore's state digest hashes it).
+impl<V: std::fmt::Debug> std::fmt::Debug for IntervalMap<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntervalMap").field("runs", &self.runs).finish()
+    }
 }
 
 impl<V: RunValue> IntervalMap<V> {
     pub fn new() -> Self {
-        IntervalMap { runs: BTreeMap::new() }
+        IntervalMap { runs: BTreeMap::new(), dirty: Cell::new(None) }
+    }
+
+    /// Notes that keys `[start, end]` may have changed (`invariants`).
+    #[inline]
+    fn touched(&self, start: u64, end: u64) {
+        let (lo, hi) = self.dirty.get().map_or((start, end), |(lo, hi)| (lo.min(start), hi.max(end)));
+        self.dirty.set(Some((lo, hi)));
     }
 
     pub fn len_runs(&self) -> usize {
@@ -114,6 +133,7 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        self.touched(start, end);
         // The common case (a freed page that is a run of its own): one B-tree removal, no walk.
         if self.runs.get(&start).is_some_and(|(e, _)| *e == end) {
             self.runs.remove(&start);
@@ -134,6 +154,7 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        self.touched(start, end);
         if !self.cut(start, end, Some(&v)) {
             self.runs.insert(start, (end, v));
         }
@@ -176,14 +197,26 @@ impl<V: RunValue> IntervalMap<V> {
         out
     }
 
-    /// Checks the structural invariant: runs sorted, non-empty, non-overlapping.
+    /// Checks the structural invariant: runs sorted, non-empty, non-overlapping — where it can
+    /// have changed since the last check. A `set` or `clear` of `[start, end)` removes and inserts
+    /// runs keyed in `[start, end]` and shortens or extends the run keyed before `start`; keys
+    /// below the lowest `start` never change. So every run that changed, and every pair of
+    /// neighbours of which one changed, lies between the last run keyed below the changed keys
+    /// and the first run keyed above them, and only that window is walked (the whole map, while
+    /// a `set` or `clear` had left it checked, held before).
     pub fn invariants(&self) {
+        let Some((lo, hi)) = self.dirty.get() else { return };
+        let from = self.runs.range(..lo).next_back().map_or(lo, |(k, _)| *k);
         let mut prev_end = 0u64;
-        for (&s, &(e, _)) in &self.runs {
+        for (&s, &(e, _)) in self.runs.range(from..) {
             assert!(s < e, "empty run at {s}");
             assert!(s >= prev_end, "overlapping runs at {s} (previous ends {prev_end})");
             prev_end = e;
+            if s > hi {
+                break;
+            }
         }
+        self.dirty.set(None);
     }
 }
 
@@ -214,6 +247,61 @@ mod tests {
         assert_eq!(m.len_runs(), 3, "continuation merges");
         m.clear(0, 1000);
         assert_eq!(m.len_runs(), 0);
+    }
+
+    /// The whole-map check the windowed `invariants` stands for.
+    fn whole_map_holds(m: &IntervalMap<P>) -> bool {
+        let mut prev_end = 0;
+        m.runs.iter().all(|(&s, &(e, _))| {
+            let ok = s < e && s >= prev_end;
+            prev_end = e;
+            ok
+        })
+    }
+
+    /// `invariants` walks only the window `set` and `clear` changed: after thousands of random
+    /// writes and clears (merges, splits, many runs inside one cut) it passes wherever the whole
+    /// map holds, and a run broken inside the window of the latest change is found.
+    #[test]
+    fn windowed_invariants_see_every_change() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut m = IntervalMap::new();
+        for i in 0..5_000u64 {
+            let start = next(500);
+            let end = start + 1 + next(if i % 7 == 0 { 200 } else { 8 });
+            if next(3) == 0 {
+                m.clear(start, end);
+            } else {
+                m.set(start, end, P(next(3), next(4)));
+            }
+            if next(4) == 0 {
+                assert!(whole_map_holds(&m));
+                m.invariants();
+                assert!(m.dirty.get().is_none(), "a check leaves nothing to check");
+            }
+        }
+        m.invariants();
+        // A run made empty inside the window of the latest change is found...
+        m.set(100, 110, P(9, 0));
+        m.runs.insert(105, (105, P(9, 5)));
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
+        assert!(found.is_err(), "an empty run inside the window");
+        m.runs.remove(&105);
+        m.invariants();
+        // ...and so is an overlap with the run after the window.
+        m.clear(200, 400);
+        m.invariants();
+        m.set(300, 310, P(1, 0));
+        m.runs.insert(320, (330, P(1, 0)));
+        m.runs.get_mut(&300).expect("set").0 = 325;
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
+        assert!(found.is_err(), "the changed run overlaps the one after it");
     }
 
     #[test]

@@ -809,7 +809,7 @@ impl Pool {
         let mut owners = self.owners.borrow_mut();
         let owners = owners.touch_pages(pages, ps);
         for r in pages {
-            out.extend(owners.pieces(u64::from(r.first) * ps, u64::from(r.end()) * ps));
+            owners.visit(u64::from(r.first) * ps, u64::from(r.end()) * ps, |s, e, w| out.push((s, e, w.cloned())));
         }
         out
     }
@@ -868,7 +868,9 @@ impl Pool {
 
     /// The page's current holder.
     pub fn holder_of(&self, page: u32) -> Option<Holder> {
-        self.holders.pieces(u64::from(page), u64::from(page) + 1)[0].2
+        let mut holder = None;
+        self.holders.visit(u64::from(page), u64::from(page) + 1, |_, _, h| holder = h.copied());
+        holder
     }
 
     /// Allocator and map invariants; panics name the pool.
