@@ -82,6 +82,12 @@ impl<'a> PageCursor<'a> {
     /// The next `n` pages (fewer at the end of the table).
     pub fn take(&mut self, n: u64) -> Vec<Run> {
         let mut out = Vec::new();
+        self.take_into(n, &mut out);
+        out
+    }
+
+    /// `take`, appended to `out`.
+    pub fn take_into(&mut self, n: u64, out: &mut Vec<Run>) {
         let mut left = n;
         while left > 0 {
             let Some((r, rest)) = self.runs.split_first() else { break };
@@ -96,7 +102,6 @@ impl<'a> PageCursor<'a> {
                 self.skip += take;
             }
         }
-        out
     }
 }
 

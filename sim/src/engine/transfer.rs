@@ -19,10 +19,14 @@ use crate::trace::MemOp;
 use crate::types::{DecodeIdx, Duration, Instant, JobId, PrefillIdx, RequestId};
 use crate::world::World;
 
+/// One synchronous batch of a job. Its source and destination pages are ranges of the job's
+/// page lists (`TransferJob::batch_src`, `batch_dst`): a job's batches share two lists, so a job
+/// of hundreds of batches (one-token pages sent four at a time) allocates two, not two per batch.
 #[derive(Clone)]
 pub struct Batch {
-    pub src: Vec<Run>,
-    pub dst: Vec<Run>,
+    /// `[start, end)` of `TransferJob::src` and of `TransferJob::dst`.
+    src: (u32, u32),
+    dst: (u32, u32),
     /// When the worker starts it and when its call returns (`None`: never scheduled, the job
     /// failed before it).
     pub span: Option<(Instant, Instant)>,
@@ -38,20 +42,34 @@ pub struct Batch {
 /// Page contents as `Pool::page_contents` gives them and `Pool::land_copy` takes them.
 pub type Contents = Vec<(u64, u64, Option<crate::pool::Writer>)>;
 
-/// The image `derive(Debug)` gave before `wire` existed, plus `wire` while data is in flight,
-/// so `World::state_digest` (which hashes it) is what it was for every run without a lag.
-impl std::fmt::Debug for Batch {
+/// A batch as its job shows it: the image `derive(Debug)` gave when a batch held its own page
+/// lists and before `wire` existed, plus `wire` while data is in flight, so `World::state_digest`
+/// (which hashes it) is what it was for every run without a lag.
+struct BatchImage<'a>(&'a TransferJob, usize);
+
+impl std::fmt::Debug for BatchImage<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (job, b) = (self.0, self.1);
+        let batch = &job.batches[b];
         let mut d = f.debug_struct("Batch");
-        d.field("src", &self.src)
-            .field("dst", &self.dst)
-            .field("span", &self.span)
-            .field("lands", &self.lands)
-            .field("skipped", &self.skipped);
-        if let Some(w) = &self.wire {
+        d.field("src", &job.batch_src(b))
+            .field("dst", &job.batch_dst(b))
+            .field("span", &batch.span)
+            .field("lands", &batch.lands)
+            .field("skipped", &batch.skipped);
+        if let Some(w) = &batch.wire {
             d.field("wire", w);
         }
         d.finish()
+    }
+}
+
+/// A job's batches as the list `derive(Debug)` of a `Vec<Batch>` showed.
+struct BatchesImage<'a>(&'a TransferJob);
+
+impl std::fmt::Debug for BatchesImage<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries((0..self.0.batches.len()).map(|b| BatchImage(self.0, b))).finish()
     }
 }
 
@@ -70,6 +88,9 @@ pub struct TransferJob {
     decode: DecodeIdx,
     decode_epoch: u32,
     batches: Vec<Batch>,
+    /// The batches' source and destination pages, batch after batch (`Batch::src`, `dst`).
+    src: Vec<Run>,
+    dst: Vec<Run>,
     last: bool,
     meta: Option<(u32, u64)>,
     /// Pages the sender reports for the request (its `num_pages`).
@@ -98,7 +119,7 @@ impl std::fmt::Debug for TransferJob {
             .field("prefill_epoch", &self.prefill_epoch)
             .field("decode", &self.decode)
             .field("decode_epoch", &self.decode_epoch)
-            .field("batches", &self.batches)
+            .field("batches", &BatchesImage(self))
             .field("last", &self.last)
             .field("meta", &self.meta)
             .field("sender_pages", &self.sender_pages)
@@ -133,6 +154,8 @@ impl TransferJob {
             decode,
             decode_epoch,
             batches: Vec::new(),
+            src: Vec::new(),
+            dst: Vec::new(),
             last: meta.is_some(),
             meta,
             sender_pages,
@@ -166,6 +189,28 @@ impl TransferJob {
     #[inline]
     pub fn batches(&self) -> &[Batch] {
         &self.batches
+    }
+
+    /// Batch `b`'s source pages.
+    #[inline]
+    pub fn batch_src(&self, b: usize) -> &[Run] {
+        let (s, e) = self.batches[b].src;
+        &self.src[s as usize..e as usize]
+    }
+
+    /// Batch `b`'s destination pages.
+    #[inline]
+    pub fn batch_dst(&self, b: usize) -> &[Run] {
+        let (s, e) = self.batches[b].dst;
+        &self.dst[s as usize..e as usize]
+    }
+
+    /// Adds a batch of the pages `take` appends to the job's source and destination lists.
+    fn push_batch(&mut self, take: impl FnOnce(&mut Vec<Run>, &mut Vec<Run>)) {
+        let (s0, d0) = (self.src.len() as u32, self.dst.len() as u32);
+        take(&mut self.src, &mut self.dst);
+        let (src, dst) = ((s0, self.src.len() as u32), (d0, self.dst.len() as u32));
+        self.batches.push(Batch { src, dst, span: None, lands: false, skipped: false, wire: None });
     }
 
     /// It carries the request's last chunk (and the metadata row).
@@ -350,20 +395,19 @@ impl World {
         if n <= per && whole(&dst) && whole(&src) {
             // One batch of the whole lists (the usual, unbatched job): they are its page lists
             // as they are, with no slice to copy.
-            job.batches.push(Batch { src, dst, span: None, lands: false, skipped: false, wire: None });
+            job.push_batch(|s, d| {
+                *s = src;
+                *d = dst;
+            });
             return self.transfer_schedule(job);
         }
         let (mut src_at, mut dst_at) = (PageCursor::new(&src), PageCursor::new(&dst));
         let mut off = 0;
         loop {
             let c = per.min(n - off);
-            job.batches.push(Batch {
-                src: src_at.take(c),
-                dst: dst_at.take(c),
-                span: None,
-                lands: false,
-                skipped: false,
-                wire: None,
+            job.push_batch(|s, d| {
+                src_at.take_into(c, s);
+                dst_at.take_into(c, d);
             });
             off += c;
             if off >= n {
@@ -407,7 +451,8 @@ impl World {
         for (b, batch) in job.batches.iter_mut().enumerate() {
             let mut f = self.batch_faults(r, t);
             f.fail |= dst_gone;
-            let bytes = u128::from(pages_in(&batch.src)) * u128::from(bytes_per_page);
+            let bytes =
+                u128::from(pages_in(&job.src[batch.src.0 as usize..batch.src.1 as usize])) * u128::from(bytes_per_page);
             let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1)))
                 .min(u128::from(u64::MAX)) as u64;
             let d = Duration(
@@ -575,6 +620,8 @@ impl World {
                 self.jobs.live.remove(&job);
             } else {
                 e.job.batches = Vec::new();
+                e.job.src = Vec::new();
+                e.job.dst = Vec::new();
                 e.job.lenders = Vec::new();
             }
         }
@@ -595,7 +642,7 @@ impl World {
         if self.decode_pulls() && !(self.decode[d].alive() && self.decode[d].epoch() == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
-        let src = b.src.clone();
+        let src = j.batch_src(batch as usize).to_vec();
         let src_id = prefill.node();
         let rep = self.prefill[p].pool().not_held_by(&src, r, &self.jobs[job].lenders);
         self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
@@ -637,18 +684,19 @@ impl World {
             Some(c) => Some(*c),
             None => {
                 let (jb, b) = (&self.jobs[job], batch as usize);
-                let src_rep = self.prefill[p].pool().not_held_by(&jb.batches[b].src, j.r, &jb.lenders);
+                let src_rep = self.prefill[p].pool().not_held_by(jb.batch_src(b), j.r, &jb.lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-                reader_alive.then(|| self.prefill[p].pool().page_contents(&self.jobs[job].batches[batch as usize].src))
+                reader_alive.then(|| self.prefill[p].pool().page_contents(self.jobs[job].batch_src(batch as usize)))
             }
         };
         if let Some(contents) = contents.filter(|_| reader_alive) {
-            let b = &self.jobs[job].batches[batch as usize];
-            let rep = self.decode[d].pool_mut().land_copy(&contents, &b.dst, j.r);
+            let (jb, b) = (&self.jobs[job], batch as usize);
+            let (bsrc, bdst) = (jb.batch_src(b), jb.batch_dst(b));
+            let rep = self.decode[d].pool_mut().land_copy(&contents, bdst, j.r);
             let op = if wired {
-                MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: b.dst.clone() }
+                MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: bdst.to_vec() }
             } else {
-                MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(&b.src, &b.dst) }
+                MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(bsrc, bdst) }
             };
             self.mem(op);
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
@@ -669,10 +717,9 @@ impl World {
     /// operation is traced.
     fn transfer_release_again(&mut self, job: JobId, n: PrefillIdx, r: crate::types::RequestId) {
         let mut pages: Vec<Run> = Vec::new();
-        for b in &self.jobs[job].batches {
-            for run in &b.src {
-                crate::pool::push_run(&mut pages, *run);
-            }
+        // Every batch's source pages, batch after batch: the job's source list.
+        for run in &self.jobs[job].src {
+            crate::pool::push_run(&mut pages, *run);
         }
         if pages.is_empty() {
             return;
@@ -787,7 +834,10 @@ mod tests {
             for j in w.jobs.iter() {
                 if j.done && j.lands_left == 0 {
                     // Only a stale `TransferDone` (after an abort) still pending keeps it.
-                    assert!(j.batches.is_empty() && j.lenders.is_empty(), "seed {seed}: {j:?}");
+                    assert!(
+                        j.batches.is_empty() && j.src.is_empty() && j.dst.is_empty() && j.lenders.is_empty(),
+                        "seed {seed}: {j:?}"
+                    );
                 } else {
                     assert!(!j.batches.is_empty(), "seed {seed}: a live job lost its batches: {j:?}");
                 }
