@@ -3,7 +3,11 @@
 //!
 //! ```sh
 //! cargo run --release -p kvsim --example swarm_cost -- sglang-0.5.16 2000
+//! # one class alone (to profile it): KVSIM_CLASS=page_size,batch_pages
+//! KVSIM_CLASS=1,4 cargo run --release -p kvsim --example swarm_cost -- sglang-0.5.16 1000
 //! ```
+//! (`blind` as the profile draws the blind space.) Runs only the simulation: no reference oracle,
+//! invariant checks or saved examples, which a campaign adds.
 
 use kvsim::fuzz::{draw, Space};
 use kvsim::trace::Tracer;
