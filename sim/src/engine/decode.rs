@@ -1189,8 +1189,9 @@ enum TokenWrite {
 /// The pool side of running request `r`'s next token, at position `d.seq_len` of its block
 /// table: a page taken at a page boundary, the append (`Pool::append`), and the request's
 /// progress (and the running batch's KV, `DecodeNode::running_kv`). Takes the node's pool and
-/// the request's state as the caller has them, so a decode step looks each request up once. `check` (`--check invariants`, the node's index) asserts
-/// that a page taken here is the writer's: `Pool::append` takes that without looking it up.
+/// the request's state as the caller has them, so a decode step looks each request up once.
+/// `check` (`--check invariants`, the node's index) asserts that a page taken here is the
+/// writer's: `Pool::append` takes that without looking it up.
 #[allow(clippy::too_many_arguments)]
 fn write_token(
     pool: &mut Pool,

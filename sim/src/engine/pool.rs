@@ -65,9 +65,9 @@ pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
     out
 }
 
-/// A block table read front to back in consecutive slices: `take(n)` gives the next `n` pages
-/// as runs, what `slice_pages(runs, from, n)` gives with `from` the pages taken so far, in one
-/// walk of the table for all the slices (a transfer's batches) instead of one walk each.
+/// A block table read front to back in consecutive slices: `take_into(n, out)` appends the next
+/// `n` pages as runs, what `slice_pages(runs, from, n)` gives with `from` the pages taken so far,
+/// in one walk of the table for all the slices (a transfer's batches) instead of one walk each.
 pub struct PageCursor<'a> {
     runs: &'a [Run],
     /// Pages of `runs[0]` already taken.
@@ -79,14 +79,7 @@ impl<'a> PageCursor<'a> {
         PageCursor { runs, skip: 0 }
     }
 
-    /// The next `n` pages (fewer at the end of the table).
-    pub fn take(&mut self, n: u64) -> Vec<Run> {
-        let mut out = Vec::new();
-        self.take_into(n, &mut out);
-        out
-    }
-
-    /// `take`, appended to `out`.
+    /// Appends the next `n` pages (fewer at the end of the table) to `out`.
     pub fn take_into(&mut self, n: u64, out: &mut Vec<Run>) {
         let mut left = n;
         while left > 0 {
@@ -551,7 +544,6 @@ impl Pool {
     /// Returns pages to the allocator. Pages the freer does not hold are not freed (the model
     /// never corrupts its own free list) and come back as `BadFree` for the oracle.
     pub fn free(&mut self, runs: &[Run], by: Holder) -> Vec<BadFree> {
-        self.checked.set(false);
         self.free_hashed(runs, by, u64::MAX)
     }
 
@@ -966,11 +958,16 @@ mod tests {
         for per in 1..=16u64 {
             let mut c = PageCursor::new(&table);
             let mut off = 0;
+            let take = |c: &mut PageCursor, n| {
+                let mut out = Vec::new();
+                c.take_into(n, &mut out);
+                out
+            };
             while off < 20 {
-                assert_eq!(c.take(per), slice_pages(&table, off, per), "width {per} at {off}");
+                assert_eq!(take(&mut c, per), slice_pages(&table, off, per), "width {per} at {off}");
                 off += per;
             }
-            assert!(c.take(per).is_empty());
+            assert!(take(&mut c, per).is_empty());
         }
     }
 

@@ -42,6 +42,12 @@ pub struct Batch {
 /// Page contents as `Pool::page_contents` gives them and `Pool::land_copy` takes them.
 pub type Contents = Vec<(u64, u64, Option<crate::pool::Writer>)>;
 
+/// The part `[start, end)` of a job's page list that is one batch's.
+#[inline]
+fn part(list: &[Run], (start, end): (u32, u32)) -> &[Run] {
+    &list[start as usize..end as usize]
+}
+
 /// A batch as its job shows it: the image `derive(Debug)` gave when a batch held its own page
 /// lists and before `wire` existed, plus `wire` while data is in flight, so `World::state_digest`
 /// (which hashes it) is what it was for every run without a lag.
@@ -194,15 +200,13 @@ impl TransferJob {
     /// Batch `b`'s source pages.
     #[inline]
     pub fn batch_src(&self, b: usize) -> &[Run] {
-        let (s, e) = self.batches[b].src;
-        &self.src[s as usize..e as usize]
+        part(&self.src, self.batches[b].src)
     }
 
     /// Batch `b`'s destination pages.
     #[inline]
     pub fn batch_dst(&self, b: usize) -> &[Run] {
-        let (s, e) = self.batches[b].dst;
-        &self.dst[s as usize..e as usize]
+        part(&self.dst, self.batches[b].dst)
     }
 
     /// Adds a batch of the pages `take` appends to the job's source and destination lists.
@@ -391,8 +395,10 @@ impl World {
         let per = if most == 0 { n.max(1) } else { most };
         // A job always has at least one batch: an empty last chunk still carries the metadata row.
         job.batches.reserve_exact(n.div_ceil(per).max(1) as usize);
-        let whole = |runs: &[Run]| pages_in(runs) == n && runs.iter().all(|r| r.count > 0);
-        if n <= per && whole(&dst) && whole(&src) {
+        // The cursor below drops empty runs and cuts `dst` to `n` pages: lists it would copy
+        // unchanged are taken as they are.
+        let no_empty = |runs: &[Run]| runs.iter().all(|r| r.count > 0);
+        if n <= per && pages_in(&dst) == n && no_empty(&src) && no_empty(&dst) {
             // One batch of the whole lists (the usual, unbatched job): they are its page lists
             // as they are, with no slice to copy.
             job.push_batch(|s, d| {
@@ -451,8 +457,7 @@ impl World {
         for (b, batch) in job.batches.iter_mut().enumerate() {
             let mut f = self.batch_faults(r, t);
             f.fail |= dst_gone;
-            let bytes =
-                u128::from(pages_in(&job.src[batch.src.0 as usize..batch.src.1 as usize])) * u128::from(bytes_per_page);
+            let bytes = u128::from(pages_in(part(&job.src, batch.src))) * u128::from(bytes_per_page);
             let wire_ns = (bytes * 1000 / u128::from(self.cfg.cost.transfer_bytes_per_us.max(1)))
                 .min(u128::from(u64::MAX)) as u64;
             let d = Duration(
