@@ -354,7 +354,14 @@ impl World {
 
     pub(crate) fn decode_tick(&mut self, n: DecodeIdx) {
         self.dnode(n).life.disarm_tick();
-        if !self.decode[n.at()].life.alive() {
+        let node = &self.decode[n.at()];
+        if !node.life.alive() {
+            return;
+        }
+        if node.prealloc.is_empty() && node.transfer.is_empty() && node.retracted.is_empty() {
+            // The usual tick, after a decode step: nothing waits for admission, KV or resumption,
+            // so parts 1-3 below have nothing to do; only the next step starts.
+            self.decode_start_step(n);
             return;
         }
         let k = self.cfg.knobs.clone();
@@ -462,6 +469,11 @@ impl World {
             }
         }
         // 4. A decode step over the running batch.
+        self.decode_start_step(n);
+    }
+
+    /// Starts a decode step over node `n`'s running batch, when it is up, idle and has one.
+    fn decode_start_step(&mut self, n: DecodeIdx) {
         let node = &self.decode[n.at()];
         if node.life.alive() && !node.busy && !node.running.is_empty() {
             let kv = node.running_kv;

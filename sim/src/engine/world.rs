@@ -691,10 +691,12 @@ impl World {
     fn pop_next(&mut self) -> Option<Scheduled> {
         let head = self.arrivals.as_mut().and_then(|a| a.head());
         if let Some(key) = head {
-            if self.queue.peek().is_none_or(|s| key < (s.at, s.seq)) {
-                let (at, seq, ev) = self.take_arrival().expect("a head to take");
-                return Some(Scheduled { at, seq, ev });
+            // The queue's head unless the arrival comes first (the queue empty, or `key` before it).
+            if let Some(s) = self.queue.pop_not_after(key) {
+                return Some(s);
             }
+            let (at, seq, ev) = self.take_arrival().expect("a head to take");
+            return Some(Scheduled { at, seq, ev });
         } else if self.arrivals.is_some() {
             self.arrivals = None;
         }
