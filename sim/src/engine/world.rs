@@ -835,6 +835,7 @@ impl World {
 
     /// One request's token of the decode step under way (see `MemOp::DecodeStep`): the reference
     /// oracle sees the records it stands for at once, the trace one batch record per step.
+    #[inline(always)]
     pub fn mem_decode(&mut self, pool: PoolId, e: DecodeEntry) {
         if self.reference.is_some() {
             for op in e.expand(pool) {
