@@ -357,13 +357,25 @@ struct Owners {
 
 /// The open appends by writer, sorted by request: a binary search of a few running requests'
 /// entries, where a B-tree walked its nodes on every decode token. Iterated in request order,
-/// as the B-tree was (the order does not matter: open ranges are disjoint).
+/// as the B-tree was (the order does not matter: open ranges are disjoint). `.1` is where the
+/// last search ended: a decode step appends for its batch in admission order, which is mostly
+/// request order, so the next request's entry is usually the one after it (looked at first;
+/// the first of the batch, found by the search).
 #[derive(Clone, Default)]
-struct OpenAppends(Vec<(RequestId, OpenAppend)>);
+struct OpenAppends(Vec<(RequestId, OpenAppend)>, Cell<usize>);
 
 impl OpenAppends {
     fn find(&self, r: RequestId) -> Result<usize, usize> {
-        self.0.binary_search_by_key(&r, |(k, _)| *k)
+        let i = self.1.get() + 1;
+        if self.0.get(i).is_some_and(|(k, _)| *k == r) {
+            self.1.set(i);
+            return Ok(i);
+        }
+        let found = self.0.binary_search_by_key(&r, |(k, _)| *k);
+        if let Ok(i) = found {
+            self.1.set(i);
+        }
+        found
     }
     fn get(&self, r: RequestId) -> Option<&OpenAppend> {
         self.find(r).ok().map(|i| &self.0[i].1)

@@ -1133,6 +1133,7 @@ impl World {
 
     /// Handles an event that is not moot: its coverage probe (guided campaigns), its handler, and
     /// under `--check invariants` every component's invariants after it.
+    #[inline(always)]
     fn handle(&mut self, ev: Ev) {
         let probe = self.coverage.is_some().then(|| crate::coverage::Probe::before(self, &ev));
         self.dispatch(ev);
