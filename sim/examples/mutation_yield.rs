@@ -56,6 +56,9 @@ fn main() {
     println!("swarm: {swarm_hits} of {n} draws meet {sig}");
     let names = ["meets it", "lag >= 500 ms, 2 slots, abort", "shorter lag, 2 slots, abort", "other (1 in 20)"];
     for (name, (p, c, h)) in names.iter().zip(classes) {
-        println!("{name:>30}: parents {p:>5}  children {c:>6}  meet it {h:>5}  ({:.3}%)", 100.0 * h as f64 / c.max(1) as f64);
+        println!(
+            "{name:>30}: parents {p:>5}  children {c:>6}  meet it {h:>5}  ({:.3}%)",
+            100.0 * h as f64 / c.max(1) as f64
+        );
     }
 }

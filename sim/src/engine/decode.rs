@@ -700,7 +700,7 @@ impl World {
     }
 
     /// The usual token (`TokenWrite::Usual`): the client's token, the step record's entry, and
-    /// the finish when it was the last.
+    /// the finish when it was the last (`token_finished`, with the request looked up once).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn token_usual(
@@ -714,9 +714,14 @@ impl World {
         generated: u64,
     ) {
         let pool_id = self.decode[n.at()].id();
-        self.reqs[r.idx()].token_out(self.now);
+        let q = &mut self.reqs[r.idx()];
+        q.token_out(self.now);
+        let last = generated >= q.output_tokens();
         self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
-        self.token_finished(n, r, generated);
+        if last {
+            self.reqs[r.idx()].note_decode_tokens(generated);
+            self.decode_finish(n, r, 200, None);
+        }
     }
 
     /// `token_written` of a stalled token or of a write with a report (a foreign page, a token
