@@ -565,13 +565,14 @@ impl Pool {
     pub fn free_hashed(&mut self, runs: &[Run], by: Holder, hashed: u64) -> Vec<BadFree> {
         self.checked.set(false);
         let total = pages_in(runs);
-        let (head, tail) = if hashed >= total {
-            (runs.to_vec(), Vec::new())
-        } else {
-            (slice_pages(runs, 0, hashed), slice_pages(runs, hashed, total - hashed))
-        };
         let mut bad = Vec::new();
-        let (ok, ok_unhashed) = (self.release_held(&head, by, &mut bad), self.release_held(&tail, by, &mut bad));
+        let (ok, ok_unhashed) = if hashed >= total {
+            // Every page hashed (the usual free, and `free`): the runs as they are.
+            (self.release_held(runs, by, &mut bad), Vec::new())
+        } else {
+            let (head, tail) = (slice_pages(runs, 0, hashed), slice_pages(runs, hashed, total - hashed));
+            (self.release_held(&head, by, &mut bad), self.release_held(&tail, by, &mut bad))
+        };
         self.held_pages -= pages_in(&ok) + pages_in(&ok_unhashed);
         self.alloc.free_split(&ok, &ok_unhashed);
         bad
@@ -579,7 +580,7 @@ impl Pool {
 
     /// Clears the holder of the pages of `runs` that `by` holds (returned); the rest are bad frees.
     fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>) -> Vec<Run> {
-        let mut ok: Vec<Run> = Vec::new();
+        let mut ok: Vec<Run> = Vec::with_capacity(runs.len());
         // Open appends are checked against the holders they saw: materialise them before a page
         // can change hands (a freed page reused by another request must not be overwritten by a
         // stale open append later). Only the freer's pages change hands, and an open append lies
