@@ -603,7 +603,7 @@ impl World {
                 // token is written with the request looked up once. Differential, coverage and
                 // audited runs take the path below, which does the same with an empty summary.
                 let w = write_token(pool, d, running_kv, r, tenant, ps, now, None, check);
-                self.token_written(n, r, tenant, seq_len, w);
+                self.token_written(TokenOf { n, r, tenant, seq_len }, w);
                 continue;
             }
             // One lookup of the request for the read below (the map is keyed by request).
@@ -673,7 +673,7 @@ impl World {
         let DecodeNode { pool, reqs, running_kv, .. } = &mut self.decode[n.at()];
         let d = reqs.get_mut(&r).expect("running");
         let w = write_token(pool, d, running_kv, r, tenant, ps, now, seen, check);
-        self.token_written(n, r, tenant, seq_len, w);
+        self.token_written(TokenOf { n, r, tenant, seq_len }, w);
     }
 
     /// What follows a decode token's write (`write_token`): its trace entry (the read, the page
@@ -683,36 +683,18 @@ impl World {
     /// callgrind, with `write_token` and `World::mem_decode` inlined too, 5–7% fewer instructions
     /// on the decode-heavy bench scenarios); the others are `token_written_unusual`'s.
     #[inline(always)]
-    fn token_written(
-        &mut self,
-        n: DecodeIdx,
-        r: RequestId,
-        tenant: crate::types::TenantId,
-        seq_len: u64,
-        w: TokenWrite,
-    ) {
+    fn token_written(&mut self, t: TokenOf, w: TokenWrite) {
         match w {
-            TokenWrite::Usual { page, slot, generated } => {
-                self.token_usual(n, r, tenant, seq_len, page, slot, generated)
-            }
-            w => self.token_written_unusual(n, r, tenant, seq_len, w),
+            TokenWrite::Usual { page, slot, generated } => self.token_usual(t, page, slot, generated),
+            w => self.token_written_unusual(t, w),
         }
     }
 
     /// The usual token (`TokenWrite::Usual`): the client's token, the step record's entry, and
     /// the finish when it was the last (`token_finished`, with the request looked up once).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn token_usual(
-        &mut self,
-        n: DecodeIdx,
-        r: RequestId,
-        tenant: crate::types::TenantId,
-        seq_len: u64,
-        page: Option<u32>,
-        slot: u64,
-        generated: u64,
-    ) {
+    fn token_usual(&mut self, t: TokenOf, page: Option<u32>, slot: u64, generated: u64) {
+        let TokenOf { n, r, tenant, seq_len } = t;
         let pool_id = self.decode[n.at()].id();
         let q = &mut self.reqs[r.idx()];
         q.token_out(self.now);
@@ -728,14 +710,8 @@ impl World {
     /// beyond the table). Kept out of the step's loop: taking the stalled token here too measured
     /// 1% fewer instructions than handling it in `token_written`.
     #[inline(never)]
-    fn token_written_unusual(
-        &mut self,
-        n: DecodeIdx,
-        r: RequestId,
-        tenant: crate::types::TenantId,
-        seq_len: u64,
-        w: TokenWrite,
-    ) {
+    fn token_written_unusual(&mut self, t: TokenOf, w: TokenWrite) {
+        let TokenOf { n, r, tenant, seq_len } = t;
         let pool_id = self.decode[n.at()].id();
         let (grown, mut rep, generated) = match w {
             TokenWrite::Stalled => {
@@ -745,7 +721,7 @@ impl World {
                 return;
             }
             TokenWrite::Usual { page, slot, generated } => {
-                return self.token_usual(n, r, tenant, seq_len, page, slot, generated);
+                return self.token_usual(t, page, slot, generated);
             }
             TokenWrite::Written { grown, rep, generated } => (grown, rep, generated),
         };
@@ -1229,6 +1205,16 @@ impl World {
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         self.mem(MemOp::Reset { pool, pages, page_size });
     }
+}
+
+/// Whose decode token it is: the node, the request and its tenant, and the position written
+/// (the request's `seq_len` before the token).
+#[derive(Clone, Copy)]
+struct TokenOf {
+    n: DecodeIdx,
+    r: RequestId,
+    tenant: crate::types::TenantId,
+    seq_len: u64,
 }
 
 /// What writing a running request's next token did (`write_token`).
