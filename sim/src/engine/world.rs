@@ -1146,6 +1146,7 @@ impl World {
     }
 
     /// An event was handled or dropped: it no longer pends on its request, which may now fold.
+    #[inline(always)]
     fn consumed(&mut self, named: Option<RequestId>, job_req: Option<RequestId>) {
         if let Some(r) = named {
             if let Some(q) = self.reqs.get_mut(r.idx()) {
@@ -1201,6 +1202,7 @@ impl World {
     /// handler, which uses it too, so the two cannot drift apart. Such events stay queued until
     /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_event`)
     /// is what it was.
+    #[inline(always)]
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
             Ev::Timeout { r, timer, node, epoch } => match node.idx() {

@@ -594,6 +594,7 @@ impl Tracer {
     }
 
     /// Records a processed event without cloning it unless a sink or collector wants it.
+    #[inline(always)]
     pub fn record_event(&mut self, at: Instant, ev: &Ev) {
         if self.step.is_some() {
             self.end_decode_step();
