@@ -112,6 +112,7 @@ impl EventQueue {
     /// Takes the next event by `(at, seq)` if it comes no later than `key` (else `None`, the queue
     /// unchanged): `pop` when `peek` is not after `key`, with the head found once (`World` asks
     /// this before every event while arrivals are pending, and finding the head walks the lanes).
+    #[inline(always)]
     pub fn pop_not_after(&mut self, key: (Instant, u64)) -> Option<Scheduled> {
         match self.head()? {
             (h, s) if s.key() <= key => self.take(h),

@@ -663,6 +663,7 @@ impl World {
     }
 
     /// Schedules `ev` at absolute time `at` (never in the past).
+    #[inline(always)]
     pub fn at(&mut self, at: Instant, ev: Ev) {
         let at = at.max(self.now);
         self.count_pending(&ev);
@@ -671,6 +672,7 @@ impl World {
     }
 
     /// Counts a queued event on the request it names (`Req::pending_events`).
+    #[inline(always)]
     pub(crate) fn count_pending(&mut self, ev: &Ev) {
         if let Some(r) = ev.request() {
             match self.reqs.get_mut(r.idx()) {
