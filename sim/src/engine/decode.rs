@@ -233,6 +233,11 @@ impl DecodeNode {
         let ps = self.pool.page_size;
         // One pass over the request table: pages held and borrowed, requests queued, and the
         // first request out of its own bounds (asserted last, as the separate walks did).
+        enum OutOfBounds {
+            SeqLen,
+            /// `Pool::append` finds a token's slot from the kept count: (kept, held).
+            PageCount(u64, u64),
+        }
         let (mut pages, mut borrowed, mut tracked, mut bad) = (0u64, 0u64, 0usize, None);
         for d in self.reqs.values() {
             let held = pages_in(&d.pages);
@@ -241,10 +246,9 @@ impl DecodeNode {
             tracked += usize::from(!matches!(d.phase, DPhase::Releasing | DPhase::Leaked));
             if bad.is_none() && !matches!(d.phase, DPhase::Retracted | DPhase::Leaked) {
                 if d.seq_len > held * ps {
-                    bad = Some(None);
+                    bad = Some(OutOfBounds::SeqLen);
                 } else if d.phase == DPhase::Running && d.page_count != held {
-                    // `Pool::append` finds a token's slot from this count.
-                    bad = Some(Some((d.page_count, held)));
+                    bad = Some(OutOfBounds::PageCount(d.page_count, held));
                 }
             }
         }
@@ -256,8 +260,10 @@ impl DecodeNode {
         let queued = self.prealloc.len() + self.transfer.len() + self.running.len() + self.retracted.len();
         assert_eq!(queued, tracked, "decode-{} at {now}: queues and request table disagree", self.index);
         match bad {
-            Some(None) => panic!("decode-{} at {now}: seq_len beyond pages", self.index),
-            Some(Some((count, held))) => assert_eq!(count, held, "decode-{} at {now}: page count", self.index),
+            Some(OutOfBounds::SeqLen) => panic!("decode-{} at {now}: seq_len beyond pages", self.index),
+            Some(OutOfBounds::PageCount(kept, held)) => {
+                assert_eq!(kept, held, "decode-{} at {now}: page count", self.index)
+            }
             None => {}
         }
     }
@@ -691,18 +697,15 @@ impl World {
     }
 
     /// The usual token (`TokenWrite::Usual`): the client's token, the step record's entry, and
-    /// the finish when it was the last (`token_finished`, with the request looked up once).
+    /// the finish when it was the last.
     #[inline(always)]
     fn token_usual(&mut self, t: TokenOf, page: Option<u32>, slot: u64, generated: u64) {
         let TokenOf { n, r, tenant, seq_len } = t;
         let pool_id = self.decode[n.at()].id();
-        let q = &mut self.reqs[r.idx()];
-        q.token_out(self.now);
-        let last = generated >= q.output_tokens();
+        let last = self.client_token(r, generated);
         self.mem_decode(pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
         if last {
-            self.reqs[r.idx()].note_decode_tokens(generated);
-            self.decode_finish(n, r, 200, None);
+            self.token_finished(n, r, generated);
         }
     }
 
@@ -725,8 +728,7 @@ impl World {
             }
             TokenWrite::Written { grown, rep, generated } => (grown, rep, generated),
         };
-        let now = self.now;
-        self.reqs[r.idx()].token_out(now);
+        let last = self.client_token(r, generated);
         let one = rep.token.or(match rep.slots.as_slice() {
             &[(slot, 1, pos)] => Some((slot, pos)),
             _ => None,
@@ -747,15 +749,26 @@ impl World {
             }
         }
         self.note_foreign_writes(pool_id, r, rep, "decode write");
-        self.token_finished(n, r, generated);
+        if last {
+            self.token_finished(n, r, generated);
+        }
     }
 
-    /// After request `r`'s token: finished with 200 when it was its last (`generated` so far).
+    /// Request `r`'s token reaches its client (`generated` so far, this one included): whether it
+    /// was its last. One lookup of the request for both.
+    #[inline(always)]
+    fn client_token(&mut self, r: RequestId, generated: u64) -> bool {
+        let q = &mut self.reqs[r.idx()];
+        q.token_out(self.now);
+        generated >= q.output_tokens()
+    }
+
+    /// After request `r`'s last token (`generated` in all): its decode leg ends with 200. Once
+    /// per request: kept out of the step's loop.
+    #[inline(never)]
     fn token_finished(&mut self, n: DecodeIdx, r: RequestId, generated: u64) {
-        if generated >= self.reqs[r.idx()].output_tokens() {
-            self.reqs[r.idx()].note_decode_tokens(generated);
-            self.decode_finish(n, r, 200, None);
-        }
+        self.reqs[r.idx()].note_decode_tokens(generated);
+        self.decode_finish(n, r, 200, None);
     }
 
     /// Before a decode step: if the running requests that need a new page this step (their last
