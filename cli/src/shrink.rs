@@ -8,11 +8,11 @@ use kvsim::report::exit;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ShrinkOpts {
     /// A scenario file, a trace file (`--trace`), or a folder of a `kvsim fuzz` corpus: a seed
-    /// folder (`<corpus>/<signature>/seed-N`) or a signature folder (`<corpus>/<signature>`, whose
-    /// signature is then kept unless `--signature` says otherwise).
+    /// folder (`<corpus>/<signature>/seed-N`) or a signature folder (`<corpus>/<signature>`);
+    /// either's signature is then kept unless `--signature` says otherwise.
     pub input: String,
-    /// The signature to keep (default: a signature folder's own, else the first cross-tenant
-    /// one, else the first safety one).
+    /// The signature to keep (default: a seed or signature folder's own, else the first
+    /// cross-tenant one, else the first safety one).
     #[arg(long)]
     pub signature: Option<String>,
     /// Where to write the shrunk scenario.
@@ -25,8 +25,9 @@ pub struct ShrinkOpts {
     pub opts: super::RunOpts,
 }
 
-/// The signature folder of a campaign (`<corpus>/<slug>/failure.json`): its saved seed's
-/// scenario and its signature.
+/// A signature folder of a campaign (`<corpus>/<slug>/failure.json`: its saved seed's scenario)
+/// or one of its seed folders (`<corpus>/<slug>/seed-N`, which holds its own `failure.json` and
+/// `scenario.toml`), with the signature it was saved under.
 fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, String> {
     let fj = dir.join("failure.json");
     if !fj.is_file() {
@@ -36,7 +37,10 @@ fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, S
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
         .map_err(|e| format!("{}: {e}", fj.display()))?;
-    let scenario = dir.join(format!("seed-{}", f.seed)).join("scenario.toml");
+    // A seed folder's own scenario (before, its `failure.json` sent the look-up to
+    // `seed-N/seed-N/scenario.toml`, a file that does not exist).
+    let own = dir.join("scenario.toml");
+    let scenario = if own.is_file() { own } else { dir.join(format!("seed-{}", f.seed)).join("scenario.toml") };
     Ok(Some((scenario.to_string_lossy().into_owned(), f.signature)))
 }
 

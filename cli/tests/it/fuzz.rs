@@ -369,6 +369,17 @@ fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
     assert!(text.contains(&format!("# Signature: {sig}\n")), "{text}");
     let w = kvsim::simulate(crate::load_path(&shrunk), None, false);
     assert!(kvsim::fuzz::signatures(&w).contains(sig));
+    // One of its seed folders too (it holds a `failure.json` of its own), with its signature.
+    let seed = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")))
+        .expect("a seed folder");
+    std::fs::remove_file(&shrunk).unwrap();
+    let out = kvsim(&["shrink", seed.to_str().unwrap(), "--out", &shrunk, "--budget", "400"]);
+    assert!(out.status.success() || out.status.code() == Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&shrunk).unwrap();
+    assert!(text.contains(&format!("# Signature: {sig}\n")), "{text}");
     // A folder that is neither a seed nor a signature folder is bad input.
     let out = kvsim(&["shrink", &c, "--out", &shrunk]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
