@@ -141,12 +141,12 @@ fn a_lagged_land_carries_the_source_as_read_before_it_was_recached() {
 #[test]
 fn own_kv_at_a_wrong_position_is_misplaced_not_cross_request() {
     let w = run_checked(config("own-kv-misplaced.toml", &[]));
-    let v = violation(&w, Kind::OwnKvMisplaced, 23);
-    assert_eq!(v.slots, 83);
+    let v = violation(&w, Kind::OwnKvMisplaced, 14);
+    assert_eq!(v.slots, 3439);
     assert!(v.culprit.is_none());
-    let cr = violation(&w, Kind::CrossRequestRead, 23);
-    assert_eq!(cr.slots, 173);
-    assert_eq!(cr.culprit.map(|c| c.request), Some(RequestId(22)), "a reader is never its own culprit");
+    let cr = violation(&w, Kind::CrossRequestRead, 14);
+    assert_eq!(cr.slots, 657);
+    assert_eq!(cr.culprit.map(|c| c.request), Some(RequestId(9)), "a reader is never its own culprit");
 }
 
 /// Item 6: identical public-prefix content of another tenant at the same positions is not foreign.

@@ -9,6 +9,8 @@
 //! `disaggregation/mooncake/conn.py` `transfer_worker` skips chunks of a Failed room,
 //! `common/conn.py` `conclude_transfer` turns the last chunk's Success into Failed; reference §3).
 //! A failed batch marks the room Failed too, with the same effect on the request's queued chunks.
+//! Skipped batches take no time: the batches queued behind them move up
+//! (`World::transfer_pull_forward`).
 //! Behind vLLM's proxy decode pulls (its worker issues the reads), so a dead decode reads nothing
 //! more (`transfer_reader_died`).
 
@@ -37,6 +39,11 @@ pub struct Batch {
     /// A lagged batch's data in flight: its source pages' contents as read when its wire time
     /// ended (`transfer_read`), landed as they were then (`land_batch`).
     pub wire: Option<Box<Contents>>,
+    /// When its `TransferRead` and `TransferLand` are due (`None`: not scheduled). A batch moved
+    /// earlier by `transfer_pull_forward` gets new events; the ones queued for its old times find
+    /// these changed and do nothing. Not in the state digest's image (the queue holds the events).
+    read_at: Option<Instant>,
+    land_at: Option<Instant>,
 }
 
 /// Page contents as `Pool::page_contents` gives them and `Pool::land_copy` takes them.
@@ -113,6 +120,9 @@ pub struct TransferJob {
     /// still read (`transfer_land`). Report-free bookkeeping, left out of `Debug` (the state
     /// digest), since the pending lands themselves are digested with the queue.
     lands_left: u32,
+    /// The outcome its scheduled `TransferDone` carries (a job moved earlier by
+    /// `transfer_pull_forward` gets another with the same). Left out of `Debug` like `lands_left`.
+    done_ok: bool,
 }
 
 /// The image `derive(Debug)` gave before `lands_left` existed, so `World::state_digest` (which
@@ -170,6 +180,7 @@ impl TransferJob {
             aborted: false,
             done: false,
             lands_left: 0,
+            done_ok: false,
         }
     }
 
@@ -214,7 +225,16 @@ impl TransferJob {
         let (s0, d0) = (self.src.len() as u32, self.dst.len() as u32);
         take(&mut self.src, &mut self.dst);
         let (src, dst) = ((s0, self.src.len() as u32), (d0, self.dst.len() as u32));
-        self.batches.push(Batch { src, dst, span: None, lands: false, skipped: false, wire: None });
+        self.batches.push(Batch {
+            src,
+            dst,
+            span: None,
+            lands: false,
+            skipped: false,
+            wire: None,
+            read_at: None,
+            land_at: None,
+        });
     }
 
     /// It carries the request's last chunk (and the metadata row).
@@ -488,8 +508,10 @@ impl World {
                     // The source is read while the write runs (RDMA reads it before the
                     // completion); only its visibility at decode lags.
                     self.at(t + d, Ev::TransferRead { job: id, batch: b as u32 });
+                    batch.read_at = Some(t + d);
                 }
                 self.at(at, Ev::TransferLand { job: id, batch: b as u32 });
+                batch.land_at = Some(at);
             }
             batch.span = Some((t, ret));
             t = ret;
@@ -498,6 +520,7 @@ impl World {
             }
         }
         job.lands_left = lands;
+        job.done_ok = ok;
         self.prefill[node].book_transfer_worker(t);
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].req_mut(r) {
@@ -509,7 +532,7 @@ impl World {
 
     /// The request was aborted on prefill: each of its unfinished jobs skips the batches still
     /// queued (their lands no longer count), and ends when the batch being written ends — now, if
-    /// none is. The worker's queue is not pulled forward (later jobs keep their times).
+    /// none is. The worker's queue then moves up (`transfer_pull_forward`).
     pub(crate) fn transfer_abort(&mut self, n: PrefillIdx, r: RequestId) {
         self.transfer_skip_queued(n, r, false);
     }
@@ -524,6 +547,7 @@ impl World {
         for id in pr.jobs().to_vec() {
             self.job_skip_queued(id, from_now);
         }
+        self.transfer_pull_forward(n);
     }
 
     /// One unfinished job skips its queued batches (their lands no longer count) and ends when
@@ -542,9 +566,11 @@ impl World {
         for b in job.batches.iter_mut() {
             let queued = |start: Instant| start > now || (from_now && start == now);
             match b.span {
-                Some((start, _)) if queued(start) && b.lands && !b.skipped => {
+                Some((start, _)) if queued(start) && !b.skipped => {
+                    // Dropped by the worker, landing or not (a timed-out, quiesced batch lands
+                    // nothing but would have held the worker: `transfer_pull_forward`).
                     b.skipped = true;
-                    skipped_lands += 1;
+                    skipped_lands += u32::from(b.lands);
                 }
                 Some((start, _)) if queued(start) => {}
                 Some((_, ret)) => end = end.max(ret),
@@ -590,9 +616,101 @@ impl World {
             .filter(|(_, e)| e.job.decode == d && e.job.decode_epoch == epoch && !e.job.done)
             .map(|(id, _)| *id)
             .collect();
+        let mut senders: Vec<PrefillIdx> = Vec::new();
         for id in ids {
+            if let Some(j) = self.jobs.get(id) {
+                if !senders.contains(&j.prefill) {
+                    senders.push(j.prefill);
+                }
+            }
             self.job_skip_queued(id, false);
         }
+        for n in senders {
+            self.transfer_pull_forward(n);
+        }
+    }
+
+    /// Prefill `n`'s transfer worker after skipped batches: with prefill pushing (sglang's
+    /// Mooncake writes) the worker drops a skipped chunk when it dequeues it and takes the next
+    /// at once (sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`
+    /// `transfer_worker`: "Skipping chunk for room … because it has already failed or been
+    /// aborted", then `continue`), so the time the skipped batches had booked is free again. The
+    /// batches still queued behind them (other requests' jobs, in queue order) move up to start
+    /// when the batch being written returns, or now; each keeps its length, its faults (drawn
+    /// when it was queued) and its land's lag, and gets new events (the old ones find the batch's
+    /// times changed and do nothing: `transfer_read`, `land_batch`, `job_done`). The worker is
+    /// then free when the last of them returns. Only the current incarnation's jobs hold the
+    /// worker: a crashed prefill's queue died with it.
+    ///
+    /// Before this the queue was not pulled forward: a request whose chunks were skipped kept the
+    /// worker booked for their whole length (a 90 s scripted delay on 20 chunks booked it 20
+    /// minutes), so the jobs queued after it started past the horizon and their source pages
+    /// were reported as a `page_leak/prefill` the engine does not have (found by a guided
+    /// `sglang-0.5.22` campaign, BENCHMARKS.md). Behind vLLM's proxy decode pulls, and this
+    /// worker is not the one that reads (`transfer_reader_died`): nothing moves.
+    fn transfer_pull_forward(&mut self, n: PrefillIdx) {
+        if self.decode_pulls() {
+            return;
+        }
+        let now = self.now;
+        let epoch = self.prefill[n.at()].epoch();
+        // The batch being written returns at `free` (now, if none is); the queued ones, in the
+        // worker's order (jobs are laid one after another, so by start).
+        let mut free = now;
+        let mut queued: Vec<(Instant, JobId, usize)> = Vec::new();
+        for (id, e) in self.jobs.live.iter() {
+            let j = &e.job;
+            if j.prefill != n || j.prefill_epoch != epoch || j.done {
+                continue;
+            }
+            for (b, batch) in j.batches.iter().enumerate() {
+                match batch.span {
+                    // Skipped: the worker drops it when it dequeues it, at no cost.
+                    _ if batch.skipped => {}
+                    Some((start, _)) if start > now => queued.push((start, *id, b)),
+                    Some((_, ret)) => free = free.max(ret),
+                    None => {}
+                }
+            }
+        }
+        queued.sort_unstable();
+        let mut moved_jobs: Vec<JobId> = Vec::new();
+        for (start, id, b) in queued {
+            let Some((_, ret)) = self.jobs[id].batches[b].span else { continue };
+            if start <= free {
+                // Nothing before it was freed: neither it nor anything after it moves.
+                free = free.max(ret);
+                continue;
+            }
+            let shift = Duration(start.0 - free.0);
+            let batch = &mut self.jobs[id].batches[b];
+            batch.span = Some((free, Instant(ret.0 - shift.0)));
+            free = Instant(ret.0 - shift.0);
+            let (read, land) =
+                (batch.read_at.map(|t| Instant(t.0 - shift.0)), batch.land_at.map(|t| Instant(t.0 - shift.0)));
+            batch.read_at = read;
+            batch.land_at = land;
+            if let Some(t) = read {
+                self.at(t, Ev::TransferRead { job: id, batch: b as u32 });
+            }
+            if let Some(t) = land {
+                self.at(t, Ev::TransferLand { job: id, batch: b as u32 });
+                self.jobs[id].lands_left += 1;
+            }
+            if !moved_jobs.contains(&id) {
+                moved_jobs.push(id);
+            }
+        }
+        // A moved job ends when its last scheduled batch returns (its old `TransferDone` comes
+        // later and finds it done).
+        for id in moved_jobs {
+            let j = &self.jobs[id];
+            let Some(end) = j.batches.iter().filter_map(|b| b.span).map(|(_, ret)| ret).max() else { continue };
+            let ok = j.done_ok;
+            self.jobs.entry(id).dones_left += 1;
+            self.at(end, Ev::TransferDone { job: id, ok });
+        }
+        self.prefill[n.at()].book_transfer_worker(free);
     }
 
     fn pnode_mut(&mut self, n: PrefillIdx) -> &mut crate::prefill::PrefillNode {
@@ -640,6 +758,9 @@ impl World {
         let Some(j) = self.jobs.get(job) else { return };
         let (r, p, prefill_epoch, prefill) = (j.r, j.prefill.at(), j.prefill_epoch, j.prefill);
         let Some(b) = j.batches.get(batch as usize) else { return };
+        if b.read_at != Some(self.now) {
+            return; // moved earlier (`transfer_pull_forward`): read at its new time
+        }
         if b.skipped || self.prefill[p].epoch() != prefill_epoch {
             return; // never written, or the source died with its process (`land_batch`)
         }
@@ -660,6 +781,9 @@ impl World {
         let j = &self.jobs[job];
         let (r, p, d, prefill_epoch, decode_epoch, prefill_idx, decode_idx) =
             (j.r, j.prefill.at(), j.decode.at(), j.prefill_epoch, j.decode_epoch, j.prefill, j.decode);
+        if j.batches[batch as usize].land_at != Some(self.now) {
+            return; // moved earlier (`transfer_pull_forward`): landed at its new time
+        }
         if j.batches[batch as usize].skipped {
             return; // skipped after an abort: never written, its land was uncounted then
         }
