@@ -4,10 +4,12 @@
 //! each taken by some event: for every event the world dispatches, the subject request's phase
 //! before and after (prefill leg phase and sender state, decode leg phase and status, final
 //! status, abort/lag/late-write flags), the subject node's shape before and after (alive, busy,
-//! queue lengths and free pages, bucketed) and every violation the event raised. Two edges come
+//! queue lengths and free pages, bucketed) and every violation the event raised. Three edges come
 //! from inside the model, where the event alone does not say it: whose pages a late write landed
-//! in and that holder's phase (`World::cover_foreign_write`), and which classes of slot a
-//! late-written request's read found (`World::decode_step_done`). Which knob
+//! in and that holder's phase (`World::cover_foreign_write`), which classes of slot a
+//! late-written request's read found (`World::decode_step_done`), and whose metadata slot a row
+//! landed in (free, its own request's, or another's with its phase) over a stale row or not
+//! (`World::cover_meta_land`). Which knob
 //! branch the engine took shows up as the transition it produced (`decode_transferred_abort =
 //! leak` is the only way to reach a `Leaked` decode leg, `metadata_zero_on_free = off` the only
 //! way to a room mismatch).

@@ -1118,12 +1118,35 @@ impl World {
         }
     }
 
-    pub(crate) fn decode_meta_land(&mut self, _r: RequestId, n: DecodeIdx, epoch: u32, slot: u32, room: u64) {
+    pub(crate) fn decode_meta_land(&mut self, r: RequestId, n: DecodeIdx, epoch: u32, slot: u32, room: u64) {
         if self.decode[n.at()].life.epoch() != epoch {
             return;
         }
+        if self.coverage.is_some() {
+            self.cover_meta_land(r, n, slot);
+        }
         self.dnode(n).meta.write(slot, room);
         self.tick(n.node());
+    }
+
+    /// Coverage (guided campaigns only): where request `r`'s metadata row lands in slot `slot`
+    /// of decode node `n`: a free slot, its own request's, or a slot another request holds now
+    /// (with that request's phase), and whether a stale row is still there. A late row that
+    /// lands in a reused slot is one step from `room_mismatch`, a step the event's own edges do
+    /// not name (the slot count changes no transition before it); a corpus entry that reached
+    /// it is worth mutating (`fuzz::guided::Guided::rare_entries`).
+    #[cold]
+    fn cover_meta_land(&mut self, r: RequestId, n: DecodeIdx, slot: u32) {
+        let node = &self.decode[n.at()];
+        let class = match node.reqs.iter().find(|(_, d)| d.meta_slot == Some(slot)) {
+            None => 0,
+            Some((h, _)) if *h == r => 1,
+            Some((_, d)) => 2 + d.phase as u64,
+        };
+        let stale = u64::from(node.meta.row(slot).room != 0);
+        if let Some(c) = self.coverage.as_mut() {
+            c.hit(&[7, class, stale]);
+        }
     }
 
     pub(crate) fn decode_status(&mut self, r: RequestId, n: DecodeIdx, epoch: u32, ok: bool, pages: u64, prefix: u64) {
