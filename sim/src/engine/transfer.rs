@@ -1,6 +1,7 @@
 //! The transfer engine: page-granular copies from a prefill pool into the first pages of
-//! decode's reservation, split into synchronous batches (`max_transfer_batch_pages`), one worker
-//! per prefill node, with a latency + bandwidth cost. A batch that outlives the sync timeout
+//! decode's reservation, split into synchronous batches (`max_transfer_batch_pages`), with a
+//! latency + bandwidth cost: pushed by one worker per prefill node (sglang), or pulled by decode,
+//! each request's read issued at once beside the others in flight (vLLM). A batch that outlives the sync timeout
 //! returns failed while its writes continue (`returns_while_writing`) or is quiesced; data lands
 //! (becomes visible) after an optional visibility lag. Source pages are read when the data lands,
 //! so a source page freed and reused meanwhile carries its new owner's KV. After an abort, the
@@ -465,7 +466,15 @@ impl World {
             debug_assert_eq!(pushed, id);
             return;
         }
-        let mut t = self.now.max(self.prefill[node].xfer_free_at());
+        // Under push the job queues on the prefill's one transfer worker (sglang's Mooncake
+        // `transfer_worker` takes chunks from its queue one by one). Behind vLLM's proxy decode
+        // issues each request's read when it is scheduled, asynchronously, with others in flight
+        // (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/nixl/pull_worker.py`
+        // `start_load_kv` -> `_read_blocks`: `make_prepped_xfer`, then `transfer(handle)`, "Begin
+        // async xfer", completion polled in later steps): the read starts now, behind nothing.
+        // (Sharing of the link's bandwidth between reads in flight is not modelled.)
+        let pulls = self.decode_pulls();
+        let mut t = if pulls { self.now } else { self.now.max(self.prefill[node].xfer_free_at()) };
         let timeout = Duration::from_ms(self.cfg.knobs.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
@@ -521,7 +530,9 @@ impl World {
         }
         job.lands_left = lands;
         job.done_ok = ok;
-        self.prefill[node].book_transfer_worker(t);
+        if !pulls {
+            self.prefill[node].book_transfer_worker(t);
+        }
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].req_mut(r) {
             pr.job_submitted(id, lands);

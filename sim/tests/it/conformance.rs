@@ -475,6 +475,54 @@ fn s3_aborts_the_workers_queue_moves_up_after_a_failed_rooms_chunks_are_skipped(
     }
 }
 
+/// Reference §7 (vLLM): decode issues each request's read when it is scheduled, asynchronously,
+/// beside the reads already in flight (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/
+/// nixl/pull_worker.py` `start_load_kv` -> `_read_blocks`: `make_prepped_xfer`, then
+/// `transfer(handle)`, completion polled in later steps), while sglang's Mooncake
+/// `transfer_worker` sends the chunks of its queue one by one. Request 0's transfer carries a
+/// scripted 5 s delay; request 1 (another tenant) comes 10 ms later. Behind vLLM's proxy request 1
+/// is answered within 0.2 s (before: 5.1 s, queued behind request 0's read on one serial worker,
+/// which in guided `vllm-nixl` campaigns pushed reads past the horizon: `page_leak/decode`,
+/// `request_hang/decode_leg_pending`); on sglang 0.5.22 it still waits for request 0's chunk.
+const DELAYED_READ: &str = r#"
+name = "delayed-read"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1024
+output_tokens = 2
+[[request]]
+at_ms = 10
+tenant = 2
+prompt_tokens = 200
+output_tokens = 2
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 5000
+"#;
+
+#[test]
+fn s7_vllm_decode_reads_are_in_flight_together_sglang_chunks_queue_on_one_worker() {
+    let w = collect(DELAYED_READ, "vllm-nixl", &[]);
+    let ((s0, at0), (s1, at1)) = (answer(&w, 0), answer(&w, 1));
+    assert_eq!((s0, s1), (200, 200));
+    assert!(at1 < 200_000_000, "vllm-nixl: request 1 answered at {at1} ns, behind request 0's read");
+    assert!(at0 > 5_000_000_000, "request 0's read takes its 5 s delay: answered at {at0} ns");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    let w = collect(DELAYED_READ, "sglang-0.5.22", &[]);
+    let ((s0, at0), (s1, at1)) = (answer(&w, 0), answer(&w, 1));
+    assert_eq!((s0, s1), (200, 200));
+    assert!(at1 > at0, "sglang-0.5.22: request 1's chunk waits for request 0's on the worker ({at1} <= {at0})");
+}
+
 /// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
 /// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
 /// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
