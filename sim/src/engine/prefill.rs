@@ -215,7 +215,14 @@ pub struct PrefillNode {
     batch: Vec<(RequestId, u64, u64)>,
     cache: VecDeque<(RequestId, Vec<Run>)>,
     prefix: crate::prefix::PrefixIndex,
-    xfer_free_at: Instant,
+    /// When each transfer queue is free (the last queued batch's call returns), by destination
+    /// decode node: sglang's Mooncake sender shards chunks over its queues by the destination
+    /// session (0.5.22 `disaggregation/mooncake/conn.py` `add_transfer_request`: `shard_idx =
+    /// session_port_sum % len(self.transfer_queues)`, 4 queues by default,
+    /// `SGLANG_DISAGGREGATION_QUEUE_SIZE`), one worker thread each, so chunks to one decode
+    /// queue behind each other and chunks to another decode do not (kvsim gives each decode node
+    /// a queue of its own: the ports' residues are not modelled).
+    xfer_free_at: Vec<Instant>,
     /// Pipeline-parallel stages (`pp_stages`; `crate::pp`).
     pp: crate::pp::PpStages,
 }
@@ -240,7 +247,7 @@ impl PrefillNode {
             batch: Vec::new(),
             cache: VecDeque::new(),
             prefix: Default::default(),
-            xfer_free_at: Instant(0),
+            xfer_free_at: Vec::new(),
             pp: crate::pp::PpStages::new(c.pp_stages),
         }
     }
@@ -255,14 +262,19 @@ impl PrefillNode {
 
     crate::engine::node::node_parts!(PReq);
 
-    /// When the node's transfer worker is free (the last queued batch's call returns).
-    pub fn xfer_free_at(&self) -> Instant {
-        self.xfer_free_at
+    /// When the node's transfer queue to decode node `d` is free (the last queued batch's call
+    /// returns).
+    pub fn xfer_free_at(&self, d: crate::types::DecodeIdx) -> Instant {
+        self.xfer_free_at.get(d.at()).copied().unwrap_or(Instant(0))
     }
 
-    /// The transfer worker is busy until `t` (a job was queued on it, `World::transfer_submit`).
-    pub(crate) fn book_transfer_worker(&mut self, t: Instant) {
-        self.xfer_free_at = t;
+    /// The transfer queue to decode node `d` is busy until `t` (a job was queued on it,
+    /// `World::transfer_submit`).
+    pub(crate) fn book_transfer_worker(&mut self, d: crate::types::DecodeIdx, t: Instant) {
+        if self.xfer_free_at.len() <= d.at() {
+            self.xfer_free_at.resize(d.at() + 1, Instant(0));
+        }
+        self.xfer_free_at[d.at()] = t;
     }
 
     /// The pipeline-parallel stages (`crate::pp`).

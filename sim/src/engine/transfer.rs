@@ -1,7 +1,8 @@
 //! The transfer engine: page-granular copies from a prefill pool into the first pages of
 //! decode's reservation, split into synchronous batches (`max_transfer_batch_pages`), with a
-//! latency + bandwidth cost: pushed by one worker per prefill node (sglang), or pulled by decode,
-//! each request's read issued at once beside the others in flight (vLLM). A batch that outlives the sync timeout
+//! latency + bandwidth cost: pushed by prefill, one queue and worker per destination decode node
+//! (sglang), or pulled by decode, each request's read issued at once beside the others in flight
+//! (vLLM). A batch that outlives the sync timeout
 //! returns failed while its writes continue (`returns_while_writing`) or is quiesced; data lands
 //! (becomes visible) after an optional visibility lag. Source pages are read when the data lands,
 //! so a source page freed and reused meanwhile carries its new owner's KV. After an abort, the
@@ -466,15 +467,15 @@ impl World {
             debug_assert_eq!(pushed, id);
             return;
         }
-        // Under push the job queues on the prefill's one transfer worker (sglang's Mooncake
-        // `transfer_worker` takes chunks from its queue one by one). Behind vLLM's proxy decode
+        // Under push the job queues on the prefill's transfer queue to its decode node (sglang's
+        // Mooncake `transfer_worker` takes chunks from its queue one by one; `xfer_free_at`). Behind vLLM's proxy decode
         // issues each request's read when it is scheduled, asynchronously, with others in flight
         // (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/nixl/pull_worker.py`
         // `start_load_kv` -> `_read_blocks`: `make_prepped_xfer`, then `transfer(handle)`, "Begin
         // async xfer", completion polled in later steps): the read starts now, behind nothing.
         // (Sharing of the link's bandwidth between reads in flight is not modelled.)
         let pulls = self.decode_pulls();
-        let mut t = if pulls { self.now } else { self.now.max(self.prefill[node].xfer_free_at()) };
+        let mut t = if pulls { self.now } else { self.now.max(self.prefill[node].xfer_free_at(job.decode)) };
         let timeout = Duration::from_ms(self.cfg.knobs.transfer_sync_timeout_ms);
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
@@ -531,7 +532,7 @@ impl World {
         job.lands_left = lands;
         job.done_ok = ok;
         if !pulls {
-            self.prefill[node].book_transfer_worker(t);
+            self.prefill[node].book_transfer_worker(job.decode, t);
         }
         self.at(t, Ev::TransferDone { job: id, ok });
         if let Some(pr) = self.prefill[node].req_mut(r) {
@@ -641,7 +642,7 @@ impl World {
         }
     }
 
-    /// Prefill `n`'s transfer worker after skipped batches: with prefill pushing (sglang's
+    /// Prefill `n`'s transfer queues after skipped batches: with prefill pushing (sglang's
     /// Mooncake writes) the worker drops a skipped chunk when it dequeues it and takes the next
     /// at once (sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`
     /// `transfer_worker`: "Skipping chunk for room … because it has already failed or been
@@ -663,6 +664,23 @@ impl World {
         if self.decode_pulls() {
             return;
         }
+        let epoch = self.prefill[n.at()].epoch();
+        // One queue per destination decode node (`PrefillNode::xfer_free_at`).
+        let mut dests: Vec<DecodeIdx> = Vec::new();
+        for e in self.jobs.live.values() {
+            let j = &e.job;
+            if j.prefill == n && j.prefill_epoch == epoch && !j.done && !dests.contains(&j.decode) {
+                dests.push(j.decode);
+            }
+        }
+        dests.sort_unstable();
+        for d in dests {
+            self.transfer_pull_forward_queue(n, d);
+        }
+    }
+
+    /// `transfer_pull_forward` for prefill `n`'s queue to decode node `d`.
+    fn transfer_pull_forward_queue(&mut self, n: PrefillIdx, d: DecodeIdx) {
         let now = self.now;
         let epoch = self.prefill[n.at()].epoch();
         // The batch being written returns at `free` (now, if none is); the queued ones, in the
@@ -671,7 +689,7 @@ impl World {
         let mut queued: Vec<(Instant, JobId, usize)> = Vec::new();
         for (id, e) in self.jobs.live.iter() {
             let j = &e.job;
-            if j.prefill != n || j.prefill_epoch != epoch || j.done {
+            if j.prefill != n || j.decode != d || j.prefill_epoch != epoch || j.done {
                 continue;
             }
             for (b, batch) in j.batches.iter().enumerate() {
@@ -721,7 +739,7 @@ impl World {
             self.jobs.entry(id).dones_left += 1;
             self.at(end, Ev::TransferDone { job: id, ok });
         }
-        self.prefill[n.at()].book_transfer_worker(free);
+        self.prefill[n.at()].book_transfer_worker(d, free);
     }
 
     fn pnode_mut(&mut self, n: PrefillIdx) -> &mut crate::prefill::PrefillNode {

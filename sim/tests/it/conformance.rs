@@ -523,6 +523,64 @@ fn s7_vllm_decode_reads_are_in_flight_together_sglang_chunks_queue_on_one_worker
     assert!(at1 > at0, "sglang-0.5.22: request 1's chunk waits for request 0's on the worker ({at1} <= {at0})");
 }
 
+/// Reference §3 (transfer queues): sglang's Mooncake sender shards chunks over its transfer
+/// queues by the destination session (0.5.22 `disaggregation/mooncake/conn.py`
+/// `add_transfer_request`: `shard_idx = session_port_sum % len(self.transfer_queues)`, 4 queues
+/// by default), one worker thread each: chunks to one decode node queue behind each other, chunks
+/// to another do not. Request 0 (to decode-0) carries a scripted 5 s delay; request 1 goes to
+/// decode-1 (round robin) and is answered within 0.2 s (before: 5.1 s, behind request 0 on the one
+/// queue kvsim gave a prefill node); request 2 goes to decode-0 again and still waits.
+const TWO_QUEUES: &str = r#"
+name = "two-queues"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[router]
+policy = "round_robin"
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1024
+output_tokens = 2
+[[request]]
+at_ms = 10
+tenant = 2
+prompt_tokens = 200
+output_tokens = 2
+[[request]]
+at_ms = 20
+tenant = 3
+prompt_tokens = 200
+output_tokens = 2
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 5000
+"#;
+
+#[test]
+fn s3_sglang_chunks_to_another_decode_do_not_queue_behind_a_delayed_chunk() {
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(TWO_QUEUES, profile, &[]);
+        let at: Vec<u64> = (0..3)
+            .map(|r| answer(&w, r))
+            .map(|(status, at)| {
+                assert_eq!(status, 200, "{profile}");
+                at
+            })
+            .collect();
+        assert!(at[1] < 200_000_000, "{profile}: request 1 (decode-1) answered at {} ns", at[1]);
+        assert!(at[2] > at[0], "{profile}: request 2 (decode-0) waits for request 0's chunk: {at:?}");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+    }
+}
+
 /// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
 /// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
 /// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
