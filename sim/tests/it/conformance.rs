@@ -527,47 +527,18 @@ fn s7_vllm_decode_reads_are_in_flight_together_sglang_chunks_queue_on_one_worker
 /// queues by the destination session (0.5.22 `disaggregation/mooncake/conn.py`
 /// `add_transfer_request`: `shard_idx = session_port_sum % len(self.transfer_queues)`, 4 queues
 /// by default), one worker thread each: chunks to one decode node queue behind each other, chunks
-/// to another do not. Request 0 (to decode-0) carries a scripted 5 s delay; request 1 goes to
-/// decode-1 (round robin) and is answered within 0.2 s (before: 5.1 s, behind request 0 on the one
-/// queue kvsim gave a prefill node); request 2 goes to decode-0 again and still waits.
-const TWO_QUEUES: &str = r#"
-name = "two-queues"
-context_len = 8192
-[[prefill]]
-pool_tokens = 8192
-[[decode]]
-pool_tokens = 8192
-[[decode]]
-pool_tokens = 8192
-[router]
-policy = "round_robin"
-[knobs]
-page_size = 16
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 1024
-output_tokens = 2
-[[request]]
-at_ms = 10
-tenant = 2
-prompt_tokens = 200
-output_tokens = 2
-[[request]]
-at_ms = 20
-tenant = 3
-prompt_tokens = 200
-output_tokens = 2
-[[faults.script]]
-kind = "delay"
-request = 0
-delay_ms = 5000
-"#;
-
+/// to another do not. Request 0 (to decode-0) carries a scripted 5 s delay (`DELAYED_READ`);
+/// request 1 goes to decode-1 (round robin) and is answered within 0.2 s (before: 5.1 s, behind
+/// request 0 on the one queue kvsim gave a prefill node); request 2 goes to decode-0 again and
+/// still waits.
 #[test]
 fn s3_sglang_chunks_to_another_decode_do_not_queue_behind_a_delayed_chunk() {
+    // `DELAYED_READ` with a second decode node, round robin, and a third request.
+    let second = "[[decode]]\npool_tokens = 8192\n[router]\npolicy = \"round_robin\"\n[knobs]";
+    let text = DELAYED_READ.replace("[knobs]", second)
+        + "[[request]]\nat_ms = 20\ntenant = 3\nprompt_tokens = 200\noutput_tokens = 2\n";
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
-        let w = collect(TWO_QUEUES, profile, &[]);
+        let w = collect(&text, profile, &[]);
         let at: Vec<u64> = (0..3)
             .map(|r| answer(&w, r))
             .map(|(status, at)| {
