@@ -468,8 +468,9 @@ impl World {
             return;
         }
         // Under push the job queues on the prefill's transfer queue to its decode node (sglang's
-        // Mooncake `transfer_worker` takes chunks from its queue one by one; `xfer_free_at`). Behind vLLM's proxy decode
-        // issues each request's read when it is scheduled, asynchronously, with others in flight
+        // Mooncake `transfer_worker` takes chunks from its queue one by one; `xfer_free_at`).
+        // Behind vLLM's proxy decode issues each request's read when it is scheduled,
+        // asynchronously, with others in flight
         // (vLLM 0.33.0 `distributed/kv_transfer/kv_connector/v1/nixl/pull_worker.py`
         // `start_load_kv` -> `_read_blocks`: `make_prepped_xfer`, then `transfer(handle)`, "Begin
         // async xfer", completion polled in later steps): the read starts now, behind nothing.
@@ -675,14 +676,13 @@ impl World {
         }
         dests.sort_unstable();
         for d in dests {
-            self.transfer_pull_forward_queue(n, d);
+            self.transfer_pull_forward_queue(n, epoch, d);
         }
     }
 
-    /// `transfer_pull_forward` for prefill `n`'s queue to decode node `d`.
-    fn transfer_pull_forward_queue(&mut self, n: PrefillIdx, d: DecodeIdx) {
+    /// `transfer_pull_forward` for prefill `n`'s (incarnation `epoch`) queue to decode node `d`.
+    fn transfer_pull_forward_queue(&mut self, n: PrefillIdx, epoch: u32, d: DecodeIdx) {
         let now = self.now;
-        let epoch = self.prefill[n.at()].epoch();
         // The batch being written returns at `free` (now, if none is); the queued ones, in the
         // worker's order (jobs are laid one after another, so by start).
         let mut free = now;
