@@ -1,8 +1,13 @@
 //! An interval map over `u64` keys: the representation behind slot ownership and page holders.
 //! Cost grows with the number of runs touched, never with the number of tokens in them.
 
+use foldhash::fast::FixedState;
 use std::cell::Cell;
 use std::collections::BTreeMap;
+// Never iterated (ordered walks go through `Dense`'s bitmaps), and its hasher is fixed: the
+// house rule against hash maps is about iteration order.
+#[allow(clippy::disallowed_types)]
+use std::collections::HashMap;
 
 /// A value that can describe a sub-range of the run it belongs to.
 pub trait RunValue: Clone + PartialEq {
@@ -16,25 +21,271 @@ pub trait RunValue: Clone + PartialEq {
 
 /// Non-overlapping half-open runs `[start, end)` each carrying a value; keys without a run are
 /// "absent" (for ownership: never written).
+///
+/// Two representations of the same runs: a B-tree keyed by run start (`new`: any keys), and, for a
+/// map whose keys lie below a bound known when it is made (`with_universe`: a pool's slots or
+/// pages), a bit per key marking where runs start, with two summary levels above it, so that
+/// finding the run before or after a key is a few word operations instead of a B-tree walk
+/// (`Dense`). Every operation leaves the same runs in both (`sim/tests/it/pool_model.rs` runs
+/// the same operations on both and on the reference formulation).
 #[derive(Clone, Default)]
 pub struct IntervalMap<V> {
-    runs: BTreeMap<u64, (u64, V)>,
+    repr: Repr<V>,
     /// The keys `[lo, hi]` that `set` and `clear` have changed since `invariants` last checked
     /// (`None`: nothing), so that it checks the runs there and their neighbours instead of the
     /// whole map. Not part of the map's value (`Debug` leaves it out).
     dirty: Cell<Option<(u64, u64)>>,
 }
 
-/// What `derive(Debug)` showed before `dirty` existed: the runs (explore's state digest hashes it).
-impl<V: std::fmt::Debug> std::fmt::Debug for IntervalMap<V> {
+#[derive(Clone)]
+enum Repr<V> {
+    Tree(BTreeMap<u64, (u64, V)>),
+    Dense(Dense<V>),
+}
+
+impl<V> Default for Repr<V> {
+    fn default() -> Self {
+        Repr::Tree(BTreeMap::new())
+    }
+}
+
+/// The largest universe `with_universe` keeps dense: its bitmaps grow with the highest key used
+/// (at most 2 MB at this bound); a larger pool uses the B-tree.
+pub const DENSE_MAX_KEYS: u64 = 1 << 24;
+
+/// Runs keyed by start over keys `0..universe`: `l0` has a bit per key (a run starts there), `l1`
+/// a bit per word of `l0` (that word is not zero) and `l2` a bit per word of `l1`; `runs` holds
+/// each run's end and value by its start (a hash map: memory follows the runs, not the keys; it is
+/// never iterated, so its order is not the map's). The bitmaps grow on demand to the highest key
+/// used.
+#[derive(Clone)]
+#[allow(clippy::disallowed_types)]
+struct Dense<V> {
+    l0: Vec<u64>,
+    l1: Vec<u64>,
+    l2: Vec<u64>,
+    runs: HashMap<u64, (u64, V), FixedState>,
+}
+
+/// The index of the highest set bit of a non-zero word.
+#[inline(always)]
+fn top(w: u64) -> usize {
+    63 - w.leading_zeros() as usize
+}
+
+impl<V: RunValue> Dense<V> {
+    #[allow(clippy::disallowed_types)]
+    fn new() -> Self {
+        Dense { l0: Vec::new(), l1: Vec::new(), l2: Vec::new(), runs: HashMap::with_hasher(FixedState::default()) }
+    }
+
+    /// Keys the bitmaps cover.
+    #[inline]
+    fn keys(&self) -> u64 {
+        (self.l0.len() as u64) << 6
+    }
+
+    /// Makes room for key `k`.
+    #[cold]
+    fn grow(&mut self, k: u64) {
+        let keys = (k + 1).max(2 * self.keys()).max(4096).next_multiple_of(64);
+        let keys = usize::try_from(keys).expect("dense keys fit usize");
+        self.l0.resize(keys / 64, 0);
+        self.l1.resize(self.l0.len().div_ceil(64), 0);
+        self.l2.resize(self.l1.len().div_ceil(64), 0);
+    }
+
+    #[inline]
+    fn run(&self, k: u64) -> &(u64, V) {
+        self.runs.get(&k).expect("a run starts at a marked key")
+    }
+
+    #[inline]
+    fn run_mut(&mut self, k: u64) -> &mut (u64, V) {
+        self.runs.get_mut(&k).expect("a run starts at a marked key")
+    }
+
+    /// Whether a run starts at `k`.
+    #[inline]
+    fn starts(&self, k: u64) -> bool {
+        self.l0.get((k >> 6) as usize).is_some_and(|w| (w >> (k & 63)) & 1 == 1)
+    }
+
+    /// Adds the run `[k, end)` (no run starts at `k`).
+    #[inline]
+    fn insert(&mut self, k: u64, end: u64, v: V) {
+        if k >= self.keys() {
+            self.grow(k);
+        }
+        self.runs.insert(k, (end, v));
+        let w = (k >> 6) as usize;
+        self.l0[w] |= 1 << (k & 63);
+        self.l1[w >> 6] |= 1 << (w & 63);
+        self.l2[w >> 12] |= 1 << ((w >> 6) & 63);
+    }
+
+    /// Removes the run starting at `k` (there is one).
+    #[inline]
+    fn remove(&mut self, k: u64) {
+        self.runs.remove(&k);
+        let w = (k >> 6) as usize;
+        self.l0[w] &= !(1 << (k & 63));
+        if self.l0[w] == 0 {
+            let w1 = w >> 6;
+            self.l1[w1] &= !(1 << (w & 63));
+            if self.l1[w1] == 0 {
+                self.l2[w1 >> 6] &= !(1 << (w1 & 63));
+            }
+        }
+    }
+
+    /// The largest run start at or below `k`.
+    #[inline]
+    fn pred(&self, k: u64) -> Option<u64> {
+        if self.l0.is_empty() {
+            return None;
+        }
+        let k = k.min(self.keys() - 1);
+        let w = (k >> 6) as usize;
+        let m = self.l0[w] & (u64::MAX >> (63 - (k & 63)));
+        if m != 0 {
+            return Some(((w as u64) << 6) | top(m) as u64);
+        }
+        self.pred_word(w).map(|word| ((word as u64) << 6) | top(self.l0[word]) as u64)
+    }
+
+    /// The last non-zero word of `l0` below word `w`.
+    fn pred_word(&self, w: usize) -> Option<usize> {
+        let w1 = w >> 6;
+        let m1 = self.l1[w1] & ((1u64 << (w & 63)) - 1);
+        if m1 != 0 {
+            return Some((w1 << 6) | top(m1));
+        }
+        let w2 = w1 >> 6;
+        let m2 = self.l2[w2] & ((1u64 << (w1 & 63)) - 1);
+        let v1 = if m2 != 0 {
+            (w2 << 6) | top(m2)
+        } else {
+            let i = (0..w2).rev().find(|&i| self.l2[i] != 0)?;
+            (i << 6) | top(self.l2[i])
+        };
+        Some((v1 << 6) | top(self.l1[v1]))
+    }
+
+    /// The smallest run start at or above `k`.
+    #[inline]
+    fn succ(&self, k: u64) -> Option<u64> {
+        if k >= self.keys() {
+            return None;
+        }
+        let w = (k >> 6) as usize;
+        let m = self.l0[w] & (u64::MAX << (k & 63));
+        if m != 0 {
+            return Some(((w as u64) << 6) | u64::from(m.trailing_zeros()));
+        }
+        self.succ_word(w).map(|word| ((word as u64) << 6) | u64::from(self.l0[word].trailing_zeros()))
+    }
+
+    /// The first non-zero word of `l0` above word `w`.
+    fn succ_word(&self, w: usize) -> Option<usize> {
+        let above = |word: u64, bit: usize| if bit == 63 { 0 } else { word & (u64::MAX << (bit + 1)) };
+        let w1 = w >> 6;
+        let m1 = above(self.l1[w1], w & 63);
+        if m1 != 0 {
+            return Some((w1 << 6) | m1.trailing_zeros() as usize);
+        }
+        let w2 = w1 >> 6;
+        let m2 = above(self.l2[w2], w1 & 63);
+        let v1 = if m2 != 0 {
+            (w2 << 6) | m2.trailing_zeros() as usize
+        } else {
+            let i = (w2 + 1..self.l2.len()).find(|&i| self.l2[i] != 0)?;
+            (i << 6) | self.l2[i].trailing_zeros() as usize
+        };
+        Some((v1 << 6) | self.l1[v1].trailing_zeros() as usize)
+    }
+
+    /// `IntervalMap::cut` (see there) over the dense runs.
+    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+        let mut tail: Option<(u64, V)> = None;
+        // The runs starting inside `[start, end)`: removed; the last may reach beyond `end`.
+        let mut k = self.succ(start);
+        while let Some(s) = k.filter(|&s| s < end) {
+            let (e, v) = self.run(s);
+            if *e > end {
+                tail = Some((*e, v.advanced(end - s)));
+            }
+            self.remove(s);
+            k = self.succ(s + 1);
+        }
+        // The run before `start`: cut back to `start`, then perhaps extended over `[start, end)`.
+        let mut merged = false;
+        if let Some(p) = start.checked_sub(1).and_then(|b| self.pred(b)) {
+            let (e, v) = self.run_mut(p);
+            if *e > start {
+                if *e > end {
+                    tail = Some((*e, v.advanced(end - p)));
+                }
+                *e = start;
+            }
+            if let Some(m) = merge_with {
+                if *e == start && v.continued_by(start - p, m) {
+                    *e = end;
+                    merged = true;
+                }
+            }
+        }
+        if let Some((e, v)) = tail {
+            self.insert(end, e, v);
+        }
+        merged
+    }
+
+    /// The run that covers `k`, or else the first after it: where a walk over `[k, ..)` begins.
+    #[inline]
+    fn first_touching(&self, k: u64) -> Option<u64> {
+        match self.pred(k) {
+            Some(p) if self.run(p).0 > k => Some(p),
+            _ => self.succ(k),
+        }
+    }
+}
+
+/// The runs as `derive(Debug)` of the B-tree showed them: `{start: (end, value), ...}`.
+struct RunsDebug<'a, V>(&'a IntervalMap<V>);
+
+impl<V: RunValue + std::fmt::Debug> std::fmt::Debug for RunsDebug<'_, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IntervalMap").field("runs", &self.runs).finish()
+        f.debug_map().entries(self.0.runs().map(|(s, e, v)| (s, (e, v)))).finish()
+    }
+}
+
+/// What `derive(Debug)` showed before `dirty` existed: the runs (explore's state digest hashes it).
+impl<V: RunValue + std::fmt::Debug> std::fmt::Debug for IntervalMap<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntervalMap").field("runs", &RunsDebug(self)).finish()
     }
 }
 
 impl<V: RunValue> IntervalMap<V> {
+    /// A map over any `u64` keys (a B-tree).
     pub fn new() -> Self {
-        IntervalMap { runs: BTreeMap::new(), dirty: Cell::new(None) }
+        IntervalMap { repr: Repr::Tree(BTreeMap::new()), dirty: Cell::new(None) }
+    }
+
+    /// A map whose keys all lie below `universe`: dense up to `DENSE_MAX_KEYS`, else as `new`.
+    /// A key at or above `universe` is still correct (the dense form grows), only larger.
+    pub fn with_universe(universe: u64) -> Self {
+        if universe <= DENSE_MAX_KEYS {
+            IntervalMap { repr: Repr::Dense(Dense::new()), dirty: Cell::new(None) }
+        } else {
+            Self::new()
+        }
+    }
+
+    /// Whether this map is the dense form (`with_universe`).
+    pub fn is_dense(&self) -> bool {
+        matches!(self.repr, Repr::Dense(_))
     }
 
     /// Notes that keys `[start, end]` may have changed (`invariants`).
@@ -45,13 +296,39 @@ impl<V: RunValue> IntervalMap<V> {
     }
 
     pub fn len_runs(&self) -> usize {
-        self.runs.len()
+        match &self.repr {
+            Repr::Tree(t) => t.len(),
+            Repr::Dense(d) => d.runs.len(),
+        }
     }
 
     /// The runs in key order, as `(start, end, value at start)`: the structure itself, which
     /// `Debug` (and so explore's state digest) shows.
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
-        self.runs.iter().map(|(&s, (e, v))| (s, *e, v))
+        self.runs_from(0)
+    }
+
+    /// The runs starting at or after `k`, in key order.
+    fn runs_from(&self, k: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
+        let (tree, mut next) = match &self.repr {
+            Repr::Tree(t) => (Some(t.range(k..)), None),
+            Repr::Dense(d) => (None, d.succ(k)),
+        };
+        let dense = match &self.repr {
+            Repr::Dense(d) => Some(d),
+            Repr::Tree(_) => None,
+        };
+        let mut tree = tree;
+        std::iter::from_fn(move || {
+            if let Some(it) = tree.as_mut() {
+                return it.next().map(|(&s, (e, v))| (s, *e, v));
+            }
+            let d = dense?;
+            let s = next?;
+            let (e, v) = d.run(s);
+            next = d.succ(s + 1);
+            Some((s, *e, v))
+        })
     }
 
     /// Removes `[start, end)` from the runs and reports what an insertion at `start` needs to know:
@@ -66,66 +343,10 @@ impl<V: RunValue> IntervalMap<V> {
     /// `sim/tests/it/pool_model.rs` (`interval_map_keeps_the_reference_runs`) holds it to that
     /// formulation run for run (explore's state digest hashes the runs, not only their values).
     fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
-        // Keys of the runs starting inside `[start, end)`, largest first (usually none or one).
-        let mut inside = [0u64; 4];
-        let mut n_inside = 0usize;
-        let mut overflow = false;
-        let mut tail: Option<(u64, (u64, V))> = None;
-        let mut merged = false;
-        for (&k, (e, v)) in self.runs.range_mut(..end).rev() {
-            if k >= start {
-                if n_inside == 0 && *e > end {
-                    tail = Some((end, (*e, v.advanced(end - k))));
-                }
-                if n_inside < inside.len() {
-                    inside[n_inside] = k;
-                    n_inside += 1;
-                } else {
-                    overflow = true;
-                    break;
-                }
-                continue;
-            }
-            // The run before `start`: cut back to `start` (its part beyond `end`, if any, is the
-            // tail: then no run starts inside).
-            if *e > start {
-                if *e > end {
-                    tail = Some((end, (*e, v.advanced(end - k))));
-                }
-                *e = start;
-            }
-            if let Some(m) = merge_with {
-                if *e == start && v.continued_by(start - k, m) {
-                    *e = end;
-                    merged = true;
-                }
-            }
-            break;
+        match &mut self.repr {
+            Repr::Tree(t) => tree_cut(t, start, end, merge_with),
+            Repr::Dense(d) => d.cut(start, end, merge_with),
         }
-        if overflow {
-            // Many runs inside: remove them one by one, then deal with the run before `start`
-            // (none of the runs removed is it, so the pass above did not reach it).
-            while let Some(k) = self.runs.range(start..end).next().map(|(k, _)| *k) {
-                self.runs.remove(&k);
-            }
-            if let Some((&k, (e, v))) = self.runs.range_mut(..start).next_back() {
-                *e = (*e).min(start);
-                if let Some(m) = merge_with {
-                    if *e == start && v.continued_by(start - k, m) {
-                        *e = end;
-                        merged = true;
-                    }
-                }
-            }
-        } else {
-            for k in &inside[..n_inside] {
-                self.runs.remove(k);
-            }
-        }
-        if let Some((k, r)) = tail {
-            self.runs.insert(k, r);
-        }
-        merged
     }
 
     /// Removes everything in `[start, end)`.
@@ -134,17 +355,37 @@ impl<V: RunValue> IntervalMap<V> {
             return;
         }
         self.touched(start, end);
-        // The common case (a freed page that is a run of its own): one B-tree removal, no walk.
-        if self.runs.get(&start).is_some_and(|(e, _)| *e == end) {
-            self.runs.remove(&start);
-            return;
+        // The common case (a freed page that is a run of its own): one removal, no walk.
+        match &mut self.repr {
+            Repr::Tree(t) => {
+                if t.get(&start).is_some_and(|(e, _)| *e == end) {
+                    t.remove(&start);
+                    return;
+                }
+            }
+            Repr::Dense(d) => {
+                if d.starts(start) && d.run(start).0 == end {
+                    d.remove(start);
+                    return;
+                }
+            }
         }
         self.cut(start, end, None);
     }
 
     /// The value of the run that is exactly `[start, end)`, if there is one (no run is cut).
     pub fn exact(&self, start: u64, end: u64) -> Option<&V> {
-        self.runs.get(&start).filter(|(e, _)| *e == end).map(|(_, v)| v)
+        match &self.repr {
+            Repr::Tree(t) => t.get(&start).filter(|(e, _)| *e == end).map(|(_, v)| v),
+            Repr::Dense(d) => {
+                if d.starts(start) {
+                    let (e, v) = d.run(start);
+                    (*e == end).then_some(v)
+                } else {
+                    None
+                }
+            }
+        }
     }
 
     /// Sets `[start, end)` to `v` (the value at `start`), merging with a run that ends at
@@ -156,7 +397,12 @@ impl<V: RunValue> IntervalMap<V> {
         }
         self.touched(start, end);
         if !self.cut(start, end, Some(&v)) {
-            self.runs.insert(start, (end, v));
+            match &mut self.repr {
+                Repr::Tree(t) => {
+                    t.insert(start, (end, v));
+                }
+                Repr::Dense(d) => d.insert(start, end, v),
+            }
         }
     }
 
@@ -167,14 +413,12 @@ impl<V: RunValue> IntervalMap<V> {
             return;
         }
         let mut cursor = start;
-        let first =
-            self.runs.range(..=start).next_back().filter(|(_, (e, _))| *e > start).map(|(s, _)| *s).unwrap_or(start);
-        for (&s, (e, v)) in self.runs.range(first..end) {
+        let mut piece = |s: u64, e: u64, v: &V| {
             if s > cursor {
                 f(cursor, s, None);
             }
             let lo = s.max(cursor);
-            let hi = (*e).min(end);
+            let hi = e.min(end);
             if lo < hi {
                 if lo == s {
                     f(lo, hi, Some(v));
@@ -184,6 +428,23 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             cursor = hi.max(cursor);
+        };
+        match &self.repr {
+            Repr::Tree(t) => {
+                let first =
+                    t.range(..=start).next_back().filter(|(_, (e, _))| *e > start).map(|(s, _)| *s).unwrap_or(start);
+                for (&s, (e, v)) in t.range(first..end) {
+                    piece(s, *e, v);
+                }
+            }
+            Repr::Dense(d) => {
+                let mut k = d.first_touching(start);
+                while let Some(s) = k.filter(|&s| s < end) {
+                    let (e, v) = d.run(s);
+                    piece(s, *e, v);
+                    k = d.succ(s + 1);
+                }
+            }
         }
         if cursor < end {
             f(cursor, end, None);
@@ -206,9 +467,12 @@ impl<V: RunValue> IntervalMap<V> {
     /// a `set` or `clear` had left it checked, held before).
     pub fn invariants(&self) {
         let Some((lo, hi)) = self.dirty.get() else { return };
-        let from = self.runs.range(..lo).next_back().map_or(lo, |(k, _)| *k);
+        let from = match &self.repr {
+            Repr::Tree(t) => t.range(..lo).next_back().map_or(lo, |(k, _)| *k),
+            Repr::Dense(d) => lo.checked_sub(1).and_then(|b| d.pred(b)).unwrap_or(lo),
+        };
         let mut prev_end = 0u64;
-        for (&s, &(e, _)) in self.runs.range(from..) {
+        for (s, e, _) in self.runs_from(from) {
             assert!(s < e, "empty run at {s}");
             assert!(s >= prev_end, "overlapping runs at {s} (previous ends {prev_end})");
             prev_end = e;
@@ -218,6 +482,70 @@ impl<V: RunValue> IntervalMap<V> {
         }
         self.dirty.set(None);
     }
+}
+
+/// `IntervalMap::cut` over the B-tree: one walk to find the runs involved.
+fn tree_cut<V: RunValue>(runs: &mut BTreeMap<u64, (u64, V)>, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+    // Keys of the runs starting inside `[start, end)`, largest first (usually none or one).
+    let mut inside = [0u64; 4];
+    let mut n_inside = 0usize;
+    let mut overflow = false;
+    let mut tail: Option<(u64, (u64, V))> = None;
+    let mut merged = false;
+    for (&k, (e, v)) in runs.range_mut(..end).rev() {
+        if k >= start {
+            if n_inside == 0 && *e > end {
+                tail = Some((end, (*e, v.advanced(end - k))));
+            }
+            if n_inside < inside.len() {
+                inside[n_inside] = k;
+                n_inside += 1;
+            } else {
+                overflow = true;
+                break;
+            }
+            continue;
+        }
+        // The run before `start`: cut back to `start` (its part beyond `end`, if any, is the
+        // tail: then no run starts inside).
+        if *e > start {
+            if *e > end {
+                tail = Some((end, (*e, v.advanced(end - k))));
+            }
+            *e = start;
+        }
+        if let Some(m) = merge_with {
+            if *e == start && v.continued_by(start - k, m) {
+                *e = end;
+                merged = true;
+            }
+        }
+        break;
+    }
+    if overflow {
+        // Many runs inside: remove them one by one, then deal with the run before `start`
+        // (none of the runs removed is it, so the pass above did not reach it).
+        while let Some(k) = runs.range(start..end).next().map(|(k, _)| *k) {
+            runs.remove(&k);
+        }
+        if let Some((&k, (e, v))) = runs.range_mut(..start).next_back() {
+            *e = (*e).min(start);
+            if let Some(m) = merge_with {
+                if *e == start && v.continued_by(start - k, m) {
+                    *e = end;
+                    merged = true;
+                }
+            }
+        }
+    } else {
+        for k in &inside[..n_inside] {
+            runs.remove(k);
+        }
+    }
+    if let Some((k, r)) = tail {
+        runs.insert(k, r);
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -232,27 +560,58 @@ mod tests {
         }
     }
 
+    /// Test access to the runs themselves, to break them on purpose.
+    impl<V: RunValue> IntervalMap<V> {
+        fn raw_insert(&mut self, k: u64, e: u64, v: V) {
+            match &mut self.repr {
+                Repr::Tree(t) => {
+                    t.insert(k, (e, v));
+                }
+                Repr::Dense(d) => d.insert(k, e, v),
+            }
+        }
+        fn raw_remove(&mut self, k: u64) {
+            match &mut self.repr {
+                Repr::Tree(t) => {
+                    t.remove(&k);
+                }
+                Repr::Dense(d) => d.remove(k),
+            }
+        }
+        fn raw_end(&mut self, k: u64) -> &mut u64 {
+            match &mut self.repr {
+                Repr::Tree(t) => &mut t.get_mut(&k).expect("run").0,
+                Repr::Dense(d) => &mut d.run_mut(k).0,
+            }
+        }
+    }
+
+    fn both() -> [IntervalMap<P>; 2] {
+        [IntervalMap::new(), IntervalMap::with_universe(1 << 20)]
+    }
+
     #[test]
     fn set_splits_and_merges() {
-        let mut m = IntervalMap::new();
-        m.set(0, 100, P(1, 0));
-        m.set(40, 60, P(2, 0));
-        m.invariants();
-        let p = m.pieces(0, 120);
-        assert_eq!(
-            p,
-            vec![(0, 40, Some(P(1, 0))), (40, 60, Some(P(2, 0))), (60, 100, Some(P(1, 60))), (100, 120, None)]
-        );
-        m.set(60, 70, P(2, 20));
-        assert_eq!(m.len_runs(), 3, "continuation merges");
-        m.clear(0, 1000);
-        assert_eq!(m.len_runs(), 0);
+        for mut m in both() {
+            m.set(0, 100, P(1, 0));
+            m.set(40, 60, P(2, 0));
+            m.invariants();
+            let p = m.pieces(0, 120);
+            assert_eq!(
+                p,
+                vec![(0, 40, Some(P(1, 0))), (40, 60, Some(P(2, 0))), (60, 100, Some(P(1, 60))), (100, 120, None)]
+            );
+            m.set(60, 70, P(2, 20));
+            assert_eq!(m.len_runs(), 3, "continuation merges");
+            m.clear(0, 1000);
+            assert_eq!(m.len_runs(), 0);
+        }
     }
 
     /// The whole-map check the windowed `invariants` stands for.
     fn whole_map_holds(m: &IntervalMap<P>) -> bool {
         let mut prev_end = 0;
-        m.runs.iter().all(|(&s, &(e, _))| {
+        m.runs().all(|(s, e, _)| {
             let ok = s < e && s >= prev_end;
             prev_end = e;
             ok
@@ -264,51 +623,98 @@ mod tests {
     /// map holds, and a run broken inside the window of the latest change is found.
     #[test]
     fn windowed_invariants_see_every_change() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for mut m in both() {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for i in 0..5_000u64 {
+                let start = next(500);
+                let end = start + 1 + next(if i % 7 == 0 { 200 } else { 8 });
+                if next(3) == 0 {
+                    m.clear(start, end);
+                } else {
+                    m.set(start, end, P(next(3), next(4)));
+                }
+                if next(4) == 0 {
+                    assert!(whole_map_holds(&m));
+                    m.invariants();
+                    assert!(m.dirty.get().is_none(), "a check leaves nothing to check");
+                }
+            }
+            m.invariants();
+            // A run made empty inside the window of the latest change is found...
+            m.set(100, 110, P(9, 0));
+            m.raw_insert(105, 105, P(9, 5));
+            let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
+            assert!(found.is_err(), "an empty run inside the window");
+            m.raw_remove(105);
+            m.invariants();
+            // ...and so is an overlap with the run after the window.
+            m.clear(200, 400);
+            m.invariants();
+            m.set(300, 310, P(1, 0));
+            m.raw_insert(320, 330, P(1, 0));
+            *m.raw_end(300) = 325;
+            let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
+            assert!(found.is_err(), "the changed run overlaps the one after it");
+        }
+    }
+
+    #[test]
+    fn visit_mid_run() {
+        for mut m in both() {
+            m.set(10, 20, P(7, 100));
+            assert_eq!(m.pieces(15, 25), vec![(15, 20, Some(P(7, 105))), (20, 25, None)]);
+            assert_eq!(m.pieces(0, 5), vec![(0, 5, None)]);
+        }
+    }
+
+    /// The dense form keeps the B-tree's runs, pieces, exact lookups and `Debug` image under
+    /// random sets and clears, short and long, dense and sparse: keys up to 2^20, so runs sit in
+    /// different words of every summary level (one `l2` bit covers 2^18 keys), and searches
+    /// cross empty stretches of each level both ways.
+    #[test]
+    fn dense_keeps_the_trees_runs() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = |n: u64| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x % n
         };
-        let mut m = IntervalMap::new();
-        for i in 0..5_000u64 {
-            let start = next(500);
-            let end = start + 1 + next(if i % 7 == 0 { 200 } else { 8 });
-            if next(3) == 0 {
-                m.clear(start, end);
-            } else {
-                m.set(start, end, P(next(3), next(4)));
+        for round in 0..40u64 {
+            let [mut tree, mut dense] = both();
+            let span = [64, 5_000, 300_000, 1 << 20][(round % 4) as usize];
+            for _ in 0..400 {
+                let start = next(span);
+                let len = match next(4) {
+                    0 => 1 + next(span / 2 + 1),
+                    _ => 1 + next(20),
+                };
+                let end = (start + len).min(1 << 20);
+                if next(3) == 0 {
+                    tree.clear(start, end);
+                    dense.clear(start, end);
+                } else {
+                    // Half the sets continue position-wise from their start, so that merges happen.
+                    let v = P(next(3), if next(2) == 0 { start } else { next(50) });
+                    tree.set(start, end, v.clone());
+                    dense.set(start, end, v);
+                }
+                let (a, b) = (next(span), next(span));
+                let (lo, hi) = (a.min(b), a.max(b) + 1);
+                assert_eq!(tree.pieces(lo, hi), dense.pieces(lo, hi));
+                assert_eq!(tree.exact(start, end), dense.exact(start, end));
             }
-            if next(4) == 0 {
-                assert!(whole_map_holds(&m));
-                m.invariants();
-                assert!(m.dirty.get().is_none(), "a check leaves nothing to check");
-            }
+            tree.invariants();
+            dense.invariants();
+            assert_eq!(tree.len_runs(), dense.len_runs());
+            assert_eq!(format!("{tree:?}"), format!("{dense:?}"));
+            assert!(dense.is_dense() && !tree.is_dense());
         }
-        m.invariants();
-        // A run made empty inside the window of the latest change is found...
-        m.set(100, 110, P(9, 0));
-        m.runs.insert(105, (105, P(9, 5)));
-        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
-        assert!(found.is_err(), "an empty run inside the window");
-        m.runs.remove(&105);
-        m.invariants();
-        // ...and so is an overlap with the run after the window.
-        m.clear(200, 400);
-        m.invariants();
-        m.set(300, 310, P(1, 0));
-        m.runs.insert(320, (330, P(1, 0)));
-        m.runs.get_mut(&300).expect("set").0 = 325;
-        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.invariants()));
-        assert!(found.is_err(), "the changed run overlaps the one after it");
-    }
-
-    #[test]
-    fn visit_mid_run() {
-        let mut m = IntervalMap::new();
-        m.set(10, 20, P(7, 100));
-        assert_eq!(m.pieces(15, 25), vec![(15, 20, Some(P(7, 105))), (20, 25, None)]);
-        assert_eq!(m.pieces(0, 5), vec![(0, 5, None)]);
     }
 }

@@ -491,8 +491,11 @@ impl Pool {
             pages,
             zero_on_free,
             alloc: Allocator::new(policy, pages),
-            owners: RefCell::new(Owners { map: IntervalMap::new(), open: OpenAppends::default() }),
-            holders: IntervalMap::new(),
+            owners: RefCell::new(Owners {
+                map: IntervalMap::with_universe(u64::from(pages) * page_size),
+                open: OpenAppends::default(),
+            }),
+            holders: IntervalMap::with_universe(u64::from(pages)),
             held_pages: 0,
             write_epoch: 0,
             checked: Cell::new(false),

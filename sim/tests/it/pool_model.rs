@@ -52,25 +52,31 @@ proptest! {
     #[test]
     fn interval_map_matches_a_per_key_model(ops in prop::collection::vec(map_op(), 1..40)) {
         let mut map = IntervalMap::new();
+        // The dense form (a pool's), held to the B-tree form piece for piece.
+        let mut dense = IntervalMap::with_universe(KEYS);
         let mut model: Vec<Option<Own>> = vec![None; KEYS as usize];
         for op in &ops {
             match *op {
                 MapOp::Set(s, e, o, p) => {
                     map.set(s, e, Own(o, p));
+                    dense.set(s, e, Own(o, p));
                     for k in s..e {
                         model[k as usize] = Some(Own(o, p + (k - s)));
                     }
                 }
                 MapOp::Clear(s, e) => {
                     map.clear(s, e);
+                    dense.clear(s, e);
                     for k in s..e {
                         model[k as usize] = None;
                     }
                 }
             }
             map.invariants();
+            dense.invariants();
             // Every sub-range reads back key by key as the model has it, gaps included.
             for (lo, hi) in [(0, KEYS), (3, 17), (17, 18), (20, KEYS)] {
+                prop_assert_eq!(dense.pieces(lo, hi), map.pieces(lo, hi), "dense [{}, {}) after {:?}", lo, hi, op);
                 let mut covered = lo;
                 for (s, e, v) in map.pieces(lo, hi) {
                     prop_assert_eq!(s, covered, "pieces are contiguous from {}", lo);
@@ -155,8 +161,10 @@ fn fragmenting_map_op() -> impl Strategy<Value = MapOp> {
 /// run reaching into the range from before it and one reaching out of it.
 #[test]
 fn interval_map_cuts_through_many_runs_like_the_reference() {
-    for (start, end) in [(3, 30), (4, 29), (0, 48), (5, 6), (2, 40)] {
-        let mut map = IntervalMap::new();
+    for (start, end, dense) in
+        [(3, 30), (4, 29), (0, 48), (5, 6), (2, 40)].into_iter().flat_map(|(s, e)| [(s, e, false), (s, e, true)])
+    {
+        let mut map = if dense { IntervalMap::with_universe(KEYS) } else { IntervalMap::new() };
         let mut reference = RefMap { runs: std::collections::BTreeMap::new() };
         for k in (0..40).step_by(3) {
             map.set(k, k + 2, Own((k % 3) as u8, k));
@@ -184,21 +192,27 @@ proptest! {
     #[test]
     fn interval_map_keeps_the_reference_runs(ops in prop::collection::vec(fragmenting_map_op(), 1..60)) {
         let mut map = IntervalMap::new();
+        let mut dense = IntervalMap::with_universe(KEYS);
         let mut reference = RefMap { runs: std::collections::BTreeMap::new() };
         for op in &ops {
             match *op {
                 MapOp::Set(s, e, o, p) => {
                     map.set(s, e, Own(o, p));
+                    dense.set(s, e, Own(o, p));
                     reference.set(s, e, Own(o, p));
                 }
                 MapOp::Clear(s, e) => {
                     map.clear(s, e);
+                    dense.clear(s, e);
                     reference.clear(s, e);
                 }
             }
             map.invariants();
+            dense.invariants();
             let got: Vec<(u64, u64, Own)> = map.runs().map(|(s, e, v)| (s, e, *v)).collect();
+            let got_dense: Vec<(u64, u64, Own)> = dense.runs().map(|(s, e, v)| (s, e, *v)).collect();
             let want: Vec<(u64, u64, Own)> = reference.runs.iter().map(|(&s, &(e, v))| (s, e, v)).collect();
+            prop_assert_eq!(&got_dense, &want, "dense, after {:?}", op);
             prop_assert_eq!(got, want, "after {:?}", op);
         }
     }
