@@ -24,9 +24,9 @@ pub trait RunValue: Clone + PartialEq {
 ///
 /// Two representations of the same runs: a B-tree keyed by run start (`new`: any keys), and, for a
 /// map whose keys lie below a bound known when it is made (`with_universe`: a pool's slots or
-/// pages), a bit per key marking where runs start, with two summary levels above it, so that
+/// pages), a bit per key marking where runs start, with summary levels above it, so that
 /// finding the run before or after a key is a few word operations instead of a B-tree walk
-/// (`Dense`). Every operation leaves the same runs in both (`sim/tests/it/pool_model.rs` runs
+/// (`Dense`; its large levels keep only their non-zero words, so memory follows the runs). Every operation leaves the same runs in both (`sim/tests/it/pool_model.rs` runs
 /// the same operations on both and on the reference formulation).
 #[derive(Clone, Default)]
 pub struct IntervalMap<V> {
@@ -49,50 +49,110 @@ impl<V> Default for Repr<V> {
     }
 }
 
-/// The largest universe `with_universe` keeps dense: its bitmaps grow with the highest key used
-/// (at most 2 MB at this bound); a larger pool uses the B-tree.
-pub const DENSE_MAX_KEYS: u64 = 1 << 24;
+/// A level of `Dense`'s bitmaps kept as a plain array up to this many words (512 KB); a larger
+/// level keeps only its non-zero words, by index, so that memory follows the runs, not the keys
+/// (a pool with a thousand times the slots costs no more bits).
+const FLAT_MAX_WORDS: u64 = 1 << 16;
 
-/// Runs keyed by start over keys `0..universe`: `l0` has a bit per key (a run starts there), `l1`
-/// a bit per word of `l0` (that word is not zero) and `l2` a bit per word of `l1`; `runs` holds
+/// One level of `Dense`'s bitmaps: word `i` has a bit per item `64 i .. 64 i + 63` of the level
+/// below (of the keys, at level 0).
+#[derive(Clone)]
+#[allow(clippy::disallowed_types)]
+enum Level {
+    Flat(Vec<u64>),
+    Sparse(HashMap<u64, u64, FixedState>),
+}
+
+impl Level {
+    #[allow(clippy::disallowed_types)]
+    fn new(words: u64) -> Level {
+        if words <= FLAT_MAX_WORDS {
+            Level::Flat(vec![0; words as usize])
+        } else {
+            Level::Sparse(HashMap::with_hasher(FixedState::default()))
+        }
+    }
+
+    #[inline(always)]
+    fn word(&self, i: u64) -> u64 {
+        match self {
+            Level::Flat(v) => v.get(i as usize).copied().unwrap_or(0),
+            Level::Sparse(m) => m.get(&i).copied().unwrap_or(0),
+        }
+    }
+
+    /// Sets bit `b` of word `i`; returns whether the word was zero before.
+    #[inline(always)]
+    fn set(&mut self, i: u64, b: u64) -> bool {
+        let w = match self {
+            Level::Flat(v) => &mut v[i as usize],
+            Level::Sparse(m) => m.entry(i).or_insert(0),
+        };
+        let was_zero = *w == 0;
+        *w |= 1 << b;
+        was_zero
+    }
+
+    /// Clears bit `b` of word `i`; returns whether the word is zero now.
+    #[inline(always)]
+    fn clear(&mut self, i: u64, b: u64) -> bool {
+        match self {
+            Level::Flat(v) => {
+                let w = &mut v[i as usize];
+                *w &= !(1 << b);
+                *w == 0
+            }
+            Level::Sparse(m) => {
+                let Some(w) = m.get_mut(&i) else { return true };
+                *w &= !(1 << b);
+                let zero = *w == 0;
+                if zero {
+                    m.remove(&i);
+                }
+                zero
+            }
+        }
+    }
+}
+
+/// Runs keyed by start over keys `0..universe`: `levels[0]` has a bit per key (a run starts
+/// there) and each level above a bit per word of the one below (that word is not zero), up to a
+/// single word, so finding the run before or after a key is a few word operations; `runs` holds
 /// each run's end and value by its start (a hash map: memory follows the runs, not the keys; it is
-/// never iterated, so its order is not the map's). The bitmaps grow on demand to the highest key
-/// used.
+/// never iterated, so its order is not the map's).
 #[derive(Clone)]
 #[allow(clippy::disallowed_types)]
 struct Dense<V> {
-    l0: Vec<u64>,
-    l1: Vec<u64>,
-    l2: Vec<u64>,
+    levels: Vec<Level>,
+    /// Keys are below this.
+    universe: u64,
     runs: HashMap<u64, (u64, V), FixedState>,
 }
 
 /// The index of the highest set bit of a non-zero word.
 #[inline(always)]
-fn top(w: u64) -> usize {
-    63 - w.leading_zeros() as usize
+fn top(w: u64) -> u64 {
+    63 - u64::from(w.leading_zeros())
+}
+
+/// The index of the lowest set bit of a non-zero word.
+#[inline(always)]
+fn low(w: u64) -> u64 {
+    u64::from(w.trailing_zeros())
 }
 
 impl<V: RunValue> Dense<V> {
     #[allow(clippy::disallowed_types)]
-    fn new() -> Self {
-        Dense { l0: Vec::new(), l1: Vec::new(), l2: Vec::new(), runs: HashMap::with_hasher(FixedState::default()) }
-    }
-
-    /// Keys the bitmaps cover.
-    #[inline]
-    fn keys(&self) -> u64 {
-        (self.l0.len() as u64) << 6
-    }
-
-    /// Makes room for key `k`.
-    #[cold]
-    fn grow(&mut self, k: u64) {
-        let keys = (k + 1).max(2 * self.keys()).max(4096).next_multiple_of(64);
-        let keys = usize::try_from(keys).expect("dense keys fit usize");
-        self.l0.resize(keys / 64, 0);
-        self.l1.resize(self.l0.len().div_ceil(64), 0);
-        self.l2.resize(self.l1.len().div_ceil(64), 0);
+    fn new(universe: u64) -> Self {
+        let universe = universe.max(2);
+        let mut levels = Vec::new();
+        let mut items = universe;
+        while items > 1 {
+            let words = items.div_ceil(64);
+            levels.push(Level::new(words));
+            items = words;
+        }
+        Dense { levels, universe, runs: HashMap::with_hasher(FixedState::default()) }
     }
 
     #[inline]
@@ -108,101 +168,94 @@ impl<V: RunValue> Dense<V> {
     /// Whether a run starts at `k`.
     #[inline]
     fn starts(&self, k: u64) -> bool {
-        self.l0.get((k >> 6) as usize).is_some_and(|w| (w >> (k & 63)) & 1 == 1)
+        k < self.universe && (self.levels[0].word(k >> 6) >> (k & 63)) & 1 == 1
     }
 
     /// Adds the run `[k, end)` (no run starts at `k`).
     #[inline]
     fn insert(&mut self, k: u64, end: u64, v: V) {
-        if k >= self.keys() {
-            self.grow(k);
-        }
+        assert!(k < self.universe, "key {k} beyond the map's universe {}", self.universe);
         self.runs.insert(k, (end, v));
-        let w = (k >> 6) as usize;
-        self.l0[w] |= 1 << (k & 63);
-        self.l1[w >> 6] |= 1 << (w & 63);
-        self.l2[w >> 12] |= 1 << ((w >> 6) & 63);
+        let mut i = k;
+        for l in &mut self.levels {
+            if !l.set(i >> 6, i & 63) {
+                break;
+            }
+            i >>= 6;
+        }
     }
 
     /// Removes the run starting at `k` (there is one).
     #[inline]
     fn remove(&mut self, k: u64) {
         self.runs.remove(&k);
-        let w = (k >> 6) as usize;
-        self.l0[w] &= !(1 << (k & 63));
-        if self.l0[w] == 0 {
-            let w1 = w >> 6;
-            self.l1[w1] &= !(1 << (w & 63));
-            if self.l1[w1] == 0 {
-                self.l2[w1 >> 6] &= !(1 << (w1 & 63));
+        let mut i = k;
+        for l in &mut self.levels {
+            if !l.clear(i >> 6, i & 63) {
+                break;
             }
+            i >>= 6;
         }
     }
 
     /// The largest run start at or below `k`.
     #[inline]
     fn pred(&self, k: u64) -> Option<u64> {
-        if self.l0.is_empty() {
-            return None;
-        }
-        let k = k.min(self.keys() - 1);
-        let w = (k >> 6) as usize;
-        let m = self.l0[w] & (u64::MAX >> (63 - (k & 63)));
+        let k = k.min(self.universe - 1);
+        let m = self.levels[0].word(k >> 6) & (u64::MAX >> (63 - (k & 63)));
         if m != 0 {
-            return Some(((w as u64) << 6) | top(m) as u64);
+            return Some((k & !63) | top(m));
         }
-        self.pred_word(w).map(|word| ((word as u64) << 6) | top(self.l0[word]) as u64)
+        self.pred_above(k >> 6)
     }
 
-    /// The last non-zero word of `l0` below word `w`.
-    fn pred_word(&self, w: usize) -> Option<usize> {
-        let w1 = w >> 6;
-        let m1 = self.l1[w1] & ((1u64 << (w & 63)) - 1);
-        if m1 != 0 {
-            return Some((w1 << 6) | top(m1));
+    /// The largest run start in a level-0 word below word `w`: up the levels to the first word
+    /// with a bit below the one on the path, then down each level's highest bit.
+    fn pred_above(&self, w: u64) -> Option<u64> {
+        let mut i = w;
+        for (l, level) in self.levels.iter().enumerate().skip(1) {
+            let m = level.word(i >> 6) & ((1u64 << (i & 63)) - 1);
+            if m != 0 {
+                let mut j = (i & !63) | top(m);
+                for below in self.levels[..l].iter().rev() {
+                    j = (j << 6) | top(below.word(j));
+                }
+                return Some(j);
+            }
+            i >>= 6;
         }
-        let w2 = w1 >> 6;
-        let m2 = self.l2[w2] & ((1u64 << (w1 & 63)) - 1);
-        let v1 = if m2 != 0 {
-            (w2 << 6) | top(m2)
-        } else {
-            let i = (0..w2).rev().find(|&i| self.l2[i] != 0)?;
-            (i << 6) | top(self.l2[i])
-        };
-        Some((v1 << 6) | top(self.l1[v1]))
+        None
     }
 
     /// The smallest run start at or above `k`.
     #[inline]
     fn succ(&self, k: u64) -> Option<u64> {
-        if k >= self.keys() {
+        if k >= self.universe {
             return None;
         }
-        let w = (k >> 6) as usize;
-        let m = self.l0[w] & (u64::MAX << (k & 63));
+        let m = self.levels[0].word(k >> 6) & (u64::MAX << (k & 63));
         if m != 0 {
-            return Some(((w as u64) << 6) | u64::from(m.trailing_zeros()));
+            return Some((k & !63) | low(m));
         }
-        self.succ_word(w).map(|word| ((word as u64) << 6) | u64::from(self.l0[word].trailing_zeros()))
+        self.succ_above(k >> 6)
     }
 
-    /// The first non-zero word of `l0` above word `w`.
-    fn succ_word(&self, w: usize) -> Option<usize> {
-        let above = |word: u64, bit: usize| if bit == 63 { 0 } else { word & (u64::MAX << (bit + 1)) };
-        let w1 = w >> 6;
-        let m1 = above(self.l1[w1], w & 63);
-        if m1 != 0 {
-            return Some((w1 << 6) | m1.trailing_zeros() as usize);
+    /// The smallest run start in a level-0 word above word `w` (`pred_above` mirrored).
+    fn succ_above(&self, w: u64) -> Option<u64> {
+        let mut i = w;
+        for (l, level) in self.levels.iter().enumerate().skip(1) {
+            let b = i & 63;
+            let m = if b == 63 { 0 } else { level.word(i >> 6) & (u64::MAX << (b + 1)) };
+            if m != 0 {
+                let mut j = (i & !63) | low(m);
+                for below in self.levels[..l].iter().rev() {
+                    j = (j << 6) | low(below.word(j));
+                }
+                return Some(j);
+            }
+            i >>= 6;
         }
-        let w2 = w1 >> 6;
-        let m2 = above(self.l2[w2], w1 & 63);
-        let v1 = if m2 != 0 {
-            (w2 << 6) | m2.trailing_zeros() as usize
-        } else {
-            let i = (w2 + 1..self.l2.len()).find(|&i| self.l2[i] != 0)?;
-            (i << 6) | self.l2[i].trailing_zeros() as usize
-        };
-        Some((v1 << 6) | self.l1[v1].trailing_zeros() as usize)
+        None
     }
 
     /// `IntervalMap::cut` (see there) over the dense runs.
@@ -273,14 +326,10 @@ impl<V: RunValue> IntervalMap<V> {
         IntervalMap { repr: Repr::Tree(BTreeMap::new()), dirty: Cell::new(None) }
     }
 
-    /// A map whose keys all lie below `universe`: dense up to `DENSE_MAX_KEYS`, else as `new`.
-    /// A key at or above `universe` is still correct (the dense form grows), only larger.
+    /// A map whose keys all lie below `universe` (a pool's slots or pages): the dense form. A run
+    /// starting at or beyond `universe` is a model bug (it panics).
     pub fn with_universe(universe: u64) -> Self {
-        if universe <= DENSE_MAX_KEYS {
-            IntervalMap { repr: Repr::Dense(Dense::new()), dirty: Cell::new(None) }
-        } else {
-            Self::new()
-        }
+        IntervalMap { repr: Repr::Dense(Dense::new(universe)), dirty: Cell::new(None) }
     }
 
     /// Whether this map is the dense form (`with_universe`).
@@ -686,16 +735,25 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        for round in 0..40u64 {
-            let [mut tree, mut dense] = both();
-            let span = [64, 5_000, 300_000, 1 << 20][(round % 4) as usize];
+        for round in 0..48u64 {
+            // Universes of one, three and four flat levels, and one whose two lowest levels are
+            // sparse (2^34 keys: 2^28 words at level 0, 2^22 at level 1).
+            let (universe, span) = [
+                (64, 64),
+                (1 << 20, 5_000),
+                (1 << 20, 300_000),
+                (1 << 20, 1 << 20),
+                (1 << 34, 1 << 34),
+                (1 << 34, 1 << 18),
+            ][(round % 6) as usize];
+            let (mut tree, mut dense) = (IntervalMap::new(), IntervalMap::with_universe(universe));
             for _ in 0..400 {
                 let start = next(span);
                 let len = match next(4) {
                     0 => 1 + next(span / 2 + 1),
                     _ => 1 + next(20),
                 };
-                let end = (start + len).min(1 << 20);
+                let end = (start + len).min(universe);
                 if next(3) == 0 {
                     tree.clear(start, end);
                     dense.clear(start, end);
