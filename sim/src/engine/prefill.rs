@@ -974,6 +974,12 @@ impl World {
         node.pool.reset();
         node.meta = MetaSlots::new(node.meta_slots, node.meta_zero);
         node.pp.reset();
+        // The transfer queues and their worker threads live in the process (sglang 0.5.22
+        // `disaggregation/mooncake/conn.py`: `MooncakeKVManager.__init__` makes `transfer_queues`
+        // and starts a `transfer_worker` thread per queue): the new incarnation's queues are
+        // empty, whatever the dead one had booked (its jobs end with it: `land_batch` and
+        // `job_done` check the epoch).
+        node.xfer_free_at.clear();
         let (pool, pages, page_size) = (node.id(), node.pool.pages, node.pool.page_size);
         let epoch = node.life.epoch();
         self.mem(MemOp::Reset { pool, pages, page_size });

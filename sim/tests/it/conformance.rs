@@ -552,6 +552,28 @@ fn s3_sglang_chunks_to_another_decode_do_not_queue_behind_a_delayed_chunk() {
     }
 }
 
+/// Reference §3 (transfer queues) across a prefill restart: the transfer workers and their queues
+/// live in the prefill process (sglang 0.5.22 `disaggregation/mooncake/conn.py`: the sender's
+/// `transfer_queues` and their worker threads are made when the manager starts), so a restarted
+/// prefill starts with empty queues. Request 0's chunk carries a scripted 5 s delay
+/// (`DELAYED_READ`); prefill-0 crashes at 1 s and is back at 1.5 s; request 1 arrives at 2 s and
+/// is answered within 0.5 s. (Before, the dead incarnation's booking of the queue to decode-0
+/// held request 1's chunk until about 5 s.)
+#[test]
+fn s3_a_restarted_prefill_starts_with_empty_transfer_queues() {
+    let text = DELAYED_READ.replace("at_ms = 10\n", "at_ms = 2000\n")
+        + "[[faults.script]]\nkind = \"crash\"\nat_ms = 1000\nnode = \"prefill-0\"\nrestart_after_ms = 500\n";
+    assert!(text.contains("at_ms = 2000"));
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(&text, profile, &[]);
+        assert_ne!(answer(&w, 0).0, 200, "{profile}: request 0 died with prefill-0");
+        let (status, at) = answer(&w, 1);
+        assert_eq!(status, 200, "{profile}");
+        assert!(at < 2_500_000_000, "{profile}: request 1 answered at {at} ns, behind the dead incarnation's chunk");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+    }
+}
+
 /// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
 /// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
 /// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
