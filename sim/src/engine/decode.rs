@@ -18,7 +18,7 @@ use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run, WriteReport};
 use crate::trace::{DecodeEntry, MemOp};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DPhase {
@@ -161,7 +161,7 @@ pub struct DecodeNode {
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
     retracted: VecDeque<RequestId>,
-    reqs: BTreeMap<RequestId, DReq>,
+    reqs: crate::engine::node::ReqMap<DReq>,
     busy: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
     prefix: crate::prefix::PrefixIndex,
@@ -184,7 +184,7 @@ impl DecodeNode {
             running: Vec::new(),
             running_kv: 0,
             retracted: VecDeque::new(),
-            reqs: BTreeMap::new(),
+            reqs: crate::engine::node::ReqMap::new(),
             busy: false,
             prefix: Default::default(),
         }
