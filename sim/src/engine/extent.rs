@@ -673,13 +673,7 @@ mod tests {
     #[test]
     fn windowed_invariants_see_every_change() {
         for mut m in both() {
-            let mut x = 0x9e37_79b9_7f4a_7c15u64;
-            let mut next = |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut next = crate::engine::rng::test_draws(0x9e37_79b9_7f4a_7c15u64);
             for i in 0..5_000u64 {
                 let start = next(500);
                 let end = start + 1 + next(if i % 7 == 0 { 200 } else { 8 });
@@ -728,13 +722,7 @@ mod tests {
     /// cross empty stretches of each level both ways.
     #[test]
     fn dense_keeps_the_trees_runs() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::engine::rng::test_draws(0x2545_f491_4f6c_dd1du64);
         for round in 0..48u64 {
             // Universes of one, three and four flat levels, and one whose two lowest levels are
             // sparse (2^34 keys: 2^28 words at level 0, 2^22 at level 1).

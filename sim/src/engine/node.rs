@@ -221,13 +221,7 @@ mod tests {
     /// misses): the same values, the same order, the same `Debug` image (the state digest).
     #[test]
     fn req_map_answers_as_a_btree_map() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::engine::rng::test_draws(0x9e37_79b9_7f4a_7c15u64);
         let (mut m, mut b) = (ReqMap::new(), BTreeMap::new());
         let mut top = 0u32;
         for i in 0..20_000u64 {

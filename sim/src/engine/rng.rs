@@ -64,3 +64,16 @@ impl Prng {
         Duration((u128::from(mean.0) * u128::from(q) / 1_000_000) as u64)
     }
 }
+
+/// A tiny deterministic generator for unit tests' random operation sequences (xorshift64):
+/// `next(n)` is a value below `n`. Not the model's randomness (that is `Prng`).
+#[cfg(test)]
+pub(crate) fn test_draws(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
