@@ -161,7 +161,7 @@ pub struct DecodeNode {
     /// Retracted (sglang) or preempted (vLLM) requests waiting to come back, in the order they
     /// come back: sglang appends to `retracted_queue`, vLLM prepends to its waiting queue.
     retracted: VecDeque<RequestId>,
-    reqs: crate::engine::node::ReqMap<DReq>,
+    reqs: crate::engine::reqmap::ReqMap<DReq>,
     busy: bool,
     /// The decode-side radix cache (`decode_radix_cache = on`; empty otherwise).
     prefix: crate::prefix::PrefixIndex,
@@ -184,7 +184,7 @@ impl DecodeNode {
             running: Vec::new(),
             running_kv: 0,
             retracted: VecDeque::new(),
-            reqs: crate::engine::node::ReqMap::new(),
+            reqs: crate::engine::reqmap::ReqMap::new(),
             busy: false,
             prefix: Default::default(),
         }

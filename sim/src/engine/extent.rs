@@ -26,8 +26,9 @@ pub trait RunValue: Clone + PartialEq {
 /// map whose keys lie below a bound known when it is made (`with_universe`: a pool's slots or
 /// pages), a bit per key marking where runs start, with summary levels above it, so that
 /// finding the run before or after a key is a few word operations instead of a B-tree walk
-/// (`Dense`; its large levels keep only their non-zero words, so memory follows the runs). Every operation leaves the same runs in both (`sim/tests/it/pool_model.rs` runs
-/// the same operations on both and on the reference formulation).
+/// (`Dense`; its large levels keep only their non-zero words, so memory follows the runs).
+/// Every operation leaves the same runs in both (`sim/tests/it/pool_model.rs` runs the same
+/// operations on both and on the reference formulation).
 #[derive(Clone, Default)]
 pub struct IntervalMap<V> {
     repr: Repr<V>,
@@ -160,15 +161,15 @@ impl<V: RunValue> Dense<V> {
         self.runs.get(&k).expect("a run starts at a marked key")
     }
 
+    /// The run starting at `k`, if one does.
+    #[inline]
+    fn starting_at(&self, k: u64) -> Option<&(u64, V)> {
+        self.runs.get(&k)
+    }
+
     #[inline]
     fn run_mut(&mut self, k: u64) -> &mut (u64, V) {
         self.runs.get_mut(&k).expect("a run starts at a marked key")
-    }
-
-    /// Whether a run starts at `k`.
-    #[inline]
-    fn starts(&self, k: u64) -> bool {
-        k < self.universe && (self.levels[0].word(k >> 6) >> (k & 63)) & 1 == 1
     }
 
     /// Adds the run `[k, end)` (no run starts at `k`).
@@ -332,11 +333,6 @@ impl<V: RunValue> IntervalMap<V> {
         IntervalMap { repr: Repr::Dense(Dense::new(universe)), dirty: Cell::new(None) }
     }
 
-    /// Whether this map is the dense form (`with_universe`).
-    pub fn is_dense(&self) -> bool {
-        matches!(self.repr, Repr::Dense(_))
-    }
-
     /// Notes that keys `[start, end]` may have changed (`invariants`).
     #[inline]
     fn touched(&self, start: u64, end: u64) {
@@ -359,25 +355,19 @@ impl<V: RunValue> IntervalMap<V> {
 
     /// The runs starting at or after `k`, in key order.
     fn runs_from(&self, k: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
-        let (tree, mut next) = match &self.repr {
+        // One of the two walks, the other empty.
+        let (mut tree, dense) = match &self.repr {
             Repr::Tree(t) => (Some(t.range(k..)), None),
-            Repr::Dense(d) => (None, d.succ(k)),
+            Repr::Dense(d) => (None, Some((d, d.succ(k)))),
         };
-        let dense = match &self.repr {
-            Repr::Dense(d) => Some(d),
-            Repr::Tree(_) => None,
-        };
-        let mut tree = tree;
-        std::iter::from_fn(move || {
-            if let Some(it) = tree.as_mut() {
-                return it.next().map(|(&s, (e, v))| (s, *e, v));
-            }
-            let d = dense?;
-            let s = next?;
-            let (e, v) = d.run(s);
-            next = d.succ(s + 1);
-            Some((s, *e, v))
-        })
+        let tree = std::iter::from_fn(move || tree.as_mut()?.next()).map(|(&s, (e, v))| (s, *e, v));
+        let dense = dense.into_iter().flat_map(|(d, first)| {
+            std::iter::successors(first, move |&s| d.succ(s + 1)).map(move |s| {
+                let (e, v) = d.run(s);
+                (s, *e, v)
+            })
+        });
+        tree.chain(dense)
     }
 
     /// Removes `[start, end)` from the runs and reports what an insertion at `start` needs to know:
@@ -413,7 +403,7 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             Repr::Dense(d) => {
-                if d.starts(start) && d.run(start).0 == end {
+                if d.starting_at(start).is_some_and(|(e, _)| *e == end) {
                     d.remove(start);
                     return;
                 }
@@ -426,14 +416,7 @@ impl<V: RunValue> IntervalMap<V> {
     pub fn exact(&self, start: u64, end: u64) -> Option<&V> {
         match &self.repr {
             Repr::Tree(t) => t.get(&start).filter(|(e, _)| *e == end).map(|(_, v)| v),
-            Repr::Dense(d) => {
-                if d.starts(start) {
-                    let (e, v) = d.run(start);
-                    (*e == end).then_some(v)
-                } else {
-                    None
-                }
-            }
+            Repr::Dense(d) => d.starting_at(start).filter(|(e, _)| *e == end).map(|(_, v)| v),
         }
     }
 
@@ -760,7 +743,7 @@ mod tests {
             dense.invariants();
             assert_eq!(tree.len_runs(), dense.len_runs());
             assert_eq!(format!("{tree:?}"), format!("{dense:?}"));
-            assert!(dense.is_dense() && !tree.is_dense());
+            assert!(matches!(dense.repr, Repr::Dense(_)) && matches!(tree.repr, Repr::Tree(_)));
         }
     }
 }

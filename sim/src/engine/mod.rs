@@ -24,6 +24,7 @@ pub mod pp;
 pub mod prefill;
 pub mod prefix;
 pub mod queue;
+pub mod reqmap;
 pub mod reqs;
 pub mod rng;
 pub mod router;

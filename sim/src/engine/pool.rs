@@ -4,6 +4,7 @@
 //! `zero_on_free`. Page 0 is reserved and never handed out.
 
 use crate::config::FreeListPolicy;
+use crate::engine::reqmap::ReqMap;
 use crate::extent::{IntervalMap, RunValue};
 use crate::types::{Instant, PoolId, RequestId, TenantId};
 use serde::{Deserialize, Serialize};
@@ -352,50 +353,16 @@ struct OpenAppend {
 #[derive(Clone)]
 struct Owners {
     map: IntervalMap<Writer>,
-    open: OpenAppends,
-}
-
-/// The open appends by writer, sorted by request: a binary search of a few running requests'
-/// entries, where a B-tree walked its nodes on every decode token. Iterated in request order,
-/// as the B-tree was (the order does not matter: open ranges are disjoint). `.1` is where the
-/// last search ended: a decode step appends for its batch in admission order, which is mostly
-/// request order, so the next request's entry is usually the one after it (looked at first;
-/// the first of the batch, found by the search).
-#[derive(Clone, Default)]
-struct OpenAppends(Vec<(RequestId, OpenAppend)>, Cell<usize>);
-
-impl OpenAppends {
-    fn find(&self, r: RequestId) -> Result<usize, usize> {
-        let i = self.1.get() + 1;
-        if self.0.get(i).is_some_and(|(k, _)| *k == r) {
-            self.1.set(i);
-            return Ok(i);
-        }
-        let found = self.0.binary_search_by_key(&r, |(k, _)| *k);
-        if let Ok(i) = found {
-            self.1.set(i);
-        }
-        found
-    }
-    fn get(&self, r: RequestId) -> Option<&OpenAppend> {
-        self.find(r).ok().map(|i| &self.0[i].1)
-    }
-    fn get_mut(&mut self, r: RequestId) -> Option<&mut OpenAppend> {
-        self.find(r).ok().map(|i| &mut self.0[i].1)
-    }
-    fn remove(&mut self, r: RequestId) -> Option<OpenAppend> {
-        self.find(r).ok().map(|i| self.0.remove(i).1)
-    }
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
+    /// The open appends by writer, in request order (the order does not matter: open ranges are
+    /// disjoint), looked up on every decode token.
+    open: ReqMap<OpenAppend>,
 }
 
 impl Owners {
     /// The materialised map.
     fn map(&mut self) -> &mut IntervalMap<Writer> {
         if !self.open.is_empty() {
-            for (_, o) in std::mem::take(&mut self.open).0 {
+            for (_, o) in self.open.drain() {
                 self.map.set(o.start, o.end, o.writer);
             }
         }
@@ -408,9 +375,9 @@ impl Owners {
     /// Open appends elsewhere stay open: their sets commute with this operation's.
     fn touch(&mut self, start: u64, end: u64) -> &mut IntervalMap<Writer> {
         let hit = |o: &OpenAppend| o.start <= end && o.end >= start;
-        if self.open.0.iter().any(|(_, o)| hit(o)) {
+        if self.open.values().any(hit) {
             let mut due = Vec::new();
-            self.open.0.retain(|(_, o)| {
+            self.open.retain(|o| {
                 let h = hit(o);
                 if h {
                     due.push(*o);
@@ -426,7 +393,7 @@ impl Owners {
 
     /// Materialises `request`'s open append, if any (and only it).
     fn settle(&mut self, request: RequestId) {
-        if let Some(o) = self.open.remove(request) {
+        if let Some(o) = self.open.remove(&request) {
             self.map.set(o.start, o.end, o.writer);
         }
     }
@@ -493,7 +460,7 @@ impl Pool {
             alloc: Allocator::new(policy, pages),
             owners: RefCell::new(Owners {
                 map: IntervalMap::with_universe(u64::from(pages) * page_size),
-                open: OpenAppends::default(),
+                open: ReqMap::new(),
             }),
             holders: IntervalMap::with_universe(u64::from(pages)),
             held_pages: 0,
@@ -773,7 +740,7 @@ impl Pool {
         // it), so the slot after it is in that page exactly when it is below the page's end: no
         // division on the common path.
         let ps = self.page_size;
-        if let Some(o) = self.owners.get_mut().open.get_mut(request) {
+        if let Some(o) = self.owners.get_mut().open.get_mut(&request) {
             if o.end == slot && slot < (o.page + 1) * ps {
                 debug_assert_eq!(slot / ps, o.page, "the open append's next slot is in its page");
                 let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
@@ -785,7 +752,7 @@ impl Pool {
             }
         }
         let page = slot / ps;
-        let open = self.owners.get_mut().open.get(request).map(|o| o.page);
+        let open = self.owners.get_mut().open.get(&request).map(|o| o.page);
         debug_assert!(
             !fresh || self.holder_of(page as u32) == Some(Holder::Req(request)),
             "a fresh page is the writer's"
@@ -803,9 +770,8 @@ impl Pool {
         self.write_epoch += 1;
         let writer = Writer { tenant, request, pos, epoch: self.write_epoch, at, chain_upto: 0 };
         let owners = self.owners.get_mut();
-        match owners.open.find(request) {
-            Ok(i) => {
-                let o = &mut owners.open.0[i].1;
+        match owners.open.get_mut(&request) {
+            Some(o) => {
                 if o.end == slot && o.writer.continued_by(o.end - o.start, &writer) {
                     o.end += 1;
                     o.page = page;
@@ -814,7 +780,9 @@ impl Pool {
                     owners.map.set(old.start, old.end, old.writer);
                 }
             }
-            Err(i) => owners.open.0.insert(i, (request, OpenAppend { start: slot, end: slot + 1, writer, page })),
+            None => {
+                owners.open.insert(request, OpenAppend { start: slot, end: slot + 1, writer, page });
+            }
         }
         WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) }
     }
