@@ -91,6 +91,9 @@ pub struct Req {
     room_mismatch: bool,
     /// A transfer of this request was acknowledged before its data was visible.
     lagged: bool,
+    /// Its scripted `delay` has been applied (to its first transfer batch: the fault makes the
+    /// request's transfer `delay_ms` longer, once; `World::batch_faults`).
+    delay_spent: bool,
     prefill_leg: Option<u16>,
     decode_leg: Option<u16>,
     decode_tokens: u64,
@@ -145,6 +148,7 @@ impl Req {
             late_writers: (false, false),
             room_mismatch: false,
             lagged: false,
+            delay_spent: false,
             prefill_leg: None,
             decode_leg: None,
             decode_tokens: 0,
@@ -209,6 +213,11 @@ impl Req {
     /// A transfer of it was acknowledged before its data was visible.
     pub(crate) fn acked_before_visible(&mut self) {
         self.lagged = true;
+    }
+
+    /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
+    pub(crate) fn spend_delay(&mut self) -> bool {
+        !std::mem::replace(&mut self.delay_spent, true)
     }
 
     /// Decode failed it for a metadata room mismatch.
@@ -1371,6 +1380,10 @@ impl World {
                 r.detected_by,
                 r.decode_prefix_tokens
             );
+            if r.delay_spent {
+                // Only when set, so the digests of runs without a scripted delay stay as they were.
+                let _ = write!(img, "delay_spent;");
+            }
         }
         let _ = write!(img, "|{:?}|{:?}|", self.oracle, self.router.counters());
         if let Some(c) = &self.chooser {

@@ -369,7 +369,9 @@ pub enum ScriptKind {
     Crash,
     /// Every transfer batch of `request` fails.
     TransferFail,
-    /// `request`'s transfer takes `delay_ms` longer.
+    /// `request`'s transfer takes `delay_ms` longer, once: its first transfer batch takes that
+    /// much longer (failing if it outlives `transfer_sync_timeout_ms`) and the batches behind it
+    /// move with it; several delays of one request add up.
     Delay,
     /// `request`'s KV writes become visible `lag_ms` after they complete.
     VisibilityLag,

@@ -574,6 +574,34 @@ fn s3_a_restarted_prefill_starts_with_empty_transfer_queues() {
     }
 }
 
+/// A scripted `delay` makes the request's transfer `delay_ms` longer, once
+/// (docs/scenario-format.md): it lands on the request's first batch and the batches behind it
+/// move with it. Request 0's 4,096 tokens go as 16 chunks (16 pages each) in 4-page batches,
+/// 64 batches; with a 1 s delay it is answered at most 1 s later than without (0.85 s: the
+/// worker's idle time between chunks absorbs some). (Before, every
+/// batch carried the delay: 64 s later; a guided campaign on sglang-0.5.16 turned a 10 s delay
+/// on a 3,472-page transfer in 4-page batches into 2.4 hours of transfer and a prefill
+/// `page_leak` at the horizon.)
+#[test]
+fn scripted_delay_lengthens_the_requests_transfer_once() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    let delayed = FAILED_CHUNK.replace("transfer_sync_timeout_ms = 500\n", "max_transfer_batch_pages = 4\n");
+    assert!(delayed.contains("max_transfer_batch_pages = 4"));
+    let plain = delayed.replace("delay_ms = 1000", "delay_ms = 0");
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let (w, base) = (collect(&delayed, profile, &[]), collect(&plain, profile, &[]));
+        let recs = w.tracer.collected.as_ref().expect("collected");
+        let copies = recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0));
+        assert_eq!(copies.count(), 64, "{profile}: 64 batches landed");
+        let ((status, at), (base_status, base_at)) = (answer(&w, 0), answer(&base, 0));
+        assert_eq!((status, base_status), (200, 200), "{profile}");
+        let later = at - base_at;
+        // At most the delay (the queue had idle time between chunks that absorbs some of it).
+        assert!((500_000_000..=1_000_000_000).contains(&later), "{profile}: answered {later} ns later, not up to 1 s");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+    }
+}
+
 /// Reference §3 (aborts): a room already Failed takes no more chunks (`add_transfer_request`
 /// returns for a Failed room: sglang 0.5.16 and 0.5.22 wheels, `disaggregation/mooncake/conn.py`).
 /// Every transfer of request 0 fails at once (scripted): the first chunk's fails ~1 ms after it was
