@@ -1071,7 +1071,9 @@ impl World {
     /// the released engine answers it when the timer fires. The horizon then moves to that timer
     /// plus the bound again, so a queue that drains one timeout at a time (decode reservations
     /// nobody will fill, held 300 s each behind a router that waits for decode) runs to its end.
-    /// A leg's result already in flight to the router counts the same way. A request with neither
+    /// A leg's result already in flight to the router counts the same way, and so does a transfer
+    /// still in flight (its `TransferDone`: the sender holds its pages until then, so they are not
+    /// a leak at the horizon). A request with neither
     /// is judged at the horizon as before; one that moved it is judged again at the new horizon,
     /// so moving it never hides a hang.
     pub fn run(&mut self) {
@@ -1320,6 +1322,10 @@ impl World {
                 // inside the horizon, sglang-0.5.22 campaign seed 309,065). Judged
                 // there, those pages would count as a leak; they are freed when the ack lands.
                 Ev::AbortAt { r, .. } | Ev::AbortAck { r, .. } => self.reqs[r.idx()].response.is_some().then_some(s.at),
+                // A transfer still in flight: the sender's pages (and the room's metadata slot)
+                // are held until it ends, so pages held at the horizon are not yet a leak (a
+                // queue of slow chunks to one decode node can outlast the bound).
+                Ev::TransferDone { job, .. } => self.jobs.get(*job).filter(|j| !j.is_done()).map(|_| s.at),
                 _ => None,
             })
             .min()

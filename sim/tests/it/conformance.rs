@@ -280,6 +280,50 @@ fn s2_timeouts_a_request_the_engine_ends_at_its_waiting_timeout_is_no_hang() {
     assert_eq!(kinds(&w), ["wrong_status"], "{:?}", w.oracle.violations.first());
 }
 
+/// Reference §2 (timeouts) and the liveness horizon: a transfer still in flight holds its
+/// sender's pages until it ends, so the run goes on to its end. One 2,000-token prompt over a
+/// 5 bytes/µs link (a 28 s transfer), decode's waiting timer at 5 s, a 10 s liveness bound:
+/// decode answers 500 at 5 s and the transfer ends at 28 s. On the fixed builds nothing is held at
+/// the end; on 0.5.16 decode freed its pages at the timeout and the transfer writes into them (the
+/// catalogue's decode-free-before-late-write). (Before, the run stopped at the 10 s horizon and
+/// reported prefill's in-flight pages, and on 0.5.22 and vLLM decode's deferred ones, as leaks:
+/// false alarms on the fixed builds, and 0.5.16's use after free was never reached.)
+const TRANSFER_PAST_HORIZON: &str = r#"
+name = "slow-transfer"
+context_len = 8192
+liveness_bound_s = 10
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[cost]
+transfer_bytes_per_us = 5
+kv_bytes_per_token = 70000
+[knobs]
+page_size = 16
+waiting_timeout_ms = 5000
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+"#;
+
+#[test]
+fn s2_timeouts_pages_under_a_transfer_in_flight_at_the_horizon_are_no_leak() {
+    for profile in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
+        let w = run(TRANSFER_PAST_HORIZON, profile, &[]);
+        let (status, at) = answer(&w, 0);
+        assert_eq!(status, 500, "{profile}");
+        assert!(at < 6 * S, "{profile}: answered at {at} ns, at decode's waiting timer");
+        assert!(w.now().0 > 28 * S, "{profile}: the run stopped at {} ns, before the transfer ended", w.now().0);
+        assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}: prefill holds pages at the end");
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile}: decode holds pages at the end");
+        let want: &[&str] = if profile == "sglang-0.5.16" { &["use_after_free"] } else { &[] };
+        assert_eq!(kinds(&w), want, "{profile}: {:?}", w.oracle.violations.first());
+    }
+}
+
 #[test]
 fn s6_vllm_reuses_unhashed_blocks_first_and_hashed_blocks_last() {
     use kvsim::pool::{Holder, Pool, Run};
