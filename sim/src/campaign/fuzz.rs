@@ -597,6 +597,18 @@ mod tests {
         assert!(is_model_bug("invariant_broken/decode-0") && !is_safety("invariant_broken/decode-0"));
     }
 
+    /// A read of blocks that came from decode's radix cache is labelled by that chain: blind seed
+    /// 1,000,363 (prefix-heavy, `decode_radix_cache = on`) has over-length requests stub-committed on
+    /// decode, whose never-written blocks decode then caches and later requests of the same prefix
+    /// read (zeros and a neighbour's slot). Its reads were `…/other` before.
+    #[test]
+    fn a_read_through_decodes_radix_cache_names_it() {
+        let (_, sigs) = run_case(draw(1_000_363, &Space::Blind));
+        assert!(sigs.contains("uninitialized_read/decode_prefix_cache"), "{sigs:?}");
+        assert!(sigs.contains("cross_request_read/decode_prefix_cache"), "{sigs:?}");
+        assert!(!sigs.iter().any(|s| s.ends_with("/other")), "{sigs:?}");
+    }
+
     #[test]
     fn drawn_scenarios_keep_their_invariants() {
         for seed in 0..64 {

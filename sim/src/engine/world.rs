@@ -1056,6 +1056,12 @@ impl World {
             "late_write"
         } else if r.lagged {
             "visibility_lag"
+        } else if r.decode_prefix_tokens > 0 {
+            // Its prefix came from decode's radix cache (`decode_radix_cache = on`), which holds
+            // what the blocks' first request left there: a stub-committed request's blocks were
+            // never written (blind campaign seed 1,000,363: three readers of zeros and a
+            // neighbour's slot, labelled `other` before).
+            "decode_prefix_cache"
         } else {
             "other"
         };
