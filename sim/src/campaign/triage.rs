@@ -233,6 +233,25 @@ note = "prefix_cache_scope = global in the profile"
         assert!(n >= 14 && rows.len() > n, "{n} scenarios, {} rows", rows.len());
     }
 
+    /// A `--hardware-faults` campaign on `vllm-nixl` reported `own_kv_misplaced/visibility_lag` as
+    /// new (14 runs in 419,731): decode committed on an early Success, was preempted and recomputed,
+    /// and the lagged landing wrote its own KV over blocks it held again at other positions: the
+    /// rdma-visibility-lag row. Seed 212,397's signatures are all known now, and it needs the lag.
+    #[test]
+    fn vllm_nixl_hardware_seed_212397_is_known_and_needs_the_lag() {
+        use crate::fuzz::{draw, run_case, Space};
+        let space = Space::Hardware(Box::new(Space::Profile("vllm-nixl".into())));
+        let cfg = draw(212_397, &space);
+        let (_, sigs) = run_case(cfg.clone());
+        assert!(sigs.contains("own_kv_misplaced/visibility_lag"), "{sigs:?}");
+        let known = KnownBugs::shipped("vllm-nixl").expect("shipped");
+        assert_eq!(exit_status(&sigs, Some(&known)), 0, "{sigs:?}");
+        let mut no_lag = cfg;
+        no_lag.faults.visibility_lag = crate::types::Ratio::NEVER;
+        let (_, sigs) = run_case(no_lag);
+        assert!(!sigs.iter().any(|s| s.starts_with("own_kv_misplaced")), "{sigs:?}");
+    }
+
     #[test]
     fn shipped_files_parse_and_name_their_profile() {
         for (p, _) in SHIPPED {
