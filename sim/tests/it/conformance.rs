@@ -447,9 +447,14 @@ fn prefill_free_and_copies(w: &World) -> (u64, usize) {
             _ => None,
         })
         .expect("prefill frees request 0's pages");
-    let copies =
-        recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0)).count();
-    (freed, copies)
+    (freed, copies_of_request_0(w))
+}
+
+/// How many of request 0's batches landed (its `copy` records).
+fn copies_of_request_0(w: &World) -> usize {
+    use kvsim::trace::{MemOp, TraceRecord};
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0)).count()
 }
 
 #[test]
@@ -623,20 +628,17 @@ fn s3_a_restarted_prefill_starts_with_empty_transfer_queues() {
 /// move with it. Request 0's 4,096 tokens go as 16 chunks (16 pages each) in 4-page batches,
 /// 64 batches; with a 1 s delay it is answered at most 1 s later than without (0.85 s: the
 /// worker's idle time between chunks absorbs some). (Before, every
-/// batch carried the delay: 64 s later; a guided campaign on sglang-0.5.16 turned a 10 s delay
+/// batch carried the delay: 63.85 s later; a guided campaign on sglang-0.5.16 turned a 10 s delay
 /// on a 3,472-page transfer in 4-page batches into 2.4 hours of transfer and a prefill
 /// `page_leak` at the horizon.)
 #[test]
 fn scripted_delay_lengthens_the_requests_transfer_once() {
-    use kvsim::trace::{MemOp, TraceRecord};
     let delayed = FAILED_CHUNK.replace("transfer_sync_timeout_ms = 500\n", "max_transfer_batch_pages = 4\n");
     assert!(delayed.contains("max_transfer_batch_pages = 4"));
     let plain = delayed.replace("delay_ms = 1000", "delay_ms = 0");
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
         let (w, base) = (collect(&delayed, profile, &[]), collect(&plain, profile, &[]));
-        let recs = w.tracer.collected.as_ref().expect("collected");
-        let copies = recs.iter().filter(|(_, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0));
-        assert_eq!(copies.count(), 64, "{profile}: 64 batches landed");
+        assert_eq!(copies_of_request_0(&w), 64, "{profile}: 64 batches landed");
         let ((status, at), (base_status, base_at)) = (answer(&w, 0), answer(&base, 0));
         assert_eq!((status, base_status), (200, 200), "{profile}");
         let later = at - base_at;
