@@ -9,6 +9,7 @@ pub use common::*;
 mod audit;
 mod bad_input;
 mod confirm;
+mod deploy;
 mod explore;
 mod fuzz;
 mod hostile;
