@@ -478,6 +478,26 @@ impl World {
         self.decode_start_step(n);
     }
 
+    /// `World::run_step_tick`'s shortcut for the usual tick after a decode step: no tick is
+    /// pending, the node is up and nothing waits for admission, KV or resumption. Arming the tick,
+    /// `moot` and `decode_tick` would then start the next step (when the node is idle and has a
+    /// batch) and leave the tick disarmed, as it is: this does only that. False, and nothing done,
+    /// when the tick must take the full path.
+    #[inline]
+    pub(crate) fn decode_usual_tick(&mut self, n: DecodeIdx) -> bool {
+        let node = &self.decode[n.at()];
+        if node.life.tick_pending()
+            || !node.life.alive()
+            || !node.prealloc.is_empty()
+            || !node.transfer.is_empty()
+            || !node.retracted.is_empty()
+        {
+            return false;
+        }
+        self.decode_start_step(n);
+        true
+    }
+
     /// Starts a decode step over node `n`'s running batch, when it is up, idle and has one.
     fn decode_start_step(&mut self, n: DecodeIdx) {
         let node = &self.decode[n.at()];

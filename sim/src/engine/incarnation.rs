@@ -45,6 +45,11 @@ impl Incarnation {
         !std::mem::replace(&mut self.tick_pending, true)
     }
 
+    /// Whether a tick is pending (armed and not yet run).
+    pub(crate) fn tick_pending(&self) -> bool {
+        self.tick_pending
+    }
+
     /// The pending tick ran, or found nothing to do: the next change schedules one again.
     pub(crate) fn disarm_tick(&mut self) {
         self.tick_pending = false;

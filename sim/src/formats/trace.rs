@@ -434,16 +434,24 @@ pub mod encode {
 
     /// A decode step's head, its entry count left at 0: where that count is, for `set_count`
     /// (the tracer writes a step's entries as they come, then the count).
+    /// The head is laid out in a fixed buffer and appended once (the same bytes as writing its
+    /// fields one by one: `at`, the kind byte, variant 6, the pool's role byte and index, a zero
+    /// count), as `decode_entry` does: a step record per decode step made it a cost per step.
+    #[inline]
     pub fn decode_step_head(b: &mut Vec<u8>, at: Instant, pool: PoolId, with_head: bool) -> usize {
-        if with_head {
-            u64_(b, at.0);
-            b.push(MEM);
-        }
-        b.push(6);
-        node(b, pool);
-        let count_at = b.len();
-        len(b, 0);
-        count_at
+        let mut x = [0u8; 17];
+        x[0..8].copy_from_slice(&at.0.to_le_bytes());
+        x[8] = MEM;
+        x[9] = 6;
+        x[10] = match pool.role {
+            Role::Prefill => 0,
+            Role::Decode => 1,
+        };
+        x[11..13].copy_from_slice(&pool.index.to_le_bytes());
+        // x[13..17]: the entry count, 0 until `set_count`.
+        let head = if with_head { &x[..] } else { &x[9..] };
+        b.extend_from_slice(head);
+        b.len() - 4
     }
 
     /// Writes a list's `u32` count at `at` (`decode_step_head`).
