@@ -14,7 +14,12 @@
 //! - `blis-fair-10k`: `sim/bench-scenarios/blis-fair-10k.toml`, the peer simulator's workload
 //!   (10,000 requests, Poisson 8/s, 512/128 tokens, 2P2D, fixed `sglang-0.5.22` profile);
 //! - `blis-fair-1m`: the same workload with 1,000,000 requests (built in code);
-//! - `blis-fair-10m`: 10,000,000 requests, a memory check run only when named with `--only`.
+//! - `blis-fair-10m`: 10,000,000 requests, a memory check run only when named with `--only`;
+//! - `swarm-0.5.16`: a pinned-profile swarm campaign's runs (`kvsim fuzz --profile
+//!   sglang-0.5.16`): its draws for seeds 0, 1, 2, …, each run as the campaign runs it (the
+//!   reference oracle and the invariant checks on the runs its seed samples), signatures
+//!   collected; not the campaign's accounting and saved examples (another thread, idle once a
+//!   long campaign's examples settle). Reported as runs per second of CPU.
 
 use kvsim::config::SimConfig;
 use kvsim::scenario::{Overrides, Scenario};
@@ -32,13 +37,13 @@ pub struct BenchOpts {
     #[arg(long)]
     pub json: Option<String>,
     /// Run only these scenarios (repeatable): glm53-incident, mixed-10k, mixed-10k-x1000, fuzz-small,
-    /// blis-fair-10k, blis-fair-1m, blis-fair-10m (the last only when named).
+    /// blis-fair-10k, blis-fair-1m, swarm-0.5.16, blis-fair-10m (the last only when named).
     #[arg(long = "only", value_name = "NAME")]
     pub only: Vec<String>,
     /// Timed repetitions of each measurement (the table shows the median).
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
-    /// Runs of the fuzzer-sized scenario per repetition (seeds 1..=N).
+    /// Runs of the fuzzer-sized scenario (seeds 1..=N) and of the swarm (seeds 0..N) per repetition.
     #[arg(long, default_value_t = 2000)]
     pub fuzz_runs: u64,
     /// Run every scenario under this engine profile instead of its own (e.g. vllm-nixl: LRU
@@ -61,6 +66,9 @@ enum Mode {
     Whole,
     /// `fuzz_runs` simulations per repetition, seeds 1..=N.
     Many,
+    /// `fuzz_runs` runs of a profile's swarm campaign per repetition, seeds 0..N
+    /// (`measure_swarm`; the case's configuration is not used).
+    Swarm,
 }
 
 struct Case {
@@ -113,6 +121,13 @@ const CASES: &[Case] = &[
         source: "sim/bench-scenarios/blis-fair-10k.toml, 1,000,000 requests",
         mode: Mode::Whole,
         build: blis_1m,
+        on_request: false,
+    },
+    Case {
+        name: "swarm-0.5.16",
+        source: "kvsim fuzz --profile sglang-0.5.16: its draws, seeds 0..N, run as the campaign runs them",
+        mode: Mode::Swarm,
+        build: fuzz_small, // not used: `measure_swarm` draws each run's configuration
         on_request: false,
     },
     Case {
@@ -325,6 +340,66 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
     }
 }
 
+/// Measures a profile's swarm campaign runs in this process: per repetition, `runs` draws of
+/// `profile`'s space (seeds 0..runs), each run with the checks its seed samples, as `kvsim fuzz
+/// --profile` runs them (`kvsim::fuzz::run_case_full`).
+fn measure_swarm(name: &str, source: &str, profile: &str, repeat: u32, runs: u64) -> Row {
+    use kvsim::fuzz::{draw, run_case_full, sampled_for_check, sampled_for_invariants, Space};
+    let baseline = vm_hwm_kib();
+    let space = Space::Profile(profile.to_string());
+    let runs = runs.max(1);
+    let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+    let (mut events, mut requests, mut failing) = (0u64, 0u64, 0u64);
+    let mut last = None;
+    for _ in 0..repeat.max(1) {
+        drop(last.take());
+        let cpu0 = cpu_time_s();
+        let ((ev, rq, bad, w), wall) = timed(|| {
+            let (mut ev, mut rq, mut bad, mut keep) = (0u64, 0u64, 0u64, None);
+            for seed in 0..runs {
+                let cfg = draw(seed, &space);
+                let (w, sigs) = run_case_full(cfg, sampled_for_check(seed), false, sampled_for_invariants(seed), false);
+                ev += w.events();
+                rq += w.reqs.len() as u64;
+                bad += u64::from(!sigs.is_empty());
+                if seed + 1 == runs {
+                    keep = Some(w);
+                }
+            }
+            (ev, rq, bad, keep)
+        });
+        let cpu1 = cpu_time_s();
+        walls.push(wall);
+        if let (Some(a), Some(b)) = (cpu0, cpu1) {
+            cpus.push(b - a);
+        }
+        (events, requests, failing, last) = (ev, rq, bad, w);
+    }
+    let w = last.expect("at least one run");
+    let wall_s = median(&walls);
+    let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
+    Row {
+        scenario: name.to_string(),
+        source: format!("{source} ({failing} of {runs} runs with signatures)"),
+        runs,
+        events,
+        requests,
+        wall_s,
+        wall_s_all: walls,
+        cpu_s: (!cpus.is_empty()).then(|| median(&cpus)),
+        events_per_s: per(events),
+        requests_per_s: per(requests),
+        runs_per_s: per(runs),
+        load_s: 0.0,
+        peak_rss_kib: vm_hwm_kib(),
+        baseline_rss_kib: baseline,
+        virtual_s: w.ended_at().0 as f64 / 1e9,
+        trace_hash: w.tracer.hash_hex(),
+        ownership_runs_end: 0,
+        exit_code: kvsim::report::exit_status(&w),
+    }
+}
+
 fn machine() -> Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -442,6 +517,14 @@ fn issue14_targets(rows: &[Row]) -> Vec<Target> {
             met: per_cpu >= 20_000.0,
         });
     }
+    if let Some(r) = get("swarm-0.5.16") {
+        let per_cpu = r.runs as f64 / cpu(r).max(1e-9);
+        out.push(Target {
+            target: "pinned-profile swarm (sglang-0.5.16): at least 10,000 runs/s per core".into(),
+            measured: format!("{per_cpu:.0} runs/s (CPU)"),
+            met: per_cpu >= 10_000.0,
+        });
+    }
     out
 }
 
@@ -499,7 +582,12 @@ fn run_one(name: &str, o: &BenchOpts) -> i32 {
             return 2;
         }
     };
-    let row = measure(case.name, case.source, case.mode, cfg, load_s, o.repeat, o.fuzz_runs);
+    let row = if case.mode == Mode::Swarm {
+        let profile = o.profile.as_deref().unwrap_or("sglang-0.5.16");
+        measure_swarm(case.name, case.source, profile, o.repeat, o.fuzz_runs)
+    } else {
+        measure(case.name, case.source, case.mode, cfg, load_s, o.repeat, o.fuzz_runs)
+    };
     println!("{}", serde_json::to_string(&row).expect("row serialises"));
     0
 }
@@ -601,6 +689,35 @@ mod tests {
         assert!(v["machine"]["cpu"].is_string());
         assert!(v["targets"][0]["met"].is_boolean());
         assert!(render(&table).contains("fuzz-small"));
+    }
+
+    /// The swarm row runs the campaign's draws with the campaign's per-run checks: the same
+    /// events, requests and last trace hash as `run_case_full` on those draws, and a target line.
+    #[test]
+    fn the_swarm_row_runs_the_campaigns_draws() {
+        use kvsim::fuzz::{draw, run_case_full, sampled_for_check, sampled_for_invariants, Space};
+        let row = measure_swarm("swarm-0.5.16", "test", "sglang-0.5.16", 1, 200);
+        let space = Space::Profile("sglang-0.5.16".into());
+        let (mut events, mut requests, mut failing, mut last) = (0, 0, 0, String::new());
+        for seed in 0..200 {
+            let (w, sigs) =
+                run_case_full(draw(seed, &space), sampled_for_check(seed), false, sampled_for_invariants(seed), false);
+            events += w.events();
+            requests += w.reqs.len() as u64;
+            failing += u64::from(!sigs.is_empty());
+            last = w.tracer.hash_hex();
+        }
+        assert!(
+            (0..200).any(sampled_for_check) && (0..200).any(sampled_for_invariants),
+            "200 seeds sample both checks"
+        );
+        assert_eq!(
+            (row.runs, row.events, row.requests, row.trace_hash.as_str()),
+            (200, events, requests, last.as_str())
+        );
+        assert!(row.source.contains(&format!("({failing} of 200 runs with signatures)")), "{}", row.source);
+        let t = targets(std::slice::from_ref(&row));
+        assert!(t.iter().any(|t| t.target.contains("pinned-profile swarm")), "{t:?}");
     }
 
     #[test]
