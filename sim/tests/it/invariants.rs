@@ -38,3 +38,24 @@ fn invariants_hold_under_faults_and_every_profile() {
         }
     }
 }
+
+/// The reference oracle's read memo (`check::reference`) is a cache: on every catalogue and small
+/// scenario (late writes into reused pages, lagged landings, stale reads, crashes), each with its
+/// own profile and with the buggy profile `sglang-0.5.16`, every memoised read equals the plain
+/// re-read of the whole table (`verify_memo` panics otherwise).
+#[test]
+fn memoised_reference_reads_equal_plain_reads_on_the_shipped_scenarios() {
+    let (mut reads, mut served) = (0u64, 0u64);
+    for rel in crate::all_scenarios().into_iter().filter(|s| s.starts_with("catalogue/") || s.starts_with("small/")) {
+        for profile in [None, Some("sglang-0.5.16")] {
+            let mut w = kvsim::world::World::new(load(&rel, profile, &[]), kvsim::trace::Tracer::new(None));
+            w.enable_reference();
+            w.reference.as_mut().expect("enabled").verify_memo = true;
+            w.run();
+            let rf = w.reference.as_ref().expect("enabled");
+            reads += rf.reads;
+            served += rf.memo_pages_served;
+        }
+    }
+    assert!(reads > 1_000 && served > 1_000, "reads {reads}, pages served by the memo {served}");
+}
