@@ -316,27 +316,51 @@ fn measure(name: &str, source: &str, mode: Mode, cfg: SimConfig, load_s: f64, re
     let w = last.expect("at least one run");
     let pools = w.prefill.iter().map(|p| p.pool()).chain(w.decode.iter().map(|d| d.pool()));
     let ownership_runs_end = pools.map(|p| p.ownership_runs() as u64).sum();
-    let wall_s = median(&walls);
+    let counts = Counts { runs, events, requests, walls, cpus };
+    row(name, source.to_string(), counts, load_s, baseline, &w, ownership_runs_end)
+}
+
+/// What the repetitions of a measurement counted: runs, events and requests per repetition, and
+/// each repetition's wall and CPU time.
+struct Counts {
+    runs: u64,
+    events: u64,
+    requests: u64,
+    walls: Vec<f64>,
+    cpus: Vec<f64>,
+}
+
+/// A measurement's row; `w` is the last run's world.
+fn row(
+    name: &str,
+    source: String,
+    c: Counts,
+    load_s: f64,
+    baseline: Option<u64>,
+    w: &kvsim::world::World,
+    ownership_runs_end: u64,
+) -> Row {
+    let wall_s = median(&c.walls);
     let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
     Row {
         scenario: name.to_string(),
-        source: source.to_string(),
-        runs,
-        events,
-        requests,
+        source,
+        runs: c.runs,
+        events: c.events,
+        requests: c.requests,
         wall_s,
-        wall_s_all: walls,
-        cpu_s: (!cpus.is_empty()).then(|| median(&cpus)),
-        events_per_s: per(events),
-        requests_per_s: per(requests),
-        runs_per_s: per(runs),
+        cpu_s: (!c.cpus.is_empty()).then(|| median(&c.cpus)),
+        wall_s_all: c.walls,
+        events_per_s: per(c.events),
+        requests_per_s: per(c.requests),
+        runs_per_s: per(c.runs),
         load_s,
         peak_rss_kib: vm_hwm_kib(),
         baseline_rss_kib: baseline,
         virtual_s: w.ended_at().0 as f64 / 1e9,
         trace_hash: w.tracer.hash_hex(),
         ownership_runs_end,
-        exit_code: kvsim::report::exit_status(&w),
+        exit_code: kvsim::report::exit_status(w),
     }
 }
 
@@ -376,28 +400,8 @@ fn measure_swarm(name: &str, source: &str, profile: &str, repeat: u32, runs: u64
         (events, requests, failing, last) = (ev, rq, bad, w);
     }
     let w = last.expect("at least one run");
-    let wall_s = median(&walls);
-    let per = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
-    Row {
-        scenario: name.to_string(),
-        source: format!("{source} ({failing} of {runs} runs with signatures)"),
-        runs,
-        events,
-        requests,
-        wall_s,
-        wall_s_all: walls,
-        cpu_s: (!cpus.is_empty()).then(|| median(&cpus)),
-        events_per_s: per(events),
-        requests_per_s: per(requests),
-        runs_per_s: per(runs),
-        load_s: 0.0,
-        peak_rss_kib: vm_hwm_kib(),
-        baseline_rss_kib: baseline,
-        virtual_s: w.ended_at().0 as f64 / 1e9,
-        trace_hash: w.tracer.hash_hex(),
-        ownership_runs_end: 0,
-        exit_code: kvsim::report::exit_status(&w),
-    }
+    let source = format!("{source} ({failing} of {runs} runs with signatures)");
+    row(name, source, Counts { runs, events, requests, walls, cpus }, 0.0, baseline, &w, 0)
 }
 
 fn machine() -> Machine {

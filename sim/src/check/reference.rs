@@ -357,14 +357,7 @@ impl Reference {
                 break;
             }
             let end = (pos + ps).min(seq_len);
-            let held = match p.holders[page as usize] {
-                Some(Holder::Req(x)) => x == reader,
-                // Prefill reads the radix-cached prefix blocks it borrowed; decode those it locked
-                // in its own radix cache (`decode_radix_cache = on`: only then does decode cache).
-                Some(Holder::Cache(_)) => p.role == Role::Prefill || self.decode_radix_cache,
-                None => false,
-            };
-            if !held {
+            if !self.holds(p, page, reader) {
                 not_held += end - pos;
             }
             self.classify(p, page, pos, end, reader, tenant, chain_upto, &mut t);
@@ -373,6 +366,18 @@ impl Reference {
         // Positions beyond the table.
         not_held += seq_len - pos.min(seq_len);
         (t, not_held)
+    }
+
+    /// Whether `reader` may read `page`: it holds it, or the page is radix-cached and readable
+    /// there (prefill reads the cached prefix blocks it borrowed; decode those it locked in its
+    /// own radix cache, `decode_radix_cache = on`: only then does decode cache).
+    #[inline(always)]
+    fn holds(&self, p: &RefPool, page: u32, reader: RequestId) -> bool {
+        match p.holders[page as usize] {
+            Some(Holder::Req(x)) => x == reader,
+            Some(Holder::Cache(_)) => p.role == Role::Prefill || self.decode_radix_cache,
+            None => false,
+        }
     }
 
     /// Classifies positions `[pos, end)`, the first slots of `page`, as read by `reader`.
@@ -437,12 +442,7 @@ impl Reference {
                 break;
             }
             let end = (pos + ps).min(seq_len);
-            let held = match p.holders[page as usize] {
-                Some(Holder::Req(x)) => x == reader,
-                Some(Holder::Cache(_)) => p.role == Role::Prefill || self.decode_radix_cache,
-                None => false,
-            };
-            if !held {
+            if !self.holds(p, page, reader) {
                 not_held += end - pos;
             }
             if end - pos < ps {
