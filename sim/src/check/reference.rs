@@ -25,8 +25,8 @@
 //! changes every page); its verdict then (all ok, or its tally) is counted again. That is a
 //! cache of a pure function of the page's slots, the reader, the position and the reader's chain
 //! bound, all in its key; which pages the reader holds is looked up on every read, and a
-//! reader's memo of a pool goes when it frees pages there. `Reference::verify_memo` checks it against the plain
-//! read (`read`) on every read (test `memoised_reads_equal_plain_reads`).
+//! reader's memo of a pool goes when it frees pages there. `Reference::verify_memo` checks it
+//! against the plain read (`read`) on every read (test `memoised_reads_equal_plain_reads`).
 
 use crate::check::oracle::Tally;
 use crate::pool::{Holder, Run};
@@ -470,7 +470,7 @@ impl Reference {
             match &verdict {
                 PageVerdict::Ok => t.ok += ps,
                 PageVerdict::Uninit => t.uninit += ps,
-                // Runs of one victim's pages are counted in `run` and added to the map once.
+                // Runs of one victim's pages are counted in `victim_run` and added to the map once.
                 PageVerdict::Victim(v) => match victim_run.as_mut() {
                     Some((w, n)) if w == v => *n += ps,
                     _ => {
@@ -489,7 +489,6 @@ impl Reference {
         }
         not_held += seq_len - pos.min(seq_len);
         let at_gen = p.gen;
-        drop(seen);
         self.memo_pages_served += served;
         self.memos.insert((pool, reader), Memo { at_gen, chain_upto, pages });
         (t, not_held)

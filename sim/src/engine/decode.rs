@@ -193,11 +193,12 @@ impl DecodeNode {
     /// A tick would do nothing: the node is down, or nothing waits for admission or KV and a step
     /// is running or there is nothing to step (`decode_tick`'s four parts).
     pub fn tick_idle(&self) -> bool {
-        !self.life.alive()
-            || (self.prealloc.is_empty()
-                && self.transfer.is_empty()
-                && self.retracted.is_empty()
-                && (self.busy || self.running.is_empty()))
+        !self.life.alive() || (self.nothing_waits() && (self.busy || self.running.is_empty()))
+    }
+
+    /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
+    fn nothing_waits(&self) -> bool {
+        self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
     }
 
     crate::engine::node::node_parts!(DReq);
@@ -364,7 +365,7 @@ impl World {
         if !node.life.alive() {
             return;
         }
-        if node.prealloc.is_empty() && node.transfer.is_empty() && node.retracted.is_empty() {
+        if node.nothing_waits() {
             // The usual tick, after a decode step: nothing waits for admission, KV or resumption,
             // so parts 1-3 below have nothing to do; only the next step starts.
             self.decode_start_step(n);
@@ -486,12 +487,7 @@ impl World {
     #[inline]
     pub(crate) fn decode_usual_tick(&mut self, n: DecodeIdx) -> bool {
         let node = &self.decode[n.at()];
-        if node.life.tick_pending()
-            || !node.life.alive()
-            || !node.prealloc.is_empty()
-            || !node.transfer.is_empty()
-            || !node.retracted.is_empty()
-        {
+        if node.life.tick_pending() || !node.life.alive() || !node.nothing_waits() {
             return false;
         }
         self.decode_start_step(n);

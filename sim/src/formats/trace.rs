@@ -199,10 +199,14 @@ pub mod encode {
     }
     #[inline]
     fn role(b: &mut Vec<u8>, r: Role) {
-        b.push(match r {
+        b.push(role_byte(r));
+    }
+    #[inline]
+    fn role_byte(r: Role) -> u8 {
+        match r {
             Role::Prefill => 0,
             Role::Decode => 1,
-        });
+        }
     }
     /// A node (and so a pool): its role byte, then its index as `u16`.
     #[inline]
@@ -443,10 +447,7 @@ pub mod encode {
         x[0..8].copy_from_slice(&at.0.to_le_bytes());
         x[8] = MEM;
         x[9] = 6;
-        x[10] = match pool.role {
-            Role::Prefill => 0,
-            Role::Decode => 1,
-        };
+        x[10] = role_byte(pool.role);
         x[11..13].copy_from_slice(&pool.index.to_le_bytes());
         // x[13..17]: the entry count, 0 until `set_count`.
         let head = if with_head { &x[..] } else { &x[9..] };
