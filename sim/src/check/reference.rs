@@ -19,14 +19,16 @@
 //!
 //! Cost is proportional to tokens (a `Vec` per pool, every read re-read whole): it is meant for
 //! tests, snapshot runs, sampled fuzz runs and `--check-oracle`, never for the fast path. One
-//! memo keeps a decode step's re-read from costing every slot again: a page read whole is not
-//! classified again by the same reader at the same position while no operation has changed a
-//! slot of that page since (each page carries the generation of its last slot change; a reset
-//! changes every page); its verdict then (all ok, or its tally) is counted again. That is a
-//! cache of a pure function of the page's slots, the reader, the position and the reader's chain
-//! bound, all in its key; which pages the reader holds is looked up on every read, and a
-//! reader's memo of a pool goes when it frees pages there. `Reference::verify_memo` checks it
-//! against the plain read (`read`) on every read (test `memoised_reads_equal_plain_reads`).
+//! memo keeps a decode step's re-read from costing every slot again. Pages are grouped in blocks
+//! of about `BLOCK_SLOTS` slots, and each block carries the generation of the last operation that
+//! changed a slot or a holder in it (a reset changes every block). A read goes through the table
+//! in chunks, each the pages of one table run that lie in one block and are read whole; a chunk
+//! this reader read last time at the same position, in a block unchanged since, counts as it
+//! counted then (its verdict, all ok, all unwritten, all one victim's or its tally, and its slots
+//! in pages the reader did not hold). That is a cache of a pure function of the chunk's slots and
+//! holders, the reader, the position and the reader's chain bound, all in its key; a reader's
+//! memo of a pool goes when it frees pages there. `Reference::verify_memo` checks it against the
+//! plain read (`read`) on every read (test `memoised_reads_equal_plain_reads`).
 
 use crate::check::oracle::Tally;
 use crate::pool::{Holder, Run};
@@ -52,16 +54,19 @@ struct RefPool {
     zero_on_free: bool,
     holders: Vec<Option<Holder>>,
     slots: Vec<Option<Slot>>,
-    /// Generations: `gen` counts the operations that changed a slot; `page_gen[p]` is the
-    /// generation of page `p`'s last slot change (the read memo's validity).
+    /// Generations: `gen` counts the operations that changed a slot or a page's holder;
+    /// `block_gen[b]` is the generation of the last such change in block `b` (pages
+    /// `b * block_pages ..`): the read memo's validity.
     gen: u64,
-    page_gen: Vec<u64>,
+    block_pages: u32,
+    block_gen: Vec<u64>,
 }
 
 impl RefPool {
-    /// A pool of never-written slots; every page changed at generation `gen` (a reset's pool
+    /// A pool of never-written slots; every block changed at generation `gen` (a reset's pool
     /// invalidates every memo of the pool it replaces).
     fn new(role: Role, pages: u32, page_size: u64, zero_on_free: bool, gen: u64) -> RefPool {
+        let block_pages = (BLOCK_SLOTS / page_size.max(1)).clamp(1, u64::from(u32::MAX)) as u32;
         RefPool {
             role,
             page_size,
@@ -69,7 +74,8 @@ impl RefPool {
             holders: vec![None; pages as usize],
             slots: vec![None; pages as usize * page_size as usize],
             gen,
-            page_gen: vec![gen; pages as usize],
+            block_pages,
+            block_gen: vec![gen; pages.div_ceil(block_pages) as usize],
         }
     }
 
@@ -78,15 +84,24 @@ impl RefPool {
         page as usize * ps..(page as usize + 1) * ps
     }
 
-    /// Slots `[first, first + len)` are about to change: a new generation for their pages.
+    /// Slots `[first, first + len)` are about to change: a new generation for their blocks.
     fn changing(&mut self, first: u64, len: u64) {
         if len == 0 {
             return;
         }
-        self.gen += 1;
         let ps = self.page_size;
-        for page in first / ps..=(first + len - 1) / ps {
-            self.page_gen[page as usize] = self.gen;
+        self.changing_pages(first / ps, (first + len - 1) / ps + 1);
+    }
+
+    /// Pages `[first, end)` are about to change (a slot of them, or their holder).
+    fn changing_pages(&mut self, first: u64, end: u64) {
+        if first >= end {
+            return;
+        }
+        self.gen += 1;
+        let bp = u64::from(self.block_pages);
+        for block in first / bp..=(end - 1) / bp {
+            self.block_gen[block as usize] = self.gen;
         }
     }
 }
@@ -98,13 +113,25 @@ struct Memo {
     at_gen: u64,
     /// The reader's chain bound then.
     chain_upto: u64,
-    /// `(page, position of its first slot, verdict)` of the pages read whole, in table order.
-    pages: Vec<(u32, u64, PageVerdict)>,
+    /// The chunks read whole, in table order.
+    chunks: Vec<Chunk>,
 }
 
-/// What a page read whole held for its reader.
+/// Pages `[page, page + pages)` of one block, read whole from table position `pos` on, and what
+/// they held for the reader.
 #[derive(Clone, Debug)]
-enum PageVerdict {
+struct Chunk {
+    page: u32,
+    pages: u32,
+    pos: u64,
+    verdict: ChunkVerdict,
+    /// Slots of those pages the reader did not hold.
+    not_held: u64,
+}
+
+/// What a chunk's slots held for its reader.
+#[derive(Clone, Debug)]
+enum ChunkVerdict {
     /// Every slot ok.
     Ok,
     /// Every slot never written.
@@ -115,20 +142,20 @@ enum PageVerdict {
     Other(Box<Tally>),
 }
 
-impl PageVerdict {
-    fn of(pt: Tally, ps: u64) -> PageVerdict {
-        if pt.ok == ps {
-            PageVerdict::Ok
-        } else if pt.uninit == ps {
-            PageVerdict::Uninit
+impl ChunkVerdict {
+    fn of(pt: Tally, slots: u64) -> ChunkVerdict {
+        if pt.ok == slots {
+            ChunkVerdict::Ok
+        } else if pt.uninit == slots {
+            ChunkVerdict::Uninit
         } else if let (1, Some((&v, &n))) = (pt.victims.len(), pt.victims.iter().next()) {
-            if n == ps {
-                PageVerdict::Victim(v)
+            if n == slots {
+                ChunkVerdict::Victim(v)
             } else {
-                PageVerdict::Other(Box::new(pt))
+                ChunkVerdict::Other(Box::new(pt))
             }
         } else {
-            PageVerdict::Other(Box::new(pt))
+            ChunkVerdict::Other(Box::new(pt))
         }
     }
 }
@@ -169,14 +196,9 @@ impl std::fmt::Display for Disagreement {
     }
 }
 
-/// Reads through the memo only of tables of at least `MEMO_MIN_SLOTS` positions in pools of
-/// pages of at least `MEMO_MIN_PAGE` slots; others are read plainly: a small page costs about as
-/// much to look up as to classify, and a short table's memo (a map entry, a page list) more than
-/// its read. Callgrind, a 500-run `sglang-0.5.16` swarm (`kvsim bench --one swarm-0.5.16
-/// --fuzz-runs 500`): 2,799.7 M instructions before the memo, 2,972.3 M with it on every read,
-/// 2,809.4 M with these bounds; `kvsim run glm53-incident --check-oracle`: 253 s before, 14 s.
-const MEMO_MIN_PAGE: u64 = 4;
-const MEMO_MIN_SLOTS: u64 = 1024;
+/// The memo's unit: a block of pages of about this many slots (one page at least), whose
+/// generation says whether any slot or holder in it changed.
+const BLOCK_SLOTS: u64 = 256;
 
 /// Disagreements kept in full (all are counted).
 pub const KEPT: usize = 32;
@@ -239,6 +261,9 @@ impl Reference {
             }
             MemOp::Alloc { pool, r, pages } => {
                 let p = self.pool(*pool);
+                for run in pages {
+                    p.changing_pages(u64::from(run.first), u64::from(run.end()));
+                }
                 for page in pages_of(pages) {
                     p.holders[page as usize] = Some(Holder::Req(*r));
                 }
@@ -248,6 +273,9 @@ impl Reference {
                 // (a memo is only a cache; dropping it costs nothing but a re-read).
                 self.memos.remove(&(*pool, *r));
                 let p = self.pool(*pool);
+                for run in pages {
+                    p.changing_pages(u64::from(run.first), u64::from(run.end()));
+                }
                 for page in pages_of(pages) {
                     // A page the freer does not hold is not freed (a double free, reported by the
                     // fast oracle; the model never corrupts its free list).
@@ -255,7 +283,6 @@ impl Reference {
                         p.holders[page as usize] = None;
                         if p.zero_on_free {
                             let range = p.page_slots(page);
-                            p.changing(range.start as u64, range.len() as u64);
                             p.slots[range].fill(None);
                         }
                     }
@@ -326,6 +353,9 @@ impl Reference {
     /// Pages changing holder without a memory operation (a request's pages entering the cache).
     pub fn rehold(&mut self, pool: PoolId, pages: &[Run], holder: Holder) {
         let p = self.pool(pool);
+        for run in pages {
+            p.changing_pages(u64::from(run.first), u64::from(run.end()));
+        }
         for page in pages_of(pages) {
             p.holders[page as usize] = Some(holder);
         }
@@ -414,9 +444,10 @@ impl Reference {
         }
     }
 
-    /// `read`, with the memo (see the module's doc): a page read whole by this reader at this
-    /// position and unchanged since counts as it counted then, without its slots being classified
-    /// again.
+    /// `read`, with the memo (see the module's doc): the table is read in chunks, each the
+    /// table's pages in one block read whole; a chunk that this reader read last time at the
+    /// same position, in a block unchanged since, counts as it counted then, without its slots
+    /// being classified or its holders looked up again.
     fn read_memo(
         &mut self,
         pool: PoolId,
@@ -428,61 +459,75 @@ impl Reference {
         let memo = self.memos.remove(&(pool, reader)).filter(|m| m.chain_upto == chain_upto);
         let p = &self.pools[&pool];
         let tenant = self.reqs[reader.idx()].0;
-        let ps = p.page_size;
+        let (ps, bp) = (p.page_size, p.block_pages);
         let mut t = Tally::default();
         let mut not_held = 0u64;
-        let mut pages = Vec::with_capacity(memo.as_ref().map_or(0, |m| m.pages.len() + 1));
+        let mut chunks = Vec::with_capacity(memo.as_ref().map_or(0, |m| m.chunks.len() + 1));
         let at_gen = memo.as_ref().map_or(0, |m| m.at_gen);
-        let mut seen = memo.map(|m| m.pages.into_iter().peekable());
+        let mut seen = memo.map(|m| m.chunks.into_iter().peekable());
         let mut served = 0u64;
         let mut victim_run: Option<(TenantId, u64)> = None;
         let mut pos = 0u64;
-        for page in pages_of(table) {
-            if pos >= seq_len {
-                break;
-            }
-            let end = (pos + ps).min(seq_len);
-            if !self.holds(p, page, reader) {
-                not_held += end - pos;
-            }
-            if end - pos < ps {
-                // A page read in part (the table's last): classified, not memoised.
-                self.classify(p, page, pos, end, reader, tenant, chain_upto, &mut t);
-                pos = end;
-                continue;
-            }
-            let unchanged = p.page_gen[page as usize] <= at_gen;
-            let cached = seen.as_mut().and_then(|it| {
-                while it.next_if(|e| e.1 < pos).is_some() {}
-                it.next_if(|e| unchanged && e.0 == page && e.1 == pos).map(|e| e.2)
-            });
-            let verdict = match cached {
-                Some(v) => {
-                    served += 1;
-                    v
+        'table: for run in table {
+            let mut page = run.first;
+            while page < run.end() {
+                if pos >= seq_len {
+                    break 'table;
                 }
-                None => {
-                    let mut pt = Tally::default();
-                    self.classify(p, page, pos, end, reader, tenant, chain_upto, &mut pt);
-                    PageVerdict::of(pt, ps)
-                }
-            };
-            match &verdict {
-                PageVerdict::Ok => t.ok += ps,
-                PageVerdict::Uninit => t.uninit += ps,
-                // Runs of one victim's pages are counted in `victim_run` and added to the map once.
-                PageVerdict::Victim(v) => match victim_run.as_mut() {
-                    Some((w, n)) if w == v => *n += ps,
-                    _ => {
-                        if let Some((w, n)) = victim_run.replace((*v, ps)) {
-                            *t.victims.entry(w).or_default() += n;
-                        }
+                let block = page / bp;
+                // The run's pages in this block that the read covers whole.
+                let whole = ((seq_len - pos) / ps).min(u64::from(run.end().min((block + 1) * bp) - page)) as u32;
+                if whole == 0 {
+                    // A page read in part (the table's last): classified, not memoised.
+                    if !self.holds(p, page, reader) {
+                        not_held += seq_len - pos;
                     }
-                },
-                PageVerdict::Other(pt) => t.add(pt),
+                    self.classify(p, page, pos, seq_len, reader, tenant, chain_upto, &mut t);
+                    pos = seq_len;
+                    break 'table;
+                }
+                let slots = u64::from(whole) * ps;
+                let unchanged = p.block_gen[block as usize] <= at_gen;
+                let cached = seen.as_mut().and_then(|it| {
+                    while it.next_if(|c| c.pos < pos).is_some() {}
+                    it.next_if(|c| unchanged && c.page == page && c.pages == whole && c.pos == pos)
+                });
+                let chunk = match cached {
+                    Some(c) => {
+                        served += u64::from(whole);
+                        c
+                    }
+                    None => {
+                        let (mut ct, mut nh) = (Tally::default(), 0u64);
+                        for (k, pg) in (page..page + whole).enumerate() {
+                            let at = pos + k as u64 * ps;
+                            if !self.holds(p, pg, reader) {
+                                nh += ps;
+                            }
+                            self.classify(p, pg, at, at + ps, reader, tenant, chain_upto, &mut ct);
+                        }
+                        Chunk { page, pages: whole, pos, verdict: ChunkVerdict::of(ct, slots), not_held: nh }
+                    }
+                };
+                not_held += chunk.not_held;
+                match &chunk.verdict {
+                    ChunkVerdict::Ok => t.ok += slots,
+                    ChunkVerdict::Uninit => t.uninit += slots,
+                    // Runs of one victim's chunks are counted in `victim_run` and added to the map once.
+                    ChunkVerdict::Victim(v) => match victim_run.as_mut() {
+                        Some((w, n)) if w == v => *n += slots,
+                        _ => {
+                            if let Some((w, n)) = victim_run.replace((*v, slots)) {
+                                *t.victims.entry(w).or_default() += n;
+                            }
+                        }
+                    },
+                    ChunkVerdict::Other(ct) => t.add(ct),
+                }
+                chunks.push(chunk);
+                pos += slots;
+                page += whole;
             }
-            pages.push((page, pos, verdict));
-            pos = end;
         }
         if let Some((w, n)) = victim_run {
             *t.victims.entry(w).or_default() += n;
@@ -490,7 +535,7 @@ impl Reference {
         not_held += seq_len - pos.min(seq_len);
         let at_gen = p.gen;
         self.memo_pages_served += served;
-        self.memos.insert((pool, reader), Memo { at_gen, chain_upto, pages });
+        self.memos.insert((pool, reader), Memo { at_gen, chain_upto, chunks });
         (t, not_held)
     }
 
@@ -507,11 +552,7 @@ impl Reference {
         fast: &Tally,
         what: &'static str,
     ) {
-        let (reference, not_held) = if self.pools[&pool].page_size < MEMO_MIN_PAGE || seq_len < MEMO_MIN_SLOTS {
-            self.read(pool, reader, table, seq_len, chain_upto)
-        } else {
-            self.read_memo(pool, reader, table, seq_len, chain_upto)
-        };
+        let (reference, not_held) = self.read_memo(pool, reader, table, seq_len, chain_upto);
         if self.verify_memo {
             let plain = self.read(pool, reader, table, seq_len, chain_upto);
             assert_eq!(
@@ -558,9 +599,9 @@ mod tests {
     use crate::trace::Tracer;
     use crate::world::World;
 
-    /// Every operation that changes a slot invalidates the memo of the page it changes: request 0
-    /// reads its page clean (memoised), the operation changes the page, and the next read is the
-    /// plain read's verdict, not the memo's.
+    /// Every operation that changes a slot or a holder invalidates the memo of the block it
+    /// changes: request 0 reads its page clean (memoised), the operation changes the page, and
+    /// the next read is the plain read's verdict, not the memo's.
     #[test]
     fn every_slot_change_invalidates_the_memo() {
         let (d, p) = (PoolId { role: Role::Decode, index: 0 }, PoolId { role: Role::Prefill, index: 0 });
@@ -612,6 +653,41 @@ mod tests {
         assert_eq!(rf.read_memo(d, r1, &page(1), 4, 0).0.victims.get(&t0), Some(&4));
         rf.apply(Instant(1), &MemOp::Free { pool: d, r: r0, pages: page(1) }, 0);
         assert_eq!(rf.read_memo(d, r1, &page(1), 4, 0).0.uninit, 4, "zeroed under request 1's memo");
+        // A holder's change invalidates the memo as a slot's does: the verdict counts the slots of
+        // pages the reader does not hold. Request 0 reads its page, then the page leaves it (freed
+        // without zeroing, or re-held by the radix cache): the slots are the same, the verdict not.
+        for (what, op) in
+            [("free (no zeroing)", Some(MemOp::Free { pool: d, r: r0, pages: page(1) })), ("rehold", None)]
+        {
+            let mut rf = Reference::new(&[(d, 4, 4, false)], vec![(t0, vec![])]);
+            rf.verify_memo = true;
+            rf.apply(Instant(0), &MemOp::Alloc { pool: d, r: r0, pages: page(1) }, 0);
+            rf.apply(Instant(0), &write(d, r0, t0, 4, 0), 0);
+            assert_eq!(rf.read_memo(d, r0, &page(1), 4, 0), (Tally { ok: 4, ..Tally::default() }, 0), "{what}");
+            match op {
+                Some(op) => rf.apply(Instant(1), &op, 0),
+                None => rf.rehold(d, &page(1), Holder::Cache(r0)),
+            }
+            // (A free also drops the freer's memo; a re-hold leaves it to the block's generation.)
+            let again = rf.read_memo(d, r0, &page(1), 4, 0);
+            assert_eq!(again, rf.read(d, r0, &page(1), 4, 0), "{what}");
+            assert_eq!(again.1, 4, "{what}: the reader no longer holds the page");
+            assert_eq!(rf.memo_pages_served, 0, "{what}");
+        }
+        // A change elsewhere in the block invalidates it too (a block is the memo's unit), and a
+        // change in another block does not: request 0 reads pages 0..2 of a pool of 128 one-slot
+        // pages (blocks of 256 slots hold every page: one block) and a pool of 128 64-slot pages
+        // (blocks of 4 pages).
+        for (ps, other, served) in [(1u64, 100u32, 0u64), (64, 100, 2)] {
+            let mut rf = Reference::new(&[(d, 128, ps, false)], vec![(t0, vec![]), (t1, vec![])]);
+            let two = vec![Run { first: 0, count: 2 }];
+            rf.apply(Instant(0), &MemOp::Alloc { pool: d, r: r0, pages: two.clone() }, 0);
+            rf.apply(Instant(0), &MemOp::Write { pool: d, r: r0, tenant: t0, slots: vec![(0, 2 * ps, 0)] }, 0);
+            let first = rf.read_memo(d, r0, &two, 2 * ps, 0);
+            rf.apply(Instant(1), &MemOp::Alloc { pool: d, r: r1, pages: page(other) }, 0);
+            assert_eq!(rf.read_memo(d, r0, &two, 2 * ps, 0), first, "page size {ps}");
+            assert_eq!(rf.memo_pages_served, served, "page size {ps}: pages served by the memo");
+        }
         // And an unchanged page is served by the memo.
         let mut rf = Reference::new(&[(d, 4, 4, false)], vec![(t0, vec![])]);
         rf.apply(Instant(0), &MemOp::Alloc { pool: d, r: r0, pages: page(1) }, 0);
