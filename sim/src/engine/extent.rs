@@ -266,10 +266,14 @@ impl<V: RunValue> Dense<V> {
         let mut k = self.succ(start);
         while let Some(s) = k.filter(|&s| s < end) {
             let (e, v) = self.run(s);
+            let last = *e >= end; // runs do not overlap: the next starts at or after `end`
             if *e > end {
                 tail = Some((*e, v.advanced(end - s)));
             }
             self.remove(s);
+            if last {
+                break;
+            }
             k = self.succ(s + 1);
         }
         // The run before `start`: cut back to `start`, then perhaps extended over `[start, end)`.
@@ -438,6 +442,24 @@ impl<V: RunValue> IntervalMap<V> {
         }
     }
 
+    /// The run that covers all of `[start, end)`, if one does: its start and value (the value at
+    /// its start; a caller whose values advance with the key advances it). A query that `visit`
+    /// would answer with one piece, answered with one lookup.
+    #[inline]
+    pub fn covering(&self, start: u64, end: u64) -> Option<(u64, &V)> {
+        if start >= end {
+            return None;
+        }
+        match &self.repr {
+            Repr::Tree(t) => t.range(..=start).next_back().filter(|(_, (e, _))| *e >= end).map(|(&s, (_, v))| (s, v)),
+            Repr::Dense(d) => {
+                let p = d.pred(start)?;
+                let (e, v) = d.run(p);
+                (*e >= end).then_some((p, v))
+            }
+        }
+    }
+
     /// Calls `f(start, end, value)` for each covered piece of `[start, end)` and
     /// `f(start, end, None)` for each gap, in key order.
     pub fn visit(&self, start: u64, end: u64, mut f: impl FnMut(u64, u64, Option<&V>)) {
@@ -474,6 +496,9 @@ impl<V: RunValue> IntervalMap<V> {
                 while let Some(s) = k.filter(|&s| s < end) {
                     let (e, v) = d.run(s);
                     piece(s, *e, v);
+                    if *e >= end {
+                        break; // runs do not overlap: the next starts at or after `end`
+                    }
                     k = d.succ(s + 1);
                 }
             }
@@ -696,6 +721,10 @@ mod tests {
             m.set(10, 20, P(7, 100));
             assert_eq!(m.pieces(15, 25), vec![(15, 20, Some(P(7, 105))), (20, 25, None)]);
             assert_eq!(m.pieces(0, 5), vec![(0, 5, None)]);
+            assert_eq!(m.covering(12, 20), Some((10, &P(7, 100))));
+            assert_eq!(m.covering(10, 21), None, "beyond the run");
+            assert_eq!(m.covering(9, 12), None, "before the run");
+            assert_eq!(m.covering(12, 12), None, "empty");
         }
     }
 
@@ -738,6 +767,16 @@ mod tests {
                 let (lo, hi) = (a.min(b), a.max(b) + 1);
                 assert_eq!(tree.pieces(lo, hi), dense.pieces(lo, hi));
                 assert_eq!(tree.exact(start, end), dense.exact(start, end));
+                // `covering` is `visit` when it gives one covered piece: the run's start and value.
+                for m in [&tree, &dense] {
+                    let pieces = m.pieces(lo, hi);
+                    let one = match pieces.as_slice() {
+                        [(_, _, Some(v))] => Some(v.clone()),
+                        _ => None,
+                    };
+                    let cov = m.covering(lo, hi).map(|(s, v)| v.advanced(lo - s));
+                    assert_eq!(cov, one, "[{lo}, {hi})");
+                }
             }
             tree.invariants();
             dense.invariants();

@@ -647,13 +647,18 @@ impl Pool {
     ) {
         let ps = self.page_size;
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
+        let ok = |h: Option<&Holder>| match h {
+            Some(Holder::Req(x)) => *x == writer,
+            Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
+            None => false,
+        };
+        // The usual case: one holder run covers the pages, and it is the writer's (one lookup,
+        // no walk). Otherwise the walk reports the foreign pieces run by run.
+        if self.holders.covering(p0, p1).is_some_and(|(_, h)| ok(Some(h))) {
+            return;
+        }
         self.holders.visit(p0, p1, |s, e, h| {
-            let ok = match h {
-                Some(Holder::Req(x)) => *x == writer,
-                Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
-                None => false,
-            };
-            if !ok {
+            if !ok(h) {
                 out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
             }
         });
@@ -854,9 +859,7 @@ impl Pool {
 
     /// The page's current holder.
     pub fn holder_of(&self, page: u32) -> Option<Holder> {
-        let mut holder = None;
-        self.holders.visit(u64::from(page), u64::from(page) + 1, |_, _, h| holder = h.copied());
-        holder
+        self.holders.covering(u64::from(page), u64::from(page) + 1).map(|(_, h)| *h)
     }
 
     /// Allocator and map invariants; panics name the pool.
