@@ -299,15 +299,20 @@ impl Reference {
                 }
             }
             MemOp::Copy { src, dst, pages, .. } => {
+                // Each `(s, d, c)`: `c` pages from page `s` of the source to page `d` of the
+                // destination, as one slice (both pools have the deployment's page size).
+                let mut data: Vec<Option<Slot>> = Vec::new();
                 for &(s, d, c) in pages {
-                    for k in 0..c {
-                        let sp = self.pool(*src);
-                        let data: Vec<Option<Slot>> = sp.slots[sp.page_slots(s + k)].to_vec();
-                        let dp = self.pool(*dst);
-                        let range = dp.page_slots(d + k);
-                        dp.changing(range.start as u64, range.len() as u64);
-                        dp.slots[range].copy_from_slice(&data);
+                    if c == 0 {
+                        continue;
                     }
+                    let sp = self.pool(*src);
+                    data.clear();
+                    data.extend_from_slice(&sp.slots[sp.page_slots(s).start..sp.page_slots(s + c - 1).end]);
+                    let dp = self.pool(*dst);
+                    dp.changing_pages(u64::from(d), u64::from(d) + u64::from(c));
+                    let range = dp.page_slots(d).start..dp.page_slots(d + c - 1).end;
+                    dp.slots[range].copy_from_slice(&data);
                 }
             }
             MemOp::Send { src, wire, pages, .. } => {
