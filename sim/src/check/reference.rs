@@ -93,6 +93,13 @@ impl RefPool {
         self.changing_pages(first / ps, (first + len - 1) / ps + 1);
     }
 
+    /// The pages of `runs` are about to change (their holder).
+    fn changing_runs(&mut self, runs: &[Run]) {
+        for run in runs {
+            self.changing_pages(u64::from(run.first), u64::from(run.end()));
+        }
+    }
+
     /// Pages `[first, end)` are about to change (a slot of them, or their holder).
     fn changing_pages(&mut self, first: u64, end: u64) {
         if first >= end {
@@ -261,9 +268,7 @@ impl Reference {
             }
             MemOp::Alloc { pool, r, pages } => {
                 let p = self.pool(*pool);
-                for run in pages {
-                    p.changing_pages(u64::from(run.first), u64::from(run.end()));
-                }
+                p.changing_runs(pages);
                 for page in pages_of(pages) {
                     p.holders[page as usize] = Some(Holder::Req(*r));
                 }
@@ -273,9 +278,7 @@ impl Reference {
                 // (a memo is only a cache; dropping it costs nothing but a re-read).
                 self.memos.remove(&(*pool, *r));
                 let p = self.pool(*pool);
-                for run in pages {
-                    p.changing_pages(u64::from(run.first), u64::from(run.end()));
-                }
+                p.changing_runs(pages);
                 for page in pages_of(pages) {
                     // A page the freer does not hold is not freed (a double free, reported by the
                     // fast oracle; the model never corrupts its free list).
@@ -358,9 +361,7 @@ impl Reference {
     /// Pages changing holder without a memory operation (a request's pages entering the cache).
     pub fn rehold(&mut self, pool: PoolId, pages: &[Run], holder: Holder) {
         let p = self.pool(pool);
-        for run in pages {
-            p.changing_pages(u64::from(run.first), u64::from(run.end()));
-        }
+        p.changing_runs(pages);
         for page in pages_of(pages) {
             p.holders[page as usize] = Some(holder);
         }
@@ -544,6 +545,18 @@ impl Reference {
         (t, not_held)
     }
 
+    /// Runs `cfg` with the reference on and every memoised read checked against the plain read
+    /// (`verify_memo`: a difference panics); returns the reads compared and the pages the memo
+    /// served (the memo's tests, here and in `sim/tests`).
+    pub fn run_verified(cfg: crate::config::SimConfig) -> (u64, u64) {
+        let mut w = crate::world::World::new(cfg, crate::trace::Tracer::new(None));
+        w.enable_reference();
+        w.reference.as_mut().expect("enabled").verify_memo = true;
+        w.run();
+        let rf = w.reference.as_ref().expect("enabled");
+        (rf.reads, rf.memo_pages_served)
+    }
+
     /// Reads as `read` does and compares with the fast oracle's verdict on the same read.
     #[allow(clippy::too_many_arguments)]
     pub fn compare_read(
@@ -601,8 +614,6 @@ fn pages_of(runs: &[Run]) -> impl Iterator<Item = u32> + '_ {
 mod tests {
     use super::*;
     use crate::fuzz::{draw, Space};
-    use crate::trace::Tracer;
-    use crate::world::World;
 
     /// Every operation that changes a slot or a holder invalidates the memo of the block it
     /// changes: request 0 reads its page clean (memoised), the operation changes the page, and
@@ -717,13 +728,9 @@ mod tests {
         let (mut reads, mut served) = (0u64, 0u64);
         for (space, runs) in spaces {
             for seed in 0..runs {
-                let mut w = World::new(draw(seed, &space), Tracer::new(None));
-                w.enable_reference();
-                w.reference.as_mut().expect("enabled").verify_memo = true;
-                w.run();
-                let rf = w.reference.as_ref().expect("enabled");
-                reads += rf.reads;
-                served += rf.memo_pages_served;
+                let (r, s) = Reference::run_verified(draw(seed, &space));
+                reads += r;
+                served += s;
             }
         }
         assert!(reads > 10_000 && served > 10_000, "reads {reads}, pages served by the memo {served}");

@@ -48,13 +48,9 @@ fn memoised_reference_reads_equal_plain_reads_on_the_shipped_scenarios() {
     let (mut reads, mut served) = (0u64, 0u64);
     for rel in crate::all_scenarios().into_iter().filter(|s| s.starts_with("catalogue/") || s.starts_with("small/")) {
         for profile in [None, Some("sglang-0.5.16")] {
-            let mut w = kvsim::world::World::new(load(&rel, profile, &[]), kvsim::trace::Tracer::new(None));
-            w.enable_reference();
-            w.reference.as_mut().expect("enabled").verify_memo = true;
-            w.run();
-            let rf = w.reference.as_ref().expect("enabled");
-            reads += rf.reads;
-            served += rf.memo_pages_served;
+            let (r, s) = kvsim::check::reference::Reference::run_verified(load(&rel, profile, &[]));
+            reads += r;
+            served += s;
         }
     }
     assert!(reads > 1_000 && served > 1_000, "reads {reads}, pages served by the memo {served}");
