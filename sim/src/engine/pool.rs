@@ -794,15 +794,22 @@ impl Pool {
 
     /// The ownership pieces of the slots of `pages` (for a copy out of this pool).
     pub fn page_contents(&self, pages: &[Run]) -> Vec<(u64, u64, Option<Writer>)> {
-        let ps = self.page_size;
         let mut out = Vec::new();
+        self.page_contents_into(pages, &mut out);
+        out
+    }
+
+    /// `page_contents` into `out` (cleared first): a caller that lands the contents at once
+    /// reuses one buffer instead of allocating one per transfer batch.
+    pub fn page_contents_into(&self, pages: &[Run], out: &mut Vec<(u64, u64, Option<Writer>)>) {
+        out.clear();
+        let ps = self.page_size;
         self.checked.set(false);
         let mut owners = self.owners.borrow_mut();
         let owners = owners.touch_pages(pages, ps);
         for r in pages {
             owners.visit(u64::from(r.first) * ps, u64::from(r.end()) * ps, |s, e, w| out.push((s, e, w.cloned())));
         }
-        out
     }
 
     /// Lands copied page contents (from `page_contents` of the source) into `dst` pages, whole

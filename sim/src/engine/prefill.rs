@@ -521,7 +521,12 @@ impl World {
         //    round and stays queued; the requests behind it are still looked at (their aborts
         //    retired, a slot freed by a retirement taken): no head-of-line stop (sglang 0.5.16 and
         //    0.5.22 wheels, `disaggregation/prefill.py` `pop_bootstrapped`; lifecycle reference §3.2).
-        for r in self.prefill[n.at()].bootstrap.clone() {
+        //    The queue is walked as it was when the walk began, copied into `World::req_scratch`
+        //    (taken and put back: no buffer per tick).
+        let mut queue = std::mem::take(&mut self.req_scratch);
+        queue.clear();
+        queue.extend_from_slice(&self.prefill[n.at()].bootstrap);
+        for &r in &queue {
             let pr = &self.prefill[n.at()].reqs[&r];
             if k.pd_admission_check == AbortCheck::AbortedToo {
                 if let Some(status) = pr.pending_abort {
@@ -548,6 +553,7 @@ impl World {
             self.phase(r, Lane::Prefill(n), Phase::Waiting);
             self.pp_first_stage_popped(n, r);
         }
+        self.req_scratch = queue;
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
         //    Only the requests whose sender has ended are copied out (a sender ends by event,
         //    never while this loop runs); the others stay queued untouched.
@@ -592,7 +598,11 @@ impl World {
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
         let padded = k.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
-        for r in self.prefill[n.at()].waiting.clone() {
+        // The waiting queue as it was when the walk began (`World::req_scratch`, as the tick's).
+        let mut queue = std::mem::take(&mut self.req_scratch);
+        queue.clear();
+        queue.extend(self.prefill[n.at()].waiting.iter().copied());
+        for &r in &queue {
             let pr = &self.prefill[n.at()].reqs[&r];
             // First scheduled: its prefix is matched in the radix cache now, and taken only if the
             // rest of its first chunk fits (`World::prefix_take`). While it waits it holds no
@@ -648,6 +658,7 @@ impl World {
                 break;
             }
         }
+        self.req_scratch = queue;
         if batch.is_empty() {
             return;
         }

@@ -373,8 +373,9 @@ fn wire_id(job: JobId, batch: u32) -> u64 {
 
 /// A batch's source and destination runs paired page for page, as (src, dst, count) runs (walked
 /// run by run, not page by page; adjacent pairs merged): the pages of a `MemOp::Copy`.
-fn page_pairs(src: &[Run], dst: &[Run]) -> Vec<(u32, u32, u32)> {
-    let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
+/// (Into `pairs`, cleared first: `land_batch` reuses one buffer.)
+fn page_pairs_into(src: &[Run], dst: &[Run], pairs: &mut Vec<(u32, u32, u32)>) {
+    pairs.clear();
     let (mut si, mut di, mut so, mut dof) = (0usize, 0usize, 0u32, 0u32);
     while si < src.len() && di < dst.len() {
         let (s, d) = (src[si], dst[di]);
@@ -397,7 +398,16 @@ fn page_pairs(src: &[Run], dst: &[Run]) -> Vec<(u32, u32, u32)> {
             dof = 0;
         }
     }
-    pairs
+}
+
+/// Buffers `land_batch` reuses from batch to batch (on the world: a transfer-heavy run lands
+/// hundreds of batches, and each used to allocate its source contents and its trace record's page
+/// list and free them again). Contents are cleared before each use; nothing is read across uses.
+#[derive(Default)]
+pub(crate) struct LandScratch {
+    contents: Vec<(u64, u64, Option<crate::pool::Writer>)>,
+    pairs: Vec<(u32, u32, u32)>,
+    runs: Vec<Run>,
 }
 
 /// The identifying fields of a job, copied out so handlers need not clone its page lists.
@@ -416,7 +426,8 @@ impl World {
         let most = self.cfg.knobs.max_transfer_batch_pages;
         let per = if most == 0 { n.max(1) } else { most };
         // A job always has at least one batch: an empty last chunk still carries the metadata row.
-        job.batches.reserve_exact(n.div_ceil(per).max(1) as usize);
+        let batches = n.div_ceil(per).max(1) as usize;
+        job.batches.reserve_exact(batches);
         // The cursor below drops empty runs and cuts `dst` to `n` pages: lists it would copy
         // unchanged are taken as they are.
         let no_empty = |runs: &[Run]| runs.iter().all(|r| r.count > 0);
@@ -429,6 +440,10 @@ impl World {
             });
             return self.transfer_schedule(job);
         }
+        // Each batch's cut splits at most one run of each list: the lists' room, reserved once
+        // (they grew by doubling, batch by batch, about ten times per transfer-heavy job).
+        job.src.reserve_exact(src.len() + batches);
+        job.dst.reserve_exact(dst.len() + batches);
         let (mut src_at, mut dst_at) = (PageCursor::new(&src), PageCursor::new(&dst));
         let mut off = 0;
         loop {
@@ -836,6 +851,8 @@ impl World {
         // longer holds is itself a use after free. Pages it released into the radix cache, and
         // the cached blocks it borrowed, are still its data while the same cache entry holds them.
         // The batch's page lists are read where they are (a batch lands once; no copy of them).
+        // Landed at once, the source contents go through `land_scratch` (no buffer per batch).
+        let mut scratch = std::mem::take(&mut self.land_scratch);
         let wire = self.jobs[job].batches[batch as usize].wire.take();
         let wired = wire.is_some();
         let contents = match wire {
@@ -844,19 +861,35 @@ impl World {
                 let (jb, b) = (&self.jobs[job], batch as usize);
                 let src_rep = self.prefill[p].pool().not_held_by(jb.batch_src(b), j.r, &jb.lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
-                reader_alive.then(|| self.prefill[p].pool().page_contents(self.jobs[job].batch_src(batch as usize)))
+                reader_alive.then(|| {
+                    let mut c = std::mem::take(&mut scratch.contents);
+                    self.prefill[p].pool().page_contents_into(self.jobs[job].batch_src(batch as usize), &mut c);
+                    c
+                })
             }
         };
         if let Some(contents) = contents.filter(|_| reader_alive) {
             let (jb, b) = (&self.jobs[job], batch as usize);
             let (bsrc, bdst) = (jb.batch_src(b), jb.batch_dst(b));
             let rep = self.decode[d].pool_mut().land_copy(&contents, bdst, j.r);
+            if !wired {
+                scratch.contents = contents;
+            }
             let op = if wired {
-                MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages: bdst.to_vec() }
+                let mut pages = std::mem::take(&mut scratch.runs);
+                pages.clear();
+                pages.extend_from_slice(bdst);
+                MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages }
             } else {
-                MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages: page_pairs(bsrc, bdst) }
+                let mut pages = std::mem::take(&mut scratch.pairs);
+                page_pairs_into(bsrc, bdst, &mut pages);
+                MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages }
             };
-            self.mem(op);
+            match self.mem_returning(op) {
+                Some(MemOp::Land { pages, .. }) => scratch.runs = pages,
+                Some(MemOp::Copy { pages, .. }) => scratch.pairs = pages,
+                _ => {}
+            }
             self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
@@ -864,6 +897,7 @@ impl World {
                 dr.foreign_write();
             }
         }
+        self.land_scratch = scratch;
         self.prefill_maybe_drained(j.prefill, j.r);
     }
 

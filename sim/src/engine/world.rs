@@ -529,6 +529,12 @@ pub struct World {
     violators: std::collections::BTreeSet<RequestId>,
     /// Scratch for `decode_step_done`: the batch of the step being ended, its buffer reused.
     pub(crate) decode_batch: Vec<RequestId>,
+    /// Scratch for `transfer::land_batch`: a batch's source contents and its traced page lists,
+    /// their buffers reused from batch to batch (cleared before each use).
+    pub(crate) land_scratch: crate::transfer::LandScratch,
+    /// Scratch for a walk over a snapshot of a queue of requests (`prefill_tick`'s bootstrap and
+    /// waiting queues): taken, filled, put back; cleared before each use.
+    pub(crate) req_scratch: Vec<RequestId>,
     /// The node whose step the event being handled ended (`tick_after_step`): it ticks next.
     step_tick: Option<NodeId>,
     violations_seen: usize,
@@ -632,6 +638,8 @@ impl World {
             fold_finished: false,
             violators: Default::default(),
             decode_batch: Vec::new(),
+            land_scratch: Default::default(),
+            req_scratch: Vec::new(),
             step_tick: None,
             violations_seen: 0,
             folded_statuses: Default::default(),
@@ -843,6 +851,19 @@ impl World {
             self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// `mem`, handing the operation back when the trace only hashes it (every run without a
+    /// sink or collector), so a hot caller reuses its page lists (`transfer::land_batch`).
+    #[inline]
+    pub(crate) fn mem_returning(&mut self, op: MemOp) -> Option<MemOp> {
+        if self.reference.is_some() {
+            self.mem_reference(&op);
+        }
+        match self.tracer.record_returning(self.now, TraceRecord::Mem(op)) {
+            Some(TraceRecord::Mem(op)) => Some(op),
+            _ => None,
+        }
     }
 
     /// Notes that `r` entered `phase` on `lane` now (`lifecycle`); nothing when the log is off.

@@ -617,6 +617,23 @@ impl Tracer {
         self.flush_if_full();
     }
 
+    /// `record`, handing the record back when nothing keeps it (no sink, no collector: it is
+    /// only hashed), so a caller can reuse the buffers it owns. `None` when it was kept.
+    #[inline]
+    pub fn record_returning(&mut self, at: Instant, rec: TraceRecord) -> Option<TraceRecord> {
+        if !self.hash_only() {
+            self.record(at, rec);
+            return None;
+        }
+        if self.step.is_some() {
+            self.end_decode_step();
+        }
+        encode::record(&mut self.buf, at, &rec);
+        self.records += 1;
+        self.flush_if_full();
+        Some(rec)
+    }
+
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {
         if self.step.is_some() {
             self.end_decode_step();
