@@ -99,6 +99,17 @@ impl<'a> PageCursor<'a> {
     }
 }
 
+/// Whether a page held by `h` may be written or read by `writer` (`Pool::foreign_pages`): its
+/// own page, or a cache entry of its own or of a request it borrowed from (`cached`).
+#[inline(always)]
+fn holder_ok(h: Option<&Holder>, writer: RequestId, cached: (Option<RequestId>, &[RequestId])) -> bool {
+    match h {
+        Some(Holder::Req(x)) => *x == writer,
+        Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
+        None => false,
+    }
+}
+
 /// Appends `r` to a block table, merging with the last run when contiguous.
 pub fn push_run(runs: &mut Vec<Run>, r: Run) {
     if let Some(last) = runs.last_mut() {
@@ -374,21 +385,28 @@ impl Owners {
     /// ending at its start; an open append that starts at `end` would look at this operation's).
     /// Open appends elsewhere stay open: their sets commute with this operation's.
     fn touch(&mut self, start: u64, end: u64) -> &mut IntervalMap<Writer> {
-        let hit = |o: &OpenAppend| o.start <= end && o.end >= start;
-        if self.open.values().any(hit) {
-            let mut due = Vec::new();
-            self.open.retain(|o| {
-                let h = hit(o);
-                if h {
-                    due.push(*o);
-                }
-                !h
-            });
-            for o in due {
-                self.map.set(o.start, o.end, o.writer);
-            }
+        if self.open.values().any(|o| o.start <= end && o.end >= start) {
+            self.materialise(start, end);
         }
         &mut self.map
+    }
+
+    /// `touch` when an open append meets `[start, end]`: out of line (as `Pool::foreign_walk`).
+    #[cold]
+    #[inline(never)]
+    fn materialise(&mut self, start: u64, end: u64) {
+        let hit = |o: &OpenAppend| o.start <= end && o.end >= start;
+        let mut due = Vec::new();
+        self.open.retain(|o| {
+            let h = hit(o);
+            if h {
+                due.push(*o);
+            }
+            !h
+        });
+        for o in due {
+            self.map.set(o.start, o.end, o.writer);
+        }
     }
 
     /// Materialises `request`'s open append, if any (and only it).
@@ -647,18 +665,27 @@ impl Pool {
     ) {
         let ps = self.page_size;
         let (p0, p1) = (slot_start / ps, (slot_start + len).div_ceil(ps));
-        let ok = |h: Option<&Holder>| match h {
-            Some(Holder::Req(x)) => *x == writer,
-            Some(Holder::Cache(x)) => cached.0 == Some(*x) || cached.1.contains(x),
-            None => false,
-        };
         // The usual case: one holder run covers the pages, and it is the writer's (one lookup,
         // no walk). Otherwise the walk reports the foreign pieces run by run.
-        if self.holders.covering(p0, p1).is_some_and(|(_, h)| ok(Some(h))) {
+        if self.holders.covering(p0, p1).is_some_and(|(_, h)| holder_ok(Some(h), writer, cached)) {
             return;
         }
+        self.foreign_walk((p0, p1), writer, cached, out);
+    }
+
+    /// `foreign_pages` past its usual case: the holders of pages `[p0, p1)` walked piece by piece.
+    /// Out of line, so the usual check does not save and restore the registers the walk needs.
+    #[cold]
+    #[inline(never)]
+    fn foreign_walk(
+        &self,
+        (p0, p1): (u64, u64),
+        writer: RequestId,
+        cached: (Option<RequestId>, &[RequestId]),
+        out: &mut WriteReport,
+    ) {
         self.holders.visit(p0, p1, |s, e, h| {
-            if !ok(h) {
+            if !holder_ok(h, writer, cached) {
                 out.foreign.push((Run { first: s as u32, count: (e - s) as u32 }, h.copied()));
             }
         });
