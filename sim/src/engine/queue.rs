@@ -153,12 +153,18 @@ impl EventQueue {
     fn take(&mut self, h: Head) -> Option<Scheduled> {
         match h {
             Head::Heap => self.heap.pop().map(|Reverse(s)| s),
-            Head::Lane(i) => {
-                let s = self.lanes[i].1.pop_front();
-                self.first_lane = self.find_first_lane();
-                s
-            }
+            Head::Lane(i) => self.take_from_lane(i),
         }
+    }
+
+    /// `take` of a lane's front. Out of line: timers come due a few times a request, the heap's
+    /// events every step, and the lane walk inlined made every `take` save and restore the
+    /// registers it needs.
+    #[inline(never)]
+    fn take_from_lane(&mut self, i: usize) -> Option<Scheduled> {
+        let s = self.lanes[i].1.pop_front();
+        self.first_lane = self.find_first_lane();
+        s
     }
 
     /// Every pending event, in no particular order.

@@ -783,14 +783,22 @@ impl World {
         }
         let e = self.jobs.entry(job);
         if e.job.done && e.job.lands_left == 0 {
-            if e.dones_left == 0 {
-                self.jobs.live.remove(&job);
-            } else {
-                e.job.batches = Vec::new();
-                e.job.src = Vec::new();
-                e.job.dst = Vec::new();
-                e.job.lenders = Vec::new();
-            }
+            self.retire_job(job);
+        }
+    }
+
+    /// `transfer_retire` of a job whose page lists nothing reads any more: out of line (once a
+    /// job, against a check every land of every batch).
+    #[inline(never)]
+    fn retire_job(&mut self, job: JobId) {
+        let e = self.jobs.entry(job);
+        if e.dones_left == 0 {
+            self.jobs.live.remove(&job);
+        } else {
+            e.job.batches = Vec::new();
+            e.job.src = Vec::new();
+            e.job.dst = Vec::new();
+            e.job.lenders = Vec::new();
         }
     }
 
