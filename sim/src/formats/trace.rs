@@ -910,4 +910,26 @@ mod tests {
         assert!(all.len() > 2 * HASH_CHUNK);
         assert_eq!(t.hash_hex(), format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&all)));
     }
+
+    /// `record_returning` hashes what `record` hashes, in order with an open decode step, and
+    /// hands the record back only when nothing keeps it (`transfer::land_batch` reuses its lists).
+    #[test]
+    fn a_returned_record_is_hashed_as_a_kept_one() {
+        let copy =
+            || TraceRecord::Mem(MemOp::Copy { src: P0, dst: D1, r: RequestId(4), pages: vec![(3, 9, 2), (7, 20, 1)] });
+        let entry = DecodeEntry { r: RequestId(1), tenant: TenantId(1), seq_len: 5, page: None, slot: 77 };
+        let (mut returning, mut kept) = (Tracer::new(None), Tracer::collecting(None));
+        for t in [&mut returning, &mut kept] {
+            t.decode_entry(Instant(2), D1, entry.clone());
+        }
+        let back = returning.record_returning(Instant(3), copy());
+        assert_eq!(back, Some(copy()), "only hashed: handed back whole");
+        assert_eq!(kept.record_returning(Instant(3), copy()), None, "collected: kept");
+        assert_eq!(kept.collected.as_ref().map(Vec::len), Some(2), "the open step, then the copy");
+        assert_eq!((returning.records, returning.hash_hex()), (kept.records, kept.hash_hex()));
+        let mut plain = Tracer::new(None);
+        plain.decode_entry(Instant(2), D1, entry);
+        plain.record(Instant(3), copy());
+        assert_eq!(plain.hash_hex(), returning.hash_hex());
+    }
 }
