@@ -920,7 +920,7 @@ mod tests {
         let entry = DecodeEntry { r: RequestId(1), tenant: TenantId(1), seq_len: 5, page: None, slot: 77 };
         let (mut returning, mut kept) = (Tracer::new(None), Tracer::collecting(None));
         for t in [&mut returning, &mut kept] {
-            t.decode_entry(Instant(2), D1, entry.clone());
+            t.decode_entry(Instant(2), D1, entry);
         }
         let back = returning.record_returning(Instant(3), copy());
         assert_eq!(back, Some(copy()), "only hashed: handed back whole");
