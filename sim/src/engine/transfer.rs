@@ -441,7 +441,8 @@ impl World {
             return self.transfer_schedule(job);
         }
         // Each batch's cut splits at most one run of each list: the lists' room, reserved once
-        // (they grew by doubling, batch by batch, about ten times per transfer-heavy job).
+        // (they grew by doubling, batch by batch: 72,288 times over the 6,411 batched jobs of the
+        // swarm row's 500 runs).
         job.src.reserve_exact(src.len() + batches);
         job.dst.reserve_exact(dst.len() + batches);
         let (mut src_at, mut dst_at) = (PageCursor::new(&src), PageCursor::new(&dst));
@@ -880,15 +881,13 @@ impl World {
             let (jb, b) = (&self.jobs[job], batch as usize);
             let (bsrc, bdst) = (jb.batch_src(b), jb.batch_dst(b));
             let rep = self.decode[d].pool_mut().land_copy(&contents, bdst, j.r);
-            if !wired {
-                scratch.contents = contents;
-            }
             let op = if wired {
                 let mut pages = std::mem::take(&mut scratch.runs);
                 pages.clear();
                 pages.extend_from_slice(bdst);
                 MemOp::Land { src: src_id, dst: dst_id, r: j.r, wire: wire_id(job, batch), pages }
             } else {
+                scratch.contents = contents; // read from the source just now: the buffer goes back
                 let mut pages = std::mem::take(&mut scratch.pairs);
                 page_pairs_into(bsrc, bdst, &mut pages);
                 MemOp::Copy { src: src_id, dst: dst_id, r: j.r, pages }

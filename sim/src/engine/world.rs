@@ -855,6 +855,7 @@ impl World {
 
     /// `mem`, handing the operation back when the trace only hashes it (every run without a
     /// sink or collector), so a hot caller reuses its page lists (`transfer::land_batch`).
+    /// (`mem` written as a call of this measured 0.4% more instructions on every bench row.)
     #[inline]
     pub(crate) fn mem_returning(&mut self, op: MemOp) -> Option<MemOp> {
         if self.reference.is_some() {
