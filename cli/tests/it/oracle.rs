@@ -63,7 +63,7 @@ fn every_regression_scenario_holds_and_the_oracles_agree() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 8, "{files:?}");
+    assert!(files.len() >= 9, "{files:?}");
     for f in files {
         let sc = scenario(f.file_name().unwrap().to_str().unwrap());
         assert!(!sc.spec.expect.is_empty(), "{}: no [[expect]]", f.display());
@@ -216,6 +216,24 @@ fn prefix_index_is_keyed_by_the_chain() {
     assert_eq!(first_write, 1024);
     // ...from request 1's pages: every read of it is clean by the reference's content check.
     assert!(w.oracle.violations.iter().all(|v| v.request != Some(RequestId(2))));
+}
+
+/// Item 10 (blind seed 9,035,506, shrunk): a lagged land into pages decode's radix cache holds,
+/// which request 2 locked at admission and reads. The write's victims include that reader, whose
+/// next read re-reads every position, so both oracles agree on every read (`run_checked`; before,
+/// the fast oracle kept the verdict of request 2's read before the land while the reference
+/// re-read the landed KV). The use after free's story names the cache and the reader.
+#[test]
+fn a_land_into_cached_pages_marks_the_requests_reading_them() {
+    let w = run_checked(config("lag-into-decode-cache.toml", &[]));
+    assert!(w.reqs[3].lagged());
+    let uaf = violation(&w, Kind::UseAfterFree, 3);
+    assert!(uaf.detail.contains("512 of them held by decode's radix cache and read by request(s) 2"), "{}", uaf.detail);
+    assert!(w.reqs[2].late_written(), "the reader is a victim of the late write");
+    // Request 2's stale read came before the land (the lag's own consequence, through the cache).
+    let read = violation(&w, Kind::CrossRequestRead, 2);
+    assert!(read.at < uaf.at, "read at {:?}, land at {:?}", read.at, uaf.at);
+    assert_eq!(read.cause, "decode_prefix_cache");
 }
 
 /// The default sample of a campaign: about one seed in 64, spread over any range.

@@ -29,6 +29,11 @@ pub fn pages_in(runs: &[Run]) -> u64 {
     runs.iter().map(|r| u64::from(r.count)).sum()
 }
 
+/// Whether any page of `a` is a page of `b` (runs in any order; for short lists on cold paths).
+pub fn runs_overlap(a: &[Run], b: &[Run]) -> bool {
+    a.iter().any(|x| b.iter().any(|y| x.first < y.end() && y.first < x.end()))
+}
+
 /// The first `n` pages of a block table, as runs.
 pub fn prefix_pages(runs: &[Run], n: u64) -> Vec<Run> {
     let mut out = Vec::new();

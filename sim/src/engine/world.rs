@@ -970,12 +970,30 @@ impl World {
     fn note_foreign_writes_found(&mut self, pool: PoolId, writer: RequestId, rep: WriteReport, what: &str) {
         let mut victims = Vec::new();
         let mut runs = Vec::new();
+        let mut cached = Vec::new();
         for (run, holder) in &rep.foreign {
             runs.push(*run);
-            if let Some(crate::pool::Holder::Req(v)) = holder {
-                victims.push(*v);
+            match holder {
+                Some(crate::pool::Holder::Req(v)) => victims.push(*v),
+                Some(crate::pool::Holder::Cache(_)) => cached.push(*run),
+                None => {}
             }
         }
+        // Pages the decode radix cache holds are read by the requests that locked their blocks
+        // (`DReq::borrowed`: the pages start their block tables, but the cache holds them). A
+        // write landing there changes what those requests read, as it does for a holder: they
+        // are victims too, and their next read must re-read the whole range (without the flag
+        // the fast oracle kept the verdict of the read before the write while the reference
+        // re-read it: `oracle_disagreement/decode_read`, blind seed 9,035,506).
+        let mut readers = Vec::new();
+        if let (NodeIdx::Decode(n), false) = (pool.idx(), cached.is_empty()) {
+            for (r, d) in self.decode[n.at()].reqs().iter() {
+                if !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached) {
+                    readers.push(*r);
+                }
+            }
+        }
+        victims.extend_from_slice(&readers);
         victims.sort();
         victims.dedup();
         let lagged_writer = self.reqs[writer.idx()].lagged;
@@ -1009,12 +1027,24 @@ impl World {
             "{what} by request {} landed in {} page(s) it no longer holds{}",
             writer.0,
             crate::pool::pages_in(&runs),
-            if victims.is_empty() {
+            if victims.is_empty() && cached.is_empty() {
                 " (free pages)".to_string()
+            } else if cached.is_empty() {
+                format!(", now held by request(s) {}", ids(&victims))
+            } else if readers.is_empty() {
+                format!(", {} of them held by {}'s radix cache", crate::pool::pages_in(&cached), pool.role_name())
             } else {
+                let holders: Vec<RequestId> = victims.iter().filter(|v| !readers.contains(v)).copied().collect();
                 format!(
-                    ", now held by request(s) {}",
-                    victims.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", ")
+                    ", {} of them held by {}'s radix cache and read by request(s) {}{}",
+                    crate::pool::pages_in(&cached),
+                    pool.role_name(),
+                    ids(&readers),
+                    if holders.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; others held by request(s) {}", ids(&holders))
+                    }
                 )
             }
         );
@@ -1614,6 +1644,11 @@ impl World {
 
 /// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
 /// that no fault touched answered with an error.
+/// Request ids as a story lists them: `2, 5`.
+fn ids(rs: &[RequestId]) -> String {
+    rs.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", ")
+}
+
 fn wrong_status(r: &Req) -> Option<Violation> {
     let resp = r.response?;
     let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
