@@ -1027,26 +1027,7 @@ impl World {
             "{what} by request {} landed in {} page(s) it no longer holds{}",
             writer.0,
             crate::pool::pages_in(&runs),
-            if victims.is_empty() && cached.is_empty() {
-                " (free pages)".to_string()
-            } else if cached.is_empty() {
-                format!(", now held by request(s) {}", ids(&victims))
-            } else if readers.is_empty() {
-                format!(", {} of them held by {}'s radix cache", crate::pool::pages_in(&cached), pool.role_name())
-            } else {
-                let holders: Vec<RequestId> = victims.iter().filter(|v| !readers.contains(v)).copied().collect();
-                format!(
-                    ", {} of them held by {}'s radix cache and read by request(s) {}{}",
-                    crate::pool::pages_in(&cached),
-                    pool.role_name(),
-                    ids(&readers),
-                    if holders.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; others held by request(s) {}", ids(&holders))
-                    }
-                )
-            }
+            where_it_landed(&victims, &readers, crate::pool::pages_in(&cached), pool.role_name())
         );
         self.oracle.record(
             Violation::new(Kind::UseAfterFree, what.replace(' ', "_"), self.now)
@@ -1642,13 +1623,34 @@ impl World {
     }
 }
 
-/// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
-/// that no fault touched answered with an error.
 /// Request ids as a story lists them: `2, 5`.
 fn ids(rs: &[RequestId]) -> String {
     rs.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", ")
 }
 
+/// Where a write by a request that no longer held the pages landed, as its story says it: the
+/// requests now holding them (`victims` less `readers`), the pages a radix cache holds and the
+/// requests reading those (`readers`), or free pages.
+fn where_it_landed(victims: &[RequestId], readers: &[RequestId], cached_pages: u64, role: &str) -> String {
+    if victims.is_empty() && cached_pages == 0 {
+        return " (free pages)".to_string();
+    }
+    let holders: Vec<RequestId> = victims.iter().filter(|v| !readers.contains(v)).copied().collect();
+    let mut s = String::new();
+    if !holders.is_empty() {
+        s += &format!(", now held by request(s) {}", ids(&holders));
+    }
+    if cached_pages > 0 {
+        s += &format!(", {cached_pages} of them held by {role}'s radix cache");
+        if !readers.is_empty() {
+            s += &format!(" and read by request(s) {}", ids(readers));
+        }
+    }
+    s
+}
+
+/// `wrong_status`: a rejected or aborted request answered 200 with output, or a valid request
+/// that no fault touched answered with an error.
 fn wrong_status(r: &Req) -> Option<Violation> {
     let resp = r.response?;
     let mut cause = if r.rejected.is_some() { "rejected_answered_200" } else { "valid_request_failed" };
@@ -1673,4 +1675,28 @@ fn wrong_status(r: &Req) -> Option<Violation> {
         _ => return None,
     };
     Some(Violation::new(Kind::WrongStatus, cause, resp.at).request(r.id, r.tenant).detail(detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The story's part for where a late write landed: each kind of page it names, alone and
+    /// together (the holders-only and free forms are the ones stories had before radix caches
+    /// were named).
+    #[test]
+    fn where_a_late_write_landed_names_holders_caches_and_readers() {
+        let r = |v: &[u32]| v.iter().map(|i| RequestId(*i)).collect::<Vec<_>>();
+        assert_eq!(where_it_landed(&[], &[], 0, "decode"), " (free pages)");
+        assert_eq!(where_it_landed(&r(&[3, 5]), &[], 0, "decode"), ", now held by request(s) 3, 5");
+        assert_eq!(where_it_landed(&[], &[], 70, "prefill"), ", 70 of them held by prefill's radix cache");
+        assert_eq!(
+            where_it_landed(&r(&[2]), &r(&[2]), 512, "decode"),
+            ", 512 of them held by decode's radix cache and read by request(s) 2"
+        );
+        assert_eq!(
+            where_it_landed(&r(&[2, 4]), &r(&[2]), 16, "decode"),
+            ", now held by request(s) 4, 16 of them held by decode's radix cache and read by request(s) 2"
+        );
+    }
 }
