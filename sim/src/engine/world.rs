@@ -985,14 +985,15 @@ impl World {
         // are victims too, and their next read must re-read the whole range (without the flag
         // the fast oracle kept the verdict of the read before the write while the reference
         // re-read it: `oracle_disagreement/decode_read`, blind seed 9,035,506).
-        let mut readers = Vec::new();
-        if let (NodeIdx::Decode(n), false) = (pool.idx(), cached.is_empty()) {
-            for (r, d) in self.decode[n.at()].reqs().iter() {
-                if !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached) {
-                    readers.push(*r);
-                }
-            }
-        }
+        let readers: Vec<RequestId> = match pool.idx() {
+            NodeIdx::Decode(n) if !cached.is_empty() => self.decode[n.at()]
+                .reqs()
+                .iter()
+                .filter(|(_, d)| !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached))
+                .map(|(r, _)| *r)
+                .collect(),
+            _ => Vec::new(),
+        };
         victims.extend_from_slice(&readers);
         victims.sort();
         victims.dedup();
