@@ -236,6 +236,39 @@ fn a_land_into_cached_pages_marks_the_requests_reading_them() {
     assert_eq!(read.cause, "decode_prefix_cache");
 }
 
+/// The same land, then a fifth request of the chain that locks the cached blocks only after it:
+/// its read goes through what the late write left, so it is late-written too (before, only the
+/// requests holding the blocks at the land were, and a later locker's bad read would have been
+/// labelled `decode_prefix_cache`). A request of another chain locks nothing and stays clean.
+#[test]
+fn a_request_locking_late_written_cached_blocks_later_is_late_written() {
+    let mut cfg = config("lag-into-decode-cache.toml", &[]);
+    let spec = |at_ms: u64, blocks: Vec<u64>| kvsim::config::RequestSpec {
+        at_ns: at_ms * 1_000_000,
+        tenant: 0,
+        prompt_tokens: 512,
+        output_tokens: 1,
+        abort_at_ns: None,
+        prefix_blocks: blocks,
+        streaming: false,
+        public_blocks: 0,
+    };
+    // Request 4: the chain, after the land at 81 ms; request 5: another chain.
+    cfg.requests.push(spec(100, vec![2, 4]));
+    cfg.requests.push(spec(110, vec![7, 8]));
+    let w = run_checked(cfg);
+    let uaf = violation(&w, Kind::UseAfterFree, 3);
+    assert!(uaf.detail.contains("held by decode's radix cache"), "{}", uaf.detail);
+    let (later, other) = (&w.reqs[4], &w.reqs[5]);
+    assert!(later.decode_prefix_tokens() > 0, "request 4 locked the cached chain");
+    assert!(later.late_written(), "a later locker reads what the late write left");
+    assert_eq!(later.late_writers(), (true, false), "the writer was a lagged transfer");
+    assert_eq!(other.decode_prefix_tokens(), 0);
+    assert!(!other.late_written());
+    // Request 0 finished before the land and never locked the blocks.
+    assert!(!w.reqs[0].late_written());
+}
+
 /// The default sample of a campaign: about one seed in 64, spread over any range.
 #[test]
 fn campaign_sample_is_about_one_in_64() {

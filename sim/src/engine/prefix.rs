@@ -29,6 +29,11 @@ pub struct CachedBlock {
     /// Requests currently using the block (never evicted while > 0).
     pub refs: u32,
     pub last_use: u64,
+    /// A write by a request that no longer held the pages landed in this block while the cache
+    /// held it: (by a transfer acknowledged before its data was visible, by anything else). A
+    /// request that locks the block later reads what that write left, so it is late-written too
+    /// (`World::prefix_take`, `World::decode_prefix_lock`).
+    pub late_writers: (bool, bool),
 }
 
 /// Key: (salt, position, chain); the salt is 0 under `global`, tenant + 1 under `per_tenant`; the
@@ -82,6 +87,18 @@ impl PrefixIndex {
         *self = PrefixIndex::default();
     }
 
+    /// A late write (`lagged`: by a transfer whose data became visible after its acknowledgement)
+    /// landed in `runs`: every block with a page among them remembers it.
+    pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool) {
+        for b in self.blocks.values_mut().filter(|b| crate::pool::runs_overlap(&b.pages, runs)) {
+            if lagged {
+                b.late_writers.0 = true;
+            } else {
+                b.late_writers.1 = true;
+            }
+        }
+    }
+
     /// The one insert rule of both radix caches: a released request's own full blocks (`keys`,
     /// from its first unborrowed block to its last full one) each take the next `per` pages of
     /// `own` while whole blocks of pages remain. A block already indexed under its key keeps its
@@ -106,7 +123,16 @@ impl PrefixIndex {
                 let t = self.clock;
                 out.cached.extend(pages.iter().copied());
                 let senders = BTreeSet::from([tenant]);
-                self.blocks.insert(key, CachedBlock { pages, tenant, request: r, senders, refs: 0, last_use: t });
+                let block = CachedBlock {
+                    pages,
+                    tenant,
+                    request: r,
+                    senders,
+                    refs: 0,
+                    last_use: t,
+                    late_writers: (false, false),
+                };
+                self.blocks.insert(key, block);
                 self.lru.insert((t, key));
             }
             page += per;
@@ -245,9 +271,11 @@ impl World {
         let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
         let mut culprit = None;
         let mut table = Vec::new();
+        let mut late = (false, false);
         for key in &keys {
             idx.touch(*key);
             let b = idx.blocks.get_mut(key).expect("matched");
+            late = (late.0 | b.late_writers.0, late.1 | b.late_writers.1);
             for p in &b.pages {
                 push_run(&mut table, *p);
             }
@@ -265,6 +293,8 @@ impl World {
             }
         }
         let reused = keys.len() as u64 * BLOCK_TOKENS;
+        // A block a late write landed in while cached: the request reads what it left.
+        self.reqs[r.idx()].note_late_writers(late);
         let deepest = keys.last().and_then(|k| idx.blocks.get(k)).map(|b| (b.request, b.tenant));
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
         let pages = crate::pool::pages_in(&table);
@@ -360,6 +390,7 @@ impl World {
         let idx = self.decode[n.at()].prefix_mut();
         let mut keys = Vec::new();
         let mut table = Vec::new();
+        let mut late = (false, false);
         for (i, b) in blocks.iter().enumerate() {
             let key = (salts[i], i as u32, *b);
             if !idx.blocks.contains_key(&key) {
@@ -367,6 +398,7 @@ impl World {
             }
             idx.touch(key);
             let blk = idx.blocks.get_mut(&key).expect("matched");
+            late = (late.0 | blk.late_writers.0, late.1 | blk.late_writers.1);
             blk.refs += 1;
             blk.senders.insert(tenant);
             for p in &blk.pages {
@@ -374,6 +406,8 @@ impl World {
             }
             keys.push(key);
         }
+        // A block a late write landed in while cached: the locker reads what it left.
+        self.reqs[r.idx()].note_late_writers(late);
         (keys, table)
     }
 

@@ -824,7 +824,7 @@ impl World {
         let src = j.batch_src(batch as usize).to_vec();
         let src_id = prefill.node();
         let rep = self.prefill[p].pool().not_held_by(&src, r, &self.jobs[job].lenders);
-        self.note_foreign_writes(src_id, r, rep, "transfer read of a source page");
+        self.note_foreign_writes(src_id, r, rep, crate::world::SOURCE_READ);
         let contents = self.prefill[p].pool().page_contents(&src);
         self.mem(MemOp::Send { src: src_id, r, wire: wire_id(job, batch), pages: src });
         self.jobs[job].batches[batch as usize].wire = Some(Box::new(contents));
@@ -869,7 +869,7 @@ impl World {
             None => {
                 let (jb, b) = (&self.jobs[job], batch as usize);
                 let src_rep = self.prefill[p].pool().not_held_by(jb.batch_src(b), j.r, &jb.lenders);
-                self.note_foreign_writes(src_id, j.r, src_rep, "transfer read of a source page");
+                self.note_foreign_writes(src_id, j.r, src_rep, crate::world::SOURCE_READ);
                 reader_alive.then(|| {
                     let mut c = std::mem::take(&mut scratch.contents);
                     self.prefill[p].pool().page_contents_into(self.jobs[job].batch_src(batch as usize), &mut c);

@@ -14,6 +14,10 @@ use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
+
+/// What `World::note_foreign_writes` is told when a transfer reads source pages its request no
+/// longer holds: a use after free, but a read, which changes nothing in the pages.
+pub(crate) const SOURCE_READ: &str = "transfer read of a source page";
 // The event enum lives in `event` (trace and world both use it, neither imports the other).
 use crate::engine::queue::{EventQueue, Scheduled};
 use crate::event::{Ev, TimeoutKind};
@@ -213,6 +217,20 @@ impl Req {
     /// A transfer of it was acknowledged before its data was visible.
     pub(crate) fn acked_before_visible(&mut self) {
         self.lagged = true;
+    }
+
+    /// A late write landed in its pages (`lagged`: by a transfer acknowledged before its data
+    /// was visible), or in cached blocks it locked.
+    pub(crate) fn note_late_write(&mut self, lagged: bool) {
+        self.note_late_writers((lagged, !lagged));
+    }
+
+    /// `note_late_write` for each kind of writer set in `writers` (lagged, any other).
+    pub(crate) fn note_late_writers(&mut self, writers: (bool, bool)) {
+        if writers != (false, false) {
+            self.late_written = true;
+            self.late_writers = (self.late_writers.0 | writers.0, self.late_writers.1 | writers.1);
+        }
     }
 
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
@@ -979,37 +997,43 @@ impl World {
                 None => {}
             }
         }
-        // Pages the decode radix cache holds are read by the requests that locked their blocks
-        // (`DReq::borrowed`: the pages start their block tables, but the cache holds them). A
-        // write landing there changes what those requests read, as it does for a holder: they
-        // are victims too, and their next read must re-read the whole range (without the flag
-        // the fast oracle kept the verdict of the read before the write while the reference
-        // re-read it: `oracle_disagreement/decode_read`, blind seed 9,035,506).
+        // Pages a radix cache holds are read by the requests that locked their blocks
+        // (`borrowed`: the pages start their block tables, but the cache holds them). A write
+        // landing there changes what those requests read, as it does for a holder: they are
+        // victims too, and a decode reader's next read must re-read the whole range (without the
+        // flag the fast oracle kept the verdict of the read before the write while the reference
+        // re-read it: `oracle_disagreement/decode_read`, blind seed 9,035,506). The blocks
+        // remember the write, so that a request locking them later is late-written as well. A
+        // transfer's read of a source page changes nothing there.
+        let wrote = what != SOURCE_READ;
+        let lagged_writer = self.reqs[writer.idx()].lagged;
         let readers: Vec<RequestId> = match pool.idx() {
-            NodeIdx::Decode(n) if !cached.is_empty() => self.decode[n.at()]
-                .reqs()
-                .iter()
-                .filter(|(_, d)| !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached))
-                .map(|(r, _)| *r)
-                .collect(),
-            _ => Vec::new(),
+            _ if !wrote || cached.is_empty() => Vec::new(),
+            NodeIdx::Decode(n) => {
+                self.decode[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
+                let reqs = self.decode[n.at()].reqs().iter();
+                reqs.filter(|(_, d)| !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached))
+                    .map(|(r, _)| *r)
+                    .collect()
+            }
+            NodeIdx::Prefill(n) => {
+                self.prefill[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
+                let reqs = self.prefill[n.at()].reqs().iter();
+                reqs.filter(|(_, p)| !p.borrowed().is_empty() && crate::pool::runs_overlap(p.pages(), &cached))
+                    .map(|(r, _)| *r)
+                    .collect()
+            }
         };
         victims.extend_from_slice(&readers);
         victims.sort();
         victims.dedup();
-        let lagged_writer = self.reqs[writer.idx()].lagged;
         if self.coverage.is_some() {
             self.cover_foreign_write(pool, writer, &victims, lagged_writer);
         }
         for v in &victims {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
-                q.late_written = true;
-                if lagged_writer {
-                    q.late_writers.0 = true;
-                } else {
-                    q.late_writers.1 = true;
-                }
+                q.note_late_write(lagged_writer);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
