@@ -63,7 +63,7 @@ fn every_regression_scenario_holds_and_the_oracles_agree() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 9, "{files:?}");
+    assert!(files.len() >= 10, "{files:?}");
     for f in files {
         let sc = scenario(f.file_name().unwrap().to_str().unwrap());
         assert!(!sc.spec.expect.is_empty(), "{}: no [[expect]]", f.display());
@@ -267,6 +267,28 @@ fn a_request_locking_late_written_cached_blocks_later_is_late_written() {
     assert!(!other.late_written());
     // Request 0 finished before the land and never locked the blocks.
     assert!(!w.reqs[0].late_written());
+}
+
+/// A late write whose reader's bad slots lie elsewhere: they keep the reader's own mechanism.
+/// Before, every bad read of a late-written request was `late_write`, so this run's signatures
+/// were `…/late_write/visibility_lag` for reads the late write had nothing to do with.
+#[test]
+fn late_write_names_only_the_slots_on_the_pages_it_hit() {
+    let w = run_checked(config("late-write-elsewhere.toml", &[]));
+    let uaf = violation(&w, Kind::UseAfterFree, 3);
+    assert!(uaf.detail.contains("now held by request(s) 5"), "{}", uaf.detail);
+    let hit = uaf.page_runs.clone();
+    let reader = &w.reqs[5];
+    assert!(reader.late_written() && reader.lagged());
+    for kind in [Kind::CrossRequestRead, Kind::UninitializedRead] {
+        let v = violation(&w, kind, 5);
+        assert!(!kvsim::pool::runs_overlap(&v.page_runs, &hit), "{kind:?} on {:?}, late write on {hit:?}", v.page_runs);
+        assert_eq!(v.cause, "visibility_lag", "{kind:?}");
+    }
+    let sigs = kvsim::fuzz::signatures(&w);
+    assert!(sigs.contains("cross_request_read/visibility_lag"), "{sigs:?}");
+    assert!(!sigs.iter().any(|s| s.contains("read/late_write")), "{sigs:?}");
+    assert!(sigs.contains("use_after_free/transfer_write/visibility_lag"), "{sigs:?}");
 }
 
 /// The default sample of a campaign: about one seed in 64, spread over any range.

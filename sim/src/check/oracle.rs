@@ -356,6 +356,10 @@ pub struct ReadCtx {
     pub seq_len: u64,
     pub pages_read: u64,
     pub cause: &'static str,
+    /// Under `cause = "late_write"`: the pages of this pool late writes landed in (empty when they
+    /// landed in another pool, whose KV came here), and the mechanism of bad slots outside them.
+    pub late: Vec<Run>,
+    pub fallback: &'static str,
 }
 
 impl Oracle {
@@ -393,7 +397,11 @@ impl Oracle {
     /// Records the read violations a summary shows.
     pub fn check_read(&mut self, c: &ReadCtx, s: &ReadSummary) {
         let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| {
-            Violation::new(kind, c.cause, c.at)
+            // Bad slots of a late-written reader away from every page the late writes hit here
+            // are not theirs.
+            let cause =
+                if c.late.is_empty() || crate::pool::runs_overlap(runs, &c.late) { c.cause } else { c.fallback };
+            Violation::new(kind, cause, c.at)
                 .request(c.reader, c.tenant)
                 .victims(victims)
                 .pool(c.pool)
@@ -452,6 +460,46 @@ mod tests {
         let pools: Vec<PoolId> = o.violations.iter().filter_map(|v| v.pool).collect();
         assert_eq!(pools, vec![p0, d0, d1], "one record per leaking pool");
         assert_eq!(o.counts[&Kind::PageLeak], 4);
+    }
+
+    /// A late-written reader's bad slots are `late_write` on the pages the late writes hit in the
+    /// pool read (or anywhere, when they hit another pool), and the fallback mechanism elsewhere.
+    #[test]
+    fn late_write_names_only_the_bad_slots_on_late_written_pages() {
+        let d0 = NodeId { role: Role::Decode, index: 0 };
+        let run = |first, count| Run { first, count };
+        let s = ReadSummary {
+            foreign: 3,
+            foreign_pages: vec![run(10, 1)],
+            uninit: 64,
+            uninit_pages: vec![run(20, 1)],
+            victims: BTreeMap::from([(TenantId(2), 3)]),
+            ..Default::default()
+        };
+        let ctx = |late: Vec<Run>| ReadCtx {
+            at: Instant(5),
+            pool: d0,
+            reader: RequestId(1),
+            tenant: TenantId(1),
+            seq_len: 128,
+            pages_read: 2,
+            cause: "late_write",
+            late,
+            fallback: "visibility_lag",
+        };
+        let causes = |late: Vec<Run>| {
+            let mut o = Oracle::default();
+            o.check_read(&ctx(late), &s);
+            o.violations.iter().map(|v| (v.kind, v.cause.clone())).collect::<Vec<_>>()
+        };
+        let late = "late_write".to_string();
+        let lag = "visibility_lag".to_string();
+        assert_eq!(
+            causes(vec![run(9, 2)]),
+            [(Kind::CrossTenantRead, late.clone()), (Kind::UninitializedRead, lag.clone())]
+        );
+        assert_eq!(causes(vec![run(20, 1)]), [(Kind::CrossTenantRead, lag), (Kind::UninitializedRead, late.clone())]);
+        assert_eq!(causes(vec![]), [(Kind::CrossTenantRead, late.clone()), (Kind::UninitializedRead, late)]);
     }
 
     #[test]

@@ -34,6 +34,20 @@ pub fn runs_overlap(a: &[Run], b: &[Run]) -> bool {
     a.iter().any(|x| b.iter().any(|y| x.first < y.end() && y.first < x.end()))
 }
 
+/// The pages in both `a` and `b`, as runs (in `a`'s order).
+pub fn runs_intersect(a: &[Run], b: &[Run]) -> Vec<Run> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let (first, end) = (x.first.max(y.first), x.end().min(y.end()));
+            if first < end {
+                out.push(Run { first, count: end - first });
+            }
+        }
+    }
+    out
+}
+
 /// The first `n` pages of a block table, as runs.
 pub fn prefix_pages(runs: &[Run], n: u64) -> Vec<Run> {
     let mut out = Vec::new();
@@ -929,6 +943,14 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_intersect_keeps_the_common_pages() {
+        let run = |first, count| Run { first, count };
+        assert_eq!(runs_intersect(&[run(0, 10), run(20, 5)], &[run(8, 14)]), [run(8, 2), run(20, 2)]);
+        assert_eq!(runs_intersect(&[run(0, 4)], &[run(4, 4)]), []);
+        assert!(runs_overlap(&[run(3, 2)], &runs_intersect(&[run(0, 10)], &[run(4, 1)])));
+    }
     use crate::types::Role;
 
     fn pool(policy: FreeListPolicy) -> Pool {

@@ -34,6 +34,8 @@ pub struct CachedBlock {
     /// request that locks the block later reads what that write left, so it is late-written too
     /// (`World::prefix_take`, `World::decode_prefix_lock`).
     pub late_writers: (bool, bool),
+    /// The block's pages those writes landed in.
+    pub late_pages: Vec<Run>,
 }
 
 /// Key: (salt, position, chain); the salt is 0 under `global`, tenant + 1 under `per_tenant`; the
@@ -91,6 +93,7 @@ impl PrefixIndex {
     /// landed in `runs`: every block with a page among them remembers it.
     pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool) {
         for b in self.blocks.values_mut().filter(|b| crate::pool::runs_overlap(&b.pages, runs)) {
+            b.late_pages.extend(crate::pool::runs_intersect(&b.pages, runs));
             if lagged {
                 b.late_writers.0 = true;
             } else {
@@ -131,6 +134,7 @@ impl PrefixIndex {
                     refs: 0,
                     last_use: t,
                     late_writers: (false, false),
+                    late_pages: Vec::new(),
                 };
                 self.blocks.insert(key, block);
                 self.lru.insert((t, key));
@@ -272,10 +276,12 @@ impl World {
         let mut culprit = None;
         let mut table = Vec::new();
         let mut late = (false, false);
+        let mut late_pages = Vec::new();
         for key in &keys {
             idx.touch(*key);
             let b = idx.blocks.get_mut(key).expect("matched");
             late = (late.0 | b.late_writers.0, late.1 | b.late_writers.1);
+            late_pages.extend_from_slice(&b.late_pages);
             for p in &b.pages {
                 push_run(&mut table, *p);
             }
@@ -293,10 +299,11 @@ impl World {
             }
         }
         let reused = keys.len() as u64 * BLOCK_TOKENS;
-        // A block a late write landed in while cached: the request reads what it left.
-        self.reqs[r.idx()].note_late_writers(late);
         let deepest = keys.last().and_then(|k| idx.blocks.get(k)).map(|b| (b.request, b.tenant));
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
+        // A block a late write landed in while cached: the request reads what it left.
+        let pool = self.prefill[n.at()].id();
+        self.reqs[r.idx()].note_late_writers(late, pool, &late_pages);
         let pages = crate::pool::pages_in(&table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
@@ -391,6 +398,7 @@ impl World {
         let mut keys = Vec::new();
         let mut table = Vec::new();
         let mut late = (false, false);
+        let mut late_pages = Vec::new();
         for (i, b) in blocks.iter().enumerate() {
             let key = (salts[i], i as u32, *b);
             if !idx.blocks.contains_key(&key) {
@@ -399,6 +407,7 @@ impl World {
             idx.touch(key);
             let blk = idx.blocks.get_mut(&key).expect("matched");
             late = (late.0 | blk.late_writers.0, late.1 | blk.late_writers.1);
+            late_pages.extend_from_slice(&blk.late_pages);
             blk.refs += 1;
             blk.senders.insert(tenant);
             for p in &blk.pages {
@@ -407,7 +416,8 @@ impl World {
             keys.push(key);
         }
         // A block a late write landed in while cached: the locker reads what it left.
-        self.reqs[r.idx()].note_late_writers(late);
+        let pool = self.decode[n.at()].id();
+        self.reqs[r.idx()].note_late_writers(late, pool, &late_pages);
         (keys, table)
     }
 

@@ -89,6 +89,10 @@ pub struct Req {
     /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
     /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
     late_writers: (bool, bool),
+    /// The pages those late writes landed in, by pool: a bad read of this request is named
+    /// `late_write` only when its bad slots lie in them, or when none of them is in the pool read
+    /// (the late-written KV came from another pool). Label only.
+    late_pages: Vec<(PoolId, Run)>,
     /// Decode failed it because its metadata slot held another request's room (sglang 0.5.22
     /// `srt/disaggregation/decode.py`: "Metadata corruption detected - bootstrap_room mismatch",
     /// HTTP 500). Only the fuzz signature reads it.
@@ -150,6 +154,7 @@ impl Req {
             timed_out: false,
             late_written: false,
             late_writers: (false, false),
+            late_pages: Vec::new(),
             room_mismatch: false,
             lagged: false,
             delay_spent: false,
@@ -219,18 +224,24 @@ impl Req {
         self.lagged = true;
     }
 
-    /// A late write landed in its pages (`lagged`: by a transfer acknowledged before its data
-    /// was visible), or in cached blocks it locked.
-    pub(crate) fn note_late_write(&mut self, lagged: bool) {
-        self.note_late_writers((lagged, !lagged));
+    /// A late write landed in its `pages` of `pool` (`lagged`: by a transfer acknowledged before
+    /// its data was visible), or in cached blocks it locked.
+    pub(crate) fn note_late_write(&mut self, lagged: bool, pool: PoolId, pages: &[Run]) {
+        self.note_late_writers((lagged, !lagged), pool, pages);
     }
 
     /// `note_late_write` for each kind of writer set in `writers` (lagged, any other).
-    pub(crate) fn note_late_writers(&mut self, writers: (bool, bool)) {
+    pub(crate) fn note_late_writers(&mut self, writers: (bool, bool), pool: PoolId, pages: &[Run]) {
         if writers != (false, false) {
             self.late_written = true;
             self.late_writers = (self.late_writers.0 | writers.0, self.late_writers.1 | writers.1);
+            self.late_pages.extend(pages.iter().map(|p| (pool, *p)));
         }
+    }
+
+    /// The pages of `pool` late writes landed in (`late_pages`).
+    fn late_pages_in(&self, pool: PoolId) -> Vec<Run> {
+        self.late_pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect()
     }
 
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
@@ -989,10 +1000,15 @@ impl World {
         let mut victims = Vec::new();
         let mut runs = Vec::new();
         let mut cached = Vec::new();
+        // Each victim's pages the write landed in.
+        let mut landed: Vec<(RequestId, Run)> = Vec::new();
         for (run, holder) in &rep.foreign {
             runs.push(*run);
             match holder {
-                Some(crate::pool::Holder::Req(v)) => victims.push(*v),
+                Some(crate::pool::Holder::Req(v)) => {
+                    victims.push(*v);
+                    landed.push((*v, *run));
+                }
                 Some(crate::pool::Holder::Cache(_)) => cached.push(*run),
                 None => {}
             }
@@ -1013,14 +1029,20 @@ impl World {
                 self.decode[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
                 let reqs = self.decode[n.at()].reqs().iter();
                 reqs.filter(|(_, d)| !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached))
-                    .map(|(r, _)| *r)
+                    .map(|(r, d)| {
+                        landed.extend(crate::pool::runs_intersect(d.pages(), &cached).into_iter().map(|p| (*r, p)));
+                        *r
+                    })
                     .collect()
             }
             NodeIdx::Prefill(n) => {
                 self.prefill[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
                 let reqs = self.prefill[n.at()].reqs().iter();
                 reqs.filter(|(_, p)| !p.borrowed().is_empty() && crate::pool::runs_overlap(p.pages(), &cached))
-                    .map(|(r, _)| *r)
+                    .map(|(r, p)| {
+                        landed.extend(crate::pool::runs_intersect(p.pages(), &cached).into_iter().map(|x| (*r, x)));
+                        *r
+                    })
                     .collect()
             }
         };
@@ -1033,7 +1055,8 @@ impl World {
         for v in &victims {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
-                q.note_late_write(lagged_writer);
+                let pages: Vec<Run> = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
+                q.note_late_write(lagged_writer, pool, &pages);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
@@ -1121,7 +1144,22 @@ impl World {
             "stub_commit"
         } else if r.late_written {
             "late_write"
-        } else if r.lagged {
+        } else {
+            Self::cause_but_late_write(r)
+        };
+        // A late-written reader's bad slots outside the pages the late writes hit in this pool
+        // have the mechanism it would have without them.
+        let (late, fallback) = if cause == "late_write" {
+            (r.late_pages_in(pool), Self::cause_but_late_write(r))
+        } else {
+            (Vec::new(), cause)
+        };
+        ReadCtx { at: self.now, pool, reader, tenant: r.tenant, seq_len, pages_read, cause, late, fallback }
+    }
+
+    /// A read's mechanism after `stub_commit` and `late_write` (`read_ctx`).
+    fn cause_but_late_write(r: &Req) -> &'static str {
+        if r.lagged {
             "visibility_lag"
         } else if r.decode_prefix_tokens > 0 {
             // Its prefix came from decode's radix cache (`decode_radix_cache = on`), which holds
@@ -1131,8 +1169,7 @@ impl World {
             "decode_prefix_cache"
         } else {
             "other"
-        };
-        ReadCtx { at: self.now, pool, reader, tenant: r.tenant, seq_len, pages_read, cause }
+        }
     }
 
     /// Runs until the queue drains or the horizon passes, then checks liveness.
