@@ -1023,29 +1023,21 @@ impl World {
         // transfer's read of a source page changes nothing there.
         let wrote = what != SOURCE_READ;
         let lagged_writer = self.reqs[writer.idx()].lagged;
-        let readers: Vec<RequestId> = match pool.idx() {
+        let locked = match pool.idx() {
             _ if !wrote || cached.is_empty() => Vec::new(),
             NodeIdx::Decode(n) => {
-                self.decode[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
-                let reqs = self.decode[n.at()].reqs().iter();
-                reqs.filter(|(_, d)| !d.borrowed().is_empty() && crate::pool::runs_overlap(d.pages(), &cached))
-                    .map(|(r, d)| {
-                        landed.extend(crate::pool::runs_intersect(d.pages(), &cached).into_iter().map(|p| (*r, p)));
-                        *r
-                    })
-                    .collect()
+                let node = &mut self.decode[n.at()];
+                node.prefix_mut().mark_late_written(&cached, lagged_writer);
+                locked_pages_hit(node.reqs(), |d| (d.borrowed(), d.pages()), &cached)
             }
             NodeIdx::Prefill(n) => {
-                self.prefill[n.at()].prefix_mut().mark_late_written(&cached, lagged_writer);
-                let reqs = self.prefill[n.at()].reqs().iter();
-                reqs.filter(|(_, p)| !p.borrowed().is_empty() && crate::pool::runs_overlap(p.pages(), &cached))
-                    .map(|(r, p)| {
-                        landed.extend(crate::pool::runs_intersect(p.pages(), &cached).into_iter().map(|x| (*r, x)));
-                        *r
-                    })
-                    .collect()
+                let node = &mut self.prefill[n.at()];
+                node.prefix_mut().mark_late_written(&cached, lagged_writer);
+                locked_pages_hit(node.reqs(), |p| (p.borrowed(), p.pages()), &cached)
             }
         };
+        let readers: Vec<RequestId> = locked.iter().filter(|(_, p)| !p.is_empty()).map(|(r, _)| *r).collect();
+        landed.extend(locked.into_iter().flat_map(|(r, pages)| pages.into_iter().map(move |p| (r, p))));
         victims.extend_from_slice(&readers);
         victims.sort();
         victims.dedup();
@@ -1688,6 +1680,21 @@ impl World {
 /// Request ids as a story lists them: `2, 5`.
 fn ids(rs: &[RequestId]) -> String {
     rs.iter().map(|v| v.0.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Each request of a node that locked cached blocks (`locks` gives its locked blocks and block
+/// table) with the pages of `cached` in its table: empty for one the write did not reach.
+fn locked_pages_hit<V>(
+    reqs: &crate::engine::reqmap::ReqMap<V>,
+    locks: impl Fn(&V) -> (&[crate::prefix::BlockKey], &[Run]),
+    cached: &[Run],
+) -> Vec<(RequestId, Vec<Run>)> {
+    reqs.iter()
+        .filter_map(|(r, v)| {
+            let (borrowed, pages) = locks(v);
+            (!borrowed.is_empty()).then(|| (*r, crate::pool::runs_intersect(pages, cached)))
+        })
+        .collect()
 }
 
 /// Where a write by a request that no longer held the pages landed, as its story says it: the
