@@ -156,7 +156,7 @@ pub fn validate_mem_log(mem: &[(u64, MemOp)], cfg: &SimConfig) -> Result<(), Low
                 }
                 pools.insert(*pool, u64::from(*pages));
             }
-            MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } => {
+            MemOp::Alloc { pool, pages, .. } | MemOp::Free { pool, pages, .. } | MemOp::Lock { pool, pages, .. } => {
                 let n = pages_of(&pools, pool, i)?;
                 if let Some(r) = pages.iter().find(|r| !inside(r.first, r.count, n)) {
                     return Err(invalid(Some(i), format!("pages {}+{} outside {pool} ({n} pages)", r.first, r.count)));
@@ -285,7 +285,7 @@ fn validate(mem: &[(u64, MemOp)], page_size: u64) -> Result<(), LowerError> {
     for (i, (_, op)) in mem.iter().enumerate() {
         let ok = match op {
             MemOp::Reset { .. } | MemOp::Read { .. } => true,
-            MemOp::Alloc { pages, .. } | MemOp::Free { pages, .. } => runs_ok(pages),
+            MemOp::Alloc { pages, .. } | MemOp::Free { pages, .. } | MemOp::Lock { pages, .. } => runs_ok(pages),
             MemOp::Write { slots, .. } => slots
                 .iter()
                 .all(|&(s, l, p)| s.checked_add(l).is_some_and(|e| e <= max_slot) && p.checked_add(l).is_some()),
@@ -441,7 +441,8 @@ fn find_reads(mem: &[(u64, MemOp)], wanted: &[Wanted]) -> Vec<Found> {
     for (i, (t, op)) in mem.iter().enumerate() {
         match op {
             MemOp::Reset { pool, .. } => tables.retain(|(p, _), _| p != pool),
-            MemOp::Alloc { pool, r, pages } => {
+            // Locked cached pages start the table; its own allocations follow.
+            MemOp::Alloc { pool, r, pages } | MemOp::Lock { pool, r, pages } => {
                 let tab = tables.entry((*pool, r.0)).or_default();
                 for p in pages {
                     crate::pool::push_run(tab, *p);

@@ -58,6 +58,27 @@ fn the_fixed_profile_reads_only_its_own_kv() {
     assert!(share(&out, "own") > 99.0, "{out}");
 }
 
+/// A read through blocks decode's radix cache holds replays over its whole block table: the
+/// trace's `lock` record puts the cached pages before the request's own. Before it the replay
+/// saw only the request's own pages and refused the read ("seq_len 513 exceeds the block table's
+/// 1 slots", exit 2), so a campaign's confirm column said "confirm failed" for every read
+/// through a prefix cache. Here request 2 reads request 3's cached blocks before request 3's
+/// lagged data lands in them (stale: zeros for half of it) and after (its own chain's KV).
+#[test]
+fn reads_through_cached_prefix_blocks_replay_over_their_locked_pages() {
+    let path = crate::sim_data().join("oracle/lag-into-decode-cache.toml");
+    let t = trace_of(path.to_str().unwrap(), &[]);
+    assert!(std::fs::read_to_string(&t).unwrap().contains(r#""op":"lock""#), "no lock record in {t}");
+    let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let read1 = out.split("read 1: ").nth(1).unwrap_or_else(|| panic!("{out}"));
+    assert!(read1.starts_with("request 2 (tenant 0) on decode-0, 513 tokens"), "{out}");
+    assert!(share(read1, "zeros") > 40.0 && share(read1, "foreign") == 0.0, "{out}");
+    let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--request", "2"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(share(&out, "own"), 100.0, "after the land it reads its chain's KV: {out}");
+}
+
 #[test]
 fn never_written_slots_are_zeros_only() {
     let t = trace_of("small/stub-cold.toml", &[]);

@@ -60,12 +60,13 @@ fn trace_replays_and_detects_divergence() {
     assert_eq!(out.status.code(), Some(10));
 
     // A trace of an earlier format (/1: its hash was FNV over `derive(Hash)`; /2: a read and a
-    // write per decode token instead of one decode-step record per batch) is refused even with
-    // --force: exit 2, naming the version it found and what to do.
-    assert!(text.contains("\"format\":\"kvsim-trace/3\""));
-    for (v, why) in [(1, "XXH3-64"), (2, "decode_step")] {
+    // write per decode token instead of one decode-step record per batch; /3: no `lock` records
+    // for cached prefix blocks) is refused even with --force: exit 2, naming the version it found
+    // and what to do.
+    assert!(text.contains("\"format\":\"kvsim-trace/4\""));
+    for (v, why) in [(1, "XXH3-64"), (2, "decode_step"), (3, "`lock` record")] {
         let old = tmp(&format!("stub-format{v}.jsonl"));
-        std::fs::write(&old, text.replacen("kvsim-trace/3", &format!("kvsim-trace/{v}"), 1)).unwrap();
+        std::fs::write(&old, text.replacen("kvsim-trace/4", &format!("kvsim-trace/{v}"), 1)).unwrap();
         for force in [false, true] {
             let mut args = vec!["replay", old.to_str().unwrap()];
             if force {

@@ -273,6 +273,8 @@ impl Reference {
                     p.holders[page as usize] = Some(Holder::Req(*r));
                 }
             }
+            // The cache keeps holding the pages; the world passes the reader's table to `read`.
+            MemOp::Lock { .. } => {}
             MemOp::Free { pool, r, pages } => {
                 // Its pages go: what it read of this pool is not read again through this table
                 // (a memo is only a cache; dropping it costs nothing but a re-read).

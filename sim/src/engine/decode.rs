@@ -428,6 +428,10 @@ impl World {
             if !borrowed.is_empty() {
                 self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
             }
+            if !pages.is_empty() {
+                // The locked blocks' pages start its block table (the replay's reads need them).
+                self.mem(MemOp::Lock { pool, r, pages: pages.clone() });
+            }
             if pages.is_empty() {
                 pages = fresh.clone();
                 self.mem(MemOp::Alloc { pool, r, pages: fresh });

@@ -305,6 +305,9 @@ impl World {
         let pool = self.prefill[n.at()].id();
         self.reqs[r.idx()].note_late_writers(late, pool, &late_pages);
         let pages = crate::pool::pages_in(&table);
+        // The matched blocks' pages start its block table (the replay's reads need them).
+        let pool = self.prefill[n.at()].id();
+        self.mem(MemOp::Lock { pool, r, pages: table.clone() });
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
         pr.reuse_prefix(table, keys, reused, padded);

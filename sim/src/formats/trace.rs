@@ -37,6 +37,14 @@ pub enum MemOp {
         r: RequestId,
         pages: Vec<Run>,
     },
+    /// Cached prefix blocks' pages that start `r`'s block table (a radix-cache hit): the cache
+    /// keeps holding them, `r` reads them. In block-table order, before the request's own
+    /// `Alloc`s.
+    Lock {
+        pool: PoolId,
+        r: RequestId,
+        pages: Vec<Run>,
+    },
     /// Positions `pos..pos+len` of request `r` written at physical slots `slot..slot+len`.
     Write {
         pool: PoolId,
@@ -419,6 +427,12 @@ pub mod encode {
                 node(b, *dst);
                 u32_(b, r.0);
                 u64_(b, *wire);
+                runs(b, pages);
+            }
+            MemOp::Lock { pool, r, pages } => {
+                b.push(9);
+                node(b, *pool);
+                u32_(b, r.0);
                 runs(b, pages);
             }
         }

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// request-token) and `/1` (FNV-1a over `derive(Hash)`) files carry hashes of other record
 /// streams that this kvsim can neither recompute nor compare, so they are refused with a message
 /// saying to record them again.
-pub const FORMAT: &str = "kvsim-trace/3";
+pub const FORMAT: &str = "kvsim-trace/4";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Header {
@@ -179,7 +179,14 @@ pub enum Item {
 /// `confirm`, `fuzz`) and for the `parse_trace` fuzz target. Streaming: memory is one line.
 /// Why a trace of another format is refused, and what to do about it.
 fn format_refusal(found: &str) -> String {
-    if found == "kvsim-trace/2" {
+    if found == "kvsim-trace/3" {
+        format!(
+            "trace format `kvsim-trace/3` is no longer read (this kvsim reads `{FORMAT}`: a request that reuses \
+             radix-cached prefix blocks now has a `lock` record naming their pages, which start its block table, so \
+             a /3 file's records and hash cannot be compared); record the trace again with this kvsim \
+             (`kvsim run SCENARIO --seed N --trace FILE`)"
+        )
+    } else if found == "kvsim-trace/2" {
         format!(
             "trace format `kvsim-trace/2` is no longer read (this kvsim reads `{FORMAT}`: a decode batch step is now \
              one `decode_step` record, not a read and a write per request, so a /2 file's records and hash cannot be \
@@ -568,7 +575,7 @@ impl Filter {
             },
             TraceRecord::Mem(op) => match op {
                 MemOp::Reset { .. } => true,
-                MemOp::Alloc { pool, r, pages } | MemOp::Free { pool, r, pages } => {
+                MemOp::Alloc { pool, r, pages } | MemOp::Free { pool, r, pages } | MemOp::Lock { pool, r, pages } => {
                     self.req(*r) || self.pages_hit(*pool, pages)
                 }
                 MemOp::Write { pool, r, slots, .. } => self.req(*r) || self.slots_hit(*pool, page_size, slots),
