@@ -1,5 +1,5 @@
 //! Property: over random simulator runs (swarm draws, mostly of the vulnerable profile; half of them with `zero_on_free` and node
-//! crashes forced on), the lowered program replayed on the CPU reference reads, at every violating
+//! crashes forced on; two in five prefix-heavy, with the radix caches on), the lowered program replayed on the CPU reference reads, at every violating
 //! read, exactly the slots the oracle sees — zeros where the oracle says never written (or
 //! cleared), another tenant's KV where the oracle says another tenant wrote — and `confirm`'s
 //! verdict (foreign share over the threshold) is CONFIRMED only for reads the oracle calls foreign.
@@ -20,12 +20,14 @@ use kvsim_gpu::{replay_outputs, values::shares_from_output, AttnShape, Dtype};
 const SHAPE: AttnShape = AttnShape { heads: 2, kv_heads: 1, head_dim: 8, dtype: Dtype::F32 };
 /// `kvsim confirm`'s default threshold.
 const THRESHOLD: f64 = 0.01;
-const RUNS: u64 = 150;
+const RUNS: u64 = 250;
 
 fn case(seed: u64) -> SimConfig {
     // The vulnerable profile's knobs for two runs in three (most of its runs violate), every knob
-    // drawn for the third.
+    // drawn for the third; two runs in five prefix-heavy (prompts sharing chains, radix caches
+    // on), whose reads go through cached blocks that the trace's `lock` records name.
     let space = if seed % 3 == 0 { Space::Blind } else { Space::Profile("sglang-0.5.16".into()) };
+    let space = if seed % 5 >= 3 { Space::Prefix(Box::new(space)) } else { space };
     let mut cfg = draw(seed, &space);
     if seed % 2 == 1 {
         cfg.knobs.zero_on_free = true;
@@ -46,10 +48,50 @@ fn share_bounds(n: u64, total: u64) -> (f64, f64) {
     (n * lo / (n * lo + rest * hi), n * hi / (n * hi + rest * lo))
 }
 
+/// The last read of each request in a pool where it locked cached blocks, as a selection.
+fn reads_through_locks(mem: &[(u64, kvsim::trace::MemOp)]) -> Vec<kvsim::report::ViolationOut> {
+    use kvsim::trace::MemOp;
+    let mut locked = std::collections::BTreeSet::new();
+    let mut last = std::collections::BTreeMap::new();
+    for (t, op) in kvsim::trace::expand_log(mem).iter() {
+        match op {
+            MemOp::Lock { pool, r, .. } => {
+                locked.insert((*pool, r.0));
+            }
+            MemOp::Read { pool, r, .. } if locked.contains(&(*pool, r.0)) => {
+                last.insert((*pool, r.0), *t);
+            }
+            _ => {}
+        }
+    }
+    last.into_iter()
+        .map(|((pool, r), at_ns)| kvsim::report::ViolationOut {
+            kind: "uninitialized_read".into(),
+            request: Some(r),
+            tenant: None,
+            victim_tenants: Vec::new(),
+            pool: Some(pool.to_string()),
+            pages: 0,
+            page_runs: Vec::new(),
+            slots: 0,
+            at_ns,
+            prompt_tokens: None,
+            status: None,
+            culprit_request: None,
+            culprit_tenant: None,
+            culprit_at_ns: None,
+            detail: String::new(),
+        })
+        .collect()
+}
+
 #[test]
 fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
     let (mut reads, mut zero_reads, mut foreign_reads, mut confirmed, mut zeroing_programs) = (0, 0, 0, 0, 0);
-    let (mut filtered_smaller, mut rewritten_steps, mut decode_steps) = (0, 0, 0);
+    let (mut filtered_smaller, mut rewritten_steps, mut decode_steps, mut locked_reads) = (0, 0, 0, 0);
+    // Reads over the threshold whose other tenants' KV the oracle calls shared content, not
+    // foreign: the replay counts KV by the tenant that wrote it (README, "confirm").
+    let mut shared_over = 0;
     for seed in 0..RUNS {
         let cfg = case(seed);
         let model = MemModel::of(&cfg);
@@ -100,48 +142,68 @@ fn the_replay_reads_what_the_oracle_sees_and_confirms_only_foreign_reads() {
         if lowered.program.ops.iter().any(|op| matches!(op, kvsim_gpu::Op::Zero { .. })) {
             zeroing_programs += 1;
         }
-        let outs = replay_outputs(&lowered.program).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        // The reads through radix-cached blocks (in the pool of a `lock` record, by its request):
+        // the last of each request, violating or not, is replayed too and must hold exactly what
+        // the oracle saw.
+        let through_locks = reads_through_locks(&mem);
+        let through_locks = (!through_locks.is_empty()).then(|| {
+            let select = Select::Violations { violations: &through_locks, max: usize::MAX };
+            lower(&mem, model, select, SHAPE).unwrap_or_else(|e| panic!("seed {seed}: reads through locks: {e}"))
+        });
         let audits = w.read_audit.as_ref().expect("audited");
-        assert_eq!(outs.len(), lowered.targets.len());
-        for (t, out) in lowered.targets.iter().zip(&outs) {
-            let a = audits
-                .iter()
-                .find(|a| a.at.0 == t.at_ns && a.pool == t.pool && a.reader.0 == t.request)
-                .unwrap_or_else(|| panic!("seed {seed}: no audit for read {t:?}"));
-            let ctx = format!("seed {seed}, read {t:?}, oracle {a:?}, replay {:?}", out.tokens_per_tenant);
-            assert_eq!(a.seq_len, t.seq_len, "{ctx}");
-            // Slot counts: exact.
-            let replay_own: u64 = out.tokens_per_tenant.iter().filter(|x| x.0 == t.tenant).map(|x| x.1).sum();
-            let replay_other: u64 = out.tokens_per_tenant.iter().filter(|x| x.0 != t.tenant).map(|x| x.1).sum();
-            assert_eq!(out.zero_tokens, a.zeros, "zeros: {ctx}");
-            assert_eq!(replay_other, a.other_tenant, "other tenants: {ctx}");
-            assert_eq!(replay_own, a.own_tenant, "own tenant: {ctx}");
-            // Shares read out of the attention output: consistent with the exact second pass…
-            let shares = shares_from_output(&SHAPE, &out.output);
-            let listed_other: f64 = out.per_tenant.iter().filter(|x| x.0 != t.tenant).map(|x| x.1).sum();
-            let listed: f64 = out.per_tenant.iter().map(|x| x.1).sum();
-            assert!((shares.foreign - listed_other).abs() < 1e-5, "foreign share {}: {ctx}", shares.foreign);
-            assert!((shares.zeros - (1.0 - listed)).abs() < 1e-5, "zero share {}: {ctx}", shares.zeros);
-            // …and with the slot counts, within the spread the values allow.
-            for (share, n, what) in [(shares.foreign, a.other_tenant, "foreign"), (shares.zeros, a.zeros, "zero")] {
-                let (lo, hi) = share_bounds(n, t.seq_len);
-                assert!(share >= lo - 1e-5 && share <= hi + 1e-5, "{what} share {share} outside [{lo}, {hi}]: {ctx}");
+        for (lowered, violating) in std::iter::once((&lowered, true)).chain(through_locks.iter().map(|l| (l, false))) {
+            let outs = replay_outputs(&lowered.program).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!(outs.len(), lowered.targets.len());
+            for (t, out) in lowered.targets.iter().zip(&outs) {
+                let a = audits
+                    .iter()
+                    .find(|a| a.at.0 == t.at_ns && a.pool == t.pool && a.reader.0 == t.request)
+                    .unwrap_or_else(|| panic!("seed {seed}: no audit for read {t:?}"));
+                let ctx = format!("seed {seed}, read {t:?}, oracle {a:?}, replay {:?}", out.tokens_per_tenant);
+                assert_eq!(a.seq_len, t.seq_len, "{ctx}");
+                // Slot counts: exact.
+                let replay_own: u64 = out.tokens_per_tenant.iter().filter(|x| x.0 == t.tenant).map(|x| x.1).sum();
+                let replay_other: u64 = out.tokens_per_tenant.iter().filter(|x| x.0 != t.tenant).map(|x| x.1).sum();
+                assert_eq!(out.zero_tokens, a.zeros, "zeros: {ctx}");
+                assert_eq!(replay_other, a.other_tenant, "other tenants: {ctx}");
+                assert_eq!(replay_own, a.own_tenant, "own tenant: {ctx}");
+                // Shares read out of the attention output: consistent with the exact second pass…
+                let shares = shares_from_output(&SHAPE, &out.output);
+                let listed_other: f64 = out.per_tenant.iter().filter(|x| x.0 != t.tenant).map(|x| x.1).sum();
+                let listed: f64 = out.per_tenant.iter().map(|x| x.1).sum();
+                assert!((shares.foreign - listed_other).abs() < 1e-5, "foreign share {}: {ctx}", shares.foreign);
+                assert!((shares.zeros - (1.0 - listed)).abs() < 1e-5, "zero share {}: {ctx}", shares.zeros);
+                // …and with the slot counts, within the spread the values allow.
+                for (share, n, what) in [(shares.foreign, a.other_tenant, "foreign"), (shares.zeros, a.zeros, "zero")] {
+                    let (lo, hi) = share_bounds(n, t.seq_len);
+                    assert!(
+                        share >= lo - 1e-5 && share <= hi + 1e-5,
+                        "{what} share {share} outside [{lo}, {hi}]: {ctx}"
+                    );
+                }
+                if !violating {
+                    locked_reads += 1;
+                    shared_over += usize::from(shares.foreign > THRESHOLD && a.foreign == 0);
+                    continue;
+                }
+                // The verdict: CONFIRMED only where the oracle calls the read foreign.
+                if shares.foreign > THRESHOLD {
+                    confirmed += 1;
+                    assert!(a.foreign > 0, "CONFIRMED but the oracle sees no foreign slot: {ctx}");
+                }
+                reads += 1;
+                zero_reads += usize::from(a.zeros > 0);
+                foreign_reads += usize::from(a.foreign > 0);
             }
-            // The verdict: CONFIRMED only where the oracle calls the read foreign.
-            if shares.foreign > THRESHOLD {
-                confirmed += 1;
-                assert!(a.foreign > 0, "CONFIRMED but the oracle sees no foreign slot: {ctx}");
-            }
-            reads += 1;
-            zero_reads += usize::from(a.zeros > 0);
-            foreign_reads += usize::from(a.foreign > 0);
         }
     }
     eprintln!(
         "{RUNS} runs: {reads} violating reads replayed, {zero_reads} with zeros, {foreign_reads} foreign, \
          {confirmed} confirmed, {zeroing_programs} programs with Zero ops, {filtered_smaller} filtered logs smaller, \
-         {decode_steps} decode steps, {rewritten_steps} partly kept"
+         {decode_steps} decode steps, {rewritten_steps} partly kept, {locked_reads} last reads through cached blocks \
+         ({shared_over} over the threshold with shared content only)"
     );
+    assert!(locked_reads >= 10, "too few reads through cached blocks: {locked_reads}");
     assert!(decode_steps > 0 && rewritten_steps > 0, "decode steps must be traced and some partly kept");
     assert!(filtered_smaller >= 20, "the filter must drop something: {filtered_smaller}");
     // The property must have been exercised, not vacuously true.
