@@ -14,14 +14,14 @@ use crate::rng::Prng;
 use crate::router::Router;
 use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
-
-/// What `World::note_foreign_writes` is told when a transfer reads source pages its request no
-/// longer holds: a use after free, but a read, which changes nothing in the pages.
-pub(crate) const SOURCE_READ: &str = "transfer read of a source page";
 // The event enum lives in `event` (trace and world both use it, neither imports the other).
 use crate::engine::queue::{EventQueue, Scheduled};
 use crate::event::{Ev, TimeoutKind};
 use serde::{Deserialize, Serialize};
+
+/// What `World::note_foreign_writes` is told when a transfer reads source pages its request no
+/// longer holds: a use after free, but a read, which changes nothing in the pages.
+pub(crate) const SOURCE_READ: &str = "transfer read of a source page";
 
 /// A mitigation that stopped a request before it read foreign KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
