@@ -428,14 +428,12 @@ impl World {
             if !borrowed.is_empty() {
                 self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
             }
-            if !pages.is_empty() {
-                // The locked blocks' pages start its block table (the replay's reads need them).
-                self.mem(MemOp::Lock { pool, r, pages: pages.clone() });
-            }
             if pages.is_empty() {
                 pages = fresh.clone();
                 self.mem(MemOp::Alloc { pool, r, pages: fresh });
             } else {
+                // The locked blocks' pages start its block table (the replay's reads need them).
+                self.mem(MemOp::Lock { pool, r, pages: pages.clone() });
                 for run in &fresh {
                     push_run(&mut pages, *run);
                 }
@@ -655,9 +653,10 @@ impl World {
                     }
                     Canary::Off => {}
                 }
+                // A clean read records nothing: its context is built only here.
+                let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
+                self.oracle.check_read(&ctx, &s);
             }
-            let ctx = self.read_ctx(pool_id, r, seq_len, table_pages);
-            self.oracle.check_read(&ctx, &s);
             // Coverage is tested first: with it off (every run but a guided campaign's) the
             // request is not looked up on every decode token.
             if let Some(c) = self.coverage.as_mut().filter(|_| self.reqs[r.idx()].late_written()) {

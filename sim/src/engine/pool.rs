@@ -943,6 +943,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Role;
 
     #[test]
     fn runs_intersect_keeps_the_common_pages() {
@@ -951,7 +952,6 @@ mod tests {
         assert_eq!(runs_intersect(&[run(0, 4)], &[run(4, 4)]), []);
         assert!(runs_overlap(&[run(3, 2)], &runs_intersect(&[run(0, 10)], &[run(4, 1)])));
     }
-    use crate::types::Role;
 
     fn pool(policy: FreeListPolicy) -> Pool {
         Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)

@@ -29,13 +29,39 @@ pub struct CachedBlock {
     /// Requests currently using the block (never evicted while > 0).
     pub refs: u32,
     pub last_use: u64,
-    /// A write by a request that no longer held the pages landed in this block while the cache
-    /// held it: (by a transfer acknowledged before its data was visible, by anything else). A
-    /// request that locks the block later reads what that write left, so it is late-written too
-    /// (`World::prefix_take`, `World::decode_prefix_lock`).
-    pub late_writers: (bool, bool),
-    /// The block's pages those writes landed in.
-    pub late_pages: Vec<Run>,
+    /// Writes by requests that no longer held the pages, landed in this block while the cache
+    /// held it. A request that locks the block later reads what they left, so it is late-written
+    /// too (`World::prefix_take`, `World::decode_prefix_lock`).
+    pub late: LateWrites,
+}
+
+/// Late writes (by requests that no longer held the pages) that landed in some pages: which kinds
+/// of writer, and the pages they hit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LateWrites {
+    /// A transfer acknowledged before its data was visible (`visibility_lag`).
+    pub lagged: bool,
+    /// A writer that outlived its pages for another reason.
+    pub other: bool,
+    pub pages: Vec<Run>,
+}
+
+impl LateWrites {
+    /// One late write, by a lagged transfer or not, into `pages`.
+    pub fn new(lagged: bool, pages: Vec<Run>) -> LateWrites {
+        LateWrites { lagged, other: !lagged, pages }
+    }
+
+    pub fn any(&self) -> bool {
+        self.lagged || self.other
+    }
+
+    /// Adds `o`'s writers and pages.
+    pub fn add(&mut self, o: &LateWrites) {
+        self.lagged |= o.lagged;
+        self.other |= o.other;
+        self.pages.extend_from_slice(&o.pages);
+    }
 }
 
 /// Key: (salt, position, chain); the salt is 0 under `global`, tenant + 1 under `per_tenant`; the
@@ -93,12 +119,7 @@ impl PrefixIndex {
     /// landed in `runs`: every block with a page among them remembers it.
     pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool) {
         for b in self.blocks.values_mut().filter(|b| crate::pool::runs_overlap(&b.pages, runs)) {
-            b.late_pages.extend(crate::pool::runs_intersect(&b.pages, runs));
-            if lagged {
-                b.late_writers.0 = true;
-            } else {
-                b.late_writers.1 = true;
-            }
+            b.late.add(&LateWrites::new(lagged, crate::pool::runs_intersect(&b.pages, runs)));
         }
     }
 
@@ -133,8 +154,7 @@ impl PrefixIndex {
                     senders,
                     refs: 0,
                     last_use: t,
-                    late_writers: (false, false),
-                    late_pages: Vec::new(),
+                    late: LateWrites::default(),
                 };
                 self.blocks.insert(key, block);
                 self.lru.insert((t, key));
@@ -275,13 +295,11 @@ impl World {
         let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
         let mut culprit = None;
         let mut table = Vec::new();
-        let mut late = (false, false);
-        let mut late_pages = Vec::new();
+        let mut late = LateWrites::default();
         for key in &keys {
             idx.touch(*key);
             let b = idx.blocks.get_mut(key).expect("matched");
-            late = (late.0 | b.late_writers.0, late.1 | b.late_writers.1);
-            late_pages.extend_from_slice(&b.late_pages);
+            late.add(&b.late);
             for p in &b.pages {
                 push_run(&mut table, *p);
             }
@@ -303,10 +321,9 @@ impl World {
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
         // A block a late write landed in while cached: the request reads what it left.
         let pool = self.prefill[n.at()].id();
-        self.reqs[r.idx()].note_late_writers(late, pool, &late_pages);
+        self.reqs[r.idx()].note_late_writes(&late, pool);
         let pages = crate::pool::pages_in(&table);
         // The matched blocks' pages start its block table (the replay's reads need them).
-        let pool = self.prefill[n.at()].id();
         self.mem(MemOp::Lock { pool, r, pages: table.clone() });
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
@@ -400,8 +417,7 @@ impl World {
         let idx = self.decode[n.at()].prefix_mut();
         let mut keys = Vec::new();
         let mut table = Vec::new();
-        let mut late = (false, false);
-        let mut late_pages = Vec::new();
+        let mut late = LateWrites::default();
         for (i, b) in blocks.iter().enumerate() {
             let key = (salts[i], i as u32, *b);
             if !idx.blocks.contains_key(&key) {
@@ -409,8 +425,7 @@ impl World {
             }
             idx.touch(key);
             let blk = idx.blocks.get_mut(&key).expect("matched");
-            late = (late.0 | blk.late_writers.0, late.1 | blk.late_writers.1);
-            late_pages.extend_from_slice(&blk.late_pages);
+            late.add(&blk.late);
             blk.refs += 1;
             blk.senders.insert(tenant);
             for p in &blk.pages {
@@ -420,7 +435,7 @@ impl World {
         }
         // A block a late write landed in while cached: the locker reads what it left.
         let pool = self.decode[n.at()].id();
-        self.reqs[r.idx()].note_late_writers(late, pool, &late_pages);
+        self.reqs[r.idx()].note_late_writes(&late, pool);
         (keys, table)
     }
 

@@ -83,9 +83,8 @@ pub struct Req {
     /// A bootstrap or waiting timer failed it, or decode aborted it for want of pages (a retraction
     /// without host backup, or a request that alone outgrows the pool): capacity, not a bug by itself.
     timed_out: bool,
-    /// Another request's write landed in pages this request held.
-    late_written: bool,
-    /// Which late writers: one whose transfer was acknowledged before its data was visible
+    /// Which late writers (another request's write landed in pages this request held or read):
+    /// one whose transfer was acknowledged before its data was visible
     /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
     /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
     late_writers: (bool, bool),
@@ -152,7 +151,6 @@ impl Req {
             client_aborted: false,
             fault_touched: false,
             timed_out: false,
-            late_written: false,
             late_writers: (false, false),
             late_pages: Vec::new(),
             room_mismatch: false,
@@ -224,18 +222,11 @@ impl Req {
         self.lagged = true;
     }
 
-    /// A late write landed in its `pages` of `pool` (`lagged`: by a transfer acknowledged before
-    /// its data was visible), or in cached blocks it locked.
-    pub(crate) fn note_late_write(&mut self, lagged: bool, pool: PoolId, pages: &[Run]) {
-        self.note_late_writers((lagged, !lagged), pool, pages);
-    }
-
-    /// `note_late_write` for each kind of writer set in `writers` (lagged, any other).
-    pub(crate) fn note_late_writers(&mut self, writers: (bool, bool), pool: PoolId, pages: &[Run]) {
-        if writers != (false, false) {
-            self.late_written = true;
-            self.late_writers = (self.late_writers.0 | writers.0, self.late_writers.1 | writers.1);
-            self.late_pages.extend(pages.iter().map(|p| (pool, *p)));
+    /// Late writes landed in its pages of `pool`, or in cached blocks it locked there.
+    pub(crate) fn note_late_writes(&mut self, late: &crate::prefix::LateWrites, pool: PoolId) {
+        if late.any() {
+            self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | late.other);
+            self.late_pages.extend(late.pages.iter().map(|p| (pool, *p)));
         }
     }
 
@@ -394,7 +385,7 @@ impl Req {
 
     #[inline]
     pub fn late_written(&self) -> bool {
-        self.late_written
+        self.late_writers != (false, false)
     }
 
     #[inline]
@@ -1047,8 +1038,8 @@ impl World {
         for v in &victims {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
-                let pages: Vec<Run> = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
-                q.note_late_write(lagged_writer, pool, &pages);
+                let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
+                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, pages), pool);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
@@ -1134,7 +1125,7 @@ impl World {
         // The mechanism behind a bad read, most specific first.
         let cause = if r.rejected.is_some() {
             "stub_commit"
-        } else if r.late_written {
+        } else if r.late_written() {
             "late_write"
         } else {
             Self::cause_but_late_write(r)
@@ -1478,7 +1469,7 @@ impl World {
                 r.client_aborted,
                 r.fault_touched,
                 r.timed_out,
-                r.late_written,
+                r.late_written(),
                 r.lagged,
                 r.prefill_leg,
                 r.decode_leg,
