@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Swarm against --guided over five campaign seeds: the table of issue 15's first done-when.
 
-    scripts/guided_table.py BINARY [--runs 5000] [--jobs 2] [--profiles blind,sglang-0.5.16,...]
+    scripts/guided_table.py BINARY [--runs 5000] [--jobs 2] [--profiles blind,sglang-0.5.16,...] [--seeds 5]
                             [--modes swarm,guided] [--out table.json]
 
 For each profile, campaign seed k = 0..4 (`--seed-start k*1000003`) and mode, runs
@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 PROFILES = ["blind", "sglang-0.5.16", "sglang-0.5.22", "vllm-nixl", "vllm-nixl --hardware-faults"]
-SEEDS = 5
+SEEDS_N = [5]  # campaign seeds per profile and mode (--seeds)
 CURVE = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 5000]
 
 
@@ -46,9 +46,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--profiles", default=",".join(PROFILES))
     ap.add_argument("--modes", default="swarm,guided")
+    ap.add_argument("--seeds", type=int, default=5, help="campaign seeds per profile and mode (the done-when uses 5)")
     ap.add_argument("--out")
     ap.add_argument("--reuse", help="a JSON from --out whose columns fill the modes not run")
     a = ap.parse_args()
+    SEEDS_N[0] = a.seeds
     profiles = a.profiles.split(",")
     modes = a.modes.split(",")
     firsts = json.load(open(a.reuse)) if a.reuse else {}
@@ -56,7 +58,7 @@ def main():
     with cf.ThreadPoolExecutor(a.jobs) as ex:
         for p in profiles:
             for m in modes:
-                for k in range(SEEDS):
+                for k in range(SEEDS_N[0]):
                     jobs[(p, m, k)] = ex.submit(one, os.path.abspath(a.binary), p, k, m, a.runs)
         for (p, m, k), f in jobs.items():
             firsts.setdefault(p, {}).setdefault(m, {})[str(k)] = f.result()
@@ -64,14 +66,14 @@ def main():
         json.dump(firsts, open(a.out, "w"), indent=1)
 
     def mean_at(p, m, n):
-        return sum(sum(1 for r in firsts[p][m][str(k)] if r <= n) for k in range(SEEDS)) / SEEDS
+        return sum(sum(1 for r in firsts[p][m][str(k)] if r <= n) for k in range(SEEDS_N[0])) / SEEDS_N[0]
 
     print("| profile | mode | signatures (k = 0..4) | " + " | ".join(f"{n:,}" for n in CURVE) + " |")
     for p in profiles:
         for m in ("swarm", "guided"):
             if m not in firsts.get(p, {}):
                 continue
-            per = ", ".join(str(len(firsts[p][m][str(k)])) for k in range(SEEDS))
+            per = ", ".join(str(len(firsts[p][m][str(k)])) for k in range(SEEDS_N[0]))
             curve = " | ".join(f"{mean_at(p, m, n):.1f}" for n in CURVE if n <= a.runs)
             print(f"| `{p}` | {m} | {per} | {curve} |")
     both = [p for p in profiles if {"swarm", "guided"} <= set(firsts.get(p, {}))]
@@ -87,8 +89,8 @@ def main():
         ahead = [n for n in range(1, a.runs + 1) if mean_at(p, "guided", n) > mean_at(p, "swarm", n)]
         behind = [n for n in range(1, a.runs + 1) if mean_at(p, "guided", n) < mean_at(p, "swarm", n)]
         print(f"  {p}: ahead at {len(ahead)} run counts, behind at {len(behind)}; last finds "
-              f"swarm {[max(firsts[p]['swarm'][str(k)], default=0) for k in range(SEEDS)]} "
-              f"guided {[max(firsts[p]['guided'][str(k)], default=0) for k in range(SEEDS)]}")
+              f"swarm {[max(firsts[p]['swarm'][str(k)], default=0) for k in range(SEEDS_N[0])]} "
+              f"guided {[max(firsts[p]['guided'][str(k)], default=0) for k in range(SEEDS_N[0])]}")
 
 
 if __name__ == "__main__":

@@ -215,3 +215,60 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
     assert_eq!(fixed.prefill[0].meta().in_use(), 0);
     assert!(fixed.prefill[0].reqs().is_empty());
 }
+
+/// decode-free-before-late-write through the fix's own timeout (`known-bugs/sglang-0.5.22.toml`):
+/// sglang 0.5.22 defers an aborted request's release until prefill acknowledges the drain, but
+/// `disaggregation/decode.py` `resolve_deferred_releases` releases device pages anyway after
+/// `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT` (30 s, `srt/environ.py`), and a
+/// quiesced transfer call only stops at its 60 s sync timeout. A transfer slower than the one and
+/// faster than the other lands in freed pages. The case is a guided campaign's shrunk find
+/// (seed 60,171,634, its 45 s delay a nudge of the table's 90 s): the swarm's scripted delays
+/// (10 s, 90 s) fall on either side of the window.
+#[test]
+fn the_deferred_release_fallback_frees_under_a_transfer_between_30_and_60_seconds() {
+    let case = |delay_ms: u64| {
+        format!(
+            r#"
+name = "fallback-window"
+context_len = 4096
+[[prefill]]
+pool_tokens = 8
+metadata_slots = 2
+[[decode]]
+pool_tokens = 513
+metadata_slots = 2
+[knobs]
+chunked_prefill_size = 4096
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+abort_at_ms = 150
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = {delay_ms}
+"#
+        )
+    };
+    for (delay_ms, freed_under) in [
+        (10_000, false),
+        (29_000, false),
+        (31_000, true),
+        (45_000, true),
+        (59_000, true),
+        (61_000, false),
+        (90_000, false),
+    ] {
+        let w = run(&case(delay_ms), "sglang-0.5.22", &[]);
+        let uaf = of_kind(&w, Kind::UseAfterFree);
+        assert_eq!(!uaf.is_empty(), freed_under, "delay {delay_ms} ms: {:?}", w.oracle.violations);
+        assert!(uaf.iter().all(|v| v.cause.to_string() == "transfer_write"), "{uaf:?}");
+        assert_eq!(w.oracle.violations.len(), uaf.len(), "nothing else: {:?}", w.oracle.violations);
+        // The fix's knob: without the fallback (vLLM's rule, which holds until the read stops) the
+        // pages are never freed under the write.
+        let held = run(&case(delay_ms), "sglang-0.5.22", &[("deferred_release_timeout_ms", "600000")]);
+        assert!(of_kind(&held, Kind::UseAfterFree).is_empty(), "delay {delay_ms} ms, no fallback");
+    }
+}

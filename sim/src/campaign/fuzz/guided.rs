@@ -3,8 +3,9 @@
 //!
 //! An input is a [`Recipe`]: a swarm draw (`draw(root, space)`) and a list of mutation seeds, each
 //! applied in turn by [`mutate`] (re-seed the run, one knob, one fault, the workload, the
-//! deployment, a scripted fault, a splice from another draw). Recipes are small and rebuild the
-//! same scenario on any machine, so the corpus lives in the campaign's checkpoint.
+//! deployment, a scripted fault, a nudge of one duration, a splice from another draw). Recipes
+//! are small and rebuild the same scenario on any machine, so the corpus lives in the campaign's
+//! checkpoint.
 //!
 //! Determinism (same table for any `--jobs`): runs are grouped in epochs of [`EPOCH_RUNS`] runs
 //! of the shard. Every run of epoch `e` is planned ([`Guided::plan`]) from the corpus as it was
@@ -375,7 +376,7 @@ fn requests_of(c: &SimConfig) -> u32 {
 pub fn mutate(c: &mut SimConfig, m: u64, space: &Space) {
     let mut rng = Prng::child(m, "mutate");
     let base = matches!(space, Space::Base(_));
-    match rng.below(12) {
+    match rng.below(14) {
         0 => c.seed = rng.next_u64(),
         1..=4 => crossover(c, &mut rng, space),
         5 if draws_knobs(space) => knob(c, &mut rng),
@@ -383,6 +384,7 @@ pub fn mutate(c: &mut SimConfig, m: u64, space: &Space) {
         7 | 8 => workload(c, &mut rng),
         9 if !base => deployment(c, &mut rng),
         9 | 10 => script(c, &mut rng),
+        11 | 12 => nudge(c, &mut rng),
         _ => splice(c, &mut rng, space),
     }
     fix_references(c);
@@ -596,6 +598,79 @@ fn script(c: &mut SimConfig, rng: &mut Prng) {
     c.faults.script.push(s);
 }
 
+/// The factors [`nudge`] scales a duration by, as (numerator, denominator).
+const NUDGE: [(u64, u64); 8] = [(1, 2), (2, 3), (3, 4), (7, 8), (8, 7), (4, 3), (3, 2), (2, 1)];
+
+/// One duration of the case scaled by a factor near one ([`NUDGE`]): a scripted fault's lag or
+/// delay, a random fault's magnitude, the generator's mean gap or abort window, or an explicit
+/// request's abort delay or gap to the request before it (kept in order). The other mutations
+/// re-draw a value from the swarm's table (a scripted delay is 1 ms, 100 ms, 1 s, 10 s or 90 s),
+/// so a run that came near a race could only jump past the window, not move into it; libFuzzer's
+/// and AFL's arithmetic mutations do this for the bytes of an input. The first find: on
+/// `sglang-0.5.22`, a transfer delayed 45 s (90 s halved), between decode's 30 s deferred-release
+/// fallback and the 60 s sync timeout, lands in pages the fallback freed
+/// (`known-bugs/sglang-0.5.22.toml`, `use_after_free/transfer_write`).
+fn nudge(c: &mut SimConfig, rng: &mut Prng) {
+    let (num, den) = NUDGE[rng.below(NUDGE.len() as u64) as usize];
+    let scale = |x: u64| (x.saturating_mul(num) / den).max(1);
+    let scripted = c.faults.script.len() as u64;
+    let explicit = c.requests.len() as u64;
+    // Scripted faults first (half the nudges when the case has any): they are where a shrunk or
+    // mutated case keeps the timing of its race.
+    let pick =
+        if scripted > 0 && rng.below(2) == 0 { rng.below(scripted) } else { scripted + rng.below(6 + 2 * explicit) };
+    if pick < scripted {
+        match &mut c.faults.script[pick as usize] {
+            ScriptedFault::MetadataLag { lag_ms, .. } | ScriptedFault::VisibilityLag { lag_ms, .. } => {
+                *lag_ms = scale(*lag_ms)
+            }
+            ScriptedFault::Delay { delay_ms, .. } => *delay_ms = scale(*delay_ms),
+            ScriptedFault::Crash { at_ms, restart_after_ms, .. } => {
+                if rng.below(2) == 0 {
+                    *at_ms = scale(*at_ms);
+                } else {
+                    *restart_after_ms = scale(*restart_after_ms);
+                }
+            }
+            ScriptedFault::TransferFail { .. } => {}
+        }
+        return;
+    }
+    let f = &mut c.faults;
+    match pick - scripted {
+        0 => f.delay_spike_ms = scale(f.delay_spike_ms),
+        1 => f.visibility_lag_ms = scale(f.visibility_lag_ms),
+        2 => f.crash_restart_ms = scale(f.crash_restart_ms),
+        3 => f.heal_at_ms = scale(f.heal_at_ms),
+        4 | 5 => {
+            if let Some(g) = c.generator.as_mut() {
+                if pick - scripted == 4 {
+                    g.mean_interarrival_us = scale(g.mean_interarrival_us);
+                } else {
+                    g.abort_within_ms = scale(g.abort_within_ms);
+                }
+            }
+        }
+        x => {
+            let i = ((x - 6) / 2) as usize;
+            if x % 2 == 0 {
+                let r = &mut c.requests[i];
+                if let Some(a) = r.abort_at_ns.as_mut() {
+                    *a = r.at_ns + scale(a.saturating_sub(r.at_ns));
+                }
+            } else {
+                // The gap to the request before, within the gap to the one after: order kept.
+                let prev = if i == 0 { 0 } else { c.requests[i - 1].at_ns };
+                let next = c.requests.get(i + 1).map_or(u64::MAX, |r| r.at_ns);
+                let r = &mut c.requests[i];
+                let at = (prev + scale(r.at_ns.saturating_sub(prev))).min(next).max(prev);
+                r.abort_at_ns = r.abort_at_ns.map(|a| a.saturating_sub(r.at_ns) + at);
+                r.at_ns = at;
+            }
+        }
+    }
+}
+
 /// The workload or the random faults of another draw of the same space.
 fn splice(c: &mut SimConfig, rng: &mut Prng, space: &Space) {
     let donor = draw(rng.next_u64(), space);
@@ -745,6 +820,47 @@ mod tests {
         let plans: Vec<Recipe> = (0..64).map(|k| g.plan(0, k, (0, 1))).collect();
         assert!(plans.iter().any(|r| !r.mutations.is_empty()) && plans.iter().any(|r| r.mutations.is_empty()));
         assert_eq!(plans, (0..64).map(|k| g.plan(0, k, (0, 1))).collect::<Vec<_>>());
+    }
+
+    /// A nudge scales one duration by a factor near one: a scripted metadata lag of 500 ms
+    /// reaches values between the table's rows (the table has 1, 20, 50 and 500), an explicit
+    /// request moves within its neighbours' times (order kept) and keeps its abort delay's sign,
+    /// and every nudged case passes the full scenario check.
+    #[test]
+    fn a_nudge_moves_one_duration_a_little_and_keeps_the_case_valid() {
+        let mut base = draw(3, &Space::Blind);
+        base.generator = None;
+        base.requests = (0..6u64)
+            .map(|i| config::RequestSpec {
+                at_ns: i * 10_000_000,
+                tenant: i as u32 % 2,
+                prompt_tokens: 100,
+                output_tokens: 4,
+                abort_at_ns: (i % 2 == 0).then_some(i * 10_000_000 + 5_000_000),
+                prefix_blocks: vec![],
+                streaming: false,
+                public_blocks: 0,
+            })
+            .collect();
+        base.faults.script = vec![ScriptedFault::MetadataLag { request: 1, lag_ms: 500 }];
+        let mut lags = BTreeSet::new();
+        let mut moved_requests = 0;
+        for m in 0..400u64 {
+            let mut c = base.clone();
+            nudge(&mut c, &mut Prng::child(m, "nudge-test"));
+            let ScriptedFault::MetadataLag { lag_ms, .. } = c.faults.script[0] else { panic!("{:?}", c.faults.script) };
+            lags.insert(lag_ms);
+            assert!(c.requests.windows(2).all(|w| w[0].at_ns <= w[1].at_ns), "order kept: {:?}", c.requests);
+            assert!(c.requests.iter().all(|r| r.abort_at_ns.is_none_or(|a| a >= r.at_ns)));
+            let changed = (c.requests != base.requests) as u32
+                + (c.faults != base.faults) as u32
+                + (c.generator != base.generator) as u32;
+            assert!(changed <= 1, "one duration per nudge");
+            moved_requests += (c.requests != base.requests) as u32;
+            crate::scenario::validate_config(&c, "t").unwrap_or_else(|e| panic!("m {m}: {e}"));
+        }
+        assert_eq!(lags, BTreeSet::from([250, 333, 375, 437, 500, 571, 666, 750, 1000]));
+        assert!(moved_requests > 50, "explicit requests' times are nudged too ({moved_requests} of 400)");
     }
 
     /// A guided campaign's fresh runs are the swarm's runs of its shard, in order and without
