@@ -86,6 +86,12 @@ impl Coverage {
         self.counts[i] = self.counts[i].saturating_add(1);
     }
 
+    /// Whether the run took the model edge of these parts (the parts a `hit` call named; for
+    /// examples that ask what a run reached, e.g. `sim/examples/mutation_yield.rs`).
+    pub fn was_hit(&self, parts: &[u64]) -> bool {
+        self.counts[(mix(parts) as usize) & (SLOTS - 1)] > 0
+    }
+
     /// The run's features, ascending: `slot * 16 + bucket` for every slot hit.
     pub fn features(&self) -> Vec<u32> {
         self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u32) * 16 + bucket(*c)).collect()
