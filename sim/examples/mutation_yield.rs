@@ -34,14 +34,15 @@ fn by_scenario(c: &SimConfig) -> Option<&'static str> {
     }
 }
 
-/// The run's rarest metadata-landing edge (`None`: only rows landing in their own slot, or none).
+/// The run's metadata-landing edge of highest class (`None`: only rows landing in their own slot,
+/// or none).
 fn by_landing(cov: &kvsim::coverage::Coverage) -> Option<String> {
     (0..8u64)
         .filter(|class| *class != 1)
         .flat_map(|class| (0..2u64).map(move |stale| (class, stale)))
         .filter(|(class, stale)| cov.was_hit(&[7, *class, *stale]))
         .map(|(class, stale)| format!("landing class {class}, over a row: {}", stale == 1))
-        .last()
+        .next_back()
 }
 
 fn main() {

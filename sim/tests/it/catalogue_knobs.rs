@@ -264,7 +264,7 @@ delay_ms = {delay_ms}
         let w = run(&case(delay_ms), "sglang-0.5.22", &[]);
         let uaf = of_kind(&w, Kind::UseAfterFree);
         assert_eq!(!uaf.is_empty(), freed_under, "delay {delay_ms} ms: {:?}", w.oracle.violations);
-        assert!(uaf.iter().all(|v| v.cause.to_string() == "transfer_write"), "{uaf:?}");
+        assert!(uaf.iter().all(|v| v.cause == "transfer_write"), "{uaf:?}");
         assert_eq!(w.oracle.violations.len(), uaf.len(), "nothing else: {:?}", w.oracle.violations);
         // The fix's knob: without the fallback (vLLM's rule, which holds until the read stops) the
         // pages are never freed under the write.
