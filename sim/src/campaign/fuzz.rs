@@ -23,7 +23,9 @@ pub enum Space {
     Blind,
     /// Knobs from this profile; deployment and workload drawn.
     Profile(String),
-    /// This scenario with the run's seed (its generator and random faults re-drawn).
+    /// This scenario with the run's seed (its generator and random faults re-drawn), and, in
+    /// seven runs in eight, one to three changes to its workload, faults and timings
+    /// (`guided::vary_base`); its deployment and knobs are the user's and stay.
     Base(Box<SimConfig>),
     /// Prefix-heavy: the deployment and knobs of the inner space (`Blind` or `Profile`), the
     /// radix cache on, and explicit requests whose prompts share prefix chains (`draw_prefix_requests`).
@@ -221,6 +223,7 @@ fn draw_space(seed: u64, space: &Space) -> SimConfig {
         let mut c = (**b).clone();
         c.seed = seed;
         c.name = format!("{}-seed{seed}", b.name);
+        guided::vary_base(&mut c, seed);
         return c;
     }
     let mut c = match space {

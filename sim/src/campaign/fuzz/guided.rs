@@ -598,6 +598,43 @@ fn script(c: &mut SimConfig, rng: &mut Prng) {
     c.faults.script.push(s);
 }
 
+/// Run `seed` of a base campaign (`kvsim fuzz --base S.toml`): the base scenario as it is in one
+/// run in eight, else with one to three changes drawn from the seed, each one of the mutations
+/// that keep a base's deployment and knobs: its requests or generator ([`workload`]), one
+/// duration ([`nudge`]), a scripted fault ([`script`]) or a random fault ([`fault`]). Without
+/// them, a base of explicit requests and no random faults ran the same case on every seed
+/// (20,000 runs, one signature). A hardware fault (`visibility_lag`) is only varied where the
+/// base has one: a scenario that leaves it off is judged without it, as a profile's campaign is.
+pub fn vary_base(c: &mut SimConfig, seed: u64) {
+    let mut rng = Prng::child(seed, "base-variant");
+    let changes = [0, 1, 1, 1, 2, 2, 3, 3][rng.below(8) as usize];
+    let hardware = !c.faults.visibility_lag.is_never()
+        || c.faults.script.iter().any(|f| matches!(f, ScriptedFault::VisibilityLag { .. }));
+    for _ in 0..changes {
+        // A draw that changes nothing (a nudge of an abort the request does not have, a hardware
+        // fault taken back) is drawn again, a few times, so a run's changes are changes.
+        for _ in 0..4 {
+            let mut next = c.clone();
+            let mut m = Prng::child(rng.next_u64(), "mutate");
+            match m.below(4) {
+                0 => workload(&mut next, &mut m),
+                1 => nudge(&mut next, &mut m),
+                2 => script(&mut next, &mut m),
+                _ => fault(&mut next, &mut m),
+            }
+            fix_references(&mut next);
+            if !hardware {
+                next.faults.visibility_lag = Ratio::NEVER;
+                next.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+            }
+            if next != *c && plausible(&next) {
+                *c = next;
+                break;
+            }
+        }
+    }
+}
+
 /// The factors [`nudge`] scales a duration by, as (numerator, denominator).
 const NUDGE: [(u64, u64); 8] = [(1, 2), (2, 3), (3, 4), (7, 8), (8, 7), (4, 3), (3, 2), (2, 1)];
 
@@ -861,6 +898,62 @@ mod tests {
         }
         assert_eq!(lags, BTreeSet::from([250, 333, 375, 437, 500, 571, 666, 750, 1000]));
         assert!(moved_requests > 50, "explicit requests' times are nudged too ({moved_requests} of 400)");
+    }
+
+    /// A base campaign's runs vary the base: most change its requests, faults or timings, one in
+    /// eight runs it as it is, and none changes its deployment or knobs or turns on a hardware
+    /// fault the base leaves off; every variant passes the full scenario check.
+    #[test]
+    fn a_base_campaign_varies_requests_faults_and_timings_and_keeps_the_deployment() {
+        let mut base = draw(5, &Space::Blind);
+        base.generator = None;
+        base.requests = (0..4u64)
+            .map(|i| config::RequestSpec {
+                at_ns: i * 50_000_000,
+                tenant: i as u32,
+                prompt_tokens: 300,
+                output_tokens: 8,
+                abort_at_ns: None,
+                prefix_blocks: vec![],
+                streaming: false,
+                public_blocks: 0,
+            })
+            .collect();
+        base.faults = config::FaultConfig {
+            transfer_fail: Ratio::NEVER,
+            delay_spike: Ratio::NEVER,
+            visibility_lag: Ratio::NEVER,
+            node_crash: Ratio::NEVER,
+            script: vec![],
+            ..base.faults.clone()
+        };
+        let space = Space::Base(Box::new(base.clone()));
+        let (mut same, mut requests, mut scripted, mut random) = (0, 0, 0, 0);
+        for seed in 0..400u64 {
+            let c = draw(seed, &space);
+            assert_eq!(c, draw(seed, &space), "a function of the seed");
+            crate::scenario::validate_config(&c, "t").unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!(
+                (&c.knobs, &c.prefill, &c.decode, c.context_len),
+                (&base.knobs, &base.prefill, &base.decode, base.context_len)
+            );
+            assert!(c.faults.visibility_lag.is_never(), "seed {seed}: a hardware fault the base leaves off");
+            assert!(!c.faults.script.iter().any(|f| matches!(f, ScriptedFault::VisibilityLag { .. })));
+            let plain = config::SimConfig { seed: base.seed, name: base.name.clone(), ..c.clone() };
+            same += u32::from(plain == base);
+            requests += u32::from(c.requests != base.requests);
+            scripted += u32::from(!c.faults.script.is_empty());
+            random += u32::from(
+                !c.faults.transfer_fail.is_never()
+                    || !c.faults.delay_spike.is_never()
+                    || !c.faults.node_crash.is_never(),
+            );
+        }
+        assert!((30..=90).contains(&same), "about one run in eight is the base as it is: {same} of 400");
+        assert!(
+            requests > 100 && scripted > 60 && random > 20,
+            "requests {requests}, scripted {scripted}, random {random}"
+        );
     }
 
     /// A guided campaign's fresh runs are the swarm's runs of its shard, in order and without
