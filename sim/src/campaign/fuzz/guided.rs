@@ -640,7 +640,8 @@ const NUDGE: [(u64, u64); 8] = [(1, 2), (2, 3), (3, 4), (7, 8), (8, 7), (4, 3), 
 
 /// One duration of the case scaled by a factor near one ([`NUDGE`]): a scripted fault's lag or
 /// delay, a random fault's magnitude, the generator's mean gap or abort window, or an explicit
-/// request's abort delay or gap to the request before it (kept in order). The other mutations
+/// request's abort delay or gap to the request before it (kept in order), staying within the
+/// field's table range (the gap within the next request's time). The other mutations
 /// re-draw a value from the swarm's table (a scripted delay is 1 ms, 100 ms, 1 s, 10 s or 90 s),
 /// so a run that came near a race could only jump past the window, not move into it; libFuzzer's
 /// and AFL's arithmetic mutations do this for the bytes of an input. The first find: on
@@ -649,7 +650,18 @@ const NUDGE: [(u64, u64); 8] = [(1, 2), (2, 3), (3, 4), (7, 8), (8, 7), (4, 3), 
 /// (`known-bugs/sglang-0.5.22.toml`, `use_after_free/transfer_write`).
 fn nudge(c: &mut SimConfig, rng: &mut Prng) {
     let (num, den) = NUDGE[rng.below(NUDGE.len() as u64) as usize];
-    let scale = |x: u64| (x.saturating_mul(num) / den).max(1);
+    // Scaled within the field's table range (or as far as the value already lies outside it):
+    // repeated nudges over a recipe's generations would otherwise take a gap or a window far
+    // past anything the swarm draws, one factor of two at a time.
+    let scale = |x: u64, (lo, hi): (u64, u64)| {
+        let y = (x.saturating_mul(num) / den).max(1);
+        if y > x {
+            y.min(hi.max(x))
+        } else {
+            y.max(lo.min(x))
+        }
+    };
+    let range = |col: &table::Column<u64>| (col.min_value(), col.max_value());
     let scripted = c.faults.script.len() as u64;
     let explicit = c.requests.len() as u64;
     // Scripted faults first (half the nudges when the case has any): they are where a shrunk or
@@ -658,15 +670,14 @@ fn nudge(c: &mut SimConfig, rng: &mut Prng) {
         if scripted > 0 && rng.below(2) == 0 { rng.below(scripted) } else { scripted + rng.below(6 + 2 * explicit) };
     if pick < scripted {
         match &mut c.faults.script[pick as usize] {
-            ScriptedFault::MetadataLag { lag_ms, .. } | ScriptedFault::VisibilityLag { lag_ms, .. } => {
-                *lag_ms = scale(*lag_ms)
-            }
-            ScriptedFault::Delay { delay_ms, .. } => *delay_ms = scale(*delay_ms),
+            ScriptedFault::MetadataLag { lag_ms, .. } => *lag_ms = scale(*lag_ms, range(&table::METADATA_LAG_MS)),
+            ScriptedFault::VisibilityLag { lag_ms, .. } => *lag_ms = scale(*lag_ms, range(&table::VISIBILITY_LAG_MS)),
+            ScriptedFault::Delay { delay_ms, .. } => *delay_ms = scale(*delay_ms, range(&table::SCRIPTED_DELAY_MS)),
             ScriptedFault::Crash { at_ms, restart_after_ms, .. } => {
                 if rng.below(2) == 0 {
-                    *at_ms = scale(*at_ms);
+                    *at_ms = scale(*at_ms, range(&table::HEAL_AT_MS));
                 } else {
-                    *restart_after_ms = scale(*restart_after_ms);
+                    *restart_after_ms = scale(*restart_after_ms, range(&table::CRASH_RESTART_MS));
                 }
             }
             ScriptedFault::TransferFail { .. } => {}
@@ -675,16 +686,16 @@ fn nudge(c: &mut SimConfig, rng: &mut Prng) {
     }
     let f = &mut c.faults;
     match pick - scripted {
-        0 => f.delay_spike_ms = scale(f.delay_spike_ms),
-        1 => f.visibility_lag_ms = scale(f.visibility_lag_ms),
-        2 => f.crash_restart_ms = scale(f.crash_restart_ms),
-        3 => f.heal_at_ms = scale(f.heal_at_ms),
+        0 => f.delay_spike_ms = scale(f.delay_spike_ms, range(&table::DELAY_SPIKE_MS)),
+        1 => f.visibility_lag_ms = scale(f.visibility_lag_ms, range(&table::VISIBILITY_LAG_MS)),
+        2 => f.crash_restart_ms = scale(f.crash_restart_ms, range(&table::CRASH_RESTART_MS)),
+        3 => f.heal_at_ms = scale(f.heal_at_ms, range(&table::HEAL_AT_MS)),
         4 | 5 => {
             if let Some(g) = c.generator.as_mut() {
                 if pick - scripted == 4 {
-                    g.mean_interarrival_us = scale(g.mean_interarrival_us);
+                    g.mean_interarrival_us = scale(g.mean_interarrival_us, range(&table::MEAN_INTERARRIVAL_US));
                 } else {
-                    g.abort_within_ms = scale(g.abort_within_ms);
+                    g.abort_within_ms = scale(g.abort_within_ms, range(&table::ABORT_WITHIN_MS));
                 }
             }
         }
@@ -693,14 +704,16 @@ fn nudge(c: &mut SimConfig, rng: &mut Prng) {
             if x % 2 == 0 {
                 let r = &mut c.requests[i];
                 if let Some(a) = r.abort_at_ns.as_mut() {
-                    *a = r.at_ns + scale(a.saturating_sub(r.at_ns));
+                    let ms = scale(a.saturating_sub(r.at_ns) / 1_000_000, (1, table::ABORT_WITHIN_MS.max_value()));
+                    *a = r.at_ns + ms * 1_000_000;
                 }
             } else {
                 // The gap to the request before, within the gap to the one after: order kept.
                 let prev = if i == 0 { 0 } else { c.requests[i - 1].at_ns };
                 let next = c.requests.get(i + 1).map_or(u64::MAX, |r| r.at_ns);
                 let r = &mut c.requests[i];
-                let at = (prev + scale(r.at_ns.saturating_sub(prev))).min(next).max(prev);
+                let at =
+                    (prev + scale(r.at_ns.saturating_sub(prev), (0, next.saturating_sub(prev)))).min(next).max(prev);
                 r.abort_at_ns = r.abort_at_ns.map(|a| a.saturating_sub(r.at_ns) + at);
                 r.at_ns = at;
             }
@@ -859,8 +872,9 @@ mod tests {
         assert_eq!(plans, (0..64).map(|k| g.plan(0, k, (0, 1))).collect::<Vec<_>>());
     }
 
-    /// A nudge scales one duration by a factor near one: a scripted metadata lag of 500 ms
-    /// reaches values between the table's rows (the table has 1, 20, 50 and 500), an explicit
+    /// A nudge scales one duration by a factor near one: a scripted metadata lag of 50 ms
+    /// reaches values between the table's rows (the table has 1, 20, 50 and 500) and never grows
+    /// past the table's largest, an explicit
     /// request moves within its neighbours' times (order kept) and keeps its abort delay's sign,
     /// and every nudged case passes the full scenario check.
     #[test]
@@ -879,7 +893,7 @@ mod tests {
                 public_blocks: 0,
             })
             .collect();
-        base.faults.script = vec![ScriptedFault::MetadataLag { request: 1, lag_ms: 500 }];
+        base.faults.script = vec![ScriptedFault::MetadataLag { request: 1, lag_ms: 50 }];
         let mut lags = BTreeSet::new();
         let mut moved_requests = 0;
         for m in 0..400u64 {
@@ -896,7 +910,19 @@ mod tests {
             moved_requests += (c.requests != base.requests) as u32;
             crate::scenario::validate_config(&c, "t").unwrap_or_else(|e| panic!("m {m}: {e}"));
         }
-        assert_eq!(lags, BTreeSet::from([250, 333, 375, 437, 500, 571, 666, 750, 1000]));
+        assert_eq!(lags, BTreeSet::from([25, 33, 37, 43, 50, 57, 66, 75, 100]));
+        // Never above the table's largest lag (500 ms) by a nudge: a case at the cap only shrinks.
+        let mut at_cap = base.clone();
+        at_cap.faults.script = vec![ScriptedFault::MetadataLag { request: 1, lag_ms: 500 }];
+        let mut below = 0;
+        for m in 0..200u64 {
+            let mut c = at_cap.clone();
+            nudge(&mut c, &mut Prng::child(m, "nudge-test"));
+            let ScriptedFault::MetadataLag { lag_ms, .. } = c.faults.script[0] else { panic!() };
+            assert!(lag_ms <= 500, "m {m}: {lag_ms}");
+            below += u32::from(lag_ms < 500);
+        }
+        assert!(below > 20, "{below}");
         assert!(moved_requests > 50, "explicit requests' times are nudged too ({moved_requests} of 400)");
     }
 

@@ -56,6 +56,22 @@ impl<T: Copy> Column<T> {
     }
 
     /// The swarm's draw: uniform among its values (one `below(n)`; no draw when there is one value).
+    /// The smallest value of the column (swarm's and bytes' rows alike).
+    pub fn min_value(&self) -> T
+    where
+        T: Ord,
+    {
+        self.rows.iter().map(|r| r.0).min().expect("a column has rows")
+    }
+
+    /// The largest value of the column (swarm's and bytes' rows alike).
+    pub fn max_value(&self) -> T
+    where
+        T: Ord,
+    {
+        self.rows.iter().map(|r| r.0).max().expect("a column has rows")
+    }
+
     pub fn pick(&self, rng: &mut Prng) -> T {
         let n = self.swarm_values().count();
         let i = rng.below(n as u64) as usize;
