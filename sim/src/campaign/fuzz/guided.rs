@@ -872,27 +872,35 @@ mod tests {
         assert_eq!(plans, (0..64).map(|k| g.plan(0, k, (0, 1))).collect::<Vec<_>>());
     }
 
-    /// A nudge scales one duration by a factor near one: a scripted metadata lag of 50 ms
-    /// reaches values between the table's rows (the table has 1, 20, 50 and 500) and never grows
-    /// past the table's largest, an explicit
-    /// request moves within its neighbours' times (order kept) and keeps its abort delay's sign,
-    /// and every nudged case passes the full scenario check.
-    #[test]
-    fn a_nudge_moves_one_duration_a_little_and_keeps_the_case_valid() {
-        let mut base = draw(3, &Space::Blind);
-        base.generator = None;
-        base.requests = (0..6u64)
+    /// Blind draw `root` with `n` explicit requests `gap_ns` apart (tenant `i % 4`, 300-token
+    /// prompts, 8 output tokens), request `i` aborted `abort_after(i)` ns after it arrives.
+    fn explicit_case(root: u64, n: u64, gap_ns: u64, abort_after: impl Fn(u64) -> Option<u64>) -> SimConfig {
+        let mut c = draw(root, &Space::Blind);
+        c.generator = None;
+        c.requests = (0..n)
             .map(|i| config::RequestSpec {
-                at_ns: i * 10_000_000,
-                tenant: i as u32 % 2,
-                prompt_tokens: 100,
-                output_tokens: 4,
-                abort_at_ns: (i % 2 == 0).then_some(i * 10_000_000 + 5_000_000),
+                at_ns: i * gap_ns,
+                tenant: (i % 4) as u32,
+                prompt_tokens: 300,
+                output_tokens: 8,
+                abort_at_ns: abort_after(i).map(|a| i * gap_ns + a),
                 prefix_blocks: vec![],
                 streaming: false,
                 public_blocks: 0,
             })
             .collect();
+        c
+    }
+
+    /// A nudge scales one duration by a factor near one: a scripted metadata lag of 50 ms
+    /// reaches values between the table's rows (the table has 1, 20, 50 and 500) and never grows
+    /// past the table's largest, an explicit request moves within its neighbours' times (order
+    /// kept) and keeps its abort delay's sign, and every nudged case passes the full scenario
+    /// check.
+    #[test]
+    fn a_nudge_moves_one_duration_a_little_and_keeps_the_case_valid() {
+        // Six requests 10 ms apart, the even ones aborted 5 ms after they arrive.
+        let mut base = explicit_case(3, 6, 10_000_000, |i| (i % 2 == 0).then_some(5_000_000));
         base.faults.script = vec![ScriptedFault::MetadataLag { request: 1, lag_ms: 50 }];
         let mut lags = BTreeSet::new();
         let mut moved_requests = 0;
@@ -931,20 +939,7 @@ mod tests {
     /// fault the base leaves off; every variant passes the full scenario check.
     #[test]
     fn a_base_campaign_varies_requests_faults_and_timings_and_keeps_the_deployment() {
-        let mut base = draw(5, &Space::Blind);
-        base.generator = None;
-        base.requests = (0..4u64)
-            .map(|i| config::RequestSpec {
-                at_ns: i * 50_000_000,
-                tenant: i as u32,
-                prompt_tokens: 300,
-                output_tokens: 8,
-                abort_at_ns: None,
-                prefix_blocks: vec![],
-                streaming: false,
-                public_blocks: 0,
-            })
-            .collect();
+        let mut base = explicit_case(5, 4, 50_000_000, |_| None);
         base.faults = config::FaultConfig {
             transfer_fail: Ratio::NEVER,
             delay_spike: Ratio::NEVER,
