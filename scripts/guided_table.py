@@ -4,7 +4,7 @@
     scripts/guided_table.py BINARY [--runs 5000] [--jobs 2] [--profiles blind,sglang-0.5.16,...] [--seeds 5]
                             [--modes swarm,guided] [--out table.json]
 
-For each profile, campaign seed k = 0..4 (`--seed-start k*1000003`) and mode, runs
+For each profile, campaign seed k = 0..N-1 (N = `--seeds`, 5 by default; `--seed-start k*1000003`) and mode, runs
 `BINARY fuzz --runs N --corpus DIR --no-shrink --confirm off --known none --jobs 1` and reads the
 first run of every signature from DIR/campaign.json (`first_seed - seed_start + 1`). Prints, per
 profile and mode, the signatures per seed and the mean new-signature curve, then the run counts
@@ -20,7 +20,6 @@ import sys
 import tempfile
 
 PROFILES = ["blind", "sglang-0.5.16", "sglang-0.5.22", "vllm-nixl", "vllm-nixl --hardware-faults"]
-SEEDS_N = [5]  # campaign seeds per profile and mode (--seeds)
 CURVE = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 5000]
 
 
@@ -50,7 +49,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--reuse", help="a JSON from --out whose columns fill the modes not run")
     a = ap.parse_args()
-    SEEDS_N[0] = a.seeds
+    seeds = a.seeds
     profiles = a.profiles.split(",")
     modes = a.modes.split(",")
     firsts = json.load(open(a.reuse)) if a.reuse else {}
@@ -58,7 +57,7 @@ def main():
     with cf.ThreadPoolExecutor(a.jobs) as ex:
         for p in profiles:
             for m in modes:
-                for k in range(SEEDS_N[0]):
+                for k in range(seeds):
                     jobs[(p, m, k)] = ex.submit(one, os.path.abspath(a.binary), p, k, m, a.runs)
         for (p, m, k), f in jobs.items():
             firsts.setdefault(p, {}).setdefault(m, {})[str(k)] = f.result()
@@ -66,14 +65,14 @@ def main():
         json.dump(firsts, open(a.out, "w"), indent=1)
 
     def mean_at(p, m, n):
-        return sum(sum(1 for r in firsts[p][m][str(k)] if r <= n) for k in range(SEEDS_N[0])) / SEEDS_N[0]
+        return sum(sum(1 for r in firsts[p][m][str(k)] if r <= n) for k in range(seeds)) / seeds
 
-    print("| profile | mode | signatures (k = 0..4) | " + " | ".join(f"{n:,}" for n in CURVE) + " |")
+    print(f"| profile | mode | signatures (k = 0..{seeds - 1}) | " + " | ".join(f"{n:,}" for n in CURVE) + " |")
     for p in profiles:
         for m in ("swarm", "guided"):
             if m not in firsts.get(p, {}):
                 continue
-            per = ", ".join(str(len(firsts[p][m][str(k)])) for k in range(SEEDS_N[0]))
+            per = ", ".join(str(len(firsts[p][m][str(k)])) for k in range(seeds))
             curve = " | ".join(f"{mean_at(p, m, n):.1f}" for n in CURVE if n <= a.runs)
             print(f"| `{p}` | {m} | {per} | {curve} |")
     both = [p for p in profiles if {"swarm", "guided"} <= set(firsts.get(p, {}))]
@@ -89,8 +88,8 @@ def main():
         ahead = [n for n in range(1, a.runs + 1) if mean_at(p, "guided", n) > mean_at(p, "swarm", n)]
         behind = [n for n in range(1, a.runs + 1) if mean_at(p, "guided", n) < mean_at(p, "swarm", n)]
         print(f"  {p}: ahead at {len(ahead)} run counts, behind at {len(behind)}; last finds "
-              f"swarm {[max(firsts[p]['swarm'][str(k)], default=0) for k in range(SEEDS_N[0])]} "
-              f"guided {[max(firsts[p]['guided'][str(k)], default=0) for k in range(SEEDS_N[0])]}")
+              f"swarm {[max(firsts[p]['swarm'][str(k)], default=0) for k in range(seeds)]} "
+              f"guided {[max(firsts[p]['guided'][str(k)], default=0) for k in range(seeds)]}")
 
 
 if __name__ == "__main__":

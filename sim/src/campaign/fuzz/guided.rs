@@ -78,8 +78,7 @@ impl Recipe {
                 // off in its mutations too; else the guided table of a profile holds
                 // `…/visibility_lag` signatures its swarm cannot draw (found by the issue 15
                 // re-run of the swarm-vs-guided table).
-                next.faults.visibility_lag = Ratio::NEVER;
-                next.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+                drop_hardware_faults(&mut next);
             }
             if plausible(&next) {
                 c = next;
@@ -598,6 +597,13 @@ fn script(c: &mut SimConfig, rng: &mut Prng) {
     c.faults.script.push(s);
 }
 
+/// The hardware fault (`visibility_lag`, random and scripted) taken out of a case whose space
+/// leaves it off.
+fn drop_hardware_faults(c: &mut SimConfig) {
+    c.faults.visibility_lag = Ratio::NEVER;
+    c.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+}
+
 /// Run `seed` of a base campaign (`kvsim fuzz --base S.toml`): the base scenario as it is in one
 /// run in eight, else with one to three changes drawn from the seed, each one of the mutations
 /// that keep a base's deployment and knobs: its requests or generator ([`workload`]), one
@@ -624,8 +630,7 @@ pub fn vary_base(c: &mut SimConfig, seed: u64) {
             }
             fix_references(&mut next);
             if !hardware {
-                next.faults.visibility_lag = Ratio::NEVER;
-                next.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+                drop_hardware_faults(&mut next);
             }
             if next != *c && plausible(&next) {
                 *c = next;

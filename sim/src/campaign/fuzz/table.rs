@@ -55,7 +55,6 @@ impl<T: Copy> Column<T> {
         self.rows.iter().filter(|(_, u)| u.bytes()).map(|(v, _)| *v)
     }
 
-    /// The swarm's draw: uniform among its values (one `below(n)`; no draw when there is one value).
     /// The smallest value of the column (swarm's and bytes' rows alike).
     pub fn min_value(&self) -> T
     where
@@ -72,6 +71,7 @@ impl<T: Copy> Column<T> {
         self.rows.iter().map(|r| r.0).max().expect("a column has rows")
     }
 
+    /// The swarm's draw: uniform among its values (one `below(n)`; no draw when there is one value).
     pub fn pick(&self, rng: &mut Prng) -> T {
         let n = self.swarm_values().count();
         let i = rng.below(n as u64) as usize;
