@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 PROFILES = ["blind", "sglang-0.5.16", "sglang-0.5.22", "vllm-nixl", "vllm-nixl --hardware-faults"]
-CURVE = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 5000]
+CURVE = [100, 250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 10000, 20000, 50000, 100000]
 
 
 def one(binary, prof, k, mode, runs):

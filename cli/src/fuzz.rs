@@ -812,7 +812,7 @@ fn run_k(
 ) -> Found {
     let seed = o.seed_start.wrapping_add(k);
     let mut cfg = match &plan {
-        Some((recipe, _)) => recipe.build(&ctx.space),
+        Some((recipe, g)) => g.build(recipe, &ctx.space),
         None => draw(seed, &ctx.space),
     };
     cfg.knobs = pins.apply(&cfg.knobs);

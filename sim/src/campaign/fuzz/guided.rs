@@ -65,12 +65,27 @@ impl Recipe {
     /// [`plausible`] is skipped. (The full check, `scenario::validate_config`, is a TOML round trip
     /// that costs more than a run; the tests hold every mutation to it instead.)
     pub fn build(&self, space: &Space) -> SimConfig {
-        let mut c = draw(self.root, space);
+        let c = draw(self.root, space);
         if self.mutations.is_empty() {
             return c;
         }
+        self.build_from(c, 0, space)
+    }
+
+    /// The scenario of this recipe from `c`, the scenario of its root with its first `done`
+    /// mutations applied (before the final renaming): what [`Recipe::build`] computes, started
+    /// from a prefix already built ([`Guided::build`]).
+    fn build_from(&self, c: SimConfig, done: usize, space: &Space) -> SimConfig {
         let name = format!("{}-guided{}", c.name, self.mutations.len());
-        for &m in &self.mutations {
+        let mut c = self.apply(c, done, space);
+        c.name = name;
+        c
+    }
+
+    /// `c` with this recipe's mutations from the `done`-th on applied (its name kept: no
+    /// mutation changes it).
+    fn apply(&self, mut c: SimConfig, done: usize, space: &Space) -> SimConfig {
+        for &m in &self.mutations[done..] {
             let mut next = c.clone();
             mutate(&mut next, m, space);
             if !space.draws_hardware_faults() {
@@ -84,7 +99,6 @@ impl Recipe {
                 c = next;
             }
         }
-        c.name = name;
         c
     }
 }
@@ -170,6 +184,57 @@ pub struct Guided {
     /// [`Guided::rare_entries`] of this corpus and these counts, worked out once per epoch.
     #[serde(skip)]
     rare: RareEntries,
+    /// The scenarios of corpus entries already built ([`Guided::build`]), shared by every clone
+    /// (the snapshots workers plan from), and where a child's recipe finds its parent.
+    #[serde(skip)]
+    built: Built,
+}
+
+/// A memo of built corpus scenarios, by corpus index: a mutated run's recipe is its parent's
+/// recipe and one to three more mutations, so [`Guided::build`] starts from the parent's
+/// scenario instead of replaying the whole recipe from its root draw (a crossover re-draws a
+/// donor case and round-trips both through JSON; replaying recipes of up to [`MAX_DEPTH`]
+/// mutations was about a tenth of a guided campaign's CPU, BENCHMARKS.md). A corpus entry's
+/// scenario is a function of its recipe and the campaign's space, and the corpus only grows, so
+/// the memo is shared by every snapshot of one campaign's corpus (one space) and is never part
+/// of the checkpoint's value (equal whether filled or not).
+#[derive(Clone, Default)]
+struct Built(std::sync::Arc<std::sync::Mutex<BuiltInner>>);
+
+#[derive(Default)]
+struct BuiltInner {
+    /// Corpus indices by a hash of their recipe (a collision is told apart by comparing).
+    by_recipe: std::collections::BTreeMap<u64, Vec<u32>>,
+    /// How many corpus entries `by_recipe` indexes (the corpus's first entries).
+    indexed: usize,
+    /// Entry `i`'s scenario before the final renaming ([`Recipe::apply`]).
+    scenario: std::collections::BTreeMap<u32, std::sync::Arc<SimConfig>>,
+}
+
+impl PartialEq for Built {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Built {}
+
+impl std::fmt::Debug for Built {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Built")
+    }
+}
+
+/// The most scenarios [`Built`] keeps; when full it starts again empty (what it holds never
+/// changes a result, only how much of a recipe is replayed). A blind campaign's corpus holds about
+/// 1,700 entries after 20,000 runs, a scenario a few kilobytes.
+const MEMO_SCENARIOS: usize = 4096;
+
+/// A hash of a recipe prefix, for [`BuiltInner::by_recipe`] (within one process only).
+fn recipe_key(root: u64, mutations: &[u64]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (root, mutations).hash(&mut h);
+    h.finish()
 }
 
 /// A cache of [`Guided::rare_entries`]: emptied by [`Guided::fold`], the only change to the
@@ -251,6 +316,49 @@ impl Guided {
             .min_by_key(|&i| (self.rarity(&self.corpus[i as usize]), std::cmp::Reverse(i)))
             .unwrap_or(0);
         self.child_of(i as usize, &mut rng)
+    }
+
+    /// The scenario of `recipe` in `space`, the campaign's space: [`Recipe::build`]'s, started
+    /// from the scenario of the longest prefix of the recipe that is a corpus entry (its parent,
+    /// for a run [`Guided::plan`] made by mutating one), which is built once and kept.
+    pub fn build(&self, recipe: &Recipe, space: &Space) -> SimConfig {
+        if recipe.mutations.is_empty() {
+            return recipe.build(space);
+        }
+        let found = {
+            let mut b = self.built.0.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, e) in self.corpus.iter().enumerate().skip(b.indexed) {
+                b.by_recipe.entry(recipe_key(e.recipe.root, &e.recipe.mutations)).or_default().push(i as u32);
+            }
+            b.indexed = b.indexed.max(self.corpus.len());
+            // Entries beyond this snapshot's corpus (indexed by a later snapshot sharing the
+            // memo) are the same entries: the corpus only grows.
+            (1..=recipe.mutations.len()).rev().find_map(|n| {
+                let prefix = &recipe.mutations[..n];
+                let ids = b.by_recipe.get(&recipe_key(recipe.root, prefix))?;
+                let i = *ids.iter().find(|&&i| {
+                    self.corpus
+                        .get(i as usize)
+                        .is_some_and(|e| e.recipe.root == recipe.root && e.recipe.mutations == prefix)
+                })?;
+                Some((n, i, b.scenario.get(&i).cloned()))
+            })
+        };
+        let Some((n, i, memo)) = found else { return recipe.build(space) };
+        let start = match memo {
+            Some(c) => c,
+            None => {
+                let parent = Recipe { root: recipe.root, mutations: recipe.mutations[..n].to_vec() };
+                let c = std::sync::Arc::new(parent.apply(draw(recipe.root, space), 0, space));
+                let mut b = self.built.0.lock().unwrap_or_else(|e| e.into_inner());
+                if b.scenario.len() >= MEMO_SCENARIOS {
+                    b.scenario.clear();
+                }
+                b.scenario.insert(i, c.clone());
+                c
+            }
+        };
+        recipe.build_from((*start).clone(), n, space)
     }
 
     /// A child of corpus entry `i`: its mutations plus one to three more.
@@ -780,7 +888,7 @@ pub fn run_sequential(
             Some(g) => (g.plan(seed_start, k, (0, 1)), Some(g)),
             None => (Recipe { root: seed_start + k, mutations: vec![] }, None),
         };
-        let cfg = recipe.build(space);
+        let cfg = snap.map_or_else(|| recipe.build(space), |g| g.build(&recipe, space));
         let (sigs, features) = exec(&cfg);
         let cand = snap.map(|g| Candidate::new(g, k, recipe, features));
         acc.finished_run(k, sigs, cand);
@@ -1174,6 +1282,46 @@ mod tests {
         s.sort_unstable();
         assert!(g[2] <= budget, "guided did not find the planted branch in {budget} runs (median): {g:?}");
         assert!(g[2] * 2 < s[2], "guided (runs to find: {g:?}) not twice as fast as the swarm ({s:?})");
+    }
+
+    /// [`Guided::build`] starts a child from its parent's memoised scenario; it must build
+    /// exactly what replaying the recipe from its root does ([`Recipe::build`]), in every space,
+    /// whether the memo was filled by this snapshot, by another sharing it, or not at all.
+    #[test]
+    fn building_from_the_parents_scenario_is_replaying_the_recipe() {
+        let base = explicit_case(7, 6, 20_000_000, |i| (i % 3 == 0).then_some(5_000_000));
+        let spaces = [
+            Space::Blind,
+            Space::Profile("sglang-0.5.22".into()),
+            Space::Prefix(Box::new(Space::Blind)),
+            Space::Hardware(Box::new(Space::Profile("vllm-nixl".into()))),
+            Space::Base(Box::new(base)),
+        ];
+        // Coverage that a mutation moves often, so that the corpus grows deep recipes.
+        let exec = |c: &SimConfig| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            format!("{:?}{:?}", c.knobs, c.faults).hash(&mut h);
+            let x = h.finish();
+            (BTreeSet::new(), vec![(x % 4096) as u32, requests_of(c) + 5000])
+        };
+        for space in &spaces {
+            let camp = run_sequential(space, 1_000, 600, true, exec);
+            let g = camp.guided.expect("a guided campaign");
+            assert!(g.corpus.iter().any(|e| e.recipe.mutations.len() >= 2), "{space:?}: no deep entry");
+            let cold: Guided = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+            let (mut from_parent, mut checked) = (0, 0);
+            for k in 600..900 {
+                let r = g.plan(1_000, k, (0, 1));
+                let want = r.build(space);
+                assert_eq!(g.build(&r, space), want, "{space:?} run {k}: {r:?} (memo filled)");
+                assert_eq!(cold.build(&r, space), want, "{space:?} run {k}: {r:?} (memo cold)");
+                assert_eq!(cold.build(&r, space), want, "{space:?} run {k}: {r:?} (memo filled by the last call)");
+                checked += 1;
+                from_parent += usize::from(r.mutations.len() > 1);
+            }
+            assert!(checked == 300 && from_parent > 50, "{space:?}: {from_parent} deep plans of {checked}");
+        }
     }
 
     /// A profile's campaign leaves the hardware faults off (issue 13); its guided mutations must
