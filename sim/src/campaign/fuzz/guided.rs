@@ -190,25 +190,25 @@ pub struct Guided {
     built: Built,
 }
 
-/// A memo of built corpus scenarios, by corpus index: a mutated run's recipe is its parent's
-/// recipe and one to three more mutations, so [`Guided::build`] starts from the parent's
-/// scenario instead of replaying the whole recipe from its root draw (a crossover re-draws a
-/// donor case and round-trips both through JSON; replaying recipes of up to [`MAX_DEPTH`]
-/// mutations was about a tenth of a guided campaign's CPU, BENCHMARKS.md). A corpus entry's
-/// scenario is a function of its recipe and the campaign's space, and the corpus only grows, so
-/// the memo is shared by every snapshot of one campaign's corpus (one space) and is never part
-/// of the checkpoint's value (equal whether filled or not).
+/// A memo of built corpus scenarios: a mutated run's recipe is its parent's recipe and one to
+/// three more mutations, so [`Guided::build`] starts from the parent's scenario instead of
+/// replaying the whole recipe from its root draw (a crossover re-draws a donor case and
+/// round-trips both through JSON; replaying recipes of up to [`MAX_DEPTH`] mutations was about a
+/// tenth of a guided campaign's CPU, BENCHMARKS.md). A recipe's scenario is a function of the
+/// recipe and the campaign's space, so the memo is shared by every snapshot of one campaign's
+/// corpus (one space) and is never part of the checkpoint's value (equal whether filled or not).
 #[derive(Clone, Default)]
 struct Built(std::sync::Arc<std::sync::Mutex<BuiltInner>>);
 
 #[derive(Default)]
 struct BuiltInner {
-    /// Corpus indices by a hash of their recipe (a collision is told apart by comparing).
-    by_recipe: std::collections::BTreeMap<u64, Vec<u32>>,
-    /// How many corpus entries `by_recipe` indexes (the corpus's first entries).
+    /// Every corpus entry's recipe as `[root, mutations…]` ([`recipe_key`]), with its scenario
+    /// before the final renaming ([`Recipe::apply`]) once built.
+    entries: std::collections::BTreeMap<Vec<u64>, Option<std::sync::Arc<SimConfig>>>,
+    /// How many corpus entries `entries` holds (the corpus's first entries).
     indexed: usize,
-    /// Entry `i`'s scenario before the final renaming ([`Recipe::apply`]).
-    scenario: std::collections::BTreeMap<u32, std::sync::Arc<SimConfig>>,
+    /// How many of them hold a scenario.
+    built: usize,
 }
 
 impl PartialEq for Built {
@@ -224,18 +224,16 @@ impl std::fmt::Debug for Built {
     }
 }
 
-/// The most scenarios [`Built`] keeps; when full it starts again empty (what it holds never
-/// changes a result, only how much of a recipe is replayed). Measured: a blind campaign's corpus
-/// held 1,735 entries after 20,000 runs and the memo added 2–5 MB of peak RSS; ten-minute guided
-/// campaigns on the fixed profiles ended with 517 and 956 entries (BENCHMARKS.md).
+/// The most scenarios [`Built`] keeps; when full it drops them all and starts again (what it
+/// holds never changes a result, only how much of a recipe is replayed). Measured: a blind
+/// campaign's corpus held 1,735 entries after 20,000 runs and peak RSS rose by 2–7 MB; ten-minute
+/// guided campaigns on the fixed profiles ended with 517 and 956 entries (BENCHMARKS.md).
 const MEMO_SCENARIOS: usize = 4096;
 
-/// A hash of a recipe prefix, for [`BuiltInner::by_recipe`] (within one process only).
-fn recipe_key(root: u64, mutations: &[u64]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (root, mutations).hash(&mut h);
-    h.finish()
+/// A recipe as one vector, `[root, mutations…]`: its first `n + 1` elements are the key of the
+/// recipe's prefix of `n` mutations in [`BuiltInner::entries`].
+fn recipe_key(r: &Recipe) -> Vec<u64> {
+    std::iter::once(r.root).chain(r.mutations.iter().copied()).collect()
 }
 
 /// A cache of [`Guided::rare_entries`]: emptied by [`Guided::fold`], the only change to the
@@ -326,36 +324,32 @@ impl Guided {
         if recipe.mutations.is_empty() {
             return recipe.build(space);
         }
+        let key = recipe_key(recipe);
         let found = {
             let mut b = self.built.0.lock().unwrap_or_else(|e| e.into_inner());
-            for (i, e) in self.corpus.iter().enumerate().skip(b.indexed) {
-                b.by_recipe.entry(recipe_key(e.recipe.root, &e.recipe.mutations)).or_default().push(i as u32);
+            // A later snapshot sharing the memo may have indexed entries beyond this corpus:
+            // the same entries, as the corpus only grows.
+            for e in self.corpus.iter().skip(b.indexed) {
+                b.entries.entry(recipe_key(&e.recipe)).or_default();
             }
             b.indexed = b.indexed.max(self.corpus.len());
-            // Entries beyond this snapshot's corpus (indexed by a later snapshot sharing the
-            // memo) are the same entries: the corpus only grows.
-            (1..=recipe.mutations.len()).rev().find_map(|n| {
-                let prefix = &recipe.mutations[..n];
-                let ids = b.by_recipe.get(&recipe_key(recipe.root, prefix))?;
-                let i = *ids.iter().find(|&&i| {
-                    self.corpus
-                        .get(i as usize)
-                        .is_some_and(|e| e.recipe.root == recipe.root && e.recipe.mutations == prefix)
-                })?;
-                Some((n, i, b.scenario.get(&i).cloned()))
-            })
+            (1..=recipe.mutations.len()).rev().find_map(|n| Some((n, b.entries.get(&key[..=n])?.clone())))
         };
-        let Some((n, i, memo)) = found else { return recipe.build(space) };
+        let Some((n, memo)) = found else { return recipe.build(space) };
         let start = match memo {
             Some(c) => c,
             None => {
                 let parent = Recipe { root: recipe.root, mutations: recipe.mutations[..n].to_vec() };
                 let c = std::sync::Arc::new(parent.apply(draw(recipe.root, space), 0, space));
                 let mut b = self.built.0.lock().unwrap_or_else(|e| e.into_inner());
-                if b.scenario.len() >= MEMO_SCENARIOS {
-                    b.scenario.clear();
+                if b.built >= MEMO_SCENARIOS {
+                    b.entries.values_mut().for_each(|v| *v = None);
+                    b.built = 0;
                 }
-                b.scenario.insert(i, c.clone());
+                if let Some(v @ None) = b.entries.get_mut(&key[..=n]) {
+                    *v = Some(c.clone());
+                    b.built += 1;
+                }
                 c
             }
         };
