@@ -1,6 +1,7 @@
 //! Shrinking: reduce a failing configuration to a small one with the same signature. Removes
-//! requests (delta debugging), nodes, faults and client aborts; merges tenants; shortens prompts,
-//! outputs and pools by binary search (so thresholds that matter are kept exactly); switches each
+//! requests (delta debugging), nodes (any of them), faults and client aborts; closes idle gaps
+//! between arrivals; cuts prefix blocks; merges tenants; shortens prompts, outputs, prefix-block
+//! lists and pools by binary search (so thresholds that matter are kept exactly); switches each
 //! behaviour knob to its fixed value when the failure does not need it. Every step is
 //! deterministic: the same input and signature give the same output.
 
@@ -181,23 +182,41 @@ fn remove_requests(s: &mut Shrinker, cur: &mut SimConfig) {
     }
 }
 
+/// `cfg` without node `index` of `role` ("prefill" or "decode"): its scripted crashes go, and
+/// the crashes of the nodes after it follow their node to its new name (`prefill-2` becomes
+/// `prefill-1` when `prefill-0` goes).
+fn without_node(cfg: &SimConfig, role: &str, index: usize) -> SimConfig {
+    let mut c = cfg.clone();
+    if role == "prefill" {
+        c.prefill.remove(index);
+    } else {
+        c.decode.remove(index);
+    }
+    let renamed = |node: &str| -> Option<String> {
+        let i: usize = node.strip_prefix(role)?.strip_prefix('-')?.parse().ok()?;
+        Some(if i > index { format!("{role}-{}", i - 1) } else { node.to_string() })
+    };
+    c.faults.script.retain(|f| !matches!(f, ScriptedFault::Crash { node, .. } if *node == format!("{role}-{index}")));
+    for f in &mut c.faults.script {
+        if let ScriptedFault::Crash { node, .. } = f {
+            if let Some(n) = renamed(node) {
+                *node = n;
+            }
+        }
+    }
+    c
+}
+
+/// Removes nodes of either role, any of them (not only the last: a case can need the second
+/// decode node's pool and not the first's), the last first.
 fn remove_nodes(s: &mut Shrinker, cur: &mut SimConfig) {
     for role in ["prefill", "decode"] {
-        loop {
-            let n = if role == "prefill" { cur.prefill.len() } else { cur.decode.len() };
-            if n <= 1 {
-                break;
-            }
-            let mut c = cur.clone();
-            if role == "prefill" {
-                c.prefill.pop();
-            } else {
-                c.decode.pop();
-            }
-            let last = format!("{role}-{}", n - 1);
-            c.faults.script.retain(|f| !matches!(f, ScriptedFault::Crash { node, .. } if *node == last));
-            if !s.attempt(cur, c) {
-                break;
+        let count = |c: &SimConfig| if role == "prefill" { c.prefill.len() } else { c.decode.len() };
+        let mut i = count(cur);
+        while i > 0 {
+            i -= 1;
+            if count(cur) > 1 && i < count(cur) {
+                s.attempt(cur, without_node(cur, role, i));
             }
         }
     }
@@ -266,18 +285,69 @@ fn script_random_faults(s: &mut Shrinker, cur: &mut SimConfig) -> bool {
     s.attempt(cur, c)
 }
 
-/// Moves the first arrival to time 0 and closes long idle gaps between arrivals.
+/// Moves the first arrival to time 0. Not with a scripted crash (its time is absolute).
 fn compress_time(s: &mut Shrinker, cur: &mut SimConfig) {
     if cur.requests.is_empty() || cur.faults.script.iter().any(|f| matches!(f, ScriptedFault::Crash { .. })) {
         return;
     }
-    let first = cur.requests[0].at_ns;
-    let mut c = cur.clone();
-    for r in &mut c.requests {
-        r.at_ns -= first;
-        r.abort_at_ns = r.abort_at_ns.map(|a| a - first);
-    }
+    let first = cur.requests.iter().map(|r| r.at_ns).min().expect("not empty");
+    let c = shifted(cur, first, first);
     s.attempt(cur, c);
+}
+
+/// `cfg` with every request arriving at or after `from` moved `by` earlier, its client abort
+/// with it.
+fn shifted(cfg: &SimConfig, from: u64, by: u64) -> SimConfig {
+    let mut c = cfg.clone();
+    for r in c.requests.iter_mut().filter(|r| r.at_ns >= from) {
+        r.at_ns -= by;
+        r.abort_at_ns = r.abort_at_ns.map(|a| a.saturating_sub(by));
+    }
+    c
+}
+
+/// Closes the idle gap before each arrival after the first (in arrival order) where the failure
+/// does not need it: the request and every later one move earlier by the gap. Run once the
+/// rounds have removed what they can: closing a gap first can make a request that only filled
+/// it necessary (measured on 100 campaign examples: three kept one request more). Not with a
+/// scripted crash.
+fn close_gaps(s: &mut Shrinker, cur: &mut SimConfig) {
+    if cur.faults.script.iter().any(|f| matches!(f, ScriptedFault::Crash { .. })) {
+        return;
+    }
+    let mut i = 1;
+    loop {
+        let mut at: Vec<u64> = cur.requests.iter().map(|r| r.at_ns).collect();
+        at.sort_unstable();
+        at.dedup();
+        let Some((&prev, &next)) = at.get(i - 1).zip(at.get(i)) else { break };
+        let c = shifted(cur, next, next - prev);
+        s.attempt(cur, c);
+        i += 1;
+    }
+}
+
+/// Clears each request's prefix blocks where the failure does not need them, else keeps only
+/// as many leading blocks as it needs (binary search), and marks none public where it can.
+fn shrink_prefixes(s: &mut Shrinker, cur: &mut SimConfig) {
+    for i in 0..cur.requests.len() {
+        let n = cur.requests[i].prefix_blocks.len() as u64;
+        if n == 0 {
+            continue;
+        }
+        bisect(s, cur, 0, n, &|c, v| {
+            let mut c = c.clone();
+            let r = &mut c.requests[i];
+            r.prefix_blocks.truncate(v as usize);
+            r.public_blocks = r.public_blocks.min(v as u32);
+            c
+        });
+        if cur.requests[i].public_blocks > 0 {
+            let mut c = cur.clone();
+            c.requests[i].public_blocks = 0;
+            s.attempt(cur, c);
+        }
+    }
 }
 
 fn merge_tenants(s: &mut Shrinker, cur: &mut SimConfig) {
@@ -409,6 +479,40 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
             break;
         }
     }
+    // Last, what only makes the case easier to read: no idle time, no prefix block it does not
+    // need. Either can free a request or a knob, so those passes run once more after them.
+    let before = cur.clone();
+    close_gaps(&mut s, &mut cur);
+    shrink_prefixes(&mut s, &mut cur);
+    if cur != before {
+        remove_requests(&mut s, &mut cur);
+        necessary = fix_knobs(&mut s, &mut cur);
+    }
     let judged_against = fixed_profile_for(&cur).name;
     Shrunk { cfg: cur, runs: s.runs, accepted: s.accepted, necessary_knobs: necessary, judged_against }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Removing a node takes its scripted crashes with it, and the crashes of the nodes after
+    /// it follow them to their new names; the other role's crashes are untouched.
+    #[test]
+    fn removing_a_node_renames_the_crashes_of_the_nodes_after_it() {
+        let mut cfg = crate::fuzz::draw(1, &crate::fuzz::Space::Blind);
+        cfg.prefill = vec![cfg.prefill[0].clone(); 3];
+        cfg.decode = vec![cfg.decode[0].clone(); 2];
+        let crash = |node: &str| ScriptedFault::Crash { at_ms: 5, node: node.into(), restart_after_ms: 9 };
+        cfg.faults.script = vec![crash("prefill-0"), crash("prefill-1"), crash("prefill-2"), crash("decode-1")];
+        let c = without_node(&cfg, "prefill", 1);
+        assert_eq!(c.prefill.len(), 2);
+        assert_eq!(c.faults.script, vec![crash("prefill-0"), crash("prefill-1"), crash("decode-1")]);
+        let c = without_node(&cfg, "decode", 0);
+        assert_eq!(c.decode.len(), 1);
+        assert_eq!(
+            c.faults.script,
+            vec![crash("prefill-0"), crash("prefill-1"), crash("prefill-2"), crash("decode-0")]
+        );
+    }
 }

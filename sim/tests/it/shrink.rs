@@ -78,3 +78,35 @@ fn necessary_knobs_are_judged_against_the_engines_fixed_build() {
         assert_ne!(vllm[name].to_string(), value, "{k} is vLLM's own value, not a deviation from it");
     }
 }
+
+/// The cross-tenant prefix hit with padding the failure does not need: longer prefix-block
+/// lists than the one shared block, an idle gap before the first arrival and 3 s between the
+/// others, and a second prefill and decode node. The shrunk case keeps only the shared block of
+/// the two requests that share it, one node of each role, and no idle time (before this
+/// session's passes the shrinker kept every block and the 3 s gaps).
+#[test]
+fn prefix_blocks_and_idle_gaps_are_shrunk_away() {
+    let mut cfg = load("catalogue/cross-tenant-prefix-hit.toml", None, &[("prefix_cache_scope", "global")]);
+    let sig = "cross_tenant_prefix_hit/global_prefix_cache";
+    cfg.prefill.insert(0, cfg.prefill[0].clone());
+    cfg.decode.insert(0, cfg.decode[0].clone());
+    cfg.requests[0].prefix_blocks.extend([104, 105]);
+    cfg.requests[2].prefix_blocks.extend([201, 202]);
+    for r in &mut cfg.requests {
+        r.at_ns += 5_000_000_000;
+    }
+    let (_, sigs) = run_case(cfg.clone());
+    assert!(sigs.contains(sig), "the padded case shows {sig}: {sigs:?}");
+    let s = kvsim::shrink::shrink(&cfg, sig, 2000);
+    let c = &s.cfg;
+    assert_eq!((c.prefill.len(), c.decode.len()), (1, 1), "one node of each role");
+    let sharing: Vec<_> = c.requests.iter().filter(|r| r.prefix_blocks.contains(&100)).collect();
+    assert_eq!(sharing.len(), 2, "the two requests that share block 100 stay: {:?}", c.requests);
+    for r in &sharing {
+        assert_eq!(r.prefix_blocks, vec![100], "only the shared block is kept: {:?}", c.requests);
+    }
+    let last = c.requests.iter().map(|r| r.at_ns).max().unwrap();
+    assert!(last < 6_000_000_000, "the idle gaps are closed: {:?}", c.requests);
+    let w = kvsim::fuzz::simulate_for(c.clone(), sig);
+    assert!(signatures(&w).contains(sig), "the shrunk case still fails the same way");
+}
