@@ -644,6 +644,68 @@ pub enum ScriptedFault {
         request: u32,
         lag_ms: u64,
     },
+    /// `TransferFail` of one transfer batch of `request`: its `batch`-th (0-based, in the order
+    /// the request's batches are scheduled, retries included). What a random failure that fired
+    /// on that batch is scripted as when failing every batch would not fail the case the same way.
+    TransferFailAt {
+        request: u32,
+        batch: u32,
+    },
+    /// `Delay` of `request`'s `batch`-th transfer batch (not of its first).
+    DelayAt {
+        request: u32,
+        batch: u32,
+        delay_ms: u64,
+    },
+    /// `VisibilityLag` of `request`'s `batch`-th transfer batch only.
+    VisibilityLagAt {
+        request: u32,
+        batch: u32,
+        lag_ms: u64,
+    },
+}
+
+impl ScriptedFault {
+    /// The request a request fault names (`None` for a crash).
+    pub fn request(&self) -> Option<u32> {
+        match *self {
+            ScriptedFault::Crash { .. } => None,
+            ScriptedFault::TransferFail { request }
+            | ScriptedFault::Delay { request, .. }
+            | ScriptedFault::VisibilityLag { request, .. }
+            | ScriptedFault::MetadataLag { request, .. }
+            | ScriptedFault::TransferFailAt { request, .. }
+            | ScriptedFault::DelayAt { request, .. }
+            | ScriptedFault::VisibilityLagAt { request, .. } => Some(request),
+        }
+    }
+
+    /// The same fault naming request `to` instead.
+    pub fn with_request(&self, to: u32) -> ScriptedFault {
+        let mut f = self.clone();
+        match &mut f {
+            ScriptedFault::Crash { .. } => {}
+            ScriptedFault::TransferFail { request }
+            | ScriptedFault::Delay { request, .. }
+            | ScriptedFault::VisibilityLag { request, .. }
+            | ScriptedFault::MetadataLag { request, .. }
+            | ScriptedFault::TransferFailAt { request, .. }
+            | ScriptedFault::DelayAt { request, .. }
+            | ScriptedFault::VisibilityLagAt { request, .. } => *request = to,
+        }
+        f
+    }
+
+    /// A one-batch fault as the fault of the whole request (`TransferFailAt` as `TransferFail`,
+    /// and so on); any other fault as it is.
+    pub fn of_request(&self) -> ScriptedFault {
+        match *self {
+            ScriptedFault::TransferFailAt { request, .. } => ScriptedFault::TransferFail { request },
+            ScriptedFault::DelayAt { request, delay_ms, .. } => ScriptedFault::Delay { request, delay_ms },
+            ScriptedFault::VisibilityLagAt { request, lag_ms, .. } => ScriptedFault::VisibilityLag { request, lag_ms },
+            ref f => f.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

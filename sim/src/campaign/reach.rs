@@ -256,10 +256,13 @@ impl Row {
     /// Whether a run of `cfg` can have the row: its knobs hold the buggy values (the hardware row:
     /// some visibility lag, random or scripted).
     pub fn applies(&self, cfg: &SimConfig) -> bool {
-        let lag = || {
-            cfg.faults.visibility_lag != Ratio::NEVER
-                || cfg.faults.script.iter().any(|f| matches!(f, ScriptedFault::VisibilityLag { .. }))
-        };
+        let lag =
+            || {
+                cfg.faults.visibility_lag != Ratio::NEVER
+                    || cfg.faults.script.iter().any(|f| {
+                        matches!(f, ScriptedFault::VisibilityLag { .. } | ScriptedFault::VisibilityLagAt { .. })
+                    })
+            };
         holds(&cfg.knobs, self.buggy) && (self.fix != Fix::NoVisibilityLag || lag())
     }
 
@@ -276,7 +279,9 @@ impl Row {
             }
             Fix::NoVisibilityLag => {
                 c.faults.visibility_lag = Ratio::NEVER;
-                c.faults.script.retain(|f| !matches!(f, ScriptedFault::VisibilityLag { .. }));
+                c.faults.script.retain(|f| {
+                    !matches!(f, ScriptedFault::VisibilityLag { .. } | ScriptedFault::VisibilityLagAt { .. })
+                });
             }
         }
         c

@@ -142,23 +142,9 @@ fn without_requests(cfg: &SimConfig, drop: &[usize]) -> SimConfig {
         .faults
         .script
         .iter()
-        .filter_map(|f| {
-            let remap = |r: u32| new_id.get(r as usize).copied().flatten();
-            match f.clone() {
-                ScriptedFault::TransferFail { request } => {
-                    remap(request).map(|request| ScriptedFault::TransferFail { request })
-                }
-                ScriptedFault::Delay { request, delay_ms } => {
-                    remap(request).map(|request| ScriptedFault::Delay { request, delay_ms })
-                }
-                ScriptedFault::VisibilityLag { request, lag_ms } => {
-                    remap(request).map(|request| ScriptedFault::VisibilityLag { request, lag_ms })
-                }
-                ScriptedFault::MetadataLag { request, lag_ms } => {
-                    remap(request).map(|request| ScriptedFault::MetadataLag { request, lag_ms })
-                }
-                other => Some(other),
-            }
+        .filter_map(|f| match f.request() {
+            Some(r) => new_id.get(r as usize).copied().flatten().map(|to| f.with_request(to)),
+            None => Some(f.clone()),
         })
         .collect();
     c
@@ -242,13 +228,23 @@ fn remove_faults(s: &mut Shrinker, cur: &mut SimConfig) {
             s.attempt(cur, c);
         }
     }
-    let mut i = 0;
-    while i < cur.faults.script.len() {
-        let mut c = cur.clone();
-        c.faults.script.remove(i);
-        if !s.attempt(cur, c) {
-            i += 1;
+    // Scripted faults by delta debugging, as requests: a case whose random faults were scripted
+    // batch by batch can list dozens (every delay spike that fired), of which it needs a few.
+    let mut chunk = cur.faults.script.len().div_ceil(2).max(1);
+    while !cur.faults.script.is_empty() {
+        let mut i = 0;
+        while i < cur.faults.script.len() {
+            let end = (i + chunk).min(cur.faults.script.len());
+            let mut c = cur.clone();
+            c.faults.script.drain(i..end);
+            if !s.attempt(cur, c) {
+                i += chunk;
+            }
         }
+        if chunk == 1 {
+            break;
+        }
+        chunk = chunk.div_ceil(2);
     }
     for i in 0..cur.requests.len() {
         if cur.requests[i].abort_at_ns.is_some() {
@@ -277,12 +273,72 @@ fn script_random_faults(s: &mut Shrinker, cur: &mut SimConfig) -> bool {
     {
         *r = Ratio::NEVER;
     }
-    for f in w.fired_faults {
-        if !c.faults.script.contains(&f) {
-            c.faults.script.push(f);
+    let scripted = |fired: &mut dyn Iterator<Item = ScriptedFault>| {
+        let mut c = c.clone();
+        for f in fired {
+            if !c.faults.script.contains(&f) {
+                c.faults.script.push(f);
+            }
+        }
+        c
+    };
+    // First each fault as a fault of its whole request (the shorter script: a failure or lag of
+    // every batch, a delay of the first), then, when the case needs the draws' own batches, each
+    // on the batch it fired on.
+    let whole = scripted(&mut w.fired_faults.iter().map(ScriptedFault::of_request));
+    if s.attempt(cur, whole) {
+        return true;
+    }
+    let by_batch = scripted(&mut w.fired_faults.iter().cloned());
+    s.attempt(cur, by_batch)
+}
+
+/// Merges the scripted delays of each request (a case whose delay spikes were scripted batch by
+/// batch can need dozens of them only for their sum: a transfer that outlives a timeout) into one
+/// delay of their sum, first of the request's first batch, else of the batch the first of them
+/// named; then shortens each delay by binary search (the threshold it crosses is kept exactly).
+fn merge_delays(s: &mut Shrinker, cur: &mut SimConfig) {
+    let delay_of = |f: &ScriptedFault| match *f {
+        ScriptedFault::Delay { request, delay_ms } => Some((request, None, delay_ms)),
+        ScriptedFault::DelayAt { request, batch, delay_ms } => Some((request, Some(batch), delay_ms)),
+        _ => None,
+    };
+    let mut requests: Vec<u32> = cur.faults.script.iter().filter_map(|f| delay_of(f).map(|d| d.0)).collect();
+    requests.sort_unstable();
+    requests.dedup();
+    for r in requests {
+        let delays: Vec<(Option<u32>, u64)> =
+            cur.faults.script.iter().filter_map(|f| delay_of(f).filter(|d| d.0 == r).map(|d| (d.1, d.2))).collect();
+        if delays.len() > 1 {
+            let sum = delays.iter().fold(0u64, |a, d| a.saturating_add(d.1));
+            let merged = |cur: &SimConfig, one: ScriptedFault| {
+                let mut c = cur.clone();
+                let at = c.faults.script.iter().position(|f| delay_of(f).is_some_and(|d| d.0 == r)).expect("listed");
+                c.faults.script.retain(|f| delay_of(f).is_none_or(|d| d.0 != r));
+                c.faults.script.insert(at.min(c.faults.script.len()), one);
+                c
+            };
+            let first = merged(cur, ScriptedFault::Delay { request: r, delay_ms: sum });
+            if !s.attempt(cur, first) {
+                if let Some(batch) = delays[0].0 {
+                    let c = merged(cur, ScriptedFault::DelayAt { request: r, batch, delay_ms: sum });
+                    s.attempt(cur, c);
+                }
+            }
         }
     }
-    s.attempt(cur, c)
+    for i in 0..cur.faults.script.len() {
+        let Some((_, _, d)) = delay_of(&cur.faults.script[i]) else { continue };
+        bisect(s, cur, 1, d, &|c, v| {
+            let mut c = c.clone();
+            if let ScriptedFault::Delay { delay_ms, .. } | ScriptedFault::DelayAt { delay_ms, .. } =
+                &mut c.faults.script[i]
+            {
+                *delay_ms = v;
+            }
+            c
+        });
+    }
 }
 
 /// Moves the first arrival to time 0. Not with a scripted crash (its time is absolute).
@@ -471,6 +527,7 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         if script_random_faults(&mut s, &mut cur) {
             remove_faults(&mut s, &mut cur);
         }
+        merge_delays(&mut s, &mut cur);
         compress_time(&mut s, &mut cur);
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);

@@ -43,6 +43,10 @@ impl World {
     pub(crate) fn batch_faults(&mut self, r: RequestId, start: Instant) -> BatchFaults {
         let mut f = BatchFaults::default();
         let mut delay_ms = 0u64;
+        // This batch's index among the request's batches (`ScriptedFault::TransferFailAt` and
+        // the other one-batch faults name it; so do the random faults that fire on it).
+        let batch = self.reqs[r.idx()].next_batch();
+        let mut at_batch_delay = 0u64;
         for s in &self.cfg.faults.script {
             match *s {
                 ScriptedFault::TransferFail { request } if request == r.0 => f.fail = true,
@@ -50,6 +54,13 @@ impl World {
                     delay_ms = delay_ms.saturating_add(d)
                 }
                 ScriptedFault::VisibilityLag { request, lag_ms } if request == r.0 => {
+                    f.visibility_lag = Duration::from_ms(lag_ms)
+                }
+                ScriptedFault::TransferFailAt { request, batch: b } if request == r.0 && b == batch => f.fail = true,
+                ScriptedFault::DelayAt { request, batch: b, delay_ms: d } if request == r.0 && b == batch => {
+                    at_batch_delay = at_batch_delay.saturating_add(d)
+                }
+                ScriptedFault::VisibilityLagAt { request, batch: b, lag_ms } if request == r.0 && b == batch => {
                     f.visibility_lag = Duration::from_ms(lag_ms)
                 }
                 _ => {}
@@ -62,6 +73,9 @@ impl World {
         // guided campaign on sglang-0.5.16 reported as a prefill `page_leak` at the horizon.
         if delay_ms > 0 && self.reqs[r.idx()].spend_delay() {
             f.extra_delay = Duration::from_ms(delay_ms);
+        }
+        if at_batch_delay > 0 {
+            f.extra_delay = Duration(f.extra_delay.0.saturating_add(Duration::from_ms(at_batch_delay).0));
         }
         if self.chooser.is_some() {
             // Exploration: at most one fault per batch, a choice while the budget lasts.
@@ -83,15 +97,15 @@ impl World {
             let mut fired = [None, None, None];
             if self.rng_faults.chance(fc.transfer_fail) {
                 f.fail = true;
-                fired[0] = Some(ScriptedFault::TransferFail { request });
+                fired[0] = Some(ScriptedFault::TransferFailAt { request, batch });
             }
             if self.rng_faults.chance(fc.delay_spike) {
                 f.extra_delay = Duration::from_ms(fc.delay_spike_ms);
-                fired[1] = Some(ScriptedFault::Delay { request, delay_ms: fc.delay_spike_ms });
+                fired[1] = Some(ScriptedFault::DelayAt { request, batch, delay_ms: fc.delay_spike_ms });
             }
             if self.rng_faults.chance(fc.visibility_lag) {
                 f.visibility_lag = Duration::from_ms(fc.visibility_lag_ms);
-                fired[2] = Some(ScriptedFault::VisibilityLag { request, lag_ms: fc.visibility_lag_ms });
+                fired[2] = Some(ScriptedFault::VisibilityLagAt { request, batch, lag_ms: fc.visibility_lag_ms });
             }
             for s in fired.into_iter().flatten() {
                 if !self.fired_faults.contains(&s) {

@@ -101,6 +101,9 @@ pub struct Req {
     /// Its scripted `delay` has been applied (to its first transfer batch: the fault makes the
     /// request's transfer `delay_ms` longer, once; `World::batch_faults`).
     delay_spent: bool,
+    /// Transfer batches scheduled for it so far (`World::batch_faults`; the one-batch scripted
+    /// faults name a batch by this index).
+    batches: u32,
     prefill_leg: Option<u16>,
     decode_leg: Option<u16>,
     decode_tokens: u64,
@@ -156,6 +159,7 @@ impl Req {
             room_mismatch: false,
             lagged: false,
             delay_spent: false,
+            batches: 0,
             prefill_leg: None,
             decode_leg: None,
             decode_tokens: 0,
@@ -238,6 +242,13 @@ impl Req {
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
     pub(crate) fn spend_delay(&mut self) -> bool {
         !std::mem::replace(&mut self.delay_spent, true)
+    }
+
+    /// The index of the transfer batch being scheduled (0 for its first), counted.
+    pub(crate) fn next_batch(&mut self) -> u32 {
+        let b = self.batches;
+        self.batches = b.saturating_add(1);
+        b
     }
 
     /// Decode failed it for a metadata room mismatch.
@@ -1458,6 +1469,14 @@ impl World {
             "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
             self.now, self.horizon, self.horizon_extensions_left, self.prefill, self.decode, self.jobs
         );
+        let one_batch_faults = self.cfg.faults.script.iter().any(|f| {
+            matches!(
+                f,
+                ScriptedFault::TransferFailAt { .. }
+                    | ScriptedFault::DelayAt { .. }
+                    | ScriptedFault::VisibilityLagAt { .. }
+            )
+        });
         for r in &self.reqs {
             let _ = write!(
                 img,
@@ -1482,6 +1501,11 @@ impl World {
             if r.delay_spent {
                 // Only when set, so the digests of runs without a scripted delay stay as they were.
                 let _ = write!(img, "delay_spent;");
+            }
+            if one_batch_faults {
+                // The batch count decides which batch a one-batch fault hits; only in runs that
+                // script one, so the other runs' digests stay as they were.
+                let _ = write!(img, "batches={};", r.batches);
             }
         }
         let _ = write!(img, "|{:?}|{:?}|", self.oracle, self.router.counters());

@@ -367,13 +367,15 @@ pub enum ScriptKind {
     /// Node `node` crashes at `at_ms` and restarts `restart_after_ms` later (its pool comes back
     /// empty, its requests fail).
     Crash,
-    /// Every transfer batch of `request` fails.
+    /// Every transfer batch of `request` fails (with `batch`, only that one).
     TransferFail,
     /// `request`'s transfer takes `delay_ms` longer, once: its first transfer batch takes that
     /// much longer (failing if it outlives `transfer_sync_timeout_ms`) and the batches behind it
-    /// move with it; several delays of one request add up.
+    /// move with it; several delays of one request add up. With `batch`, that batch is delayed
+    /// instead of the first.
     Delay,
-    /// `request`'s KV writes become visible `lag_ms` after they complete.
+    /// `request`'s KV writes become visible `lag_ms` after they complete (with `batch`, only
+    /// that batch's).
     VisibilityLag,
     /// `request`'s metadata row becomes visible `lag_ms` after its status message.
     MetadataLag,
@@ -402,6 +404,12 @@ pub struct ScriptEntry {
     /// order).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<u32>,
+    /// `transfer_fail`, `delay`, `visibility_lag`, optional: only the request's `batch`-th
+    /// transfer batch (0-based, in the order its batches are scheduled, retries included) is hit,
+    /// not every batch (a failure or a lag) or the first (a delay). What the shrinker writes for a
+    /// random fault that fired on one batch when the case needs that batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
     /// `delay`: extra transfer time, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS))]
@@ -421,6 +429,7 @@ impl ScriptEntry {
             at_ms: None,
             restart_after_ms: None,
             request: None,
+            batch: None,
             delay_ms: None,
             lag_ms: None,
         };
@@ -449,6 +458,17 @@ impl ScriptEntry {
                 e.request = Some(*request);
                 e.lag_ms = Some(*lag_ms);
             }
+            ScriptedFault::TransferFailAt { .. }
+            | ScriptedFault::DelayAt { .. }
+            | ScriptedFault::VisibilityLagAt { .. } => {
+                e = ScriptEntry::of(&f.of_request());
+            }
+        }
+        if let ScriptedFault::TransferFailAt { batch, .. }
+        | ScriptedFault::DelayAt { batch, .. }
+        | ScriptedFault::VisibilityLagAt { batch, .. } = f
+        {
+            e.batch = Some(*batch);
         }
         e
     }
@@ -1237,14 +1257,20 @@ impl Scenario {
     ) -> Result<Vec<ScriptedFault>, ScenarioError> {
         let mut out = Vec::with_capacity(script.len());
         for (i, e) in script.iter().enumerate() {
-            let fields: [(&str, bool); 6] = [
+            let fields: [(&str, bool); 7] = [
                 ("node", e.node.is_some()),
                 ("at_ms", e.at_ms.is_some()),
                 ("restart_after_ms", e.restart_after_ms.is_some()),
                 ("request", e.request.is_some()),
+                ("batch", e.batch.is_some()),
                 ("delay_ms", e.delay_ms.is_some()),
                 ("lag_ms", e.lag_ms.is_some()),
             ];
+            // Fields a kind may have without needing them.
+            let optional: &[&str] = match e.kind {
+                ScriptKind::TransferFail | ScriptKind::Delay | ScriptKind::VisibilityLag => &["batch"],
+                ScriptKind::Crash | ScriptKind::MetadataLag => &[],
+            };
             let (kind, wanted): (&str, &[&str]) = match e.kind {
                 ScriptKind::Crash => ("crash", &["node", "at_ms", "restart_after_ms"]),
                 ScriptKind::TransferFail => ("transfer_fail", &["request"]),
@@ -1253,11 +1279,12 @@ impl Scenario {
                 ScriptKind::MetadataLag => ("metadata_lag", &["request", "lag_ms"]),
             };
             for (k, present) in fields {
-                if present && !wanted.contains(&k) {
+                if present && !wanted.contains(&k) && !optional.contains(&k) {
+                    let all: Vec<&str> = wanted.iter().chain(optional).copied().collect();
                     return Err(self.script_err(
                         i,
                         k,
-                        format!("not a field of a `{kind}` fault (its fields: {})", wanted.join(", ")),
+                        format!("not a field of a `{kind}` fault (its fields: {})", all.join(", ")),
                     ));
                 }
                 if !present && wanted.contains(&k) {
@@ -1311,12 +1338,23 @@ impl Scenario {
                     }
                     ScriptedFault::Crash { at_ms, node, restart_after_ms }
                 }
-                ScriptKind::TransferFail => ScriptedFault::TransferFail { request: request()? },
+                ScriptKind::TransferFail => match e.batch {
+                    None => ScriptedFault::TransferFail { request: request()? },
+                    Some(batch) => ScriptedFault::TransferFailAt { request: request()?, batch },
+                },
                 ScriptKind::Delay => {
-                    ScriptedFault::Delay { request: request()?, delay_ms: time("delay_ms", e.delay_ms)? }
+                    let (request, delay_ms) = (request()?, time("delay_ms", e.delay_ms)?);
+                    match e.batch {
+                        None => ScriptedFault::Delay { request, delay_ms },
+                        Some(batch) => ScriptedFault::DelayAt { request, batch, delay_ms },
+                    }
                 }
                 ScriptKind::VisibilityLag => {
-                    ScriptedFault::VisibilityLag { request: request()?, lag_ms: time("lag_ms", e.lag_ms)? }
+                    let (request, lag_ms) = (request()?, time("lag_ms", e.lag_ms)?);
+                    match e.batch {
+                        None => ScriptedFault::VisibilityLag { request, lag_ms },
+                        Some(batch) => ScriptedFault::VisibilityLagAt { request, batch, lag_ms },
+                    }
                 }
                 ScriptKind::MetadataLag => {
                     ScriptedFault::MetadataLag { request: request()?, lag_ms: time("lag_ms", e.lag_ms)? }

@@ -110,3 +110,78 @@ fn prefix_blocks_and_idle_gaps_are_shrunk_away() {
     let w = kvsim::fuzz::simulate_for(c.clone(), sig);
     assert!(signatures(&w).contains(sig), "the shrunk case still fails the same way");
 }
+
+/// A campaign example (`sim/tests/data/shrink/late-write-delay-spikes.toml`: a late write after
+/// the 30 s deferred-release fallback on `sglang-0.5.22`) that needs its random delay spikes
+/// (`delay_spike = "1/200"` of 10 s): scripted as one delay of the request's first batch they do
+/// not fail it the same way, scripted on the batches they fired on they do, and merged into one
+/// delay and shortened they show the threshold. Before the one-batch faults the shrunk case kept
+/// the random spikes (its failure still depended on the fault draws).
+#[test]
+fn random_delay_spikes_become_one_scripted_delay_at_the_threshold() {
+    let path = crate::sim_data().join("shrink/late-write-delay-spikes.toml");
+    let cfg = crate::load_path(&path.to_string_lossy());
+    let sig = "cross_tenant_read/late_write";
+    let (_, sigs) = run_case(cfg.clone());
+    assert!(sigs.contains(sig), "the example shows {sig}: {sigs:?}");
+    let s = kvsim::shrink::shrink(&cfg, sig, 1500);
+    let f = &s.cfg.faults;
+    assert!(
+        [f.transfer_fail, f.delay_spike, f.visibility_lag, f.node_crash].iter().all(|r| r.is_never()),
+        "no random fault left: {f:?}"
+    );
+    let delays: Vec<u64> = f
+        .script
+        .iter()
+        .filter_map(|x| match *x {
+            ScriptedFault::Delay { delay_ms, .. } | ScriptedFault::DelayAt { delay_ms, .. } => Some(delay_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delays.len(), 1, "the spikes merged into one delay: {:?}", f.script);
+    // The fallback frees after 30 s (`deferred_release_timeout_ms`): the shortest delay that still
+    // fails the case lies just above it.
+    assert!((30_000..31_000).contains(&delays[0]), "the delay is cut to the 30 s threshold: {delays:?}");
+    let w = kvsim::fuzz::simulate_for(s.cfg.clone(), sig);
+    assert!(signatures(&w).contains(sig), "the shrunk case still fails the same way");
+}
+
+/// A one-batch fault hits only its batch: a failure scripted on a batch the request never
+/// schedules changes nothing (the same trace hash as no fault), on its first batch it fails the
+/// request like a failure of every batch; a scenario's `batch` field is read and written back.
+#[test]
+fn a_one_batch_fault_hits_only_its_batch() {
+    use kvsim::scenario::{Scenario, ScriptEntry};
+    let text = |script: &str| {
+        format!(
+            "name = \"one-batch\"\nprofile = \"sglang-0.5.22\"\ncontext_len = 4096\n[[prefill]]\npool_tokens = 4096\n\
+             [[decode]]\npool_tokens = 4096\n[knobs]\npage_size = 16\nmax_transfer_batch_pages = 2\n\
+             [[request]]\nat_ms = 0\ntenant = 0\nprompt_tokens = 200\noutput_tokens = 4\n{script}"
+        )
+    };
+    let run = |script: &str| {
+        let cfg = Scenario::parse("one-batch.toml", &text(script))
+            .and_then(|s| s.resolve(&Default::default()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        (kvsim::simulate(cfg.clone(), None, true), cfg)
+    };
+    let (clean, _) = run("");
+    let (never, cfg) = run("[[faults.script]]\nkind = \"transfer_fail\"\nrequest = 0\nbatch = 99\n");
+    assert_eq!(cfg.faults.script, vec![ScriptedFault::TransferFailAt { request: 0, batch: 99 }]);
+    assert_eq!(ScriptEntry::of(&cfg.faults.script[0]).batch, Some(99), "written back with its batch");
+    assert_eq!(never.tracer.hash_hex(), clean.tracer.hash_hex(), "a batch never scheduled: nothing happens");
+    let status = |w: &kvsim::world::World| w.reqs[0].response().map(|r| r.status);
+    assert_eq!(status(&clean), Some(200));
+    let (first, _) = run("[[faults.script]]\nkind = \"transfer_fail\"\nrequest = 0\nbatch = 0\n");
+    let (every, _) = run("[[faults.script]]\nkind = \"transfer_fail\"\nrequest = 0\n");
+    assert_ne!(status(&first), Some(200), "its first batch failed");
+    assert_eq!(status(&first), status(&every));
+    // `batch` is a field of request faults only.
+    let bad = Scenario::parse(
+        "one-batch.toml",
+        &text("[[faults.script]]\nkind = \"metadata_lag\"\nrequest = 0\nlag_ms = 5\nbatch = 1\n"),
+    )
+    .and_then(|s| s.resolve(&Default::default()));
+    let e = bad.expect_err("batch on a metadata lag").to_string();
+    assert!(e.contains("faults.script[0].batch"), "{e}");
+}

@@ -779,8 +779,12 @@ fn nudge(c: &mut SimConfig, rng: &mut Prng) {
     if pick < scripted {
         match &mut c.faults.script[pick as usize] {
             ScriptedFault::MetadataLag { lag_ms, .. } => *lag_ms = scale(*lag_ms, range(&table::METADATA_LAG_MS)),
-            ScriptedFault::VisibilityLag { lag_ms, .. } => *lag_ms = scale(*lag_ms, range(&table::VISIBILITY_LAG_MS)),
-            ScriptedFault::Delay { delay_ms, .. } => *delay_ms = scale(*delay_ms, range(&table::SCRIPTED_DELAY_MS)),
+            ScriptedFault::VisibilityLag { lag_ms, .. } | ScriptedFault::VisibilityLagAt { lag_ms, .. } => {
+                *lag_ms = scale(*lag_ms, range(&table::VISIBILITY_LAG_MS))
+            }
+            ScriptedFault::Delay { delay_ms, .. } | ScriptedFault::DelayAt { delay_ms, .. } => {
+                *delay_ms = scale(*delay_ms, range(&table::SCRIPTED_DELAY_MS))
+            }
             ScriptedFault::Crash { at_ms, restart_after_ms, .. } => {
                 if rng.below(2) == 0 {
                     *at_ms = scale(*at_ms, range(&table::HEAL_AT_MS));
@@ -788,7 +792,7 @@ fn nudge(c: &mut SimConfig, rng: &mut Prng) {
                     *restart_after_ms = scale(*restart_after_ms, range(&table::CRASH_RESTART_MS));
                 }
             }
-            ScriptedFault::TransferFail { .. } => {}
+            ScriptedFault::TransferFail { .. } | ScriptedFault::TransferFailAt { .. } => {}
         }
         return;
     }
@@ -856,10 +860,7 @@ fn fix_references(c: &mut SimConfig) {
             Some(("decode", i)) => i.parse::<usize>().is_ok_and(|i| i < nd),
             _ => false,
         },
-        ScriptedFault::TransferFail { request }
-        | ScriptedFault::Delay { request, .. }
-        | ScriptedFault::VisibilityLag { request, .. }
-        | ScriptedFault::MetadataLag { request, .. } => *request < n,
+        f => f.request().is_some_and(|r| r < n),
     });
 }
 
