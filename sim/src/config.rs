@@ -668,7 +668,15 @@ pub enum ScriptedFault {
 impl ScriptedFault {
     /// The request a request fault names (`None` for a crash).
     pub fn request(&self) -> Option<u32> {
-        match *self {
+        match self {
+            ScriptedFault::Crash { .. } => None,
+            f => f.clone().request_mut().copied(),
+        }
+    }
+
+    /// The request field of a request fault (`None` for a crash).
+    pub fn request_mut(&mut self) -> Option<&mut u32> {
+        match self {
             ScriptedFault::Crash { .. } => None,
             ScriptedFault::TransferFail { request }
             | ScriptedFault::Delay { request, .. }
@@ -683,15 +691,8 @@ impl ScriptedFault {
     /// The same fault naming request `to` instead.
     pub fn with_request(&self, to: u32) -> ScriptedFault {
         let mut f = self.clone();
-        match &mut f {
-            ScriptedFault::Crash { .. } => {}
-            ScriptedFault::TransferFail { request }
-            | ScriptedFault::Delay { request, .. }
-            | ScriptedFault::VisibilityLag { request, .. }
-            | ScriptedFault::MetadataLag { request, .. }
-            | ScriptedFault::TransferFailAt { request, .. }
-            | ScriptedFault::DelayAt { request, .. }
-            | ScriptedFault::VisibilityLagAt { request, .. } => *request = to,
+        if let Some(r) = f.request_mut() {
+            *r = to;
         }
         f
     }
