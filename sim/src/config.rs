@@ -697,6 +697,16 @@ impl ScriptedFault {
         f
     }
 
+    /// The transfer batch a one-batch fault names (`None` for any other fault).
+    pub fn batch(&self) -> Option<u32> {
+        match *self {
+            ScriptedFault::TransferFailAt { batch, .. }
+            | ScriptedFault::DelayAt { batch, .. }
+            | ScriptedFault::VisibilityLagAt { batch, .. } => Some(batch),
+            _ => None,
+        }
+    }
+
     /// A one-batch fault as the fault of the whole request (`TransferFailAt` as `TransferFail`,
     /// and so on); any other fault as it is.
     pub fn of_request(&self) -> ScriptedFault {

@@ -198,10 +198,9 @@ fn without_node(cfg: &SimConfig, role: &str, index: usize) -> SimConfig {
 fn remove_nodes(s: &mut Shrinker, cur: &mut SimConfig) {
     for role in ["prefill", "decode"] {
         let count = |c: &SimConfig| if role == "prefill" { c.prefill.len() } else { c.decode.len() };
-        let mut i = count(cur);
-        while i > 0 {
-            i -= 1;
-            if count(cur) > 1 && i < count(cur) {
+        // From the last down: a removal shifts only the nodes after `i`, which were tried.
+        for i in (0..count(cur)).rev() {
+            if count(cur) > 1 {
                 s.attempt(cur, without_node(cur, role, i));
             }
         }
@@ -315,7 +314,8 @@ fn merge_delays(s: &mut Shrinker, cur: &mut SimConfig) {
                 let mut c = cur.clone();
                 let at = c.faults.script.iter().position(|f| delay_of(f).is_some_and(|d| d.0 == r)).expect("listed");
                 c.faults.script.retain(|f| delay_of(f).is_none_or(|d| d.0 != r));
-                c.faults.script.insert(at.min(c.faults.script.len()), one);
+                // Every delay of `r` was at `at` or after it: the entries before it stay put.
+                c.faults.script.insert(at, one);
                 c
             };
             let first = merged(cur, ScriptedFault::Delay { request: r, delay_ms: sum });

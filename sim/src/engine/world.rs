@@ -1469,14 +1469,7 @@ impl World {
             "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
             self.now, self.horizon, self.horizon_extensions_left, self.prefill, self.decode, self.jobs
         );
-        let one_batch_faults = self.cfg.faults.script.iter().any(|f| {
-            matches!(
-                f,
-                ScriptedFault::TransferFailAt { .. }
-                    | ScriptedFault::DelayAt { .. }
-                    | ScriptedFault::VisibilityLagAt { .. }
-            )
-        });
+        let one_batch_faults = self.cfg.faults.script.iter().any(|f| f.batch().is_some());
         for r in &self.reqs {
             let _ = write!(
                 img,

@@ -429,26 +429,28 @@ impl ScriptEntry {
             at_ms: None,
             restart_after_ms: None,
             request: None,
-            batch: None,
+            batch: f.batch(),
             delay_ms: None,
             lag_ms: None,
         };
+        // A one-batch fault is written as its whole-request kind with its `batch`.
         match f {
             ScriptedFault::Crash { at_ms, node, restart_after_ms } => {
                 e.node = Some(node.clone());
                 e.at_ms = Some(*at_ms);
                 e.restart_after_ms = Some(*restart_after_ms);
             }
-            ScriptedFault::TransferFail { request } => {
+            ScriptedFault::TransferFail { request } | ScriptedFault::TransferFailAt { request, .. } => {
                 e.kind = ScriptKind::TransferFail;
                 e.request = Some(*request);
             }
-            ScriptedFault::Delay { request, delay_ms } => {
+            ScriptedFault::Delay { request, delay_ms } | ScriptedFault::DelayAt { request, delay_ms, .. } => {
                 e.kind = ScriptKind::Delay;
                 e.request = Some(*request);
                 e.delay_ms = Some(*delay_ms);
             }
-            ScriptedFault::VisibilityLag { request, lag_ms } => {
+            ScriptedFault::VisibilityLag { request, lag_ms }
+            | ScriptedFault::VisibilityLagAt { request, lag_ms, .. } => {
                 e.kind = ScriptKind::VisibilityLag;
                 e.request = Some(*request);
                 e.lag_ms = Some(*lag_ms);
@@ -458,17 +460,6 @@ impl ScriptEntry {
                 e.request = Some(*request);
                 e.lag_ms = Some(*lag_ms);
             }
-            ScriptedFault::TransferFailAt { .. }
-            | ScriptedFault::DelayAt { .. }
-            | ScriptedFault::VisibilityLagAt { .. } => {
-                e = ScriptEntry::of(&f.of_request());
-            }
-        }
-        if let ScriptedFault::TransferFailAt { batch, .. }
-        | ScriptedFault::DelayAt { batch, .. }
-        | ScriptedFault::VisibilityLagAt { batch, .. } = f
-        {
-            e.batch = Some(*batch);
         }
         e
     }
