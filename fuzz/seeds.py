@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 PROMPT_VARIANTS = ["share", "near_prefill_pool", "near_decode_pool", "near_context", "tokens"]
 SCRIPT_VARIANTS = ["crash", "transfer_fail", "delay", "visibility_lag"]
+MORE_SCRIPT_VARIANTS = ["metadata_lag", "transfer_fail_at", "delay_at", "visibility_lag_at"]
 
 
 def variant(index, count):
@@ -70,6 +71,12 @@ def script(kind, *fields):
     return variant(k, len(SCRIPT_VARIANTS)) + body
 
 
+def more_script(kind, *fields):
+    """An entry of `FuzzInput::more_script`: every field one byte (request, [batch,] value index)."""
+    k = MORE_SCRIPT_VARIANTS.index(kind)
+    return variant(k, len(MORE_SCRIPT_VARIANTS)) + b"".join(u8(f) for f in fields)
+
+
 def share(tokens, context):
     """The `Share` value giving `tokens` for this context (exact for the values used here)."""
     return ("share", (tokens << 16) // (context + context // 4))
@@ -95,6 +102,7 @@ def scenario(
     faults=(0,) * 8,
     scripts=(),
     requests=(),
+    more_scripts=(),
 ):
     head = u16(seed) + bytes(
         [
@@ -114,7 +122,9 @@ def scenario(
             profile,
         ]
     )
-    return head + vec([u8(k) for k in knobs]) + bytes(faults) + vec(list(scripts)) + vec(list(requests))
+    body = head + vec([u8(k) for k in knobs]) + bytes(faults) + vec(list(scripts)) + vec(list(requests))
+    # `more_script` came later: the seeds written before it end with the requests' list.
+    return body + vec(list(more_scripts)) if more_scripts else body
 
 
 def main():
@@ -169,6 +179,18 @@ def main():
                     request(2, ("near_decode_pool", -10), gap_100us=2),
                     request(3, ("tokens", 200), gap_100us=2, abort_100us=1),
                 ],
+            ),
+            "one-batch-faults": scenario(
+                seed=5,
+                page=1,
+                transfer_batch=2,
+                more_scripts=[
+                    more_script("transfer_fail_at", 0, 1),
+                    more_script("delay_at", 1, 2, 3),
+                    more_script("visibility_lag_at", 2, 1, 2),
+                    more_script("metadata_lag", 3, 3),
+                ],
+                requests=[request(t, share(1500 + 500 * t, ctx), gap_100us=5) for t in range(4)],
             ),
             "every-knob-changed": scenario(
                 knobs=[1 + (i % 3) for i in range(40)],

@@ -20,6 +20,7 @@
 //! `bool` as the low bit of a byte, `Option` as a byte (low bit: `Some`) then the value, an enum
 //! as a `u32` (four bytes little-endian) whose range picks the variant (`(x * variants) >> 32`),
 //! then its fields, and a `Vec` as a byte before each element (low bit: one more element).
+//! Fields added later come last (`FuzzInput::more_script`), so older inputs keep their meaning.
 
 use crate::check::Kind;
 use crate::config::{self, CostConfig, FaultConfig, NodeConfig, RequestSpec, ScriptedFault, SimConfig};
@@ -32,8 +33,11 @@ use std::collections::BTreeSet;
 
 /// At most this many requests per decoded scenario.
 pub const MAX_REQUESTS: usize = 12;
-/// At most this many scripted faults per decoded scenario.
+/// At most this many scripted faults per decoded scenario, in each of `FuzzInput::script` and
+/// `FuzzInput::more_script`.
 pub const MAX_SCRIPT: usize = 4;
+/// A one-batch fault names one of a request's first this many transfer batches.
+pub const MAX_BATCH: u8 = 16;
 /// The profile `cross_tenant` pins when not told otherwise.
 pub const DEFAULT_PROFILE: &str = "sglang-0.5.16";
 
@@ -67,6 +71,10 @@ pub struct FuzzInput {
     pub faults: FuzzFaults,
     pub script: Vec<FuzzScript>,
     pub requests: Vec<FuzzRequest>,
+    /// The scripted faults added after `FuzzScript`'s four (a metadata lag, the one-batch
+    /// faults), as a list of their own after `requests`: an input written before them ends with
+    /// the requests' list, decodes this list empty and so keeps its meaning.
+    pub more_script: Vec<FuzzScriptMore>,
 }
 
 /// Random fault probabilities and durations, as indices.
@@ -89,6 +97,16 @@ pub enum FuzzScript {
     TransferFail { request: u8 },
     Delay { request: u8, delay: u8 },
     VisibilityLag { request: u8, lag: u8 },
+}
+
+/// A scripted fault of `FuzzInput::more_script`; requests are taken modulo what exists, a batch
+/// modulo `MAX_BATCH` (0-based, in the order the request's transfer batches are scheduled).
+#[derive(Arbitrary, Debug, Clone)]
+pub enum FuzzScriptMore {
+    MetadataLag { request: u8, lag: u8 },
+    TransferFailAt { request: u8, batch: u8 },
+    DelayAt { request: u8, batch: u8, delay: u8 },
+    VisibilityLagAt { request: u8, batch: u8, lag: u8 },
 }
 
 /// One explicit request.
@@ -222,6 +240,26 @@ impl FuzzInput {
                     lag_ms: table::VISIBILITY_LAG_MS.at(lag),
                 },
             })
+            .chain(self.more_script.iter().take(MAX_SCRIPT).map(|s| match *s {
+                FuzzScriptMore::MetadataLag { request, lag } => ScriptedFault::MetadataLag {
+                    request: u32::from(request) % n,
+                    lag_ms: table::METADATA_LAG_MS.at(lag),
+                },
+                FuzzScriptMore::TransferFailAt { request, batch } => ScriptedFault::TransferFailAt {
+                    request: u32::from(request) % n,
+                    batch: u32::from(batch % MAX_BATCH),
+                },
+                FuzzScriptMore::DelayAt { request, batch, delay } => ScriptedFault::DelayAt {
+                    request: u32::from(request) % n,
+                    batch: u32::from(batch % MAX_BATCH),
+                    delay_ms: table::SCRIPTED_DELAY_MS.at(delay),
+                },
+                FuzzScriptMore::VisibilityLagAt { request, batch, lag } => ScriptedFault::VisibilityLagAt {
+                    request: u32::from(request) % n,
+                    batch: u32::from(batch % MAX_BATCH),
+                    lag_ms: table::VISIBILITY_LAG_MS.at(lag),
+                },
+            }))
             .collect();
         let f = &self.faults;
         let faults = FaultConfig {
@@ -444,7 +482,10 @@ mod tests {
     // more fields, appended to the bytes' order the same way).
     // Re-pinned for pp_metadata_writer and pp_bootstrap_consensus (two more fields, appended to the
     // bytes' order the same way) and the nodes' pp_stages (the bytes keep one stage).
-    const PINNED_DECODING: [&str; 2] = ["None: e16dff45f178bfb5", "Some(\"sglang-0.5.16\"): d0a9a38b8869c494"];
+    // Re-pinned for `more_script` (a metadata lag and the one-batch faults, a list after the
+    // requests): a byte string with bytes left after its requests' list now scripts them. The
+    // committed inputs end with that list and decode as before (`fuzz_corpus` checks it).
+    const PINNED_DECODING: [&str; 2] = ["None: 50a2b734c807ddb4", "Some(\"sglang-0.5.16\"): 8e23bf4b5ebf80b1"];
 
     #[test]
     fn short_and_empty_input_decode() {

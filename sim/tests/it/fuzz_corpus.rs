@@ -77,6 +77,45 @@ fn cross_tenant_corpus_and_the_stub_leak_reproducers() {
     assert_eq!(prompts, [4000, 3900, 6000], "the hand-written bytes no longer decode to stub-leak.toml's requests");
 }
 
+/// `FuzzInput::more_script` (a metadata lag and the one-batch faults) was appended after the
+/// requests' list, so every input written before it must decode it empty and keep its meaning;
+/// `one-batch-faults` (written by fuzz/seeds.py) must decode to its four faults, which pins the
+/// script's layout of them to `FuzzInput`'s.
+#[test]
+fn appended_script_faults_leave_older_inputs_alone_and_decode_as_seeds_py_writes_them() {
+    use kvsim::config::ScriptedFault::*;
+    let mut seen = false;
+    for target in ["scenario_run", "cross_tenant"] {
+        for (p, b) in inputs(target) {
+            let input = fuzz_targets::FuzzInput::decode(&b);
+            if p.file_name().unwrap() != "one-batch-faults" {
+                assert!(input.more_script.is_empty(), "{}: {:?}", p.display(), input.more_script);
+                continue;
+            }
+            seen = true;
+            let script = input.build(None).faults.script;
+            let want = [
+                TransferFailAt { request: 0, batch: 1 },
+                DelayAt { request: 1, batch: 2, delay_ms: 10_000 },
+                VisibilityLagAt { request: 2, batch: 1, lag_ms: 50 },
+                MetadataLag { request: 3, lag_ms: 500 },
+            ];
+            assert_eq!(script, want, "{}", p.display());
+            // Each fault reaches a batch (or metadata row) that exists: alone, it changes the run.
+            let hash = |script: Vec<kvsim::config::ScriptedFault>| {
+                let mut cfg = input.build(None);
+                cfg.faults.script = script;
+                kvsim::simulate(cfg, None, false).tracer.hash_hex()
+            };
+            let none = hash(Vec::new());
+            for f in want {
+                assert_ne!(hash(vec![f.clone()]), none, "{}: {f:?} changes nothing", p.display());
+            }
+        }
+    }
+    assert!(seen, "fuzz/corpus/scenario_run/one-batch-faults is missing (python3 fuzz/seeds.py)");
+}
+
 #[test]
 fn parse_scenario_corpus_and_regressions() {
     each("parse_scenario", 5, |_, b| fuzz_targets::parse_scenario(b));

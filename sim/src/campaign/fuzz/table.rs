@@ -144,8 +144,8 @@ pub const SCRIPTED_DELAY_MS: Column<u64> =
     Column { rows: &[(1, Bytes), (100, Bytes), (1_000, Bytes), (10_000, Bytes), (90_000, Bytes)] };
 /// Scripted metadata lag: one request in this many lagged (the swarm's `draw_metadata_lag`).
 pub const METADATA_LAG_EVERY: Column<u64> = Column { rows: &[(1, Swarm), (2, Swarm), (4, Swarm)] };
-/// A scripted metadata lag's length.
-pub const METADATA_LAG_MS: Column<u64> = Column { rows: &[(1, Swarm), (20, Swarm), (50, Swarm), (500, Swarm)] };
+/// A scripted metadata lag's length (the swarm's `draw_metadata_lag`; the bytes' `MetadataLag`).
+pub const METADATA_LAG_MS: Column<u64> = Column { rows: &[(1, Both), (20, Both), (50, Both), (500, Both)] };
 
 /// A random fault's ratio from a byte: off for `FAULT_OFF_EIGHTHS` of eight values, else one in
 /// a [`FAULT_ONE_IN`] value.
