@@ -212,6 +212,9 @@ impl FuzzInput {
             });
         }
         let n = requests.len() as u32;
+        // A request byte names an existing request; a batch byte one of the first `MAX_BATCH`.
+        let req = |r: u8| u32::from(r) % n;
+        let at = |b: u8| u32::from(b % MAX_BATCH);
         let script = self
             .script
             .iter()
@@ -230,33 +233,29 @@ impl FuzzInput {
                         restart_after_ms: table::CRASH_RESTART_MS.at(restart),
                     }
                 }
-                FuzzScript::TransferFail { request } => ScriptedFault::TransferFail { request: u32::from(request) % n },
-                FuzzScript::Delay { request, delay } => ScriptedFault::Delay {
-                    request: u32::from(request) % n,
-                    delay_ms: table::SCRIPTED_DELAY_MS.at(delay),
-                },
-                FuzzScript::VisibilityLag { request, lag } => ScriptedFault::VisibilityLag {
-                    request: u32::from(request) % n,
-                    lag_ms: table::VISIBILITY_LAG_MS.at(lag),
-                },
+                FuzzScript::TransferFail { request } => ScriptedFault::TransferFail { request: req(request) },
+                FuzzScript::Delay { request, delay } => {
+                    ScriptedFault::Delay { request: req(request), delay_ms: table::SCRIPTED_DELAY_MS.at(delay) }
+                }
+                FuzzScript::VisibilityLag { request, lag } => {
+                    ScriptedFault::VisibilityLag { request: req(request), lag_ms: table::VISIBILITY_LAG_MS.at(lag) }
+                }
             })
             .chain(self.more_script.iter().take(MAX_SCRIPT).map(|s| match *s {
-                FuzzScriptMore::MetadataLag { request, lag } => ScriptedFault::MetadataLag {
-                    request: u32::from(request) % n,
-                    lag_ms: table::METADATA_LAG_MS.at(lag),
-                },
-                FuzzScriptMore::TransferFailAt { request, batch } => ScriptedFault::TransferFailAt {
-                    request: u32::from(request) % n,
-                    batch: u32::from(batch % MAX_BATCH),
-                },
+                FuzzScriptMore::MetadataLag { request, lag } => {
+                    ScriptedFault::MetadataLag { request: req(request), lag_ms: table::METADATA_LAG_MS.at(lag) }
+                }
+                FuzzScriptMore::TransferFailAt { request, batch } => {
+                    ScriptedFault::TransferFailAt { request: req(request), batch: at(batch) }
+                }
                 FuzzScriptMore::DelayAt { request, batch, delay } => ScriptedFault::DelayAt {
-                    request: u32::from(request) % n,
-                    batch: u32::from(batch % MAX_BATCH),
+                    request: req(request),
+                    batch: at(batch),
                     delay_ms: table::SCRIPTED_DELAY_MS.at(delay),
                 },
                 FuzzScriptMore::VisibilityLagAt { request, batch, lag } => ScriptedFault::VisibilityLagAt {
-                    request: u32::from(request) % n,
-                    batch: u32::from(batch % MAX_BATCH),
+                    request: req(request),
+                    batch: at(batch),
                     lag_ms: table::VISIBILITY_LAG_MS.at(lag),
                 },
             }))
