@@ -41,10 +41,10 @@ pub struct BenchOpts {
     #[arg(long = "only", value_name = "NAME")]
     pub only: Vec<String>,
     /// Timed repetitions of each measurement (the table shows the median).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Runs of the fuzzer-sized scenario (seeds 1..=N) and of the swarm (seeds 0..N) per repetition.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub fuzz_runs: u64,
     /// Run every scenario under this engine profile instead of its own (e.g. vllm-nixl: LRU
     /// free list, sequential router); the targets are judged on the scenarios as shipped only.
@@ -52,7 +52,7 @@ pub struct BenchOpts {
     pub profile: Option<String>,
     /// Cut generated workloads to this many requests (for profiling under callgrind; the table's
     /// targets are judged on full runs only).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub requests: Option<u32>,
     /// Internal: measure one scenario in this process and print its row as JSON.
     #[arg(long, hide = true, value_name = "NAME")]

@@ -6,22 +6,31 @@ use kvsim::report::exit;
 use kvsim::scenario::{Overrides, Scenario};
 use std::path::{Path, PathBuf};
 
-/// Every `.toml` under the given files and directories, sorted.
+/// The scenario files the arguments name, sorted: a file named explicitly is a scenario whatever
+/// its extension (its parse says so when it is not one), a directory gives every `.toml` under it.
+/// An argument that gives no file is an error, not an empty run: a CI job pointing `kvsim check`
+/// at a mistyped or emptied directory must not pass with "0 failed".
 pub fn collect(paths: &[String]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
-        let mut stack = vec![PathBuf::from(p)];
         if !Path::new(p).exists() {
             return Err(format!("{p}: no such file or directory"));
         }
+        let before = out.len();
+        let mut stack = vec![PathBuf::from(p)];
+        let mut top = true;
         while let Some(x) = stack.pop() {
             if x.is_dir() {
                 for e in std::fs::read_dir(&x).map_err(|e| format!("{}: {e}", x.display()))?.flatten() {
                     stack.push(e.path());
                 }
-            } else if x.extension().is_some_and(|e| e == "toml") {
+            } else if top || x.extension().is_some_and(|e| e == "toml") {
                 out.push(x);
             }
+            top = false;
+        }
+        if out.len() == before {
+            return Err(format!("{p}: no scenario files (*.toml) in this directory"));
         }
     }
     out.sort();
@@ -92,6 +101,14 @@ pub fn run_check(paths: &[String]) -> i32 {
             rows.push((f.display().to_string(), e.name.clone(), format!("{profile} {}", set.join(" ")), result));
         }
     }
+    if rows.is_empty() {
+        eprintln!(
+            "error: {}: no [[expect]] entries in {} scenario file(s): nothing to check",
+            paths.join(" "),
+            files.len()
+        );
+        return exit::BAD_INPUT;
+    }
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
     let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(7).max(7);
     println!("{:<w0$}  {:<10}  {:<w2$}  result", "scenario", "expect", "setting");
@@ -119,9 +136,17 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
     let mits =
         mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list).map_err(|e| e.to_string())?;
     let mut m = Matrix::new(mits);
-    for f in collect(paths)? {
+    let files = collect(paths)?;
+    for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        m.add(&name, &parse(&f)?, Some(&super::read_file)).map_err(|e| e.to_string())?;
+        m.add(&name, &parse(f)?, Some(&super::read_file)).map_err(|e| e.to_string())?;
+    }
+    if m.rows.is_empty() {
+        return Err(format!(
+            "{}: no scenario with a `buggy` expectation in {} file(s): the matrix has no row",
+            paths.join(" "),
+            files.len()
+        ));
     }
     Ok(m.text())
 }

@@ -609,6 +609,10 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             .unwrap_or_default(),
         _ => String::new(),
     };
+    if rows == 0 {
+        eprintln!("error: {}: no scenario with a `buggy` expectation: no catalogue row to explore", o.scenario);
+        return exit::BAD_INPUT;
+    }
     println!();
     println!(
         "{rows} row(s) explored: {mismatch} mismatch(es), {bound_reached} setting(s) where the bound was reached; bound: {spec_bound} (latencies: each row's message latency and ten times it unless --latencies)"

@@ -49,6 +49,41 @@ fn mitigation_matrix() {
     settings().bind(|| insta::assert_snapshot!("mitigation_matrix", String::from_utf8_lossy(&out.stdout)));
 }
 
+/// `kvsim check`, `matrix` and `explore --catalogue` given nothing to check are bad input (exit 2
+/// naming the path), not a pass: a directory without scenarios, a file without `[[expect]]`, a
+/// scenario without a `buggy` row. A file named explicitly is parsed whatever its extension.
+#[test]
+fn check_matrix_and_catalogue_refuse_an_empty_selection() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-check-empty-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/notes.txt"), "not a scenario").unwrap();
+    let plain = dir.join("plain.scenario");
+    std::fs::write(&plain, crate::bad_input::GOOD).unwrap();
+    let empty = dir.join("sub").to_string_lossy().into_owned();
+    let plain = plain.to_string_lossy().into_owned();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for cmd in [&["check"][..], &["matrix"], &["explore", "--catalogue"]] {
+        let (code, err) = run(&[cmd, &[empty.as_str()]].concat());
+        assert_eq!(code, Some(2), "{cmd:?} on a directory without scenarios: {err}");
+        assert!(err.contains(&empty) && err.contains("no scenario files"), "{cmd:?}: {err}");
+        // An explicit file is parsed (not skipped for its extension) and has nothing to check.
+        let (code, err) = run(&[cmd, &[plain.as_str()]].concat());
+        assert_eq!(code, Some(2), "{cmd:?} on a scenario without expectations: {err}");
+        assert!(err.contains(&plain), "{cmd:?}: {err}");
+    }
+    let (_, err) = run(&["check", &plain]);
+    assert!(err.contains("no [[expect]] entries"), "{err}");
+    // A file that is not a scenario at all is a parse error naming it, not silently skipped.
+    let junk = dir.join("sub/notes.txt").to_string_lossy().into_owned();
+    let (code, err) = run(&["check", &junk]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&junk), "{err}");
+}
+
 #[test]
 fn catalogue_expectations_hold() {
     let dir = crate::scenarios_dir().to_string_lossy().into_owned();
