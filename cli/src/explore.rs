@@ -502,7 +502,7 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
     };
     println!("| row | property | buggy: counterexample after | fixed: verified (distinct states / schedules, time) |");
     println!("|---|---|---|---|");
-    let (mut mismatch, mut bound_reached, mut rows) = (0, 0, 0);
+    let (mut mismatch, mut bound_reached, mut rows, mut listed) = (0, 0, 0, 0);
     for f in &files {
         let sc = match super::check::parse(f) {
             Ok(s) => s,
@@ -520,6 +520,7 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
                 return exit::BAD_INPUT;
             }
         };
+        listed += 1;
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         if kinds.is_empty() || buggy.needs_noninterference() {
             println!(
@@ -609,7 +610,7 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             .unwrap_or_default(),
         _ => String::new(),
     };
-    if rows == 0 {
+    if listed == 0 {
         eprintln!("error: {}: no scenario with a `buggy` expectation: no catalogue row to explore", o.scenario);
         return exit::BAD_INPUT;
     }

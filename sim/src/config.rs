@@ -319,7 +319,10 @@ pub struct Knobs {
     /// (default 30 s).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub deferred_release_timeout_ms: u64,
-    /// How long prefill keeps a sent request's source pages leased (default 480 s).
+    /// Behind vLLM's sequential proxy: how long prefill keeps a finished request's source blocks
+    /// for decode's read when no read notice comes (NIXL's `kv_lease_duration`, 30 s in vLLM
+    /// 0.33.0 and 0.34.0; decode's heartbeats extend it while it still waits to load). The sglang
+    /// profiles carry 480 s and never use it (their router is concurrent).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub source_lease_ms: u64,
     /// How long a synchronous transfer call waits before returning a timeout (default 60 s).
@@ -485,6 +488,13 @@ fn vllm_nixl() -> Knobs {
         // avoid stranding the prefill blocks in the prefill instance"): a request decode's
         // serving layer rejects still notifies prefill, which frees its blocks (#41269 fixed).
         decode_reject_releases_prefill: OnOff::On,
+        // vLLM 0.33.0 and 0.34.0 `distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py`
+        // `__init__`: `kv_lease_duration` from `kv_connector_extra_config`, default 30 s;
+        // `pull_scheduler.py` `request_finished` leases a finished prefill's blocks for it and
+        // `base_worker.py` `_reap_expired_send_leases` frees them when it runs out. (Before the
+        // twenty-eighth session this was 480 s, read from `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`,
+        // which is the Mooncake connector's: no NIXL variable of that name exists.)
+        source_lease_ms: 30_000,
         ..sglang_0_5_16()
     }
 }

@@ -662,11 +662,14 @@ mod tests {
     // (`draw_liveness_bound`) and one generated run in eight has outputs up to 512 tokens
     // (`draw_long_outputs`), each from a generator of its own; with both set back the draws hash
     // to the digests before (`the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own`).
+    // Re-pinned when `vllm-nixl` took NIXL's default 30 s source lease (it carried 480 s): the
+    // profile's draws carry the new value, and the blind swarm draws `source_lease_ms` among three
+    // values (480 s, 30 s, 10 s) instead of two; sglang-0.5.22's draws do not move.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 920e8dd148119ae8",
+        "blind: 7f8b63b6db58090c",
         "sglang-0.5.22: ba140c4b144b812e",
-        "prefix: 690d1154a4e13f55",
-        "vllm-nixl prefix: 3a9b6b1465178c16",
+        "prefix: 925f00ae9af5e4aa",
+        "vllm-nixl prefix: 36b47bfb8fac762c",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -788,13 +791,14 @@ mod tests {
         c.generator.expect("a generated run").output_tokens[0].max
     }
 
-    /// `PINNED_DRAWS` as pinned at the merge of the pipeline-stage knobs (before issue 15 drew
-    /// the short liveness bound and the long outputs).
+    /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the
+    /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
+    /// for `vllm-nixl`'s 30 s lease).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: 3a1456d5c1fd0a5c",
+        "blind: 35eaa58da5e7f780",
         "sglang-0.5.22: 3841055f77eb9c8f",
-        "prefix: 2f0f97f98c1bf2ab",
-        "vllm-nixl prefix: a1d77dd2fadf8387",
+        "prefix: acf5da7f7f6fe3f2",
+        "vllm-nixl prefix: c6ad024f57fb15a3",
     ];
 
     #[test]

@@ -1224,8 +1224,9 @@ fn s7_vllm_decode_holds_an_aborted_loads_blocks_until_the_read_ends_with_no_fall
 /// Reference §7: decode's serving layer rejects an over-length prompt before admission and, in
 /// vLLM 0.33.0, still tells prefill (`entrypoints/generate/base/serving.py`
 /// `_with_kv_transfer_rejection_cleanup`, `nixl/pull_scheduler.py` `request_finished`): prefill
-/// frees the blocks it held for decode's read at once instead of at its 480 s lease (vLLM #41269,
-/// the pre-admission-reject-strands-prefill row, is the build before that).
+/// frees the blocks it held for decode's read at once instead of at its lease (vLLM #41269, the
+/// pre-admission-reject-strands-prefill row, is the build before that). The lease is NIXL's
+/// `kv_lease_duration`, 30 s by default (`nixl/base_scheduler.py`), which a deployment can raise.
 const DECODE_REJECTS: &str = r#"
 name = "decode-rejects"
 context_len = 8192
@@ -1250,8 +1251,14 @@ fn s7_vllm_decode_rejection_before_admission_frees_prefills_source_blocks_at_onc
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
     assert!(w.now().0 < S, "prefill's blocks are freed within the second, at {} ns", w.now().0);
-    // Before the fix the blocks stay until the lease: held at the 2-minute bound.
+    // Before the fix the blocks stay until the lease: the default 30 s frees them inside the
+    // 2-minute bound (nothing waits to load, so no heartbeat extends it) ...
     let w = run(DECODE_REJECTS, "vllm-nixl", &[("decode_reject_releases_prefill", "off")]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert!((30 * S..31 * S).contains(&w.now().0), "freed at the 30 s lease, at {} ns", w.now().0);
+    // ... and a configured 480 s lease holds them past it.
+    let w =
+        run(DECODE_REJECTS, "vllm-nixl", &[("decode_reject_releases_prefill", "off"), ("source_lease_ms", "480000")]);
     assert_eq!(kinds(&w), vec!["page_leak"]);
 }
 
