@@ -438,7 +438,12 @@ fn sglang_0_5_22() -> Knobs {
         prefill_post_forward_abort_check: OnOff::On,
         inflight_success_keeps_abort: OnOff::On,
         decode_prealloc_abort_check: AbortCheck::AbortedToo,
-        decode_commit_check: CommitCheck::Coverage,
+        // The commit checks the metadata row's room and nothing else: sglang 0.5.22 wheel,
+        // `disaggregation/decode.py` `_commit_transfer_to_req` (room 0: not ready; another room:
+        // 500 "Context corruption detected") after `pop_transferred` saw Success. No release
+        // compares the pages written with the pages reserved (PR #38704, open); the stub that
+        // wrote one page is kept out by the aborted-too gates instead.
+        decode_commit_check: CommitCheck::RoomOnly,
         decode_abort_release: DecodeRelease::Deferred,
         prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
@@ -509,7 +514,7 @@ pub const PROFILES: &[Profile] = &[
     },
     Profile {
         name: "sglang-0.5.22",
-        summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), coverage commit (#38704), deferred release (#35049)",
+        summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), deferred release (#35049); room-only commit",
         knobs: sglang_0_5_22,
         fixed: "sglang-0.5.22",
     },

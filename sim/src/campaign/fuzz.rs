@@ -664,10 +664,13 @@ mod tests {
     // to the digests before (`the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own`).
     // Re-pinned when `vllm-nixl` took NIXL's default 30 s source lease (it carried 480 s): the
     // profile's draws carry the new value, and the blind swarm draws `source_lease_ms` among three
-    // values (480 s, 30 s, 10 s) instead of two; sglang-0.5.22's draws do not move.
+    // values (480 s, 30 s, 10 s) instead of two; sglang-0.5.22's draws do not move. Then again
+    // when sglang-0.5.22 took the released room-only commit check (it carried `coverage`, PR
+    // #38704, which no release has): that profile's draws carry it; the blind swarm's weighted
+    // draw of the knob does not move.
     const PINNED_DRAWS: [&str; 4] = [
         "blind: 7f8b63b6db58090c",
-        "sglang-0.5.22: ba140c4b144b812e",
+        "sglang-0.5.22: fd1d7a1db8de1872",
         "prefix: 925f00ae9af5e4aa",
         "vllm-nixl prefix: 36b47bfb8fac762c",
     ];
@@ -793,10 +796,10 @@ mod tests {
 
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
-    /// for `vllm-nixl`'s 30 s lease).
+    /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
         "blind: 35eaa58da5e7f780",
-        "sglang-0.5.22: 3841055f77eb9c8f",
+        "sglang-0.5.22: eace7963042bdd9d",
         "prefix: acf5da7f7f6fe3f2",
         "vllm-nixl prefix: c6ad024f57fb15a3",
     ];

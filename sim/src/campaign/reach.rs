@@ -128,7 +128,10 @@ pub const ROWS: &[Row] = &[
     },
     Row {
         id: "success-without-write",
-        buggy: &[("decode_commit_check", "room_only")],
+        // The model's partial write that reports Success is the stub's one page, which only the
+        // finished-only gate lets through (sglang-0.5.22 commits room-only too, but its
+        // aborted-too gates keep the stub out: it cannot have the row).
+        buggy: &[("decode_commit_check", "room_only"), ("pd_admission_check", "finished_only")],
         fix: Fix::Knobs(&[("decode_commit_check", "coverage")]),
         kinds: &["cross_tenant_read", "cross_request_read", "uninitialized_read", "wrong_status"],
         needs_pp_stages: false,
