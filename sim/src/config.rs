@@ -97,8 +97,9 @@ knob_enum!(
     PpBootstrapConsensus { LocalRepoll, FollowRank0 }
 );
 knob_enum!(
-    /// When prefill frees the source pages of an aborted request.
-    PrefillRelease { Immediate, HoldSourceUntilDrained }
+    /// When prefill frees the source pages of an aborted request, and when it acknowledges
+    /// decode's abort.
+    PrefillRelease { Immediate, HoldSourceUntilDrained, AckAfterDrain }
 );
 knob_enum!(
     /// What a transfer call that times out does with writes still in flight.
@@ -175,8 +176,10 @@ pub struct Knobs {
     /// until the transfer acknowledges or `deferred_release_timeout_ms` passes (sglang PR #35049, vLLM
     /// PR #32255).
     pub decode_abort_release: DecodeRelease,
-    /// When prefill frees the source pages of an aborted request: `immediate`, or
-    /// `hold_source_until_drained` (sglang PR #38961, open).
+    /// When prefill frees the source pages of an aborted request and acknowledges decode's abort:
+    /// `immediate` (both at once, while the transfer worker may still be writing), `ack_after_drain`
+    /// (the pages at once, the acknowledgement once the worker's batches in flight have ended:
+    /// sglang 0.5.22), or `hold_source_until_drained` (both then: sglang PR #38961, open).
     pub prefill_abort_release: PrefillRelease,
     /// What a transfer call that times out does with writes in flight: `returns_while_writing` (the
     /// writes land later: Mooncake #4247) or `quiesced`.
@@ -445,7 +448,15 @@ fn sglang_0_5_22() -> Knobs {
         // wrote one page is kept out by the aborted-too gates instead.
         decode_commit_check: CommitCheck::RoomOnly,
         decode_abort_release: DecodeRelease::Deferred,
-        prefill_abort_release: PrefillRelease::HoldSourceUntilDrained,
+        // sglang 0.5.22 wheel: an abort marks the room Failed (`common/conn.py`
+        // `CommonKVSender.abort`), the sender's poll concludes Failed at once (`mooncake/conn.py`
+        // `_poll_with_status` holds back only Success while chunks are outstanding), and
+        // `prefill.py` `handle_inflight_transfer_failure` frees the source pages then, while the
+        // chunk the transfer worker is writing still reads them (the worker drops only the
+        // chunks it dequeues after: `transfer_worker`). Decode's abort is acknowledged only once
+        // that chunk ended (`_maybe_ack_drained_abort`: "Bootstrap thread defers the ABORT ack
+        // until the transfer worker drains"). Holding the source too is PR #38961, open.
+        prefill_abort_release: PrefillRelease::AckAfterDrain,
         transfer_timeout_semantics: TimeoutSemantics::Quiesced,
         max_transfer_batch_pages: 4096,
         // No release sends a prefill→decode abort notice (PR #38704 is open): checked against the

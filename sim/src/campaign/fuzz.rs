@@ -667,11 +667,13 @@ mod tests {
     // values (480 s, 30 s, 10 s) instead of two; sglang-0.5.22's draws do not move. Then again
     // when sglang-0.5.22 took the released room-only commit check (it carried `coverage`, PR
     // #38704, which no release has): that profile's draws carry it; the blind swarm's weighted
-    // draw of the knob does not move.
+    // draw of the knob does not move. Then when sglang-0.5.22 took the released
+    // `prefill_abort_release = ack_after_drain` (it carried PR #38961's hold): its draws carry it,
+    // and the blind swarm draws the knob among three values instead of two.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 7f8b63b6db58090c",
-        "sglang-0.5.22: fd1d7a1db8de1872",
-        "prefix: 925f00ae9af5e4aa",
+        "blind: c37aa72590ead3e8",
+        "sglang-0.5.22: 0dbd0f780bff4216",
+        "prefix: 936fd17d362636be",
         "vllm-nixl prefix: 36b47bfb8fac762c",
     ];
 
@@ -796,11 +798,11 @@ mod tests {
 
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
-    /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit).
+    /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit and ack after the drain).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: 35eaa58da5e7f780",
-        "sglang-0.5.22: eace7963042bdd9d",
-        "prefix: acf5da7f7f6fe3f2",
+        "blind: 9979efa179cfcd01",
+        "sglang-0.5.22: 61a47d5e9193ef76",
+        "prefix: 2882bb64d81a7952",
         "vllm-nixl prefix: c6ad024f57fb15a3",
     ];
 

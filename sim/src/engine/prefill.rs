@@ -828,7 +828,14 @@ impl World {
             }
         };
         if !self.prefill[n.at()].reqs.contains_key(&r) {
-            ack(self);
+            // Already released. With `ack_after_drain` a chunk still being written holds the ack
+            // back (the worker's count is per room, whoever freed the request).
+            let deferred = from_decode
+                && self.cfg.knobs.prefill_abort_release == PrefillRelease::AckAfterDrain
+                && self.transfer_ack_on_end(n, r);
+            if !deferred {
+                ack(self);
+            }
             return;
         }
         if self.pp_abort_blocked(n, r) {
@@ -879,19 +886,21 @@ impl World {
     }
 
     /// Releases a failed request's source pages now, or (with `hold_source_until_drained`) once
-    /// its in-flight transfers have landed. Returns true when the release (and any ack to decode)
-    /// was deferred to the drain.
+    /// its in-flight transfers have landed. Returns true when the ack to decode was deferred to
+    /// the drain (with `ack_after_drain` the pages are released now and the ack waits for the
+    /// request's transfer jobs to end: `World::transfer_ack_on_end`).
     fn prefill_release_or_drain(&mut self, n: PrefillIdx, r: RequestId, ack_decode: bool) -> bool {
-        let hold = self.cfg.knobs.prefill_abort_release == PrefillRelease::HoldSourceUntilDrained;
+        let knob = self.cfg.knobs.prefill_abort_release;
         let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
-        if hold && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
+        if knob == PrefillRelease::HoldSourceUntilDrained && (pr.jobs_in_flight > 0 || pr.lands_pending > 0) {
             pr.phase = PPhase::Draining;
             pr.ack_decode = ack_decode;
             self.phase(r, Lane::Prefill(n), Phase::Draining);
             return true;
         }
+        let deferred = knob == PrefillRelease::AckAfterDrain && ack_decode && self.transfer_ack_on_end(n, r);
         self.prefill_release(n, r, false);
-        false
+        deferred
     }
 
     pub(crate) fn prefill_maybe_drained(&mut self, n: PrefillIdx, r: RequestId) {

@@ -118,6 +118,10 @@ pub struct TransferJob {
     aborted: bool,
     /// The job has ended (its first `TransferDone` was handled; a later one is stale).
     done: bool,
+    /// `prefill_abort_release = ack_after_drain`: decode's abort is acknowledged when the last
+    /// such job of the request ends (the source pages were freed at the abort already). In the
+    /// state digest only when set, so every other run's digests are what they were.
+    ack_on_end: bool,
     /// Land events scheduled for it and not yet handled: while any is pending its batches are
     /// still read (`transfer_land`). Report-free bookkeeping, left out of `Debug` (the state
     /// digest), since the pending lands themselves are digested with the queue.
@@ -131,8 +135,8 @@ pub struct TransferJob {
 /// hashes it) and exploration's pruning are what they were.
 impl std::fmt::Debug for TransferJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TransferJob")
-            .field("r", &self.r)
+        let mut d = f.debug_struct("TransferJob");
+        d.field("r", &self.r)
             .field("prefill", &self.prefill)
             .field("prefill_epoch", &self.prefill_epoch)
             .field("decode", &self.decode)
@@ -144,8 +148,11 @@ impl std::fmt::Debug for TransferJob {
             .field("prefix_tokens", &self.prefix_tokens)
             .field("lenders", &self.lenders)
             .field("aborted", &self.aborted)
-            .field("done", &self.done)
-            .finish()
+            .field("done", &self.done);
+        if self.ack_on_end {
+            d.field("ack_on_end", &true);
+        }
+        d.finish()
     }
 }
 
@@ -180,6 +187,7 @@ impl TransferJob {
             prefix_tokens,
             lenders,
             aborted: false,
+            ack_on_end: false,
             done: false,
             lands_left: 0,
             done_ok: false,
@@ -315,6 +323,11 @@ impl Jobs {
     /// retires none).
     pub fn iter(&self) -> impl Iterator<Item = &TransferJob> {
         self.live.values().map(|e| &e.job)
+    }
+
+    /// `iter`, mutably.
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut TransferJob> {
+        self.live.values_mut().map(|e| &mut e.job)
     }
 
     /// How many jobs are held now.
@@ -564,6 +577,35 @@ impl World {
     /// none is. The worker's queue then moves up (`transfer_pull_forward`).
     pub(crate) fn transfer_abort(&mut self, n: PrefillIdx, r: RequestId) {
         self.transfer_skip_queued(n, r, false);
+    }
+
+    /// `prefill_abort_release = ack_after_drain`: marks the request's jobs on `n` that have not
+    /// ended, so that decode's abort is acknowledged when the last of them ends
+    /// (`ack_when_drained`). False when none is left: the caller acknowledges now.
+    pub(crate) fn transfer_ack_on_end(&mut self, n: PrefillIdx, r: RequestId) -> bool {
+        let epoch = self.prefill[n.at()].epoch();
+        let mut any = false;
+        for j in self.jobs.iter_mut() {
+            if j.r == r && j.prefill == n && j.prefill_epoch == epoch && !j.done {
+                j.ack_on_end = true;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// A job marked by `transfer_ack_on_end` ended: when it was the request's last on `n`, the
+    /// transfer worker has drained and prefill acknowledges decode's abort (sglang 0.5.22 wheel,
+    /// `disaggregation/common/conn.py` `_maybe_ack_drained_abort`, called by
+    /// `mooncake/conn.py` `transfer_worker` when the room's outstanding chunks reach zero).
+    fn ack_when_drained(&mut self, n: PrefillIdx, r: RequestId) {
+        if self.jobs.iter().any(|o| o.r == r && o.prefill == n && o.ack_on_end && !o.done) {
+            return;
+        }
+        let decode = self.reqs[r.idx()].decode();
+        let epoch = self.decode[decode.at()].epoch();
+        let lat = self.msg_latency();
+        self.after(lat, Ev::AbortAck { r, decode, epoch });
     }
 
     /// Skips the request's queued batches (`transfer_abort`). `from_now`: a batch that starts at
@@ -954,6 +996,9 @@ impl World {
         };
         if self.prefill[p].epoch() != j.prefill_epoch {
             return;
+        }
+        if self.jobs[job].ack_on_end {
+            self.ack_when_drained(j.prefill, j.r);
         }
         let decode_ok = self.decode[j.decode.at()].epoch() == j.decode_epoch && self.decode[j.decode.at()].alive();
         let Some(pr) = self.prefill[p].req_mut(j.r) else {
