@@ -16,18 +16,21 @@ pub fn collect(paths: &[String]) -> Result<Vec<PathBuf>, String> {
         if !Path::new(p).exists() {
             return Err(format!("{p}: no such file or directory"));
         }
+        let root = PathBuf::from(p);
+        if !root.is_dir() {
+            out.push(root);
+            continue;
+        }
         let before = out.len();
-        let mut stack = vec![PathBuf::from(p)];
-        let mut top = true;
+        let mut stack = vec![root];
         while let Some(x) = stack.pop() {
             if x.is_dir() {
                 for e in std::fs::read_dir(&x).map_err(|e| format!("{}: {e}", x.display()))?.flatten() {
                     stack.push(e.path());
                 }
-            } else if top || x.extension().is_some_and(|e| e == "toml") {
+            } else if x.extension().is_some_and(|e| e == "toml") {
                 out.push(x);
             }
-            top = false;
         }
         if out.len() == before {
             return Err(format!("{p}: no scenario files (*.toml) in this directory"));

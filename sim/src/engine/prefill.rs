@@ -819,21 +819,15 @@ impl World {
     /// Abort at the prefill leg (client gone, or decode asking): the sender fails locally.
     pub(crate) fn prefill_abort(&mut self, r: RequestId, status: u16, from_decode: bool) {
         let n = self.reqs[r.idx()].prefill();
-        let decode = self.reqs[r.idx()].decode();
         let ack = |w: &mut World| {
             if from_decode {
-                let lat = w.msg_latency();
-                let epoch = w.decode[decode.at()].epoch();
-                w.after(lat, Ev::AbortAck { r, decode, epoch });
+                w.prefill_ack_abort(r);
             }
         };
         if !self.prefill[n.at()].reqs.contains_key(&r) {
             // Already released. With `ack_after_drain` a chunk still being written holds the ack
             // back (the worker's count is per room, whoever freed the request).
-            let deferred = from_decode
-                && self.cfg.knobs.prefill_abort_release == PrefillRelease::AckAfterDrain
-                && self.transfer_ack_on_end(n, r);
-            if !deferred {
+            if !self.ack_deferred_to_drain(n, r, from_decode) {
                 ack(self);
             }
             return;
@@ -898,9 +892,25 @@ impl World {
             self.phase(r, Lane::Prefill(n), Phase::Draining);
             return true;
         }
-        let deferred = knob == PrefillRelease::AckAfterDrain && ack_decode && self.transfer_ack_on_end(n, r);
+        let deferred = self.ack_deferred_to_drain(n, r, ack_decode);
         self.prefill_release(n, r, false);
         deferred
+    }
+
+    /// With `ack_after_drain`, whether decode's abort (`ack_decode`) waits for the request's
+    /// unfinished transfer jobs on `n` (marked here: `World::transfer_ack_on_end`).
+    fn ack_deferred_to_drain(&mut self, n: PrefillIdx, r: RequestId, ack_decode: bool) -> bool {
+        ack_decode
+            && self.cfg.knobs.prefill_abort_release == PrefillRelease::AckAfterDrain
+            && self.transfer_ack_on_end(n, r)
+    }
+
+    /// Prefill acknowledges decode's abort of `r` (decode's deferred release then frees).
+    pub(crate) fn prefill_ack_abort(&mut self, r: RequestId) {
+        let decode = self.reqs[r.idx()].decode();
+        let epoch = self.decode[decode.at()].epoch();
+        let lat = self.msg_latency();
+        self.after(lat, Ev::AbortAck { r, decode, epoch });
     }
 
     pub(crate) fn prefill_maybe_drained(&mut self, n: PrefillIdx, r: RequestId) {
@@ -911,10 +921,7 @@ impl World {
             let ack = pr.ack_decode;
             self.prefill_release(n, r, false);
             if ack {
-                let decode = self.reqs[r.idx()].decode();
-                let epoch = self.decode[decode.at()].epoch();
-                let lat = self.msg_latency();
-                self.after(lat, Ev::AbortAck { r, decode, epoch });
+                self.prefill_ack_abort(r);
             }
         } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
             self.prefill_release(n, r, true);

@@ -602,10 +602,7 @@ impl World {
         if self.jobs.iter().any(|o| o.r == r && o.prefill == n && o.ack_on_end && !o.done) {
             return;
         }
-        let decode = self.reqs[r.idx()].decode();
-        let epoch = self.decode[decode.at()].epoch();
-        let lat = self.msg_latency();
-        self.after(lat, Ev::AbortAck { r, decode, epoch });
+        self.prefill_ack_abort(r);
     }
 
     /// Skips the request's queued batches (`transfer_abort`). `from_now`: a batch that starts at

@@ -197,8 +197,8 @@ pub const PREFIX_PADDED_TO_MISS_ONE_IN: u64 = 4;
 pub const LIVENESS_BOUND_S: u64 = 1_200;
 /// One swarm run in [`SHORT_LIVENESS_BOUND_ONE_IN`] is judged [`SHORT_LIVENESS_BOUND_S`] after
 /// its last arrival instead (the catalogue's lease scenarios' 2 minutes): a leak that lasts until a
-/// 480 s lease (held-blocks-leak, pre-admission-reject-strands-prefill: the catalogue's configured lease) ends inside a 1,200 s
-/// horizon and is never seen there. Drawn from a generator of its own (`fuzz::draw_liveness_bound`),
+/// 480 s lease (held-blocks-leak, pre-admission-reject-strands-prefill: the lease their scenarios
+/// configure) ends inside a 1,200 s horizon and is never seen there. Drawn from a generator of its own (`fuzz::draw_liveness_bound`),
 /// so every other value of a run is drawn as before.
 pub const SHORT_LIVENESS_BOUND_S: u64 = 120;
 pub const SHORT_LIVENESS_BOUND_ONE_IN: u64 = 4;
@@ -211,9 +211,9 @@ pub const SHORT_LIVENESS_BOUND_ONE_IN: u64 = 4;
 /// `decode_transferred_abort = leak` for leak-abort-in-waiting, `prefix_cache_scope = per_tenant`
 /// for cross-tenant-prefix-hit, the content-channel mitigations `public_only` and `padded_to_miss`
 /// of prefix-timing-channel, the 10 s and 480 s leases of held-blocks-leak and
-/// pre-admission-reject-strands-prefill (the fix and the long lease a deployment configures:
-/// `vllm-nixl` carries NIXL's default 30 s; the sglang profiles' unused 480 s gives the value too), the 16-token decode reserve of the small catalogue
-/// scenarios, the double release of double-release, the orphaning waiting-queue poll of
+/// pre-admission-reject-strands-prefill (the fix, and the long lease a deployment configures:
+/// `vllm-nixl` carries NIXL's default 30 s; the sglang profiles' unused 480 s gives the value
+/// too), the 16-token decode reserve of the small catalogue scenarios, the double release of double-release, the orphaning waiting-queue poll of
 /// orphan-in-prefill-waiting and its 100 ms waiting timer, the transfer teardown of cancel-mid-transfer, the one-token
 /// lookahead of the vLLM short-prefill scenario, the leaked host copy of leak-abort-retracted, the
 /// decode-side radix cache and the skipped zero-page last chunk of zero-page-last-chunk — those two
