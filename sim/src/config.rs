@@ -178,8 +178,10 @@ pub struct Knobs {
     pub decode_abort_release: DecodeRelease,
     /// When prefill frees the source pages of an aborted request and acknowledges decode's abort:
     /// `immediate` (both at once, while the transfer worker may still be writing), `ack_after_drain`
-    /// (the pages at once, the acknowledgement once the worker's batches in flight have ended:
-    /// sglang 0.5.22), or `hold_source_until_drained` (both then: sglang PR #38961, open).
+    /// (the pages at once, the acknowledgement once the worker's batches in flight have ended, and
+    /// never after a failed send, whose batch may still be writing: decode then frees at its
+    /// deferred-release timeout; sglang 0.5.22), or `hold_source_until_drained` (both then: sglang
+    /// PR #38961, open).
     pub prefill_abort_release: PrefillRelease,
     /// What a transfer call that times out does with writes in flight: `returns_while_writing` (the
     /// writes land later: Mooncake #4247) or `quiesced`.

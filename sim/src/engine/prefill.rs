@@ -905,8 +905,14 @@ impl World {
             && self.transfer_ack_on_end(n, r)
     }
 
-    /// Prefill acknowledges decode's abort of `r` (decode's deferred release then frees).
+    /// Prefill acknowledges decode's abort of `r` (decode's deferred release then frees), unless
+    /// a failed send poisoned the acknowledgement (`Req::ack_poisoned`: decode then frees at its
+    /// deferred-release timeout).
     pub(crate) fn prefill_ack_abort(&mut self, r: RequestId) {
+        let q = &self.reqs[r.idx()];
+        if q.abort_ack_poisoned(self.prefill[q.prefill().at()].epoch()) {
+            return;
+        }
         let decode = self.reqs[r.idx()].decode();
         let epoch = self.decode[decode.at()].epoch();
         let lat = self.msg_latency();

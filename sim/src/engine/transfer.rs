@@ -16,7 +16,7 @@
 //! Behind vLLM's proxy decode pulls (its worker issues the reads), so a dead decode reads nothing
 //! more (`transfer_reader_died`).
 
-use crate::config::{RouterMode, TimeoutSemantics};
+use crate::config::{PrefillRelease, RouterMode, TimeoutSemantics};
 use crate::event::Ev;
 use crate::pool::{pages_in, PageCursor, Run};
 use crate::trace::MemOp;
@@ -192,6 +192,13 @@ impl TransferJob {
             lands_left: 0,
             done_ok: false,
         }
+    }
+
+    /// One of its batches failed (a sync timeout or a transfer error) and was not skipped: the
+    /// failed batch is the last one scheduled (`transfer_schedule` stops at it), and a batch
+    /// still queued at an abort was skipped and never ran.
+    fn failed_a_batch(&self) -> bool {
+        !self.done_ok && self.batches.iter().rev().find(|b| b.span.is_some()).is_some_and(|b| !b.skipped)
     }
 
     /// The request whose KV the job sends.
@@ -993,6 +1000,14 @@ impl World {
         };
         if self.prefill[p].epoch() != j.prefill_epoch {
             return;
+        }
+        if self.cfg.knobs.prefill_abort_release == PrefillRelease::AckAfterDrain && self.jobs[job].failed_a_batch() {
+            // A submitted batch failed: the backend cannot prove the room drained (a timed-out
+            // call may return with the batch still writing), so prefill withholds decode's abort
+            // ack for good (sglang 0.5.22 wheel, `disaggregation/mooncake/conn.py`
+            // `transfer_worker` calls `_poison_unsettled_send` on any non-zero send result,
+            // before the drain check `_maybe_ack_drained_abort`).
+            self.reqs[j.r.idx()].poison_abort_ack(j.prefill_epoch);
         }
         if self.jobs[job].ack_on_end {
             self.ack_when_drained(j.prefill, j.r);

@@ -101,6 +101,14 @@ pub struct Req {
     /// Its scripted `delay` has been applied (to its first transfer batch: the fault makes the
     /// request's transfer `delay_ms` longer, once; `World::batch_faults`).
     delay_spent: bool,
+    /// `prefill_abort_release = ack_after_drain`: the prefill incarnation (its epoch) whose
+    /// transfer backend cannot prove this request's transfer drained, because a submitted batch
+    /// failed (a sync timeout may return with the batch still writing): it never acknowledges
+    /// decode's abort, and decode frees at its deferred-release timeout instead (sglang 0.5.22
+    /// wheel, `disaggregation/mooncake/conn.py` `_poison_unsettled_send` on every failed send;
+    /// `common/conn.py` `poison_deferred_ack_room`, `_maybe_ack_drained_abort`). A restarted
+    /// prefill is a new transfer manager, which knows nothing of the room.
+    ack_poisoned: Option<u32>,
     /// Transfer batches scheduled for it so far (`World::batch_faults`; the one-batch scripted
     /// faults name a batch by this index).
     batches: u32,
@@ -159,6 +167,7 @@ impl Req {
             room_mismatch: false,
             lagged: false,
             delay_spent: false,
+            ack_poisoned: None,
             batches: 0,
             prefill_leg: None,
             decode_leg: None,
@@ -242,6 +251,17 @@ impl Req {
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
     pub(crate) fn spend_delay(&mut self) -> bool {
         !std::mem::replace(&mut self.delay_spent, true)
+    }
+
+    /// Prefill incarnation `epoch` can no longer acknowledge decode's abort of this request
+    /// (`ack_poisoned`).
+    pub(crate) fn poison_abort_ack(&mut self, epoch: u32) {
+        self.ack_poisoned = Some(epoch);
+    }
+
+    /// Whether prefill incarnation `epoch` withholds its acknowledgement of decode's abort.
+    pub(crate) fn abort_ack_poisoned(&self, epoch: u32) -> bool {
+        self.ack_poisoned == Some(epoch)
     }
 
     /// The index of the transfer batch being scheduled (0 for its first), counted.
@@ -1494,6 +1514,10 @@ impl World {
             if r.delay_spent {
                 // Only when set, so the digests of runs without a scripted delay stay as they were.
                 let _ = write!(img, "delay_spent;");
+            }
+            if let Some(e) = r.ack_poisoned {
+                // Only when set, as above.
+                let _ = write!(img, "ack_poisoned{e};");
             }
             if one_batch_faults {
                 // The batch count decides which batch a one-batch fault hits; only in runs that

@@ -1474,3 +1474,38 @@ fn s3_sglang_0_5_22_frees_an_aborted_requests_source_at_once_and_acknowledges_af
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
     assert_eq!(answer(&w, 1).0, 200);
 }
+
+/// sglang 0.5.22 wheel, `disaggregation/mooncake/conn.py` `_poison_unsettled_send`: a send that
+/// fails (here the synchronous call times out at 2 s while its 2,000-token batch keeps writing)
+/// poisons the room's drain ack (`common/conn.py` `poison_deferred_ack_room`), so decode's abort
+/// after the Failed status is never acknowledged and decode frees its reservation only at its
+/// 30 s deferred-release timeout (`decode.py` `resolve_deferred_releases`). The late write lands
+/// long before: request 1 of another tenant waits for the pages and reads only its own KV. What
+/// is left is prefill's source, freed when the send failed and still read by the batch. The
+/// poison buys the timeout and no more: with a 100 ms timeout decode frees under the write.
+#[test]
+fn s3_sglang_0_5_22_withholds_the_abort_ack_after_a_failed_send() {
+    let text = include_str!("../../../scenarios/catalogue/sync-timeout-still-writing.toml");
+    let still_writing = [("transfer_timeout_semantics", "returns_while_writing"), ("max_transfer_batch_pages", "0")];
+    let w = run(text, "sglang-0.5.22", &still_writing);
+    assert_eq!(answer(&w, 0).0, 500);
+    assert_eq!(answer(&w, 1).0, 200);
+    assert_eq!(kinds(&w), vec!["use_after_free", "wrong_status"]);
+    let sigs = kvsim::fuzz::signatures(&w);
+    assert!(sigs.iter().all(|s| !s.starts_with("use_after_free/transfer_write")), "{sigs:?}");
+    // Request 1 got decode's pages only after the 30 s fallback.
+    let first = w.reqs[1].first_token_at().expect("request 1 decoded");
+    assert!(first.0 >= 30_000_000_000, "first token at {first:?}");
+    // Acknowledged when the failed job ended (no poison): decode frees under the write.
+    let w = run(text, "sglang-0.5.22", &[still_writing[0], still_writing[1], ("prefill_abort_release", "immediate")]);
+    assert_eq!(kinds(&w), vec!["cross_tenant_read", "use_after_free", "wrong_status"]);
+    // The poison bounds the exposure by the deferred-release timeout only.
+    let short = [still_writing[0], still_writing[1], ("deferred_release_timeout_ms", "100")];
+    let w = run(text, "sglang-0.5.22", &short);
+    assert_eq!(kinds(&w), vec!["cross_tenant_read", "use_after_free", "wrong_status"]);
+    // Quiesced: nothing writes after the call returned, only the source read in flight at the
+    // failure is gone too.
+    let w =
+        run(text, "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced"), ("max_transfer_batch_pages", "0")]);
+    assert!(!kinds(&w).contains(&"cross_tenant_read"), "{:?}", kinds(&w));
+}
