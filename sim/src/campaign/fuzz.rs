@@ -390,7 +390,11 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
 /// - a use after free whose request had a transfer acknowledged before its data was visible
 ///   ends in `/visibility_lag` (the rdma-visibility-lag chain: decode freed the pages a lagged
 ///   write then landed in, or prefill freed source pages a lagged read was still reading);
-///   without it (`use_after_free/transfer_write`) the write outlived its pages for another reason;
+///   otherwise one whose batch kept writing after its synchronous call had returned on the
+///   timeout ends in `/sync_timeout` (the sync-timeout-still-writing chain: the sender was told
+///   the batch failed, so prefill freed the source it still read, or decode freed the pages it
+///   still wrote); without either (`use_after_free/transfer_write`) the write outlived its pages
+///   for another reason (an abort, a release timeout);
 /// - a read whose cause is `late_write` (another request's write landed in the reader's pages)
 ///   says whose write: `…/late_write/visibility_lag` when a lagged writer's, `…/late_write` when
 ///   another one's; a reader hit by both counts for both;
@@ -405,6 +409,11 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
         match (v.kind, v.cause.as_str(), req) {
             (Kind::UseAfterFree, _, Some(r)) if r.lagged() => {
                 s.insert(format!("{base}/visibility_lag"));
+            }
+            (Kind::UseAfterFree, _, Some(r)) if r.outlived_call() => {
+                // A batch kept writing after its call returned on the sync timeout (the
+                // sync-timeout-still-writing row), not a free racing a batch within its call.
+                s.insert(format!("{base}/sync_timeout"));
             }
             (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch() => {
                 s.insert(format!("{base}/room_mismatch"));

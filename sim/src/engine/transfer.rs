@@ -867,8 +867,12 @@ impl World {
         if self.decode_pulls() && !(self.decode[d].alive() && self.decode[d].epoch() == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
+        let outlived = b.span.is_some_and(|(_, ret)| self.now > ret);
         let src = j.batch_src(batch as usize).to_vec();
         let src_id = prefill.node();
+        if outlived {
+            self.reqs[r.idx()].outlived_its_call();
+        }
         let rep = self.prefill[p].pool().not_held_by(&src, r, &self.jobs[job].lenders);
         self.note_foreign_writes(src_id, r, rep, crate::world::SOURCE_READ);
         let contents = self.prefill[p].pool().page_contents(&src);
@@ -913,6 +917,12 @@ impl World {
         let contents = match wire {
             Some(c) => Some(*c),
             None => {
+                let (jb, b) = (&self.jobs[job], batch as usize);
+                if jb.batches[b].span.is_some_and(|(_, ret)| self.now > ret) {
+                    // The call returned on its timeout and the batch kept writing: it reads its
+                    // source now, after the sender was told it failed.
+                    self.reqs[j.r.idx()].outlived_its_call();
+                }
                 let (jb, b) = (&self.jobs[job], batch as usize);
                 let src_rep = self.prefill[p].pool().not_held_by(jb.batch_src(b), j.r, &jb.lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, crate::world::SOURCE_READ);

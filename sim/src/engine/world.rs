@@ -98,6 +98,10 @@ pub struct Req {
     room_mismatch: bool,
     /// A transfer of this request was acknowledged before its data was visible.
     lagged: bool,
+    /// A batch of this request read its source after its synchronous call had returned: the call
+    /// timed out and the batch kept writing (`transfer_timeout_semantics = returns_while_writing`).
+    /// Label only: its use-after-free signatures are named `…/sync_timeout` (`fuzz::signatures`).
+    outlived_call: bool,
     /// Its scripted `delay` has been applied (to its first transfer batch: the fault makes the
     /// request's transfer `delay_ms` longer, once; `World::batch_faults`).
     delay_spent: bool,
@@ -166,6 +170,7 @@ impl Req {
             late_pages: Vec::new(),
             room_mismatch: false,
             lagged: false,
+            outlived_call: false,
             delay_spent: false,
             ack_poisoned: None,
             batches: 0,
@@ -233,6 +238,16 @@ impl Req {
     /// A transfer of it was acknowledged before its data was visible.
     pub(crate) fn acked_before_visible(&mut self) {
         self.lagged = true;
+    }
+
+    /// A batch of it read its source after its synchronous call had returned (`outlived_call`).
+    pub(crate) fn outlived_its_call(&mut self) {
+        self.outlived_call = true;
+    }
+
+    /// Whether a batch of it kept writing after its call returned on the sync timeout.
+    pub fn outlived_call(&self) -> bool {
+        self.outlived_call
     }
 
     /// Late writes landed in its pages of `pool`, or in cached blocks it locked there.
@@ -1514,6 +1529,10 @@ impl World {
             if r.delay_spent {
                 // Only when set, so the digests of runs without a scripted delay stay as they were.
                 let _ = write!(img, "delay_spent;");
+            }
+            if r.outlived_call {
+                // Only when set, as above.
+                let _ = write!(img, "outlived_call;");
             }
             if let Some(e) = r.ack_poisoned {
                 // Only when set, as above.

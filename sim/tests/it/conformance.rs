@@ -1491,14 +1491,21 @@ fn s3_sglang_0_5_22_withholds_the_abort_ack_after_a_failed_send() {
     assert_eq!(answer(&w, 0).0, 500);
     assert_eq!(answer(&w, 1).0, 200);
     assert_eq!(kinds(&w), vec!["use_after_free", "wrong_status"]);
+    // The source read after the call returned is named for the timeout (not the abort race of
+    // deferred-release-defeated, whose signature has no suffix).
     let sigs = kvsim::fuzz::signatures(&w);
-    assert!(sigs.iter().all(|s| !s.starts_with("use_after_free/transfer_write")), "{sigs:?}");
+    assert_eq!(
+        sigs.iter().filter(|s| s.starts_with("use_after_free")).collect::<Vec<_>>(),
+        ["use_after_free/transfer_read_of_a_source_page/sync_timeout"]
+    );
     // Request 1 got decode's pages only after the 30 s fallback.
     let first = w.reqs[1].first_token_at().expect("request 1 decoded");
     assert!(first.0 >= 30_000_000_000, "first token at {first:?}");
     // Acknowledged when the failed job ended (no poison): decode frees under the write.
     let w = run(text, "sglang-0.5.22", &[still_writing[0], still_writing[1], ("prefill_abort_release", "immediate")]);
     assert_eq!(kinds(&w), vec!["cross_tenant_read", "use_after_free", "wrong_status"]);
+    let sigs = kvsim::fuzz::signatures(&w);
+    assert!(sigs.contains("use_after_free/transfer_write/sync_timeout"), "{sigs:?}");
     // The poison bounds the exposure by the deferred-release timeout only.
     let short = [still_writing[0], still_writing[1], ("deferred_release_timeout_ms", "100")];
     let w = run(text, "sglang-0.5.22", &short);
