@@ -459,7 +459,13 @@ fn sglang_0_5_22() -> Knobs {
         // that chunk ended (`_maybe_ack_drained_abort`: "Bootstrap thread defers the ABORT ack
         // until the transfer worker drains"). Holding the source too is PR #38961, open.
         prefill_abort_release: PrefillRelease::AckAfterDrain,
-        transfer_timeout_semantics: TimeoutSemantics::Quiesced,
+        // sglang 0.5.22 wheel, `disaggregation/mooncake/conn.py` `_poison_unsettled_send`:
+        // "batch_transfer_sync returns -1 on its wall-clock timeout with the batch still running
+        // (freeBatchID refuses a busy batch and the handle is dropped)", so a failed send may still
+        // be writing decode's pages; the release withholds decode's abort ack for it instead (the
+        // poison of `prefill_abort_release = ack_after_drain`), and decode frees at its 30 s
+        // fallback. (Before the twenty-ninth session this profile carried `quiesced`.)
+        transfer_timeout_semantics: TimeoutSemantics::ReturnsWhileWriting,
         max_transfer_batch_pages: 4096,
         // No release sends a prefill→decode abort notice (PR #38704 is open): checked against the
         // sglang 0.5.22 wheel, `disaggregation/prefill.py` (the sender's abort marks the room Failed

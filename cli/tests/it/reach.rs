@@ -12,7 +12,8 @@ fn line<'a>(out: &'a str, row: &str) -> &'a str {
     out.lines().find(|l| l.starts_with(&format!("| {row} |"))).unwrap_or_else(|| panic!("no line for {row}:\n{out}"))
 }
 
-/// sglang-0.5.22 has two rows; the campaign stops once both are reached (exit 0), names the run,
+/// sglang-0.5.22 has three rows (sync-timeout-still-writing since it took the released call that
+/// returns on its timeout while writing); the campaign stops once all are reached (exit 0), names the run,
 /// seed and vanished signature, and marks the rows it cannot have. The same arguments print the
 /// same table.
 #[test]
@@ -22,8 +23,10 @@ fn a_profile_campaign_reaches_its_rows_and_stops() {
     let rw = line(&out, "router-waits-for-decode");
     assert!(rw.contains("| yes |") && rw.contains("wrong_status/rejected_answered_5xx"), "{rw}");
     assert!(line(&out, "cross-tenant-prefix-hit").contains("| yes |"), "{out}");
+    let st = line(&out, "sync-timeout-still-writing");
+    assert!(st.contains("| yes |") && st.contains("/sync_timeout"), "{st}");
     assert!(line(&out, "stub-admission").contains("cannot have it"), "{out}");
-    assert!(out.contains("2 of 2 measured row(s) reached"), "{out}");
+    assert!(out.contains("3 of 3 measured row(s) reached"), "{out}");
     let runs: u64 =
         out.split(", ").nth(1).and_then(|x| x.split(' ').next()).and_then(|n| n.parse().ok()).expect("runs");
     assert!(runs < 2000, "stopped early: {out}");

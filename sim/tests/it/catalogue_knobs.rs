@@ -225,13 +225,16 @@ fn a_failed_room_left_in_the_waiting_queue_keeps_its_metadata_slot_unless_every_
 /// decode-free-before-late-write through the fix's own timeout (`known-bugs/sglang-0.5.22.toml`):
 /// sglang 0.5.22 defers an aborted request's release until prefill acknowledges the drain, but
 /// `disaggregation/decode.py` `resolve_deferred_releases` releases device pages anyway after
-/// `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT` (30 s, `srt/environ.py`), and a
-/// quiesced transfer call only stops at its 60 s sync timeout. A transfer slower than the one and
-/// faster than the other lands in freed pages. The case is a guided campaign's shrunk find
-/// (seed 60,171,634, its 45 s delay a nudge of the table's 90 s): the swarm's scripted delays
-/// (10 s, 90 s) fall on either side of the window.
+/// `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT` (30 s, `srt/environ.py`). A transfer
+/// slower than that lands in freed pages. A quiesced call would stop it at the 60 s sync timeout,
+/// but 0.5.22's call returns on the timeout with the batch still writing (`mooncake/conn.py`
+/// `_poison_unsettled_send`), so every transfer slower than 30 s lands under the fallback, and
+/// past 60 s it is the sync-timeout-still-writing chain (`…/sync_timeout`). The case is a guided
+/// campaign's shrunk find (seed 60,171,634, its 45 s delay a nudge of the table's 90 s); under a
+/// quiesced call (`--set transfer_timeout_semantics=quiesced`) the window is 30 to 60 s, so the
+/// swarm's scripted delays (10 s, 90 s) fall on either side of it.
 #[test]
-fn the_deferred_release_fallback_frees_under_a_transfer_between_30_and_60_seconds() {
+fn the_deferred_release_fallback_frees_under_a_transfer_slower_than_30_seconds() {
     let case = |delay_ms: u64| {
         format!(
             r#"
@@ -264,18 +267,28 @@ delay_ms = {delay_ms}
         (31_000, true),
         (45_000, true),
         (59_000, true),
-        (61_000, false),
-        (90_000, false),
+        (61_000, true),
+        (90_000, true),
     ] {
         let w = run(&case(delay_ms), "sglang-0.5.22", &[]);
         let causes: Vec<&str> = of_kind(&w, Kind::UseAfterFree).iter().map(|v| v.cause.as_str()).collect();
         assert_eq!(causes.contains(&"transfer_write"), freed_under, "delay {delay_ms} ms: {:?}", w.oracle.violations);
-        // Prefill freed the source at the abort, under the chunk in flight: a chunk that ends
-        // within its 60 s sync timeout reads it (the source half of deferred-release-defeated,
-        // which 0.5.22 has); one that times out, quiesced, reads nothing. Nothing else.
-        let read = causes.contains(&"transfer_read_of_a_source_page");
-        assert_eq!(read, delay_ms < 60_000, "delay {delay_ms} ms: {causes:?}");
+        // Prefill freed the source at the abort, under the chunk in flight, which reads it
+        // whenever it ends (the source half of deferred-release-defeated, which 0.5.22 has).
+        // Nothing else.
+        assert!(causes.contains(&"transfer_read_of_a_source_page"), "delay {delay_ms} ms: {causes:?}");
         assert_eq!(w.oracle.violations.len(), causes.len(), "nothing else: {:?}", w.oracle.violations);
+        // Past the 60 s sync timeout the call had returned: the chain names it.
+        let sigs = kvsim::fuzz::signatures(&w);
+        let timed_out = sigs.contains("use_after_free/transfer_write/sync_timeout");
+        assert_eq!(timed_out, delay_ms > 60_000, "delay {delay_ms} ms: {sigs:?}");
+        assert_eq!(sigs.contains("use_after_free/transfer_write"), freed_under && delay_ms < 60_000, "{sigs:?}");
+        // Quiesced at the timeout (what the profile carried before it was checked against the
+        // wheel): the window closes at 60 s and a timed-out chunk reads nothing.
+        let q = run(&case(delay_ms), "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced")]);
+        let qc: Vec<&str> = of_kind(&q, Kind::UseAfterFree).iter().map(|v| v.cause.as_str()).collect();
+        assert_eq!(qc.contains(&"transfer_write"), freed_under && delay_ms < 60_000, "quiesced, delay {delay_ms} ms");
+        assert_eq!(qc.contains(&"transfer_read_of_a_source_page"), delay_ms < 60_000, "quiesced, delay {delay_ms} ms");
         // The fix's knob: without the fallback (vLLM's rule, which holds until the read stops) the
         // pages are never freed under the write.
         let held = run(&case(delay_ms), "sglang-0.5.22", &[("deferred_release_timeout_ms", "600000")]);

@@ -469,8 +469,9 @@ fn copies_of_request_0(w: &World) -> usize {
 
 #[test]
 fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
-    // 0.5.22: the timed-out batch is quiesced (nothing lands); prefill frees as the call returns.
-    let w = collect(FAILED_CHUNK, "sglang-0.5.22", &[]);
+    // Quiesced at the timeout (a what-if: no release's Mooncake call does it): nothing lands, and
+    // prefill frees as the call returns.
+    let w = collect(FAILED_CHUNK, "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced")]);
     assert_eq!(answer(&w, 0).0, 500);
     assert_eq!(w.jobs.len(), 16, "every chunk was computed and handed to the worker before the failure");
     let (freed, copies) = prefill_free_and_copies(&w);
@@ -478,14 +479,25 @@ fn s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks() {
     assert_eq!(copies, 0);
     assert!(w.prefill.iter().all(|p| p.leaks().is_none()));
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    // 0.5.16: the failed batch keeps writing after its call returned (Mooncake #4247) and lands
-    // alone; prefill freed its source at the failure (PR #38961, open, would hold it), so that one
-    // landing reads a freed page: the released build's own use-after-free, not the queued chunks'.
-    let w = collect(FAILED_CHUNK, "sglang-0.5.16", &[]);
-    assert_eq!(answer(&w, 0).0, 500);
-    let (freed, copies) = prefill_free_and_copies(&w);
-    assert!(freed < 600_000_000, "prefill freed request 0's pages at {freed} ns");
-    assert_eq!(copies, 1, "only the chunk being written lands");
+    // 0.5.16 and 0.5.22: the failed batch keeps writing after its call returned (Mooncake #4247;
+    // 0.5.22 `mooncake/conn.py` `_poison_unsettled_send` says so) and lands alone; prefill freed
+    // its source at the failure (PR #38961, open, would hold it), so that one landing reads a
+    // freed page: the released build's own use after free, named for the timeout, not the
+    // queued chunks'. 0.5.16's decode frees its pages at the Failed status, so the write lands
+    // in freed pages too; 0.5.22's failed send poisons the drain ack and decode holds its pages
+    // for the 30 s fallback, long after the landing.
+    let read = "use_after_free/transfer_read_of_a_source_page/sync_timeout";
+    let write = "use_after_free/transfer_write/sync_timeout";
+    for (profile, want) in [("sglang-0.5.16", vec![read, write]), ("sglang-0.5.22", vec![read])] {
+        let w = collect(FAILED_CHUNK, profile, &[]);
+        assert_eq!(answer(&w, 0).0, 500, "{profile}");
+        let (freed, copies) = prefill_free_and_copies(&w);
+        assert!(freed < 600_000_000, "{profile}: prefill freed request 0's pages at {freed} ns");
+        assert_eq!(copies, 1, "{profile}: only the chunk being written lands");
+        let sigs = kvsim::fuzz::signatures(&w);
+        let uaf: Vec<&str> = sigs.iter().map(String::as_str).filter(|s| s.starts_with("use_after_free")).collect();
+        assert_eq!(uaf, want, "{profile}");
+    }
 }
 
 /// Reference §3 (aborts): the transfer worker drops a Failed room's queued chunks as it dequeues
@@ -517,18 +529,14 @@ fn s3_aborts_the_workers_queue_moves_up_after_a_failed_rooms_chunks_are_skipped(
         assert!(copies[0] < 1_000_000_000, "{profile}: landed at {} ns", copies[0]);
         assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
         assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile}");
-        // 0.5.16's failed chunk keeps writing after its call returned and lands on request 0's
-        // freed source (its own use after free, `s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks`);
+        // The failed chunk keeps writing after its call returned and lands on request 0's freed
+        // source (its own use after free, `s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks`);
         // nothing else is reported on either version.
         let others: Vec<_> = w
             .oracle
             .violations
             .iter()
-            .filter(|v| {
-                !(profile == "sglang-0.5.16"
-                    && v.kind.name() == "use_after_free"
-                    && v.request.is_some_and(|r| r.0 == 0))
-            })
+            .filter(|v| !(v.kind.name() == "use_after_free" && v.request.is_some_and(|r| r.0 == 0)))
             .collect();
         assert!(others.is_empty(), "{profile}: {:?}", others.first());
     }
