@@ -1461,6 +1461,17 @@ impl World {
                 // inside the horizon, sglang-0.5.22 campaign seed 309,065). Judged
                 // there, those pages would count as a leak; they are freed when the ack lands.
                 Ev::AbortAt { r, .. } | Ev::AbortAck { r, .. } => self.reqs[r.idx()].response.is_some().then_some(s.at),
+                // Decode's deferred-release fallback, still armed: the pages of a request whose
+                // abort prefill will never acknowledge (a failed send poisoned the ack, sglang
+                // 0.5.22 `mooncake/conn.py` `_poison_unsettled_send`) are freed when it fires, 30 s
+                // after the failure (guided campaign seed 700,132,987: a transfer that failed at
+                // 90 s, its fallback due 4 ms after the 120 s horizon, judged a decode leak).
+                Ev::Timeout { r, timer: TimeoutKind::DeferredRelease, node, epoch } => match node.idx() {
+                    NodeIdx::Decode(d) => {
+                        (!self.decode_timeout_moot(*r, TimeoutKind::DeferredRelease, d, *epoch, s.at)).then_some(s.at)
+                    }
+                    NodeIdx::Prefill(_) => None,
+                },
                 // A transfer still in flight: the sender's pages (and the room's metadata slot)
                 // are held until it ends, so pages held at the horizon are not yet a leak (a
                 // queue of slow chunks to one decode node can outlast the bound).

@@ -250,6 +250,83 @@ page_size = 64
     assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode holds nothing at the end");
 }
 
+/// Decode's deferred-release fallback still armed at the horizon is not a leak. Guided campaign
+/// seed 700,132,987 on `sglang-0.5.22` (shrunk): request 2's transfer, queued behind two delayed
+/// ones, starts at 30 s, is delayed 60 s and fails at its 60 s sync timeout at 90 s while still
+/// writing; the failed send poisons prefill's drain ack, so decode keeps the request's pages until
+/// its 30 s fallback, due 4 ms after the 120 s horizon. Judged there they were `page_leak/decode`.
+#[test]
+fn a_deferred_release_fallback_armed_at_the_horizon_is_not_a_leak() {
+    let text = r#"
+name = "fallback-at-the-horizon"
+seed = 13157553958243586140
+profile = "sglang-0.5.22"
+context_len = 2048
+liveness_bound_s = 120
+[[prefill]]
+pool_tokens = 954
+metadata_slots = 8
+[[decode]]
+pool_tokens = 1459
+metadata_slots = 8
+[router]
+policy = "least_loaded"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 906
+output_tokens = 1
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 947
+output_tokens = 1
+[[request]]
+at_ns = 1876622
+tenant = 0
+prompt_tokens = 361
+output_tokens = 1
+[knobs]
+chunked_prefill_size = 4096
+max_transfer_batch_pages = 64
+[[faults.script]]
+kind = "delay"
+request = 2
+delay_ms = 60000
+[[faults.script]]
+kind = "delay"
+request = 0
+batch = 4
+delay_ms = 9917
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 20000
+"#;
+    let cfg = kvsim::scenario::Scenario::parse("fallback-at-the-horizon.toml", text)
+        .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = kvsim::simulate(cfg, None, true);
+    let sigs = signatures(&w);
+    assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
+    // The failed send's own use after free of its source stays; the fallback freed decode's pages
+    // 30 s after the failure, past the first horizon.
+    assert!(sigs.contains("use_after_free/transfer_read_of_a_source_page/sync_timeout"), "{sigs:?}");
+    assert_eq!(w.reqs[2].response().as_ref().map(|a| a.status), Some(500));
+    assert!(w.ended_at().0 > 120_000_000_000, "ended at {:?}", w.ended_at());
+    assert!(w.decode.iter().all(|d| d.leaks().is_none()), "decode holds nothing at the end");
+}
+
 /// Random faults stop at `heal_at` for every batch, not only for jobs submitted before it: a job's
 /// batches are scheduled when it is submitted, and each draws its faults for its own start time.
 /// One request, 20 four-page batches, every batch drawn a 1 s delay until the heal at 2.5 s: the
