@@ -466,7 +466,12 @@ fn sglang_0_5_22() -> Knobs {
         // poison of `prefill_abort_release = ack_after_drain`), and decode frees at its 30 s
         // fallback. (Before the twenty-ninth session this profile carried `quiesced`.)
         transfer_timeout_semantics: TimeoutSemantics::ReturnsWhileWriting,
-        max_transfer_batch_pages: 4096,
+        // sglang 0.5.22 wheel, `srt/environ.py`: `SGLANG_MOONCAKE_MAX_TRANSFER_BATCH_INDICES`
+        // defaults to 0, and `mooncake/conn.py` `send_kvcache` then sends every layer's pages in
+        // one `batch_transfer_sync` ("Preserve this legacy path unless users explicitly opt in to
+        // bounded index batches"); only the draft model's sliced path falls back to 4096 indices
+        // (`process_sliced_draft`). (Before the twenty-ninth session the profile carried 4096.)
+        max_transfer_batch_pages: 0,
         // No release sends a prefill→decode abort notice (PR #38704 is open): checked against the
         // sglang 0.5.22 wheel, `disaggregation/prefill.py` (the sender's abort marks the room Failed
         // locally) — lifecycle reference §3 and §11. The router is mini_lb (sglang-router 0.3.2,
