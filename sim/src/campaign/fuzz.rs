@@ -396,8 +396,9 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
 ///   still wrote); without either (`use_after_free/transfer_write`) the write outlived its pages
 ///   for another reason (an abort, a release timeout);
 /// - a read whose cause is `late_write` (another request's write landed in the reader's pages)
-///   says whose write: `…/late_write/visibility_lag` when a lagged writer's, `…/late_write` when
-///   another one's; a reader hit by both counts for both;
+///   says whose write: `…/late_write/visibility_lag` when a lagged writer's,
+///   `…/late_write/sync_timeout` when a writer's whose batch outlived its timed-out call,
+///   `…/late_write` when another one's; a reader hit by several counts for each;
 /// - a valid request that decode failed because its metadata slot held another request's room
 ///   (a false corruption abort, the stale-metadata-room symptom) is
 ///   `wrong_status/valid_request_failed/room_mismatch`.
@@ -427,9 +428,12 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
             (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch() => {
                 s.insert(format!("{base}/room_mismatch"));
             }
-            (_, "late_write", Some(r)) if r.late_writers() != (false, false) => {
+            (_, "late_write", Some(r)) if r.late_written() => {
                 if r.late_writers().0 {
                     s.insert(format!("{base}/visibility_lag"));
+                }
+                if r.late_write_timed_out() {
+                    s.insert(format!("{base}/sync_timeout"));
                 }
                 if r.late_writers().1 {
                     s.insert(base);

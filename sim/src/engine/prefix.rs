@@ -321,7 +321,7 @@ impl World {
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
         // A block a late write landed in while cached: the request reads what it left.
         let pool = self.prefill[n.at()].id();
-        self.reqs[r.idx()].note_late_writes(&late, pool);
+        self.reqs[r.idx()].note_late_writes(&late, pool, false);
         let pages = crate::pool::pages_in(&table);
         // The matched blocks' pages start its block table (the replay's reads need them).
         self.mem(MemOp::Lock { pool, r, pages: table.clone() });
@@ -435,7 +435,7 @@ impl World {
         }
         // A block a late write landed in while cached: the locker reads what it left.
         let pool = self.decode[n.at()].id();
-        self.reqs[r.idx()].note_late_writes(&late, pool);
+        self.reqs[r.idx()].note_late_writes(&late, pool, false);
         (keys, table)
     }
 

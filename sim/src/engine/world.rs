@@ -88,6 +88,12 @@ pub struct Req {
     /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
     /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
     late_writers: (bool, bool),
+    /// A late writer of the `.1` kind whose batch kept writing after its synchronous call had
+    /// returned on the timeout (`outlived_call`): counted here instead of in `late_writers.1`,
+    /// so its reads are named `…/late_write/sync_timeout`. Only a write that lands in a holder's
+    /// pages carries it; a cached block's later lockers see it as `.1` (the block keeps only the
+    /// lag). Label only.
+    late_by_timed_out: bool,
     /// The pages those late writes landed in, by pool: a bad read of this request is named
     /// `late_write` only when its bad slots lie in them, or when none of them is in the pool read
     /// (the late-written KV came from another pool). Label only.
@@ -167,6 +173,7 @@ impl Req {
             fault_touched: false,
             timed_out: false,
             late_writers: (false, false),
+            late_by_timed_out: false,
             late_pages: Vec::new(),
             room_mismatch: false,
             lagged: false,
@@ -250,10 +257,13 @@ impl Req {
         self.outlived_call
     }
 
-    /// Late writes landed in its pages of `pool`, or in cached blocks it locked there.
-    pub(crate) fn note_late_writes(&mut self, late: &crate::prefix::LateWrites, pool: PoolId) {
+    /// Late writes landed in its pages of `pool`, or in cached blocks it locked there;
+    /// `timed_out`: the writer's batch outlived its timed-out call (`late_by_timed_out`).
+    pub(crate) fn note_late_writes(&mut self, late: &crate::prefix::LateWrites, pool: PoolId, timed_out: bool) {
         if late.any() {
-            self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | late.other);
+            let other = late.other && !timed_out;
+            self.late_by_timed_out |= late.other && timed_out;
+            self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | other);
             self.late_pages.extend(late.pages.iter().map(|p| (pool, *p)));
         }
     }
@@ -431,7 +441,13 @@ impl Req {
 
     #[inline]
     pub fn late_written(&self) -> bool {
-        self.late_writers != (false, false)
+        self.late_writers != (false, false) || self.late_by_timed_out
+    }
+
+    /// Whether a late writer of it had outlived its timed-out call (`late_by_timed_out`).
+    #[inline]
+    pub fn late_write_timed_out(&self) -> bool {
+        self.late_by_timed_out
     }
 
     #[inline]
@@ -1060,6 +1076,7 @@ impl World {
         // transfer's read of a source page changes nothing there.
         let wrote = what != SOURCE_READ;
         let lagged_writer = self.reqs[writer.idx()].lagged;
+        let timed_out_writer = self.reqs[writer.idx()].outlived_call;
         let locked = match pool.idx() {
             _ if !wrote || cached.is_empty() => Vec::new(),
             NodeIdx::Decode(n) => {
@@ -1085,7 +1102,7 @@ impl World {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
                 let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
-                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, pages), pool);
+                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, pages), pool, timed_out_writer);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {

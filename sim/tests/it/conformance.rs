@@ -1524,3 +1524,78 @@ fn s3_sglang_0_5_22_withholds_the_abort_ack_after_a_failed_send() {
         run(text, "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced"), ("max_transfer_batch_pages", "0")]);
     assert!(!kinds(&w).contains(&"cross_tenant_read"), "{:?}", kinds(&w));
 }
+
+/// A guided campaign's shrunk find on sglang 0.5.22 (seed 810,279,602): request 1's batch,
+/// delayed 61 s, fails its 500 ms sync call and keeps writing; its source pages are freed at the
+/// failure and prefill gives them to request 3, decode frees request 1's pages at its 30 s
+/// fallback (the failed send poisoned the drain ack) and gives them to request 3 too; at 61 s the
+/// batch reads request 3's prompt from the reused source and writes it into request 3's decode
+/// pages, at request 1's positions. Request 3 reads its own KV out of place, and the read is
+/// named for the writer that outlived its timed-out call; under a quiesced call nothing of this
+/// happens.
+#[test]
+fn s3_sglang_0_5_22_a_write_that_outlived_its_call_names_the_reads_it_corrupts() {
+    let text = r#"
+name = "outlived-call"
+profile = "sglang-0.5.22"
+seed = 7542079128799591857
+context_len = 32768
+liveness_bound_s = 1200
+[[prefill]]
+pool_tokens = 1167
+[[decode]]
+pool_tokens = 1672
+metadata_slots = 8
+[router]
+policy = "random"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 119
+output_tokens = 1
+[[request]]
+at_ns = 7625850
+tenant = 0
+prompt_tokens = 1160
+output_tokens = 1
+[[request]]
+at_ns = 7625850
+tenant = 0
+prompt_tokens = 392
+output_tokens = 1
+[knobs]
+chunked_prefill_size = 4096
+transfer_sync_timeout_ms = 500
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 61035
+[[faults.script]]
+kind = "delay"
+request = 2
+delay_ms = 497
+"#;
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert!(w.reqs[1].outlived_call());
+    let sigs = kvsim::fuzz::signatures(&w);
+    assert!(sigs.contains("own_kv_misplaced/late_write/sync_timeout"), "{sigs:?}");
+    assert!(sigs.contains("use_after_free/transfer_write/sync_timeout"), "{sigs:?}");
+    assert!(!sigs.contains("own_kv_misplaced/late_write"), "{sigs:?}");
+    let w = run(text, "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced")]);
+    assert!(!kinds(&w).contains(&"own_kv_misplaced"), "{:?}", kinds(&w));
+}
