@@ -88,3 +88,19 @@ pub fn run_with_jobs_of(
     w.finish();
     (w, seen.into_values().collect())
 }
+
+/// The cost model of drawn campaign runs (`fuzz::fuzz_cost`) as a scenario's `[cost]` table: the
+/// shrunk cases inlined in tests carry it. Appended to a scenario's text (a TOML table may follow
+/// the arrays of tables).
+pub const FUZZ_COST: &str = "
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+";

@@ -4,6 +4,7 @@
 //! where kvsim simplifies on purpose. The profile values each test relies on are cited in
 //! `sim/src/config.rs` (released version and file, reference section 11).
 
+use crate::FUZZ_COST;
 use kvsim::check::Kind;
 use kvsim::config::{OnOff, SimConfig, PROFILES};
 use kvsim::scenario::{Overrides, Scenario};
@@ -1535,7 +1536,8 @@ fn s3_sglang_0_5_22_withholds_the_abort_ack_after_a_failed_send() {
 /// happens.
 #[test]
 fn s3_sglang_0_5_22_a_write_that_outlived_its_call_names_the_reads_it_corrupts() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "outlived-call"
 profile = "sglang-0.5.22"
 seed = 7542079128799591857
@@ -1548,16 +1550,6 @@ pool_tokens = 1672
 metadata_slots = 8
 [router]
 policy = "random"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [[request]]
 at_ns = 0
 tenant = 0
@@ -1589,7 +1581,10 @@ delay_ms = 61035
 kind = "delay"
 request = 2
 delay_ms = 497
-"#;
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
     let w = run(text, "sglang-0.5.22", &[]);
     assert!(w.reqs[1].outlived_call());
     let sigs = kvsim::fuzz::signatures(&w);

@@ -2,7 +2,7 @@
 //! within a bound, else the run stops with a hang naming what the request waits for; a
 //! quiescent run stops early, without hiding anything the ordinary run finds.
 
-use crate::load;
+use crate::{load, FUZZ_COST};
 use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, signatures, Space};
 use kvsim::report::{exit, Report};
@@ -117,7 +117,8 @@ fn quiescence_never_hides_a_violation_over_drawn_runs() {
 /// pages decode holds until prefill acknowledges the abort, `page_leak/decode`: both false.
 #[test]
 fn a_leg_result_in_flight_at_the_horizon_is_not_a_hang() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "leg-result-at-the-horizon"
 seed = 189770
 profile = "sglang-0.5.22"
@@ -131,16 +132,6 @@ pool_tokens = 1024
 metadata_slots = 2
 [router]
 policy = "least_loaded"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [[request]]
 tenant = 0
 at_ns = 0
@@ -164,7 +155,10 @@ output_tokens = 1
 [knobs]
 chunked_prefill_size = 1024
 page_size = 16
-"#;
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
     let cfg = kvsim::scenario::Scenario::parse("leg-result-at-the-horizon.toml", text)
         .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -188,7 +182,8 @@ page_size = 16
 /// abort were judged there as `page_leak/decode`.
 #[test]
 fn an_abort_ack_in_flight_at_the_horizon_is_not_a_leak() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "abort-ack-at-the-horizon"
 seed = 309065
 profile = "sglang-0.5.22"
@@ -204,16 +199,6 @@ metadata_slots = 64
 max_running_requests = 64
 [router]
 policy = "random"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [[request]]
 at_ns = 0
 tenant = 0
@@ -237,7 +222,10 @@ output_tokens = 1
 [knobs]
 chunked_prefill_size = 1024
 page_size = 64
-"#;
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
     let cfg = kvsim::scenario::Scenario::parse("abort-ack-at-the-horizon.toml", text)
         .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -257,7 +245,8 @@ page_size = 64
 /// its 30 s fallback, due 4 ms after the 120 s horizon. Judged there they were `page_leak/decode`.
 #[test]
 fn a_deferred_release_fallback_armed_at_the_horizon_is_not_a_leak() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "fallback-at-the-horizon"
 seed = 13157553958243586140
 profile = "sglang-0.5.22"
@@ -271,16 +260,6 @@ pool_tokens = 1459
 metadata_slots = 8
 [router]
 policy = "least_loaded"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [[request]]
 at_ns = 0
 tenant = 0
@@ -312,7 +291,10 @@ delay_ms = 9917
 kind = "delay"
 request = 1
 delay_ms = 20000
-"#;
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
     let cfg = kvsim::scenario::Scenario::parse("fallback-at-the-horizon.toml", text)
         .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
         .unwrap_or_else(|e| panic!("{e}"));
