@@ -910,10 +910,10 @@ impl World {
     /// deferred-release timeout).
     pub(crate) fn prefill_ack_abort(&mut self, r: RequestId) {
         let q = &self.reqs[r.idx()];
+        let decode = q.decode();
         if q.abort_ack_poisoned(self.prefill[q.prefill().at()].epoch()) {
             return;
         }
-        let decode = self.reqs[r.idx()].decode();
         let epoch = self.decode[decode.at()].epoch();
         let lat = self.msg_latency();
         self.after(lat, Ev::AbortAck { r, decode, epoch });

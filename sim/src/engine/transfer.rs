@@ -48,6 +48,14 @@ pub struct Batch {
     land_at: Option<Instant>,
 }
 
+impl Batch {
+    /// Whether reading its source at `now` comes after its call returned: the call timed out and
+    /// the batch kept writing (`returns_while_writing`).
+    fn outlives_its_call(&self, now: Instant) -> bool {
+        self.span.is_some_and(|(_, ret)| now > ret)
+    }
+}
+
 /// Page contents as `Pool::page_contents` gives them and `Pool::land_copy` takes them.
 pub type Contents = Vec<(u64, u64, Option<crate::pool::Writer>)>;
 
@@ -867,7 +875,7 @@ impl World {
         if self.decode_pulls() && !(self.decode[d].alive() && self.decode[d].epoch() == decode_epoch) {
             return; // decode issues the reads, and it died (`transfer_reader_died`)
         }
-        let outlived = b.span.is_some_and(|(_, ret)| self.now > ret);
+        let outlived = b.outlives_its_call(self.now);
         let src = j.batch_src(batch as usize).to_vec();
         let src_id = prefill.node();
         if outlived {
@@ -918,12 +926,11 @@ impl World {
             Some(c) => Some(*c),
             None => {
                 let (jb, b) = (&self.jobs[job], batch as usize);
-                if jb.batches[b].span.is_some_and(|(_, ret)| self.now > ret) {
+                if jb.batches[b].outlives_its_call(self.now) {
                     // The call returned on its timeout and the batch kept writing: it reads its
                     // source now, after the sender was told it failed.
                     self.reqs[j.r.idx()].outlived_its_call();
                 }
-                let (jb, b) = (&self.jobs[job], batch as usize);
                 let src_rep = self.prefill[p].pool().not_held_by(jb.batch_src(b), j.r, &jb.lenders);
                 self.note_foreign_writes(src_id, j.r, src_rep, crate::world::SOURCE_READ);
                 reader_alive.then(|| {
