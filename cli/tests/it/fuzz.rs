@@ -322,8 +322,8 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
     ]);
     let (fuzz_code, text) = (out.status.code(), String::from_utf8_lossy(&out.stdout));
     assert!(text.contains("triage against known-bugs/sglang-0.5.22.toml (profile sglang-0.5.22)"), "{text}");
-    // No hardware fault in a profile's campaign (issue 13): stub-admission's 5xx is the known row.
-    assert!(text.contains("known (stub-admission)"), "{text}");
+    // No hardware fault in a profile's campaign (issue 13): the 5xx is router-waits-for-decode, a known row.
+    assert!(text.contains("known (router-waits-for-decode)"), "{text}");
     let merged = tmp("shipped-merged");
     let out = kvsim(&["corpus", "merge", &c, "--into", &merged]);
     let m = String::from_utf8_lossy(&out.stdout);
@@ -454,7 +454,7 @@ fn the_campaign_writes_an_html_report_whose_links_resolve() {
             assert!(folder.join("perfetto.json").is_file() && folder.join("pagemap.svg").is_file(), "{folder:?}");
         }
         // A profile's campaign draws no hardware fault (issue 13): rdma-visibility-lag is not found.
-        assert!(text.contains("known (stub-admission)"), "triaged against the shipped file");
+        assert!(text.contains("known (router-waits-for-decode)"), "triaged against the shipped file");
         let base = Path::new(&path).parent().unwrap();
         let mut links = 0;
         for h in doc.descendants().filter_map(|n| n.attribute("href")).filter(|h| !h.starts_with('#')) {

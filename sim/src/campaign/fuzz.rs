@@ -244,7 +244,30 @@ fn draw_space(seed: u64, space: &Space) -> SimConfig {
     draw_metadata_lag(&mut c, seed);
     draw_liveness_bound(&mut c, seed);
     draw_long_outputs(&mut c, seed);
+    if space.from_profile() {
+        draw_release_fallback(&mut c, seed);
+    }
     c
+}
+
+/// A profile's deferred-release fallback (issue 15, reach): where decode defers an aborted
+/// request's release and frees at a fallback timer (`decode_abort_release = deferred` behind the
+/// concurrent router: sglang 0.5.22, whose `disaggregation/decode.py` `resolve_deferred_releases`
+/// frees after `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT`, 30 s by default in
+/// `environ.py`, an operator's setting), half the runs keep the profile's value and half a shorter
+/// one from [`table::SHORT_DEFERRED_RELEASE_TIMEOUT_MS`], from a generator of their own so that
+/// no other value of the run moves. With only the 30 s default the swarm's delays (10 s at most)
+/// never outlast the fallback, so the decode-free-before-late-write row the release keeps (a
+/// transfer slower than the fallback lands in freed pages) was reachable only by guided nudges.
+fn draw_release_fallback(c: &mut SimConfig, seed: u64) {
+    let k = &mut c.knobs;
+    if k.decode_abort_release != config::DecodeRelease::Deferred || k.router_mode != config::RouterMode::Concurrent {
+        return;
+    }
+    let mut rng = Prng::child(seed, "release-fallback");
+    if rng.below(2) == 1 {
+        k.deferred_release_timeout_ms = table::SHORT_DEFERRED_RELEASE_TIMEOUT_MS.pick(&mut rng);
+    }
 }
 
 /// Long outputs (issue 15, reach): one generated run in [`table::LONG_OUTPUT_ONE_IN`] has its
@@ -693,10 +716,13 @@ mod tests {
     // `prefill_abort_release = ack_after_drain` (it carried PR #38961's hold): its draws carry it,
     // and the blind swarm draws the knob among three values instead of two. Then when
     // sglang-0.5.22 took the released `transfer_timeout_semantics = returns_while_writing` (it
-    // carried `quiesced`): its draws carry it; the blind swarm's draws do not move.
+    // carried `quiesced`): its draws carry it; the blind swarm's draws do not move. Then when
+    // half of sglang-0.5.22's runs took a shorter deferred-release fallback (1 or 5 s,
+    // `draw_release_fallback`, a generator of its own: with it set back the draws meet
+    // `PINNED_DRAWS_BEFORE_THE_SHORT_BOUND`'s digest as before); no other space moves.
     const PINNED_DRAWS: [&str; 4] = [
         "blind: c37aa72590ead3e8",
-        "sglang-0.5.22: 6f6c1144fc661f33",
+        "sglang-0.5.22: 935008b609707a4a",
         "prefix: 936fd17d362636be",
         "vllm-nixl prefix: 36b47bfb8fac762c",
     ];
@@ -796,6 +822,10 @@ mod tests {
                     g.output_tokens[0].max = drawn_output_max(seed, &space);
                     long_runs += 1;
                 }
+                // The release fallback (drawn after them, on its own), set back to the profile's.
+                if space.from_profile() {
+                    c.knobs.deferred_release_timeout_ms = 30_000;
+                }
                 std::hash::Hash::hash(&c, &mut h);
             }
             got.push(format!("{name}: {:016x}", std::hash::Hasher::finish(&h)));
@@ -815,6 +845,26 @@ mod tests {
     fn drawn_output_max(seed: u64, space: &Space) -> u64 {
         let c = draw_swarm(seed, space);
         c.generator.expect("a generated run").output_tokens[0].max
+    }
+
+    /// Half of a profile's runs whose decode frees at a deferred-release fallback take a shorter
+    /// one, from a generator of their own (`draw_release_fallback`); every other value of the run
+    /// is the one drawn before (`the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own`
+    /// sets it back and meets the digests pinned before). A profile whose decode has no fallback
+    /// timer, and the blind swarm, keep their values.
+    #[test]
+    fn a_profile_with_a_release_fallback_draws_shorter_ones() {
+        let p22 = Space::Profile("sglang-0.5.22".into());
+        let mut seen = BTreeSet::new();
+        for seed in 0..400 {
+            seen.insert(draw(seed, &p22).knobs.deferred_release_timeout_ms);
+        }
+        let shorter = (0..400).filter(|s| draw(*s, &p22).knobs.deferred_release_timeout_ms < 30_000).count();
+        assert_eq!(seen, BTreeSet::from([1_000, 5_000, 30_000]));
+        assert!((160..240).contains(&shorter), "{shorter} of 400 with a shorter fallback (expect ~200)");
+        let nixl = Space::Profile("vllm-nixl".into());
+        assert!((0..200).all(|s| draw(s, &nixl).knobs.deferred_release_timeout_ms == 30_000));
+        assert!((0..200).all(|s| draw(s, &Space::Blind).knobs.deferred_release_timeout_ms == 30_000));
     }
 
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the

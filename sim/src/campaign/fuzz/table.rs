@@ -121,6 +121,11 @@ pub const MAX_TRANSFER_BATCH_PAGES: Column<u64> =
 /// `transfer_sync_timeout_ms` (a deployment knob).
 pub const TRANSFER_SYNC_TIMEOUT_MS: Column<u64> =
     Column { rows: &[(500, Both), (2_000, Swarm), (5_000, Both), (60_000, Both)] };
+/// A shorter `deferred_release_timeout_ms` that half of a profile's runs take where decode's
+/// deferred release has a fallback timer (`fuzz::draw_release_fallback`; sglang 0.5.22's
+/// `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT`, 30 s by default): shorter than
+/// the swarm's 10 s delay spike, and shorter than its transfer sync timeouts of 2 s and more.
+pub const SHORT_DEFERRED_RELEASE_TIMEOUT_MS: Column<u64> = Column { rows: &[(1_000, Swarm), (5_000, Swarm)] };
 /// The knobs drawn with the deployment (from the columns above), never with the other knobs.
 pub const DEPLOYMENT_KNOBS: [&str; 4] =
     ["page_size", "chunked_prefill_size", "max_transfer_batch_pages", "transfer_sync_timeout_ms"];
