@@ -12,10 +12,11 @@ fn line<'a>(out: &'a str, row: &str) -> &'a str {
     out.lines().find(|l| l.starts_with(&format!("| {row} |"))).unwrap_or_else(|| panic!("no line for {row}:\n{out}"))
 }
 
-/// sglang-0.5.22 has three rows (sync-timeout-still-writing since it took the released call that
-/// returns on its timeout while writing); the campaign stops once all are reached (exit 0), names the run,
-/// seed and vanished signature, and marks the rows it cannot have. The same arguments print the
-/// same table.
+/// sglang-0.5.22 has five rows (sync-timeout-still-writing since it took the released call that
+/// returns on its timeout while writing; deferred-release-defeated and decode-free-before-late-write
+/// through the release's partial fixes, its drain acknowledgement and its deferred release's
+/// fallback); the campaign stops once all are reached (exit 0), names the run, seed and vanished
+/// signature, and marks the rows it cannot have. The same arguments print the same table.
 #[test]
 fn a_profile_campaign_reaches_its_rows_and_stops() {
     let (code, out, err) = kvsim(&["reach", "--profile", "sglang-0.5.22", "--runs", "2000", "--progress", "0"]);
@@ -25,8 +26,12 @@ fn a_profile_campaign_reaches_its_rows_and_stops() {
     assert!(line(&out, "cross-tenant-prefix-hit").contains("| yes |"), "{out}");
     let st = line(&out, "sync-timeout-still-writing");
     assert!(st.contains("| yes |") && st.contains("/sync_timeout"), "{st}");
+    let dr = line(&out, "deferred-release-defeated");
+    assert!(dr.contains("| yes |") && dr.contains("transfer_read_of_a_source_page"), "{dr}");
+    let df = line(&out, "decode-free-before-late-write");
+    assert!(df.contains("| yes |") && df.contains("use_after_free/transfer_write"), "{df}");
     assert!(line(&out, "stub-admission").contains("cannot have it"), "{out}");
-    assert!(out.contains("3 of 3 measured row(s) reached"), "{out}");
+    assert!(out.contains("5 of 5 measured row(s) reached"), "{out}");
     let runs: u64 =
         out.split(", ").nth(1).and_then(|x| x.split(' ').next()).and_then(|n| n.parse().ok()).expect("runs");
     assert!(runs < 2000, "stopped early: {out}");
