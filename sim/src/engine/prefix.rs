@@ -41,24 +41,30 @@ pub struct CachedBlock {
 pub struct LateWrites {
     /// A transfer acknowledged before its data was visible (`visibility_lag`).
     pub lagged: bool,
+    /// A batch, not lagged, that kept writing after its synchronous call had returned on the
+    /// timeout (`Req::outlived_call`: the sync-timeout-still-writing chain).
+    pub timed_out: bool,
     /// A writer that outlived its pages for another reason.
     pub other: bool,
     pub pages: Vec<Run>,
 }
 
 impl LateWrites {
-    /// One late write, by a lagged transfer or not, into `pages`.
-    pub fn new(lagged: bool, pages: Vec<Run>) -> LateWrites {
-        LateWrites { lagged, other: !lagged, pages }
+    /// One late write into `pages`, by a lagged transfer, else by a batch that outlived its
+    /// timed-out call (`timed_out`), else by another writer that outlived its pages.
+    pub fn new(lagged: bool, timed_out: bool, pages: Vec<Run>) -> LateWrites {
+        let timed_out = timed_out && !lagged;
+        LateWrites { lagged, timed_out, other: !lagged && !timed_out, pages }
     }
 
     pub fn any(&self) -> bool {
-        self.lagged || self.other
+        self.lagged || self.timed_out || self.other
     }
 
     /// Adds `o`'s writers and pages.
     pub fn add(&mut self, o: &LateWrites) {
         self.lagged |= o.lagged;
+        self.timed_out |= o.timed_out;
         self.other |= o.other;
         self.pages.extend_from_slice(&o.pages);
     }
@@ -115,11 +121,12 @@ impl PrefixIndex {
         *self = PrefixIndex::default();
     }
 
-    /// A late write (`lagged`: by a transfer whose data became visible after its acknowledgement)
-    /// landed in `runs`: every block with a page among them remembers it.
-    pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool) {
+    /// A late write (`lagged`: by a transfer whose data became visible after its acknowledgement;
+    /// `timed_out`: by a batch that outlived its timed-out call) landed in `runs`: every block with
+    /// a page among them remembers it, and which writer it was.
+    pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool, timed_out: bool) {
         for b in self.blocks.values_mut().filter(|b| crate::pool::runs_overlap(&b.pages, runs)) {
-            b.late.add(&LateWrites::new(lagged, crate::pool::runs_intersect(&b.pages, runs)));
+            b.late.add(&LateWrites::new(lagged, timed_out, crate::pool::runs_intersect(&b.pages, runs)));
         }
     }
 
@@ -321,7 +328,7 @@ impl World {
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
         // A block a late write landed in while cached: the request reads what it left.
         let pool = self.prefill[n.at()].id();
-        self.reqs[r.idx()].note_late_writes(&late, pool, false);
+        self.reqs[r.idx()].note_late_writes(&late, pool);
         let pages = crate::pool::pages_in(&table);
         // The matched blocks' pages start its block table (the replay's reads need them).
         self.mem(MemOp::Lock { pool, r, pages: table.clone() });
@@ -435,7 +442,7 @@ impl World {
         }
         // A block a late write landed in while cached: the locker reads what it left.
         let pool = self.decode[n.at()].id();
-        self.reqs[r.idx()].note_late_writes(&late, pool, false);
+        self.reqs[r.idx()].note_late_writes(&late, pool);
         (keys, table)
     }
 
@@ -484,5 +491,29 @@ impl World {
         let pool = self.decode[n.at()].id();
         self.mem(MemOp::Free { pool, r: b.request, pages: b.pages });
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A late write is one kind of writer, the lag first: a lagged batch that also outlived its
+    /// timed-out call is the lag's; a block keeps every kind that hit it, so a request locking it
+    /// later is named after each (`fuzz::signatures`).
+    #[test]
+    fn a_late_write_is_one_kind_and_a_block_keeps_every_kind() {
+        let run = Run { first: 1, count: 2 };
+        let kinds = |l: &LateWrites| (l.lagged, l.timed_out, l.other);
+        assert_eq!(kinds(&LateWrites::new(true, true, vec![run])), (true, false, false));
+        assert_eq!(kinds(&LateWrites::new(false, true, vec![run])), (false, true, false));
+        assert_eq!(kinds(&LateWrites::new(false, false, vec![run])), (false, false, true));
+        assert!(!LateWrites::default().any());
+        let mut block = LateWrites::default();
+        block.add(&LateWrites::new(false, true, vec![run]));
+        assert!(block.any() && block.timed_out && !block.other, "{block:?}");
+        block.add(&LateWrites::new(false, false, vec![Run { first: 5, count: 1 }]));
+        assert_eq!(kinds(&block), (false, true, true));
+        assert_eq!(block.pages, vec![run, Run { first: 5, count: 1 }]);
     }
 }

@@ -88,11 +88,11 @@ pub struct Req {
     /// (`.0`), one that outlived its pages for another reason (`.1`). Only the fuzz signature
     /// reads it (`fuzz::signatures`), to name the chain behind a `late_write` read.
     late_writers: (bool, bool),
-    /// A late writer of the `.1` kind whose batch kept writing after its synchronous call had
+    /// A late writer, not lagged, whose batch kept writing after its synchronous call had
     /// returned on the timeout (`outlived_call`): counted here instead of in `late_writers.1`,
-    /// so its reads are named `…/late_write/sync_timeout`. Only a write that lands in a holder's
-    /// pages carries it; a cached block's later lockers see it as `.1` (the block keeps only the
-    /// lag). Label only.
+    /// so its reads are named `…/late_write/sync_timeout`, whether the write landed in the
+    /// request's own pages or in a cached block it locked later (the block keeps which writer it
+    /// was: `prefix::LateWrites::timed_out`). Label only.
     late_by_timed_out: bool,
     /// The pages those late writes landed in, by pool: a bad read of this request is named
     /// `late_write` only when its bad slots lie in them, or when none of them is in the pool read
@@ -257,13 +257,11 @@ impl Req {
         self.outlived_call
     }
 
-    /// Late writes landed in its pages of `pool`, or in cached blocks it locked there;
-    /// `timed_out`: the writer's batch outlived its timed-out call (`late_by_timed_out`).
-    pub(crate) fn note_late_writes(&mut self, late: &crate::prefix::LateWrites, pool: PoolId, timed_out: bool) {
+    /// Late writes landed in its pages of `pool`, or in cached blocks it locked there.
+    pub(crate) fn note_late_writes(&mut self, late: &crate::prefix::LateWrites, pool: PoolId) {
         if late.any() {
-            let other = late.other && !timed_out;
-            self.late_by_timed_out |= late.other && timed_out;
-            self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | other);
+            self.late_by_timed_out |= late.timed_out;
+            self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | late.other);
             self.late_pages.extend(late.pages.iter().map(|p| (pool, *p)));
         }
     }
@@ -1081,12 +1079,12 @@ impl World {
             _ if !wrote || cached.is_empty() => Vec::new(),
             NodeIdx::Decode(n) => {
                 let node = &mut self.decode[n.at()];
-                node.prefix_mut().mark_late_written(&cached, lagged_writer);
+                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer);
                 locked_pages_hit(node.reqs(), |d| (d.borrowed(), d.pages()), &cached)
             }
             NodeIdx::Prefill(n) => {
                 let node = &mut self.prefill[n.at()];
-                node.prefix_mut().mark_late_written(&cached, lagged_writer);
+                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer);
                 locked_pages_hit(node.reqs(), |p| (p.borrowed(), p.pages()), &cached)
             }
         };
@@ -1102,7 +1100,7 @@ impl World {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
                 let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
-                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, pages), pool, timed_out_writer);
+                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, timed_out_writer, pages), pool);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
