@@ -359,6 +359,11 @@ pub struct ReadCtx {
     /// Under `cause = "late_write"`: the pages of this pool late writes landed in (empty when they
     /// landed in another pool, whose KV came here), and the mechanism of bad slots outside them.
     pub late: Vec<Run>,
+    /// Those of `late` where a late transfer copied zeros (slots never written at its source),
+    /// and whether it did so in any pool (for a late-written reader whose late-written KV came
+    /// from another pool).
+    pub late_zero: Vec<Run>,
+    pub late_zero_anywhere: bool,
     pub fallback: &'static str,
 }
 
@@ -398,9 +403,15 @@ impl Oracle {
     pub fn check_read(&mut self, c: &ReadCtx, s: &ReadSummary) {
         let base = |kind, slots, runs: &Vec<Run>, victims: Vec<TenantId>, culprit| {
             // Bad slots of a late-written reader away from every page the late writes hit here
-            // are not theirs.
-            let cause =
-                if c.late.is_empty() || crate::pool::runs_overlap(runs, &c.late) { c.cause } else { c.fallback };
+            // are not theirs. A late write leaves its own KV where it lands, so the reader's
+            // unwritten slots are the late write's only where it copied zeros (its source's
+            // unwritten tail); elsewhere they are the reader's own (its lagged batch, say).
+            let theirs = match kind {
+                Kind::UninitializedRead if c.late.is_empty() => c.late_zero_anywhere,
+                Kind::UninitializedRead => crate::pool::runs_overlap(runs, &c.late_zero),
+                _ => c.late.is_empty() || crate::pool::runs_overlap(runs, &c.late),
+            };
+            let cause = if c.cause != "late_write" || theirs { c.cause } else { c.fallback };
             Violation::new(kind, cause, c.at)
                 .request(c.reader, c.tenant)
                 .victims(victims)
@@ -476,7 +487,7 @@ mod tests {
             victims: BTreeMap::from([(TenantId(2), 3)]),
             ..Default::default()
         };
-        let ctx = |late: Vec<Run>| ReadCtx {
+        let ctx = |late: Vec<Run>, late_zero: Vec<Run>, late_zero_anywhere| ReadCtx {
             at: Instant(5),
             pool: d0,
             reader: RequestId(1),
@@ -485,21 +496,36 @@ mod tests {
             pages_read: 2,
             cause: "late_write",
             late,
+            late_zero,
+            late_zero_anywhere,
             fallback: "visibility_lag",
         };
-        let causes = |late: Vec<Run>| {
+        let causes = |late: Vec<Run>, zero: Vec<Run>, anywhere| {
             let mut o = Oracle::default();
-            o.check_read(&ctx(late), &s);
+            o.check_read(&ctx(late, zero, anywhere), &s);
             o.violations.iter().map(|v| (v.kind, v.cause.clone())).collect::<Vec<_>>()
         };
         let late = "late_write".to_string();
         let lag = "visibility_lag".to_string();
         assert_eq!(
-            causes(vec![run(9, 2)]),
+            causes(vec![run(9, 2)], vec![], false),
             [(Kind::CrossTenantRead, late.clone()), (Kind::UninitializedRead, lag.clone())]
         );
-        assert_eq!(causes(vec![run(20, 1)]), [(Kind::CrossTenantRead, lag), (Kind::UninitializedRead, late.clone())]);
-        assert_eq!(causes(vec![]), [(Kind::CrossTenantRead, late.clone()), (Kind::UninitializedRead, late)]);
+        // Unwritten slots on a late-written page are the late write's only where it copied zeros.
+        assert_eq!(
+            causes(vec![run(20, 1)], vec![run(20, 1)], true),
+            [(Kind::CrossTenantRead, lag.clone()), (Kind::UninitializedRead, late.clone())]
+        );
+        assert_eq!(
+            causes(vec![run(20, 1)], vec![], false),
+            [(Kind::CrossTenantRead, lag.clone()), (Kind::UninitializedRead, lag.clone())]
+        );
+        // Late-written KV from another pool: the whole read, unwritten slots only if zeros came.
+        assert_eq!(
+            causes(vec![], vec![], true),
+            [(Kind::CrossTenantRead, late.clone()), (Kind::UninitializedRead, late.clone())]
+        );
+        assert_eq!(causes(vec![], vec![], false), [(Kind::CrossTenantRead, late), (Kind::UninitializedRead, lag)]);
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub struct LateWrites {
     /// A writer that outlived its pages for another reason.
     pub other: bool,
     pub pages: Vec<Run>,
+    /// Those of `pages` where a late transfer copied slots never written at its source (zeros:
+    /// the unwritten tail of its last page), over whatever was there. Only these pages can make
+    /// a reader's uninitialized slots the late write's; elsewhere a late write leaves written
+    /// slots, so unwritten ones there are the reader's own (e.g. its lagged batch).
+    pub zeroed: Vec<Run>,
 }
 
 impl LateWrites {
@@ -54,7 +59,13 @@ impl LateWrites {
     /// timed-out call (`timed_out`), else by another writer that outlived its pages.
     pub fn new(lagged: bool, timed_out: bool, pages: Vec<Run>) -> LateWrites {
         let timed_out = timed_out && !lagged;
-        LateWrites { lagged, timed_out, other: !lagged && !timed_out, pages }
+        LateWrites { lagged, timed_out, other: !lagged && !timed_out, pages, zeroed: Vec::new() }
+    }
+
+    /// The same, with the pages among `zeros` where the write copied zeros.
+    pub fn with_zeros(mut self, zeros: &[Run]) -> LateWrites {
+        self.zeroed = crate::pool::runs_intersect(&self.pages, zeros);
+        self
     }
 
     pub fn any(&self) -> bool {
@@ -67,6 +78,7 @@ impl LateWrites {
         self.timed_out |= o.timed_out;
         self.other |= o.other;
         self.pages.extend_from_slice(&o.pages);
+        self.zeroed.extend_from_slice(&o.zeroed);
     }
 }
 
@@ -124,9 +136,10 @@ impl PrefixIndex {
     /// A late write (`lagged`: by a transfer whose data became visible after its acknowledgement;
     /// `timed_out`: by a batch that outlived its timed-out call) landed in `runs`: every block with
     /// a page among them remembers it, and which writer it was.
-    pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool, timed_out: bool) {
+    pub fn mark_late_written(&mut self, runs: &[Run], lagged: bool, timed_out: bool, zeros: &[Run]) {
         for b in self.blocks.values_mut().filter(|b| crate::pool::runs_overlap(&b.pages, runs)) {
-            b.late.add(&LateWrites::new(lagged, timed_out, crate::pool::runs_intersect(&b.pages, runs)));
+            let late = LateWrites::new(lagged, timed_out, crate::pool::runs_intersect(&b.pages, runs));
+            b.late.add(&late.with_zeros(zeros));
         }
     }
 

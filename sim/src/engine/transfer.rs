@@ -960,7 +960,7 @@ impl World {
                 Some(MemOp::Copy { pages, .. }) => scratch.pairs = pages,
                 _ => {}
             }
-            self.note_foreign_writes(dst_id, j.r, rep, "transfer write");
+            self.note_foreign_writes(dst_id, j.r, rep, crate::world::TRANSFER_WRITE);
             // The request's own data landed: if decode already read these positions (the land
             // lagged), its next read must read them again.
             if let Some(dr) = self.decode[d].req_mut(j.r) {

@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 /// What `World::note_foreign_writes` is told when a transfer reads source pages its request no
 /// longer holds: a use after free, but a read, which changes nothing in the pages.
 pub(crate) const SOURCE_READ: &str = "transfer read of a source page";
+/// A transfer batch landing its pages (`note_foreign_writes`' `what`).
+pub(crate) const TRANSFER_WRITE: &str = "transfer write";
 
 /// A mitigation that stopped a request before it read foreign KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -98,6 +100,9 @@ pub struct Req {
     /// `late_write` only when its bad slots lie in them, or when none of them is in the pool read
     /// (the late-written KV came from another pool). Label only.
     late_pages: Vec<(PoolId, Run)>,
+    /// Those of them where the late write copied zeros (`prefix::LateWrites::zeroed`): a bad
+    /// read's uninitialized slots are named `late_write` only there. Label only.
+    late_zero_pages: Vec<(PoolId, Run)>,
     /// Decode failed it because its metadata slot held another request's room (sglang 0.5.22
     /// `srt/disaggregation/decode.py`: "Metadata corruption detected - bootstrap_room mismatch",
     /// HTTP 500). Only the fuzz signature reads it.
@@ -175,6 +180,7 @@ impl Req {
             late_writers: (false, false),
             late_by_timed_out: false,
             late_pages: Vec::new(),
+            late_zero_pages: Vec::new(),
             room_mismatch: false,
             lagged: false,
             outlived_call: false,
@@ -263,12 +269,18 @@ impl Req {
             self.late_by_timed_out |= late.timed_out;
             self.late_writers = (self.late_writers.0 | late.lagged, self.late_writers.1 | late.other);
             self.late_pages.extend(late.pages.iter().map(|p| (pool, *p)));
+            self.late_zero_pages.extend(late.zeroed.iter().map(|p| (pool, *p)));
         }
     }
 
     /// The pages of `pool` late writes landed in (`late_pages`).
     fn late_pages_in(&self, pool: PoolId) -> Vec<Run> {
         self.late_pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect()
+    }
+
+    /// The pages of `pool` where late writes copied zeros (`late_zero_pages`).
+    fn late_zero_pages_in(&self, pool: PoolId) -> Vec<Run> {
+        self.late_zero_pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect()
     }
 
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
@@ -1035,6 +1047,24 @@ impl World {
         }
     }
 
+    /// The pages of `runs` in `pool` that hold a slot never written (zeros).
+    fn pages_with_zeros(&self, pool: PoolId, runs: &[Run]) -> Vec<Run> {
+        let p = match pool.idx() {
+            NodeIdx::Decode(n) => self.decode[n.at()].pool(),
+            NodeIdx::Prefill(n) => self.prefill[n.at()].pool(),
+        };
+        let ps = p.page_size;
+        let mut out = Vec::new();
+        for (s, e, w) in p.page_contents(runs) {
+            if w.is_none() {
+                let first = (s / ps) as u32;
+                let end = e.div_ceil(ps) as u32;
+                crate::pool::push_run(&mut out, Run { first, count: end - first });
+            }
+        }
+        out
+    }
+
     /// Records use-after-free for writes that landed in pages the writer does not hold, and
     /// marks the current holders for a full re-check of their next read.
     #[inline]
@@ -1075,16 +1105,20 @@ impl World {
         let wrote = what != SOURCE_READ;
         let lagged_writer = self.reqs[writer.idx()].lagged;
         let timed_out_writer = self.reqs[writer.idx()].outlived_call;
+        // A transfer lands whole pages, so right after it every unwritten slot of a page it landed
+        // in is one it copied (the unwritten tail of its last source page): those pages are
+        // where its late write can make a reader's slots uninitialized.
+        let zeros = if what == TRANSFER_WRITE { self.pages_with_zeros(pool, &runs) } else { Vec::new() };
         let locked = match pool.idx() {
             _ if !wrote || cached.is_empty() => Vec::new(),
             NodeIdx::Decode(n) => {
                 let node = &mut self.decode[n.at()];
-                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer);
+                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer, &zeros);
                 locked_pages_hit(node.reqs(), |d| (d.borrowed(), d.pages()), &cached)
             }
             NodeIdx::Prefill(n) => {
                 let node = &mut self.prefill[n.at()];
-                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer);
+                node.prefix_mut().mark_late_written(&cached, lagged_writer, timed_out_writer, &zeros);
                 locked_pages_hit(node.reqs(), |p| (p.borrowed(), p.pages()), &cached)
             }
         };
@@ -1100,7 +1134,8 @@ impl World {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
                 let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();
-                q.note_late_writes(&crate::prefix::LateWrites::new(lagged_writer, timed_out_writer, pages), pool);
+                let late = crate::prefix::LateWrites::new(lagged_writer, timed_out_writer, pages).with_zeros(&zeros);
+                q.note_late_writes(&late, pool);
             }
             if let NodeIdx::Decode(n) = pool.idx() {
                 if let Some(d) = self.decode[n.at()].req_mut(*v) {
@@ -1193,12 +1228,25 @@ impl World {
         };
         // A late-written reader's bad slots outside the pages the late writes hit in this pool
         // have the mechanism it would have without them.
-        let (late, fallback) = if cause == "late_write" {
-            (r.late_pages_in(pool), Self::cause_but_late_write(r))
+        let (late, late_zero, fallback) = if cause == "late_write" {
+            (r.late_pages_in(pool), r.late_zero_pages_in(pool), Self::cause_but_late_write(r))
         } else {
-            (Vec::new(), cause)
+            (Vec::new(), Vec::new(), cause)
         };
-        ReadCtx { at: self.now, pool, reader, tenant: r.tenant, seq_len, pages_read, cause, late, fallback }
+        let late_zero_anywhere = !r.late_zero_pages.is_empty();
+        ReadCtx {
+            at: self.now,
+            pool,
+            reader,
+            tenant: r.tenant,
+            seq_len,
+            pages_read,
+            cause,
+            late,
+            late_zero,
+            late_zero_anywhere,
+            fallback,
+        }
     }
 
     /// A read's mechanism after `stub_commit` and `late_write` (`read_ctx`).
