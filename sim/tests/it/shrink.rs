@@ -79,6 +79,31 @@ fn necessary_knobs_are_judged_against_the_engines_fixed_build() {
     }
 }
 
+/// A case of sglang-0.5.22 that needs a deferred-release fallback shorter than the release's
+/// 30 s names it as necessary (swarm seed 500,007,570: a batch outlives its 5 s sync timeout and
+/// lands after decode's 1 s fallback freed its pages; clean with the release's 30 s), and a case
+/// that does not is set back to 30 s.
+#[test]
+fn a_shorter_release_fallback_is_judged_like_a_behaviour_knob() {
+    let space = kvsim::fuzz::Space::Profile("sglang-0.5.22".into());
+    let cfg = kvsim::fuzz::draw(500_007_570, &space);
+    assert_eq!(cfg.knobs.deferred_release_timeout_ms, 1_000);
+    let sig = "uninitialized_read/late_write/sync_timeout";
+    assert!(run_case(cfg.clone()).1.contains(sig));
+    let s = kvsim::shrink::shrink(&cfg, sig, 2000);
+    assert!(s.necessary_knobs.iter().any(|k| k == "deferred_release_timeout_ms=1000"), "{:?}", s.necessary_knobs);
+    assert!(run_case(s.cfg.clone()).1.contains(sig));
+    // The source read of the drain acknowledgement does not need it: the first such run with a
+    // shorter fallback shrinks to the release's 30 s.
+    let sig = "use_after_free/transfer_read_of_a_source_page";
+    let cfg = (500_000_000..500_005_000)
+        .map(|seed| kvsim::fuzz::draw(seed, &space))
+        .find(|c| c.knobs.deferred_release_timeout_ms != 30_000 && run_case(c.clone()).1.contains(sig))
+        .expect("a source read with a shorter fallback in 5,000 runs");
+    let s = kvsim::shrink::shrink(&cfg, sig, 2000);
+    assert_eq!(s.cfg.knobs.deferred_release_timeout_ms, 30_000, "seed {}: {:?}", cfg.seed, s.necessary_knobs);
+}
+
 /// The cross-tenant prefix hit with padding the failure does not need: longer prefix-block
 /// lists than the one shared block, an idle gap before the first arrival and 3 s between the
 /// others, and a second prefill and decode node. The shrunk case keeps only the shared block of
