@@ -855,11 +855,9 @@ mod tests {
     #[test]
     fn a_profile_with_a_release_fallback_draws_shorter_ones() {
         let p22 = Space::Profile("sglang-0.5.22".into());
-        let mut seen = BTreeSet::new();
-        for seed in 0..400 {
-            seen.insert(draw(seed, &p22).knobs.deferred_release_timeout_ms);
-        }
-        let shorter = (0..400).filter(|s| draw(*s, &p22).knobs.deferred_release_timeout_ms < 30_000).count();
+        let drawn: Vec<u64> = (0..400).map(|seed| draw(seed, &p22).knobs.deferred_release_timeout_ms).collect();
+        let seen: BTreeSet<u64> = drawn.iter().copied().collect();
+        let shorter = drawn.iter().filter(|ms| **ms < 30_000).count();
         assert_eq!(seen, BTreeSet::from([1_000, 5_000, 30_000]));
         assert!((160..240).contains(&shorter), "{shorter} of 400 with a shorter fallback (expect ~200)");
         let nixl = Space::Profile("vllm-nixl".into());

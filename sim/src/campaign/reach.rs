@@ -63,12 +63,11 @@ pub struct Row {
 
 /// A released partial fix of a row: knob values that still have the row's mechanism, and the
 /// knob values that close it under them (the row's own fix would not: it is what they carry).
+/// Each entry in [`ROWS`] says which release carries it and where its code says so.
 #[derive(Clone, Copy, Debug)]
 pub struct Partial {
     pub buggy: &'static [(&'static str, &'static str)],
     pub fix: &'static [(&'static str, &'static str)],
-    /// Which release carries it, and where its code says so.
-    pub why: &'static str,
 }
 
 const READS_AND_UAF: &[&str] = &["cross_tenant_read", "cross_request_read", "uninitialized_read", "use_after_free"];
@@ -114,13 +113,13 @@ pub const ROWS: &[Row] = &[
         ]),
         kinds: READS_AND_UAF,
         needs_pp_stages: false,
+        // sglang 0.5.22 defers the release but frees at a fallback timer anyway
+        // (disaggregation/decode.py resolve_deferred_releases, 30 s by default): a transfer slower
+        // than it lands in freed pages; closed here by a fallback longer than any transfer the
+        // draws make (an hour).
         partial: &[Partial {
             buggy: &[("decode_abort_release", "deferred"), ("router_mode", "concurrent")],
             fix: &[("deferred_release_timeout_ms", "3600000")],
-            why: "sglang 0.5.22 defers the release but frees at a fallback timer anyway \
-                  (disaggregation/decode.py resolve_deferred_releases, 30 s by default): a transfer \
-                  slower than it lands in freed pages; closed here by a fallback longer than any \
-                  transfer the draws make (an hour)",
         }],
     },
     Row {
@@ -129,12 +128,12 @@ pub const ROWS: &[Row] = &[
         fix: Fix::Knobs(&[("prefill_abort_release", "hold_source_until_drained")]),
         kinds: READS_AND_UAF,
         needs_pp_stages: false,
+        // sglang 0.5.22 withholds decode's abort acknowledgement until its worker drained, but
+        // frees the source pages at the abort (disaggregation/prefill.py, mooncake/conn.py
+        // _maybe_ack_drained_abort): a batch in flight still reads them.
         partial: &[Partial {
             buggy: &[("decode_abort_release", "deferred"), ("prefill_abort_release", "ack_after_drain")],
             fix: &[("prefill_abort_release", "hold_source_until_drained")],
-            why: "sglang 0.5.22 withholds decode's abort acknowledgement until its worker drained, \
-                  but frees the source pages at the abort (disaggregation/prefill.py, \
-                  mooncake/conn.py _maybe_ack_drained_abort): a batch in flight still reads them",
         }],
     },
     Row {
@@ -672,6 +671,11 @@ mod tests {
         for (p, _) in crate::triage::SHIPPED {
             let k = crate::triage::KnownBugs::shipped(p).expect("shipped");
             let rows: BTreeSet<&str> = k.known.iter().map(|b| b.row.as_str()).collect();
+            // A row reach measures on the profile is one the file names.
+            for r in ROWS.iter().filter(|r| r.measured_on(&Space::Profile(p.to_string()))) {
+                assert!(rows.contains(r.id), "{p}: reach measures {}, its file does not name it", r.id);
+            }
+            // And every row the file names is one reach measures there.
             for id in rows {
                 let Some(r) = row(id) else { continue }; // a kvsim-found row, no catalogue scenario
                 if exceptions.iter().any(|(ep, er, _)| ep == p && *er == id) {
@@ -685,17 +689,6 @@ mod tests {
                 assert!(r.measured_on(&space), "{p}: its known-bugs file names {id}, which reach does not measure");
             }
         }
-        // And the other way: a row reach measures on a profile with a file is one the file names.
-        for (p, _) in crate::triage::SHIPPED {
-            let k = crate::triage::KnownBugs::shipped(p).expect("shipped");
-            for r in ROWS.iter().filter(|r| r.measured_on(&Space::Profile(p.to_string()))) {
-                assert!(
-                    k.known.iter().any(|b| b.row == r.id),
-                    "{p}: reach measures {}, its file does not name it",
-                    r.id
-                );
-            }
-        }
     }
 
     /// A partial fix's run is the row's, and its own fix closes it: sglang 0.5.22's drain
@@ -705,17 +698,16 @@ mod tests {
     #[test]
     fn a_partial_fix_has_the_row_and_its_own_fix() {
         let p22 = config::profile("sglang-0.5.22").expect("profile");
+        let cfg = fuzz::draw(0, &Space::Profile("sglang-0.5.22".into()));
         for id in ["deferred-release-defeated", "decode-free-before-late-write"] {
             let r = row(id).expect("row");
-            assert!(r.had_by_profile(p22), "{id}");
-            let cfg = fuzz::draw(0, &Space::Profile("sglang-0.5.22".into()));
-            assert!(r.applies(&cfg), "{id}");
-            let p = r.partial[0];
-            assert!(holds(&r.fixed(&cfg).knobs, p.fix), "{id}: the partial's fix is applied");
-            assert!(!holds(&r.fixed(&cfg).knobs, r.buggy) || r.buggy.is_empty(), "{id}");
+            assert!(r.had_by_profile(p22) && r.applies(&cfg), "{id}");
+            let fixed = r.fixed(&cfg);
+            assert!(holds(&fixed.knobs, r.partial[0].fix), "{id}: the partial's fix is applied");
+            assert!(!holds(&fixed.knobs, r.buggy), "{id}");
         }
         let dr = row("deferred-release-defeated").expect("row");
-        assert!(!dr.applies(&dr.fixed(&fuzz::draw(0, &Space::Profile("sglang-0.5.22".into())))));
+        assert!(!dr.applies(&dr.fixed(&cfg)));
         // vLLM defers with no fallback timer (its proxy is sequential): not the row.
         let nixl = config::profile("vllm-nixl").expect("profile");
         assert!(!row("decode-free-before-late-write").expect("row").had_by_profile(nixl));

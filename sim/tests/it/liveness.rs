@@ -7,6 +7,14 @@ use kvsim::config::SimConfig;
 use kvsim::fuzz::{draw, signatures, Space};
 use kvsim::report::{exit, Report};
 
+/// Runs a scenario given as text (named `file` in errors), as `kvsim run` does.
+fn simulate_text(file: &str, text: &str) -> kvsim::world::World {
+    let cfg = kvsim::scenario::Scenario::parse(file, text)
+        .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    kvsim::simulate(cfg, None, true)
+}
+
 fn with_bound(mut cfg: SimConfig, ms: u64) -> SimConfig {
     cfg.faults.liveness_after_heal_ms = Some(ms);
     cfg
@@ -159,10 +167,7 @@ page_size = 16
         FUZZ_COST,
     ]
     .concat();
-    let cfg = kvsim::scenario::Scenario::parse("leg-result-at-the-horizon.toml", text)
-        .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let w = kvsim::simulate(cfg, None, true);
+    let w = simulate_text("leg-result-at-the-horizon.toml", text);
     let sigs = signatures(&w);
     assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
     // Every request is answered: 500 after decode's waiting timer (the stub-admission row's
@@ -226,10 +231,7 @@ page_size = 64
         FUZZ_COST,
     ]
     .concat();
-    let cfg = kvsim::scenario::Scenario::parse("abort-ack-at-the-horizon.toml", text)
-        .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let w = kvsim::simulate(cfg, None, true);
+    let w = simulate_text("abort-ack-at-the-horizon.toml", text);
     let sigs = signatures(&w);
     assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
     // Request 3 is answered 4 µs inside the horizon (1,200.001604027 s); its pages are freed when
@@ -295,10 +297,7 @@ delay_ms = 20000
         FUZZ_COST,
     ]
     .concat();
-    let cfg = kvsim::scenario::Scenario::parse("fallback-at-the-horizon.toml", text)
-        .and_then(|s| s.resolve_with(&kvsim::scenario::Overrides::default(), None))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let w = kvsim::simulate(cfg, None, true);
+    let w = simulate_text("fallback-at-the-horizon.toml", text);
     let sigs = signatures(&w);
     assert!(!sigs.iter().any(|s| s.starts_with("request_hang/") || s.starts_with("page_leak/")), "{sigs:?}");
     // The failed send's own use after free of its source stays; the fallback freed decode's pages
@@ -338,10 +337,7 @@ delay_spike = "1/1"
 delay_spike_ms = 1000
 heal_at_ms = 2500
 "#;
-    let cfg = kvsim::scenario::Scenario::parse("heal-mid-job.toml", text)
-        .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let w = kvsim::simulate(cfg, None, true);
+    let w = simulate_text("heal-mid-job.toml", text);
     let resp = w.reqs[0].response().expect("answered");
     assert_eq!(resp.status, 200);
     assert!(
