@@ -8,7 +8,7 @@
 //! `k % N == I`. A signature's first seed is the smallest seed that shows it, so the table for a
 //! seed range is the same for any `--jobs` and any split into shards (`kvsim corpus merge`).
 
-use kvsim::campaign::{self as camp_lib, Accounting, Campaign, ExampleChange, Failure, Merger, RunFacts};
+use kvsim::campaign::{self as camp_lib, Accounting, Campaign, Entry, ExampleChange, Failure, Merger, RunFacts};
 use kvsim::config::SimConfig;
 use kvsim::fuzz::guided::{Candidate, Guided};
 use kvsim::fuzz::{draw, Space};
@@ -588,7 +588,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     for j in resumed_jobs {
         job_tx.send(j).expect("the receiver is alive");
     }
-    let mut progress = Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1));
+    let mut progress = Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1), known.as_ref());
+    progress.seen(&camp.table);
     let mut acc = Accounting::new(camp, o.until.clone());
     let mut errors = Vec::new();
     let mut found_after: Option<(u64, std::time::Duration)> = None;
@@ -658,6 +659,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 stop.store(true, Ordering::Relaxed);
             }
             let jobs = ctx.jobs_left.load(Ordering::Relaxed);
+            progress.announce(&acc.camp.table, o.seed_start);
             progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
             if last_save.elapsed().as_millis() >= 500 {
                 if let Err(e) =
@@ -842,18 +844,25 @@ fn run_k(
     (k, sigs, cand, found)
 }
 
-/// The campaign's progress: a bar on a terminal, else a line every 10 s on stderr.
-struct Progress {
+/// The campaign's progress: a bar on a terminal, else a line every 10 s on stderr; and a line
+/// for each signature as the accounting counts it (in seed order, so the same lines for any
+/// `--jobs`), triaged when there is a known-bugs file: a nightly job's log says what is new as
+/// soon as it is found, not only in the final table.
+struct Progress<'k> {
     bar: Option<indicatif::ProgressBar>,
     deadline: Option<std::time::Duration>,
     /// Runs this invocation has left (for the time estimate without a deadline).
     total_left: u64,
     last_line: std::time::Instant,
+    known: Option<&'k KnownBugs>,
+    /// The signatures already announced (or found before a resume), and how many are new.
+    announced: BTreeSet<String>,
+    new: usize,
 }
 
 #[allow(clippy::disallowed_methods)] // progress is wall time; the model never reads it
-impl Progress {
-    fn new(deadline: Option<std::time::Duration>, total_left: u64) -> Progress {
+impl<'k> Progress<'k> {
+    fn new(deadline: Option<std::time::Duration>, total_left: u64, known: Option<&'k KnownBugs>) -> Progress<'k> {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = indicatif::ProgressBar::new(deadline.map_or(total_left, |d| d.as_secs()));
             b.set_style(
@@ -863,7 +872,56 @@ impl Progress {
             );
             b
         });
-        Progress { bar, deadline, total_left, last_line: std::time::Instant::now() }
+        Progress {
+            bar,
+            deadline,
+            total_left,
+            last_line: std::time::Instant::now(),
+            known,
+            announced: BTreeSet::new(),
+            new: 0,
+        }
+    }
+
+    /// Signatures a resumed campaign had already found: counted, not announced again.
+    fn seen(&mut self, table: &BTreeMap<String, Entry>) {
+        for sig in table.keys() {
+            self.note(sig);
+        }
+    }
+
+    /// Marks a signature announced; whether it is new to the known-bugs file.
+    fn note(&mut self, sig: &str) -> bool {
+        self.announced.insert(sig.to_string());
+        let new = self.known.is_some_and(|k| k.row(sig).is_none());
+        self.new += usize::from(new);
+        new
+    }
+
+    /// One line per signature the table gained since the last call.
+    fn announce(&mut self, table: &BTreeMap<String, Entry>, seed_start: u64) {
+        if table.len() == self.announced.len() {
+            return; // the table only grows: nothing new (the common case, one comparison)
+        }
+        // One call may count several runs (a later run finished first, with --jobs): in seed
+        // order, then by name (one run's signatures), as one job would announce them.
+        let mut fresh: Vec<(&String, &Entry)> = table.iter().filter(|(s, _)| !self.announced.contains(*s)).collect();
+        fresh.sort_by_key(|(sig, e)| (e.first_seed, *sig));
+        for (sig, e) in fresh {
+            self.note(sig);
+            let label = camp_lib::triage_label(sig, self.known);
+            let label = if label.is_empty() { String::new() } else { format!(" [{label}]") };
+            let line = format!(
+                "fuzz: signature {}: {sig}{label}, first seed {} (run {})",
+                self.announced.len(),
+                e.first_seed,
+                e.first_seed.saturating_sub(seed_start) + 1
+            );
+            match &self.bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
+            }
+        }
     }
 
     /// One more run finished (`finished` in this invocation, `runs_done` in the campaign).
@@ -873,7 +931,9 @@ impl Progress {
             Some(d) => d.saturating_sub(elapsed).as_secs(),
             None => ((self.total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
         };
-        let msg = format!("{rate:.0} runs/s · {signatures} signature(s) · {jobs} example job(s) queued · {left}s left");
+        let new = if self.known.is_some() { format!(" ({} new)", self.new) } else { String::new() };
+        let msg =
+            format!("{rate:.0} runs/s · {signatures} signature(s){new} · {jobs} example job(s) queued · {left}s left");
         if let Some(b) = &self.bar {
             if self.deadline.is_some() {
                 b.set_position(elapsed.as_secs());

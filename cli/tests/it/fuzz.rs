@@ -34,6 +34,15 @@ fn saved(corpus: &str) -> Vec<(String, u64)> {
 
 const RUNS: &str = "400";
 
+/// The campaign's stderr lines that announce a signature.
+fn announced(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("fuzz: signature "))
+        .map(String::from)
+        .collect()
+}
+
 #[test]
 fn shards_and_jobs_give_the_same_signatures() {
     let whole = tmp("whole");
@@ -41,9 +50,21 @@ fn shards_and_jobs_give_the_same_signatures() {
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
     let t = table(&whole);
     assert!(t.as_object().unwrap().len() >= 3, "a blind campaign of {RUNS} runs finds several signatures: {t}");
+    // Each signature is announced on stderr once, as it is counted: numbered, with its first seed.
+    let lines = announced(&out);
+    assert_eq!(lines.len(), t.as_object().unwrap().len(), "{lines:?}");
+    for (i, l) in lines.iter().enumerate() {
+        let sig = l.split(": ").nth(2).unwrap().split([' ', ',']).next().unwrap();
+        let seed = t[sig]["first_seed"].as_u64().unwrap();
+        // No known-bugs file (a blind campaign): no triage, only the hardware label.
+        let label = if sig.ends_with("/visibility_lag") { " [hardware]" } else { "" };
+        let want = format!("fuzz: signature {}: {sig}{label}, first seed {seed} (run {})", i + 1, seed - 7000 + 1);
+        assert_eq!(l, &want);
+    }
     let jobs = tmp("jobs");
-    kvsim(&["fuzz", "--runs", RUNS, "--corpus", &jobs, "--no-shrink", "--seed-start", "7000", "--jobs", "3"]);
+    let out = kvsim(&["fuzz", "--runs", RUNS, "--corpus", &jobs, "--no-shrink", "--seed-start", "7000", "--jobs", "3"]);
     assert_eq!(table(&jobs), t, "--jobs 3 differs from --jobs 1");
+    assert_eq!(announced(&out), lines, "the announcements follow the seed order, whatever --jobs");
     assert_eq!(saved(&jobs), saved(&whole));
     let mut shards = Vec::new();
     for i in 0..3 {
@@ -87,9 +108,20 @@ fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
     child.wait().unwrap();
     let at_kill = done(&ckpt).expect("the killed campaign left a readable checkpoint");
     assert!(0 < at_kill && at_kill < 3000, "the kill landed mid-run: {at_kill} of 3000 runs checkpointed");
-    kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
+    let out = kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
     assert_eq!(table(&resumed), table(&fresh));
     assert_eq!(saved(&resumed), saved(&fresh));
+    // The resume announces only what the checkpoint had not counted.
+    let total = table(&fresh).as_object().unwrap().len();
+    assert!(announced(&out).len() <= total, "{:?}", announced(&out));
+    assert!(
+        announced(&out).iter().all(|l| {
+            let seed: u64 = l.split("first seed ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            seed >= 500 + at_kill
+        }),
+        "a signature the killed run had counted is announced again: {:?}",
+        announced(&out)
+    );
     // Another campaign's corpus is refused.
     let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &resumed, "--seed-start", "1"]);
     assert_eq!(out.status.code(), Some(2));
@@ -271,6 +303,10 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
     let all = known_file("known-all", "sglang-0.5.22", &sigs);
     let (code, out, err, _) = run("triage-all", &all);
     assert_eq!(code, Some(0), "only known signatures: {out}{err}");
+    // Announced as found, triaged: the log of a nightly job says what is new before the table.
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("fuzz: signature ")).collect();
+    assert_eq!(lines.len(), sigs.len(), "{err}");
+    assert!(lines.iter().all(|l| l.contains(" [known (rdma-visibility-lag)")), "{err}");
     assert!(out.contains(&format!("{} known, 0 new (exit 0)", sigs.len())), "{out}");
     assert!(out.lines().filter(|l| l.contains("known (rdma-visibility-lag)")).count() == sigs.len(), "{out}");
 
@@ -283,8 +319,11 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
         "{out}"
     );
 
-    let (code, out, _, _) = run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..]));
+    let (code, out, err, _) = run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..]));
     assert_eq!(code, Some(if safety.contains(&sigs[0]) { 10 } else { 11 }), "{} is new: {out}", sigs[0]);
+    let new_line = format!(": {} [new", sigs[0]);
+    assert_eq!(err.lines().filter(|l| l.starts_with("fuzz: signature ") && l.contains(&new_line)).count(), 1, "{err}");
+    assert_eq!(err.lines().filter(|l| l.contains(" [new")).count(), 1, "{err}");
 
     // Bad files: exit 2, file:line: field: what, and no campaign run.
     let bad = known_file("known-bad", "sglang-0.5.22", &sigs[..1]).replace(".toml", "-bad.toml");
