@@ -20,7 +20,8 @@
 //!   `args: Namespace(…)` (`max_model_len`, `block_size`, `kv_role`),
 //!   `Initializing a V1 LLM engine (vX) with config: … max_seq_len=N`,
 //!   `Using max model len N`, `Chunked prefill is enabled with max_num_batched_tokens=N`,
-//!   `GPU KV cache size: N tokens`, `Maximum concurrency for N tokens per request: F x`;
+//!   `GPU KV cache size: N tokens` (also `XPU …`, `CPU …`, `GPU + host …`),
+//!   `Maximum concurrency for N tokens per request: F x`;
 //! * vLLM before 0.8: `Initializing an LLM engine with config: … max_seq_len=N`, the pool in
 //!   blocks (`# GPU blocks: N, # CPU blocks: M`: tokens = blocks × block size, the block size
 //!   deduced from the concurrency line when no argument dump gives it), and the start-up refusal
@@ -728,7 +729,10 @@ fn patterns() -> &'static Patterns {
         vllm_engine_init: re(r"\bInitializing an? (?:V1 )?LLM engine (?:\(v([^)\s]+)\) )?with config:"),
         vllm_max_model_len: re(r"\bUsing max model len\s+"),
         vllm_chunked: re(r"\bChunked prefill is enabled with max_num_batched_tokens="),
-        vllm_kv_size: re(r"\bGPU KV cache size:\s*"),
+        // vLLM 0.33/0.34 `v1/core/kv_cache_utils.py` `update_kv_cache_capacity`: the pool's
+        // device (`GPU` for CUDA, else the device type upper-cased: `XPU`, `CPU`, …), with
+        // ` + host` when HiSparse keeps KV in host memory too.
+        vllm_kv_size: re(r"\b[A-Z]{2,5}(?: \+ host)? KV cache size:\s*"),
         vllm_concurrency: re(r"\bMaximum concurrency for\s+(\S+)\s+tokens per request:\s*(\S+)"),
         disagg_mode: re(
             r#"\bdisaggregation_mode\s*=\s*['"]?(?:DisaggregationMode\.)?([A-Za-z_]+)"#,
@@ -1506,6 +1510,19 @@ GPU KV cache size: 9,000 tokens
         assert_eq!(got[0].context_len, Some(131_072));
         assert_eq!(got[0].vllm_max_concurrency, Some(9.41));
         assert_eq!(got[0].rank.as_deref(), Some("DP0"));
+        // The same line on another device, or with HiSparse's host pool (vLLM 0.33/0.34 name the
+        // pool's device; `GPU + host` when KV is kept in host memory as well).
+        for device in ["XPU", "CPU", "GPU + host"] {
+            let text = format!(
+                "(EngineCore_DP0 pid=7) INFO 10-14 08:12:34 [kv_cache_utils.py:1168] \
+                 {device} KV cache size: 812,032 tokens, Maximum concurrency for 131,072 tokens per request: 6.20x\n"
+            );
+            let got = parse("device.log", &text);
+            assert_eq!(got.len(), 1, "{device}");
+            assert_eq!(got[0].pool_tokens, Some(812_032), "{device}");
+            assert_eq!(got[0].context_len, Some(131_072), "{device}");
+            assert_eq!(got[0].engine, Some(Engine::Vllm), "{device}");
+        }
 
         let text = "[2026-03-02 10:11:12 DP0 TP0] max_total_num_tokens=681,280, \
             chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=128, \
