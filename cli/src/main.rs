@@ -299,7 +299,21 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
 }
 
 fn main() {
+    restore_sigpipe();
     std::process::exit(run());
+}
+
+/// A reader that stops reading (`kvsim profiles | head`) ends kvsim as it ends any Unix tool,
+/// quietly, by SIGPIPE. Rust's runtime ignores the signal, so every `print!` after the reader
+/// left would panic instead ("failed printing to stdout: Broken pipe"). Whatever a campaign
+/// found is already on disk (atomic checkpoints), so nothing is lost.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: resets one signal's disposition to the default before any thread is spawned or
+    // any output written; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn run() -> i32 {

@@ -148,3 +148,27 @@ fn check_invariants_runs_the_scenario_with_every_invariant_on() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("SAFETY VIOLATION") && !text.contains("INVARIANT"), "{text}");
 }
+
+/// A reader that leaves early (`kvsim profiles | head -1`) ends kvsim quietly, as it ends any
+/// Unix tool (SIGPIPE), not with a panic and a backtrace on stderr. The pipe's read end is
+/// closed before kvsim starts, so its first write meets a reader that is gone.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_the_command_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [&["profiles"][..], &["run", "scenarios/small/stub-leak.toml"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(args)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+        // SIGPIPE is 13 on Linux and the BSDs.
+        assert_eq!(out.status.signal(), Some(13), "{args:?}: ended by SIGPIPE, not {:?}", out.status);
+    }
+}
