@@ -67,8 +67,11 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     }
     let profile = match profile {
         Some(p) => p.to_string(),
-        None if a.all_vllm() => "vllm-nixl".to_string(),
-        None => "sglang-0.5.16".to_string(),
+        None => {
+            let (p, why) = a.default_profile();
+            println!("profile: {p} ({why}; --profile to choose another)");
+            p.to_string()
+        }
     };
     let sources = logs.join(", ");
     let Some(generated) = audit::scenario(&a, &sources) else {

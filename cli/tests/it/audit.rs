@@ -83,6 +83,35 @@ fn a_log_without_a_role_gets_a_verdict_and_says_what_it_assumed() {
     assert!(files_in(&dir).is_empty());
 }
 
+/// The profile follows the sglang build the log names: an operator on 0.5.23 is not told that
+/// the gap leaks (that was the vulnerable 0.5.16 profile, whatever the log said); a log without
+/// a version still gets the worst case, said as an assumption.
+#[test]
+fn the_profile_follows_the_sglang_version_in_the_log() {
+    let dir = empty_dir("version");
+    let summary = "[2026-11-02 10:11:12] max_total_num_tokens=681280, chunked_prefill_size=8192, \
+        max_prefill_tokens=16384, max_running_requests=128, context_len=1048576, available_gpu_mem=11.84 GB\n";
+    let cases = [
+        (Some("0.5.23"), 11, "profile: sglang-0.5.22 (sglang 0.5.23 retires a prompt rejected at intake"),
+        (Some("0.5.20"), 10, "profile: sglang-0.5.16 (sglang 0.5.20 predates 0.5.21"),
+        (None, 10, "profile: sglang-0.5.16 (ASSUMED: no sglang version in the logs"),
+    ];
+    for (version, want, line) in cases {
+        let log = dir.join(format!("{}.log", version.unwrap_or("none")));
+        let text = version.map(|v| format!("sglang version: {v}\n")).unwrap_or_default() + summary;
+        std::fs::write(&log, text).unwrap();
+        let (code, out, err) = audit_in(&dir, &[log.to_str().unwrap()]);
+        assert_eq!(code, Some(want), "{version:?}: {out}{err}");
+        assert!(out.contains(line), "{version:?}: {out}");
+        let p = line.split(' ').nth(1).unwrap();
+        assert!(out.contains(&format!("--profile {p} --scenario-out")), "{version:?}: {out}");
+        // --profile overrides the version's choice, and no profile line is printed then.
+        let (code, out, _) = audit_in(&dir, &[log.to_str().unwrap(), "--profile", "sglang-0.5.16"]);
+        assert_eq!(code, Some(10), "{out}");
+        assert!(!out.contains("profile: "), "{out}");
+    }
+}
+
 #[test]
 fn vllm_logs_use_vllm_admission_and_profile() {
     let (code, out, err) = audit(&[&data("vllm_pool_below_context_issue39734.log")]);

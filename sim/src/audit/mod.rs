@@ -123,6 +123,69 @@ impl Audit {
     pub fn all_vllm(&self) -> bool {
         !self.nodes.is_empty() && self.nodes.iter().all(|n| n.facts.engine == Some(Engine::Vllm))
     }
+
+    /// The engine profile the gap is simulated under when `--profile` is not given, and why:
+    /// the build the logs name, mapped to the shipped profile that behaves as it does.
+    /// - vLLM logs: `vllm-nixl`.
+    /// - sglang 0.5.21 and later: `sglang-0.5.22`. 0.5.21 is the first release that retires a
+    ///   prompt rejected at intake before it is bootstrapped (`disaggregation/prefill.py`
+    ///   `PrefillBootstrapQueue.add` → `is_unadmitted_reject`; absent from the 0.5.16–0.5.20
+    ///   wheels, present in 0.5.21–0.5.23), and decode gained its door check in the same release.
+    /// - sglang before 0.5.21: `sglang-0.5.16` (the stub walks on: `set_finish_with_abort` leaves
+    ///   a one-token prompt and nothing retires it at intake).
+    /// - No sglang version in the logs: `sglang-0.5.16`, the worst case, said as an assumption.
+    pub fn default_profile(&self) -> (&'static str, String) {
+        if self.all_vllm() {
+            return ("vllm-nixl", "the logs are vLLM's".to_string());
+        }
+        let sglang: Vec<&AuditNode> = self.nodes.iter().filter(|n| n.engine() == Engine::Sglang).collect();
+        let versions: Vec<Option<(u32, u32, u32)>> =
+            sglang.iter().map(|n| n.facts.version.as_deref().and_then(release)).collect();
+        let named = |v: &(u32, u32, u32)| format!("{}.{}.{}", v.0, v.1, v.2);
+        match versions.iter().copied().collect::<Option<Vec<_>>>() {
+            Some(vs) if !vs.is_empty() => {
+                let oldest = vs.iter().min().copied().expect("non-empty");
+                if oldest >= INTAKE_RETIRES_REJECTS {
+                    let why = format!(
+                        "sglang {} retires a prompt rejected at intake before bootstrap (0.5.21 and later)",
+                        named(&oldest)
+                    );
+                    ("sglang-0.5.22", why)
+                } else {
+                    let why = format!(
+                        "sglang {} predates 0.5.21: a prompt rejected at intake walks on as a one-token stub",
+                        named(&oldest)
+                    );
+                    ("sglang-0.5.16", why)
+                }
+            }
+            _ => (
+                "sglang-0.5.16",
+                "ASSUMED: no sglang version in the logs, so a build before 0.5.21's intake fix, the worst case"
+                    .to_string(),
+            ),
+        }
+    }
+}
+
+/// The first sglang release that retires a prompt rejected at intake (see `default_profile`).
+const INTAKE_RETIRES_REJECTS: (u32, u32, u32) = (0, 5, 21);
+
+/// A version string's release triple: `0.5.23` and `v0.5.10.post1` name their release. A
+/// pre-release or development build (`0.5.21rc1`, `0.5.21.dev3+g1a2b`) may lack what its release
+/// has, so it counts as the release before it (0.5.20), the worse case for the audit.
+fn release(v: &str) -> Option<(u32, u32, u32)> {
+    let v = v.trim().trim_start_matches(['v', 'V']);
+    let parts: Vec<&str> = v.split(['.', '+']).collect();
+    let number = |p: &str| -> Option<(u32, bool)> {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        Some((digits.parse().ok()?, digits.len() < p.len()))
+    };
+    let (major, _) = number(parts.first()?)?;
+    let (minor, _) = number(parts.get(1)?)?;
+    let (patch, suffixed) = number(parts.get(2)?)?;
+    let pre = suffixed || parts.get(3).is_some_and(|p| p.starts_with("dev"));
+    Some(if pre { (major, minor, patch.checked_sub(1)?) } else { (major, minor, patch) })
 }
 
 /// sglang: the scheduler rejects `L >= min(ctx - 1, pool - 1) - 5`; the tokenizer admits `L < ctx`.
@@ -587,6 +650,43 @@ pub fn scenario(a: &Audit, sources: &str) -> Option<Generated> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_names_its_release_and_a_pre_release_the_one_before() {
+        assert_eq!(release("0.5.23"), Some((0, 5, 23)));
+        assert_eq!(release("v0.5.10.post1"), Some((0, 5, 10)));
+        assert_eq!(release("0.5.21rc1"), Some((0, 5, 20)));
+        assert_eq!(release("0.5.21.dev3+g1a2b"), Some((0, 5, 20)));
+        assert_eq!(release("0.19.1rc1.dev301+g60995c05b"), Some((0, 19, 0)));
+        assert_eq!(release("0.5"), None);
+        assert_eq!(release("unknown"), None);
+    }
+
+    /// The profile follows the sglang build the logs name (worst case when they name none).
+    #[test]
+    fn the_default_profile_follows_the_logged_sglang_build() {
+        let summary = "[2026-03-02 10:11:12] max_total_num_tokens=681280, chunked_prefill_size=8192, \
+            max_prefill_tokens=16384, max_running_requests=128, context_len=1048576, available_gpu_mem=11.84 GB\n";
+        let profile = |version: Option<&str>| {
+            let log = match version {
+                Some(v) => format!("sglang version: {v}\n{summary}"),
+                None => summary.to_string(),
+            };
+            let facts = parse::parse_log("s.log", &log).unwrap();
+            let a = analyse(&[("s.log".into(), facts, None)]).unwrap();
+            assert!(a.has_gap());
+            a.default_profile()
+        };
+        assert_eq!(profile(Some("0.5.23")).0, "sglang-0.5.22");
+        assert_eq!(profile(Some("0.5.21")).0, "sglang-0.5.22");
+        assert!(profile(Some("0.5.21")).1.contains("sglang 0.5.21 retires"), "{:?}", profile(Some("0.5.21")));
+        assert_eq!(profile(Some("0.5.21rc2")).0, "sglang-0.5.16");
+        assert_eq!(profile(Some("0.5.20")).0, "sglang-0.5.16");
+        assert_eq!(profile(Some("0.5.10.post1")).0, "sglang-0.5.16");
+        let (p, why) = profile(None);
+        assert_eq!(p, "sglang-0.5.16");
+        assert!(why.starts_with("ASSUMED"), "{why}");
+    }
 
     fn node(source: &str, pool: Option<u64>, ctx: Option<u64>) -> NodeFacts {
         let mut f =
