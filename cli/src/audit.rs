@@ -74,7 +74,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         }
     };
     let sources = logs.join(", ");
-    let Some(generated) = audit::scenario(&a, &sources) else {
+    let Some(generated) = audit::scenario(&a, &sources, &profile) else {
         return bad("pools or context length unknown: cannot build a scenario".into());
     };
     for s in &generated.assumptions {

@@ -163,8 +163,28 @@ fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     let cfg = crate::load_path(out.to_str().unwrap());
     // The measured numbers of the log: a 681,280-token prefill pool, a 1,048,576-token context, pages of 64.
     assert_eq!((cfg.prefill[0].pool_tokens, cfg.context_len, cfg.knobs.page_size), (681_280, 1_048_576, 64));
+    // No version in the log: the worst case (the vulnerable build), said in the header.
+    assert_eq!(cfg.profile, "sglang-0.5.16");
+    assert!(
+        text.contains("profile sglang-0.5.16: ASSUMED:") && text.contains("no sglang version in the logs"),
+        "{text}"
+    );
     let w = kvsim::simulate(cfg, None, false);
     assert!(w.oracle.violations.iter().any(|v| v.kind == kvsim::check::Kind::CrossTenantRead), "the gap leaks");
+    // A vLLM log gives a vLLM scenario: run alone it simulates vLLM (before, the file said
+    // sglang-0.5.16, and running it reported leaks the audit of the same log does not).
+    let vllm = dir.join("from-vllm.toml");
+    let _ = std::fs::remove_file(&vllm);
+    let log = repo().join("sim/tests/data/audit/vllm_pool_below_context_issue39734.log");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["new", "v", "--from-log", log.to_str().unwrap(), "--out", vllm.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let cfg = crate::load_path(vllm.to_str().unwrap());
+    assert_eq!(cfg.profile, "vllm-nixl");
+    let w = kvsim::simulate(cfg, None, false);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     // A log with nothing in it is bad input naming the log.
     let garbage = repo().join("sim/tests/data/audit/garbage.log");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))

@@ -536,6 +536,7 @@ struct GenScenario {
     name: String,
     description: String,
     seed: u64,
+    profile: String,
     context_len: u64,
     liveness_bound_s: u64,
     prefill: Vec<GenGroup>,
@@ -553,8 +554,9 @@ pub struct Generated {
 /// A scenario reproducing the measured deployment: warm-up traffic from tenant 0 fills decode's
 /// pool with KV, then tenant 1 sends probes at both edges of each node's band. Nodes with no role
 /// take the prefill side; a missing side is the worst partner the context admits. Returns `None`
-/// when the context or every pool is unknown.
-pub fn scenario(a: &Audit, sources: &str) -> Option<Generated> {
+/// when the context or every pool is unknown. The scenario names `profile` (the audit's
+/// `--profile`, or `Audit::default_profile`), so that running it alone simulates the same engine.
+pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
     let ctx = a.context_len?;
     let ps = a.page_size;
     let mut assumptions = Vec::new();
@@ -636,6 +638,7 @@ pub fn scenario(a: &Audit, sources: &str) -> Option<Generated> {
         name: "audit".into(),
         description,
         seed: 1,
+        profile: profile.to_string(),
         context_len: ctx,
         liveness_bound_s: 3600,
         prefill: prefill.into_iter().map(|pool_tokens| GenGroup { pool_tokens }).collect(),
@@ -736,7 +739,7 @@ mod tests {
             let mut f = node("edge.log", Some(pool), Some(ctx));
             f.page_size = Some(ps);
             let a = analyse(&[("edge.log".into(), vec![f], None)]).unwrap();
-            let g = scenario(&a, "edge.log").unwrap();
+            let g = scenario(&a, "edge.log", a.default_profile().0).unwrap();
             let sc =
                 crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap_or_else(|e| panic!("{e}\n{}", g.toml));
             sc.resolve(&crate::scenario::Overrides::default()).unwrap_or_else(|e| panic!("{pool} {ctx} {ps}: {e}"));
@@ -747,7 +750,7 @@ mod tests {
     fn strange_file_names_cannot_break_the_generated_toml() {
         let f = node("we\"ird\nname ' = [x].log", Some(1000), Some(4096));
         let a = analyse(&[("we\"ird\nname ' = [x].log".into(), vec![f], None)]).unwrap();
-        let g = scenario(&a, "we\"ird\nname ' = [x].log").unwrap();
+        let g = scenario(&a, "we\"ird\nname ' = [x].log", "sglang-0.5.16").unwrap();
         let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
         assert!(sc.spec.description.unwrap().contains("we\"ird\nname ' = [x].log"));
     }
@@ -758,15 +761,17 @@ mod tests {
         let a = analyse(&[("one.log".into(), vec![f], None)]).unwrap();
         assert_eq!(a.nodes[0].role_source, RoleSource::Either);
         assert!(a.has_gap());
-        let g = scenario(&a, "one.log").unwrap();
+        let g = scenario(&a, "one.log", "sglang-0.5.22").unwrap();
         let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
+        // The scenario names the profile it was generated for: run alone, it simulates that engine.
+        assert_eq!(sc.spec.profile.as_deref(), Some("sglang-0.5.22"));
         assert_eq!(sc.spec.prefill[0].pool_tokens, 1000);
         assert_eq!(sc.spec.decode[0].pool_tokens, 4096 + RESERVED_DECODE_TOKENS);
         assert!(g.assumptions.iter().any(|s| s.contains("ASSUMED the worst partner")), "{:?}", g.assumptions);
         // Told it is a decode node: the prefill side is the assumed partner instead.
         let f = node("one.log", Some(1000), Some(4096));
         let a = analyse(&[("one.log".into(), vec![f], Some(Role::Decode))]).unwrap();
-        let g = scenario(&a, "one.log").unwrap();
+        let g = scenario(&a, "one.log", "sglang-0.5.16").unwrap();
         let sc = crate::scenario::Scenario::parse("gen.toml", &g.toml).unwrap();
         assert_eq!((sc.spec.prefill[0].pool_tokens, sc.spec.decode[0].pool_tokens), (4096, 1000));
     }

@@ -412,15 +412,16 @@ pub fn parse_trace(data: &[u8]) {
 
 /// Target `parse_audit_log`: bytes as an engine start-up log (lossy UTF-8), read by the parser
 /// `kvsim audit` uses, analysed as `kvsim audit` does (roles from the log). When the audit can
-/// build a scenario, that scenario must parse and resolve under the default profile (a generated
-/// scenario that does not is a kvsim bug: this panics). Never panics otherwise.
+/// build a scenario, that scenario must parse and resolve under the profile the audit picks for
+/// the log (a generated scenario that does not is a kvsim bug: this panics). Never panics
+/// otherwise.
 pub fn parse_audit_log(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let Ok(facts) = crate::audit::parse::parse_log("fuzz.log", &text) else { return };
     let files = vec![("fuzz.log".to_string(), facts, None)];
     let Ok(a) = crate::audit::analyse(&files) else { return };
     let _ = crate::audit::node_table(&a);
-    if let Some(generated) = crate::audit::scenario(&a, "fuzz.log") {
+    if let Some(generated) = crate::audit::scenario(&a, "fuzz.log", a.default_profile().0) {
         let text = generated.toml;
         let resolved = crate::scenario::Scenario::parse("audit-scenario.toml", &text)
             .and_then(|s| s.resolve(&crate::scenario::Overrides::default()));

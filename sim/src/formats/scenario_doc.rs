@@ -371,9 +371,11 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Res
     }
     let a = crate::audit::analyse(&files).map_err(FromLogsError::Audit)?;
     let sources: Vec<&str> = logs.iter().map(|(p, _)| p.as_str()).collect();
-    let generated = crate::audit::scenario(&a, &sources.join(", ")).ok_or(FromLogsError::NoDeployment)?;
+    // The engine profile the logs' build maps to (vLLM logs: `vllm-nixl`), as `kvsim audit` picks it.
+    let (profile, why) = a.default_profile();
+    let generated = crate::audit::scenario(&a, &sources.join(", "), profile).ok_or(FromLogsError::NoDeployment)?;
     let spec: ScenarioFile = toml::from_str(&generated.toml).map_err(|e| FromLogsError::Unreadable(e.to_string()))?;
-    let mut how = format!("written by `kvsim new {name} --from-log {}`", sources.join(" "));
+    let mut how = format!("written by `kvsim new {name} --from-log {}`; profile {profile}: {why}", sources.join(" "));
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
