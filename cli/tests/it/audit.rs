@@ -112,6 +112,17 @@ fn the_profile_follows_the_sglang_version_in_the_log() {
     }
 }
 
+/// sglang 0.5.23's small-pool warning: the served pool, and a build that has the intake fix,
+/// even with no version line in the log.
+#[test]
+fn the_small_pool_warning_gives_the_served_pool_and_dates_the_build() {
+    let (code, out, err) = audit(&[&data("sglang_small_pool_warning.log")]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("sglang >=0.5.23 · role either (no role in the log) · pool 681,280 tokens"), "{out}");
+    assert!(out.contains("GAP: prompts 681,274 <= L < 1,048,576"), "{out}");
+    assert!(out.contains("profile: sglang-0.5.22 (sglang >=0.5.23 retires a prompt rejected at intake"), "{out}");
+}
+
 #[test]
 fn vllm_logs_use_vllm_admission_and_profile() {
     let (code, out, err) = audit(&[&data("vllm_pool_below_context_issue39734.log")]);

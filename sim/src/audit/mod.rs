@@ -139,22 +139,20 @@ impl Audit {
             return ("vllm-nixl", "the logs are vLLM's".to_string());
         }
         let sglang: Vec<&AuditNode> = self.nodes.iter().filter(|n| n.engine() == Engine::Sglang).collect();
-        let versions: Vec<Option<(u32, u32, u32)>> =
-            sglang.iter().map(|n| n.facts.version.as_deref().and_then(release)).collect();
-        let named = |v: &(u32, u32, u32)| format!("{}.{}.{}", v.0, v.1, v.2);
-        match versions.iter().copied().collect::<Option<Vec<_>>>() {
-            Some(vs) if !vs.is_empty() => {
-                let oldest = vs.iter().min().copied().expect("non-empty");
+        // Each sglang node's release and the version as the log gave it (`>=0.5.23` when only
+        // 0.5.23's small-pool warning dates the build).
+        let versions: Option<Vec<(Release, &str)>> =
+            sglang.iter().map(|n| n.facts.version.as_deref().and_then(|v| Some((release(v)?, v)))).collect();
+        match versions.and_then(|vs| vs.into_iter().min()) {
+            Some((oldest, shown)) => {
                 if oldest >= INTAKE_RETIRES_REJECTS {
                     let why = format!(
-                        "sglang {} retires a prompt rejected at intake before bootstrap (0.5.21 and later)",
-                        named(&oldest)
+                        "sglang {shown} retires a prompt rejected at intake before bootstrap (0.5.21 and later)"
                     );
                     ("sglang-0.5.22", why)
                 } else {
                     let why = format!(
-                        "sglang {} predates 0.5.21: a prompt rejected at intake walks on as a one-token stub",
-                        named(&oldest)
+                        "sglang {shown} predates 0.5.21: a prompt rejected at intake walks on as a one-token stub"
                     );
                     ("sglang-0.5.16", why)
                 }
@@ -168,14 +166,18 @@ impl Audit {
     }
 }
 
+/// A release as (major, minor, patch).
+type Release = (u32, u32, u32);
+
 /// The first sglang release that retires a prompt rejected at intake (see `default_profile`).
-const INTAKE_RETIRES_REJECTS: (u32, u32, u32) = (0, 5, 21);
+const INTAKE_RETIRES_REJECTS: Release = (0, 5, 21);
 
 /// A version string's release triple: `0.5.23` and `v0.5.10.post1` name their release. A
 /// pre-release or development build (`0.5.21rc1`, `0.5.21.dev3+g1a2b`) may lack what its release
 /// has, so it counts as the release before it (0.5.20), the worse case for the audit.
-fn release(v: &str) -> Option<(u32, u32, u32)> {
-    let v = v.trim().trim_start_matches(['v', 'V']);
+fn release(v: &str) -> Option<Release> {
+    // `>=X`: a lower bound the log implies (`parse::SMALL_POOL_WARNING_SINCE`), read as X.
+    let v = v.trim().trim_start_matches(">=").trim_start_matches(['v', 'V']);
     let parts: Vec<&str> = v.split(['.', '+']).collect();
     let number = |p: &str| -> Option<(u32, bool)> {
         let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
@@ -661,6 +663,7 @@ mod tests {
         assert_eq!(release("0.5.21rc1"), Some((0, 5, 20)));
         assert_eq!(release("0.5.21.dev3+g1a2b"), Some((0, 5, 20)));
         assert_eq!(release("0.19.1rc1.dev301+g60995c05b"), Some((0, 19, 0)));
+        assert_eq!(release(">=0.5.23"), Some((0, 5, 23)));
         assert_eq!(release("0.5"), None);
         assert_eq!(release("unknown"), None);
     }

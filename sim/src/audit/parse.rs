@@ -31,6 +31,8 @@
 //! * sglang's scheduler error `Input length (L tokens) exceeds the maximum allowed length
 //!   (N tokens)`: N is `max_req_input_len`, which pins the pool at N + 6 when that is below the
 //!   context;
+//! * sglang 0.5.23's `KV pool holds N tokens, fewer than --context-length C`: the pool it serves
+//!   with (page-interleave widening included) and the context, and a build of 0.5.23 or later;
 //! * the launch command (`python -m sglang.launch_server …`, `vllm serve …`, continued over
 //!   lines ending in `\`): `--context-length`, `--page-size`, `--disaggregation-mode`,
 //!   `--max-model-len`, `--block-size`, and `kv_role` in `--kv-transfer-config`;
@@ -308,12 +310,20 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
 // ---------------------------------------------------------------------------
 // Facts and their sources
 
+/// The version a log with sglang's small-pool warning has at least (the warning is new in
+/// 0.5.23): a lower bound, which `audit::default_profile` reads as that release.
+pub const SMALL_POOL_WARNING_SINCE: &str = ">=0.5.23";
+
 /// Argument dumps: what the user asked for.
 const P_ARGS: u8 = 1;
 /// Values the engine resolved or allocated (KV allocation, engine config, version lines).
 const P_RESOLVED: u8 = 2;
 /// The engine's own summary of the pool it runs with.
 const P_SUMMARY: u8 = 3;
+/// The capacity the engine serves with, after every widening (sglang 0.5.23's small-pool
+/// warning: `managers/tp_worker.py` `get_worker_info` multiplies the logical pool by the
+/// page-interleave shard size, which the scheduler summary's `max_total_num_tokens` does not).
+const P_SERVED: u8 = 4;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Fact {
@@ -663,6 +673,8 @@ struct Patterns {
     lead_sgl: Regex,
     lead_level: Regex,
     kv_alloc: Regex,
+    sgl_small_pool_pool: Regex,
+    sgl_small_pool_context: Regex,
     sgl_version: Regex,
     sgl_check_env: Regex,
     pip_name: Regex,
@@ -720,6 +732,8 @@ fn patterns() -> &'static Patterns {
             r"^(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+)?(?:\[[^\]]*\]|[\w.\-/]+\.py:\d+\]|[\w.\-/]+\.py:\d+:)\s*",
         ),
         kv_alloc: re(r"KV Cache is allocated\.[^#]*#tokens:\s*"),
+        sgl_small_pool_pool: re(r"\bKV pool holds\s+"),
+        sgl_small_pool_context: re(r"tokens, fewer than --context-length\s+"),
         sgl_version: re(r"(?i)\bsglang\s+version\s*[:=]?\s*v?(\d+\.\d+[\w.+\-]*)"),
         sgl_check_env: re(r"(?i)^sglang\s*:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
         pip_name: re(r"^\s*Name:\s*(\S+)\s*$"),
@@ -833,6 +847,19 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
         info.engine(Engine::Sglang, true);
         let pool = count(line, &p.kv_alloc, "#tokens")?;
         info.push(pool.map(Fact::Pool), P_RESOLVED);
+    }
+
+    // sglang 0.5.23's warning when the served pool is below the context (`managers/tp_worker.py`
+    // `get_worker_info`: "KV pool holds N tokens, fewer than --context-length C. …"): the pool
+    // the engine serves with and its context, and a build of 0.5.23 or later (no earlier wheel
+    // has the warning), which a version line, if any, overrides.
+    if line.contains("KV pool holds") && line.contains("fewer than --context-length") {
+        info.engine(Engine::Sglang, true);
+        let pool = count(line, &p.sgl_small_pool_pool, "KV pool holds")?;
+        info.push(pool.map(Fact::Pool), P_SERVED);
+        let ctx = count(line, &p.sgl_small_pool_context, "--context-length")?;
+        info.push(ctx.map(Fact::Context), P_SERVED);
+        info.push(Some(Fact::Version(SMALL_POOL_WARNING_SINCE.to_string())), P_ARGS);
     }
 
     // sglang argument dump.
@@ -1169,8 +1196,9 @@ mod tests {
         }
     }
 
-    const FORMS: [(&str, &str); 7] = [
+    const FORMS: [(&str, &str); 8] = [
         ("summary", include_str!("../../tests/data/audit/sglang_summary_issue29575.log")),
+        ("small_pool", include_str!("../../tests/data/audit/sglang_small_pool_warning.log")),
         ("too_long", include_str!("../../tests/data/audit/sglang_input_too_long_issue4048.log")),
         ("v0_error", include_str!("../../tests/data/audit/vllm_v0_error_issue2418.log")),
         ("blocks", include_str!("../../tests/data/audit/vllm_blocks_concurrency_pr12569.log")),
@@ -1194,6 +1222,21 @@ mod tests {
             (Some(Engine::Sglang), Some(2_086_558), Some(256_000), 2)
         );
         assert_eq!((f.max_running_requests, f.available_gpu_mem_gb), (Some(33), Some(17.22)));
+    }
+
+    /// sglang 0.5.23 warns when the served pool is below the context; that pool (widened by
+    /// page interleaving) wins over the summary's logical one, and the warning dates the build.
+    #[test]
+    fn form_sglang_small_pool_warning() {
+        let f = form("small_pool");
+        assert_eq!(
+            (f.engine, f.pool_tokens, f.context_len, f.line),
+            (Some(Engine::Sglang), Some(681_280), Some(1_048_576), 4)
+        );
+        assert_eq!(f.version.as_deref(), Some(SMALL_POOL_WARNING_SINCE));
+        // A version line, where there is one, says more than the warning's lower bound.
+        let text = format!("sglang version: 0.5.24\n{}", FORMS[1].1);
+        assert_eq!(parse("v.log", &text)[0].version.as_deref(), Some("0.5.24"));
     }
 
     #[test]
