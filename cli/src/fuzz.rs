@@ -588,7 +588,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     for j in resumed_jobs {
         job_tx.send(j).expect("the receiver is alive");
     }
-    let mut progress = Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1), known.as_ref());
+    let mut progress =
+        Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1), known.as_ref(), &corpus);
     progress.seen(&camp.table);
     let mut acc = Accounting::new(camp, o.until.clone());
     let mut errors = Vec::new();
@@ -855,6 +856,9 @@ struct Progress<'k> {
     total_left: u64,
     last_line: std::time::Instant,
     known: Option<&'k KnownBugs>,
+    /// Where each signature's examples are saved (`<corpus>/<slug>/`, a folder `kvsim shrink`
+    /// takes).
+    corpus: &'k Path,
     /// The signatures already announced (or found before a resume), and how many are new.
     announced: BTreeSet<String>,
     new: usize,
@@ -862,7 +866,12 @@ struct Progress<'k> {
 
 #[allow(clippy::disallowed_methods)] // progress is wall time; the model never reads it
 impl<'k> Progress<'k> {
-    fn new(deadline: Option<std::time::Duration>, total_left: u64, known: Option<&'k KnownBugs>) -> Progress<'k> {
+    fn new(
+        deadline: Option<std::time::Duration>,
+        total_left: u64,
+        known: Option<&'k KnownBugs>,
+        corpus: &'k Path,
+    ) -> Progress<'k> {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = indicatif::ProgressBar::new(deadline.map_or(total_left, |d| d.as_secs()));
             b.set_style(
@@ -878,6 +887,7 @@ impl<'k> Progress<'k> {
             total_left,
             last_line: std::time::Instant::now(),
             known,
+            corpus,
             announced: BTreeSet::new(),
             new: 0,
         }
@@ -912,10 +922,11 @@ impl<'k> Progress<'k> {
             let label = camp_lib::triage_label(sig, self.known);
             let label = if label.is_empty() { String::new() } else { format!(" [{label}]") };
             let line = format!(
-                "fuzz: signature {}: {sig}{label}, first seed {} (run {})",
+                "fuzz: signature {}: {sig}{label}, first seed {} (run {}); examples in {}",
                 self.announced.len(),
                 e.first_seed,
-                e.first_seed.saturating_sub(seed_start) + 1
+                e.first_seed.saturating_sub(seed_start) + 1,
+                self.corpus.join(slug(sig)).display()
             );
             match &self.bar {
                 Some(b) => b.println(line),

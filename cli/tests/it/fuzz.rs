@@ -58,13 +58,21 @@ fn shards_and_jobs_give_the_same_signatures() {
         let seed = t[sig]["first_seed"].as_u64().unwrap();
         // No known-bugs file (a blind campaign): no triage, only the hardware label.
         let label = if sig.ends_with("/visibility_lag") { " [hardware]" } else { "" };
-        let want = format!("fuzz: signature {}: {sig}{label}, first seed {seed} (run {})", i + 1, seed - 7000 + 1);
+        let folder = Path::new(&whole).join(sig.replace('/', "--"));
+        let want = format!(
+            "fuzz: signature {}: {sig}{label}, first seed {seed} (run {}); examples in {}",
+            i + 1,
+            seed - 7000 + 1,
+            folder.display()
+        );
         assert_eq!(l, &want);
+        assert!(folder.is_dir(), "the announced folder holds the signature's examples: {l}");
     }
     let jobs = tmp("jobs");
     let out = kvsim(&["fuzz", "--runs", RUNS, "--corpus", &jobs, "--no-shrink", "--seed-start", "7000", "--jobs", "3"]);
     assert_eq!(table(&jobs), t, "--jobs 3 differs from --jobs 1");
-    assert_eq!(announced(&out), lines, "the announcements follow the seed order, whatever --jobs");
+    let jobs_lines: Vec<String> = announced(&out).iter().map(|l| l.replace(&jobs, &whole)).collect();
+    assert_eq!(jobs_lines, lines, "the announcements follow the seed order, whatever --jobs");
     assert_eq!(saved(&jobs), saved(&whole));
     let mut shards = Vec::new();
     for i in 0..3 {
