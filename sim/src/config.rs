@@ -532,19 +532,19 @@ fn vllm_nixl() -> Knobs {
 pub const PROFILES: &[Profile] = &[
     Profile {
         name: "sglang-0.5.16",
-        summary: "vulnerable: stub admission, finished-only gates, room-only commit, immediate frees",
+        summary: "vulnerable: stub admission, finished-only gates, room-only commit, immediate frees (the 0.5.16 wheel; 0.5.17-0.5.20 lack the intake retire too)",
         knobs: sglang_0_5_16,
         fixed: "sglang-0.5.22",
     },
     Profile {
         name: "sglang-0.5.22",
-        summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), deferred release (#35049); room-only commit",
+        summary: "fixed: aborted-too gates (#38935), post-forward check (#36988), deferred release (#35049); room-only commit (sglang 0.5.21-0.5.23 wheels)",
         knobs: sglang_0_5_22,
         fixed: "sglang-0.5.22",
     },
     Profile {
         name: "vllm-nixl",
-        summary: "vLLM NixlConnector: reject before scheduling, sequential proxy, LRU blocks, assert on short prefill",
+        summary: "vLLM NixlConnector: reject before scheduling, sequential proxy, LRU blocks, assert on short prefill (vLLM 0.33.0, 0.34.0)",
         knobs: vllm_nixl,
         fixed: "vllm-nixl",
     },
