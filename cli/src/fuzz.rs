@@ -900,12 +900,10 @@ impl<'k> Progress<'k> {
         }
     }
 
-    /// Marks a signature announced; whether it is new to the known-bugs file.
-    fn note(&mut self, sig: &str) -> bool {
+    /// Marks a signature announced, counting it when the known-bugs file does not know it.
+    fn note(&mut self, sig: &str) {
         self.announced.insert(sig.to_string());
-        let new = self.known.is_some_and(|k| k.row(sig).is_none());
-        self.new += usize::from(new);
-        new
+        self.new += usize::from(self.known.is_some_and(|k| k.row(sig).is_none()));
     }
 
     /// One line per signature the table gained since the last call.
