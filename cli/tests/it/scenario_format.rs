@@ -145,17 +145,23 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// `kvsim new NAME --from-log <fixture> --out <dir>/<out>` (an earlier file of that name removed).
+fn new_from_log(dir: &std::path::Path, name: &str, fixture: &str, out: &str) -> (std::process::Output, PathBuf) {
+    let path = dir.join(out);
+    let _ = std::fs::remove_file(&path);
+    let log = repo().join("sim/tests/data/audit").join(fixture);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["new", name, "--from-log", log.to_str().unwrap(), "--out", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (o, path)
+}
+
 #[test]
 fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     let dir = std::env::temp_dir().join(format!("kvsim-new-log-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("from-log.toml");
-    let _ = std::fs::remove_file(&out);
-    let log = repo().join("sim/tests/data/audit/glm_prefill_gap.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-        .args(["new", "glm", "--from-log", log.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let (o, out) = new_from_log(&dir, "glm", "glm_prefill_gap.log", "from-log.toml");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("assumption:"), "the assumption the audit made is stated");
@@ -173,24 +179,14 @@ fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     assert!(w.oracle.violations.iter().any(|v| v.kind == kvsim::check::Kind::CrossTenantRead), "the gap leaks");
     // A vLLM log gives a vLLM scenario: run alone it simulates vLLM (before, the file said
     // sglang-0.5.16, and running it reported leaks the audit of the same log does not).
-    let vllm = dir.join("from-vllm.toml");
-    let _ = std::fs::remove_file(&vllm);
-    let log = repo().join("sim/tests/data/audit/vllm_pool_below_context_issue39734.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-        .args(["new", "v", "--from-log", log.to_str().unwrap(), "--out", vllm.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let (o, vllm) = new_from_log(&dir, "v", "vllm_pool_below_context_issue39734.log", "from-vllm.toml");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let cfg = crate::load_path(vllm.to_str().unwrap());
     assert_eq!(cfg.profile, "vllm-nixl");
     let w = kvsim::simulate(cfg, None, false);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     // A log with nothing in it is bad input naming the log.
-    let garbage = repo().join("sim/tests/data/audit/garbage.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-        .args(["new", "g", "--from-log", garbage.to_str().unwrap(), "--out", dir.join("g.toml").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let (o, _) = new_from_log(&dir, "g", "garbage.log", "g.toml");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("garbage.log"));
 }
