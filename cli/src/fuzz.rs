@@ -590,7 +590,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     }
     let mut progress =
         Progress::new(deadline, range_end.saturating_sub(camp.next_k).div_ceil(shard.1), known.as_ref(), &corpus);
-    progress.seen(&camp.table);
+    progress.seen(&camp);
     let mut acc = Accounting::new(camp, o.until.clone());
     let mut errors = Vec::new();
     let mut found_after: Option<(u64, std::time::Duration)> = None;
@@ -660,7 +660,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 stop.store(true, Ordering::Relaxed);
             }
             let jobs = ctx.jobs_left.load(Ordering::Relaxed);
-            progress.announce(&acc.camp.table, o.seed_start);
+            progress.announce(&acc.camp);
             progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
             if last_save.elapsed().as_millis() >= 500 {
                 if let Err(e) =
@@ -894,8 +894,8 @@ impl<'k> Progress<'k> {
     }
 
     /// Signatures a resumed campaign had already found: counted, not announced again.
-    fn seen(&mut self, table: &BTreeMap<String, Entry>) {
-        for sig in table.keys() {
+    fn seen(&mut self, camp: &Campaign) {
+        for sig in camp.table.keys() {
             self.note(sig);
         }
     }
@@ -907,7 +907,8 @@ impl<'k> Progress<'k> {
     }
 
     /// One line per signature the table gained since the last call.
-    fn announce(&mut self, table: &BTreeMap<String, Entry>, seed_start: u64) {
+    fn announce(&mut self, camp: &Campaign) {
+        let table = &camp.table;
         if table.len() == self.announced.len() {
             return; // the table only grows: nothing new (the common case, one comparison)
         }
@@ -923,7 +924,7 @@ impl<'k> Progress<'k> {
                 "fuzz: signature {}: {sig}{label}, first seed {} (run {}); examples in {}",
                 self.announced.len(),
                 e.first_seed,
-                e.first_seed.saturating_sub(seed_start) + 1,
+                camp.run_number(e.first_seed),
                 self.corpus.join(slug(sig)).display()
             );
             match &self.bar {

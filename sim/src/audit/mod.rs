@@ -138,11 +138,14 @@ impl Audit {
         if self.all_vllm() {
             return ("vllm-nixl", "the logs are vLLM's".to_string());
         }
-        let sglang: Vec<&AuditNode> = self.nodes.iter().filter(|n| n.engine() == Engine::Sglang).collect();
         // Each sglang node's release and the version as the log gave it (`>=0.5.23` when only
-        // 0.5.23's small-pool warning dates the build).
-        let versions: Option<Vec<(Release, &str)>> =
-            sglang.iter().map(|n| n.facts.version.as_deref().and_then(|v| Some((release(v)?, v)))).collect();
+        // 0.5.23's small-pool warning dates the build); `None` when any node has none.
+        let versions: Option<Vec<(Release, &str)>> = self
+            .nodes
+            .iter()
+            .filter(|n| n.engine() == Engine::Sglang)
+            .map(|n| n.facts.version.as_deref().and_then(|v| Some((release(v)?, v))))
+            .collect();
         match versions.and_then(|vs| vs.into_iter().min()) {
             Some((oldest, shown)) => {
                 if oldest >= INTAKE_RETIRES_REJECTS {
@@ -157,7 +160,7 @@ impl Audit {
                     ("sglang-0.5.16", why)
                 }
             }
-            _ => (
+            None => (
                 "sglang-0.5.16",
                 "ASSUMED: no sglang version in the logs, so a build before 0.5.21's intake fix, the worst case"
                     .to_string(),

@@ -1207,9 +1207,12 @@ mod tests {
         ("kv_dump", include_str!("../../tests/data/audit/sglang_kv_dump.log")),
     ];
 
+    fn fixture(name: &str) -> &'static str {
+        FORMS.iter().find(|(n, _)| *n == name).expect("fixture").1
+    }
+
     fn form(name: &str) -> NodeFacts {
-        let text = FORMS.iter().find(|(n, _)| *n == name).expect("fixture").1;
-        let mut got = parse(name, text);
+        let mut got = parse(name, fixture(name));
         assert_eq!(got.len(), 1, "{name}: {got:?}");
         got.remove(0)
     }
@@ -1235,7 +1238,7 @@ mod tests {
         );
         assert_eq!(f.version.as_deref(), Some(SMALL_POOL_WARNING_SINCE));
         // A version line, where there is one, says more than the warning's lower bound.
-        let text = format!("sglang version: 0.5.24\n{}", FORMS[1].1);
+        let text = format!("sglang version: 0.5.24\n{}", fixture("small_pool"));
         assert_eq!(parse("v.log", &text)[0].version.as_deref(), Some("0.5.24"));
     }
 

@@ -207,12 +207,16 @@ impl Campaign {
         self.runs_done += 1;
     }
 
+    /// Which run of the seed range drew `seed` (the first run is run 1).
+    pub fn run_number(&self, seed: u64) -> u64 {
+        seed.wrapping_sub(self.seed_start) + 1
+    }
+
     /// The new-signature curve: after how many runs of the seed range (run `k` is the `k+1`-th)
     /// the table held 1, 2, … signatures, from each signature's first seed. The same for any
     /// `--jobs`, and for a merge of shards the curve of the unsharded campaign.
     pub fn curve(&self) -> Vec<(u64, usize)> {
-        let mut firsts: Vec<u64> =
-            self.table.values().map(|e| e.first_seed.wrapping_sub(self.seed_start) + 1).collect();
+        let mut firsts: Vec<u64> = self.table.values().map(|e| self.run_number(e.first_seed)).collect();
         firsts.sort_unstable();
         firsts.into_iter().enumerate().map(|(i, k)| (k, i + 1)).collect()
     }

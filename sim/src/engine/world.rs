@@ -273,14 +273,11 @@ impl Req {
         }
     }
 
-    /// The pages of `pool` late writes landed in (`late_pages`).
-    fn late_pages_in(&self, pool: PoolId) -> Vec<Run> {
-        self.late_pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect()
-    }
-
-    /// The pages of `pool` where late writes copied zeros (`late_zero_pages`).
-    fn late_zero_pages_in(&self, pool: PoolId) -> Vec<Run> {
-        self.late_zero_pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect()
+    /// The pages of `pool` late writes landed in (`late_pages`) and, of those, where they copied
+    /// zeros (`late_zero_pages`).
+    fn late_pages_in(&self, pool: PoolId) -> (Vec<Run>, Vec<Run>) {
+        let of = |pages: &[(PoolId, Run)]| pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect();
+        (of(&self.late_pages), of(&self.late_zero_pages))
     }
 
     /// Takes its scripted `delay` for the batch being scheduled: true the first time only.
@@ -1229,7 +1226,8 @@ impl World {
         // A late-written reader's bad slots outside the pages the late writes hit in this pool
         // have the mechanism it would have without them.
         let (late, late_zero, fallback) = if cause == "late_write" {
-            (r.late_pages_in(pool), r.late_zero_pages_in(pool), Self::cause_but_late_write(r))
+            let (late, zero) = r.late_pages_in(pool);
+            (late, zero, Self::cause_but_late_write(r))
         } else {
             (Vec::new(), Vec::new(), cause)
         };
