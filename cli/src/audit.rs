@@ -7,15 +7,6 @@ use kvsim::check::Kind;
 use kvsim::report::exit;
 use kvsim::scenario::{Overrides, Scenario};
 
-/// Quotes a word for a POSIX shell when it needs it.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./-=:,+@%".contains(&b)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option<&str>) -> i32 {
     let bad = |m: String| {
         eprintln!("error: {m}");
@@ -95,19 +86,22 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
                 return bad(format!("{path}: cannot write: {e}"));
             }
             println!("scenario written to {path}");
-            println!("reproduce: kvsim run {} --seed {} --profile {}", shell_word(path), cfg.seed, cfg.profile);
+            println!("reproduce: kvsim run {} --seed {} --profile {}", kvsim::shell_word(path), cfg.seed, cfg.profile);
         }
         None => {
             let mut cmd = String::from("kvsim audit");
             for l in logs {
                 cmd.push(' ');
-                cmd.push_str(&shell_word(l));
+                cmd.push_str(&kvsim::shell_word(l));
             }
             for r in roles {
                 cmd.push_str(" --role ");
-                cmd.push_str(&shell_word(r));
+                cmd.push_str(&kvsim::shell_word(r));
             }
-            cmd.push_str(&format!(" --profile {} --scenario-out kvsim-audit-scenario.toml", shell_word(&profile)));
+            cmd.push_str(&format!(
+                " --profile {} --scenario-out kvsim-audit-scenario.toml",
+                kvsim::shell_word(&profile)
+            ));
             println!("scenario not written; to write it: {cmd}");
         }
     }

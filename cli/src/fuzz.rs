@@ -420,7 +420,9 @@ fn write_best(corpus: &Path, sig: &str) -> Result<(), String> {
     }
 }
 
-/// The committed examples in a signature folder (`seed-<s>/failure.json`), smallest first.
+/// The committed examples in a signature folder (`seed-<s>/failure.json`), smallest first, their
+/// reproduce commands pointing into `dir` as given (a corpus copied, moved or resumed from
+/// another directory keeps the commands it was saved with in its files).
 fn signature_examples(dir: &Path) -> Vec<Failure> {
     let mut out: Vec<Failure> = std::fs::read_dir(dir)
         .map(|rd| {
@@ -428,6 +430,10 @@ fn signature_examples(dir: &Path) -> Vec<Failure> {
                 .filter(|e| e.file_name().to_string_lossy().starts_with("seed-"))
                 .filter_map(|e| std::fs::read_to_string(e.path().join("failure.json")).ok())
                 .filter_map(|t| serde_json::from_str::<Failure>(&t).ok())
+                .map(|mut f| {
+                    f.relocate(dir);
+                    f
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -753,6 +759,13 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
     Ok((space, space_name, liveness, pins))
 }
 
+/// Something in `corpus` that a new campaign did not put there (a scratch file of an interrupted
+/// write is its own), if any.
+fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
+    let rd = std::fs::read_dir(corpus).ok()?;
+    rd.flatten().map(|e| e.path()).find(|p| !p.file_name().is_some_and(|n| camp_lib::is_scratch(&n.to_string_lossy())))
+}
+
 /// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
 /// scratch an interrupted campaign left removed.
 fn open_campaign(
@@ -771,11 +784,28 @@ fn open_campaign(
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
-        Err(_) => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // No checkpoint: a new campaign, in a folder that holds nothing of anyone's (the
+            // clean-up below removes what the checkpoint does not list, so a folder of other
+            // files, or a corpus whose checkpoint was lost, would lose them).
+            if let Some(other) = foreign_entry(corpus) {
+                return Err(format!(
+                    "{}: not a campaign's corpus (no campaign.json) and not empty ({} is in it): \
+                     give an empty or new folder; a corpus whose campaign.json was lost cannot be resumed",
+                    corpus.display(),
+                    other.display()
+                ));
+            }
             let mut c = Campaign::new(space_name, o.seed_start, shard).with_examples(o.examples);
             c.guided = o.guided.then(Default::default);
+            // Checkpointed at once, so a campaign killed before its first checkpoint leaves a
+            // corpus that resumes (its leftovers removed against this empty one).
+            write_atomic(ckpt_path, serde_json::to_string_pretty(&c).expect("json").as_bytes())
+                .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
             c
         }
+        // Unreadable (not UTF-8, a folder, no permission): never taken for a missing one.
+        Err(e) => return Err(format!("{}: cannot read the campaign's checkpoint: {e}", ckpt_path.display())),
     };
     let scratch = clean_corpus(corpus, &camp);
     if !scratch.is_empty() {
@@ -1018,7 +1048,10 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
 /// Triage as in a campaign: with `--known FILE`, or by default the shipped known-bugs file of the
 /// campaign's profile (space `profile:P` or `prefix:P`), the table gets its new/known column and
 /// the merge exits like the campaign (0 when only known signatures, else 10/11/12); without a
-/// known-bugs file (`--known none`, a blind campaign) it exits 0 once merged.
+/// known-bugs file (`--known none`, a blind campaign) every signature counts, as in the campaign.
+/// Shards missing or stopped at different runs (a nightly job's timed-out shard) still merge, as
+/// a partial merge: a warning says so, its table is the union of the runs done, and its
+/// checkpoint cannot be resumed (`Campaign::partial`). `--into` must be a new or empty folder.
 pub fn merge(dirs: &[String], into: &str, known: Option<&str>) -> i32 {
     match merge_corpora(dirs, into, known) {
         Ok((text, code)) => {
@@ -1064,6 +1097,10 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     }
     let merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
+    // A new folder: merging over a corpus would replace its signatures' examples and checkpoint.
+    if std::fs::read_dir(out).is_ok_and(|mut rd| rd.next().is_some()) {
+        return Err(format!("--into {into}: the folder is not empty; merge into a new or empty folder"));
+    }
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     // Each signature's N smallest examples of all shards (the unsharded campaign's), copied from
     // the shard that found each; an example its shard had not completed is reported, not copied.
@@ -1093,6 +1130,12 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     }
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
+    if let Some(why) = &merged.partial {
+        eprintln!(
+            "warning: a partial merge ({why}): the table is the union of the runs the shards did, \
+             not the campaign's first N runs, and {into} cannot be resumed (resume the shards, then merge again)"
+        );
+    }
     let mut text = format!(
         "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
         dirs.len(),
@@ -1100,13 +1143,10 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         merged.table.len(),
         camp_lib::table_text(&merged.table, &saved_examples(out), known.as_ref())
     );
-    let code = match &known {
-        Some(k) => {
-            text.push_str(&camp_lib::triage_line(&merged.table, k));
-            kvsim::triage::exit_status(merged.table.keys(), Some(k))
-        }
-        None => exit::CLEAN,
-    };
+    if let Some(k) = &known {
+        text.push_str(&camp_lib::triage_line(&merged.table, k));
+    }
+    let code = kvsim::triage::exit_status(merged.table.keys(), known.as_ref());
     let html = out.join("report.html");
     match write_report(&html, out, into, &merged, known.as_ref(), code) {
         Ok(()) => text.push_str(&format!("report: {}\n", html.display())),

@@ -288,12 +288,13 @@ impl clap::ValueEnum for LikeArg {
 
 /// The exact command that reproduces a run.
 pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
-    let mut s = format!("kvsim run {path} --seed {} --profile {}", cfg.seed, cfg.profile);
+    use kvsim::shell_word as w;
+    let mut s = format!("kvsim run {} --seed {} --profile {}", w(path), cfg.seed, w(&cfg.profile));
     for kv in &opts.set {
-        s.push_str(&format!(" --set {kv}"));
+        s.push_str(&format!(" --set {}", w(kv)));
     }
     if let Some(b) = &opts.liveness {
-        s.push_str(&format!(" --liveness {b}"));
+        s.push_str(&format!(" --liveness {}", w(b)));
     }
     s
 }

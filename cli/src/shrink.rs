@@ -155,7 +155,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         s.judged_against,
         if s.necessary_knobs.is_empty() { "none".to_string() } else { s.necessary_knobs.join(", ") }
     );
-    println!("written to {}\nreproduce: kvsim run {}", o.out, o.out);
+    println!("written to {}\nreproduce: kvsim run {}", o.out, kvsim::shell_word(&o.out));
     let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);
     if after.iter().any(|x| kvsim::fuzz::is_disagreement(x)) {
         exit::ORACLE_DISAGREEMENT

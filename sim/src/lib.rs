@@ -28,6 +28,19 @@ use config::SimConfig;
 use trace::{TraceSink, Tracer};
 use world::World;
 
+/// One word of a printed command (a reproduce command, a path, a `--set` pair), quoted for a POSIX
+/// shell when it needs it, so the line can be pasted as it is: `dir with space/it's.toml` becomes
+/// `'dir with space/it'"'"'s.toml'`. A word that cannot be quoted (a NUL byte, which no path or
+/// argument holds) is returned as it is.
+pub fn shell_word(s: &str) -> std::borrow::Cow<'_, str> {
+    shlex::try_quote(s).unwrap_or(std::borrow::Cow::Borrowed(s))
+}
+
+/// A path as one word of a printed command (`shell_word` of its display form).
+pub fn shell_path(p: &std::path::Path) -> String {
+    shell_word(&p.display().to_string()).into_owned()
+}
+
 /// Runs a configuration to the end and returns the finished world.
 pub fn simulate(cfg: SimConfig, sink: Option<Box<dyn TraceSink>>, check_invariants: bool) -> World {
     let mut w = World::new(cfg, Tracer::new(sink));

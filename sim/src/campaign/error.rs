@@ -29,6 +29,9 @@ pub enum CampaignError {
     OverlappingShard { name: String, shard: u64, count: u64, other: String },
     /// `Merger::campaign` with nothing added.
     NoCorpora,
+    /// The checkpoint in `corpus` is a partial merge (`why`): its runs are no prefix of the seed
+    /// range, so no resume can continue it.
+    PartialMerge { corpus: String, why: String },
 }
 
 /// What makes corpora shards of one campaign: the same space, seed start and shard count.
@@ -83,6 +86,10 @@ impl fmt::Display for CampaignError {
                 "{name}: shard {shard}/{count} is also {other}: the corpora overlap (the same runs would be counted twice)"
             ),
             E::NoCorpora => f.write_str("no corpora to merge"),
+            E::PartialMerge { corpus, why } => write!(
+                f,
+                "{corpus}: a partial merge ({why}) cannot be resumed: resume the shards themselves, then merge them again"
+            ),
         }
     }
 }

@@ -121,6 +121,11 @@ pub struct Campaign {
     /// evolve their own corpora, the merge keeps the union of their tables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guided: Option<crate::fuzz::guided::Guided>,
+    /// A merge of shards whose runs are no prefix of the seed range (a shard missing, or shards
+    /// stopped at different runs: a nightly job's timed-out shard): why. Its table is the union
+    /// of the runs done, and it cannot be resumed (`check_resumes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 impl Campaign {
@@ -137,6 +142,7 @@ impl Campaign {
             examples_per_signature: DEFAULT_EXAMPLES,
             examples: BTreeMap::new(),
             guided: None,
+            partial: None,
         }
     }
 
@@ -157,6 +163,9 @@ impl Campaign {
     ) -> Result<(), CampaignError> {
         if self.format != CORPUS_FORMAT {
             return Err(CampaignError::OlderCorpus { corpus: corpus.to_string(), format: self.format.clone() });
+        }
+        if let Some(why) = &self.partial {
+            return Err(CampaignError::PartialMerge { corpus: corpus.to_string(), why: why.clone() });
         }
         if self.space != space || self.seed_start != seed_start || self.shard != shard {
             return Err(CampaignError::OtherCampaign {
@@ -353,7 +362,11 @@ impl Failure {
             signature: sig.to_string(),
             seed,
             space: space.to_string(),
-            reproduce: format!("kvsim run {}{}", seed_dir.join("scenario.toml").display(), reproduce_flags(sig)),
+            reproduce: format!(
+                "kvsim run {}{}",
+                crate::shell_path(&seed_dir.join("scenario.toml")),
+                reproduce_flags(sig)
+            ),
             shrunk: None,
             shrunk_requests: None,
             necessary_knobs: vec![],
@@ -365,7 +378,7 @@ impl Failure {
 
     /// The command that reproduces it on the shrunk case of `seed_dir`.
     pub fn shrunk_command(sig: &str, seed_dir: &Path) -> String {
-        format!("kvsim run {}{}", seed_dir.join("shrunk.toml").display(), reproduce_flags(sig))
+        format!("kvsim run {}{}", crate::shell_path(&seed_dir.join("shrunk.toml")), reproduce_flags(sig))
     }
 
     /// Points the reproduce commands at the copy of this failure under `sig_dir` (a signature
@@ -373,7 +386,7 @@ impl Failure {
     pub fn relocate(&mut self, sig_dir: &Path) {
         let seed_dir = sig_dir.join(format!("seed-{}", self.seed));
         let flags = reproduce_flags(&self.signature);
-        self.reproduce = format!("kvsim run {}{flags}", seed_dir.join("scenario.toml").display());
+        self.reproduce = format!("kvsim run {}{flags}", crate::shell_path(&seed_dir.join("scenario.toml")));
         if self.shrunk.is_some() {
             self.shrunk = Some(Failure::shrunk_command(&self.signature, &seed_dir));
         }
@@ -626,7 +639,8 @@ pub struct Merger {
     table: BTreeMap<String, Entry>,
     runs: u64,
     first: Option<(String, Campaign)>,
-    shards_seen: BTreeMap<u64, String>,
+    /// Shard index → its corpus, the run its seed range reached (`next_k`) and its runs done.
+    shards_seen: BTreeMap<u64, (String, u64, u64)>,
     /// Per signature, the smallest distinct examples of every shard added (`offer_example`
     /// over the shards' lists: the unsharded campaign's list, whatever the order of adding).
     pub examples: BTreeMap<String, Vec<ExampleKey>>,
@@ -672,7 +686,7 @@ impl Merger {
                 });
             }
         }
-        if let Some(other) = self.shards_seen.insert(c.shard.0, name.to_string()) {
+        if let Some((other, ..)) = self.shards_seen.insert(c.shard.0, (name.to_string(), c.next_k, c.runs_done)) {
             return Err(CampaignError::OverlappingShard {
                 name: name.to_string(),
                 shard: c.shard.0,
@@ -704,9 +718,27 @@ impl Merger {
         self.origin.get(&seed).map(String::as_str)
     }
 
-    /// The merged checkpoint: one unsharded campaign of every shard's runs.
+    /// The merged checkpoint: one unsharded campaign of every shard's runs. Shard `i` of `n`
+    /// covers the runs `k < next_k_i` with `k ≡ i (mod n)`, so with every shard there the union is
+    /// the prefix `k < R` of the seed range (what the checkpoint says, `next_k = R`, and a resume
+    /// continues from) exactly when the shards' `next_k` lie within `n` of each other. Otherwise
+    /// (a shard missing, or one stopped early: a nightly job's timed-out shard) the merge is
+    /// `partial`: its table is the union of the runs done, and it says why.
     pub fn campaign(&self) -> Result<Campaign, CampaignError> {
         let (_, c0) = self.first.as_ref().ok_or(CampaignError::NoCorpora)?;
+        let count = c0.shard.1;
+        let missing: Vec<String> =
+            (0..count).filter(|i| !self.shards_seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+        let lo = self.shards_seen.values().map(|(_, k, _)| *k).min().unwrap_or(0);
+        let hi = self.shards_seen.values().map(|(_, k, _)| *k).max().unwrap_or(0);
+        let partial = if !missing.is_empty() {
+            Some(format!("shard(s) {} missing", missing.join(", ")))
+        } else if hi - lo >= count {
+            let ends: Vec<String> = self.shards_seen.values().map(|(d, _, n)| format!("{d} did {n} run(s)")).collect();
+            Some(format!("the shards stopped at different runs: {}", ends.join(", ")))
+        } else {
+            None
+        };
         Ok(Campaign {
             format: CORPUS_FORMAT.into(),
             space: c0.space.clone(),
@@ -718,6 +750,7 @@ impl Merger {
             examples_per_signature: c0.examples_per_signature,
             examples: self.examples.clone(),
             guided: None,
+            partial,
         })
     }
 }
@@ -815,6 +848,32 @@ mod tests {
         assert_eq!(Merger::default().campaign().unwrap_err(), CampaignError::NoCorpora);
         let old = Campaign { format: "kvsim-corpus/0".into(), ..whole };
         assert!(Merger::check_format(&old, "c/campaign.json").unwrap_err().to_string().contains("corpus format"));
+    }
+
+    /// Shards whose runs are the first N of the seed range merge whole, also when a `--runs` end
+    /// leaves them a run apart (30 runs in 4 shards: 8, 8, 7, 7). A missing shard, or one stopped
+    /// further back (a timed-out shard), gives a partial merge that no resume continues.
+    #[test]
+    fn a_merge_is_whole_only_when_its_shards_cover_a_prefix_of_the_seed_range() {
+        let merge = |shards: &[(u64, u64)]| {
+            let mut m = Merger::default();
+            for &(i, runs) in shards {
+                m.add(&format!("shard{i}"), in_order(runs, (i, 4))).unwrap();
+            }
+            m.campaign().unwrap()
+        };
+        let whole = merge(&[(0, 30), (1, 30), (2, 30), (3, 30)]);
+        assert_eq!((whole.partial.as_deref(), whole.runs_done, whole.next_k), (None, 30, 30));
+        assert_eq!(whole.table, in_order(30, (0, 1)).table);
+        assert!(whole.check_resumes("m", "blind", 100, (0, 1)).is_ok());
+        let missing = merge(&[(0, 30), (2, 30), (3, 30)]);
+        assert_eq!(missing.partial.as_deref(), Some("shard(s) 1/4 missing"));
+        let e = missing.check_resumes("m", "blind", 100, (0, 1)).unwrap_err().to_string();
+        assert!(e.contains("a partial merge (shard(s) 1/4 missing) cannot be resumed"), "{e}");
+        let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
+        let why = ragged.partial.unwrap();
+        assert!(why.starts_with("the shards stopped at different runs"), "{why}");
+        assert!(why.contains("shard2 did 3 run(s)") && why.contains("shard0 did 8 run(s)"), "{why}");
     }
 
     #[test]
