@@ -3,6 +3,7 @@
 //! Subtrees run on `--jobs` worker threads and merge in subtree order, so the answer is the
 //! same for any number of workers; `--checkpoint FILE` makes a long exploration resumable.
 
+use kvsim::check::Kind;
 use kvsim::config::SimConfig;
 use kvsim::explore::{self, Bounds, ChoiceString, FaultKind, Spec, SubtreeResult};
 use kvsim::report::{exit, Report};
@@ -132,7 +133,18 @@ pub fn run(o: &ExploreOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
-    let kinds = explore::parse_kinds(o.kinds.as_deref().unwrap_or("")).map_err(|e| e.to_string());
+    let kinds = explore::parse_kinds(o.kinds.as_deref().unwrap_or("")).map_err(|e| e.to_string()).and_then(|ks| {
+        // A content channel is judged by comparing two runs (the noninterference check), which a
+        // schedule's one run cannot show: exploring for it alone would say "verified" vacuously.
+        match ks.iter().find(|k| matches!(k, Kind::TimingChannel | Kind::StatusChannel)) {
+            Some(k) => Err(format!(
+                "--kinds {}: exploration cannot check it (it compares two runs per schedule, the noninterference \
+                 check; use `kvsim run SCENARIO --check noninterference` or `kvsim fuzz --check noninterference`)",
+                k.name()
+            )),
+            None => Ok(ks),
+        }
+    });
     let spec = match (bounds_of(o, &cfg), kinds) {
         (Ok(bounds), Ok(kinds)) => {
             Spec { bounds, kinds, max_states: 1, prune: !o.no_prune, por: !o.no_por, subtrees: 64, check: None }
@@ -251,10 +263,6 @@ fn run_subtrees(
 
 fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, secs: f64) -> i32 {
     let bound = describe_bound(spec);
-    let mut set = String::new();
-    for kv in &o.opts.set {
-        set.push_str(&format!(" --set {kv}"));
-    }
     let Some(found) = &s.found else {
         let verdict = if s.verified() {
             format!(
@@ -307,7 +315,12 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         lines.push(format!("  choice {}: {:?} {} of {}", c.0, c.1.point, c.1.value, c.1.domain));
     }
     let mut story = replay.world.oracle.violations.first().map(|v| kvsim::report::story(&replay.world, v));
-    let (target, cs) = match &o.out {
+    // The run's own command (seed, profile, pins, liveness bound: what the exploration ran),
+    // replaying the shrunk schedule.
+    let reproduce =
+        format!("{} --choices {}", super::reproduce_cmd(&o.scenario, cfg, &o.opts), kvsim::shell_word(&cs.to_string()));
+    lines.push(format!("reproduce: {reproduce}"));
+    let shrunk_reproduce = match &o.out {
         Some(out) => {
             // The scenario is shrunk too (the library's shrinker, each candidate kept only when
             // exploring it still finds a violation of the property).
@@ -331,7 +344,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 }
                 None => {
                     lines.push("scenario not shrunk: one subtree of 20000 states does not show the violation".into());
-                    (cfg.clone(), cs)
+                    (cfg.clone(), cs.clone())
                 }
             };
             let header = format!(
@@ -346,17 +359,18 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             lines.push(format!("wrote {out}"));
             let rep = explore::execute(&c, spec, &cs.choices, None, false);
             story = rep.world.oracle.violations.first().map(|v| kvsim::report::story(&rep.world, v));
-            (out.clone(), cs)
+            let r = format!("kvsim run {} --choices {}", kvsim::shell_word(out), kvsim::shell_word(&cs.to_string()));
+            lines.push(format!("reproduce (shrunk): {r}"));
+            Some(r)
         }
-        None => (format!("{} --profile {}{set}", o.scenario, cfg.profile), cs),
+        None => None,
     };
-    lines.push(format!("reproduce: kvsim run {target} --choices '{cs}'"));
     if let Some(story) = story {
         lines.push(format!("first violation: {story}"));
     }
     if o.json {
         let v = serde_json::json!({"verified": false, "summary": s, "bound": bound, "seconds": secs,
-            "choices": cs.to_string(), "reproduce": lines.last()});
+            "choices": cs.to_string(), "reproduce": reproduce, "reproduce_shrunk": shrunk_reproduce});
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         for l in lines {
@@ -395,7 +409,8 @@ fn describe_bound(spec: &Spec) -> String {
 }
 
 /// `kvsim run SCENARIO --choices STRING`: one schedule replayed; the ordinary report.
-pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, json: bool) -> i32 {
+/// `kvsim run SCENARIO --choices STRING`, reported as `format` (text, JSON, or the per-request CSV).
+pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, format: super::Format) -> i32 {
     let cfg = match super::load(path, opts) {
         Ok(c) => c,
         Err(e) => {
@@ -438,10 +453,12 @@ pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, json: bool)
         count(explore::Point::Order),
         cs.choices.len()
     );
-    let repro = format!("{} --choices '{cs}'", super::reproduce_cmd(path, &cfg, opts));
+    let repro = format!("{} --choices {}", super::reproduce_cmd(path, &cfg, opts), kvsim::shell_word(&cs.to_string()));
     let report = Report::build(&w, repro);
-    if json {
+    if format == super::Format::Json {
         println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
+    } else if format == super::Format::Csv {
+        print!("{}", kvsim::latency::csv(&report.per_request));
     } else {
         print!("{}", report.text());
     }

@@ -157,7 +157,7 @@ enum Cmd {
         #[arg(long, value_enum, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
         confirm: Option<confirm::BackendArg>,
         /// Replay one schedule found by `kvsim explore` (its choice string).
-        #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "perfetto", "svg", "check_oracle"])]
+        #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "trace_filter", "perfetto", "svg", "check_oracle"])]
         choices: Option<String>,
     },
     /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
@@ -327,7 +327,7 @@ fn run() -> i32 {
     };
     match cli.cmd {
         Cmd::Run { scenario, choices: Some(c), opts, json, format, .. } => {
-            explore::run_choices(&scenario, &opts, &c, json || format == Format::Json)
+            explore::run_choices(&scenario, &opts, &c, if json { Format::Json } else { format })
         }
         Cmd::Explore(o) => explore::run(&o),
         Cmd::Reach(o) => reach::run(&o),

@@ -59,12 +59,39 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<(SimConfig, Option
 fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
     let p = std::path::Path::new(input);
     let path = if p.is_dir() { format!("{}/scenario.toml", input.trim_end_matches('/')) } else { input.to_string() };
-    if path.ends_with(".jsonl") {
+    if is_trace(&path) {
+        // A trace's header is the run's whole configuration: overrides would make the shrunk
+        // case another run's, so they are refused rather than dropped.
+        let given: Vec<&str> = [
+            ("--seed", opts.seed.is_some()),
+            ("--profile", opts.profile.is_some()),
+            ("--set", !opts.set.is_empty()),
+            ("--liveness", opts.liveness.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(f, on)| on.then_some(f))
+        .collect();
+        if !given.is_empty() {
+            return Err(format!(
+                "{path}: a trace carries its run's whole configuration, so {} cannot change it: shrink the \
+                 scenario with them, or run it with them and --trace, then shrink that trace",
+                given.join(", ")
+            ));
+        }
         let reader = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
             .map_err(|e| e.to_string())?;
         return Ok(reader.header.config);
     }
     super::load(&path, opts).map_err(|e| e.to_string())
+}
+
+/// Whether `path` is a trace (JSON Lines: its first non-blank byte opens an object, which no
+/// TOML scenario's does), whatever its name; `replay` and `confirm` take any name too.
+fn is_trace(path: &str) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// Picks the signature to shrink for.

@@ -26,15 +26,53 @@ knob_enum!(
     /// Decode's check before committing a transferred request.
     CommitCheck { RoomOnly, Coverage, AssertCrash }
 );
-knob_enum!(
-    /// Off/on switch (`yes`/`no` accepted too).
-    OnOff {
-        #[serde(alias = "no", alias = "false")]
-        Off,
-        #[serde(alias = "yes", alias = "true")]
-        On
+/// Off/on switch: `"on"`/`"off"`, also `"yes"`/`"no"`, `"true"`/`"false"` and a TOML boolean
+/// (`kv_checksum = true`, `--set kv_checksum=true`). Written as `"on"`/`"off"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOff {
+    Off,
+    On,
+}
+
+impl schemars::JsonSchema for OnOff {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OnOff".into()
     }
-);
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Off/on switch: `\"on\"`/`\"off\"`, also `\"yes\"`/`\"no\"`, `\"true\"`/`\"false\"` and a boolean.",
+            "anyOf": [
+                {"type": "string", "enum": ["off", "on", "no", "yes", "false", "true"]},
+                {"type": "boolean"}
+            ]
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for OnOff {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = OnOff;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("one of `on`, `off` (or `yes`/`no`, `true`/`false`, a boolean)")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<OnOff, E> {
+                Ok(if b { OnOff::On } else { OnOff::Off })
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<OnOff, E> {
+                match s {
+                    "on" | "yes" | "true" => Ok(OnOff::On),
+                    "off" | "no" | "false" => Ok(OnOff::Off),
+                    _ => Err(E::unknown_variant(s, &["off", "on", "no", "yes", "false", "true"])),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 knob_enum!(
     /// KV canary: a per-slot side record verified on every read.
     Canary { Off, Log, Raise }

@@ -73,6 +73,25 @@ fn unknown_knob_and_bad_values() {
     assert!(e.key.contains("page_size"), "{e}");
 }
 
+/// An on/off knob takes `on`/`off`, `yes`/`no`, `true`/`false` and a TOML boolean, in a scenario
+/// and in `--set` (the error message lists them all); any other word is refused.
+#[test]
+fn on_off_knobs_take_the_words_and_booleans_their_message_lists() {
+    for v in ["true", "\"true\"", "\"yes\"", "\"on\""] {
+        let c = resolve(&GOOD.replace("page_size = 16", &format!("page_size = 16\nkv_checksum = {v}")), &[]).unwrap();
+        assert_eq!(c.knobs.kv_checksum, kvsim::config::OnOff::On, "{v}");
+    }
+    let c = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nkv_checksum = false"), &[]).unwrap();
+    assert_eq!(c.knobs.kv_checksum, kvsim::config::OnOff::Off);
+    for v in ["true", "yes", "on"] {
+        assert_eq!(resolve(GOOD, &[("kv_checksum", v)]).unwrap().knobs.kv_checksum, kvsim::config::OnOff::On, "{v}");
+    }
+    let e = resolve(GOOD, &[("kv_checksum", "ON")]).unwrap_err();
+    assert!(e.to_string().contains("expected one of `off`, `on`, `no`, `yes`, `false`, `true`"), "{e}");
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nkv_checksum = 1"), &[]).unwrap_err();
+    assert!(e.key.contains("kv_checksum"), "{e}");
+}
+
 #[test]
 fn impossible_configurations() {
     let e = resolve(&GOOD.replace("[[decode]]\npool_tokens = 8192\n", ""), &[]).unwrap_err();

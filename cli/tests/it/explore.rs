@@ -352,3 +352,30 @@ fn catalogue_mode_tells_buggy_found_fixed_verified_and_the_bound_reached() {
     let r = Command::new(bin).args(["explore", &row, "--catalogue", "--kinds", "page_leak"]).output().unwrap();
     assert_eq!(r.status.code(), Some(2));
 }
+
+/// The printed reproduce command is the exploration's own run (seed, profile, liveness bound and
+/// the shrunk schedule), so pasted as it is it gives the same verdict; `--json` carries that
+/// command (not the story); a content-channel kind, which one run per schedule cannot show, is
+/// refused instead of "verified".
+#[test]
+fn the_reproduce_command_replays_the_explored_run() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let row = catalogue("router-waits-for-decode.toml");
+    let r = Command::new(bin).args(["explore", &row, "--liveness", "60s", "--seed", "9", "--json"]).output().unwrap();
+    assert_eq!(r.status.code(), Some(11), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let cmd = v["reproduce"].as_str().expect("a command");
+    assert!(cmd.starts_with("kvsim run ") && cmd.contains(" --seed 9 ") && cmd.contains(" --liveness 60s "), "{cmd}");
+    let words = shlex::split(cmd).expect("a shell line");
+    let r = Command::new(bin).args(&words[1..]).output().unwrap();
+    assert_eq!(r.status.code(), Some(11), "{cmd}: {}", String::from_utf8_lossy(&r.stdout));
+    // The same replay as the per-request CSV (`--format csv`), not the text report.
+    let r = Command::new(bin).args(&words[1..]).args(["--format", "csv"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&r.stdout).starts_with("id,tenant,"), "{}", String::from_utf8_lossy(&r.stdout));
+    let r = Command::new(bin)
+        .args(["explore", &catalogue("prefix-timing-channel.toml"), "--kinds", "timing_channel"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("exploration cannot check it"));
+}

@@ -151,6 +151,26 @@ fn a_blind_campaign_finds_the_stub_leak() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("cross_tenant_read"));
 }
 
+/// A trace is recognised by its content, whatever its name (as `replay` and `confirm` do), and
+/// the overrides its header's configuration cannot take are refused, not dropped.
+#[test]
+fn shrink_takes_a_trace_of_any_name_and_refuses_overrides_of_it() {
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let trace = tmp("leak.trace");
+    let out = kvsim(&["run", scen.to_str().unwrap(), "--trace", &trace]);
+    assert_eq!(out.status.code(), Some(10));
+    let shrunk = tmp("leak-shrunk.toml");
+    let out = kvsim(&["shrink", &trace, "--out", &shrunk, "--budget", "300"]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&shrunk).unwrap().contains("# Signature: cross_tenant_read/"));
+    for flags in [&["--set", "page_tags=on"][..], &["--seed", "9"], &["--profile", "sglang-0.5.22"]] {
+        let out = kvsim(&[&["shrink", trace.as_str(), "--out", &shrunk][..], flags].concat());
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("so {} cannot change it", flags[0])), "{err}");
+    }
+}
+
 #[test]
 fn the_incident_shrinks_to_its_minimal_form_deterministically() {
     let scen = crate::scenarios_dir().join("glm53-incident.toml");

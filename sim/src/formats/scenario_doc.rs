@@ -47,6 +47,10 @@ fn one_line(s: &str) -> String {
 
 fn type_name(root: &Value, v: &Value) -> String {
     let r = resolve(root, v);
+    // Several accepted forms (`OnOff`: a word or a boolean): each form's type.
+    if let Some(any) = r.get("anyOf").and_then(Value::as_array) {
+        return any.iter().map(|x| type_name(root, x)).collect::<Vec<_>>().join(" or ");
+    }
     if r.get("enum").is_some() || r.get("oneOf").is_some() {
         return "string (one of)".into();
     }
@@ -74,6 +78,9 @@ fn type_name(root: &Value, v: &Value) -> String {
 
 fn allowed(root: &Value, v: &Value) -> String {
     let r = resolve(root, v);
+    if let Some(any) = r.get("anyOf").and_then(Value::as_array) {
+        return any.iter().map(|x| allowed(root, x)).filter(|a| !a.is_empty()).collect::<Vec<_>>().join("; ");
+    }
     let mut parts = Vec::new();
     let variants: Vec<String> = if let Some(e) = r.get("enum").and_then(Value::as_array) {
         e.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect()
