@@ -26,6 +26,10 @@ pub fn collect(paths: &[String]) -> Result<Vec<PathBuf>, String> {
         while let Some(x) = stack.pop() {
             if x.is_dir() {
                 for e in std::fs::read_dir(&x).map_err(|e| format!("{}: {e}", x.display()))?.flatten() {
+                    // A link to a folder is not followed (a link to `.` would loop forever).
+                    if e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir() {
+                        continue;
+                    }
                     stack.push(e.path());
                 }
             } else if x.extension().is_some_and(|e| e == "toml") {
@@ -113,10 +117,11 @@ pub fn run_check(paths: &[String]) -> i32 {
         return exit::BAD_INPUT;
     }
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
+    let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(6).max(6);
     let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(7).max(7);
-    println!("{:<w0$}  {:<10}  {:<w2$}  result", "scenario", "expect", "setting");
+    println!("{:<w0$}  {:<w1$}  {:<w2$}  result", "scenario", "expect", "setting");
     for (s, e, p, r) in &rows {
-        println!("{s:<w0$}  {e:<10}  {p:<w2$}  {r}");
+        println!("{s:<w0$}  {e:<w1$}  {p:<w2$}  {r}");
     }
     println!(
         "{} expectation(s) in {} scenario(s): {} passed, {failed} failed{}",
@@ -142,7 +147,22 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
     let files = collect(paths)?;
     for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        m.add(&name, &parse(f)?, Some(&super::read_file)).map_err(|e| e.to_string())?;
+        let sc = parse(f)?;
+        // The row's property is its `buggy` entry's kinds: checked as `kvsim check` checks it,
+        // and it must name a violation (a mitigation "prevents" nothing else).
+        if let Some(b) = sc.spec.expect.iter().find(|e| e.name == "buggy") {
+            let cfg = resolve(&sc, b.profile.clone(), b.set_pairs())
+                .map_err(|e| format!("{} expectation `buggy`: {e}", f.display()))?;
+            let n = cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
+            b.validate(n).map_err(|e| format!("{}: {e}", f.display()))?;
+            if b.violations.is_empty() && b.requests.values().all(Vec::is_empty) {
+                return Err(format!(
+                    "{}: expectation `buggy` names no violation kind (`violations` or `requests`): the matrix row would have no property",
+                    f.display()
+                ));
+            }
+        }
+        m.add(&name, &sc, Some(&super::read_file)).map_err(|e| e.to_string())?;
     }
     if m.rows.is_empty() {
         return Err(format!(

@@ -336,7 +336,11 @@ impl Ctx {
             write_trace_file(&s.cfg, &dir.join("shrunk.jsonl"), None, check)?;
             failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
+            // Knobs the shrink budget left unjudged are listed as such, not as necessary.
             failure.necessary_knobs = s.necessary_knobs;
+            failure
+                .necessary_knobs
+                .extend(s.unjudged_knobs.iter().map(|k| format!("{k} (not judged: shrink budget spent)")));
             shrunk_cfg = Some(s.cfg);
         }
         // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.

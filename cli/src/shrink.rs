@@ -103,6 +103,18 @@ pub fn pick_signature(sigs: &std::collections::BTreeSet<String>) -> Option<Strin
         .cloned()
 }
 
+/// The necessary knobs, and those the spent budget left unjudged (`none` when neither).
+fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
+    let mut t = if s.necessary_knobs.is_empty() { none.to_string() } else { s.necessary_knobs.join(", ") };
+    if !s.unjudged_knobs.is_empty() {
+        t.push_str(&format!(
+            "; not judged, the run budget was spent (raise --budget): {}",
+            s.unjudged_knobs.join(", ")
+        ));
+    }
+    t
+}
+
 /// Shrinks and renders the output file; returns (text, summary line).
 pub fn shrink_to_text(cfg: &SimConfig, sig: &str, budget: u32, origin: &str) -> (String, kvsim::shrink::Shrunk) {
     let s = kvsim::shrink::shrink(cfg, sig, budget);
@@ -112,7 +124,7 @@ pub fn shrink_to_text(cfg: &SimConfig, sig: &str, budget: u32, origin: &str) -> 
         cfg.seed,
         cfg.profile,
         s.judged_against,
-        if s.necessary_knobs.is_empty() { "none of the behaviour knobs".to_string() } else { s.necessary_knobs.join(", ") },
+        knobs_line(&s, "none of the behaviour knobs"),
         s.cfg.requests.len(),
         tenants.len(),
         s.cfg.prefill.len(),
@@ -180,7 +192,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         s.cfg.decode.len(),
         s.runs,
         s.judged_against,
-        if s.necessary_knobs.is_empty() { "none".to_string() } else { s.necessary_knobs.join(", ") }
+        knobs_line(&s, "none")
     );
     println!("written to {}\nreproduce: kvsim run {}", o.out, kvsim::shell_word(&o.out));
     let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);

@@ -92,6 +92,20 @@ fn on_off_knobs_take_the_words_and_booleans_their_message_lists() {
     assert!(e.key.contains("kv_checksum"), "{e}");
 }
 
+/// Prefix caches match whole 512-token blocks: a page size that does not divide 512 with
+/// requests that carry prefix blocks would silently cache nothing, so it is refused.
+#[test]
+fn a_page_size_no_prefix_block_divides_is_refused_with_prefix_blocks() {
+    let src = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/cross-tenant-prefix-hit.toml")).unwrap();
+    let e = kvsim::scenario::Scenario::parse("p.toml", &src)
+        .unwrap()
+        .resolve(&kvsim::scenario::Overrides { set: vec![("page_size".into(), "1024".into())], ..Default::default() })
+        .unwrap_err();
+    assert!(e.key.contains("page_size") && e.message.contains("does not divide the 512-token prefix block"), "{e}");
+    // Without prefix blocks any page size is fine.
+    assert!(resolve(GOOD, &[("page_size", "1024")]).is_ok());
+}
+
 #[test]
 fn impossible_configurations() {
     let e = resolve(&GOOD.replace("[[decode]]\npool_tokens = 8192\n", ""), &[]).unwrap_err();
@@ -166,6 +180,9 @@ fn check_invariants_runs_the_scenario_with_every_invariant_on() {
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("SAFETY VIOLATION") && !text.contains("INVARIANT"), "{text}");
+    // The check says that it ran, and over how much, as the determinism check does.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invariant check passed: every component's invariants held after each of 70 events"), "{err}");
 }
 
 /// A reader that leaves early (`kvsim profiles | head -1`) ends kvsim quietly, as it ends any

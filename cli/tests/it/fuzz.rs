@@ -171,6 +171,21 @@ fn shrink_takes_a_trace_of_any_name_and_refuses_overrides_of_it() {
     }
 }
 
+/// A budget spent before the knobs are judged leaves them "not judged", never "necessary" (an
+/// attempt the spent budget refused used to count as the knob being needed).
+#[test]
+fn knobs_the_budget_leaves_untried_are_not_called_necessary() {
+    let scen = crate::scenarios_dir().join("small/mixed-faults.toml");
+    let out = kvsim(&["shrink", scen.to_str().unwrap(), "--out", &tmp("budget.toml"), "--budget", "20"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().unwrap();
+    assert!(
+        line.contains("necessary knobs (against sglang-0.5.22): none; not judged, the run budget was spent"),
+        "{line}"
+    );
+    assert!(line.contains("pd_admission_check=\"finished_only\""), "{line}");
+}
+
 #[test]
 fn the_incident_shrinks_to_its_minimal_form_deterministically() {
     let scen = crate::scenarios_dir().join("glm53-incident.toml");

@@ -82,6 +82,37 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     let (code, err) = run(&["check", &junk]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(&junk), "{err}");
+    // An entry that asserts nothing would pass whatever the run does: bad input for both.
+    let vacuous = dir.join("vacuous.toml");
+    std::fs::write(&vacuous, format!("{}\n[[expect]]\nname = \"buggy\"\n", crate::bad_input::GOOD)).unwrap();
+    let vacuous = vacuous.to_string_lossy().into_owned();
+    for cmd in ["check", "matrix"] {
+        let (code, err) = run(&[cmd, &vacuous]);
+        assert_eq!(code, Some(2), "{cmd}: {err}");
+        assert!(err.contains("asserts nothing"), "{cmd}: {err}");
+    }
+    // The matrix checks its `buggy` entry as `check` does: an unknown kind is bad input.
+    let typo = dir.join("typo.toml");
+    std::fs::write(
+        &typo,
+        format!("{}\n[[expect]]\nname = \"buggy\"\nviolations = [\"nope\"]\n", crate::bad_input::GOOD),
+    )
+    .unwrap();
+    let (code, err) = run(&["matrix", typo.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown violation kind `nope`"), "{err}");
+    // A link back to its own folder is not followed (it looped forever).
+    let looped = dir.join("looped");
+    std::fs::create_dir_all(&looped).unwrap();
+    std::fs::copy(crate::scenarios_dir().join("catalogue/stub-admission.toml"), looped.join("a.toml")).unwrap();
+    std::os::unix::fs::symlink(".", looped.join("self")).unwrap();
+    let out = std::process::Command::new(bin).args(["check", looped.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("in 1 scenario(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]

@@ -606,7 +606,12 @@ fn catch_invariant<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 /// Runs `cfg` with every invariant checked after every event; on a broken one, the signature
 /// `invariant_broken/<what broke>` (the panic message's first word: the pool or node it names).
 pub fn invariant_failure(cfg: &SimConfig) -> Option<String> {
-    catch_invariant(|| crate::simulate(cfg.clone(), None, true)).err()
+    invariant_check(cfg).err()
+}
+
+/// `invariant_failure`, with the number of events checked when every invariant held.
+pub fn invariant_check(cfg: &SimConfig) -> Result<u64, String> {
+    catch_invariant(|| crate::simulate(cfg.clone(), None, true).events())
 }
 
 /// The signature of a broken invariant from its panic message: the message's first word (the pool

@@ -18,6 +18,9 @@ pub struct Shrunk {
     /// Behaviour knobs whose buggy value the failure needs (switching them to the value of
     /// `judged_against` makes it disappear).
     pub necessary_knobs: Vec<String>,
+    /// Behaviour knobs that differ from `judged_against` but were not judged because the run
+    /// budget was spent first (`name=value`): they may or may not be necessary.
+    pub unjudged_knobs: Vec<String>,
     /// The fixed profile the knobs were judged against: the configuration's own profile's fixed
     /// build (`config::Profile::fixed`; itself for a fixed profile), `sglang-0.5.22` for an
     /// unknown profile name.
@@ -487,12 +490,19 @@ fn shorten(s: &mut Shrinker, cur: &mut SimConfig) {
     }
 }
 
-fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
+/// Each behaviour knob that differs from the fixed build, switched to the fixed value where the
+/// failure stays: (necessary, not judged). A knob the spent budget leaves untried is not judged
+/// (a refused attempt would otherwise call it necessary).
+fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> (Vec<String>, Vec<String>) {
     let fixed = toml::Table::try_from((fixed_profile_for(cur).knobs)()).expect("serialise");
-    let mut necessary = Vec::new();
+    let (mut necessary, mut unjudged) = (Vec::new(), Vec::new());
     for name in BEHAVIOUR_KNOBS {
         let mine = toml::Table::try_from(&cur.knobs).expect("serialise");
         if mine[*name] == fixed[*name] {
+            continue;
+        }
+        if s.runs >= s.budget {
+            unjudged.push(format!("{name}={}", mine[*name]));
             continue;
         }
         let mut t = mine.clone();
@@ -503,7 +513,7 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> Vec<String> {
             necessary.push(format!("{name}={}", mine[*name]));
         }
     }
-    necessary
+    (necessary, unjudged)
 }
 
 /// Shrinks `cfg` keeping `sig`, within `budget` runs.
@@ -523,7 +533,7 @@ pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, b
 }
 
 fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
-    let mut necessary = Vec::new();
+    let (mut necessary, mut unjudged) = (Vec::new(), Vec::new());
     for _round in 0..4 {
         let before = cur.clone();
         remove_requests(&mut s, &mut cur);
@@ -536,7 +546,7 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         compress_time(&mut s, &mut cur);
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);
-        necessary = fix_knobs(&mut s, &mut cur);
+        (necessary, unjudged) = fix_knobs(&mut s, &mut cur);
         if cur == before || s.runs >= s.budget {
             break;
         }
@@ -548,10 +558,17 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
     shrink_prefixes(&mut s, &mut cur);
     if cur != before {
         remove_requests(&mut s, &mut cur);
-        necessary = fix_knobs(&mut s, &mut cur);
+        (necessary, unjudged) = fix_knobs(&mut s, &mut cur);
     }
     let judged_against = fixed_profile_for(&cur).name;
-    Shrunk { cfg: cur, runs: s.runs, accepted: s.accepted, necessary_knobs: necessary, judged_against }
+    Shrunk {
+        cfg: cur,
+        runs: s.runs,
+        accepted: s.accepted,
+        necessary_knobs: necessary,
+        unjudged_knobs: unjudged,
+        judged_against,
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,9 @@ pub enum ExpectError {
     UnknownKind { expectation: String, kind: String },
     /// A request key that is not an index below the scenario's request count.
     NoRequest { expectation: String, request: String, requests: usize },
+    /// An entry that asserts nothing (no `clean`, `violations`, `absent`, `requests` or
+    /// `status`): it would pass whatever the run did.
+    Empty { expectation: String },
 }
 
 impl std::fmt::Display for ExpectError {
@@ -57,6 +60,10 @@ impl std::fmt::Display for ExpectError {
             ExpectError::NoRequest { expectation, request, requests } => {
                 write!(f, "expectation `{expectation}`: no request `{request}` ({requests} requests)")
             }
+            ExpectError::Empty { expectation } => write!(
+                f,
+                "expectation `{expectation}` asserts nothing (give `clean = true`, `violations`, `absent`, `requests` or `status`): it would pass whatever the run does"
+            ),
         }
     }
 }
@@ -93,6 +100,14 @@ impl Expectation {
 
     /// Checks names before running: unknown kinds or request ids are configuration errors.
     pub fn validate(&self, requests: usize) -> Result<(), ExpectError> {
+        if !self.clean
+            && self.violations.is_empty()
+            && self.absent.is_empty()
+            && self.requests.is_empty()
+            && self.status.is_empty()
+        {
+            return Err(ExpectError::Empty { expectation: self.name.clone() });
+        }
         for k in self.violations.iter().chain(&self.absent).chain(self.requests.values().flatten()) {
             if Kind::parse(k).is_none() {
                 return Err(ExpectError::UnknownKind { expectation: self.name.clone(), kind: k.clone() });

@@ -1397,6 +1397,20 @@ impl Scenario {
         if let Some(t) = &s.trace {
             requests.extend(self.trace_requests(t, read)?);
         }
+        if crate::prefix::BLOCK_TOKENS % knobs.page_size != 0 && requests.iter().any(|r| !r.prefix_blocks.is_empty()) {
+            // The prefix caches match whole 512-token blocks of whole pages: with such a page size
+            // they would match nothing, silently (a run with no prefix hits at all).
+            return Err(origins.err(
+                "page_size",
+                &format!(
+                    "{} does not divide the {}-token prefix block, and requests have prefix_blocks: no prefix \
+                     cache could match them (use a page size that divides {})",
+                    knobs.page_size,
+                    crate::prefix::BLOCK_TOKENS,
+                    crate::prefix::BLOCK_TOKENS
+                ),
+            ));
+        }
         let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
         if total == 0 {
             return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
