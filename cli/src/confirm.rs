@@ -72,6 +72,17 @@ fn parse_cpu_check(s: &str) -> Result<kvsim_gpu::CpuCheck, String> {
     s.parse()
 }
 
+/// `--threshold`: a fraction of the attention weight, 0 ≤ t < 1 (at 1 or more no read could be
+/// confirmed, whatever reached it).
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let t: f64 = s.parse().map_err(|_| format!("`{s}`: expected a fraction such as 0.01"))?;
+    if (0.0..1.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err(format!("`{s}`: a fraction of the attention weight, at least 0 and below 1"))
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
     /// A trace file (`kvsim run --trace`) or a saved failure directory holding `trace.jsonl`.
@@ -88,12 +99,12 @@ pub struct ConfirmOpts {
     pub head_dim: u32,
     #[arg(long, value_enum, default_value = "f16")]
     pub dtype: DtypeArg,
-    /// Confirm at most this many violating reads (earliest first).
-    #[arg(long, default_value_t = 8)]
+    /// Confirm at most this many violating reads (earliest first; at least 1).
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_reads: usize,
     /// Verdict threshold: a read is a confirmed leak when the foreign share of its attention
-    /// weight exceeds this fraction.
-    #[arg(long, default_value_t = 0.01)]
+    /// weight exceeds this fraction (0 ≤ threshold < 1).
+    #[arg(long, default_value_t = 0.01, value_parser = parse_threshold)]
     pub threshold: f64,
     /// Confirm the last read of these requests instead of the violating reads (repeatable).
     #[arg(long)]

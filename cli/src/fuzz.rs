@@ -186,6 +186,15 @@ pub fn write_report(
 /// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
 /// shipped file of `--profile` when it has one. A file for another profile than `--profile` is
 /// refused: its rows say what that engine has, not this one.
+/// The base scenario of a `--base` campaign's space, if it is one.
+fn base_config(space: &Space) -> Option<&SimConfig> {
+    match space {
+        Space::Base(c) => Some(c),
+        Space::Prefix(inner) | Space::Hardware(inner) => base_config(inner),
+        Space::Blind | Space::Profile(_) => None,
+    }
+}
+
 fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
     let k = match o.known.as_deref() {
         Some("none") => return Ok(None),
@@ -572,6 +581,11 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let deadline = o.time.as_deref().map(parse_time).transpose()?;
     let known = load_known(o)?;
     let (space, space_name, liveness, pins) = campaign_space(o)?;
+    // A base scenario's campaign runs the base's profile: a known-bugs file for another is refused
+    // as it is for `--profile` (its rows would triage another engine's signatures).
+    if let (Some(k), Some(base)) = (&known, base_config(&space)) {
+        camp_lib::check_known_profile(k, Some(&base.profile)).map_err(|e| e.to_string())?;
+    }
     let corpus = PathBuf::from(&o.corpus);
     let ckpt_path = corpus.join("campaign.json");
     let camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;

@@ -118,7 +118,17 @@ impl Comparer {
         let theirs = match st.reader.next_item() {
             Ok(Some(Item::Record { text, .. })) => text,
             Ok(Some(Item::Footer(_))) => String::from("<the footer: the recorded trace has fewer records>"),
-            Ok(None) => String::from("<end of file>"),
+            Ok(None) => {
+                // No footer before the end: a file cut short is bad input (as `confirm` says it),
+                // not a divergence of the model.
+                let (file, line) = (st.reader.file().to_string(), st.reader.line());
+                st.error = Some(kvsim::tracefile::TraceError {
+                    file,
+                    line,
+                    message: "the file ends without its footer (the trace was cut short)".into(),
+                });
+                return;
+            }
             Err(e) => {
                 st.error = Some(e);
                 return;

@@ -46,6 +46,22 @@ fn the_stub_leak_is_confirmed_on_real_kv_arithmetic() {
     assert!(out.contains("tenant 1 "), "the victim tenant is named: {out}");
 }
 
+/// A threshold no share can exceed (≥ 1), or no read to confirm (`--max-reads 0`), is bad input,
+/// not "0 confirmed" or "no matching read".
+#[test]
+fn thresholds_and_read_counts_that_confirm_nothing_are_refused() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    for (flag, v) in [("--threshold", "2"), ("--threshold", "1"), ("--threshold=-0.1", ""), ("--max-reads", "0")] {
+        let args: Vec<&str> =
+            ["confirm", &t, "--backend", "cpu", flag, v].into_iter().filter(|a| !a.is_empty()).collect();
+        let (code, _, err) = kvsim(&args);
+        assert_eq!(code, Some(2), "{flag} {v}: {err}");
+        assert!(err.contains(flag.split('=').next().unwrap()), "{err}");
+    }
+    let (code, out, _) = kvsim(&["confirm", &t, "--backend", "cpu", "--threshold", "0.5"]);
+    assert_eq!(code, Some(10), "{out}");
+}
+
 #[test]
 fn the_fixed_profile_reads_only_its_own_kv() {
     let t = trace_of("small/stub-leak.toml", &["--profile", "sglang-0.5.22"]);

@@ -85,8 +85,8 @@ fn shards_and_jobs_give_the_same_signatures() {
     let mut args = vec!["corpus", "merge"];
     args.extend(shards.iter().map(String::as_str));
     args.extend(["--into", &merged]);
-    let out = kvsim(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merge = kvsim(&args);
+    assert_eq!(merge.status.code(), out.status.code(), "the merge exits as the unsharded campaign");
     assert_eq!(table(&merged), t, "merged shards differ from the unsharded campaign");
     assert_eq!(saved(&merged), saved(&whole));
 }
@@ -471,6 +471,30 @@ fn merges_exit_like_the_unsharded_campaign_and_partial_ones_say_so() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A `--base` campaign runs its base's profile: a known-bugs file of another profile is refused,
+/// as with `--profile`.
+#[test]
+fn a_known_bugs_file_must_match_a_base_scenarios_profile() {
+    let base = crate::scenarios_dir().join("small/stub-leak.toml");
+    let known = crate::scenarios_dir().join("../known-bugs/sglang-0.5.22.toml");
+    let c = tmp("known-base");
+    let out = kvsim(&[
+        "fuzz",
+        "--runs",
+        "5",
+        "--base",
+        base.to_str().unwrap(),
+        "--known",
+        known.to_str().unwrap(),
+        "--corpus",
+        &c,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the file is for profile sglang-0.5.22, the campaign runs sglang-0.5.16"), "{err}");
+    assert!(!Path::new(&c).exists(), "nothing written");
 }
 
 /// A campaign never takes a folder for its own corpus when it is not: a checkpoint it cannot

@@ -50,6 +50,13 @@ fn trace_replays_and_detects_divergence() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(":31") && err.contains("recorded:") && err.contains("replayed:"), "{err}");
 
+    // A file cut short (no footer) is bad input, as `confirm` says it, not a divergence.
+    let cut = tmp("stub-cut.jsonl");
+    std::fs::write(&cut, lines[..30].join("\n") + "\n").unwrap();
+    let out = Command::new(bin()).args(["replay", cut.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without its footer (the trace was cut short)"));
+
     // Another version is refused unless --force.
     let other = tmp("stub-other.jsonl");
     std::fs::write(&other, text.replacen("\"kvsim_version\":\"", "\"kvsim_version\":\"9.", 1)).unwrap();

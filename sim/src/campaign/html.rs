@@ -415,7 +415,8 @@ mod tests {
         let text: String = doc.descendants().filter(|n| n.is_text()).map(|n| n.text().unwrap()).collect();
         // The raw text comes back whole from the parser: every special character was escaped.
         assert!(text.contains("page_leak/<decode>&\"x\""), "{text}");
-        assert!(text.contains("kvsim run corp <1>/cross_tenant_read--late_write--visibility_lag/seed-3/shrunk.toml"));
+        // (The command is shell-quoted: the path has a space and `<`.)
+        assert!(text.contains("kvsim run 'corp <1>/cross_tenant_read--late_write--visibility_lag/seed-3/shrunk.toml'"));
         assert!(text.contains("known (rdma-visibility-lag)") && text.contains("1 known, 1 new — exit 11"), "{text}");
         // The table: the new signature first, its GPU replay column, counts.
         let rows: Vec<Vec<String>> = doc
