@@ -166,6 +166,9 @@ struct Walk {
     /// When each (job, batch) landed: a batch's slice starts no earlier than the previous one's end.
     landed: BTreeMap<(JobId, u32), u64>,
     scratch: Vec<Held>,
+    /// When each node's last `Crash` event came: a pool reset without one at its time is a crash
+    /// the engine raised itself (decode's commit assert), marked from the reset.
+    crashed: BTreeMap<NodeId, u64>,
 }
 
 impl Walk {
@@ -176,6 +179,7 @@ impl Walk {
             pools,
             landing: None,
             landed: BTreeMap::new(),
+            crashed: BTreeMap::new(),
             scratch: Vec::new(),
         }
     }
@@ -314,6 +318,7 @@ impl<'a> Builder<'a> {
             }
             Ev::TransferLand { job, batch } => w.landing = Some((*job, *batch)),
             Ev::Crash { node, restart_after_ms } => {
+                w.crashed.insert(*node, t);
                 if let Some(pid) = self.node_pid(*node) {
                     self.instant(
                         t,
@@ -347,6 +352,12 @@ impl<'a> Builder<'a> {
             MemOp::Alloc { pool, .. } | MemOp::Free { pool, .. } | MemOp::Reset { pool, .. } => {
                 if let Some(pi) = pool_index(self.cfg, *pool) {
                     self.held_pages(at, *pool, pi, op, w);
+                }
+                if matches!(op, MemOp::Reset { .. }) && w.crashed.get(pool) != Some(&at.0) {
+                    if let Some(pid) = self.node_pid(*pool) {
+                        let name = format!("crash {pool} (raised by the engine: its pool reset)");
+                        self.instant(at.0, pid, name, "fault", json!({}));
+                    }
                 }
             }
             MemOp::Write { pool, r, .. } if pool.role == Role::Prefill && self.known(r) => {
@@ -625,6 +636,18 @@ mod tests {
         let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
         assert!(evs.iter().any(|e| e["cat"] == "fault" && e["name"] == "crash prefill-0"));
         assert!(evs.iter().any(|e| e["cat"] == "fault" && e["name"] == "restart prefill-0"));
+        // A scripted crash is marked once (its pool reset comes with its `Crash` event).
+        assert!(!evs.iter().any(|e| e["name"].as_str().is_some_and(|n| n.contains("raised by the engine"))));
+    }
+
+    /// A crash the engine raises itself (vLLM decode's commit assert) has no `Crash` event: it is
+    /// marked from its pool reset, so that the restart has its crash before it.
+    #[test]
+    fn an_engine_raised_crash_is_marked() {
+        let (cfg, recs, ph, vs) = run_phased("small/vllm-short-prefill.toml", None, None);
+        let evs = check(&cfg, &perfetto_json(&cfg, &recs, &ph, &vs));
+        let faults: Vec<&str> = evs.iter().filter(|e| e["cat"] == "fault").filter_map(|e| e["name"].as_str()).collect();
+        assert_eq!(faults, ["crash decode-0 (raised by the engine: its pool reset)", "restart decode-0"]);
     }
 
     #[test]

@@ -494,10 +494,10 @@ fn page_map_svg_with(
             cfg.knobs.page_size,
             held[i].len(),
             if raster { " (rasterised)" } else { "" },
-            match pool_v.len() {
-                0 => String::new(),
-                n if n > MAX_LABELS => format!(" · {n} violation(s), some labelled (hover a marker for details)"),
-                n => format!(" · {n} violation(s)"),
+            match (pool_v.len(), place_labels(&p, &pool_v).iter().flatten().count()) {
+                (0, _) => String::new(),
+                (n, l) if l < n => format!(" · {n} violation(s), {l} labelled (hover a marker for details)"),
+                (n, _) => format!(" · {n} violation(s)"),
             }
         );
         let _ = writeln!(
@@ -635,6 +635,8 @@ fn label_text(v: &Violation) -> String {
 /// ones `place_labels` picks with a text label.
 fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
     let labels = place_labels(p, vs);
+    // The labels go after every marker, so that no later marker is drawn over an earlier label.
+    let mut texts = String::new();
     for (v, label) in vs.iter().zip(labels) {
         let x = p.x(v.at);
         let tip = format!(
@@ -709,13 +711,15 @@ fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation]) {
                 );
             }
             let _ = writeln!(
-                s,
-                r#"<text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke">{}</text>"#,
+                texts,
+                r#"<text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke"><title>{}</title>{}</text>"#,
+                esc(&tip),
                 label_text(v)
             );
         }
         s.push_str("</g>\n");
     }
+    s.push_str(&texts);
 }
 
 /// Height of one request's lanes: its router row, prefill row and decode row, and a gap.
@@ -826,7 +830,6 @@ fn request_lanes(
             y0 + PREFILL_ROW.0,
             tenant_colour(tenant)
         );
-        lane_summary(s, p, y0, spans, phases.iter().filter(|x| x.r == *r));
         for sp in spans {
             let (dy, rh, fill) = match sp.row {
                 Row::Router => (ROUTER_ROW.0, ROUTER_ROW.1, ROUTER_FILL.to_string()),
@@ -872,6 +875,9 @@ fn request_lanes(
                 cy - 3.5
             );
         }
+        // After the spans and marks, so that nothing is drawn over it; clear of both.
+        let marks: Vec<Instant> = violations.iter().filter(|v| v.request == Some(*r)).map(|v| v.at).collect();
+        lane_summary(s, p, y0, spans, &marks, phases.iter().filter(|x| x.r == *r));
     }
     time_axis(s, p, t_end, p.top + h);
 }
@@ -884,12 +890,16 @@ fn lane_summary<'a>(
     p: &Panel,
     y0: f64,
     spans: &[lanes::Span],
+    marks: &[Instant],
     recs: impl Iterator<Item = &'a PhaseRecord>,
 ) {
     use crate::lifecycle::Phase;
     let (Some(first), Some(last)) = (spans.iter().map(|x| x.from).min(), spans.iter().map(|x| x.to).max()) else {
         return;
     };
+    // A violation mark (7 px wide) after the last span or before the first pushes the text out.
+    let first = marks.iter().copied().fold(first, Instant::min);
+    let last = marks.iter().copied().fold(last, Instant::max);
     let mut arrived = None;
     let mut text = "no response".to_string();
     for rec in recs {
@@ -903,11 +913,18 @@ fn lane_summary<'a>(
         }
     }
     let w = text.chars().count() as f64 * 5.0;
-    let (x, anchor) =
-        if p.x(last) + 6.0 + w <= LEFT + PLOT_W { (p.x(last) + 6.0, "start") } else { (p.x(first) - 6.0, "end") };
+    // Right of the lane, else left of it, else (a lane as wide as the plot) inside it at the
+    // right edge, on a light halo: never over the row labels left of the plot.
+    let (x, anchor) = if p.x(last) + 8.0 + w <= LEFT + PLOT_W {
+        (p.x(last) + 8.0, "start")
+    } else if p.x(first) - 8.0 - w >= LEFT + 2.0 {
+        (p.x(first) - 8.0, "end")
+    } else {
+        (LEFT + PLOT_W - 3.0, "end")
+    };
     let _ = writeln!(
         s,
-        r##"<text x="{x:.1}" y="{:.1}" text-anchor="{anchor}" font-size="9" fill="#555">{}</text>"##,
+        r##"<text x="{x:.1}" y="{:.1}" text-anchor="{anchor}" font-size="9" fill="#555" stroke="#fcfcfc" stroke-width="3" paint-order="stroke">{}</text>"##,
         y0 + 15.0,
         esc(&text)
     );
@@ -1197,6 +1214,26 @@ pub(crate) mod tests {
         // No records, no lanes.
         let bare = page_map_svg(&cfg, &recs, &[], &vs);
         assert!(drawn_spans(&bare).is_empty() && !bare.contains("request lanes"));
+    }
+
+    /// A lane as wide as the plot keeps its status text inside the plot (it was drawn over the
+    /// row label left of it), and violation labels come after every marker (a later marker was
+    /// drawn over an earlier label).
+    #[test]
+    fn lane_text_and_labels_are_not_drawn_over() {
+        let (cfg, recs, phases, vs) = run_phased("small/vllm-short-prefill.toml", None, None);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let status = s.lines().find(|l| l.contains(">503 after ")).expect("the lane's status text");
+        let x: f64 = status.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        let w = "503 after 0.072 s".len() as f64 * 5.0;
+        assert!(x - w >= LEFT, "{status}");
+        let (cfg, recs, phases, vs) = run_phased("small/mixed-faults.toml", None, None);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let last_marker = s.rfind(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")).unwrap();
+        let first_label = s.find(&format!("fill=\"{RED}\" font-size=\"10\"")).unwrap();
+        let panel_end = s[first_label..].find(" pool · ").map_or(s.len(), |i| first_label + i);
+        assert!(s[first_label..panel_end].matches("stroke-width=\"1.3\"/>").count() == 0, "a marker after a label");
+        assert!(last_marker > 0);
     }
 
     #[test]
