@@ -321,7 +321,10 @@ impl Report {
         let _ = writeln!(s, "outcomes (HTTP status × requests): {}", o.join(", "));
         if !self.caught_by.is_empty() {
             let c: Vec<String> = self.caught_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
-            let _ = writeln!(s, "stopped by mitigations (request failed, HTTP 500): {}", c.join(", "));
+            // The failed request's status is in the outcomes: a check fails it with 500, vLLM's
+            // commit assert crashes decode (503).
+            let _ =
+                writeln!(s, "stopped by mitigations (the request failed instead of reading the KV): {}", c.join(", "));
         }
         if !self.detected_by.is_empty() {
             let c: Vec<String> = self.detected_by.iter().map(|(k, v)| format!("{k} × {v}")).collect();
