@@ -589,6 +589,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let corpus = PathBuf::from(&o.corpus);
     let ckpt_path = corpus.join("campaign.json");
     let camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
+    let runs_before = camp.runs_done;
     // The corpus the runs of the current epoch are planned from (guided campaigns), published
     // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
     let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
@@ -709,7 +710,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
-    let ran = Ran { shard, runs_wall, found_after, started };
+    let ran = Ran { shard, runs_wall, found_after, started, runs_before };
     Ok(print_summary(o, &corpus, &acc.camp, known.as_ref(), &ran))
 }
 
@@ -1019,22 +1020,34 @@ struct Ran {
     /// `--until`: the runs and time to the first find.
     found_after: Option<(u64, std::time::Duration)>,
     started: std::time::Instant,
+    /// Runs the checkpoint had counted before this invocation (a resume's).
+    runs_before: u64,
 }
 
 /// Prints the summary line, the signature table, `--until`'s answer and the triage line, writes
 /// the HTML report, and returns the exit status (non-zero on anything not known).
 fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&KnownBugs>, ran: &Ran) -> i32 {
     let secs = ran.runs_wall.as_secs_f64();
+    // A resume's rate is of the runs it did itself, not of the checkpoint's total.
+    let now = camp.runs_done.saturating_sub(ran.runs_before);
+    let resumed = if ran.runs_before > 0 {
+        format!(" ({} from the checkpoint, {now} now)", ran.runs_before)
+    } else {
+        String::new()
+    };
+    // A shard runs every n-th seed of the range, from its index.
+    let shard = match ran.shard {
+        (_, 1) => String::new(),
+        (i, n) => format!(", every {n}th from {} (shard {i}/{n})", o.seed_start.wrapping_add(i)),
+    };
     println!(
-        "{} runs in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{} shard {}/{}; corpus {}; examples done {:.1}s after the start",
+        "{} runs{resumed} in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{}{shard}; corpus {}; examples done {:.1}s after the start",
         camp.runs_done,
         secs,
-        camp.runs_done as f64 / secs.max(1e-9),
+        now as f64 / secs.max(1e-9),
         o.jobs.max(1),
         o.seed_start,
-        o.seed_start.wrapping_add(camp.next_k),
-        ran.shard.0,
-        ran.shard.1,
+        o.seed_start.wrapping_add(camp.range_end()),
         o.corpus,
         ran.started.elapsed().as_secs_f64()
     );

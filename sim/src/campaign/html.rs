@@ -88,8 +88,18 @@ pub fn render(r: &Report) -> String {
         "<p class=\"summary\">Corpus <code>{}</code> · seeds {}..{}{} · <b>{}</b> runs · <b>{}</b> signature(s)</p>",
         esc(r.corpus),
         c.seed_start,
-        c.seed_start.wrapping_add(c.next_k),
-        if c.shard.1 > 1 { format!(" · shard {}/{}", c.shard.0, c.shard.1) } else { String::new() },
+        c.seed_start.wrapping_add(c.range_end()),
+        if c.shard.1 > 1 {
+            format!(
+                ", every {}th from {} (shard {}/{})",
+                c.shard.1,
+                c.seed_start.wrapping_add(c.shard.0),
+                c.shard.0,
+                c.shard.1
+            )
+        } else {
+            String::new()
+        },
         c.runs_done,
         c.table.len()
     );
@@ -312,7 +322,7 @@ pub fn curve_svg(c: &Campaign) -> String {
     }
     let _ = writeln!(
         o,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">runs{}</text>",
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">runs of the seed range{}</text>",
         ml + (w - ml - mr) / 2.0,
         h - 4.0,
         if log { " (log scale)" } else { "" }
@@ -347,9 +357,16 @@ pub fn curve_svg(c: &Campaign) -> String {
     if let Some(&(k, n)) = pts.last() {
         let _ = writeln!(
             o,
-            "<p class=\"muted\">{n} signature(s); the last new one at run {} of {}.</p>",
+            "<p class=\"muted\">{n} signature(s); the last new one at run {} of {}{}.</p>",
             thousands(k),
-            thousands(c.runs_done)
+            // Runs are numbered along the seed range (`Campaign::run_number`), which a shard
+            // covers every n-th of.
+            thousands(c.range_end().max(c.runs_done)),
+            if c.shard.1 > 1 {
+                format!(" of the seed range (this shard did {} of them)", thousands(c.runs_done))
+            } else {
+                String::new()
+            }
         );
     }
     o

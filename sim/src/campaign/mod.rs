@@ -221,6 +221,13 @@ impl Campaign {
         seed.wrapping_sub(self.seed_start) + 1
     }
 
+    /// One past the last run of the seed range this campaign did: its runs are among
+    /// `k < range_end()` (all of them unsharded; every n-th from its index for shard i/n, whose
+    /// `next_k` is one step of n past its last run).
+    pub fn range_end(&self) -> u64 {
+        (self.next_k + 1).saturating_sub(self.shard.1.max(1))
+    }
+
     /// The new-signature curve: after how many runs of the seed range (run `k` is the `k+1`-th)
     /// the table held 1, 2, … signatures, from each signature's first seed. The same for any
     /// `--jobs`, and for a merge of shards the curve of the unsharded campaign.
@@ -870,6 +877,10 @@ mod tests {
         assert_eq!(missing.partial.as_deref(), Some("shard(s) 1/4 missing"));
         let e = missing.check_resumes("m", "blind", 100, (0, 1)).unwrap_err().to_string();
         assert!(e.contains("a partial merge (shard(s) 1/4 missing) cannot be resumed"), "{e}");
+        // Each shard's reports give the seed range it covered every n-th of, not its next_k.
+        assert_eq!(in_order(30, (3, 4)).range_end(), 28, "runs 3, 7, …, 27");
+        assert_eq!(in_order(30, (0, 4)).range_end(), 29, "runs 0, 4, …, 28");
+        assert_eq!((whole.range_end(), Campaign::new("blind", 100, (2, 4)).range_end()), (30, 0));
         let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
         let why = ragged.partial.unwrap();
         assert!(why.starts_with("the shards stopped at different runs"), "{why}");
