@@ -33,6 +33,12 @@ use world::World;
 /// `'dir with space/it'"'"'s.toml'`. A word that cannot be quoted (a NUL byte, which no path or
 /// argument holds) is returned as it is.
 pub fn shell_word(s: &str) -> std::borrow::Cow<'_, str> {
+    // Words of only these characters mean themselves to a POSIX shell as an argument; shlex
+    // quotes some of them too (`=`, `:`, `,`), which made `--set 'page_tags=on'`.
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_./-=:,+@%".contains(&b);
+    if !s.is_empty() && s.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(s);
+    }
     shlex::try_quote(s).unwrap_or(std::borrow::Cow::Borrowed(s))
 }
 
@@ -73,4 +79,21 @@ pub fn simulate_collect(cfg: SimConfig, check_invariants: bool) -> World {
 #[cfg(test)]
 pub(crate) fn test_manifest_dir() -> String {
     std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string())
+}
+
+#[cfg(test)]
+mod shell_tests {
+    /// A printed word pastes back as itself: plain words stay bare (`--set page_tags=on`), others
+    /// are quoted so that a shell splits them back into the same argument.
+    #[test]
+    fn printed_words_paste_back_as_themselves() {
+        for w in ["page_tags=on", "scenarios/small/stub-leak.toml", "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c="] {
+            assert_eq!(super::shell_word(w), w);
+        }
+        for w in ["dir with space/it's.toml", "corp <1>/x", "a;b", "$HOME", ""] {
+            let q = super::shell_word(w);
+            assert_ne!(q, w);
+            assert_eq!(shlex::split(&q), Some(vec![w.to_string()]), "{q}");
+        }
+    }
 }

@@ -106,6 +106,16 @@ fn a_page_size_no_prefix_block_divides_is_refused_with_prefix_blocks() {
     assert!(resolve(GOOD, &[("page_size", "1024")]).is_ok());
 }
 
+/// The heartbeat's time to declare a peer dead (interval × failures) is checked under its own
+/// name, on the knob that was given; the interval alone may be as long as any time.
+#[test]
+fn the_heartbeat_product_is_named_on_the_knob_given() {
+    let e = resolve(GOOD, &[("heartbeat_failures", "9223372036854775807")]).unwrap_err();
+    assert_eq!(e.key, "knobs.heartbeat_failures", "{e}");
+    assert!(e.message.contains("the time to declare a peer dead"), "{e}");
+    assert!(resolve(GOOD, &[("heartbeat_interval_ms", "4611686018427"), ("heartbeat_failures", "1")]).is_ok());
+}
+
 #[test]
 fn impossible_configurations() {
     let e = resolve(&GOOD.replace("[[decode]]\npool_tokens = 8192\n", ""), &[]).unwrap_err();

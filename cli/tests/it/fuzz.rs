@@ -670,6 +670,8 @@ fn liveness_mode_from_the_command_line() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(11), "{text}");
     assert!(text.contains("waits for kv_arrival") && text.contains("--liveness 60s"), "{text}");
+    // The run stopped at the missed deadline, and says so (it said 0.000s: its last event's time).
+    assert!(text.contains("7 events over 60.000s of virtual time"), "{text}");
     assert_eq!(
         kvsim(&["run", scen, "--liveness", "10m"]).status.code(),
         Some(10),

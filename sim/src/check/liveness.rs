@@ -47,6 +47,8 @@ pub struct Liveness {
     next_quiescence_check: Instant,
     /// A request missed its deadline (the run stopped on it).
     pub failed: bool,
+    /// The earliest deadline a request missed: where the run stopped (the report's virtual end).
+    pub missed_at: Option<Instant>,
     /// The run stopped because it was quiescent, at this time.
     pub quiescent_at: Option<Instant>,
 }
@@ -114,6 +116,7 @@ impl Liveness {
             leak_deadline: last + bound,
             next_quiescence_check: heal,
             failed: false,
+            missed_at: None,
             quiescent_at: None,
         })
     }
@@ -140,6 +143,7 @@ impl World {
             let overdue: Vec<usize> =
                 (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none() && l.deadlines[i] < at).collect();
             if !overdue.is_empty() {
+                l.missed_at = overdue.iter().map(|&i| l.deadlines[i]).min();
                 for i in overdue {
                     self.record_overdue(l, i, l.deadlines[i]);
                 }

@@ -1472,7 +1472,10 @@ impl World {
 
     /// Ends the run: records the end time and checks liveness.
     pub fn finish(&mut self) {
-        self.ended_at = self.now;
+        // A liveness-mode run that stopped on a missed deadline ends there (the clock passed it;
+        // the next event, after it, was not run).
+        let missed = self.liveness.as_ref().and_then(|l| l.missed_at);
+        self.ended_at = missed.map_or(self.now, |d| d.max(self.now));
         // A run cut short (event limit, liveness mode) still reports every request of its
         // workload, arrived or not.
         self.materialize_arrivals();

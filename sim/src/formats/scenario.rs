@@ -531,6 +531,11 @@ impl KnobOrigins<'_> {
         };
         ScenarioError { file, line, key: format!("knobs.{k}"), message: message.to_string() }
     }
+
+    /// Whether knob `k` was given (by the scenario or `--set`), not left at the profile's value.
+    fn given(&self, k: &str) -> bool {
+        self.from.contains_key(k)
+    }
 }
 
 fn unknown_knob(k: &str) -> String {
@@ -993,13 +998,29 @@ impl Scenario {
         let times = [
             ("bootstrap_timeout_ms", knobs.bootstrap_timeout_ms),
             ("waiting_timeout_ms", knobs.waiting_timeout_ms),
-            ("heartbeat_interval_ms", knobs.heartbeat_interval_ms.saturating_mul(knobs.heartbeat_failures)),
+            ("heartbeat_interval_ms", knobs.heartbeat_interval_ms),
             ("deferred_release_timeout_ms", knobs.deferred_release_timeout_ms),
             ("source_lease_ms", knobs.source_lease_ms),
             ("transfer_sync_timeout_ms", knobs.transfer_sync_timeout_ms),
         ];
         if let Some((k, _)) = times.iter().find(|(_, v)| *v > MAX_TIME_MS) {
             return Err(origins.err(k, &format!("at most {MAX_TIME_MS} ms")));
+        }
+        // The time to declare a peer dead is the two together: named as such, on the knob the
+        // file or --set gave (the profile's own values are always within it).
+        let dead_after = knobs.heartbeat_interval_ms.saturating_mul(knobs.heartbeat_failures);
+        if dead_after > MAX_TIME_MS {
+            let k = match (origins.given("heartbeat_failures"), origins.given("heartbeat_interval_ms")) {
+                (true, false) => "heartbeat_failures",
+                _ => "heartbeat_interval_ms",
+            };
+            return Err(origins.err(
+                k,
+                &format!(
+                    "heartbeat_interval_ms × heartbeat_failures ({} × {}, the time to declare a peer dead) is more than {MAX_TIME_MS} ms",
+                    knobs.heartbeat_interval_ms, knobs.heartbeat_failures
+                ),
+            ));
         }
         Ok(())
     }
