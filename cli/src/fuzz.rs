@@ -755,9 +755,14 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         (space, space_name)
     };
     let liveness = o.liveness.as_deref().map(super::parse_bound).transpose()?;
-    if let (Some(ms), Space::Base(b)) = (liveness, &space) {
+    let mut space = space;
+    if let (Some(ms), Space::Base(b)) = (liveness, &mut space) {
         let faults = kvsim::config::FaultConfig { liveness_after_heal_ms: Some(ms), ..b.faults.clone() };
         kvsim::check::liveness::validate(&faults).map_err(|e| format!("--liveness with --base: {e}"))?;
+        // On the base itself, so that its variants are drawn under it: one that turns a random
+        // fault on where the faults never heal is redrawn (`guided::vary_base`), not run unjudged
+        // and then refused when saved.
+        b.faults = faults;
     }
     // Liveness mode judges runs differently: its table is another campaign's.
     let space_name = match liveness {

@@ -724,6 +724,28 @@ fn liveness_mode_from_the_command_line() {
     let camp: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
     assert_eq!(camp["space"], "profile:sglang-0.5.22+liveness=30000ms");
+
+    // A base without random faults: its variants that turn one on (which never heals) are
+    // redrawn, so every signature has its saved example (they could not be saved before).
+    let base = crate::scenarios_dir().join("small/stub-leak.toml");
+    let c = tmp("liveness-base");
+    let out = kvsim(&[
+        "fuzz",
+        "--base",
+        base.to_str().unwrap(),
+        "--runs",
+        "100",
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--corpus",
+        &c,
+        "--liveness",
+        "5s",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("could not save"), "{err}");
+    assert_eq!(saved(&c).len(), table(&c).as_object().unwrap().len(), "{err}");
 }
 
 /// `kvsim fuzz --set` pins knobs through the same checks as `kvsim run --set` (unknown knob:

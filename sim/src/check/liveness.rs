@@ -91,7 +91,12 @@ pub struct NeverHeals;
 
 impl std::fmt::Display for NeverHeals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("liveness mode needs the random faults to heal: set faults.heal_at_ms (its default is never)")
+        write!(
+            f,
+            "liveness mode needs the random faults to heal: set faults.heal_at_ms below {} (its default, and that \
+             maximum, mean never)",
+            crate::scenario::MAX_TIME_MS
+        )
     }
 }
 

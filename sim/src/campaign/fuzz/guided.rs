@@ -113,6 +113,9 @@ fn plausible(c: &SimConfig) -> bool {
         && c.prefill.iter().chain(&c.decode).all(|n| n.pool_tokens % page == 0 && n.pool_tokens >= 2 * page)
         && !c.prefill.is_empty()
         && !c.decode.is_empty()
+        // Liveness mode needs faults that heal: a variant turning a random fault on in a base
+        // whose faults never heal could not be judged, nor saved (the scenario is refused).
+        && crate::check::liveness::validate(&c.faults).is_ok()
 }
 
 /// A corpus entry: the recipe and the run that added it.
