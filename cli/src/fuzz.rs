@@ -31,8 +31,8 @@ pub struct FuzzOpts {
     /// Pin the engine knobs to this profile (deployment and workload still drawn).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Number of runs in the campaign's seed range (default 1000 unless --time).
-    #[arg(long, conflicts_with = "time")]
+    /// Number of runs in the campaign's seed range (default 1000 unless --time; at least 1).
+    #[arg(long, conflicts_with = "time", value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: Option<u64>,
     /// Run for this long instead: 30s, 10m, 2h.
     #[arg(long)]

@@ -128,7 +128,7 @@ enum Cmd {
         #[command(flatten)]
         opts: RunOpts,
         /// Print one JSON object instead of the text report (same as --format json).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "format")]
         json: bool,
         /// Report format on stdout: text, json, or csv (the per-request table).
         #[arg(long, value_enum, default_value = "text")]
@@ -647,7 +647,17 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, j
     let o = confirm::ConfirmOpts::defaults(String::new(), backend, 64);
     match confirm::confirm_log(&log, &o) {
         Ok(v) => {
-            let text = format!("\nconfirmation on KV memory:\n{}", v.text);
+            // The replay's verdict line ends with `kvsim confirm`'s own exit status; here the run's
+            // stands, and the line says which (it read "(exit 0)" under "(exit 10)").
+            let text: Vec<String> = v
+                .text
+                .lines()
+                .map(|l| match (l.starts_with("verdict:"), l.rfind(" (exit ")) {
+                    (true, Some(i)) => format!("{} (the run's exit status stands: {})", &l[..i], report.exit_code),
+                    _ => l.to_string(),
+                })
+                .collect();
+            let text = format!("\nconfirmation on KV memory:\n{}\n", text.join("\n"));
             if json {
                 eprint!("{text}");
             } else {
@@ -656,7 +666,10 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, j
             report.exit_code
         }
         Err(e) => {
-            eprintln!("error: confirm: {e}");
+            eprintln!(
+                "error: confirm: {e} (the run's verdict above is exit {}; the command exits {}: the confirmation failed)",
+                report.exit_code, e.exit_code
+            );
             e.exit_code
         }
     }

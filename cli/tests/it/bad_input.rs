@@ -106,6 +106,23 @@ fn a_page_size_no_prefix_block_divides_is_refused_with_prefix_blocks() {
     assert!(resolve(GOOD, &[("page_size", "1024")]).is_ok());
 }
 
+/// Flags that would make a command do nothing, or one thing while asking two, are refused:
+/// `fuzz --runs 0` ("no violations found", exit 0, before) and `run --json --format csv` (JSON).
+#[test]
+fn vacuous_or_contradictory_flags_are_refused() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let corpus = std::env::temp_dir().join(format!("kvsim-runs0-{}", std::process::id()));
+    for args in [
+        vec!["fuzz", "--runs", "0", "--corpus", corpus.to_str().unwrap()],
+        vec!["run", scen.to_str().unwrap(), "--json", "--format", "csv"],
+    ] {
+        let out = std::process::Command::new(bin).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert!(!corpus.exists());
+}
+
 /// The heartbeat's time to declare a peer dead (interval × failures) is checked under its own
 /// name, on the knob that was given; the interval alone may be as long as any time.
 #[test]

@@ -313,6 +313,8 @@ fn run_confirm_prints_a_verdict_per_read() {
     let (code, out, _) = kvsim(&["run", s.to_str().unwrap(), "--set", "zero_on_free=true", "--confirm", "cpu"]);
     assert_eq!(code, Some(10), "the run's own verdict: {out}");
     assert!(out.contains("not confirmed") && !out.contains("CONFIRMED") && !out.contains("DISAGREEMENT"), "{out}");
+    // The replay's verdict does not contradict the run's exit status (it read "(exit 0)").
+    assert!(out.contains("confirmed as cross-tenant leaks (the run's exit status stands: 10)"), "{out}");
     let (code, _, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "tpu"]);
     assert_eq!(code, Some(2), "{err}");
 }
