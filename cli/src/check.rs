@@ -57,6 +57,36 @@ pub fn resolve(sc: &Scenario, profile: Option<String>, set: Vec<(String, String)
     sc.resolve_with(&Overrides { profile, seed: None, set }, Some(&super::read_file)).map_err(|e| e.to_string())
 }
 
+/// The `i`-th `[[expect]]` entry of `sc` resolved with its `profile` and `set`; an error names the
+/// file, the entry's line and its field (`profile`, `set`), not the command-line flags that
+/// `kvsim run` would take for them.
+fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, String> {
+    let e = &sc.spec.expect[i];
+    let o = Overrides { profile: e.profile.clone(), seed: None, set: e.set_pairs() };
+    sc.resolve_with(&o, Some(&super::read_file)).map_err(|err| {
+        let (key, what) = match err.file.as_str() {
+            "--set" => ("set", format!("`{}`: {}", err.key.trim_start_matches("knobs."), err.message)),
+            "--profile" => ("profile", err.message.clone()),
+            _ => return format!("{err} (with [[expect]] `{}`)", e.name),
+        };
+        expectation_error(sc, f, i, key, &what)
+    })
+}
+
+/// An error about field `key` of the `i`-th `[[expect]]` entry (its `name` line when `key` is
+/// empty or not written).
+fn expectation_error(sc: &Scenario, f: &Path, i: usize, key: &str, message: &str) -> String {
+    let line = kvsim::scenario::locate(&sc.text, "expect", i, key)
+        .or_else(|| kvsim::scenario::locate(&sc.text, "expect", i, "name"));
+    let field = if key.is_empty() { String::new() } else { format!(".{key}") };
+    format!(
+        "{}{}: `expect[{i}]{field}` (`{}`): {message}",
+        f.display(),
+        line.map_or(String::new(), |l| format!(":{l}")),
+        sc.spec.expect[i].name
+    )
+}
+
 pub fn run_check(paths: &[String]) -> i32 {
     let files = match collect(paths) {
         Ok(f) => f,
@@ -79,17 +109,26 @@ pub fn run_check(paths: &[String]) -> i32 {
             skipped += 1;
             continue;
         }
-        for e in &sc.spec.expect {
-            let cfg = match resolve(&sc, e.profile.clone(), e.set_pairs()) {
+        for (i, e) in sc.spec.expect.iter().enumerate() {
+            let cfg = match resolve_expectation(&sc, f, i) {
                 Ok(c) => c,
                 Err(err) => {
-                    eprintln!("error: {} expectation `{}`: {err}", f.display(), e.name);
+                    eprintln!("error: {err}");
                     return exit::BAD_INPUT;
                 }
             };
             let n = cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
             if let Err(err) = e.validate(n) {
-                eprintln!("error: {}: {err}", f.display());
+                eprintln!(
+                    "error: {}",
+                    expectation_error(
+                        &sc,
+                        f,
+                        i,
+                        "",
+                        err.to_string().trim_start_matches(&format!("expectation `{}`: ", e.name))
+                    )
+                );
                 return exit::BAD_INPUT;
             }
             let profile = cfg.profile.clone();

@@ -106,6 +106,22 @@ fn a_page_size_no_prefix_block_divides_is_refused_with_prefix_blocks() {
     assert!(resolve(GOOD, &[("page_size", "1024")]).is_ok());
 }
 
+/// A parse error names the key it is about: inside an inline table (every entry on one line, the
+/// line named its last key), and a duplicate key (which the parse drops, so nothing was named).
+#[test]
+fn parse_errors_name_the_key_in_inline_tables_and_duplicates() {
+    let parse = |t: &str| kvsim::scenario::Scenario::parse("x.toml", t).err().unwrap_or_else(|| panic!("{t}"));
+    let base = "context_len = 8192\n[[decode]]\npool_tokens = 8192\n";
+    let e = parse(&format!("{base}[workload]\nprompt_tokens = [{{ weight = 8, min = -16, max = 8000 }}]\n"));
+    assert_eq!(e.key, "workload.prompt_tokens.min", "{e}");
+    let e = parse(&format!("prefill = [{{ pool_tokens = 4096, count = -1 }}]\n{base}"));
+    assert_eq!(e.key, "prefill.count", "{e}");
+    let e = parse(&format!("{base}[workload]\nprompt_tokens = [{{ weight = 1, min = 16, max = 80, bogus = 1 }}]\n"));
+    assert!(e.key.ends_with(".bogus") || e.message.contains("bogus"), "{e}");
+    let e = parse(&format!("context_len = 8192\ncontext_len = 4096\n{base}"));
+    assert_eq!((e.line, e.key.as_str()), (Some(2), "context_len"), "{e}");
+}
+
 /// Flags that would make a command do nothing, or one thing while asking two, are refused:
 /// `fuzz --runs 0` ("no violations found", exit 0, before) and `run --json --format csv` (JSON).
 #[test]

@@ -91,6 +91,19 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         assert_eq!(code, Some(2), "{cmd}: {err}");
         assert!(err.contains("asserts nothing"), "{cmd}: {err}");
     }
+    // An entry's error names its line and field, not `kvsim run`'s flags.
+    let prof = dir.join("prof.toml");
+    std::fs::write(
+        &prof,
+        format!("{}\n[[expect]]\nname = \"p\"\nprofile = \"sglang-9\"\nclean = true\n", crate::bad_input::GOOD),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", prof.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`expect[0].profile` (`p`): unknown profile `sglang-9`") && !err.contains("--profile"),
+        "{err}"
+    );
     // The matrix checks its `buggy` entry as `check` does: an unknown kind is bad input.
     let typo = dir.join("typo.toml");
     std::fs::write(

@@ -779,14 +779,17 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
 /// syntax error so that its key is named too; empty when `at` is in no entry (a blank line).
 pub fn key_at(text: &str, at: usize) -> String {
     use toml::de::{DeTable, DeValue};
+    /// Whether the entry (its key to the end of its value) holds `at`; with `same_line`, also
+    /// whether it starts on `at`'s line (a value that did not parse, a table's header).
     fn holds(
         text: &str,
         k: &toml::Spanned<std::borrow::Cow<'_, str>>,
         v: &toml::Spanned<DeValue<'_>>,
         at: usize,
+        same_line: bool,
     ) -> bool {
         let (from, to) = (k.span().start, v.span().end.max(k.span().end));
-        (from <= at && at < to) || line_of(text, from) == line_of(text, at)
+        (from <= at && at < to) || (same_line && line_of(text, from) == line_of(text, at))
     }
     /// The tables a value holds (itself, or an array's table elements).
     fn tables<'a, 'i>(v: &'a DeValue<'i>) -> Vec<&'a DeTable<'i>> {
@@ -810,10 +813,26 @@ pub fn key_at(text: &str, at: usize) -> String {
                 return Some(inner);
             }
         }
-        t.iter().rfind(|(k, v)| holds(text, k, v, at)).map(|(k, _)| vec![k.get_ref().to_string()])
+        // The entry that holds `at` itself first: an inline table's entries share one line, and
+        // the line alone named its last key (`min = -16` reported as `weight`).
+        t.iter()
+            .find(|(k, v)| holds(text, k, v, at, false))
+            .or_else(|| t.iter().rfind(|(k, v)| holds(text, k, v, at, true)))
+            .map(|(k, _)| vec![k.get_ref().to_string()])
     }
     let (doc, _) = DeTable::parse_recoverable(text);
-    find(text, doc.get_ref(), at).unwrap_or_default().join(".")
+    let found = find(text, doc.get_ref(), at).unwrap_or_default().join(".");
+    if !found.is_empty() {
+        return found;
+    }
+    // An entry the recovering parse dropped (a duplicate key): the bare key written at `at`.
+    let bare: String = text
+        .get(at..)
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    bare
 }
 
 impl Scenario {
