@@ -107,6 +107,36 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
         for section in ["[[prefill]]", "[[decode]]", "[router]", "[cost]", "[knobs]", "[faults]"] {
             assert!(text.contains(section), "{like}: no {section}");
         }
+        // The sections its source does not use are there as commented examples, valid as written.
+        if like == "small" {
+            assert!(text.contains("\n# [[faults.script]]\n") && text.contains("\n# [[expect]]\n"), "{text}");
+            assert!(text.contains("# [workload] (requests drawn from distributions)"), "{text}");
+            // Uncomment each example: the lines after "For example:" up to the blank line.
+            let mut in_example = false;
+            let mut uncommented = Vec::new();
+            for l in text.lines() {
+                if l.is_empty() {
+                    in_example = false;
+                }
+                uncommented.push(if in_example { l.trim_start_matches("# ").to_string() } else { l.to_string() });
+                in_example |= l.ends_with("For example:");
+            }
+            let uncommented = uncommented.join("\n");
+            let ex = dir.join("examples.toml");
+            std::fs::write(&ex, uncommented).unwrap();
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+                .args(["check", ex.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(String::from_utf8_lossy(&o.stdout).contains("2 expectation(s) in 1 scenario(s): 2 passed"));
+        }
         assert!(text.contains("\n# Tokens per KV page") || text.contains("page_size"), "{like}: knobs unexplained");
         let comments = text.lines().filter(|l| l.starts_with('#')).count();
         let keys = text.lines().filter(|l| l.contains(" = ") && !l.starts_with('#')).count();

@@ -484,5 +484,48 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {
         out.push_str(&comment(&format!("The trace file `{}` is read relative to this file: point it at data/mooncake/conversation_trace.jsonl of a kvsim checkout.", t.file), ""));
     }
     out.push_str(&doc.to_string());
+    out.push_str(&absent_sections(&file));
+    out
+}
+
+/// The sections the scenario does not use, as commented examples (so that a starting scenario
+/// shows every section, not only the ones its source has): scripted faults and the `[[expect]]`
+/// entries `kvsim check` asserts; a generated workload and a trace are named with where to read
+/// about them.
+fn absent_sections(file: &ScenarioFile) -> String {
+    let mut out = String::new();
+    if file.faults.as_ref().is_none_or(|f| f.script.is_empty()) {
+        out.push_str(
+            "\n# [[faults.script]]: a fault at a given time (or on a request's transfer), instead of or beside the\n\
+             # random ones of [faults]; each kind's fields are in docs/scenario-format.md. For example:\n\
+             # [[faults.script]]\n\
+             # kind = \"crash\"\n\
+             # at_ms = 500\n\
+             # node = \"decode-0\"\n\
+             # restart_after_ms = 1000\n",
+        );
+    }
+    if file.expect.is_empty() {
+        out.push_str(
+            "\n# [[expect]]: what `kvsim check` asserts about the run (an engine team's CI); each entry runs the\n\
+             # scenario under its own `profile` / `set` and must assert something (`clean`, `violations`, `absent`,\n\
+             # `requests` or `status`). For example:\n\
+             # [[expect]]\n\
+             # name = \"buggy\"\n\
+             # violations = [\"cross_tenant_read\"]\n\
+             # status = { \"0\" = 200 }\n\
+             # [[expect]]\n\
+             # name = \"fixed\"\n\
+             # profile = \"sglang-0.5.22\"\n\
+             # set = { router_on_prefill_error = \"cancel_decode\" }\n\
+             # clean = true\n",
+        );
+    }
+    if file.workload.is_none() && file.trace.is_none() {
+        out.push_str(
+            "\n# [workload] (requests drawn from distributions) or [trace] (a Mooncake or CSV trace) can stand\n\
+             # instead of the [[request]] entries: see docs/scenario-format.md and `kvsim new NAME --like mooncake`.\n",
+        );
+    }
     out
 }
