@@ -46,8 +46,19 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         println!("note: {n}");
     }
     if !a.has_gap() {
-        if a.nodes.iter().any(|n| n.admission.is_none()) {
-            return bad("a node's pool or context length is unknown: cannot tell whether there is a gap".into());
+        if let Some(n) = a.nodes.iter().find(|n| n.admission.is_none()) {
+            // Name the log and what it lacks (a zero or inconsistent block count leaves the pool
+            // unknown as surely as a missing line).
+            let f = &n.facts;
+            let missing: Vec<&str> = [
+                (f.pool_tokens.is_none(), "KV pool size (sglang `#tokens: N`, vLLM `GPU KV cache size: N tokens` or a non-zero `# GPU blocks: N`)"),
+                (f.context_len.is_none(), "context length (`context_len` / `max_model_len`)"),
+            ]
+            .into_iter()
+            .filter_map(|(m, what)| m.then_some(what))
+            .collect();
+            let what = if missing.is_empty() { "admission rule".to_string() } else { missing.join(" and ") };
+            return bad(format!("{}: no usable {what} in this log: cannot tell whether there is a gap", f.source));
         }
         if a.nodes.iter().all(|n| n.facts.refused_start.is_some()) {
             println!("verdict: no gap served — the engine refused to start with this pool (exit 0)");

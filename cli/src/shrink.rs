@@ -58,6 +58,12 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<(SimConfig, Option
 
 fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
     let p = std::path::Path::new(input);
+    if p.is_dir() && p.join("campaign.json").is_file() {
+        return Err(format!(
+            "{input}: a campaign's corpus; give one of its signature folders ({input}/<signature>) or seed folders \
+             ({input}/<signature>/seed-N)"
+        ));
+    }
     let path = if p.is_dir() { format!("{}/scenario.toml", input.trim_end_matches('/')) } else { input.to_string() };
     if is_trace(&path) {
         // A trace's header is the run's whole configuration: overrides would make the shrunk

@@ -223,3 +223,17 @@ fn messy_logs_and_bad_input() {
     let (code, out, _) = audit(&[&data("vllm_producer.log"), &data("vllm_consumer.log"), "--profile", "vllm-nixl"]);
     assert!(matches!(code, Some(0) | Some(11)), "{out}");
 }
+
+/// A log whose pool cannot be told (a zero block count) is bad input naming the log and the
+/// fact it lacks, not "a node's pool or context length is unknown".
+#[test]
+fn a_log_without_a_usable_pool_is_named_with_what_it_lacks() {
+    let dir = empty_dir("zero-blocks");
+    let text = std::fs::read_to_string(data("vllm_blocks_concurrency_pr12569.log")).unwrap();
+    assert!(text.contains("# GPU blocks: 1381"));
+    let log = dir.join("zero.log");
+    std::fs::write(&log, text.replace("# GPU blocks: 1381", "# GPU blocks: 0")).unwrap();
+    let (code, _, err) = audit(&[log.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("zero.log: no usable KV pool size"), "{err}");
+}

@@ -530,6 +530,10 @@ fn a_folder_that_is_not_the_campaigns_corpus_is_refused_and_left_as_it_is() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("kvsim run {copy}/")), "{text}");
     assert!(!text.contains(&format!("kvsim run {c}/")), "{text}");
+    // The corpus itself is not a case to shrink: the message says which folders are.
+    let out = kvsim(&["shrink", &copy]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a campaign's corpus; give one of its signature folders"));
 }
 
 /// Issue 15: `kvsim shrink` accepts a signature folder of a corpus and keeps that folder's
