@@ -19,6 +19,13 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             logs.len()
         ));
     }
+    // Options first, before any of the report is printed.
+    if let Some(p) = profile.filter(|p| kvsim::config::profile(p).is_none()) {
+        return bad(format!("--profile {p}: unknown profile (known: {})", kvsim::config::profile_names()));
+    }
+    if let Some(o) = out.filter(|o| std::path::Path::new(o).is_dir()) {
+        return bad(format!("--scenario-out {o}: a folder; give a file name"));
+    }
     let mut files = Vec::new();
     for (i, path) in logs.iter().enumerate() {
         let role = match roles.get(if roles.len() == 1 { 0 } else { i }).map(String::as_str) {

@@ -237,3 +237,16 @@ fn a_log_without_a_usable_pool_is_named_with_what_it_lacks() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("zero.log: no usable KV pool size"), "{err}");
 }
+
+/// Options are checked before the report is printed: an unknown `--profile` or a folder as
+/// `--scenario-out` is bad input with nothing on stdout.
+#[test]
+fn bad_options_are_refused_before_the_report() {
+    let log = data("vllm_blocks_concurrency_pr12569.log");
+    for extra in [&["--profile", "nope"][..], &["--scenario-out", std::env::temp_dir().to_str().unwrap()]] {
+        let (code, out, err) = audit(&[&[log.as_str()][..], extra].concat());
+        assert_eq!(code, Some(2), "{err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains(extra[0]), "{err}");
+    }
+}

@@ -122,6 +122,24 @@ fn parse_errors_name_the_key_in_inline_tables_and_duplicates() {
     assert_eq!((e.line, e.key.as_str()), (Some(2), "context_len"), "{e}");
 }
 
+/// A trace whose window or limit selects none of its rows is named as such, not "add a
+/// [workload] or [[request]] entries".
+#[test]
+fn a_trace_that_gives_no_requests_is_named() {
+    let data = crate::scenarios_dir().join("../data/mooncake/conversation_trace.jsonl");
+    let text = format!(
+        "context_len = 8192\n[[prefill]]\npool_tokens = 4096\n[[decode]]\npool_tokens = 8192\n[trace]\nfile = {:?}\nlimit = 0\n",
+        data.to_str().unwrap()
+    );
+    let f = std::env::temp_dir().join(format!("kvsim-trace-none-{}.toml", std::process::id()));
+    std::fs::write(&f, text).unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(["run", f.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`trace`: the trace gives no requests"), "{err}");
+}
+
 /// Flags that would make a command do nothing, or one thing while asking two, are refused:
 /// `fuzz --runs 0` ("no violations found", exit 0, before) and `run --json --format csv` (JSON).
 #[test]

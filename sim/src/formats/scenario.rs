@@ -1453,6 +1453,15 @@ impl Scenario {
         }
         let total = requests.len() as u64 + generator.as_ref().map_or(0, |g| u64::from(g.requests));
         if total == 0 {
+            if s.trace.is_some() && s.request.is_empty() && s.workload.is_none() {
+                // The trace was read, but its window or limit selects none of its rows.
+                return Err(self.err(
+                    "trace",
+                    0,
+                    "",
+                    "the trace gives no requests: its window or limit selects none of its rows",
+                ));
+            }
             return Err(self.err("", 0, "", "no requests: add a [workload] or [[request]] entries"));
         }
         if total > MAX_REQUESTS {
