@@ -701,20 +701,12 @@ fn liveness_mode_from_the_command_line() {
     assert!(err.contains("liveness_after_heal_ms") && err.contains("heal_at_ms"), "{err}");
 
     let c = tmp("liveness-campaign");
-    let out = kvsim(&[
-        "fuzz",
-        "--profile",
-        "sglang-0.5.22",
-        "--runs",
-        "60",
-        "--no-shrink",
-        "--confirm",
-        "off",
-        "--corpus",
-        &c,
-        "--liveness",
-        "30s",
-    ]);
+    // A liveness campaign over `space`, without shrinking or confirmation.
+    let campaign = |space: &[&str], runs: &str, corpus: &str, bound: &str| {
+        let rest = ["--runs", runs, "--no-shrink", "--confirm", "off", "--corpus", corpus, "--liveness", bound];
+        kvsim(&[&["fuzz"][..], space, &rest].concat())
+    };
+    let out = campaign(&["--profile", "sglang-0.5.22"], "60", &c, "30s");
     assert!(matches!(out.status.code(), Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
     let hangs: Vec<(String, u64)> =
         saved(&c).into_iter().filter(|(s, _)| s.starts_with("request_hang/after_heal/")).collect();
@@ -733,20 +725,7 @@ fn liveness_mode_from_the_command_line() {
     // redrawn, so every signature has its saved example (they could not be saved before).
     let base = crate::scenarios_dir().join("small/stub-leak.toml");
     let c = tmp("liveness-base");
-    let out = kvsim(&[
-        "fuzz",
-        "--base",
-        base.to_str().unwrap(),
-        "--runs",
-        "100",
-        "--no-shrink",
-        "--confirm",
-        "off",
-        "--corpus",
-        &c,
-        "--liveness",
-        "5s",
-    ]);
+    let out = campaign(&["--base", base.to_str().unwrap()], "100", &c, "5s");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("could not save"), "{err}");
     assert_eq!(saved(&c).len(), table(&c).as_object().unwrap().len(), "{err}");
