@@ -132,12 +132,19 @@ fn a_trace_that_gives_no_requests_is_named() {
         data.to_str().unwrap()
     );
     let f = std::env::temp_dir().join(format!("kvsim-trace-none-{}.toml", std::process::id()));
-    std::fs::write(&f, text).unwrap();
+    std::fs::write(&f, &text).unwrap();
     let out =
         std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(["run", f.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`trace`: the trace gives no requests"), "{err}");
+    // A zero time scale is the scenario's key at fault, not the trace file.
+    std::fs::write(&f, text.replace("limit = 0", "time_scale_permille = 0")).unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(["run", f.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":8: `trace.time_scale_permille`: must be positive"), "{err}");
 }
 
 /// Flags that would make a command do nothing, or one thing while asking two, are refused:

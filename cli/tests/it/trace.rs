@@ -57,6 +57,13 @@ fn trace_replays_and_detects_divergence() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("without its footer (the trace was cut short)"));
 
+    // CRLF line ends (an editor's rewrite) read as the same lines: the replay matches.
+    let crlf = tmp("stub-crlf.jsonl");
+    std::fs::write(&crlf, lines.join("\r\n") + "\r\n").unwrap();
+    let out = Command::new(bin()).args(["replay", crlf.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("replay matches"));
+
     // Another version is refused unless --force.
     let other = tmp("stub-other.jsonl");
     std::fs::write(&other, text.replacen("\"kvsim_version\":\"", "\"kvsim_version\":\"9.", 1)).unwrap();

@@ -77,22 +77,32 @@ impl Mitigation {
     }
 
     /// A comma-separated list (`--mitigations`), in the order given.
+    /// A `--mitigations` list: each named once (a repeated one is one column), at least one.
     pub fn parse_list(list: &str) -> Result<Vec<Mitigation>, UnknownMitigation> {
-        list.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|m| Mitigation::parse(m).ok_or_else(|| UnknownMitigation(m.to_string())))
-            .collect()
+        let mut out: Vec<Mitigation> = Vec::new();
+        for m in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let m = Mitigation::parse(m).ok_or_else(|| UnknownMitigation(m.to_string()))?;
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        if out.is_empty() {
+            return Err(UnknownMitigation(String::new()));
+        }
+        Ok(out)
     }
 }
 
-/// A `--mitigations` entry that names no mitigation.
+/// A `--mitigations` entry that names no mitigation (empty: the list names none at all).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownMitigation(pub String);
 
 impl fmt::Display for UnknownMitigation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let known: Vec<&str> = Mitigation::ALL.iter().map(|m| m.name()).collect();
+        if self.0.is_empty() {
+            return write!(f, "--mitigations: no mitigation named (known: {})", known.join(","));
+        }
         write!(f, "--mitigations: unknown `{}` (known: {})", self.0, known.join(","))
     }
 }
@@ -223,6 +233,9 @@ mod tests {
         let e = Mitigation::parse_list("kv_checksum, nope").unwrap_err();
         assert_eq!(e, UnknownMitigation("nope".into()));
         assert!(e.to_string().contains("unknown `nope`"));
+        // A repeated name is one column; a list naming none is refused (it printed an empty table).
+        assert_eq!(Mitigation::parse_list("kv_checksum,kv_checksum").unwrap(), vec![Mitigation::ALL[0]]);
+        assert!(Mitigation::parse_list(" , ").unwrap_err().to_string().contains("no mitigation named"));
         for m in Mitigation::ALL {
             assert_eq!(Mitigation::parse(m.name()), Some(m));
             assert!(!m.knobs().is_empty());

@@ -932,6 +932,10 @@ impl Scenario {
             Some("csv") => TraceFormat::Csv,
             Some(f) => return Err(self.err("trace", 0, "format", format!("`{f}`: expected mooncake or csv"))),
         };
+        if t.time_scale_permille == Some(0) {
+            // The scenario's key, not the trace file, is at fault.
+            return Err(self.err("trace", 0, "time_scale_permille", "must be positive (1000 = as recorded)"));
+        }
         let opts = ReadOptions {
             time_scale_permille: t.time_scale_permille.unwrap_or(1000),
             window_start_ms: t.window_start_ms.unwrap_or(0),

@@ -288,7 +288,9 @@ impl<R: std::io::BufRead> TraceReader<R> {
         if self.done {
             return Err(self.err("text after the footer".into()));
         }
-        let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
+        // A line ends with `\n`, or `\r\n` where an editor or a Windows tool rewrote the file (the
+        // `\r` would otherwise show as a divergence between two lines that look the same).
+        let text = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t)).to_string();
         match serde_json::from_str::<Line>(&text) {
             Ok(line) => Ok(Some(Item::Record { text, line })),
             Err(e) if text.contains("\"kind\":\"footer\"") => {
