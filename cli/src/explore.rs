@@ -472,8 +472,25 @@ struct Cell {
 }
 
 #[allow(clippy::disallowed_methods)] // the command measures wall time for the table; the model never does
-fn explore_one(o: &ExploreOpts, cfg: &SimConfig, kinds: &[kvsim::check::Kind]) -> Result<Cell, String> {
-    let bounds = bounds_of(o, cfg)?;
+fn explore_one(
+    o: &ExploreOpts,
+    cfg: &SimConfig,
+    kinds: &[kvsim::check::Kind],
+    faults: Option<&[String]>,
+) -> Result<Cell, String> {
+    let mut bounds = bounds_of(o, cfg)?;
+    if let Some(fs) = faults {
+        // The entry's own fault kinds (`Expectation::explore_faults`) replace --faults.
+        bounds.fault_kinds = fs
+            .iter()
+            .map(|x| {
+                FaultKind::parse(x).ok_or_else(|| {
+                    format!("explore_faults: unknown fault `{x}` (known: transfer_fail, delay, visibility_lag, crash)")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        bounds = bounds.normalised();
+    }
     let spec = Spec {
         bounds,
         kinds: kinds.to_vec(),
@@ -560,7 +577,7 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
-            let cell = match explore_one(o, &cfg, &kinds) {
+            let cell = match explore_one(o, &cfg, &kinds, e.explore_faults.as_deref()) {
                 Ok(c) => c,
                 Err(err) => {
                     eprintln!("error: {}: {err}", f.display());
@@ -604,6 +621,13 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
                         n(s.schedules)
                     )
                 }
+            };
+            let text = match &e.explore_faults {
+                Some(fs) => format!(
+                    "{text} (the entry's explore_faults: {})",
+                    if fs.is_empty() { "none".into() } else { fs.join(", ") }
+                ),
+                None => text,
             };
             cells.push(text);
         }

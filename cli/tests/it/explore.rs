@@ -351,6 +351,22 @@ fn catalogue_mode_tells_buggy_found_fixed_verified_and_the_bound_reached() {
     // Flags that do not apply: bad input.
     let r = Command::new(bin).args(["explore", &row, "--catalogue", "--kinds", "page_leak"]).output().unwrap();
     assert_eq!(r.status.code(), Some(2));
+    // An entry's own fault kinds replace --faults for it, and the table says so: the fixed
+    // pre-admission row is explored without crashes (a crash under its 480 s lease is the
+    // held-blocks-leak row), so the catalogue has no mismatch.
+    let pre = catalogue("pre-admission-reject-strands-prefill.toml");
+    let r = Command::new(bin).args(["explore", &pre, "--catalogue"]).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.status.code(), Some(0), "{text}");
+    assert!(text.contains("| verified ") && text.contains("(the entry's explore_faults: transfer_fail)"), "{text}");
+    let dir = std::env::temp_dir().join(format!("kvsim-explore-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    let src = std::fs::read_to_string(&pre).unwrap();
+    std::fs::write(&bad, src.replace("explore_faults = [\"transfer_fail\"]", "explore_faults = [\"meteor\"]")).unwrap();
+    let r = Command::new(bin).args(["explore", bad.to_str().unwrap(), "--catalogue"]).output().unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("explore_faults: unknown fault `meteor`"));
 }
 
 /// The printed reproduce command is the exploration's own run (seed, profile, liveness bound and

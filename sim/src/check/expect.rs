@@ -35,6 +35,13 @@ pub struct Expectation {
     /// Request id → the HTTP status its client must get (`0` = no response).
     #[serde(default)]
     pub status: BTreeMap<String, u16>,
+    /// Catalogue exploration only (`kvsim explore --catalogue`): the fault kinds explored for
+    /// this entry instead of `--faults` (`transfer_fail`, `delay`, `visibility_lag`, `crash`),
+    /// where one of them shows another catalogue row's mechanism in this entry's deployment
+    /// (pre-admission-reject-strands-prefill: a decode crash under its 480 s lease is
+    /// held-blocks-leak). `kvsim check` ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explore_faults: Option<Vec<String>>,
 }
 
 /// An `[[expect]]` entry that names something the scenario does not have (a configuration
