@@ -117,7 +117,7 @@ pub fn run_check(paths: &[String]) -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
-            let n = cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
+            let n = super::fuzz::case_requests(&cfg);
             if let Err(err) = e.validate(n) {
                 eprintln!(
                     "error: {}",
@@ -192,7 +192,7 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
         if let Some(b) = sc.spec.expect.iter().find(|e| e.name == "buggy") {
             let cfg = resolve(&sc, b.profile.clone(), b.set_pairs())
                 .map_err(|e| format!("{} expectation `buggy`: {e}", f.display()))?;
-            let n = cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
+            let n = super::fuzz::case_requests(&cfg);
             b.validate(n).map_err(|e| format!("{}: {e}", f.display()))?;
             if b.violations.is_empty() && b.requests.values().all(Vec::is_empty) {
                 return Err(format!(

@@ -68,16 +68,27 @@ pub struct ExploreOpts {
     pub catalogue: bool,
 }
 
+/// Fault kinds by name (`--faults`, which also takes `none`, or an entry's `explore_faults`, where
+/// an empty list is none); `what` names the source in an error.
+fn fault_kinds<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Result<Vec<FaultKind>, String> {
+    let none = if what == "--faults" { ", none" } else { "" };
+    names
+        .into_iter()
+        .map(|name| {
+            FaultKind::parse(name).ok_or_else(|| {
+                format!("{what}: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash{none})")
+            })
+        })
+        .collect()
+}
+
 /// The bound from the flags.
 pub fn bounds_of(o: &ExploreOpts, cfg: &SimConfig) -> Result<Bounds, String> {
-    let mut fault_kinds = Vec::new();
-    if o.faults != "none" {
-        for name in o.faults.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            fault_kinds.push(FaultKind::parse(name).ok_or_else(|| {
-                format!("--faults: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash, none)")
-            })?);
-        }
-    }
+    let fault_kinds = if o.faults == "none" {
+        Vec::new()
+    } else {
+        fault_kinds(o.faults.split(',').map(str::trim).filter(|x| !x.is_empty()), "--faults")?
+    };
     let l = cfg.cost.message_latency_us;
     let latencies_us = match o.latencies.as_deref() {
         None => vec![l, l.saturating_mul(10)],
@@ -328,7 +339,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 Some((sh, choices)) => {
                     lines.push(format!(
                         "scenario shrunk: {} -> {} request(s), {} prefill / {} decode node(s), {} tries ({} kept){}",
-                        cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize),
+                        super::fuzz::case_requests(cfg),
                         sh.cfg.requests.len(),
                         sh.cfg.prefill.len(),
                         sh.cfg.decode.len(),
@@ -408,8 +419,8 @@ fn describe_bound(spec: &Spec) -> String {
     )
 }
 
-/// `kvsim run SCENARIO --choices STRING`: one schedule replayed; the ordinary report.
-/// `kvsim run SCENARIO --choices STRING`, reported as `format` (text, JSON, or the per-request CSV).
+/// `kvsim run SCENARIO --choices STRING`: one schedule replayed; the ordinary report, as `format`
+/// (text, JSON, or the per-request CSV).
 pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, format: super::Format) -> i32 {
     let cfg = match super::load(path, opts) {
         Ok(c) => c,
@@ -481,14 +492,7 @@ fn explore_one(
     let mut bounds = bounds_of(o, cfg)?;
     if let Some(fs) = faults {
         // The entry's own fault kinds (`Expectation::explore_faults`) replace --faults.
-        bounds.fault_kinds = fs
-            .iter()
-            .map(|x| {
-                FaultKind::parse(x).ok_or_else(|| {
-                    format!("explore_faults: unknown fault `{x}` (known: transfer_fail, delay, visibility_lag, crash)")
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        bounds.fault_kinds = fault_kinds(fs.iter().map(String::as_str), "explore_faults")?;
         bounds = bounds.normalised();
     }
     let spec = Spec {

@@ -134,7 +134,7 @@ fn write_pictures(cfg: &SimConfig, dir: &Path) -> Result<(), String> {
 }
 
 /// The number of requests a configuration runs (explicit ones, or the generator's).
-fn case_requests(cfg: &SimConfig) -> usize {
+pub(crate) fn case_requests(cfg: &SimConfig) -> usize {
     cfg.requests.len() + cfg.generator.as_ref().map_or(0, |g| g.requests as usize)
 }
 
@@ -183,9 +183,6 @@ pub fn write_report(
     write_atomic(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
-/// shipped file of `--profile` when it has one. A file for another profile than `--profile` is
-/// refused: its rows say what that engine has, not this one.
 /// The base scenario of a `--base` campaign's space, if it is one.
 fn base_config(space: &Space) -> Option<&SimConfig> {
     match space {
@@ -195,6 +192,9 @@ fn base_config(space: &Space) -> Option<&SimConfig> {
     }
 }
 
+/// The known-bugs file a campaign uses: `--known FILE`, `--known none`, or (by default) the
+/// shipped file of `--profile` when it has one. A file for another profile than `--profile` is
+/// refused: its rows say what that engine has, not this one.
 fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
     let k = match o.known.as_deref() {
         Some("none") => return Ok(None),
@@ -710,7 +710,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
-    let ran = Ran { shard, runs_wall, found_after, started, runs_before };
+    let ran = Ran { runs_wall, found_after, started, runs_before };
     Ok(print_summary(o, &corpus, &acc.camp, known.as_ref(), &ran))
 }
 
@@ -1020,7 +1020,6 @@ impl<'k> Progress<'k> {
 
 /// How the runs of this invocation went, for the summary.
 struct Ran {
-    shard: (u64, u64),
     runs_wall: std::time::Duration,
     /// `--until`: the runs and time to the first find.
     found_after: Option<(u64, std::time::Duration)>,
@@ -1040,19 +1039,13 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
     } else {
         String::new()
     };
-    // A shard runs every n-th seed of the range, from its index.
-    let shard = match ran.shard {
-        (_, 1) => String::new(),
-        (i, n) => format!(", every {n}th from {} (shard {i}/{n})", o.seed_start.wrapping_add(i)),
-    };
     println!(
-        "{} runs{resumed} in {:.1}s ({:.0} runs/s, {} job(s)); seeds {}..{}{shard}; corpus {}; examples done {:.1}s after the start",
+        "{} runs{resumed} in {:.1}s ({:.0} runs/s, {} job(s)); {}; corpus {}; examples done {:.1}s after the start",
         camp.runs_done,
         secs,
         now as f64 / secs.max(1e-9),
         o.jobs.max(1),
-        o.seed_start,
-        o.seed_start.wrapping_add(camp.range_end()),
+        camp.seeds_text(),
         o.corpus,
         ran.started.elapsed().as_secs_f64()
     );

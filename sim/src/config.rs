@@ -35,6 +35,9 @@ pub enum OnOff {
     On,
 }
 
+/// The words an [`OnOff`] knob takes (a boolean too).
+const ON_OFF_WORDS: [&str; 6] = ["off", "on", "no", "yes", "false", "true"];
+
 impl schemars::JsonSchema for OnOff {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "OnOff".into()
@@ -44,7 +47,7 @@ impl schemars::JsonSchema for OnOff {
         schemars::json_schema!({
             "description": "Off/on switch: `\"on\"`/`\"off\"`, also `\"yes\"`/`\"no\"`, `\"true\"`/`\"false\"` and a boolean.",
             "anyOf": [
-                {"type": "string", "enum": ["off", "on", "no", "yes", "false", "true"]},
+                {"type": "string", "enum": ON_OFF_WORDS},
                 {"type": "boolean"}
             ]
         })
@@ -66,7 +69,7 @@ impl<'de> Deserialize<'de> for OnOff {
                 match s {
                     "on" | "yes" | "true" => Ok(OnOff::On),
                     "off" | "no" | "false" => Ok(OnOff::Off),
-                    _ => Err(E::unknown_variant(s, &["off", "on", "no", "yes", "false", "true"])),
+                    _ => Err(E::unknown_variant(s, &ON_OFF_WORDS)),
                 }
             }
         }

@@ -85,21 +85,9 @@ pub fn render(r: &Report) -> String {
     };
     let _ = writeln!(
         o,
-        "<p class=\"summary\">Corpus <code>{}</code> · seeds {}..{}{} · <b>{}</b> runs · <b>{}</b> signature(s)</p>",
+        "<p class=\"summary\">Corpus <code>{}</code> · {} · <b>{}</b> runs · <b>{}</b> signature(s)</p>",
         esc(r.corpus),
-        c.seed_start,
-        c.seed_start.wrapping_add(c.range_end()),
-        if c.shard.1 > 1 {
-            format!(
-                ", every {}th from {} (shard {}/{})",
-                c.shard.1,
-                c.seed_start.wrapping_add(c.shard.0),
-                c.shard.0,
-                c.shard.1
-            )
-        } else {
-            String::new()
-        },
+        esc(&c.seeds_text()),
         c.runs_done,
         c.table.len()
     );

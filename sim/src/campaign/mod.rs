@@ -228,6 +228,18 @@ impl Campaign {
         (self.next_k + 1).saturating_sub(self.shard.1.max(1))
     }
 
+    /// The seeds this campaign ran, for a summary: `seeds 0..400`, and for shard i of n
+    /// `seeds 0..400, one in 4 from 3 (shard 3/4)`.
+    pub fn seeds_text(&self) -> String {
+        let (i, n) = self.shard;
+        let range = format!("seeds {}..{}", self.seed_start, self.seed_start.wrapping_add(self.range_end()));
+        if n > 1 {
+            format!("{range}, one in {n} from {} (shard {i}/{n})", self.seed_start.wrapping_add(i))
+        } else {
+            range
+        }
+    }
+
     /// The new-signature curve: after how many runs of the seed range (run `k` is the `k+1`-th)
     /// the table held 1, 2, … signatures, from each signature's first seed. The same for any
     /// `--jobs`, and for a merge of shards the curve of the unsharded campaign.
@@ -881,6 +893,8 @@ mod tests {
         assert_eq!(in_order(30, (3, 4)).range_end(), 28, "runs 3, 7, …, 27");
         assert_eq!(in_order(30, (0, 4)).range_end(), 29, "runs 0, 4, …, 28");
         assert_eq!((whole.range_end(), Campaign::new("blind", 100, (2, 4)).range_end()), (30, 0));
+        assert_eq!(in_order(30, (3, 4)).seeds_text(), "seeds 100..128, one in 4 from 103 (shard 3/4)");
+        assert_eq!(whole.seeds_text(), "seeds 100..130");
         let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
         let why = ragged.partial.unwrap();
         assert!(why.starts_with("the shards stopped at different runs"), "{why}");
