@@ -607,6 +607,7 @@ pub fn knob_names() -> Vec<String> {
 
 /// One prefill or decode node of the deployment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeConfig {
     pub pool_tokens: u64,
     pub metadata_slots: u32,
@@ -644,6 +645,7 @@ pub struct CostConfig {
 
 /// One request of the workload, fully determined.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RequestSpec {
     pub at_ns: u64,
     pub tenant: u32,
@@ -687,6 +689,7 @@ pub struct Bucket {
 
 /// The synthetic workload generator.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GeneratorConfig {
     pub requests: u32,
     pub tenants: u32,
@@ -700,7 +703,7 @@ pub struct GeneratorConfig {
 
 /// Scripted fault kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ScriptedFault {
     Crash {
         at_ms: u64,
@@ -800,6 +803,7 @@ impl ScriptedFault {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FaultConfig {
     pub transfer_fail: Ratio,
     pub delay_spike: Ratio,
@@ -819,6 +823,7 @@ pub struct FaultConfig {
 
 /// The fully resolved configuration of one run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SimConfig {
     pub name: String,
     pub seed: u64,

@@ -104,6 +104,17 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         err.contains("`expect[0].profile` (`p`): unknown profile `sglang-9`") && !err.contains("--profile"),
         "{err}"
     );
+    // A knob's value keeps its TOML type: a number written as a string is refused as in
+    // `[knobs]`, not read as the number.
+    let typed = dir.join("typed.toml");
+    std::fs::write(
+        &typed,
+        format!("{}\n[[expect]]\nname = \"t\"\nset = {{ page_size = \"32\" }}\nclean = true\n", crate::bad_input::GOOD),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", typed.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`expect[0].set` (`t`): `page_size`: invalid type: string \"32\""), "{err}");
     // The matrix checks its `buggy` entry as `check` does: an unknown kind is bad input.
     let typo = dir.join("typo.toml");
     std::fs::write(

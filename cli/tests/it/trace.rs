@@ -64,6 +64,26 @@ fn trace_replays_and_detects_divergence() {
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("replay matches"));
 
+    // A field the format does not have, in the header, its configuration or the footer, is bad
+    // input naming the line and the field (an edited knob name was ignored, so the replay ran
+    // another configuration than the reader meant).
+    for (line, from, to) in [
+        (0, "\"seed\":", "\"sead\":0,\"seed\":"),
+        (0, "\"reject_mode\":", "\"reject_mod\":0,\"reject_mode\":"),
+        (lines.len() - 1, "\"records\":", "\"record\":0,\"records\":"),
+    ] {
+        let mut edited: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+        assert!(edited[line].contains(from), "{from}");
+        edited[line] = edited[line].replacen(from, to, 1);
+        let f = tmp("stub-field.jsonl");
+        std::fs::write(&f, edited.join("\n") + "\n").unwrap();
+        let out = Command::new(bin()).args(["replay", f.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {err}");
+        let field = to.split('"').nth(1).unwrap();
+        assert!(err.contains(&format!(":{}", line + 1)) && err.contains(&format!("unknown field `{field}`")), "{err}");
+    }
+
     // Another version is refused unless --force.
     let other = tmp("stub-other.jsonl");
     std::fs::write(&other, text.replacen("\"kvsim_version\":\"", "\"kvsim_version\":\"9.", 1)).unwrap();

@@ -465,7 +465,13 @@ fn shorten(s: &mut Shrinker, cur: &mut SimConfig) {
         let p = cur.requests[i].prompt_tokens;
         bisect(s, cur, 1, p, &|c, v| {
             let mut c = c.clone();
-            c.requests[i].prompt_tokens = v;
+            let r = &mut c.requests[i];
+            r.prompt_tokens = v;
+            // The prompt's blocks go with its tokens (a scenario refuses more blocks than the
+            // prompt has); the model never reads the blocks past a prompt's end, so the run is
+            // the same with or without them.
+            r.prefix_blocks.truncate(v.div_ceil(crate::prefix::BLOCK_TOKENS) as usize);
+            r.public_blocks = r.public_blocks.min(r.prefix_blocks.len() as u32);
             c
         });
         let o = cur.requests[i].output_tokens;
@@ -532,9 +538,15 @@ pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, b
     run_shrinker(s, explicit(cfg))
 }
 
+/// Passes of `run_shrinker` at most (a pass that changes nothing ends it sooner).
+const MAX_PASSES: u32 = 16;
+
 fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
     let (mut necessary, mut unjudged) = (Vec::new(), Vec::new());
-    for _round in 0..4 {
+    // Until a whole pass changes nothing (or the budget is spent), so that shrinking the result
+    // again finds nothing more to do. A pass that changes something accepted at least one
+    // candidate, which cost a run, so the budget bounds the loop; `MAX_PASSES` bounds it too.
+    for _pass in 0..MAX_PASSES {
         let before = cur.clone();
         remove_requests(&mut s, &mut cur);
         remove_nodes(&mut s, &mut cur);
@@ -547,18 +559,20 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);
         (necessary, unjudged) = fix_knobs(&mut s, &mut cur);
+        if s.runs >= s.budget {
+            break;
+        }
+        if cur != before {
+            continue;
+        }
+        // Last, what only makes the case easier to read: no idle time, no prefix block it does
+        // not need. Either can free a request, a node or a knob, so the passes above run again
+        // after a change here.
+        close_gaps(&mut s, &mut cur);
+        shrink_prefixes(&mut s, &mut cur);
         if cur == before || s.runs >= s.budget {
             break;
         }
-    }
-    // Last, what only makes the case easier to read: no idle time, no prefix block it does not
-    // need. Either can free a request or a knob, so those passes run once more after them.
-    let before = cur.clone();
-    close_gaps(&mut s, &mut cur);
-    shrink_prefixes(&mut s, &mut cur);
-    if cur != before {
-        remove_requests(&mut s, &mut cur);
-        (necessary, unjudged) = fix_knobs(&mut s, &mut cur);
     }
     let judged_against = fixed_profile_for(&cur).name;
     Shrunk {

@@ -78,14 +78,21 @@ impl std::fmt::Display for ExpectError {
 impl std::error::Error for ExpectError {}
 
 impl Expectation {
-    /// Overrides in `--set` form.
+    /// Overrides in `--set` form. A string that `--set` would read as another type (`"32"`,
+    /// `"true"`) stays a string, quoted, so that it is judged as the string it is in the file:
+    /// `page_size = "32"` is refused as a string where a number is wanted, as in `[knobs]`.
     pub fn set_pairs(&self) -> Vec<(String, String)> {
         self.set
             .iter()
             .map(|(k, v)| {
+                let bare_is_other = |s: &str| {
+                    toml::from_str::<toml::Table>(&format!("v = {s}"))
+                        .is_ok_and(|t| t.get("v").is_some_and(|x| !x.is_str()))
+                };
                 (
                     k.clone(),
                     match v {
+                        toml::Value::String(s) if bare_is_other(s) => v.to_string(),
                         toml::Value::String(s) => s.clone(),
                         other => other.to_string(),
                     },

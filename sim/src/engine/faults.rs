@@ -17,16 +17,51 @@ pub struct BatchFaults {
 
 impl World {
     /// Scripted delay of `r`'s metadata row behind its status message.
-    pub(crate) fn metadata_lag(&self, r: RequestId) -> Duration {
-        self.cfg
-            .faults
-            .script
-            .iter()
-            .find_map(|s| match *s {
-                ScriptedFault::MetadataLag { request, lag_ms } if request == r.0 => Some(Duration::from_ms(lag_ms)),
-                _ => None,
-            })
-            .unwrap_or_default()
+    pub(crate) fn metadata_lag(&mut self, r: RequestId) -> Duration {
+        let found = self.cfg.faults.script.iter().enumerate().find_map(|(i, s)| match *s {
+            ScriptedFault::MetadataLag { request, lag_ms } if request == r.0 => Some((i, lag_ms)),
+            _ => None,
+        });
+        let Some((i, lag_ms)) = found else { return Duration::default() };
+        self.script_seen[i].1 = true;
+        Duration::from_ms(lag_ms)
+    }
+
+    /// The `faults.script` entries naming a request that never applied, one line each: a
+    /// one-batch fault on a batch its request never scheduled, or a fault on a request that
+    /// never transferred (rejected, aborted or crashed before). Such an entry changes nothing;
+    /// the report says so rather than leave the user to think it was exercised.
+    pub fn unapplied_script(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, (s, &(batches, applied))) in self.cfg.faults.script.iter().zip(&self.script_seen).enumerate() {
+            let Some(request) = s.request() else { continue };
+            if applied {
+                continue;
+            }
+            let what = match s {
+                ScriptedFault::TransferFail { .. } => "transfer_fail".to_string(),
+                ScriptedFault::Delay { .. } => "delay".to_string(),
+                ScriptedFault::VisibilityLag { .. } => "visibility_lag".to_string(),
+                ScriptedFault::MetadataLag { .. } => "metadata_lag".to_string(),
+                ScriptedFault::TransferFailAt { batch, .. } => format!("transfer_fail at batch {batch}"),
+                ScriptedFault::DelayAt { batch, .. } => format!("delay at batch {batch}"),
+                ScriptedFault::VisibilityLagAt { batch, .. } => format!("visibility_lag at batch {batch}"),
+                ScriptedFault::Crash { .. } => continue,
+            };
+            let why = match (s, batches) {
+                (ScriptedFault::MetadataLag { .. }, _) => {
+                    format!("request {request}'s transfer never completed with a metadata row")
+                }
+                (_, None) => format!("request {request} never scheduled a transfer batch"),
+                (_, Some(n)) => format!(
+                    "request {request} scheduled {n} transfer batch{} (0..{})",
+                    if n == 1 { "" } else { "es" },
+                    n - 1
+                ),
+            };
+            out.push(format!("faults.script[{i}] ({what} of request {request}) never applied: {why}"));
+        }
+        out
     }
 
     fn healed(&self) -> bool {
@@ -47,24 +82,39 @@ impl World {
         // the other one-batch faults name it; so do the random faults that fire on it).
         let batch = self.reqs[r.idx()].next_batch();
         let mut at_batch_delay = 0u64;
-        for s in &self.cfg.faults.script {
-            match *s {
-                ScriptedFault::TransferFail { request } if request == r.0 => f.fail = true,
+        for (s, seen) in self.cfg.faults.script.iter().zip(self.script_seen.iter_mut()) {
+            if s.request() == Some(r.0) {
+                seen.0 = Some(batch + 1);
+            }
+            let applied = match *s {
+                ScriptedFault::TransferFail { request } if request == r.0 => {
+                    f.fail = true;
+                    true
+                }
+                // Applied to the request's first batch only (below).
                 ScriptedFault::Delay { request, delay_ms: d } if request == r.0 => {
-                    delay_ms = delay_ms.saturating_add(d)
+                    delay_ms = delay_ms.saturating_add(d);
+                    true
                 }
                 ScriptedFault::VisibilityLag { request, lag_ms } if request == r.0 => {
-                    f.visibility_lag = Duration::from_ms(lag_ms)
+                    f.visibility_lag = Duration::from_ms(lag_ms);
+                    true
                 }
-                ScriptedFault::TransferFailAt { request, batch: b } if request == r.0 && b == batch => f.fail = true,
+                ScriptedFault::TransferFailAt { request, batch: b } if request == r.0 && b == batch => {
+                    f.fail = true;
+                    true
+                }
                 ScriptedFault::DelayAt { request, batch: b, delay_ms: d } if request == r.0 && b == batch => {
-                    at_batch_delay = at_batch_delay.saturating_add(d)
+                    at_batch_delay = at_batch_delay.saturating_add(d);
+                    true
                 }
                 ScriptedFault::VisibilityLagAt { request, batch: b, lag_ms } if request == r.0 && b == batch => {
-                    f.visibility_lag = Duration::from_ms(lag_ms)
+                    f.visibility_lag = Duration::from_ms(lag_ms);
+                    true
                 }
-                _ => {}
-            }
+                _ => false,
+            };
+            seen.1 |= applied;
         }
         // A scripted delay applies once per request, to its first batch ("`request`'s transfer
         // takes `delay_ms` longer", docs/scenario-format.md; two delays of one request add up):

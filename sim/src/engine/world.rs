@@ -640,6 +640,11 @@ pub struct World {
     /// kind, in the order they fired. Observation only (never traced, hashed or read by the
     /// model): the shrinker turns a case's random faults into a script with it.
     pub fired_faults: Vec<ScriptedFault>,
+    /// Per `faults.script` entry naming a request: how many transfer batches that request
+    /// scheduled (`None`: none), and whether the entry applied to one of them. Observation only
+    /// (never traced, hashed or read by the model): the report names an entry that never applied
+    /// (`World::unapplied_script`), such as a one-batch fault on a batch the request never had.
+    pub(crate) script_seen: Vec<(Option<u32>, bool)>,
     /// Every lifecycle phase the model entered (`lifecycle`), for the pictures. Observation
     /// only: never traced, hashed, digested or read by the model. On (`Some`) when the tracer
     /// keeps its records in memory (`Tracer::collecting`), or when a caller sets it before `run`;
@@ -699,6 +704,7 @@ impl World {
             router: Router::new(cfg.seed, cfg.router_policy),
             rng_faults: Prng::child(cfg.seed, "faults"),
             fired_faults: Vec::new(),
+            script_seen: vec![(None, false); cfg.faults.script.len()],
             cfg,
             now: Instant(0),
             queue: EventQueue::default(),

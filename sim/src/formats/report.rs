@@ -82,6 +82,9 @@ pub struct Report {
     /// The event limit, when the run reached it (the run is inconclusive about liveness).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_limit: Option<u64>,
+    /// `faults.script` entries that never applied (`World::unapplied_script`), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unapplied_faults: Vec<String>,
     pub exit_code: i32,
     /// TTFT, ITL and E2E over the requests answered 200, overall and per tenant.
     pub latency: crate::latency::Latency,
@@ -296,6 +299,7 @@ impl Report {
             reproduce,
             oracle_check,
             event_limit: w.event_limit_hit.then_some(w.max_events),
+            unapplied_faults: w.unapplied_script(),
             exit_code,
             latency,
             per_request,
@@ -384,6 +388,9 @@ impl Report {
                 "event limit: the run stopped after {} events, before every request ended; hangs and leaks are not judged",
                 thousands(n)
             );
+        }
+        for u in &self.unapplied_faults {
+            let _ = writeln!(s, "note: {u}");
         }
         let verdict = match self.exit_code {
             exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",

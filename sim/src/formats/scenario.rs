@@ -407,7 +407,9 @@ pub struct ScriptEntry {
     /// `transfer_fail`, `delay`, `visibility_lag`, optional: only the request's `batch`-th
     /// transfer batch (0-based, in the order its batches are scheduled, retries included) is hit,
     /// not every batch (a failure or a lag) or the first (a delay). What the shrinker writes for a
-    /// random fault that fired on one batch when the case needs that batch.
+    /// random fault that fired on one batch when the case needs that batch. An entry that never
+    /// applies (a batch its request never schedules, a request that never transfers) changes
+    /// nothing, and the run's report says so in a `note:` line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<u32>,
     /// `delay`: extra transfer time, ms.
@@ -1252,6 +1254,18 @@ impl Scenario {
             if abort_at_ns.is_some_and(|a| a < at_ns) {
                 let k = if r.abort_at_ms.is_some() { "abort_at_ms" } else { "abort_at_ns" };
                 return Err(self.err("request", i, k, "abort before arrival"));
+            }
+            // A prompt of `prompt_tokens` has ceil(prompt_tokens / 512) blocks, the last maybe
+            // partial (Mooncake's `hash_ids`); ids past them would name KV the prompt never has.
+            let blocks = r.prompt_tokens.div_ceil(crate::prefix::BLOCK_TOKENS);
+            if r.prefix_blocks.len() as u64 > blocks {
+                let msg = format!(
+                    "{} prefix block(s) but a {}-token prompt has {blocks} block(s) of {} tokens (the last may be partial)",
+                    r.prefix_blocks.len(),
+                    r.prompt_tokens,
+                    crate::prefix::BLOCK_TOKENS
+                );
+                return Err(self.err("request", i, "prefix_blocks", msg));
             }
             if r.public_blocks as usize > r.prefix_blocks.len() {
                 let msg =

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const FORMAT: &str = "kvsim-trace/4";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Header {
     pub kind: String,
     pub format: String,
@@ -35,6 +36,7 @@ pub struct Header {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Footer {
     pub kind: String,
     pub records: u64,
@@ -354,6 +356,7 @@ pub struct TraceMemLog {
 /// `--trace-filter`: the violating requests and, per pool, the pages their violations name and
 /// every page their violating reads depend on (see [`Filter::for_run`]).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
 pub struct Filter {
     pub requests: BTreeSet<u32>,
     pub pages: BTreeMap<String, Vec<(u32, u32)>>,

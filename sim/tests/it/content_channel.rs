@@ -118,6 +118,25 @@ fn public_blocks_beyond_the_prompt_is_an_error() {
     assert!(e.contains("public_blocks") && e.contains("2 public block(s) but only 1"), "{e}");
 }
 
+/// More prefix blocks than the prompt has (ceil(prompt_tokens / 512)) is a clear error naming
+/// the field and line; as many as that, the last partial, is a prompt.
+#[test]
+fn prefix_blocks_beyond_the_prompt_is_an_error() {
+    let text = |blocks: &str| {
+        format!("name = \"x\"\nprofile = \"sglang-0.5.22\"\ncontext_len = 8192\n[[prefill]]\npool_tokens = 16384\n[[decode]]\npool_tokens = 16384\n[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 600\noutput_tokens = 1\nprefix_blocks = {blocks}\n")
+    };
+    let resolve = |blocks: &str| {
+        Scenario::parse("x.toml", &text(blocks)).unwrap().resolve_with(&kvsim::scenario::Overrides::default(), None)
+    };
+    let e = resolve("[3, 4, 5]").unwrap_err().to_string();
+    assert!(
+        e.contains("x.toml:13: `request.prefix_blocks`")
+            && e.contains("3 prefix block(s) but a 600-token prompt has 2 block(s) of 512 tokens"),
+        "{e}"
+    );
+    assert_eq!(resolve("[3, 4]").unwrap().requests[0].prefix_blocks, vec![3, 4]);
+}
+
 /// Requests read from a trace mark public the leading blocks every tenant sends (Mooncake's
 /// system-prompt block 0), nothing else.
 #[test]

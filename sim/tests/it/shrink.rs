@@ -132,8 +132,32 @@ fn prefix_blocks_and_idle_gaps_are_shrunk_away() {
     }
     let last = c.requests.iter().map(|r| r.at_ns).max().unwrap();
     assert!(last < 6_000_000_000, "the idle gaps are closed: {:?}", c.requests);
+    // Prompts shortened below their blocks lose the blocks past their end, so the shrunk case
+    // is a scenario that reads back (more blocks than the prompt has is refused).
+    for r in &c.requests {
+        assert!(r.prefix_blocks.len() as u64 <= r.prompt_tokens.div_ceil(512), "{r:?}");
+    }
+    let text = kvsim::scenario::to_toml(c, "# shrunk\n");
+    let back = kvsim::scenario::Scenario::parse("shrunk.toml", &text)
+        .and_then(|sc| sc.resolve(&Default::default()))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back.requests, c.requests);
     let w = kvsim::fuzz::simulate_for(c.clone(), sig);
     assert!(signatures(&w).contains(sig), "the shrunk case still fails the same way");
+}
+
+/// Shortening a prompt takes the prefix blocks past its new end with it: a case that needs two
+/// blocks keeps a prompt of two blocks (513 tokens, the second partial), not a one-token prompt
+/// with two blocks, which a scenario refuses.
+#[test]
+fn a_shortened_prompt_keeps_no_block_past_its_end() {
+    let mut cfg = load("catalogue/cross-tenant-prefix-hit.toml", None, &[]);
+    cfg.requests[0].prefix_blocks = vec![7, 8, 9];
+    cfg.requests[0].prompt_tokens = 1500;
+    let mut holds = |c: &kvsim::config::SimConfig| c.requests.first().is_some_and(|r| r.prefix_blocks.len() >= 2);
+    let s = kvsim::shrink::shrink_with(&cfg, &mut holds, 500);
+    let r = &s.cfg.requests[0];
+    assert_eq!((s.cfg.requests.len(), r.prompt_tokens, r.prefix_blocks.len()), (1, 513, 2), "{:?}", s.cfg.requests);
 }
 
 /// A campaign example (`sim/tests/data/shrink/late-write-delay-spikes.toml`: a late write after
@@ -201,6 +225,19 @@ fn a_one_batch_fault_hits_only_its_batch() {
     let (every, _) = run("[[faults.script]]\nkind = \"transfer_fail\"\nrequest = 0\n");
     assert_ne!(status(&first), Some(200), "its first batch failed");
     assert_eq!(status(&first), status(&every));
+    // The report names the entry that changed nothing, and how many batches its request had;
+    // an entry that applied is not named.
+    let unapplied = never.unapplied_script();
+    assert_eq!(unapplied.len(), 1, "{unapplied:?}");
+    assert!(
+        unapplied[0] == ("faults.script[0] (transfer_fail at batch 99 of request 0) never applied: request 0 scheduled 7 transfer batches (0..6)"),
+        "{}",
+        unapplied[0]
+    );
+    let report = kvsim::report::Report::build(&never, String::new());
+    assert!(report.text().contains("note: faults.script[0] (transfer_fail at batch 99"), "{}", report.text());
+    assert!(first.unapplied_script().is_empty() && every.unapplied_script().is_empty());
+    assert!(!kvsim::report::Report::build(&first, String::new()).text().contains("note:"));
     // `batch` is a field of request faults only.
     let bad = Scenario::parse(
         "one-batch.toml",
@@ -209,4 +246,30 @@ fn a_one_batch_fault_hits_only_its_batch() {
     .and_then(|s| s.resolve(&Default::default()));
     let e = bad.expect_err("batch on a metadata lag").to_string();
     assert!(e.contains("faults.script[0].batch"), "{e}");
+}
+
+/// A shrunk case is a fixpoint: shrinking it again, keeping the same failure, changes nothing.
+/// (Before the passes ran until nothing changed, the last passes — closing idle gaps, dropping
+/// prefix blocks — could free a request that only a further pass removed.) Checked on the first
+/// blind draws that fail, with the property "the signature is still there", so that the
+/// read-share threshold of `shrink` (half the original's) does not move between the two.
+#[test]
+fn shrinking_a_shrunk_case_changes_nothing() {
+    let mut checked = 0;
+    for seed in 1..400u64 {
+        let cfg = kvsim::fuzz::draw(seed, &kvsim::fuzz::Space::Blind);
+        let (_, sigs) = run_case(cfg.clone());
+        let Some(sig) = sigs.iter().find(|s| !s.starts_with("event_limit")).cloned() else { continue };
+        let mut holds = |c: &kvsim::config::SimConfig| run_case(c.clone()).1.contains(&sig);
+        let once = kvsim::shrink::shrink_with(&cfg, &mut holds, 3000);
+        let twice = kvsim::shrink::shrink_with(&once.cfg, &mut holds, 3000);
+        assert!(once.runs < 3000, "seed {seed}: the budget ran out");
+        assert_eq!(twice.cfg, once.cfg, "seed {seed}, {sig}: shrinking again changed the case");
+        assert_eq!(twice.accepted, 0, "seed {seed}, {sig}");
+        checked += 1;
+        if checked == 6 {
+            break;
+        }
+    }
+    assert_eq!(checked, 6, "six failing draws in 400 seeds");
 }
