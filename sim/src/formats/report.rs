@@ -315,8 +315,9 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "{} requests, {} events over {} of virtual time; trace hash {}",
+            "{} request{}, {} events over {} of virtual time; trace hash {}",
             thousands(self.requests),
+            if self.requests == 1 { "" } else { "s" },
             thousands(self.events),
             secs(self.virtual_end_ns),
             self.trace_hash
