@@ -27,13 +27,26 @@ impl World {
         Duration::from_ms(lag_ms)
     }
 
-    /// The `faults.script` entries naming a request that never applied, one line each: a
-    /// one-batch fault on a batch its request never scheduled, or a fault on a request that
-    /// never transferred (rejected, aborted or crashed before). Such an entry changes nothing;
+    /// The `faults.script` entries that never applied, one line each: a one-batch fault on a
+    /// batch its request never scheduled, a fault on a request that never transferred
+    /// (rejected, aborted or crashed before), a crash after the run's end. Such an entry changes nothing;
     /// the report says so rather than leave the user to think it was exercised.
     pub fn unapplied_script(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (i, (s, &(batches, applied))) in self.cfg.faults.script.iter().zip(&self.script_seen).enumerate() {
+            if let ScriptedFault::Crash { at_ms, node, .. } = s {
+                // Scheduled at the start; the run ends at quiescence, before a later crash.
+                let at = Instant(0) + Duration::from_ms(*at_ms);
+                if at > self.ended_at {
+                    let end = self.ended_at.0;
+                    out.push(format!(
+                        "faults.script[{i}] (crash of {node} at {at_ms} ms) never applied: the run ended at {}.{:03} s",
+                        end / 1_000_000_000,
+                        end / 1_000_000 % 1000
+                    ));
+                }
+                continue;
+            }
             let Some(request) = s.request() else { continue };
             if applied {
                 continue;

@@ -392,7 +392,8 @@ pub struct ScriptEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(prefill|decode)-[0-9]+$"))]
     pub node: Option<String>,
-    /// `crash`: when, ms.
+    /// `crash`: when, ms. The run ends when nothing is left to do: a crash after that never
+    /// happens, and the report says so in a `note:` line.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS))]
     pub at_ms: Option<u64>,

@@ -238,6 +238,22 @@ fn a_one_batch_fault_hits_only_its_batch() {
     assert!(report.text().contains("note: faults.script[0] (transfer_fail at batch 99"), "{}", report.text());
     assert!(first.unapplied_script().is_empty() && every.unapplied_script().is_empty());
     assert!(!kvsim::report::Report::build(&first, String::new()).text().contains("note:"));
+    // So is a crash scheduled after the run's end (the run ends at quiescence, before it).
+    let (late, _) =
+        run("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = 90000000\nrestart_after_ms = 10\n");
+    assert_eq!(late.tracer.hash_hex(), clean.tracer.hash_hex());
+    let end = late.ended_at().0;
+    assert_eq!(
+        late.unapplied_script(),
+        vec![format!(
+            "faults.script[0] (crash of decode-0 at 90000000 ms) never applied: the run ended at {}.{:03} s",
+            end / 1_000_000_000,
+            end / 1_000_000 % 1000
+        )]
+    );
+    let (early, _) =
+        run("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = 1\nrestart_after_ms = 10\n");
+    assert!(early.unapplied_script().is_empty(), "{:?}", early.unapplied_script());
     // `batch` is a field of request faults only.
     let bad = Scenario::parse(
         "one-batch.toml",
