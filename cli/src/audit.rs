@@ -7,7 +7,7 @@ use kvsim::check::Kind;
 use kvsim::report::exit;
 use kvsim::scenario::{Overrides, Scenario};
 
-pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option<&str>) -> i32 {
+pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option<&str>, force: bool) -> i32 {
     let bad = |m: String| {
         eprintln!("error: {m}");
         exit::BAD_INPUT
@@ -25,6 +25,9 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     }
     if let Some(o) = out.filter(|o| std::path::Path::new(o).is_dir()) {
         return bad(format!("--scenario-out {o}: a folder; give a file name"));
+    }
+    if let Some(o) = out.filter(|o| !force && std::path::Path::new(o).exists()) {
+        return bad(format!("--scenario-out {o}: exists; give another name, or --force to overwrite it"));
     }
     let mut files = Vec::new();
     for (i, path) in logs.iter().enumerate() {
@@ -136,11 +139,29 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         })
         .collect();
     if leaked.is_empty() {
-        let statuses: std::collections::BTreeSet<u16> =
-            w.reqs.iter().filter(|r| r.tenant().0 == 1).filter_map(|r| r.response().map(|x| x.status)).collect();
+        // What the probes (tenant 1) got, counted: a probe at one node's band edge may fit
+        // another node and be answered 200, which is not a leak either.
+        let mut statuses: std::collections::BTreeMap<String, u64> = Default::default();
+        for r in w.reqs.iter().filter(|r| r.tenant().0 == 1) {
+            *statuses.entry(r.response().map_or("none".to_string(), |x| x.status.to_string())).or_default() += 1;
+        }
+        let answered: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} × {n}")).collect();
         println!(
-            "verdict: GAP, but it does not leak under {profile}: the probes were refused (HTTP {statuses:?}) (exit 11)"
+            "verdict: GAP, but it does not leak under {profile}: no probe read another tenant's KV and no rejected prompt was answered 200 (probes answered HTTP {}) (exit 11)",
+            answered.join(", ")
         );
+        let other: std::collections::BTreeMap<String, usize> =
+            w.oracle.violations.iter().fold(Default::default(), |mut m, v| {
+                *m.entry(format!("{}/{}", v.kind.name(), v.cause)).or_default() += 1;
+                m
+            });
+        if !other.is_empty() {
+            let list: Vec<String> = other.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+            println!(
+                "note: the scenario's own run finds {} (not a leak: `kvsim run` of the scenario reports it and exits 10)",
+                list.join(", ")
+            );
+        }
         return exit::LIVENESS;
     }
     let kinds: std::collections::BTreeSet<&str> = leaked.iter().map(|v| v.kind.name()).collect();

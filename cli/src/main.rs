@@ -232,16 +232,22 @@ enum Cmd {
     Audit {
         #[arg(required = true)]
         logs: Vec<String>,
-        /// Role of each log, in order (or once for all): prefill or decode.
+        /// Role of each log, in order (or once for all): prefill or decode. A role the log
+        /// states is replaced, and the report says so.
         #[arg(long)]
         role: Vec<String>,
-        /// Engine profile to simulate the gap under (default: vllm-nixl for vLLM logs, else
-        /// sglang-0.5.16).
+        /// Engine profile to simulate the gap under (default: vllm-nixl for vLLM logs; for
+        /// sglang the build the logs name: sglang-0.5.22 for 0.5.21 and later, sglang-0.5.16
+        /// before it or when no version is given).
         #[arg(long)]
         profile: Option<String>,
-        /// Write the generated scenario to FILE (nothing is written without it).
+        /// Write the generated scenario to FILE (nothing is written without it; an existing
+        /// FILE only with --force).
         #[arg(long, value_name = "FILE")]
         scenario_out: Option<String>,
+        /// Overwrite the --scenario-out file if it exists.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -371,8 +377,8 @@ fn run() -> i32 {
         Cmd::Matrix { paths, mitigations } => check::run_matrix(&paths, mitigations.as_deref()),
         Cmd::Fuzz(o) => fuzz::run(&o),
         Cmd::Corpus { cmd: CorpusCmd::Merge { dirs, into, known } } => fuzz::merge(&dirs, &into, known.as_deref()),
-        Cmd::Audit { logs, role, profile, scenario_out } => {
-            audit::run(&logs, &role, profile.as_deref(), scenario_out.as_deref())
+        Cmd::Audit { logs, role, profile, scenario_out, force } => {
+            audit::run(&logs, &role, profile.as_deref(), scenario_out.as_deref(), force)
         }
     }
 }

@@ -37,6 +37,7 @@ fn files_in(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn incident_pools_leak_on_the_vulnerable_profile() {
     let scen = std::env::temp_dir().join(format!("kvsim-audit-glm-{}.toml", std::process::id()));
+    let _ = std::fs::remove_file(&scen);
     let (code, out, err) =
         audit(&[&data("glm_prefill_gap.log"), &data("glm_decode.log"), "--scenario-out", scen.to_str().unwrap()]);
     assert_eq!(code, Some(10), "{out}{err}");
@@ -49,7 +50,14 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
     assert_eq!(sc.spec.decode.iter().map(|g| g.pool_tokens).collect::<Vec<_>>(), vec![3_145_728]);
     assert!(sc.spec.request.iter().any(|r| r.prompt_tokens == 681_274), "a probe at the band's lower edge: {text}");
     assert!(sc.spec.request.iter().any(|r| r.prompt_tokens == 1_048_575), "a probe at the band's upper edge: {text}");
+    // An existing --scenario-out file is kept unless --force (as `kvsim new`).
+    let (code, _, err) =
+        audit(&[&data("glm_prefill_gap.log"), &data("glm_decode.log"), "--scenario-out", scen.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("exists; give another name, or --force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&scen).unwrap(), text);
     let (code, out, _) = audit(&[
+        "--force",
         &data("glm_prefill_gap.log"),
         &data("glm_decode.log"),
         "--profile",
@@ -59,7 +67,8 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
     ]);
     assert_eq!(code, Some(11), "{out}");
     // Behind mini_lb (the profile's router) the band's probes get decode's 500 after its waiting timeout.
-    assert!(out.contains("the probes were refused (HTTP {400, 500})"), "{out}");
+    assert!(out.contains("(probes answered HTTP 400 × 1, 500 × 1) (exit 11)"), "{out}");
+    assert!(out.contains("note: the scenario's own run finds wrong_status/rejected_answered_5xx"), "{out}");
 }
 
 #[test]
@@ -249,4 +258,90 @@ fn bad_options_are_refused_before_the_report() {
         assert!(out.is_empty(), "{out}");
         assert!(err.contains(extra[0]), "{err}");
     }
+}
+
+/// One file holding a whole deployment's start-ups (a prefill and a decode launch, joined) is
+/// two servers, not a restart: both are audited, in either order, with the same verdict as the
+/// two files given apart. Before, only the last launch was audited and the prefill node with the
+/// gap was dropped: "no gap", exit 0.
+#[test]
+fn launches_of_different_roles_in_one_file_are_each_audited() {
+    let dir = empty_dir("joined");
+    let read = |n: &str| std::fs::read_to_string(data(n)).unwrap();
+    let (p, d) = (read("glm_prefill_gap.log"), read("glm_decode.log"));
+    for (name, text) in [("pd.log", format!("{p}{d}")), ("dp.log", format!("{d}{p}"))] {
+        std::fs::write(dir.join(name), text).unwrap();
+        let (code, out, err) = audit_in(&dir, &[name]);
+        assert_eq!(code, Some(10), "{name}: {out}{err}");
+        assert!(out.contains("2 launches found with different roles; auditing the last of each role"), "{out}");
+        assert!(out.contains("role prefill · pool 681,280 tokens") && out.contains("role decode"), "{out}");
+    }
+}
+
+/// The version as a log of its own (`python -m sglang.check_env`, as the README says to add)
+/// dates every node without one; it is not a node. A version for some nodes only names the
+/// nodes without one when it assumes the worst.
+#[test]
+fn a_version_file_applies_to_every_node() {
+    let dir = empty_dir("version");
+    std::fs::write(dir.join("env.txt"), "sglang: 0.5.22\n").unwrap();
+    let (code, out, err) = audit_in(&dir, &["env.txt", &data("glm_prefill_gap.log"), &data("glm_decode.log")]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("env.txt: a version (0.5.22) and no server facts"), "{out}");
+    assert!(out.contains("profile: sglang-0.5.22 (sglang 0.5.22 retires"), "{out}");
+    assert!(!out.contains("env.txt (line"), "not a node: {out}");
+    let p = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();
+    std::fs::write(dir.join("p22.log"), format!("Name: sglang\nVersion: 0.5.22\n{p}")).unwrap();
+    let (code, out, _) = audit_in(&dir, &["p22.log", &data("glm_decode.log")]);
+    assert_eq!(code, Some(10), "{out}");
+    assert!(out.contains("ASSUMED: 1 sglang node(s) give no version (") && out.contains("glm_decode.log)"), "{out}");
+}
+
+/// With two decode nodes, only one of which is smaller than the context, the band's probes reach
+/// both (round robin, lcm(P, D) copies): the small node answers 400 to both probes, the large
+/// one serves the band's upper edge. Before, one copy went to whichever node it met.
+#[test]
+fn probes_reach_every_decode_node() {
+    let dir = empty_dir("probes");
+    let read = |n: &str| std::fs::read_to_string(data(n)).unwrap();
+    std::fs::write(dir.join("p.log"), read("glm_prefill_gap.log").replace("681280", "2040000")).unwrap();
+    std::fs::write(dir.join("d0.log"), read("glm_decode.log").replace("3145728", "681280")).unwrap();
+    for order in [["d0.log", &data("glm_decode.log")], [&data("glm_decode.log"), "d0.log"]] {
+        let (code, out, err) = audit_in(&dir, &["p.log", order[0], order[1], "--scenario-out", "s.toml"]);
+        assert_eq!(code, Some(11), "{out}{err}");
+        assert!(out.contains("(probes answered HTTP 200 × 1, 400 × 3)"), "{out}");
+        let text = std::fs::read_to_string(dir.join("s.toml")).unwrap();
+        let probes = text.matches("tenant = 1").count();
+        assert_eq!(probes, 4, "two edges × two decode nodes: {text}");
+        std::fs::remove_file(dir.join("s.toml")).unwrap();
+    }
+}
+
+/// Smaller audit defects, each once: the vLLM scenario's warm-up is served by the simulation
+/// (it used the largest prompt vLLM accepts, which the simulation refuses, so the pools stayed
+/// cold); a refused start says so on the node's line instead of "no gap: the pool holds any
+/// prompt"; `--role` against the log's role is noted; the scheduler summary's short form
+/// (`max_total_num_tokens=…, context_len=…`) is read.
+#[test]
+fn vllm_warm_up_refused_start_role_and_short_summary() {
+    let dir = empty_dir("small");
+    let (code, out, _) = audit_in(&dir, &[&data("vllm_pool_below_context_issue39734.log"), "--scenario-out", "v.toml"]);
+    assert_eq!(code, Some(11), "{out}");
+    let cfg = kvsim::scenario::Scenario::parse("v.toml", &std::fs::read_to_string(dir.join("v.toml")).unwrap())
+        .and_then(|s| s.resolve(&Default::default()))
+        .unwrap();
+    let w = kvsim::simulate(cfg, None, false);
+    let warm_ok = w.reqs.iter().filter(|r| r.tenant().0 == 0 && r.response().is_some_and(|x| x.status == 200)).count();
+    assert_eq!(warm_ok, w.reqs.iter().filter(|r| r.tenant().0 == 0).count(), "every warm-up request is served");
+    let (code, out, _) = audit_in(&dir, &[&data("vllm_v0_error_issue2418.log")]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no gap served: the pool is smaller than one request of the context"), "{out}");
+    assert!(!out.contains("the pool holds any prompt"), "{out}");
+    let (_, out, _) = audit_in(&dir, &[&data("glm_prefill_gap.log"), &data("glm_decode.log"), "--role", "decode"]);
+    assert!(out.contains("--role decode replaces the role the log states (prefill)"), "{out}");
+    std::fs::write(dir.join("s.log"), "[2024-10-01 10:00:00 TP0] max_total_num_tokens=681280, context_len=1048576\n")
+        .unwrap();
+    let (code, out, err) = audit_in(&dir, &["s.log"]);
+    assert!(matches!(code, Some(10) | Some(11)), "{out}{err}");
+    assert!(out.contains("pool 681,280 tokens · context 1,048,576"), "{out}");
 }

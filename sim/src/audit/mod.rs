@@ -160,11 +160,28 @@ impl Audit {
                     ("sglang-0.5.16", why)
                 }
             }
-            None => (
-                "sglang-0.5.16",
-                "ASSUMED: no sglang version in the logs, so a build before 0.5.21's intake fix, the worst case"
-                    .to_string(),
-            ),
+            None => {
+                let without: Vec<&str> = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.engine() == Engine::Sglang && n.facts.version.as_deref().and_then(release).is_none())
+                    .map(|n| n.facts.source.as_str())
+                    .collect();
+                let with = self.nodes.iter().filter(|n| n.engine() == Engine::Sglang).count() - without.len();
+                let why = if with == 0 {
+                    "ASSUMED: no sglang version in the logs, so a build before 0.5.21's intake fix, the worst case"
+                        .to_string()
+                } else {
+                    let mut files = without.clone();
+                    files.dedup();
+                    format!(
+                        "ASSUMED: {} sglang node(s) give no version ({}), so a build before 0.5.21's intake fix, the worst case; add the version to their logs, or as `python -m sglang.check_env` output in a log of its own",
+                        without.len(),
+                        files.join(", ")
+                    )
+                };
+                ("sglang-0.5.16", why)
+            }
         }
     }
 }
@@ -357,22 +374,97 @@ fn merge_ranks(name: &str, facts: Vec<NodeFacts>, notes: &mut Vec<String>) -> Ve
         .collect()
 }
 
+/// Facts that name a version and nothing about a server (a `check_env` or `pip show` dump).
+fn version_only(f: &NodeFacts) -> bool {
+    f.version.is_some()
+        && f.role == Role::Unknown
+        && f.pool_tokens.is_none()
+        && f.context_len.is_none()
+        && f.page_size.is_none()
+        && f.gpu_blocks.is_none()
+        && f.chunked_prefill_size.is_none()
+        && f.max_prefill_tokens.is_none()
+        && f.max_running_requests.is_none()
+        && f.max_req_input_len.is_none()
+        && f.refused_start.is_none()
+        && f.rank.is_none()
+}
+
+/// The launches of one file to audit, in file order: the last launch, and before it the last
+/// launch of each stated role the later ones do not have (a restart replaces the server that
+/// launched before it; a launch of another role is another server).
+fn chosen_launches(facts: &[NodeFacts]) -> Vec<u32> {
+    let last = facts.iter().map(|f| f.launch).max().unwrap_or(0);
+    let roles_of = |l: u32| -> std::collections::BTreeSet<Role> {
+        facts.iter().filter(|f| f.launch == l && f.role != Role::Unknown).map(|f| f.role).collect()
+    };
+    let mut covered = roles_of(last);
+    let mut chosen = vec![last];
+    for l in (0..last).rev() {
+        let roles = roles_of(l);
+        if !covered.is_empty() && roles.iter().any(|r| !covered.contains(r)) {
+            covered.extend(roles);
+            chosen.push(l);
+        }
+    }
+    chosen.reverse();
+    chosen
+}
+
 /// Builds the audit from parsed logs. `role` (per file) overrides the role found in the log.
 pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit, AuditError> {
     let mut nodes: Vec<AuditNode> = Vec::new();
     let mut notes = Vec::new();
+    let mut deployment_versions: Vec<NodeFacts> = Vec::new();
     for (name, facts, role) in files {
-        let last = facts.iter().map(|f| f.launch).max().unwrap_or(0);
-        if last > 0 {
-            notes.push(format!("{name}: {} launches found; auditing the last one", last + 1));
+        let chosen = chosen_launches(facts);
+        let count = facts.iter().map(|f| f.launch).max().unwrap_or(0) + 1;
+        if count > 1 && chosen.len() == 1 {
+            notes.push(format!("{name}: {count} launches found; auditing the last one"));
+        } else if count > 1 {
+            // Launches with different roles in one file are different servers (two logs joined,
+            // or one log of a whole deployment), not restarts of one.
+            let which: Vec<String> = chosen
+                .iter()
+                .map(|&l| {
+                    let f = facts.iter().find(|f| f.launch == l).expect("a chosen launch has facts");
+                    format!("{} (line {})", f.role, f.line)
+                })
+                .collect();
+            notes.push(format!(
+                "{name}: {count} launches found with different roles; auditing the last of each role: {}",
+                which.join(", ")
+            ));
         }
-        let launch: Vec<NodeFacts> = facts.iter().filter(|f| f.launch == last).cloned().collect();
-        for f in &launch {
-            check_ranges(f)?;
+        let mut picked = Vec::new();
+        for &l in &chosen {
+            let launch: Vec<NodeFacts> = facts.iter().filter(|f| f.launch == l).cloned().collect();
+            for f in &launch {
+                check_ranges(f)?;
+            }
+            picked.extend(merge_ranks(name, launch, &mut notes));
         }
-        for (f, ranks) in merge_ranks(name, launch, &mut notes) {
+        for (f, ranks) in picked {
+            if version_only(&f) {
+                // `python -m sglang.check_env` or `pip show sglang` output given as a log of its
+                // own: the deployment's version, not a node.
+                notes.push(format!(
+                    "{name}: a version ({}) and no server facts: applied to every node whose log gives no version",
+                    f.version.as_deref().unwrap_or_default()
+                ));
+                deployment_versions.push(f);
+                continue;
+            }
             let (role, role_source) = match (role, f.role) {
-                (Some(r), _) => (*r, RoleSource::Flag),
+                (Some(r), stated) => {
+                    if stated != Role::Unknown && stated != *r {
+                        notes.push(format!(
+                            "{name} (line {}): --role {r} replaces the role the log states ({stated})",
+                            f.line
+                        ));
+                    }
+                    (*r, RoleSource::Flag)
+                }
                 (None, Role::Unknown) => (Role::Unknown, RoleSource::Either),
                 (None, r) => (r, RoleSource::Log),
             };
@@ -385,6 +477,20 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                 });
             }
             nodes.push(AuditNode { facts: f, ranks, role, role_source, admission: None });
+        }
+    }
+    // The oldest of the deployment-wide versions, for every node of its engine that has none.
+    let oldest = |engine: Engine| {
+        deployment_versions
+            .iter()
+            .filter(|f| f.engine.unwrap_or(Engine::Sglang) == engine)
+            .filter_map(|f| Some((release(f.version.as_deref()?)?, f.version.clone()?)))
+            .min()
+            .map(|(_, v)| v)
+    };
+    for n in &mut nodes {
+        if n.facts.version.is_none() {
+            n.facts.version = oldest(n.engine());
         }
     }
     let context_len = nodes.iter().filter_map(|n| n.facts.context_len).max();
@@ -488,6 +594,12 @@ pub fn node_table(a: &Audit) -> String {
             Some(adm) => {
                 let _ = writeln!(s, "    rule: {}", adm.rule);
                 match adm.band {
+                    None if f.refused_start.is_some() => {
+                        let _ = writeln!(
+                            s,
+                            "    no gap served: the pool is smaller than one request of the context, and the engine refused to start"
+                        );
+                    }
                     None => {
                         let _ = writeln!(
                             s,
@@ -593,9 +705,13 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
         prefill.push(pool);
     }
     if decode.is_empty() {
-        let pool = (ctx + RESERVED_DECODE_TOKENS).div_ceil(ps) * ps;
+        // vLLM reserves no decode tokens beside the prompt (its profile's `reserved_decode_tokens`
+        // is 0); sglang 512.
+        let reserved = if a.all_vllm() { 0 } else { RESERVED_DECODE_TOKENS };
+        let pool = (ctx + reserved).div_ceil(ps) * ps;
         assumptions.push(format!(
-            "no decode node measured: ASSUMED the worst partner the context admits, a decode node whose pool holds the whole context plus sglang's {RESERVED_DECODE_TOKENS} reserved decode tokens ({} tokens)",
+            "no decode node measured: ASSUMED the worst partner the context admits, a decode node whose pool holds the whole context{} ({} tokens)",
+            if reserved > 0 { format!(" plus sglang's {reserved} reserved decode tokens") } else { String::new() },
             thousands(pool)
         ));
         decode.push(pool);
@@ -605,9 +721,20 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
     // Warm-up: enough accepted prompts to cover every decode pool once more than its size.
     let accepted =
         a.nodes.iter().filter_map(|n| n.admission.as_ref().map(|x| x.max_accepted)).min().unwrap_or(1).max(1);
-    let warm = accepted.min(ctx / 2).max(1);
-    let total_decode: u64 = decode.iter().sum();
-    let count = (total_decode.div_ceil(warm) + 1).max(prefill.len() as u64 * 2).min(400);
+    // The warm-up must be served by the simulation, whose admission applies sglang's pool rule
+    // on every profile (vllm-nixl included): a vLLM pool's largest accepted prompt would be
+    // refused there, and the pools would stay cold.
+    let simulated = a
+        .nodes
+        .iter()
+        .filter_map(|n| Some(crate::intake::max_req_input_len(ctx, n.facts.pool_tokens?).saturating_sub(1)))
+        .min()
+        .unwrap_or(accepted);
+    let warm = accepted.min(simulated).min(ctx / 2).max(1);
+    // The router goes round robin over each role (the scenario's default): every decode node
+    // gets one request in `decode.len()`, so each gets enough to cover the largest pool.
+    let largest_decode = decode.iter().copied().max().unwrap_or(0);
+    let count = (decode.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill.len() as u64 * 2).min(400);
     let spacing_ms = warm * 30 / 1000 + 2_000;
     let mut request = Vec::new();
     let mut at = 0;
@@ -625,8 +752,19 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
     if probes.is_empty() {
         probes.insert(accepted);
     }
+    // Copies of each probe: round robin pairs request i with prefill i mod P and decode i mod D,
+    // so lcm(P, D) consecutive probes reach every node of both roles (the band of a decode
+    // node's gap is probed on that node, not only on whichever node the first copy meets).
+    let (np, nd) = (prefill.len(), decode.len());
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let copies = (np / gcd(np, nd) * nd).min(MAX_PROBE_COPIES);
     for p in probes {
-        for _ in 0..prefill.len().min(MAX_PROBE_COPIES) {
+        for _ in 0..copies {
             request.push(GenRequest { at_ms: at, tenant: 1, prompt_tokens: p, output_tokens: 8 });
             at += 1_000;
         }

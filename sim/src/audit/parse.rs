@@ -83,7 +83,7 @@ impl fmt::Display for Engine {
 
 /// Disaggregation role of a node: from sglang's `disaggregation_mode` or vLLM's
 /// `kv_role` (`kv_producer` = prefill, `kv_consumer` = decode), or given by the user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Prefill node (`disaggregation_mode='prefill'`, `kv_role='kv_producer'`).
@@ -826,7 +826,13 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
     let mut info = LineInfo::default();
 
     // sglang scheduler summary.
-    if line.contains("max_total_num_tokens=") && line.contains("max_prefill_tokens=") {
+    // (Any line with the pool and one other key of the summary: releases differ in which keys
+    // they print, and the README gives the short form `max_total_num_tokens=…, context_len=…`.)
+    if line.contains("max_total_num_tokens=")
+        && ["max_prefill_tokens=", "context_len=", "chunked_prefill_size=", "max_running_requests="]
+            .iter()
+            .any(|k| line.contains(k))
+    {
         info.engine(Engine::Sglang, true);
         let pool = count(line, &p.max_total_num_tokens, "max_total_num_tokens")?;
         info.push(pool.map(Fact::Pool), P_SUMMARY);
@@ -1041,7 +1047,14 @@ fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorK
     let raw = raw.trim().trim_matches(['\'', '"']);
     let number = |what: &str| parse_count(scan_value(raw)).ok_or_else(|| malformed(raw, what));
     match key {
-        "context_length" | "max_model_len" => info.push(number(key)?.map(Fact::Context), P_ARGS),
+        "max_model_len" => {
+            let v = match human_readable(scan_value(raw)) {
+                Some(v) => Some(v),
+                None => number(key)?,
+            };
+            info.push(v.map(Fact::Context), P_ARGS)
+        }
+        "context_length" => info.push(number(key)?.map(Fact::Context), P_ARGS),
         "page_size" | "block_size" => info.push(number(key)?.map(Fact::PageSize), P_ARGS),
         "max_total_num_tokens" => info.push(number(key)?.map(Fact::Pool), P_RESOLVED),
         "disaggregation_mode" => {
@@ -1104,6 +1117,28 @@ fn parse_count(token: &str) -> Option<Option<u64>> {
         return None;
     }
     token.replace(',', "").parse::<u64>().ok().map(Some)
+}
+
+/// vLLM's `--max-model-len` with a size suffix, as its argument parser reads it
+/// (`human_readable_int`, `vllm/engine/arg_utils.py`, vLLM 0.9–0.11): `k`/`m`/`g`/`t` are powers
+/// of 1,000 and take a decimal (`25.6k` = 25,600, truncated), `K`/`M`/`G`/`T` powers of 1,024 and
+/// only a whole number (`1K` = 1,024). `None` for anything else (a plain count is read as one).
+fn human_readable(token: &str) -> Option<u64> {
+    let suffix = token.chars().last()?;
+    let number = &token[..token.len() - suffix.len_utf8()];
+    let (base, binary) = match suffix {
+        'k' | 'm' | 'g' | 't' => (1000u64, false),
+        'K' | 'M' | 'G' | 'T' => (1024u64, true),
+        _ => return None,
+    };
+    let power = "kmgt".find(suffix.to_ascii_lowercase())? as u32 + 1;
+    let mult = base.checked_pow(power)?;
+    if binary {
+        return number.bytes().all(|b| b.is_ascii_digit()).then(|| number.parse::<u64>().ok()?.checked_mul(mult))?;
+    }
+    let x = parse_float(number)?;
+    let v = x * mult as f64;
+    (v.is_finite() && v < u64::MAX as f64).then_some(v as u64)
 }
 
 /// A plain decimal: digits with an optional fractional part.
@@ -1297,6 +1332,26 @@ mod tests {
     fn form_vllm_kv_cache_size_and_concurrency() {
         let f = form("kv_size");
         assert_eq!((f.pool_tokens, f.context_len, f.vllm_max_concurrency), (Some(2_042_016), Some(2048), Some(997.08)));
+    }
+
+    #[test]
+    fn vllm_max_model_len_takes_size_suffixes_as_vllm_does() {
+        for (t, want) in [
+            ("32k", Some(32_000)),
+            ("25.6k", Some(25_600)),
+            ("1K", Some(1024)),
+            ("128K", Some(131_072)),
+            ("1m", Some(1_000_000)),
+            ("1M", Some(1_048_576)),
+            ("1.5K", None),
+            ("k", None),
+            ("32", None),
+            ("3x", None),
+        ] {
+            assert_eq!(human_readable(t), want, "{t}");
+        }
+        let facts = parse_log("v.log", "vllm serve m --max-model-len 32k\nINFO 03-05 09:14:30 [kv_cache_utils.py:1087] GPU KV cache size: 200,000 tokens\n").unwrap();
+        assert_eq!(facts[0].context_len, Some(32_000));
     }
 
     #[test]
