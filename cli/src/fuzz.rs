@@ -586,8 +586,34 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let (Some(k), Some(base)) = (&known, base_config(&space)) {
         camp_lib::check_known_profile(k, Some(&base.profile)).map_err(|e| e.to_string())?;
     }
+    // A GPU backend asked for by name is there before any run (as `kvsim confirm`: exit 3), not
+    // a "confirm failed" in every row of the table, which a resume would keep.
+    if let Some(b) = o.confirm.0.filter(|b| b.0 == kvsim_gpu::BackendChoice::Cuda) {
+        if let Err(e) = kvsim_gpu::select(b.0) {
+            eprintln!("error: --confirm cuda: {e}; give --confirm cpu (or auto) to confirm on the CPU reference");
+            return Ok(exit::DIVERGED);
+        }
+    }
+    if let Some(h) = o.html.as_deref() {
+        // Checked before the campaign, not after it (the report is written at the end).
+        let dir = Path::new(h).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(format!("--html {h}: the folder {} does not exist", dir.display()));
+        }
+    }
+    // A blind campaign's cases run every profile: one engine's rows cannot triage them.
+    if let Some(k) = known.as_ref().filter(|_| camp_lib::is_blind(&space_name)) {
+        return Err(camp_lib::CampaignError::KnownForBlind {
+            source: k.source.clone(),
+            file_profile: k.profile.clone(),
+        }
+        .to_string());
+    }
     let corpus = PathBuf::from(&o.corpus);
     let ckpt_path = corpus.join("campaign.json");
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    // Held until the campaign ends (the OS drops it if the process dies).
+    let _lock = lock_corpus(&corpus)?;
     let camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
     let runs_before = camp.runs_done;
     // The corpus the runs of the current epoch are planned from (guided campaigns), published
@@ -783,11 +809,40 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
     Ok((space, space_name, liveness, pins))
 }
 
+/// The file a running campaign holds an exclusive lock on, in its corpus.
+pub const LOCK_FILE: &str = "campaign.lock";
+
+/// Takes the corpus's lock, or says that another campaign holds it. Two campaigns in one corpus
+/// (an overlapping cron run, a duplicated pod) each removed what the other was writing, as an
+/// interrupted campaign's leftovers, and lost saved examples. The lock file stays (it is the
+/// lock, not its holder); an advisory lock of the OS (`File::try_lock`), released when its
+/// process ends, however it ends.
+fn lock_corpus(corpus: &Path) -> Result<std::fs::File, String> {
+    let path = corpus.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "{}: another campaign is running in this corpus ({} is locked); wait for it to end, or give another --corpus",
+            corpus.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("{}: cannot lock: {e}", path.display())),
+    }
+}
+
 /// Something in `corpus` that a new campaign did not put there (a scratch file of an interrupted
-/// write is its own), if any.
+/// write, or the lock, is its own), if any.
 fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
     let rd = std::fs::read_dir(corpus).ok()?;
-    rd.flatten().map(|e| e.path()).find(|p| !p.file_name().is_some_and(|n| camp_lib::is_scratch(&n.to_string_lossy())))
+    rd.flatten()
+        .map(|e| e.path())
+        .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
 /// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
@@ -1166,8 +1221,9 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         );
     }
     let mut text = format!(
-        "merged {} corpora: {} runs, {} signature(s) into {into}\n{}",
+        "merged {} {}: {} runs, {} signature(s) into {into}\n{}",
         dirs.len(),
+        if dirs.len() == 1 { "corpus" } else { "corpora" },
         merged.runs_done,
         merged.table.len(),
         camp_lib::table_text(&merged.table, &saved_examples(out), known.as_ref())

@@ -105,7 +105,7 @@ impl AttnShape {
         if self.kv_heads == 0 || self.kv_heads > MAX_KV_HEADS {
             return bad(format!("kv_heads must be in 1..={MAX_KV_HEADS}"));
         }
-        if self.heads == 0 || self.heads % self.kv_heads != 0 {
+        if self.heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
             return bad("heads must be a non-zero multiple of kv_heads".into());
         }
         if self.group() > MAX_GROUP {

@@ -974,3 +974,49 @@ fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
     let out = kvsim(&["corpus", "merge", &resumed, "--into", &tmp("ex-merge-old")]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// What a campaign refuses before any run, each once: a corpus another campaign holds (two
+/// campaigns in one corpus removed each other's files as leftovers and lost examples), a
+/// known-bugs file on a blind campaign (its cases run every profile), `--html` into a folder that
+/// does not exist (found only after the whole campaign), and `--confirm cuda` without a GPU (exit
+/// 3, as `kvsim confirm`; it was "confirm failed" in every row, kept by any resume).
+#[test]
+fn a_campaign_refuses_before_it_runs() {
+    let c = tmp("locked");
+    std::fs::create_dir_all(&c).unwrap();
+    let lock = std::fs::File::create(Path::new(&c).join("campaign.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "20", "--corpus", &c]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("another campaign is running in this corpus"), "{err}");
+    assert!(!Path::new(&c).join("campaign.json").exists(), "nothing written");
+    lock.unlock().unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "20", "--corpus", &c]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(Path::new(&c).join("campaign.json").exists());
+
+    let known = format!("{}/../known-bugs/sglang-0.5.22.toml", env!("CARGO_MANIFEST_DIR"));
+    let b = tmp("blind-known");
+    let out = kvsim(&["fuzz", "--runs", "10", "--known", &known, "--corpus", &b]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a blind campaign draws every profile"), "{err}");
+
+    let h = tmp("html");
+    let out =
+        kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", &h, "--html", "no/such/r.html"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--html no/such/r.html: the folder no/such does not exist"), "{err}");
+    assert!(!Path::new(&h).exists(), "refused before the corpus is made");
+
+    if kvsim_gpu::select(kvsim_gpu::BackendChoice::Cuda).is_err() {
+        let g = tmp("cuda");
+        let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", &g, "--confirm", "cuda"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("--confirm cuda: backend unavailable"), "{err}");
+        assert!(!Path::new(&g).exists());
+    }
+}

@@ -74,10 +74,10 @@ impl KernelConfig {
         let group = shape.group();
         let hd = shape.head_dim;
         let mut vec = 16 / elem_bytes;
-        while hd % vec != 0 {
+        while !hd.is_multiple_of(vec) {
             vec /= 2;
         }
-        while vec > 1 && hd / vec < 32 && group * dims_per_lane(hd, vec) > 32 && hd % (vec / 2) == 0 {
+        while vec > 1 && hd / vec < 32 && group * dims_per_lane(hd, vec) > 32 && hd.is_multiple_of(vec / 2) {
             vec /= 2;
         }
         let chunks = hd / vec;

@@ -14,6 +14,8 @@ pub enum CampaignError {
     KnownForOtherProfile { source: String, file_profile: String, campaign_profile: String },
     /// `--known` names a file for `file_profile`; the merged campaign ran `space`.
     KnownForOtherSpace { source: String, file_profile: String, space: String },
+    /// `--known` names a file for `file_profile`; the campaign is blind (it draws every profile).
+    KnownForBlind { source: String, file_profile: String },
     /// The checkpoint at `path` has another corpus format.
     CorpusFormat { path: String, format: String },
     /// The checkpoint in `corpus` was made by an older kvsim (corpus `format`, one example per
@@ -58,6 +60,10 @@ impl fmt::Display for CampaignError {
             E::KnownForOtherSpace { source, file_profile, space } => {
                 write!(f, "--known {source}: the file is for profile {file_profile}, the merged campaign ran {space}")
             }
+            E::KnownForBlind { source, file_profile } => write!(
+                f,
+                "--known {source}: the file is for profile {file_profile}, and a blind campaign draws every profile: its signatures cannot be triaged against one engine's rows (give --profile {file_profile}, or --known none)"
+            ),
             E::CorpusFormat { path, format } => write!(
                 f,
                 "{path}: corpus format `{format}`, this kvsim merges `{}` (up to N examples per signature); a corpus of an older kvsim cannot be merged",

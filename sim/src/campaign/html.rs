@@ -83,6 +83,13 @@ pub fn render(r: &Report) -> String {
         }
         None => (0, c.table.len()),
     };
+    if let Some(why) = &c.partial {
+        let _ = writeln!(
+            o,
+            "<p class=\"verdict\">PARTIAL merge: {} — the table is the union of the runs done, not the whole seed range, and the campaign cannot be resumed.</p>",
+            esc(why)
+        );
+    }
     let _ = writeln!(
         o,
         "<p class=\"summary\">Corpus <code>{}</code> · {} · <b>{}</b> runs · <b>{}</b> signature(s)</p>",
@@ -467,6 +474,21 @@ mod tests {
                 "page_leak/<decode>&\"x\" — first at run 171"
             ]
         );
+    }
+
+    /// A partial merge says so above its table, and its seed line counts the runs done.
+    #[test]
+    fn a_partial_merge_says_so() {
+        let mut c = Campaign::new("blind", 1000, (0, 1));
+        c.next_k = 20_000;
+        c.runs_done = 6_667;
+        c.partial = Some("shard(s) 1/3, 2/3 missing".into());
+        let page = render(&Report { corpus: "m0", camp: &c, examples: BTreeMap::new(), known: None, exit: 0 });
+        assert!(page.contains("PARTIAL merge: shard(s) 1/3, 2/3 missing"), "{page}");
+        assert!(page.contains("seeds 1000..21000, PARTIAL: 6667 of them run"), "{page}");
+        c.partial = None;
+        let page = render(&Report { corpus: "m0", camp: &c, examples: BTreeMap::new(), known: None, exit: 0 });
+        assert!(!page.contains("PARTIAL"));
     }
 
     #[test]

@@ -233,6 +233,9 @@ impl Campaign {
     pub fn seeds_text(&self) -> String {
         let (i, n) = self.shard;
         let range = format!("seeds {}..{}", self.seed_start, self.seed_start.wrapping_add(self.range_end()));
+        if let Some(why) = &self.partial {
+            return format!("{range}, PARTIAL: {} of them run ({why})", self.runs_done);
+        }
         if n > 1 {
             format!("{range}, one in {n} from {} (shard {i}/{n})", self.seed_start.wrapping_add(i))
         } else {
@@ -303,6 +306,12 @@ impl Accounting {
         cand: Option<crate::fuzz::guided::Candidate>,
         facts: Option<RunFacts>,
     ) -> bool {
+        if self.found_after.is_some() {
+            // `--until` was found: the table stops at that run, whatever the workers had in
+            // flight, so that it is the same for any `--jobs` (runs counted past it made the
+            // table and the corpus vary from one campaign to the next).
+            return false;
+        }
         self.pending.insert(k, (sigs, cand, facts));
         let mut found = false;
         while let Some((sigs, cand, facts)) = self.pending.remove(&self.camp.next_k) {
@@ -321,6 +330,7 @@ impl Accounting {
                 if self.camp.table.keys().any(|s| s.starts_with(u.as_str())) {
                     self.found_after = Some(self.camp.runs_done);
                     found = true;
+                    break;
                 }
             }
         }
@@ -558,6 +568,12 @@ pub fn space_profile(space: &str) -> Option<&str> {
     space.strip_prefix("profile:").or_else(|| space.strip_prefix("prefix:")).filter(|p| *p != "blind")
 }
 
+/// Whether a campaign space is blind (it draws every profile): `blind` or `prefix:blind`, with
+/// any `+mode` suffix.
+pub fn is_blind(space: &str) -> bool {
+    matches!(space.split('+').next().unwrap_or(space), "blind" | "prefix:blind")
+}
+
 /// The known-bugs file of a merge: `given` (read from `--known FILE`) must be for the merged
 /// campaign's profile; without one, the shipped file of that profile, if any.
 pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, CampaignError> {
@@ -569,6 +585,7 @@ pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<Known
                 file_profile: k.profile,
                 space: space.to_string(),
             }),
+            None if is_blind(space) => Err(CampaignError::KnownForBlind { source: k.source, file_profile: k.profile }),
             _ => Ok(Some(k)),
         },
         None => Ok(profile.and_then(KnownBugs::shipped)),
@@ -666,6 +683,8 @@ pub struct Merger {
     /// Which corpus holds each example seed (shards are disjoint: a seed is in one).
     origin: BTreeMap<u64, String>,
     pub corpora: usize,
+    /// Inputs that are partial merges themselves, and why: a merge of one stays partial.
+    partial_inputs: Vec<String>,
 }
 
 impl Merger {
@@ -713,6 +732,9 @@ impl Merger {
                 other,
             });
         }
+        if let Some(why) = &c.partial {
+            self.partial_inputs.push(format!("{name} is a partial merge ({why})"));
+        }
         self.runs += c.runs_done;
         for (sig, e) in &c.table {
             let t = self.table.entry(sig.clone()).or_insert(Entry { count: 0, first_seed: e.first_seed });
@@ -750,7 +772,9 @@ impl Merger {
             (0..count).filter(|i| !self.shards_seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
         let lo = self.shards_seen.values().map(|(_, k, _)| *k).min().unwrap_or(0);
         let hi = self.shards_seen.values().map(|(_, k, _)| *k).max().unwrap_or(0);
-        let partial = if !missing.is_empty() {
+        let partial = if !self.partial_inputs.is_empty() {
+            Some(self.partial_inputs.join("; "))
+        } else if !missing.is_empty() {
             Some(format!("shard(s) {} missing", missing.join(", ")))
         } else if hi - lo >= count {
             let ends: Vec<String> = self.shards_seen.values().map(|(d, _, n)| format!("{d} did {n} run(s)")).collect();
@@ -758,12 +782,15 @@ impl Merger {
         } else {
             None
         };
+        // A partial merge spans the seed range its furthest shard reached (its curve and seed
+        // line say so); a whole one is the prefix of `runs` runs.
+        let next_k = if partial.is_some() { hi.max(self.runs) } else { self.runs };
         Ok(Campaign {
             format: CORPUS_FORMAT.into(),
             space: c0.space.clone(),
             seed_start: c0.seed_start,
             shard: (0, 1),
-            next_k: self.runs,
+            next_k,
             runs_done: self.runs,
             table: self.table.clone(),
             examples_per_signature: c0.examples_per_signature,
@@ -781,7 +808,7 @@ mod tests {
     /// What run `k` finds in these tests (a fixed, made-up pattern).
     fn found(k: u64) -> BTreeSet<String> {
         let mut s = BTreeSet::new();
-        if k % 3 == 0 {
+        if k.is_multiple_of(3) {
             s.insert("page_leak/decode".to_string());
         }
         if k % 7 == 5 {
@@ -837,6 +864,12 @@ mod tests {
         assert!(a.finished(5, found(5)));
         assert_eq!(a.found_after, Some(6));
         assert!(!a.finished(6, found(6)), "found once");
+        // The table stops at the run that found it: run 12, in flight then, is not counted.
+        assert_eq!((a.camp.runs_done, a.camp.next_k), (6, 6));
+        for k in 7..20 {
+            a.finished(k, found(k));
+        }
+        assert_eq!(a.camp.runs_done, 6, "runs finished after the find are not counted");
     }
 
     #[test]
@@ -887,6 +920,12 @@ mod tests {
         assert!(whole.check_resumes("m", "blind", 100, (0, 1)).is_ok());
         let missing = merge(&[(0, 30), (2, 30), (3, 30)]);
         assert_eq!(missing.partial.as_deref(), Some("shard(s) 1/4 missing"));
+        // Merged again on its own, a partial merge stays partial (it was read as complete, and a
+        // resume then skipped the missing shard's seeds).
+        let mut again = Merger::default();
+        again.add("m", missing.clone()).unwrap();
+        let again = again.campaign().unwrap();
+        assert_eq!(again.partial.as_deref(), Some("m is a partial merge (shard(s) 1/4 missing)"));
         let e = missing.check_resumes("m", "blind", 100, (0, 1)).unwrap_err().to_string();
         assert!(e.contains("a partial merge (shard(s) 1/4 missing) cannot be resumed"), "{e}");
         // Each shard's reports give the seed range it covered every n-th of, not its next_k.
@@ -1084,7 +1123,11 @@ mod tests {
             .contains("the file is for profile sglang-0.5.22"));
         assert_eq!(merge_known("profile:vllm-nixl", None).unwrap().unwrap().profile, "vllm-nixl");
         assert_eq!(merge_known("prefix:blind", None).unwrap(), None);
-        assert_eq!(merge_known("blind", Some(k.clone())).unwrap(), Some(k.clone()));
+        // A blind campaign draws every profile: one engine's rows would triage another's cases.
+        let e = merge_known("blind", Some(k.clone())).unwrap_err().to_string();
+        assert!(e.contains("a blind campaign draws every profile"), "{e}");
+        assert!(merge_known("prefix:blind+check:noninterference", Some(k.clone())).is_err());
+        assert_eq!(merge_known("base:x.toml", Some(k.clone())).unwrap(), Some(k.clone()));
         assert!(merge_known("profile:vllm-nixl", Some(k)).is_err());
         assert_eq!(space_profile("base:x.toml"), None);
         assert_eq!(space_profile("profile:sglang-0.5.22+liveness=60000ms"), Some("sglang-0.5.22"));

@@ -264,7 +264,7 @@ impl World {
     /// waiting request they consider (`prefix_pin` / `prefix_take` take them).
     pub(crate) fn prefix_lookup(&self, n: PrefillIdx, r: RequestId, len: u64) -> Vec<BlockKey> {
         let ps = self.page_size();
-        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks().is_empty() {
+        if !BLOCK_TOKENS.is_multiple_of(ps) || self.reqs[r.idx()].prefix_blocks().is_empty() {
             return Vec::new();
         }
         let tenant = self.reqs[r.idx()].tenant();
@@ -388,7 +388,7 @@ impl World {
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &own, Holder::Cache(r));
         }
-        if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
+        if !BLOCK_TOKENS.is_multiple_of(ps) || chain_len == 0 {
             return own;
         }
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
@@ -426,7 +426,7 @@ impl World {
     /// may match) and returns their keys and pages, in block-table order.
     pub(crate) fn decode_prefix_lock(&mut self, n: DecodeIdx, r: RequestId, len: u64) -> (Vec<BlockKey>, Vec<Run>) {
         let ps = self.page_size();
-        if BLOCK_TOKENS % ps != 0 || self.reqs[r.idx()].prefix_blocks().is_empty() {
+        if !BLOCK_TOKENS.is_multiple_of(ps) || self.reqs[r.idx()].prefix_blocks().is_empty() {
             return (Vec::new(), Vec::new());
         }
         let tenant = self.reqs[r.idx()].tenant();
@@ -480,7 +480,7 @@ impl World {
         let own = slice_pages(d.pages(), borrowed_pages, pages_in(d.pages()).saturating_sub(borrowed_pages));
         let tenant = self.reqs[r.idx()].tenant();
         let chain_len = self.reqs[r.idx()].chain().len();
-        if BLOCK_TOKENS % ps != 0 || chain_len == 0 {
+        if !BLOCK_TOKENS.is_multiple_of(ps) || chain_len == 0 {
             return own;
         }
         let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);

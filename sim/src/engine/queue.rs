@@ -204,7 +204,7 @@ mod tests {
                 _ => (x % 5_000, false),
             };
             // Now and then time appears to go back for a timer (a lane must not trust it).
-            let at = if x % 97 == 0 { now.saturating_sub(1_000) + delay } else { now + delay };
+            let at = if x.is_multiple_of(97) { now.saturating_sub(1_000) + delay } else { now + delay };
             let s = Scheduled { at: Instant(at), seq, ev: ev(i) };
             all.push(Reverse(s.clone()));
             if timer {
@@ -212,11 +212,11 @@ mod tests {
             } else {
                 q.push(s);
             }
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 let a = q.pop().map(|s| s.key());
                 let b = all.pop().map(|Reverse(s)| s.key());
                 assert_eq!(a, b);
-            } else if x % 5 == 0 {
+            } else if x.is_multiple_of(5) {
                 // Popped only when not after a key near the head (an arrival's, in `World`).
                 let head = all.peek().map(|Reverse(s)| s.key());
                 let key = (Instant(now.saturating_sub(x % 400) + x % 300), x % 9_000);

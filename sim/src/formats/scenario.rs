@@ -1456,7 +1456,9 @@ impl Scenario {
         if let Some(t) = &s.trace {
             requests.extend(self.trace_requests(t, read)?);
         }
-        if crate::prefix::BLOCK_TOKENS % knobs.page_size != 0 && requests.iter().any(|r| !r.prefix_blocks.is_empty()) {
+        if !crate::prefix::BLOCK_TOKENS.is_multiple_of(knobs.page_size)
+            && requests.iter().any(|r| !r.prefix_blocks.is_empty())
+        {
             // The prefix caches match whole 512-token blocks of whole pages: with such a page size
             // they would match nothing, silently (a run with no prefix hits at all).
             return Err(origins.err(

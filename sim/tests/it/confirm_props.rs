@@ -26,7 +26,7 @@ fn case(seed: u64) -> SimConfig {
     // The vulnerable profile's knobs for two runs in three (most of its runs violate), every knob
     // drawn for the third; two runs in five prefix-heavy (prompts sharing chains, radix caches
     // on), whose reads go through cached blocks that the trace's `lock` records name.
-    let space = if seed % 3 == 0 { Space::Blind } else { Space::Profile("sglang-0.5.16".into()) };
+    let space = if seed.is_multiple_of(3) { Space::Blind } else { Space::Profile("sglang-0.5.16".into()) };
     let space = if seed % 5 >= 3 { Space::Prefix(Box::new(space)) } else { space };
     let mut cfg = draw(seed, &space);
     if seed % 2 == 1 {

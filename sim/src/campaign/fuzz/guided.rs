@@ -260,7 +260,7 @@ impl Guided {
 
     /// Whether run `k` is the last of its epoch.
     pub fn ends_epoch(k: u64, shard: (u64, u64)) -> bool {
-        (k.saturating_sub(shard.0) / shard.1.max(1) + 1) % EPOCH_RUNS == 0
+        (k.saturating_sub(shard.0) / shard.1.max(1) + 1).is_multiple_of(EPOCH_RUNS)
     }
 
     /// Whether run `k` is a fresh draw (else a mutation of a corpus entry), and the generator the
