@@ -92,7 +92,7 @@ pub struct TraceOpts {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PropertyCheck {
     Noninterference,
-    /// Every component's invariants after every event (a checked run, up to 3.4x a plain one, then the plain run); a broken one exits 14.
+    /// Every component's invariants after every event (a checked run, about 5x a plain one on the incident, then the plain run); a broken one exits 14.
     Invariants,
 }
 

@@ -200,7 +200,16 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         s.judged_against,
         knobs_line(&s, "none")
     );
-    println!("written to {}\nreproduce: kvsim run {}", o.out, kvsim::shell_word(&o.out));
+    // The check that shows the signature goes with the command: a channel is seen only by the
+    // noninterference check, a disagreement only by the reference oracle.
+    let with = if channel {
+        " --check noninterference"
+    } else if check {
+        " --check-oracle"
+    } else {
+        ""
+    };
+    println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_word(&o.out));
     let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);
     if after.iter().any(|x| kvsim::fuzz::is_disagreement(x)) {
         exit::ORACLE_DISAGREEMENT

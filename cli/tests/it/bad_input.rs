@@ -276,3 +276,22 @@ fn a_closed_stdout_ends_the_command_without_a_panic() {
         assert_eq!(out.status.signal(), Some(13), "{args:?}: ended by SIGPIPE, not {:?}", out.status);
     }
 }
+
+/// Limits say the number they enforce: the largest pool (2^31 − 2 pages: 2^31 − 1 is refused,
+/// which "limit 2^31" did not say), and a workload whose arrivals overrun the time bound gives
+/// its exact span, not a saturated 18446744073709551615.
+#[test]
+fn limits_name_their_real_numbers() {
+    let text =
+        GOOD.replace("pool_tokens = 4096", "pool_tokens = 34359738352").replace("page_size = 16", "page_size = 16");
+    let e = resolve(&text, &[]).unwrap_err().to_string();
+    assert!(e.contains("pool of 2147483647 pages (page_size 16) is too large: at most 2147483646 pages"), "{e}");
+    let ok = GOOD.replace("pool_tokens = 4096", "pool_tokens = 34359738336");
+    resolve(&ok, &[]).unwrap();
+    let w = "context_len = 8192\n[[prefill]]\npool_tokens = 4096\n[[decode]]\npool_tokens = 8192\n[workload]\nrequests = 10000000\ntenants = 1\nmean_interarrival_ms = 4611686018427\nprompt_tokens = [{ weight = 1, min = 10, max = 10 }]\noutput_tokens = [{ weight = 1, min = 1, max = 1 }]\n";
+    let e = resolve(w, &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("10000000 requests × a mean inter-arrival of 4611686018427 ms is 46116860184270000000 ms"),
+        "{e}"
+    );
+}

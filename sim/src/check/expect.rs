@@ -20,7 +20,8 @@ pub struct Expectation {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub set: BTreeMap<String, toml::Value>,
-    /// The run has no violation at all.
+    /// `true`: the run has no violation at all. (`false` asserts nothing; to require violations,
+    /// list them in `violations`.)
     #[serde(default)]
     pub clean: bool,
     /// Kinds that must occur.

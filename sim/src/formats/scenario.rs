@@ -118,7 +118,7 @@ pub struct NodeGroup {
     pub count: Option<u16>,
     /// The node's KV pool in tokens: sglang `--max-total-tokens` (the "KV Cache is allocated.
     /// #tokens" line), vLLM `--num-gpu-blocks-override` × block size. A multiple of `page_size`;
-    /// at most 2^31 pages. Required.
+    /// at most 2^31 − 2 pages. Required.
     #[schemars(range(min = 1, max = MAX_TOKENS))]
     pub pool_tokens: u64,
     /// Metadata buffer slots (sglang's disaggregation metadata rows; one per request in flight).
@@ -158,8 +158,10 @@ pub struct CostSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_NS_PER_UNIT))]
     pub prefill_ns_per_token: Option<u64>,
-    /// Extra prefill cost per token per 1,000 tokens of context already in the sequence (attention's
-    /// quadratic part), ns. Default 20.
+    /// Extra prefill cost per token per 1,000 tokens of context (attention's quadratic part), ns.
+    /// Default 20. A chunk of `c` tokens starting after `f` tokens costs `c × ⌊(f + c/2) / 1000⌋`
+    /// times this: the context its tokens see on average (half the chunk's own), in whole
+    /// thousands (so a one-chunk prompt of 2,000 tokens is charged 2,000 × 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_NS_PER_UNIT))]
     pub prefill_ns_per_token_per_kctx: Option<u64>,
@@ -240,7 +242,7 @@ pub struct RequestEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_NS))]
     pub at_ns: Option<u64>,
-    /// The tenant (any number; tenants are compared, never interpreted).
+    /// The tenant, 0 to 4,294,967,295 (tenants are compared, never interpreted).
     pub tenant: u32,
     /// Prompt length in tokens, as tokenized (at least 1).
     #[schemars(range(min = 1, max = MAX_TOKENS))]
@@ -1071,7 +1073,12 @@ impl Scenario {
                 return Err(self.err(table, i, "pool_tokens", format!("{} is not a multiple of page_size {ps} (engines round the pool down at start-up; write the rounded value)", g.pool_tokens)));
             }
             if g.pool_tokens / ps >= u64::from(u32::MAX) / 2 {
-                return Err(self.err(table, i, "pool_tokens", "pool has too many pages (limit 2^31)"));
+                let msg = format!(
+                    "pool of {} pages (page_size {ps}) is too large: at most {} pages (2^31 − 2)",
+                    g.pool_tokens / ps,
+                    u64::from(u32::MAX) / 2 - 1
+                );
+                return Err(self.err(table, i, "pool_tokens", msg));
             }
             self.in_range(table, i, "pool_tokens", g.pool_tokens, ps, MAX_TOKENS, " tokens")?;
             let count = usize::from(g.count.unwrap_or(1));
@@ -1208,7 +1215,13 @@ impl Scenario {
                 t,
                 0,
                 if w.mean_interarrival_ms.is_some() { "mean_interarrival_ms" } else { "mean_interarrival_us" },
-                format!("requests × mean inter-arrival is {span_ms} ms, past the time bound of {MAX_TIME_MS} ms"),
+                format!(
+                    "{} requests × a mean inter-arrival of {} ms is {} ms, past the time bound of {MAX_TIME_MS} ms",
+                    w.requests,
+                    mean_us / 1000,
+                    // Exact, where the saturated product printed 18446744073709551615.
+                    u128::from(mean_us / 1000) * u128::from(w.requests)
+                ),
             ));
         }
         Ok(Some(GeneratorConfig {
