@@ -217,7 +217,7 @@ impl Matrix {
             }
             s.push('\n');
         }
-        s.push_str("prevented: the violation did not occur and no request failed · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred\n");
+        s.push_str("prevented: the violation did not occur and the mitigation failed no request (one may still fail for another reason) · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred\n");
         s
     }
 }
