@@ -220,9 +220,10 @@ fn parse_time(s: &str) -> Result<std::time::Duration, String> {
         Some('h') => (&s[..s.len() - 1], 3600),
         _ => (s, 1),
     };
-    let bad = || format!("--time {s}: expected e.g. 30s, 10m or 2h, at most 10000h");
+    let bad = || format!("--time {s}: expected e.g. 30s, 10m or 2h, more than 0 and at most 10000h");
     let n: u64 = num.parse().map_err(|_| bad())?;
-    let secs = n.checked_mul(mul).filter(|&x| x <= 10_000 * 3600).ok_or_else(bad)?;
+    // 0 is refused as `--runs 0` is: a campaign of no time ran a varying handful of runs.
+    let secs = n.checked_mul(mul).filter(|&x| x > 0 && x <= 10_000 * 3600).ok_or_else(bad)?;
     Ok(std::time::Duration::from_secs(secs))
 }
 
@@ -345,11 +346,9 @@ impl Ctx {
             write_trace_file(&s.cfg, &dir.join("shrunk.jsonl"), None, check)?;
             failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
-            // Knobs the shrink budget left unjudged are listed as such, not as necessary.
+            // Knobs the shrink budget left unjudged are listed apart, not as necessary.
             failure.necessary_knobs = s.necessary_knobs;
-            failure
-                .necessary_knobs
-                .extend(s.unjudged_knobs.iter().map(|k| format!("{k} (not judged: shrink budget spent)")));
+            failure.unjudged_knobs = s.unjudged_knobs;
             shrunk_cfg = Some(s.cfg);
         }
         // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.
@@ -1094,6 +1093,13 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
     } else {
         String::new()
     };
+    if let Some(asked) = o.runs.filter(|&r| o.time.is_none() && ran.runs_before >= r && ran.runs_before > 0) {
+        // `--runs` counts from the start of the seed range, not from the checkpoint.
+        eprintln!(
+            "note: --runs {asked}: the checkpoint already has {} runs, so nothing was run; give a larger --runs to go on",
+            ran.runs_before
+        );
+    }
     println!(
         "{} runs{resumed} in {:.1}s ({:.0} runs/s, {} job(s)); {}; corpus {}; examples done {:.1}s after the start",
         camp.runs_done,

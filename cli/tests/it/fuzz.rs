@@ -1020,3 +1020,24 @@ fn a_campaign_refuses_before_it_runs() {
         assert!(!Path::new(&g).exists());
     }
 }
+
+/// Resuming says what it does: `--runs` at or below the checkpoint's runs is a note (it ran
+/// nothing, silently), a corpus of another campaign names both campaigns (only the stored one
+/// was named), and `--time 0s` is refused as `--runs 0` is.
+#[test]
+fn resuming_says_what_it_does() {
+    let c = tmp("resume-note");
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "30", "--corpus", &c]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "20", "--corpus", &c]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note: --runs 20: the checkpoint already has 30 runs, so nothing was run"), "{err}");
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--hardware-faults", "--runs", "20", "--corpus", &c]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("(space profile:sglang-0.5.16, seed start 0, shard 0/1); this one is space"), "{err}");
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--time", "0s", "--corpus", &tmp("time0")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--time 0s: expected"), "{err}");
+}

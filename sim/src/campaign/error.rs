@@ -9,7 +9,13 @@ use std::fmt;
 pub enum CampaignError {
     /// The checkpoint in `corpus` was made by a campaign of another space, seed start or shard
     /// (`Campaign::check_resumes`): resuming it would mix two tables.
-    OtherCampaign { corpus: String, space: String, seed_start: u64, shard: (u64, u64) },
+    OtherCampaign {
+        corpus: String,
+        space: String,
+        seed_start: u64,
+        shard: (u64, u64),
+        asked: Box<(String, u64, (u64, u64))>,
+    },
     /// `--known` names a file for `file_profile`; the campaign runs `campaign_profile`.
     KnownForOtherProfile { source: String, file_profile: String, campaign_profile: String },
     /// `--known` names a file for `file_profile`; the merged campaign ran `space`.
@@ -49,10 +55,10 @@ impl fmt::Display for CampaignError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use CampaignError as E;
         match self {
-            E::OtherCampaign { corpus, space, seed_start, shard } => write!(
+            E::OtherCampaign { corpus, space, seed_start, shard, asked } => write!(
                 f,
-                "{corpus}: made by another campaign (space {space}, seed start {seed_start}, shard {}/{}); use another --corpus",
-                shard.0, shard.1
+                "{corpus}: made by another campaign (space {space}, seed start {seed_start}, shard {}/{}); this one is space {}, seed start {}, shard {}/{}; use another --corpus, or the first campaign's options to resume it",
+                shard.0, shard.1, asked.0, asked.1, asked.2 .0, asked.2 .1
             ),
             E::KnownForOtherProfile { source, file_profile, campaign_profile } => {
                 write!(f, "--known {source}: the file is for profile {file_profile}, the campaign runs {campaign_profile}")

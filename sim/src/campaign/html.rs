@@ -110,7 +110,7 @@ pub fn render(r: &Report) -> String {
     };
     let _ = writeln!(o, "<p class=\"verdict\">{verdict}</p>");
 
-    o.push_str("<h2>New signatures over runs</h2>\n");
+    o.push_str("<h2>Signatures found over runs</h2>\n");
     o.push_str(&curve_svg(c));
 
     o.push_str("<h2>Signatures</h2>\n");
@@ -194,7 +194,10 @@ fn status_html(sig: &str, known: Option<&KnownBugs>) -> String {
 /// The GPU replay column: the first example's verdict (a disagreement anywhere wins).
 fn confirmation(sig: &str, ex: &[Example]) -> String {
     if !super::is_confirmable(sig) {
-        return "<span class=\"muted\">not a read</span>".into();
+        // `own_kv_misplaced` is a read too (its own KV at a wrong position), but no other
+        // tenant's or request's KV reaches the output: nothing for a replay to confirm.
+        let why = if sig.starts_with("own_kv_misplaced/") { "own KV: not replayed" } else { "not a read" };
+        return format!("<span class=\"muted\">{why}</span>");
     }
     let all: Vec<Confirmation> = ex.iter().map(|x| Confirmation::of(x.failure.confirm.as_deref())).collect();
     let v = if all.contains(&Confirmation::Disagreement) {
@@ -222,6 +225,9 @@ fn example_html(o: &mut String, x: &Example) {
     }
     if !f.necessary_knobs.is_empty() {
         facts.push(format!("necessary knobs: {}", f.necessary_knobs.join(", ")));
+    }
+    if !f.unjudged_knobs.is_empty() {
+        facts.push(format!("knobs not judged (the shrink budget was spent): {}", f.unjudged_knobs.join(", ")));
     }
     let _ = writeln!(o, "<p>{}</p>", esc(&facts.join(" · ")));
     if let Some(s) = &f.shrunk {
@@ -352,7 +358,7 @@ pub fn curve_svg(c: &Campaign) -> String {
     if let Some(&(k, n)) = pts.last() {
         let _ = writeln!(
             o,
-            "<p class=\"muted\">{n} signature(s); the last new one at run {} of {}{}.</p>",
+            "<p class=\"muted\">{n} signature(s); the last first found at run {} of {}{}.</p>",
             thousands(k),
             // Runs are numbered along the seed range (`Campaign::run_number`), which a shard
             // covers every n-th of.
@@ -505,7 +511,7 @@ mod tests {
         c.table.insert("x/y".into(), Entry { count: 1, first_seed: 5 });
         c.runs_done = 1;
         c.next_k = 1;
-        assert!(curve_svg(&c).contains("the last new one at run 1 of 1"));
+        assert!(curve_svg(&c).contains("the last first found at run 1 of 1"));
     }
 
     #[test]

@@ -173,6 +173,7 @@ impl Campaign {
                 space: self.space.clone(),
                 seed_start: self.seed_start,
                 shard: self.shard,
+                asked: Box::new((space.to_string(), seed_start, shard)),
             });
         }
         Ok(())
@@ -358,6 +359,9 @@ pub struct Failure {
     pub shrunk: Option<String>,
     pub shrunk_requests: Option<usize>,
     pub necessary_knobs: Vec<String>,
+    /// Knobs the shrink budget left unjudged (neither necessary nor shown not to be).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unjudged_knobs: Vec<String>,
     pub confirm: Option<String>,
     /// The example's size (`ExampleKey`): requests and events of the drawn run.
     #[serde(default)]
@@ -399,6 +403,7 @@ impl Failure {
             shrunk: None,
             shrunk_requests: None,
             necessary_knobs: vec![],
+            unjudged_knobs: vec![],
             confirm: None,
             requests: 0,
             events: 0,
