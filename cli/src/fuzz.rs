@@ -1185,7 +1185,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         }
         m.add(d, c).map_err(|e| e.to_string())?;
     }
-    let merged = m.campaign().map_err(|e| e.to_string())?;
+    let mut merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
     // A new folder: merging over a corpus would replace its signatures' examples and checkpoint.
     if std::fs::read_dir(out).is_ok_and(|mut rd| rd.next().is_some()) {
@@ -1208,6 +1208,10 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
                     "warning: {d}: example seed {} of {sig} was not completed (resume that shard first)",
                     key.seed
                 );
+                // Not listed either: the merged checkpoint names only examples it holds.
+                if let Some(l) = merged.examples.get_mut(sig) {
+                    l.retain(|e| e.seed != key.seed);
+                }
                 continue;
             };
             let to = seed_dir(out, sig, key.seed);
@@ -1218,6 +1222,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         }
         write_best(out, sig)?;
     }
+    merged.examples.retain(|_, l| !l.is_empty());
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
     if let Some(why) = &merged.partial {

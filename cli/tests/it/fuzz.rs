@@ -1041,3 +1041,35 @@ fn resuming_says_what_it_does() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--time 0s: expected"), "{err}");
 }
+
+/// A merge lists only the examples it copied: one its shard had not completed (here, its
+/// failure.json removed) is warned about and left out of the merged checkpoint, which named it
+/// although no folder held it.
+#[test]
+fn a_merge_lists_only_the_examples_it_holds() {
+    let (s0, s1, m) = (tmp("ms0"), tmp("ms1"), tmp("mm"));
+    for (i, c) in [&s0, &s1].iter().enumerate() {
+        let shard = format!("{i}/2");
+        let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--shard", &shard, "--corpus", c]);
+        assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+    }
+    let ck: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&s0).join("campaign.json")).unwrap()).unwrap();
+    let (sig, list) = ck["examples"].as_object().unwrap().iter().next().expect("shard 0 saved an example");
+    let seed = list[0]["seed"].as_u64().unwrap();
+    let slug = sig.replace('/', "--");
+    std::fs::remove_file(Path::new(&s0).join(&slug).join(format!("seed-{seed}")).join("failure.json")).unwrap();
+    let out = kvsim(&["corpus", "merge", &s0, &s1, "--into", &m]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("example seed {seed} of {sig} was not completed")), "{err}");
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&m).join("campaign.json")).unwrap()).unwrap();
+    let listed: Vec<u64> = merged["examples"][sig.as_str()]
+        .as_array()
+        .map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(!listed.contains(&seed), "{listed:?}");
+    for s in listed {
+        assert!(Path::new(&m).join(&slug).join(format!("seed-{s}")).join("failure.json").exists());
+    }
+}
