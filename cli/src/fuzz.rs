@@ -613,7 +613,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     // Held until the campaign ends (the OS drops it if the process dies).
     let _lock = lock_corpus(&corpus)?;
-    let camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
+    let mut camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
+    let resumed_jobs = resumed_jobs(o, &corpus, &mut camp)?;
     let runs_before = camp.runs_done;
     // The corpus the runs of the current epoch are planned from (guided campaigns), published
     // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
@@ -628,7 +629,6 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         wanted: Mutex::new(wanted_of(&camp)),
         jobs_left: AtomicU64::new(0),
     };
-    let resumed_jobs = resumed_jobs(o, &corpus, &camp)?;
     let next = AtomicU64::new(camp.next_k);
     let stop = AtomicBool::new(false);
     let started = std::time::Instant::now();
@@ -895,18 +895,39 @@ fn open_campaign(
 /// Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
 /// Each signature's `failure.json` is rewritten too (it may name an example pushed out before
 /// the interruption).
-fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &Campaign) -> Result<Vec<Job>, String> {
+/// An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
+/// completed: it is dropped from its list, with a warning, and a later run that shows its
+/// signature may take its place.
+fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
-    for (sig, list) in &camp.examples {
-        for e in list {
-            if !seed_dir(corpus, sig, e.seed).join("failure.json").is_file() {
-                jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+    let mut gone = 0;
+    for (sig, list) in camp.examples.iter_mut() {
+        list.retain(|e| {
+            let dir = seed_dir(corpus, sig, e.seed);
+            if dir.join("failure.json").is_file() {
+                return true;
             }
-        }
+            if dir.join("scenario.toml").is_file() {
+                jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+                return true;
+            }
+            eprintln!(
+                "warning: {}: example seed {} of {sig} is missing from the corpus (its folder was removed): dropped from the list",
+                o.corpus, e.seed
+            );
+            gone += 1;
+            false
+        });
         write_best(corpus, sig)?;
     }
+    camp.examples.retain(|_, l| !l.is_empty());
     if !jobs.is_empty() {
         eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, jobs.len());
+    }
+    if gone > 0 {
+        let ckpt = corpus.join("campaign.json");
+        write_atomic(&ckpt, serde_json::to_string_pretty(camp).expect("json").as_bytes())
+            .map_err(|e| format!("{}: {e}", ckpt.display()))?;
     }
     Ok(jobs)
 }

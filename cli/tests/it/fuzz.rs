@@ -1073,3 +1073,30 @@ fn a_merge_lists_only_the_examples_it_holds() {
         assert!(Path::new(&m).join(&slug).join(format!("seed-{s}")).join("failure.json").exists());
     }
 }
+
+/// A resumed campaign whose corpus lost an example's folder (removed by hand) says so and drops
+/// it from the list; it said the example was "found before the interruption" and then failed to
+/// save it, leaving a row with no example and a checkpoint naming a missing folder.
+#[test]
+fn a_removed_example_is_dropped_on_resume() {
+    let c = tmp("removed");
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--corpus", &c]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+    let ck: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    let (sig, list) = ck["examples"].as_object().unwrap().iter().next().expect("an example");
+    let seed = list[0]["seed"].as_u64().unwrap();
+    let dir = Path::new(&c).join(sig.replace('/', "--")).join(format!("seed-{seed}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--corpus", &c]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("example seed {seed} of {sig} is missing from the corpus")), "{err}");
+    assert!(!err.contains("could not save") && !err.contains("before the interruption"), "{err}");
+    let ck: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
+    let listed: Vec<u64> = ck["examples"][sig.as_str()]
+        .as_array()
+        .map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(!listed.contains(&seed), "{listed:?}");
+}
