@@ -1071,15 +1071,17 @@ impl<'k> Progress<'k> {
             None => ((self.total_left.saturating_sub(finished)) as f64 / rate.max(1e-9)) as u64,
         };
         let new = if self.known.is_some() { format!(" ({} new)", self.new) } else { String::new() };
-        let msg =
-            format!("{rate:.0} runs/s · {signatures} signature(s){new} · {jobs} example job(s) queued · {left}s left");
+        let msg = format!(
+            "{rate:.0} runs/s · {signatures} signature(s){new} · {jobs} example job(s) queued · {left}s of runs left"
+        );
         if let Some(b) = &self.bar {
             if self.deadline.is_some() {
                 b.set_position(elapsed.as_secs());
             } else {
                 b.inc(1);
             }
-            b.set_message(msg);
+            // With --time the bar counts seconds, so the runs are said in words.
+            b.set_message(if self.deadline.is_some() { format!("{runs_done} runs · {msg}") } else { msg });
         } else if self.last_line.elapsed().as_secs() >= 10 {
             eprintln!("fuzz: {runs_done} runs · {msg}");
             self.last_line = std::time::Instant::now();

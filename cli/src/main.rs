@@ -633,7 +633,21 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
         eprintln!("error: {path}: cannot write: {e}");
         return exit::BAD_INPUT;
     }
-    println!("wrote {path}: run it with `kvsim run {path}`; the keys are documented in docs/scenario-format.md");
+    // A `[trace]` file is read relative to the scenario: say so now if it is not there (the
+    // mooncake template names the checkout's data/ folder), not at the first run.
+    let missing_trace = kvsim::scenario::Scenario::parse(&path, &text).ok().and_then(|sc| {
+        let t = sc.spec.trace.as_ref()?;
+        let dir = std::path::Path::new(&path).parent().unwrap_or(std::path::Path::new("."));
+        (!dir.join(&t.file).exists()).then(|| t.file.clone())
+    });
+    match missing_trace {
+        Some(f) => println!(
+            "wrote {path}; its [trace] file {f} is not there from {path}'s folder: point `trace.file` at your copy (a kvsim checkout's data/mooncake/conversation_trace.jsonl), then run `kvsim run {path}`"
+        ),
+        None => println!(
+            "wrote {path}: run it with `kvsim run {path}`; the keys are documented in docs/scenario-format.md"
+        ),
+    }
     exit::CLEAN
 }
 

@@ -103,6 +103,10 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        // The mooncake template's trace path is relative to the file: written elsewhere than
+        // scenarios/, `new` says it must be re-pointed (it said "run it", which then failed).
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(said.contains("is not there from"), like == "mooncake", "{like}: {said}");
         let mut text = std::fs::read_to_string(&out).unwrap();
         for section in ["[[prefill]]", "[[decode]]", "[router]", "[cost]", "[knobs]", "[faults]"] {
             assert!(text.contains(section), "{like}: no {section}");
