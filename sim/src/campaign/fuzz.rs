@@ -429,7 +429,8 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
     let mut s: BTreeSet<String> = BTreeSet::new();
     for v in &w.oracle.violations {
         let base = format!("{}/{}", v.kind.name(), v.cause);
-        let req = v.request.map(|r| &w.reqs[r.idx()]);
+        // Live or folded (`kvsim run` folds finished requests): the facts the chain names.
+        let req = v.request.map(|r| w.reqs.chain_facts(r.idx()));
         match (v.kind, v.cause.as_str(), req) {
             (Kind::UseAfterFree, "transfer_read_of_a_source_page", Some(r)) => {
                 // A source page is read when the batch's wire time ends, lagged or not (the lag
@@ -438,27 +439,27 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
                 // else a free that raced a batch within its call (an abort). Of 321 source reads
                 // a 30,000-run --hardware-faults campaign labelled `/visibility_lag` before, 298
                 // stayed without the lag.
-                s.insert(if r.outlived_call() { format!("{base}/sync_timeout") } else { base });
+                s.insert(if r.outlived_call { format!("{base}/sync_timeout") } else { base });
             }
-            (Kind::UseAfterFree, _, Some(r)) if r.lagged() => {
+            (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
                 s.insert(format!("{base}/visibility_lag"));
             }
-            (Kind::UseAfterFree, _, Some(r)) if r.outlived_call() => {
+            (Kind::UseAfterFree, _, Some(r)) if r.outlived_call => {
                 // A batch kept writing after its call returned on the sync timeout (the
                 // sync-timeout-still-writing row), not a free racing a batch within its call.
                 s.insert(format!("{base}/sync_timeout"));
             }
-            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch() => {
+            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
                 s.insert(format!("{base}/room_mismatch"));
             }
-            (_, "late_write", Some(r)) if r.late_written() => {
-                if r.late_writers().0 {
+            (_, "late_write", Some(r)) if r.late_written => {
+                if r.late_writers.0 {
                     s.insert(format!("{base}/visibility_lag"));
                 }
-                if r.late_write_timed_out() {
+                if r.late_write_timed_out {
                     s.insert(format!("{base}/sync_timeout"));
                 }
-                if r.late_writers().1 {
+                if r.late_writers.1 {
                     s.insert(base);
                 }
             }

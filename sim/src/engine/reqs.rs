@@ -30,6 +30,18 @@ pub struct Folded {
     detected_by: Option<Mitigation>,
 }
 
+/// What a request's violations' signatures name of it (`fuzz::signatures`), kept when it is
+/// folded, so that a folded run (`kvsim run`) names the same signatures as a whole one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChainFacts {
+    pub outlived_call: bool,
+    pub lagged: bool,
+    pub room_mismatch: bool,
+    pub late_written: bool,
+    pub late_writers: (bool, bool),
+    pub late_write_timed_out: bool,
+}
+
 const NONE: u64 = u64::MAX;
 
 enum Slot {
@@ -61,6 +73,8 @@ pub struct Reqs {
     /// chain with the chain of the request that wrote a slot (`world::common_chain_tokens`),
     /// and that writer may have finished.
     chains: BTreeMap<u32, Vec<u64>>,
+    /// The chain facts of folded requests that had any (`ChainFacts`; the rest have none).
+    facts: BTreeMap<u32, ChainFacts>,
 }
 
 impl Reqs {
@@ -124,6 +138,14 @@ impl Reqs {
     }
 
     /// What the report reads of request `i`, live or folded.
+    /// Request `i`'s chain facts, live or folded.
+    pub fn chain_facts(&self, i: usize) -> ChainFacts {
+        match &self.slots[i] {
+            Slot::Live(r) => r.chain_facts(),
+            Slot::Folded(_) => self.facts.get(&(i as u32)).copied().unwrap_or_default(),
+        }
+    }
+
     pub fn summary(&self, i: usize) -> Summary {
         let at = |t: u64| (t != NONE).then_some(Instant(t));
         match &self.slots[i] {
@@ -177,6 +199,12 @@ impl Reqs {
             caught_by: r.caught_by(),
             detected_by: r.detected_by(),
         };
+        let facts = r.chain_facts();
+        if facts != ChainFacts::default() {
+            // Few requests have any (a fault or a late write touched them): kept beside the
+            // 64-byte records, not in each.
+            self.facts.insert(i as u32, facts);
+        }
         if !r.chain().is_empty() {
             self.chains.insert(i as u32, r.take_chain());
         }

@@ -467,6 +467,18 @@ impl Req {
         self.room_mismatch
     }
 
+    /// What its violations' signatures name of it (kept when it is folded).
+    pub fn chain_facts(&self) -> crate::reqs::ChainFacts {
+        crate::reqs::ChainFacts {
+            outlived_call: self.outlived_call,
+            lagged: self.lagged,
+            room_mismatch: self.room_mismatch,
+            late_written: self.late_written(),
+            late_writers: self.late_writers,
+            late_write_timed_out: self.late_by_timed_out,
+        }
+    }
+
     #[inline]
     pub fn lagged(&self) -> bool {
         self.lagged

@@ -76,6 +76,9 @@ pub struct Report {
     pub violation_counts: BTreeMap<String, u64>,
     pub violations: Vec<ViolationOut>,
     pub stories: Vec<String>,
+    /// The run's signatures as a campaign names them (`fuzz::signatures`: kind, mechanism and the
+    /// chain the run knows), so that a reproduce command can be checked against the table.
+    pub signatures: Vec<String>,
     pub reproduce: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oracle_check: Option<OracleCheck>,
@@ -296,6 +299,7 @@ impl Report {
             violation_counts,
             violations,
             stories,
+            signatures: crate::fuzz::signatures(w).into_iter().collect(),
             reproduce,
             oracle_check,
             event_limit: w.event_limit_hit.then_some(w.max_events),
@@ -369,6 +373,9 @@ impl Report {
             for st in &self.stories {
                 let _ = writeln!(s, "  - {st}");
             }
+        }
+        if !self.signatures.is_empty() {
+            let _ = writeln!(s, "signatures (as a campaign names them): {}", self.signatures.join(", "));
         }
         s.push_str(&crate::latency::table(&self.latency));
         if let Some(c) = &self.oracle_check {

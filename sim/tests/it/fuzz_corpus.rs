@@ -155,3 +155,27 @@ fn the_real_trace_in_the_parse_trace_corpus_reads_and_lowers() {
 fn parse_audit_log_corpus_and_regressions() {
     each("parse_audit_log", 8, |_, b| fuzz_targets::parse_audit_log(b));
 }
+
+/// A run that folds finished requests (`kvsim run`) names the same signatures as a whole run (a
+/// campaign's): the facts a signature's chain names are kept when a request is folded, so the
+/// report's `signatures` line can be checked against a campaign's table. On every shipped
+/// scenario under its own profile and under sglang-0.5.16 (the leaking build).
+#[test]
+fn folded_runs_name_the_same_signatures() {
+    let mut seen = 0;
+    for rel in crate::common::all_scenarios() {
+        if rel.contains("mooncake") {
+            continue; // 12,031 requests: the same code path, minutes in a debug build
+        }
+        for profile in [None, Some("sglang-0.5.16")] {
+            let cfg = crate::common::load(&rel, profile, &[]);
+            let whole = kvsim::simulate(cfg.clone(), None, false);
+            let mut w = kvsim::world::World::new(cfg, kvsim::trace::Tracer::new(None));
+            w.fold_finished = true;
+            w.run();
+            assert_eq!(kvsim::fuzz::signatures(&w), kvsim::fuzz::signatures(&whole), "{rel} {profile:?}");
+            seen += usize::from(!kvsim::fuzz::signatures(&w).is_empty());
+        }
+    }
+    assert!(seen > 20, "{seen} runs with signatures");
+}
