@@ -1042,6 +1042,23 @@ fn resuming_says_what_it_does() {
     assert!(err.contains("--time 0s: expected"), "{err}");
 }
 
+/// A corpus's checkpoint, as JSON.
+fn checkpoint(corpus: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(Path::new(corpus).join("campaign.json")).unwrap()).unwrap()
+}
+
+/// The seeds a checkpoint lists as examples of `sig`.
+fn listed_seeds(ck: &serde_json::Value, sig: &str) -> Vec<u64> {
+    ck["examples"][sig].as_array().map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect()).unwrap_or_default()
+}
+
+/// A corpus's first signature with examples, and its first example's seed.
+fn first_example(corpus: &str) -> (String, u64) {
+    let ck = checkpoint(corpus);
+    let (sig, list) = ck["examples"].as_object().unwrap().iter().next().expect("an example");
+    (sig.clone(), list[0]["seed"].as_u64().unwrap())
+}
+
 /// A merge lists only the examples it copied: one its shard had not completed (here, its
 /// failure.json removed) is warned about and left out of the merged checkpoint, which named it
 /// although no folder held it.
@@ -1053,21 +1070,13 @@ fn a_merge_lists_only_the_examples_it_holds() {
         let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--shard", &shard, "--corpus", c]);
         assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
     }
-    let ck: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(&s0).join("campaign.json")).unwrap()).unwrap();
-    let (sig, list) = ck["examples"].as_object().unwrap().iter().next().expect("shard 0 saved an example");
-    let seed = list[0]["seed"].as_u64().unwrap();
+    let (sig, seed) = first_example(&s0);
     let slug = sig.replace('/', "--");
     std::fs::remove_file(Path::new(&s0).join(&slug).join(format!("seed-{seed}")).join("failure.json")).unwrap();
     let out = kvsim(&["corpus", "merge", &s0, &s1, "--into", &m]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("example seed {seed} of {sig} was not completed")), "{err}");
-    let merged: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(&m).join("campaign.json")).unwrap()).unwrap();
-    let listed: Vec<u64> = merged["examples"][sig.as_str()]
-        .as_array()
-        .map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect())
-        .unwrap_or_default();
+    let listed = listed_seeds(&checkpoint(&m), &sig);
     assert!(!listed.contains(&seed), "{listed:?}");
     for s in listed {
         assert!(Path::new(&m).join(&slug).join(format!("seed-{s}")).join("failure.json").exists());
@@ -1082,21 +1091,13 @@ fn a_removed_example_is_dropped_on_resume() {
     let c = tmp("removed");
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--corpus", &c]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
-    let ck: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
-    let (sig, list) = ck["examples"].as_object().unwrap().iter().next().expect("an example");
-    let seed = list[0]["seed"].as_u64().unwrap();
+    let (sig, seed) = first_example(&c);
     let dir = Path::new(&c).join(sig.replace('/', "--")).join(format!("seed-{seed}"));
     std::fs::remove_dir_all(&dir).unwrap();
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--corpus", &c]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("example seed {seed} of {sig} is missing from the corpus")), "{err}");
     assert!(!err.contains("could not save") && !err.contains("before the interruption"), "{err}");
-    let ck: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(&c).join("campaign.json")).unwrap()).unwrap();
-    let listed: Vec<u64> = ck["examples"][sig.as_str()]
-        .as_array()
-        .map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect())
-        .unwrap_or_default();
+    let listed = listed_seeds(&checkpoint(&c), &sig);
     assert!(!listed.contains(&seed), "{listed:?}");
 }
