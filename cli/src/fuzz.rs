@@ -613,6 +613,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     // Held until the campaign ends (the OS drops it if the process dies).
     let _lock = lock_corpus(&corpus)?;
+    say_how_to_resume_when_interrupted(&o.corpus);
     let mut camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
     let resumed_jobs = resumed_jobs(o, &corpus, &mut camp)?;
     let runs_before = camp.runs_done;
@@ -806,6 +807,40 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         None => space_name,
     };
     Ok((space, space_name, liveness, pins))
+}
+
+/// What an interrupted campaign says as it ends (set once, before the handlers are installed).
+static INTERRUPTED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// On SIGINT or SIGTERM a campaign ends as before (exit 128 + the signal: 130, 143), and now says
+/// that its checkpoint holds everything counted and that the same command resumes it (it ended
+/// silently). The handler only writes prepared bytes and exits: both async-signal-safe.
+fn say_how_to_resume_when_interrupted(corpus: &str) {
+    #[cfg(unix)]
+    {
+        let text = format!(
+            "\nkvsim fuzz: interrupted; every run counted so far is in {corpus}/campaign.json: run the same command again to resume\n"
+        );
+        if INTERRUPTED.set(text.into_bytes()).is_err() {
+            return;
+        }
+        extern "C" fn on_signal(sig: libc::c_int) {
+            if let Some(b) = INTERRUPTED.get() {
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is never
+                // written again once set.
+                unsafe {
+                    libc::write(2, b.as_ptr().cast(), b.len());
+                }
+            }
+            // SAFETY: as above.
+            unsafe { libc::_exit(128 + sig) }
+        }
+        // SAFETY: installs a handler that runs no Rust code beyond the above.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        }
+    }
 }
 
 /// The file a running campaign holds an exclusive lock on, in its corpus.

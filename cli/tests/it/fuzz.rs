@@ -1101,3 +1101,35 @@ fn a_removed_example_is_dropped_on_resume() {
     let listed = listed_seeds(&checkpoint(&c), &sig);
     assert!(!listed.contains(&seed), "{listed:?}");
 }
+
+/// SIGTERM (a pod's stop, a CI timeout) ends a campaign with 128 + 15 and a line saying that the
+/// same command resumes it (it ended silently); the resume then runs (the lock went with it).
+#[test]
+fn an_interrupted_campaign_says_how_to_resume() {
+    let c = tmp("sigterm");
+    let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "2000000", "--corpus", &c];
+    let child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ckpt = Path::new(&c).join("campaign.json");
+    let t0 = std::time::Instant::now();
+    while !ckpt.exists() && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("interrupted; every run counted so far is in")
+            && err.contains("run the same command again to resume"),
+        "{err}"
+    );
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "100", "--corpus", &c]);
+    assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
