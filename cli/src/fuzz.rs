@@ -935,11 +935,21 @@ fn open_campaign(
 /// signature may take its place.
 fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
-    let mut gone = 0;
+    let (mut gone, mut reconfirm) = (0, 0);
     for (sig, list) in camp.examples.iter_mut() {
         list.retain(|e| {
             let dir = seed_dir(corpus, sig, e.seed);
             if dir.join("failure.json").is_file() {
+                // A confirmation that failed (no backend then) is tried again when this campaign
+                // confirms: the example is completed anew, as it was found.
+                let failed = std::fs::read_to_string(dir.join("failure.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+                    .is_some_and(|f| f.confirm.as_deref().is_some_and(|c| c.starts_with("confirm failed")));
+                if failed && o.confirm.0.is_some() {
+                    reconfirm += 1;
+                    jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+                }
                 return true;
             }
             if dir.join("scenario.toml").is_file() {
@@ -956,8 +966,11 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
         write_best(corpus, sig)?;
     }
     camp.examples.retain(|_, l| !l.is_empty());
-    if !jobs.is_empty() {
-        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, jobs.len());
+    if jobs.len() > reconfirm {
+        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, jobs.len() - reconfirm);
+    }
+    if reconfirm > 0 {
+        eprintln!("{}: {reconfirm} example(s) whose confirmation failed are confirmed again", o.corpus);
     }
     if gone > 0 {
         let ckpt = corpus.join("campaign.json");

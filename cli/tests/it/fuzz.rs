@@ -1133,3 +1133,21 @@ fn an_interrupted_campaign_says_how_to_resume() {
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "100", "--corpus", &c]);
     assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A confirmation that failed (the backend was unavailable) is tried again by a resumed
+/// campaign that confirms; it stayed "confirm failed" for good.
+#[test]
+fn a_failed_confirmation_is_tried_again_on_resume() {
+    let c = tmp("reconfirm");
+    let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "100", "--confirm", "cpu", "--corpus", &c];
+    let out = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(args)
+        .env("KVSIM_INJECT_GPU_ERROR", "unavailable")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("confirm failed"));
+    let out = kvsim(&args);
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(se.contains("whose confirmation failed are confirmed again"), "{se}");
+    assert!(!so.contains("confirm failed") && so.contains("[confirmed:"), "{so}");
+}
