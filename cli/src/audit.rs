@@ -86,21 +86,41 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         }
     };
     let sources = logs.join(", ");
-    let Some(generated) = audit::scenario(&a, &sources, &profile) else {
+    let Some(arranged) = audit::scenarios(&a, &sources, &profile) else {
         return bad("pools or context length unknown: cannot build a scenario".into());
     };
-    for s in &generated.assumptions {
+    for s in &arranged[0].assumptions {
         println!("assumption: {s}");
     }
+    if arranged.len() > 1 {
+        println!(
+            "note: {} arrangements of the decode nodes simulated, so that the probes meet every (prefill, decode) pair; the first that leaks, else the first, is the scenario",
+            arranged.len()
+        );
+    }
     let name = out.unwrap_or("<generated scenario>");
-    let sc = match Scenario::parse(name, &generated.toml) {
-        Ok(s) => s,
-        Err(e) => return bad(format!("generated scenario is invalid (a kvsim bug): {e}")),
-    };
-    let cfg = match sc.resolve(&Overrides { profile: Some(profile.clone()), ..Default::default() }) {
-        Ok(c) => c,
-        Err(e) => return bad(e.to_string()),
-    };
+    // Each arrangement simulated in order; the first whose probes leak is the verdict's.
+    let mut chosen = None;
+    for generated in &arranged {
+        let sc = match Scenario::parse(name, &generated.toml) {
+            Ok(s) => s,
+            Err(e) => return bad(format!("generated scenario is invalid (a kvsim bug): {e}")),
+        };
+        let cfg = match sc.resolve(&Overrides { profile: Some(profile.clone()), ..Default::default() }) {
+            Ok(c) => c,
+            Err(e) => return bad(e.to_string()),
+        };
+        let w = kvsim::simulate(cfg.clone(), None, false);
+        let leaks = w.oracle.violations.iter().any(is_leak);
+        let first = chosen.is_none();
+        if leaks || first {
+            chosen = Some((generated, cfg, w));
+        }
+        if leaks {
+            break;
+        }
+    }
+    let (generated, cfg, w) = chosen.expect("at least one arrangement");
     match out {
         Some(path) => {
             if let Err(e) = std::fs::write(path, &generated.toml) {
@@ -126,18 +146,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             println!("scenario not written; to write it: {cmd}");
         }
     }
-    let w = kvsim::simulate(cfg.clone(), None, false);
-    let leaked: Vec<_> = w
-        .oracle
-        .violations
-        .iter()
-        // A leak is a stale read or a rejected prompt answered 200; a rejected prompt answered 500
-        // after decode's waiting timeout (a fixed build behind mini_lb) is refused, not leaked.
-        .filter(|v| {
-            matches!(v.kind, Kind::CrossTenantRead | Kind::UninitializedRead)
-                || (v.kind == Kind::WrongStatus && v.cause == "rejected_answered_200")
-        })
-        .collect();
+    let leaked: Vec<_> = w.oracle.violations.iter().filter(|v| is_leak(v)).collect();
     if leaked.is_empty() {
         // What the probes (tenant 1) got, counted: a probe at one node's band edge may fit
         // another node and be answered 200, which is not a leak either.
@@ -171,4 +180,11 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         kinds.into_iter().collect::<Vec<_>>().join(", ")
     );
     exit::SAFETY
+}
+
+/// A leak: a stale read, or a rejected prompt answered 200. A rejected prompt answered 500 after
+/// decode's waiting timeout (a fixed build behind mini_lb) is refused, not leaked.
+fn is_leak(v: &kvsim::check::Violation) -> bool {
+    matches!(v.kind, Kind::CrossTenantRead | Kind::UninitializedRead | Kind::CrossRequestRead)
+        || (v.kind == Kind::WrongStatus && v.cause == "rejected_answered_200")
 }

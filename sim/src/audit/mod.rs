@@ -432,9 +432,26 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                 })
                 .collect();
             notes.push(format!(
-                "{name}: {count} launches found with different roles; auditing the last of each role: {}",
+                "{name}: {count} launches found; auditing the last of each role (another role's launch is another server): {}",
                 which.join(", ")
             ));
+        }
+        // A dropped launch is taken for a restart of the server that launched after it. Had it a
+        // gap, say so: joined logs of two servers of one role cannot be told from a restart.
+        for f in facts.iter().filter(|f| !chosen.contains(&f.launch)) {
+            let ctx = f.context_len.or_else(|| facts.iter().filter_map(|g| g.context_len).max());
+            if let (Some(ctx), Some(pool)) = (ctx, f.pool_tokens) {
+                if let Some((lo, hi)) = admission(f.engine.unwrap_or(Engine::Sglang), ctx, pool).band {
+                    notes.push(format!(
+                        "{name} (line {}): an earlier launch ({}, pool {} tokens) had a GAP ({} <= L < {}) and is not audited, as a restart of the later one; if it is another server, audit its log on its own",
+                        f.line,
+                        f.role,
+                        thousands(pool),
+                        thousands(lo),
+                        thousands(hi)
+                    ));
+                }
+            }
         }
         let mut picked = Vec::new();
         for &l in &chosen {
@@ -492,6 +509,15 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
         if n.facts.version.is_none() {
             n.facts.version = oldest(n.engine());
         }
+    }
+    if nodes.is_empty() {
+        let (file, line) = deployment_versions.first().map_or((String::new(), 1), |f| (f.source.clone(), f.line));
+        return Err(AuditError {
+            file,
+            line,
+            field: "version",
+            message: "only a version in the logs, no server's start-up facts: give the servers' logs too".into(),
+        });
     }
     let context_len = nodes.iter().filter_map(|n| n.facts.context_len).max();
     let contexts: std::collections::BTreeSet<u64> = nodes.iter().filter_map(|n| n.facts.context_len).collect();
@@ -666,6 +692,8 @@ struct GenScenario {
 pub struct Generated {
     pub toml: String,
     pub assumptions: Vec<String>,
+    /// How many arrangements of the decode nodes the probes need (`scenarios`).
+    pub arrangements: usize,
 }
 
 /// A scenario reproducing the measured deployment: warm-up traffic from tenant 0 fills decode's
@@ -674,6 +702,34 @@ pub struct Generated {
 /// when the context or every pool is unknown. The scenario names `profile` (the audit's
 /// `--profile`, or `Audit::default_profile`), so that running it alone simulates the same engine.
 pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
+    scenario_arranged(a, sources, profile, 0)
+}
+
+/// Every arrangement of the generated scenario that the probes need: round robin pairs request
+/// `k` with prefill `k mod P` and decode `k mod D`, which reaches pair (i, j) only when
+/// i ≡ j (mod gcd(P, D)). With the decode nodes rotated by 0..gcd the arrangements reach every
+/// pair between them, so a prefill node with a gap meets every decode node (a gap that leaks only
+/// with a large decode pool was missed, or not, by the order the logs were given in). One
+/// arrangement when gcd(P, D) = 1.
+pub fn scenarios(a: &Audit, sources: &str, profile: &str) -> Option<Vec<Generated>> {
+    let first = scenario_arranged(a, sources, profile, 0)?;
+    let n = first.arrangements;
+    let mut out = vec![first];
+    for r in 1..n {
+        out.push(scenario_arranged(a, sources, profile, r)?);
+    }
+    Some(out)
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// `scenario` with the decode nodes rotated left by `rotate`.
+fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> Option<Generated> {
     let ctx = a.context_len?;
     let ps = a.page_size;
     let mut assumptions = Vec::new();
@@ -717,7 +773,10 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
         decode.push(pool);
     }
     let prefill: Vec<u64> = prefill.into_iter().map(|p| round(p, ps)).collect();
-    let decode: Vec<u64> = decode.into_iter().map(|p| round(p, ps)).collect();
+    let mut decode: Vec<u64> = decode.into_iter().map(|p| round(p, ps)).collect();
+    let arrangements = gcd(prefill.len(), decode.len());
+    let nd = decode.len();
+    decode.rotate_left(rotate % nd);
     // Warm-up: enough accepted prompts to cover every decode pool once more than its size.
     let accepted =
         a.nodes.iter().filter_map(|n| n.admission.as_ref().map(|x| x.max_accepted)).min().unwrap_or(1).max(1);
@@ -756,12 +815,6 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
     // so lcm(P, D) consecutive probes reach every node of both roles (the band of a decode
     // node's gap is probed on that node, not only on whichever node the first copy meets).
     let (np, nd) = (prefill.len(), decode.len());
-    let gcd = |mut a: usize, mut b: usize| {
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    };
     let copies = (np / gcd(np, nd) * nd).min(MAX_PROBE_COPIES);
     for p in probes {
         for _ in 0..copies {
@@ -790,7 +843,7 @@ pub fn scenario(a: &Audit, sources: &str, profile: &str) -> Option<Generated> {
         request,
     };
     let toml = toml::to_string(&gen).expect("the generated scenario serialises");
-    Some(Generated { toml, assumptions })
+    Some(Generated { toml, assumptions, arrangements })
 }
 
 #[cfg(test)]
