@@ -179,6 +179,11 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         leaked.len(),
         kinds.into_iter().collect::<Vec<_>>().join(", ")
     );
+    // The scenario's run counts every violation; the verdict only the leaks: say the rest.
+    let others = w.oracle.violations.len() - leaked.len();
+    if others > 0 {
+        println!("note: `kvsim run` of the scenario also reports {others} other violation(s) (not leaks: no stale read, no rejected prompt answered 200)");
+    }
     exit::SAFETY
 }
 

@@ -704,6 +704,16 @@ impl Merger {
     /// Adds corpus `name` (its checkpoint).
     pub fn add(&mut self, name: &str, c: Campaign) -> Result<(), CampaignError> {
         if let Some((d0, c0)) = &self.first {
+            if c.space == c0.space && c.seed_start == c0.seed_start && c.shard.1 != c0.shard.1 {
+                // A partial merge (one corpus of the whole range) with a shard of the same
+                // campaign: merge the shards themselves again instead.
+                let partial = [(name, &c.partial), (d0.as_str(), &c0.partial)]
+                    .into_iter()
+                    .find_map(|(n, p)| p.as_ref().map(|why| (n.to_string(), why.clone())));
+                if let Some((corpus, why)) = partial {
+                    return Err(CampaignError::PartialMerge { corpus, why });
+                }
+            }
             if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
                 return Err(CampaignError::NotAShard {
                     name: name.to_string(),
@@ -931,6 +941,11 @@ mod tests {
         again.add("m", missing.clone()).unwrap();
         let again = again.campaign().unwrap();
         assert_eq!(again.partial.as_deref(), Some("m is a partial merge (shard(s) 1/4 missing)"));
+        // A partial merge merged with its missing shard: the shards are to be merged again.
+        let mut with_shard = Merger::default();
+        with_shard.add("m", missing.clone()).unwrap();
+        let e = with_shard.add("s1", in_order(30, (1, 4))).unwrap_err().to_string();
+        assert!(e.contains("m: a partial merge (shard(s) 1/4 missing)") && e.contains("merge them again"), "{e}");
         let e = missing.check_resumes("m", "blind", 100, (0, 1)).unwrap_err().to_string();
         assert!(e.contains("a partial merge (shard(s) 1/4 missing) cannot be resumed"), "{e}");
         // Each shard's reports give the seed range it covered every n-th of, not its next_k.
