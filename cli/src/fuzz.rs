@@ -601,12 +601,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
     }
     // A blind campaign's cases run every profile: one engine's rows cannot triage them.
-    if let Some(k) = known.as_ref().filter(|_| camp_lib::is_blind(&space_name)) {
-        return Err(camp_lib::CampaignError::KnownForBlind {
-            source: k.source.clone(),
-            file_profile: k.profile.clone(),
-        }
-        .to_string());
+    if let Some(k) = &known {
+        camp_lib::check_known_blind(k, &space_name).map_err(|e| e.to_string())?;
     }
     let corpus = PathBuf::from(&o.corpus);
     let ckpt_path = corpus.join("campaign.json");
@@ -929,8 +925,7 @@ fn open_campaign(
 
 /// Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
 /// Each signature's `failure.json` is rewritten too (it may name an example pushed out before
-/// the interruption).
-/// An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
+/// the interruption). An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
 /// completed: it is dropped from its list, with a warning, and a later run that shows its
 /// signature may take its place.
 fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
@@ -942,11 +937,14 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
             if dir.join("failure.json").is_file() {
                 // A confirmation that failed (no backend then) is tried again when this campaign
                 // confirms: the example is completed anew, as it was found.
-                let failed = std::fs::read_to_string(dir.join("failure.json"))
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
-                    .is_some_and(|f| f.confirm.as_deref().is_some_and(|c| c.starts_with("confirm failed")));
-                if failed && o.confirm.0.is_some() {
+                let failed = o.confirm.0.is_some()
+                    && std::fs::read_to_string(dir.join("failure.json"))
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+                        .is_some_and(|f| {
+                            camp_lib::Confirmation::of(f.confirm.as_deref()) == camp_lib::Confirmation::Failed
+                        });
+                if failed {
                     reconfirm += 1;
                     jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
                 }
@@ -1164,7 +1162,7 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
     } else {
         String::new()
     };
-    if let Some(asked) = o.runs.filter(|&r| o.time.is_none() && ran.runs_before >= r && ran.runs_before > 0) {
+    if let Some(asked) = o.runs.filter(|&r| ran.runs_before >= r && ran.runs_before > 0) {
         // `--runs` counts from the start of the seed range, not from the checkpoint.
         eprintln!(
             "note: --runs {asked}: the checkpoint already has {} runs, so nothing was run; give a larger --runs to go on",

@@ -789,7 +789,8 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
         .filter_map(|n| Some(crate::intake::max_req_input_len(ctx, n.facts.pool_tokens?).saturating_sub(1)))
         .min()
         .unwrap_or(accepted);
-    let warm = accepted.min(simulated).min(ctx / 2).max(1);
+    // (Never above `accepted`: sglang's rule is the nodes' own, and vLLM admits more.)
+    let warm = simulated.min(ctx / 2).max(1);
     // The router goes round robin over each role (the scenario's default): every decode node
     // gets one request in `decode.len()`, so each gets enough to cover the largest pool.
     let largest_decode = decode.iter().copied().max().unwrap_or(0);

@@ -1134,7 +1134,11 @@ fn human_readable(token: &str) -> Option<u64> {
     let power = "kmgt".find(suffix.to_ascii_lowercase())? as u32 + 1;
     let mult = base.checked_pow(power)?;
     if binary {
-        return number.bytes().all(|b| b.is_ascii_digit()).then(|| number.parse::<u64>().ok()?.checked_mul(mult))?;
+        // Whole numbers only (`parse` alone would take a sign).
+        if !number.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        return number.parse::<u64>().ok()?.checked_mul(mult);
     }
     let x = parse_float(number)?;
     let v = x * mult as f64;

@@ -452,7 +452,7 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
             (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
                 s.insert(format!("{base}/room_mismatch"));
             }
-            (_, "late_write", Some(r)) if r.late_written => {
+            (_, "late_write", Some(r)) if r.late_written() => {
                 if r.late_writers.0 {
                     s.insert(format!("{base}/visibility_lag"));
                 }

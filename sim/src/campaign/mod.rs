@@ -579,6 +579,15 @@ pub fn is_blind(space: &str) -> bool {
     matches!(space.split('+').next().unwrap_or(space), "blind" | "prefix:blind")
 }
 
+/// A known-bugs file names one profile; a blind space's cases run every profile, so its rows
+/// cannot triage them.
+pub fn check_known_blind(k: &KnownBugs, space: &str) -> Result<(), CampaignError> {
+    if is_blind(space) {
+        return Err(CampaignError::KnownForBlind { source: k.source.clone(), file_profile: k.profile.clone() });
+    }
+    Ok(())
+}
+
 /// The known-bugs file of a merge: `given` (read from `--known FILE`) must be for the merged
 /// campaign's profile; without one, the shipped file of that profile, if any.
 pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, CampaignError> {
@@ -590,8 +599,7 @@ pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<Known
                 file_profile: k.profile,
                 space: space.to_string(),
             }),
-            None if is_blind(space) => Err(CampaignError::KnownForBlind { source: k.source, file_profile: k.profile }),
-            _ => Ok(Some(k)),
+            _ => check_known_blind(&k, space).map(|()| Some(k)),
         },
         None => Ok(profile.and_then(KnownBugs::shipped)),
     }

@@ -37,9 +37,15 @@ pub struct ChainFacts {
     pub outlived_call: bool,
     pub lagged: bool,
     pub room_mismatch: bool,
-    pub late_written: bool,
     pub late_writers: (bool, bool),
     pub late_write_timed_out: bool,
+}
+
+impl ChainFacts {
+    /// Late writes landed in its pages (`Req::late_written`).
+    pub fn late_written(&self) -> bool {
+        self.late_writers != (false, false) || self.late_write_timed_out
+    }
 }
 
 const NONE: u64 = u64::MAX;
@@ -137,7 +143,6 @@ impl Reqs {
         }
     }
 
-    /// What the report reads of request `i`, live or folded.
     /// Request `i`'s chain facts, live or folded.
     pub fn chain_facts(&self, i: usize) -> ChainFacts {
         match &self.slots[i] {
@@ -146,6 +151,7 @@ impl Reqs {
         }
     }
 
+    /// What the report reads of request `i`, live or folded.
     pub fn summary(&self, i: usize) -> Summary {
         let at = |t: u64| (t != NONE).then_some(Instant(t));
         match &self.slots[i] {

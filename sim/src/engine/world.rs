@@ -448,7 +448,7 @@ impl Req {
 
     #[inline]
     pub fn late_written(&self) -> bool {
-        self.late_writers != (false, false) || self.late_by_timed_out
+        self.chain_facts().late_written()
     }
 
     /// Whether a late writer of it had outlived its timed-out call (`late_by_timed_out`).
@@ -473,7 +473,6 @@ impl Req {
             outlived_call: self.outlived_call,
             lagged: self.lagged,
             room_mismatch: self.room_mismatch,
-            late_written: self.late_written(),
             late_writers: self.late_writers,
             late_write_timed_out: self.late_by_timed_out,
         }
