@@ -90,9 +90,9 @@ pub struct FuzzOpts {
     #[arg(long, value_name = "FILE")]
     pub html: Option<String>,
     /// Liveness mode in every run: after the faults heal (60 s into a drawn run), every request
-    /// must end within BOUND (500ms, 30s, 10m), else `request_hang/after_heal/<what it waits
-    /// for>`; quiescent runs stop early. The saved scenarios carry it
-    /// (`[faults] liveness_after_heal_ms`).
+    /// must end within BOUND (500ms, 30s, 10m) of the heal, its arrival or the cluster's last
+    /// progress, else `request_hang/after_heal/<what it waits for>[/<why>]`; quiescent runs stop
+    /// early. The saved scenarios carry it (`[faults] liveness_after_heal_ms`).
     #[arg(long, value_name = "BOUND")]
     pub liveness: Option<String>,
     /// Pin a knob on every drawn (or base) configuration: --set prefix_cache_scope=per_tenant
@@ -340,8 +340,15 @@ impl Ctx {
         failure.events = events;
         let mut shrunk_cfg = None;
         if !self.opts.no_shrink {
-            let (text, s) =
-                super::shrink::shrink_to_text(&cfg, sig, self.opts.shrink_budget, &format!("fuzz seed {seed}"));
+            // The campaign's `--set` pins are part of its space: its shrunk cases keep them.
+            let pinned = kvsim::shrink::pinned_knobs(&self.space_name);
+            let (text, s) = super::shrink::shrink_to_text(
+                &cfg,
+                sig,
+                self.opts.shrink_budget,
+                &format!("fuzz seed {seed}"),
+                &pinned,
+            );
             std::fs::write(dir.join("shrunk.toml"), text).map_err(io)?;
             write_trace_file(&s.cfg, &dir.join("shrunk.jsonl"), None, check)?;
             failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
@@ -1187,7 +1194,7 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
         }
     }
     if let Some(k) = known {
-        print!("{}", camp_lib::triage_line(&camp.table, k));
+        print!("{}", camp_lib::triage_line(&camp.table, k, &camp.space));
     }
     let code = kvsim::triage::exit_status(camp.table.keys(), known);
     let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
@@ -1309,7 +1316,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         camp_lib::table_text(&merged.table, &saved_examples(out), known.as_ref())
     );
     if let Some(k) = &known {
-        text.push_str(&camp_lib::triage_line(&merged.table, k));
+        text.push_str(&camp_lib::triage_line(&merged.table, k, &merged.space));
     }
     let code = kvsim::triage::exit_status(merged.table.keys(), known.as_ref());
     let html = out.join("report.html");

@@ -28,7 +28,7 @@ pub struct ShrinkOpts {
 /// A signature folder of a campaign (`<corpus>/<slug>/failure.json`: its saved seed's scenario)
 /// or one of its seed folders (`<corpus>/<slug>/seed-N`, which holds its own `failure.json` and
 /// `scenario.toml`), with the signature it was saved under.
-fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, String> {
+fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String, String)>, String> {
     let fj = dir.join("failure.json");
     if !fj.is_file() {
         return Ok(None);
@@ -41,19 +41,28 @@ fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String)>, S
     // `seed-N/seed-N/scenario.toml`, a file that does not exist).
     let own = dir.join("scenario.toml");
     let scenario = if own.is_file() { own } else { dir.join(format!("seed-{}", f.seed)).join("scenario.toml") };
-    Ok(Some((scenario.to_string_lossy().into_owned(), f.signature)))
+    Ok(Some((scenario.to_string_lossy().into_owned(), f.signature, f.space)))
+}
+
+/// What `load_any` read: the configuration, the signature a signature or seed folder keeps, and
+/// the knobs its campaign pinned with `--set` (`kvsim::shrink::pinned_knobs`).
+pub struct Loaded {
+    pub cfg: SimConfig,
+    pub signature: Option<String>,
+    pub pinned: Vec<String>,
 }
 
 /// Loads a configuration from a scenario, a trace header, a seed folder or a signature folder
-/// of a campaign; a signature folder also gives the signature to keep.
-pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<(SimConfig, Option<String>), String> {
+/// of a campaign; a folder also gives the signature to keep and its campaign's pins.
+pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<Loaded, String> {
     let p = std::path::Path::new(input);
     if p.is_dir() {
-        if let Some((scenario, sig)) = signature_folder(p)? {
-            return super::load(&scenario, opts).map(|c| (c, Some(sig))).map_err(|e| e.to_string());
+        if let Some((scenario, sig, space)) = signature_folder(p)? {
+            let cfg = super::load(&scenario, opts).map_err(|e| e.to_string())?;
+            return Ok(Loaded { cfg, signature: Some(sig), pinned: kvsim::shrink::pinned_knobs(&space) });
         }
     }
-    load_plain(input, opts).map(|c| (c, None))
+    load_plain(input, opts).map(|cfg| Loaded { cfg, signature: None, pinned: Vec::new() })
 }
 
 fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
@@ -122,8 +131,15 @@ fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
 }
 
 /// Shrinks and renders the output file; returns (text, summary line).
-pub fn shrink_to_text(cfg: &SimConfig, sig: &str, budget: u32, origin: &str) -> (String, kvsim::shrink::Shrunk) {
-    let s = kvsim::shrink::shrink(cfg, sig, budget);
+/// `keep`: knobs never set back to the fixed build (a campaign's or the command's `--set` pins).
+pub fn shrink_to_text(
+    cfg: &SimConfig,
+    sig: &str,
+    budget: u32,
+    origin: &str,
+    keep: &[String],
+) -> (String, kvsim::shrink::Shrunk) {
+    let s = kvsim::shrink::shrink_keeping(cfg, sig, budget, keep);
     let tenants: std::collections::BTreeSet<u32> = s.cfg.requests.iter().map(|r| r.tenant).collect();
     let header = format!(
         "Shrunk by kvsim shrink from {origin} (seed {}, profile {}).\nSignature: {sig}\nNecessary knobs (against {}): {}\n{} request(s), {} tenant(s), {} prefill and {} decode node(s); {} runs, {} accepted.\nReproduce: kvsim run <this file>",
@@ -160,7 +176,7 @@ fn shrunk_toml(cfg: &SimConfig, header: &str) -> String {
 }
 
 pub fn run(o: &ShrinkOpts) -> i32 {
-    let (cfg, folder_sig) = match load_any(&o.input, &o.opts) {
+    let Loaded { cfg, signature: folder_sig, mut pinned } = match load_any(&o.input, &o.opts) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -184,7 +200,9 @@ pub fn run(o: &ShrinkOpts) -> i32 {
             return exit::CLEAN;
         }
     };
-    let (text, s) = shrink_to_text(&cfg, &sig, o.budget, &o.input);
+    // The command's own `--set` pins are kept as a campaign's are (checked by `load_any`).
+    pinned.extend(o.opts.set.iter().filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim().to_string())));
+    let (text, s) = shrink_to_text(&cfg, &sig, o.budget, &o.input, &pinned);
     if let Err(e) = std::fs::write(&o.out, &text) {
         eprintln!("error: {}: {e}", o.out);
         return exit::BAD_INPUT;

@@ -137,6 +137,33 @@ pub fn render(r: &Report) -> String {
         o.push_str("</table>\n");
     }
 
+    if let Some(k) = r.known {
+        let unseen = super::unseen_known(&c.table, k, &c.space);
+        if !unseen.is_empty() {
+            let _ = writeln!(
+                o,
+                "<h2>Known entries not found</h2>\n<p class=\"muted\">Entries of <code>{}</code> this campaign did not \
+                 find. One that needs a mode the campaign did not run cannot appear; one it could have found but a long \
+                 campaign never finds may be stale (the model or the profile changed under it): re-check its note.</p>\n\
+                 <table>\n<tr><th>signature</th><th>row</th><th>why not found</th></tr>",
+                esc(&k.source)
+            );
+            for (b, why) in unseen {
+                let why = match why {
+                    Some(flag) => format!("needs <code>{}</code>", esc(flag)),
+                    None => "could have been found".into(),
+                };
+                let _ = writeln!(
+                    o,
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{why}</td></tr>",
+                    esc(&b.signature),
+                    esc(&b.row)
+                );
+            }
+            o.push_str("</table>\n");
+        }
+    }
+
     if !c.table.is_empty() {
         o.push_str(
             "<h2>Examples</h2>\n<p class=\"muted\">Each command runs from the folder the campaign ran in. \
@@ -436,6 +463,10 @@ mod tests {
         // (The command is shell-quoted: the path has a space and `<`.)
         assert!(text.contains("kvsim run 'corp <1>/cross_tenant_read--late_write--visibility_lag/seed-3/shrunk.toml'"));
         assert!(text.contains("known (rdma-visibility-lag)") && text.contains("1 known, 1 new — exit 11"), "{text}");
+        // The known entries not found, with why: a mode the campaign did not run, or none.
+        assert!(text.contains("Known entries not found"), "{text}");
+        assert!(text.contains("request_hang/after_heal/decode_prealloc/never_fitsprealloc-never-fitsneeds --liveness"));
+        assert!(text.contains("wrong_status/rejected_answered_5xxrouter-waits-for-decodecould have been found"));
         // The table: the new signature first, its GPU replay column, counts.
         let rows: Vec<Vec<String>> = doc
             .descendants()

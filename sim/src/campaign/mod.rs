@@ -605,17 +605,58 @@ pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<Known
     }
 }
 
-/// The triage summary under a table: how many of its signatures are known and how many new.
-pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
+/// The triage summary under a table: how many of its signatures are known and how many new, and
+/// how many entries of the file this campaign's space could find were not found (`unseen_known`).
+pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs, space: &str) -> String {
     let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
+    let not_found = unseen_known(table, k, space).iter().filter(|(_, why)| why.is_none()).count();
     format!(
-        "triage against {} (profile {}): {} known, {} new{}\n",
+        "triage against {} (profile {}): {} known, {} new{}{}\n",
         k.source,
         k.profile,
         table.len() - n_new,
         n_new,
-        if n_new == 0 { " (exit 0)" } else { "" }
+        if n_new == 0 { " (exit 0)" } else { "" },
+        match not_found {
+            0 => String::new(),
+            n => format!(
+                "; {n} known entr{} this campaign could find not found (listed in the HTML report; one that a long \
+                 campaign never finds may be stale)",
+                if n == 1 { "y" } else { "ies" }
+            ),
+        }
     )
+}
+
+/// The known-bugs entries whose signature a campaign's table lacks, each with why this campaign
+/// (its space name) could not have found it: `Some(flag)` when the signature needs a mode the
+/// campaign did not run (`--hardware-faults`, `--liveness`, `--check noninterference`), `None`
+/// when it could have (a long campaign that never finds such an entry suggests it is stale: the
+/// model or the profile changed under it).
+pub fn unseen_known<'k>(
+    table: &BTreeMap<String, Entry>,
+    k: &'k KnownBugs,
+    space: &str,
+) -> Vec<(&'k crate::triage::KnownBug, Option<&'static str>)> {
+    let modes: Vec<&str> = space.split('+').skip(1).collect();
+    let has = |m: &str| modes.iter().any(|x| *x == m || x.starts_with(&format!("{m}=")));
+    k.known
+        .iter()
+        .filter(|b| !table.contains_key(&b.signature))
+        .map(|b| {
+            let sig = b.signature.as_str();
+            let why = if crate::fuzz::hardware_fault(sig).is_some() && !has("hardware") {
+                Some("--hardware-faults")
+            } else if sig.starts_with("request_hang/after_heal/") && !has("liveness") {
+                Some("--liveness")
+            } else if crate::fuzz::is_channel(sig) && !has("check:noninterference") {
+                Some("--check noninterference")
+            } else {
+                None
+            };
+            (b, why)
+        })
+        .collect()
 }
 
 /// A signature's triage label: `new`, `known (<row>)`, or empty without a known-bugs file;
@@ -1134,10 +1175,26 @@ mod tests {
         let triaged = table_text(&table, &BTreeMap::new(), Some(&k));
         let row = &k.known[0].row;
         assert!(triaged.contains(&format!("known ({row}), hardware")) && triaged.contains(" new "), "{triaged}");
+        // Every other entry is unseen; on a plain profile space only those it could find count.
+        let line = triage_line(&table, &k, "profile:sglang-0.5.22");
+        let could = unseen_known(&table, &k, "profile:sglang-0.5.22").iter().filter(|(_, w)| w.is_none()).count();
+        assert!(could > 0 && could < k.known.len() - 1, "{could}");
         assert_eq!(
-            triage_line(&table, &k),
-            format!("triage against {} (profile sglang-0.5.22): 1 known, 1 new\n", k.source)
+            line,
+            format!(
+                "triage against {} (profile sglang-0.5.22): 1 known, 1 new; {could} known entries this campaign could \
+                 find not found (listed in the HTML report; one that a long campaign never finds may be stale)\n",
+                k.source
+            )
         );
+        let all = unseen_known(&table, &k, "profile:sglang-0.5.22+hardware+liveness=30000ms+check:noninterference");
+        assert!(all.iter().all(|(_, w)| w.is_none()) && all.len() == k.known.len() - 1);
+        let plain = unseen_known(&table, &k, "profile:sglang-0.5.22");
+        let why = |sig: &str| plain.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
+        assert_eq!(why("request_hang/after_heal/decode_prealloc/never_fits"), Some(Some("--liveness")));
+        assert_eq!(why("timing_channel/prefix_hit"), Some(Some("--check noninterference")));
+        assert_eq!(why("cross_request_read/visibility_lag"), Some(Some("--hardware-faults")));
+        assert_eq!(why("wrong_status/rejected_answered_5xx"), Some(None));
         assert_eq!(table_text(&BTreeMap::new(), &BTreeMap::new(), Some(&k)), "no violations found\n");
     }
 

@@ -71,6 +71,10 @@ pub struct Partial {
 }
 
 const READS_AND_UAF: &[&str] = &["cross_tenant_read", "cross_request_read", "uninitialized_read", "use_after_free"];
+/// A late write can also land a reader's own KV at another position (`own_kv_misplaced`): the
+/// rows whose writes land late (a lagged or an outlived transfer) have that symptom too.
+const LATE_WRITES: &[&str] =
+    &["cross_tenant_read", "cross_request_read", "uninitialized_read", "use_after_free", "own_kv_misplaced"];
 const HELD: &[&str] = &["page_leak", "request_hang"];
 
 /// Every catalogue row the model expresses (one entry per row; `scenarios/catalogue/<id>.toml`
@@ -140,7 +144,7 @@ pub const ROWS: &[Row] = &[
         id: "sync-timeout-still-writing",
         buggy: &[("transfer_timeout_semantics", "returns_while_writing")],
         fix: Fix::Knobs(&[("transfer_timeout_semantics", "quiesced")]),
-        kinds: READS_AND_UAF,
+        kinds: LATE_WRITES,
         needs_pp_stages: false,
         partial: &[],
     },
@@ -181,7 +185,15 @@ pub const ROWS: &[Row] = &[
             ("pd_admission_check", "aborted_too"),
         ],
         fix: Fix::Knobs(&[("router_on_prefill_error", "cancel_decode")]),
-        kinds: &["wrong_status/rejected_answered_5xx"],
+        // The liveness-mode hangs are the row's held capacity, judged against a bound shorter
+        // than decode's 300 s timer (known-bugs/sglang-0.5.22.toml); reach's runs are not in
+        // liveness mode, so they never arise there.
+        kinds: &[
+            "wrong_status/rejected_answered_5xx",
+            "request_hang/after_heal/kv_arrival/prefill_failed",
+            "request_hang/after_heal/decode_prealloc/prefill_failed",
+            "request_hang/after_heal/decode_prealloc/behind_prefill_failed",
+        ],
         needs_pp_stages: false,
         partial: &[],
     },
@@ -189,7 +201,7 @@ pub const ROWS: &[Row] = &[
         id: "rdma-visibility-lag",
         buggy: &[],
         fix: Fix::NoVisibilityLag,
-        kinds: READS_AND_UAF,
+        kinds: LATE_WRITES,
         needs_pp_stages: false,
         partial: &[],
     },
@@ -197,7 +209,9 @@ pub const ROWS: &[Row] = &[
         id: "cross-tenant-prefix-hit",
         buggy: &[("prefill_cache", "radix"), ("prefix_cache_scope", "global")],
         fix: Fix::Knobs(&[("prefix_cache_scope", "per_tenant")]),
-        kinds: &["cross_tenant_prefix_hit"],
+        // The channels are what `--check noninterference` sees of the row (reach's runs do not
+        // run that check, so they never arise there).
+        kinds: &["cross_tenant_prefix_hit", "timing_channel", "status_channel"],
         needs_pp_stages: false,
         partial: &[],
     },

@@ -84,6 +84,8 @@ struct Shrinker<'a> {
     /// For read signatures: the shrunk read must still be at least this many permille foreign
     /// (half the original's best), so shrinking keeps a leak a leak instead of one stray slot.
     min_permille: u64,
+    /// Knobs never set back to the fixed build (`shrink_keeping`: a campaign's `--set` pins).
+    keep_knobs: Vec<String>,
 }
 
 /// The largest share (permille of the read) of offending slots among `sig`'s violations.
@@ -504,7 +506,7 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> (Vec<String>, Vec<String>
     let (mut necessary, mut unjudged) = (Vec::new(), Vec::new());
     for name in BEHAVIOUR_KNOBS {
         let mine = toml::Table::try_from(&cur.knobs).expect("serialise");
-        if mine[*name] == fixed[*name] {
+        if mine[*name] == fixed[*name] || s.keep_knobs.iter().any(|k| k == name) {
             continue;
         }
         if s.runs >= s.budget {
@@ -524,17 +526,47 @@ fn fix_knobs(s: &mut Shrinker, cur: &mut SimConfig) -> (Vec<String>, Vec<String>
 
 /// Shrinks `cfg` keeping `sig`, within `budget` runs.
 pub fn shrink(cfg: &SimConfig, sig: &str, budget: u32) -> Shrunk {
+    shrink_keeping(cfg, sig, budget, &[])
+}
+
+/// `shrink`, never setting the knobs named in `keep` back to the fixed build: a campaign's
+/// `--set` pins (`pinned_knobs`) are part of its space, so its shrunk cases keep them, whether
+/// or not the failure needs them (they are not judged as necessary knobs either).
+pub fn shrink_keeping(cfg: &SimConfig, sig: &str, budget: u32, keep: &[String]) -> Shrunk {
     let cur = explicit(cfg);
     let original = crate::fuzz::simulate_for(cur.clone(), sig);
     let min_permille = best_permille(&original, sig) / 2;
-    let s = Shrinker { sig: sig.to_string(), custom: None, runs: 0, accepted: 0, budget, min_permille };
+    let s = Shrinker {
+        sig: sig.to_string(),
+        custom: None,
+        runs: 0,
+        accepted: 0,
+        budget,
+        min_permille,
+        keep_knobs: keep.to_vec(),
+    };
     run_shrinker(s, cur)
+}
+
+/// The knobs a campaign's space name pins (`…+set:k=v,k2=v2`, `KnobPins::label`), by name.
+pub fn pinned_knobs(space_name: &str) -> Vec<String> {
+    let Some((_, rest)) = space_name.split_once("+set:") else { return Vec::new() };
+    let label = rest.split('+').next().unwrap_or_default();
+    label.split(',').filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string())).collect()
 }
 
 /// Shrinks `cfg` keeping `holds` (e.g. "exploration still finds a violation"), within `budget`
 /// calls of it; the same steps as `shrink`.
 pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, budget: u32) -> Shrunk {
-    let s = Shrinker { sig: String::new(), custom: Some(holds), runs: 0, accepted: 0, budget, min_permille: 0 };
+    let s = Shrinker {
+        sig: String::new(),
+        custom: Some(holds),
+        runs: 0,
+        accepted: 0,
+        budget,
+        min_permille: 0,
+        keep_knobs: Vec::new(),
+    };
     run_shrinker(s, explicit(cfg))
 }
 
@@ -588,6 +620,16 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pinned_knobs_are_read_from_a_space_name() {
+        assert_eq!(
+            pinned_knobs("profile:sglang-0.5.22+liveness=30000ms+set:prefix_cache_scope=per_tenant,router_on_prefill_error=cancel_decode"),
+            ["prefix_cache_scope", "router_on_prefill_error"]
+        );
+        assert_eq!(pinned_knobs("prefix:blind+set:zero_on_free=true+check:invariants"), ["zero_on_free"]);
+        assert!(pinned_knobs("profile:sglang-0.5.22+liveness=30000ms").is_empty());
+    }
 
     /// Removing a node takes its scripted crashes with it, and the crashes of the nodes after
     /// it follow them to their new names; the other role's crashes are untouched.

@@ -71,6 +71,24 @@ pub fn catalogue_rows() -> Vec<&'static str> {
         .collect()
 }
 
+/// What the oracle sees of a catalogue row (its violation kinds, or signatures and their
+/// `/`-prefixes): the row's `reach::Row::kinds`; for the rows found by kvsim, which reach does not
+/// measure, written here. A known-bugs entry's signature must be one of its row's symptoms.
+pub fn row_symptoms(row: &str) -> Option<&'static [&'static str]> {
+    match row {
+        "prealloc-never-fits" => Some(&["request_hang"]),
+        _ => crate::reach::row(row).map(|r| r.kinds),
+    }
+}
+
+/// Whether `sig` is one of `row`'s symptoms (its kind, or the signature or one of its
+/// `/`-prefixes, is listed; `row_symptoms`). A row without a list accepts any signature.
+pub fn is_symptom(row: &str, sig: &str) -> bool {
+    row_symptoms(row).is_none_or(|kinds| {
+        kinds.iter().any(|k| sig == *k || sig.strip_prefix(k).is_some_and(|rest| rest.starts_with('/')))
+    })
+}
+
 /// The 1-based line of byte offset `at` in `text`.
 fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
@@ -154,6 +172,19 @@ impl KnownBugs {
                     f("row"),
                     format!("`{}` is not a row of docs/reference/bug-catalogue.md", b.row.get_ref()),
                 ));
+            }
+            if let Some(symptoms) = row_symptoms(b.row.get_ref()) {
+                if !is_symptom(b.row.get_ref(), sig) {
+                    return Err(err(
+                        &b.signature.span(),
+                        f("signature"),
+                        format!(
+                            "`{sig}` is not a symptom of row `{}` (its symptoms: {}; src/campaign/reach.rs)",
+                            b.row.get_ref(),
+                            symptoms.join(", ")
+                        ),
+                    ));
+                }
             }
             for (field, v) in [("reference", &b.reference), ("note", &b.note)] {
                 if v.get_ref().trim().is_empty() {
@@ -279,6 +310,12 @@ note = "prefix_cache_scope = global in the profile"
             (r#"signature = "page_leak""#, "k.toml:4: known[0].signature: `page_leak`: not a signature", "sig"),
             (r#"note = " ""#, "k.toml:7: known[0].note: must not be empty", "note"),
             (r#"rwo = "x""#, "k.toml:4: unknown field `rwo`", "unknown"),
+            // A real signature under a row that cannot produce it (a leak is no prefix hit).
+            (
+                r#"signature = "page_leak/decode""#,
+                "k.toml:4: known[0].signature: `page_leak/decode` is not a symptom of row `cross-tenant-prefix-hit`",
+                "kind",
+            ),
         ];
         for (replacement, want, _) in cases {
             let key = replacement.split(' ').next().unwrap();

@@ -144,6 +144,9 @@ impl World {
 
     fn liveness_stop_with(&mut self, l: &mut Liveness, at: Instant) -> bool {
         if at > l.next_deadline {
+            // No open request is overdue while the cluster progresses: its deadline moves to the
+            // last progress plus the bound (`progress_deadlines`).
+            self.progress_deadlines(l);
             // Every open request whose deadline passed before `at` is overdue.
             let overdue: Vec<usize> =
                 (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none() && l.deadlines[i] < at).collect();
@@ -199,6 +202,7 @@ impl World {
     pub fn liveness_finish(&mut self) -> bool {
         let Some(mut l) = self.liveness.take() else { return false };
         if !l.failed {
+            self.progress_deadlines(&mut l);
             let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none()).collect();
             for &i in &open {
                 let at = self.now().max(l.deadlines[i]);
@@ -211,20 +215,134 @@ impl World {
         failed
     }
 
+    /// The last progress of the cluster: the latest move of a request to another lifecycle phase
+    /// (admitted, preallocated, transferred, running, ...), token or final status (`None` before
+    /// any).
+    fn last_progress(&self) -> Option<Instant> {
+        let moved = (self.last_transition > Instant(0)).then_some(self.last_transition);
+        self.reqs.iter().flat_map(|r| [r.last_token_at(), r.response().map(|x| x.at)]).flatten().chain(moved).max()
+    }
+
+    /// Moves each open request's deadline to the cluster's last progress plus the bound when that
+    /// is later: a request is overdue only once nothing in the cluster has progressed (no request
+    /// changed phase, got a token or its final status) for the bound. A request that is still decoding, or queued behind work
+    /// the cluster is doing, is slow, not hung (a 477-token output on a 26k-token context takes
+    /// 30 s of steps; an overloaded prefill queue drains); one that waits for what never comes is
+    /// overdue the bound after the cluster's work runs out. The leak deadline and the horizon move
+    /// with the latest deadline.
+    fn progress_deadlines(&mut self, l: &mut Liveness) {
+        let Some(moved) = self.last_progress().map(|t| t + l.bound) else { return };
+        let mut latest = None;
+        for (i, r) in self.reqs.iter().enumerate() {
+            if r.response().is_none() && l.deadlines[i] < moved {
+                l.deadlines[i] = moved;
+                latest = Some(moved);
+            }
+        }
+        if let Some(t) = latest {
+            l.leak_deadline = l.leak_deadline.max(t + l.bound);
+            self.extend_horizon(l.leak_deadline);
+        }
+    }
+
     fn record_overdue(&mut self, l: &Liveness, i: usize, deadline: Instant) {
         let r = &self.reqs[i];
         let waits = self.waits_for(r.id());
+        let (why, because) = match self.hang_why(r.id(), waits) {
+            Some((why, because)) => (format!("/{why}"), format!("; {because}")),
+            None => (String::new(), String::new()),
+        };
+        let progress = match self.last_progress() {
+            Some(t) => format!(", last progress in the cluster at {t}"),
+            None => String::new(),
+        };
         let detail = format!(
-            "no final status within {} ms of max(heal at {}, arrival at {}) (deadline {deadline}): waits for {waits}; {}",
+            "no final status within {} ms of max(heal at {}, arrival at {}{progress}) (deadline {deadline}): waits for \
+             {waits}{because}; {}",
             l.bound.0 / 1_000_000,
             l.heal,
             r.arrival(),
             self.whereabouts(r.id())
         );
-        let v = Violation::new(Kind::RequestHang, format!("after_heal/{waits}"), deadline)
+        let v = Violation::new(Kind::RequestHang, format!("after_heal/{waits}{why}"), deadline)
             .request(r.id(), r.tenant())
             .detail(detail);
         self.oracle.record(v);
+    }
+
+    /// Why what an open request waits for (`waits_for`) does not come, when the model knows, as a
+    /// signature suffix and a sentence for the detail (issue 15: a signature names the mechanism,
+    /// so a known-bugs row can name it without hiding another mechanism with the same wait):
+    /// - `never_fits`: it waits in decode's prealloc queue, whose head needs more than the whole
+    ///   pool (the page-aligned prompt, decode's lookahead and its reserved decode tokens; the
+    ///   queue is FIFO, so nothing behind the head is admitted either: prealloc-never-fits);
+    /// - `prefill_failed`: it waits on decode or the router while its prefill leg has already
+    ///   failed (prefill's error never reaches decode: router-waits-for-decode);
+    /// - `decode_failed`: it waits on prefill while its decode leg has already failed;
+    /// - `behind_prefill_failed`: it waits in decode's prealloc queue while decode holds
+    ///   reservations for requests whose prefill leg failed (router-waits-for-decode's held
+    ///   capacity).
+    pub fn hang_why(&self, r: RequestId, waits: &str) -> Option<(&'static str, String)> {
+        let req = &self.reqs[r.idx()];
+        let d = &self.decode[req.decode().at()];
+        if waits == "decode_prealloc" {
+            if let Some(&head) = d.prealloc().front() {
+                let k = &self.cfg.knobs;
+                let len = d.reqs()[&head].len_tokens();
+                let need = self.pages_for(len.saturating_add(k.decode_lookahead_tokens)) * self.page_size()
+                    + k.reserved_decode_tokens;
+                let pool = d.pool().usable_pages() * self.page_size();
+                if need > pool {
+                    let who = if head == r { "it".to_string() } else { format!("request {}, ahead of it,", head.0) };
+                    return Some((
+                        "never_fits",
+                        format!(
+                            "the head of {}'s prealloc queue, {who} needs {need} tokens to preallocate (a {len}-token \
+                             prompt, page-aligned, plus {} reserved) and the pool holds {pool}",
+                            d.id(),
+                            k.reserved_decode_tokens
+                        ),
+                    ));
+                }
+            }
+        }
+        let failed = |leg: Option<u16>| leg.filter(|s| *s != 200);
+        let on_prefill = matches!(
+            waits,
+            "bootstrap"
+                | "prefill_queue"
+                | "kv_send"
+                | "decode_read"
+                | "transfer_drain"
+                | "orphaned"
+                | "prefill_answer"
+        );
+        match (on_prefill, failed(req.prefill_leg()), failed(req.decode_leg())) {
+            (false, Some(s), _) => return Some(("prefill_failed", format!("its prefill leg already failed ({s})"))),
+            (true, _, Some(s)) => return Some(("decode_failed", format!("its decode leg already failed ({s})"))),
+            _ => {}
+        }
+        if waits == "decode_prealloc" {
+            // Decode's room (pages, metadata slots, running slots) held for requests whose
+            // prefill leg failed: they wait for KV that never comes until decode's timer.
+            let holders: Vec<u32> = d
+                .transfer_queue()
+                .iter()
+                .filter(|h| failed(self.reqs[h.idx()].prefill_leg()).is_some())
+                .map(|h| h.0)
+                .collect();
+            if !holders.is_empty() {
+                return Some((
+                    "behind_prefill_failed",
+                    format!(
+                        "{} holds reservations for request(s) {holders:?}, whose prefill leg already failed, until its \
+                         waiting timer",
+                        d.id()
+                    ),
+                ));
+            }
+        }
+        None
     }
 
     /// What an open request waits for, from the leg that has not answered: on decode, pages and a

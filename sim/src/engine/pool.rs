@@ -521,6 +521,11 @@ impl Pool {
         self.alloc.available()
     }
 
+    /// The pages requests can hold: the pool's `pool_tokens / page_size` (page 0 is reserved).
+    pub fn usable_pages(&self) -> u64 {
+        u64::from(self.pages - 1)
+    }
+
     pub fn held_pages(&self) -> u64 {
         self.held_pages
     }

@@ -619,6 +619,9 @@ pub struct World {
     pub chooser: Option<Box<crate::explore::Chooser>>,
     /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
     pub liveness: Option<crate::check::liveness::Liveness>,
+    /// When a request last moved to another lifecycle phase (`phase`): progress for liveness
+    /// mode (`check::liveness`), which reads nothing else of it.
+    pub(crate) last_transition: Instant,
     /// Fold a finished request into its compact record once nothing points at it any more
     /// (`maybe_fold`; `reqs::Reqs`). Off by default; `kvsim run` and `kvsim bench` switch it on
     /// before `run`. Never under exploration, liveness mode or the reference oracle (they read
@@ -740,6 +743,7 @@ impl World {
             prefix_evictions: Vec::new(),
             chooser: None,
             liveness: None,
+            last_transition: Instant(0),
             coverage: None,
             fold_finished: false,
             violators: Default::default(),
@@ -976,6 +980,7 @@ impl World {
     /// Notes that `r` entered `phase` on `lane` now (`lifecycle`); nothing when the log is off.
     #[inline]
     pub(crate) fn phase(&mut self, r: RequestId, lane: crate::lifecycle::Lane, phase: crate::lifecycle::Phase) {
+        self.last_transition = self.now;
         if let Some(log) = self.lifecycle.as_mut() {
             log.push(crate::lifecycle::PhaseRecord { at: self.now, seq: self.tracer.position(), r, lane, phase });
         }

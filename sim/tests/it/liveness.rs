@@ -32,13 +32,15 @@ fn a_request_open_past_its_deadline_fails_naming_what_it_waits_for() {
 
     let w = kvsim::simulate(with_bound(cfg.clone(), 60_000), None, true);
     let sigs = signatures(&w);
+    // The hang names what it waits for and why that does not come: prefill already failed it.
     assert_eq!(
         sigs.iter().filter(|s| s.starts_with("request_hang/")).collect::<Vec<_>>(),
-        ["request_hang/after_heal/kv_arrival"]
+        ["request_hang/after_heal/kv_arrival/prefill_failed"]
     );
-    let v = w.oracle.violations.iter().find(|v| v.cause == "after_heal/kv_arrival").unwrap();
-    assert_eq!(v.at.0, 60_000_000_000, "judged at its deadline");
+    let v = w.oracle.violations.iter().find(|v| v.cause == "after_heal/kv_arrival/prefill_failed").unwrap();
+    assert!(v.at.0 >= 60_000_000_000 && v.at.0 < 61_000_000_000, "judged at its deadline: {}", v.at);
     assert!(v.detail.contains("waits for kv_arrival") && v.detail.contains("decode leg pending"), "{}", v.detail);
+    assert!(v.detail.contains("its prefill leg already failed (400)"), "{}", v.detail);
     assert!(w.now().0 < 300_000_000_000, "the run stopped at the missed deadline, not at the 300 s timer: {}", w.now());
     assert_eq!(Report::build(&w, String::new()).exit_code, exit::LIVENESS);
     // A bound past the timer: answered in time, nothing judged a hang.
@@ -345,4 +347,125 @@ heal_at_ms = 2500
         "answered at {} ns: three delayed batches, none after the heal",
         resp.at.0
     );
+}
+
+/// A one-request scenario on `sglang-0.5.22` (the fuzz cost model), with its request and pools.
+fn one_request(decode_tokens: u64, prefill_tokens: u64, prompt: u64, output: u64, bound_ms: u64) -> String {
+    [
+        &format!(
+            r#"
+name = "one-request"
+profile = "sglang-0.5.22"
+context_len = 32768
+[[prefill]]
+pool_tokens = {prefill_tokens}
+[[decode]]
+pool_tokens = {decode_tokens}
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = {prompt}
+output_tokens = {output}
+[knobs]
+page_size = 16
+[faults]
+liveness_after_heal_ms = {bound_ms}
+"#
+        ),
+        FUZZ_COST,
+    ]
+    .concat()
+}
+
+/// Liveness is progress: a request still decoding is slow, not hung. 3,000 tokens take about 30 s
+/// of decode steps (10 ms each under the fuzz cost model); with a 5 s bound the run used to stop
+/// at 5 s with `request_hang/after_heal/decode_steps` (as vllm-nixl and sglang campaigns' slow
+/// draws did). Each token is progress, so the deadline moves with it.
+#[test]
+fn a_request_that_keeps_decoding_is_not_a_hang() {
+    let text = one_request(65_536, 32_768, 26_485, 3_000, 5_000);
+    let w = simulate_text("slow-decode.toml", &text);
+    let sigs = signatures(&w);
+    assert!(sigs.is_empty(), "{sigs:?}");
+    let resp = w.reqs[0].response().expect("answered");
+    assert!(resp.status == 200 && resp.at.0 > 20_000_000_000, "answered at {} after > 20 s of steps", resp.at);
+    assert!(!w.liveness.as_ref().unwrap().failed);
+}
+
+/// A request that can never be preallocated (prealloc-never-fits: the page-aligned prompt plus
+/// decode's 512 reserved tokens exceed the whole pool) hangs after the bound with nothing else in
+/// the cluster moving, and its hang says why: `never_fits`, with the numbers.
+#[test]
+fn a_prealloc_that_never_fits_is_named() {
+    // 9,153 tokens on a 9,216-token decode pool: 9,168 page-aligned + 512 > 9,216. Prefill's pool
+    // holds the prompt, so prefill waits in bootstrap for decode (300 s timer, mini_lb waits on).
+    let text = one_request(9_216, 16_384, 9_153, 1, 30_000);
+    let w = simulate_text("never-fits.toml", &text);
+    let sigs = signatures(&w);
+    assert_eq!(sigs.iter().collect::<Vec<_>>(), ["request_hang/after_heal/decode_prealloc/never_fits"]);
+    let v = w.oracle.violations.iter().find(|v| v.kind.name() == "request_hang").unwrap();
+    assert!(
+        v.detail.contains("needs 9680 tokens to preallocate") && v.detail.contains("the pool holds 9216"),
+        "{}",
+        v.detail
+    );
+    // Judged the bound after the cluster's last progress (its admission, in the first second).
+    assert_eq!(v.at, w.liveness.as_ref().unwrap().deadline(kvsim::types::RequestId(0)));
+    assert!((30_000_000_000..31_000_000_000).contains(&v.at.0), "{}", v.at);
+}
+
+/// A valid request queued behind reservations decode holds for rejected requests (prefill's 400
+/// never reaches decode, which waits out its 300 s timer: router-waits-for-decode's held capacity)
+/// is `behind_prefill_failed`; the rejected one is `prefill_failed`. Campaign seed 1,262 on
+/// `sglang-0.5.22`, shrunk: two metadata slots, a 64-token prefill pool, a 576-token decode pool.
+#[test]
+fn a_request_behind_a_rejected_ones_reservation_is_named() {
+    let text = [
+        r#"
+name = "behind-prefill-failed"
+seed = 1262
+profile = "sglang-0.5.22"
+context_len = 4096
+[[prefill]]
+pool_tokens = 64
+metadata_slots = 2
+[[decode]]
+pool_tokens = 576
+metadata_slots = 2
+[router]
+policy = "random"
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 58
+output_tokens = 1
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 1
+output_tokens = 1
+[knobs]
+chunked_prefill_size = 1024
+page_size = 64
+[faults]
+liveness_after_heal_ms = 30000
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
+    let w = simulate_text("behind-prefill-failed.toml", &text);
+    let sigs = signatures(&w);
+    assert_eq!(
+        sigs.iter().collect::<Vec<_>>(),
+        [
+            "request_hang/after_heal/decode_prealloc/behind_prefill_failed",
+            "request_hang/after_heal/kv_arrival/prefill_failed"
+        ]
+    );
+    let v = w.oracle.violations.iter().find(|v| v.cause.ends_with("behind_prefill_failed")).unwrap();
+    assert!(v.detail.contains("holds reservations for request(s) [0]"), "{}", v.detail);
+    // With the router that cancels decode's leg (the row's fix) neither hangs.
+    let fixed = text.replace("[knobs]\n", "[knobs]\nrouter_on_prefill_error = \"cancel_decode\"\n");
+    let w = simulate_text("behind-prefill-failed-fixed.toml", &fixed);
+    assert!(!signatures(&w).iter().any(|s| s.starts_with("request_hang/")), "{:?}", signatures(&w));
 }
