@@ -149,10 +149,7 @@ pub fn render(r: &Report) -> String {
                 esc(&k.source)
             );
             for (b, why) in unseen {
-                let why = match why {
-                    Some(flag) => format!("needs <code>{}</code>", esc(flag)),
-                    None => "could have been found".into(),
-                };
+                let why = esc(why.unwrap_or("could have been found"));
                 let _ = writeln!(
                     o,
                     "<tr><td><code>{}</code></td><td>{}</td><td>{why}</td></tr>",

@@ -629,10 +629,11 @@ pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs, space: &str) 
 }
 
 /// The known-bugs entries whose signature a campaign's table lacks, each with why this campaign
-/// (its space name) could not have found it: `Some(flag)` when the signature needs a mode the
-/// campaign did not run (`--hardware-faults`, `--liveness`, `--check noninterference`), `None`
-/// when it could have (a long campaign that never finds such an entry suggests it is stale: the
-/// model or the profile changed under it).
+/// (its space name) could not have found it: `Some(why)` when the signature needs a mode the
+/// campaign did not run (`needs --hardware-faults`, `needs --liveness`, `needs --check
+/// noninterference`) or one it cannot arise in (an ordinary run's hang in a liveness campaign,
+/// whose hangs are `request_hang/after_heal/…`), `None` when it could have (a long campaign that
+/// never finds such an entry suggests it is stale: the model or the profile changed under it).
 pub fn unseen_known<'k>(
     table: &BTreeMap<String, Entry>,
     k: &'k KnownBugs,
@@ -645,12 +646,15 @@ pub fn unseen_known<'k>(
         .filter(|b| !table.contains_key(&b.signature))
         .map(|b| {
             let sig = b.signature.as_str();
+            let after_heal = sig.starts_with("request_hang/after_heal/");
             let why = if crate::fuzz::hardware_fault(sig).is_some() && !has("hardware") {
-                Some("--hardware-faults")
-            } else if sig.starts_with("request_hang/after_heal/") && !has("liveness") {
-                Some("--liveness")
+                Some("needs --hardware-faults")
+            } else if after_heal && !has("liveness") {
+                Some("needs --liveness")
+            } else if sig.starts_with("request_hang/") && !after_heal && has("liveness") {
+                Some("an ordinary run's hang: not in a --liveness campaign")
             } else if crate::fuzz::is_channel(sig) && !has("check:noninterference") {
-                Some("--check noninterference")
+                Some("needs --check noninterference")
             } else {
                 None
             };
@@ -1188,13 +1192,26 @@ mod tests {
             )
         );
         let all = unseen_known(&table, &k, "profile:sglang-0.5.22+hardware+liveness=30000ms+check:noninterference");
-        assert!(all.iter().all(|(_, w)| w.is_none()) && all.len() == k.known.len() - 1);
+        // With every mode on, only the ordinary run's hang (request_hang/decode_leg_pending) is out of reach.
+        assert_eq!(all.len(), k.known.len() - 1);
+        assert_eq!(
+            all.iter().filter(|(_, w)| w.is_some()).map(|(b, _)| b.signature.as_str()).collect::<Vec<_>>(),
+            ["request_hang/decode_leg_pending"]
+        );
         let plain = unseen_known(&table, &k, "profile:sglang-0.5.22");
         let why = |sig: &str| plain.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
-        assert_eq!(why("request_hang/after_heal/decode_prealloc/never_fits"), Some(Some("--liveness")));
-        assert_eq!(why("timing_channel/prefix_hit"), Some(Some("--check noninterference")));
-        assert_eq!(why("cross_request_read/visibility_lag"), Some(Some("--hardware-faults")));
+        assert_eq!(why("request_hang/after_heal/decode_prealloc/never_fits"), Some(Some("needs --liveness")));
+        assert_eq!(why("timing_channel/prefix_hit"), Some(Some("needs --check noninterference")));
+        assert_eq!(why("cross_request_read/visibility_lag"), Some(Some("needs --hardware-faults")));
         assert_eq!(why("wrong_status/rejected_answered_5xx"), Some(None));
+        assert_eq!(why("request_hang/decode_leg_pending"), Some(None));
+        let live = unseen_known(&table, &k, "profile:sglang-0.5.22+liveness=30000ms");
+        let why = |sig: &str| live.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
+        assert_eq!(
+            why("request_hang/decode_leg_pending"),
+            Some(Some("an ordinary run's hang: not in a --liveness campaign"))
+        );
+        assert_eq!(why("request_hang/after_heal/decode_prealloc/never_fits"), Some(None));
         assert_eq!(table_text(&BTreeMap::new(), &BTreeMap::new(), Some(&k)), "no violations found\n");
     }
 
