@@ -35,10 +35,16 @@
 //!   with (page-interleave widening included) and the context, and a build of 0.5.23 or later;
 //! * the launch command (`python -m sglang.launch_server …`, `vllm serve …`, continued over
 //!   lines ending in `\`): `--context-length`, `--page-size`, `--disaggregation-mode`,
-//!   `--max-model-len`, `--block-size`, and `kv_role` in `--kv-transfer-config`;
+//!   `--max-model-len`, `--block-size`, `--max-total-tokens`, and `kv_role` in
+//!   `--kv-transfer-config`;
 //! * server arguments dumped one per line as `key=value` or `key: value` (a pretty-printed
 //!   `ServerArgs(` repr, a debug dump, a YAML config): `context_length`, `page_size`,
-//!   `disaggregation_mode`, `max_model_len`, `block_size`, `max_total_num_tokens`.
+//!   `disaggregation_mode`, `max_model_len`, `block_size`, `max_total_num_tokens`,
+//!   `max_total_tokens`.
+//!
+//! sglang's `max_total_tokens` (`--max-total-tokens`) caps the profiled pool; it is taken as the
+//! pool, said to be assumed, only when no pool is printed (a launch command checked before the
+//! server starts): the pool is at most the cap.
 //!
 //! Rules: ANSI colour escapes are stripped first; numbers may carry thousands
 //! separators (`681,280`); `None` and `-1` ("unset" / "disabled" in both engines'
@@ -340,6 +346,9 @@ enum Fact {
     Concurrency(f64),
     Blocks(u64),
     MaxReqInput(u64),
+    /// sglang `--max-total-tokens`: a cap on the profiled pool (`model_runner.py` takes the
+    /// smaller of the two), so the pool holds at most this many tokens.
+    PoolCap(u64),
     RefusedStart,
 }
 
@@ -406,6 +415,7 @@ struct Facts {
     concurrency: Slot<f64>,
     blocks: Slot<u64>,
     max_req_input: Slot<u64>,
+    pool_cap: Slot<u64>,
     refused: Slot<()>,
 }
 
@@ -425,6 +435,7 @@ impl Facts {
             Fact::Concurrency(v) => self.concurrency.offer(v, prio, line),
             Fact::Blocks(v) => self.blocks.offer(v, prio, line),
             Fact::MaxReqInput(v) => self.max_req_input.offer(v, prio, line),
+            Fact::PoolCap(v) => self.pool_cap.offer(v, prio, line),
             Fact::RefusedStart => self.refused.offer((), prio, line),
         }
     }
@@ -443,6 +454,7 @@ impl Facts {
         self.concurrency.absorb(&o.concurrency);
         self.blocks.absorb(&o.blocks);
         self.max_req_input.absorb(&o.max_req_input);
+        self.pool_cap.absorb(&o.pool_cap);
         self.refused.absorb(&o.refused);
     }
 
@@ -461,6 +473,7 @@ impl Facts {
             concurrency: Slot::merged(&own.concurrency, &fill.concurrency),
             blocks: Slot::merged(&own.blocks, &fill.blocks),
             max_req_input: Slot::merged(&own.max_req_input, &fill.max_req_input),
+            pool_cap: Slot::merged(&own.pool_cap, &fill.pool_cap),
             refused: Slot::merged(&own.refused, &fill.refused),
         }
     }
@@ -480,6 +493,7 @@ impl Facts {
             self.concurrency.line(),
             self.blocks.line(),
             self.max_req_input.line(),
+            self.pool_cap.line(),
         ]
         .into_iter()
         .flatten()
@@ -535,6 +549,20 @@ impl Facts {
                     m + 6
                 ));
             }
+        }
+        if let (None, Some(cap), Some(Engine::Sglang) | None) = (pool, self.pool_cap.value(), engine) {
+            // sglang caps the profiled pool at `--max-total-tokens` (0.5.22 srt/model_executor/
+            // model_runner.py: `max_total_num_tokens = min(profiled, server_args.max_total_tokens)`),
+            // so a log that prints no pool still bounds it: at most the cap. Taken as the pool:
+            // a smaller profiled pool only widens the gap.
+            pool = Some(cap);
+            pool_line = self.pool_cap.line();
+            let n = crate::report::thousands(cap);
+            derived.push(format!(
+                "ASSUMED: pool = {n} tokens from `--max-total-tokens {cap}`: the log prints no pool, and sglang caps the \
+                 profiled pool there, so it holds at most {n} (a smaller one only widens the gap); the started \
+                 server's `max_total_num_tokens=` line gives the real one"
+            ));
         }
         NodeFacts {
             source: source.to_string(),
@@ -689,6 +717,7 @@ struct Patterns {
     disagg_mode: Regex,
     kv_role: Regex,
     max_total_num_tokens: Regex,
+    max_total_tokens: Regex,
     chunked_prefill_size: Regex,
     max_prefill_tokens: Regex,
     max_running_requests: Regex,
@@ -753,6 +782,7 @@ fn patterns() -> &'static Patterns {
         ),
         kv_role: re(r#"\bkv_role['"]?\s*[:=]\s*['"]?(kv_producer|kv_consumer|kv_both)\b"#),
         max_total_num_tokens: key("max_total_num_tokens"),
+        max_total_tokens: key("max_total_tokens"),
         chunked_prefill_size: key("chunked_prefill_size"),
         max_prefill_tokens: key("max_prefill_tokens"),
         max_running_requests: key("max_running_requests"),
@@ -771,10 +801,10 @@ fn patterns() -> &'static Patterns {
         vllm_banner_version: re(r"[\u{2580}-\u{259F}].*\bversion\s+v?(\d+\.\d+[\w.+\-]*)"),
         sgl_too_long: re(r"Input length \(([^)]*?) tokens\) exceeds the maximum allowed length \(([^)]*?) tokens\)"),
         arg_line: re(
-            r#"^\s*['"]?(context_length|page_size|disaggregation_mode|max_model_len|block_size|max_total_num_tokens)['"]?\s*[:=]\s*(.*?)\s*,?\s*$"#,
+            r#"^\s*['"]?(context_length|page_size|disaggregation_mode|max_model_len|block_size|max_total_num_tokens|max_total_tokens)['"]?\s*[:=]\s*(.*?)\s*,?\s*$"#,
         ),
         cli_flag: re(
-            r#"(?:^|\s)--(context-length|page-size|disaggregation-mode|max-model-len|block-size)(?:=|\s+)['"]?([^\s'"]+)"#,
+            r#"(?:^|\s)--(context-length|page-size|disaggregation-mode|max-model-len|block-size|max-total-tokens)(?:=|\s+)['"]?([^\s'"]+)"#,
         ),
         launch_cmd: re(r"\b(sglang\.launch_server|sglang\s+serve|vllm\s+serve|vllm\.entrypoints\.openai\.api_server)\b"),
     })
@@ -880,6 +910,8 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
         info.push(chunk.map(Fact::Chunk), P_ARGS);
         let prefill = count(line, &p.max_prefill_tokens, "max_prefill_tokens")?;
         info.push(prefill.map(Fact::MaxPrefill), P_ARGS);
+        let cap = count(line, &p.max_total_tokens, "max_total_tokens")?;
+        info.push(cap.map(Fact::PoolCap), P_ARGS);
     }
 
     if line.contains("The server is fired up and ready to roll") {
@@ -1057,6 +1089,7 @@ fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorK
         "context_length" => info.push(number(key)?.map(Fact::Context), P_ARGS),
         "page_size" | "block_size" => info.push(number(key)?.map(Fact::PageSize), P_ARGS),
         "max_total_num_tokens" => info.push(number(key)?.map(Fact::Pool), P_RESOLVED),
+        "max_total_tokens" => info.push(number(key)?.map(Fact::PoolCap), P_ARGS),
         "disaggregation_mode" => {
             let mode = raw.trim_start_matches("DisaggregationMode.").to_ascii_lowercase();
             let role = match mode.as_str() {
@@ -1356,6 +1389,32 @@ mod tests {
         }
         let facts = parse_log("v.log", "vllm serve m --max-model-len 32k\nINFO 03-05 09:14:30 [kv_cache_utils.py:1087] GPU KV cache size: 200,000 tokens\n").unwrap();
         assert_eq!(facts[0].context_len, Some(32_000));
+    }
+
+    /// `--max-total-tokens` caps sglang's pool: with no pool printed (a launch command checked
+    /// before starting the server) it is taken as the pool, said to be assumed; a printed pool
+    /// wins over it (sglang prints the capped value), and `max_total_tokens=None` caps nothing.
+    #[test]
+    fn max_total_tokens_caps_the_pool_when_no_pool_is_printed() {
+        let launch = "python -m sglang.launch_server --model-path m --context-length 131072 --max-total-tokens 60000\n";
+        let f = &parse_log("l.log", launch).unwrap()[0];
+        assert_eq!((f.pool_tokens, f.context_len, f.line), (Some(60_000), Some(131_072), 1));
+        assert!(
+            f.derived.iter().any(|d| d.starts_with("ASSUMED: pool = 60,000 tokens from `--max-total-tokens 60000`")),
+            "{:?}",
+            f.derived
+        );
+        let printed = format!("{launch}[2026-01-01 00:00:00] max_total_num_tokens=50000, context_len=131072\n");
+        let f = &parse_log("l.log", &printed).unwrap()[0];
+        assert_eq!(f.pool_tokens, Some(50_000));
+        assert!(f.derived.is_empty(), "{:?}", f.derived);
+        let dump = "server_args=ServerArgs(model_path='m', context_length=8192, max_total_tokens=None, page_size=1)\n";
+        assert_eq!(parse_log("d.log", dump).unwrap()[0].pool_tokens, None);
+        let dump = dump.replace("max_total_tokens=None", "max_total_tokens=4096");
+        assert_eq!(parse_log("d.log", &dump).unwrap()[0].pool_tokens, Some(4096));
+        // A vLLM node has no such flag: nothing is taken from a stray key.
+        let vllm = "vllm serve m --max-model-len 8192\nmax_total_tokens: 4096\n";
+        assert_eq!(parse_log("v.log", vllm).unwrap()[0].pool_tokens, None);
     }
 
     #[test]
