@@ -363,7 +363,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 o.scenario, cfg.profile
             );
             c.name = format!("{}-counterexample", cfg.name);
-            if let Err(e) = std::fs::write(out, kvsim::scenario::to_toml(&c, &header)) {
+            if let Err(e) = std::fs::write(out, kvsim::scenario::to_toml_against_profile(&c, &header)) {
                 eprintln!("error: {out}: cannot write: {e}");
                 return exit::BAD_INPUT;
             }

@@ -317,7 +317,8 @@ impl Ctx {
         let io = |e: std::io::Error| format!("{}: {e}", dir.display());
         std::fs::create_dir_all(&dir).map_err(io)?;
         let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
-        write_atomic(&dir.join("scenario.toml"), kvsim::scenario::to_toml(cfg, &header).as_bytes()).map_err(io)
+        write_atomic(&dir.join("scenario.toml"), kvsim::scenario::to_toml_against_profile(cfg, &header).as_bytes())
+            .map_err(io)
     }
 
     /// Completes an example (the shrink worker): everything is made from its saved scenario, so
@@ -1194,7 +1195,7 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
         }
     }
     if let Some(k) = known {
-        print!("{}", camp_lib::triage_line(&camp.table, k, &camp.space));
+        print!("{}", camp_lib::triage_line(&camp.table, k));
     }
     let code = kvsim::triage::exit_status(camp.table.keys(), known);
     let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
@@ -1316,7 +1317,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         camp_lib::table_text(&merged.table, &saved_examples(out), known.as_ref())
     );
     if let Some(k) = &known {
-        text.push_str(&camp_lib::triage_line(&merged.table, k, &merged.space));
+        text.push_str(&camp_lib::triage_line(&merged.table, k));
     }
     let code = kvsim::triage::exit_status(merged.table.keys(), known.as_ref());
     let html = out.join("report.html");

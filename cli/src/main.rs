@@ -264,6 +264,24 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
     let set = kvsim::scenario::parse_set_flags(&opts.set)?;
     let mut cfg =
         sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
+    if let Some(p) = &opts.profile {
+        // The file's own `[knobs]` win over `--profile`: say which, so a "does the fixed build fix
+        // it?" run does not silently keep the old engine's behaviour.
+        let set: Vec<&str> = opts.set.iter().filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim())).collect();
+        let kept: Vec<String> = kvsim::scenario::knobs_differing_from(&cfg, p)
+            .into_iter()
+            .filter(|d| !set.iter().any(|k| d.starts_with(&format!("{k} = "))))
+            .collect();
+        if !kept.is_empty() {
+            let shown = kept.iter().take(6).cloned().collect::<Vec<_>>().join(", ");
+            let more = if kept.len() > 6 { format!(", and {} more", kept.len() - 6) } else { String::new() };
+            eprintln!(
+                "note: {path}'s [knobs] keep {} knob(s) at values --profile {p} does not have (the file's values win): \
+                 {shown}{more}",
+                kept.len()
+            );
+        }
+    }
     if let Some(b) = &opts.liveness {
         let flag = |message: String| ScenarioError { file: "--liveness".into(), line: None, key: b.clone(), message };
         cfg.faults.liveness_after_heal_ms = Some(parse_bound(b).map_err(flag)?);

@@ -163,16 +163,7 @@ pub fn shrink_to_text(
 /// profile (the rest come from `profile = …` when it is read back), so a reader sees what the
 /// case changes. A configuration without a known profile keeps every knob.
 fn shrunk_toml(cfg: &SimConfig, header: &str) -> String {
-    let mut f = kvsim::scenario::to_file(cfg, true);
-    if let (Some(p), Some(knobs)) = (kvsim::config::profile(&cfg.profile), f.knobs.as_mut()) {
-        let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        knobs.retain(|k, v| base.get(k) != Some(v));
-        if knobs.is_empty() {
-            f.knobs = None;
-        }
-    }
-    let body = toml::to_string(&f).expect("a scenario image serialises");
-    format!("{}{body}", kvsim::scenario::comment_block(header))
+    kvsim::scenario::to_toml_against_profile(cfg, header)
 }
 
 pub fn run(o: &ShrinkOpts) -> i32 {

@@ -781,6 +781,20 @@ fn liveness_hangs_are_triaged_and_shrunk_cases_keep_the_pins() {
     assert!(!hangs.is_empty(), "{text}");
     for (sig, seed) in hangs {
         let dir = format!("{c}/{}/seed-{seed}", sig.replace('/', "--"));
+        // The saved scenario lists only the knobs that differ from its profile (the pin among
+        // them), so `--profile` on it runs the other engine; the knobs it keeps are named.
+        let scen = std::fs::read_to_string(format!("{dir}/scenario.toml")).unwrap();
+        assert!(
+            scen.contains("router_on_prefill_error = \"cancel_decode\"") && !scen.contains("reject_mode"),
+            "{scen}"
+        );
+        let other = kvsim(&["run", &format!("{dir}/scenario.toml"), "--profile", "sglang-0.5.16"]);
+        let err = String::from_utf8_lossy(&other.stderr);
+        assert!(
+            err.contains("knob(s) at values --profile sglang-0.5.16 does not have")
+                && err.contains("router_on_prefill_error = \"cancel_decode\" (sglang-0.5.16: \"return_decode_leg\")"),
+            "{err}"
+        );
         let shrunk = std::fs::read_to_string(format!("{dir}/shrunk.toml")).unwrap();
         assert!(
             shrunk.contains("router_on_prefill_error = \"cancel_decode\""),

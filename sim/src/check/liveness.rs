@@ -23,6 +23,7 @@
 use crate::config::{FaultConfig, ScriptedFault};
 use crate::decode::DPhase;
 use crate::event::Ev;
+use crate::lifecycle::{Lane, Phase};
 use crate::prefill::PPhase;
 use crate::types::{Duration, Instant, RequestId};
 use crate::world::World;
@@ -51,6 +52,12 @@ pub struct Liveness {
     pub missed_at: Option<Instant>,
     /// The run stopped because it was quiescent, at this time.
     pub quiescent_at: Option<Instant>,
+    /// Each request's last own progress (`phase_changed`, `progressed`), by request index.
+    progress: Vec<Option<Instant>>,
+    /// When each prefill node last took a request out of its bootstrap or waiting queue.
+    prefill_admitted: Vec<Option<Instant>>,
+    /// When each decode node last took a request out of its prealloc queue.
+    decode_admitted: Vec<Option<Instant>>,
 }
 
 /// When the faults of `cfg` have healed: `heal_at_ms` when any random fault is on, else the end of
@@ -123,7 +130,28 @@ impl Liveness {
             failed: false,
             missed_at: None,
             quiescent_at: None,
+            progress: vec![None; w.reqs.len()],
+            prefill_admitted: vec![None; w.prefill.len()],
+            decode_admitted: vec![None; w.decode.len()],
         })
+    }
+
+    /// A request moved to another lifecycle phase (`World::phase`): its own progress, and, when
+    /// a node took it out of a queue, that queue's.
+    pub(crate) fn phase_changed(&mut self, r: RequestId, lane: Lane, phase: Phase, now: Instant) {
+        self.progress[r.idx()] = Some(now);
+        match (lane, phase) {
+            (Lane::Prefill(p), Phase::Waiting | Phase::Prefill { .. }) => self.prefill_admitted[p.at()] = Some(now),
+            (Lane::Decode(d), Phase::Transfer) => self.decode_admitted[d.at()] = Some(now),
+            _ => {}
+        }
+    }
+
+    /// A batch of request `r`'s transfer was read, landed or done.
+    pub(crate) fn progressed(&mut self, r: Option<RequestId>, now: Instant) {
+        if let Some(p) = r.and_then(|r| self.progress.get_mut(r.idx())) {
+            *p = Some(now);
+        }
     }
 
     /// A request's deadline.
@@ -144,9 +172,9 @@ impl World {
 
     fn liveness_stop_with(&mut self, l: &mut Liveness, at: Instant) -> bool {
         if at > l.next_deadline {
-            // No open request is overdue while the cluster progresses: its deadline moves to the
-            // last progress plus the bound (`progress_deadlines`).
-            self.progress_deadlines(l);
+            // No open request is overdue while it progresses: its deadline moves to its last
+            // progress plus the bound (`progress_deadlines`).
+            self.progress_deadlines(l, at);
             // Every open request whose deadline passed before `at` is overdue.
             let overdue: Vec<usize> =
                 (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none() && l.deadlines[i] < at).collect();
@@ -202,7 +230,8 @@ impl World {
     pub fn liveness_finish(&mut self) -> bool {
         let Some(mut l) = self.liveness.take() else { return false };
         if !l.failed {
-            self.progress_deadlines(&mut l);
+            let now = self.now();
+            self.progress_deadlines(&mut l, now);
             let open: Vec<usize> = (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none()).collect();
             for &i in &open {
                 let at = self.now().max(l.deadlines[i]);
@@ -215,28 +244,80 @@ impl World {
         failed
     }
 
-    /// The last progress of the cluster: the latest move of a request to another lifecycle phase
-    /// (admitted, preallocated, transferred, running, ...), token or final status (`None` before
-    /// any).
-    fn last_progress(&self) -> Option<Instant> {
-        let moved = (self.last_transition > Instant(0)).then_some(self.last_transition);
-        self.reqs.iter().flat_map(|r| [r.last_token_at(), r.response().map(|x| x.at)]).flatten().chain(moved).max()
+    /// Request `r`'s last progress before the event due at `at`, as liveness mode counts it:
+    /// its own (a phase change, a batch of its transfer, a token), work for
+    /// it in flight (a chunk of it in the running forward pass, it in the running decode step, a
+    /// batch of its transfer still pending: progress now, at `at`), and, while it waits in a queue, the queue's (its prefill
+    /// node took a request out of the bootstrap or waiting queue; its decode node took one out
+    /// of the prealloc queue, or a request running there got a token: room will free). A request
+    /// waiting for what never comes has none of these; one decoding, transferring over a slow
+    /// link or queued behind work the node is doing has.
+    fn progress_of(&self, l: &Liveness, r: RequestId, at: Instant) -> Option<(Instant, &'static str)> {
+        self.progress_with(l, r, at, &self.transferring())
     }
 
-    /// Moves each open request's deadline to the cluster's last progress plus the bound when that
-    /// is later: a request is overdue only once nothing in the cluster has progressed (no request
-    /// changed phase, got a token or its final status) for the bound. A request that is still decoding, or queued behind work
-    /// the cluster is doing, is slow, not hung (a 477-token output on a 26k-token context takes
-    /// 30 s of steps; an overloaded prefill queue drains); one that waits for what never comes is
-    /// overdue the bound after the cluster's work runs out. The leak deadline and the horizon move
-    /// with the latest deadline.
-    fn progress_deadlines(&mut self, l: &mut Liveness) {
-        let Some(moved) = self.last_progress().map(|t| t + l.bound) else { return };
+    /// The requests with a transfer batch still pending (sorted, deduplicated).
+    fn transferring(&self) -> Vec<RequestId> {
+        let mut v: Vec<RequestId> = self
+            .queue_events()
+            .filter_map(|e| match e {
+                Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } => {
+                    self.jobs.get(*job).map(|j| j.request())
+                }
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// `progress_of`, with the requests whose transfer is pending computed once (`transferring`).
+    fn progress_with(
+        &self,
+        l: &Liveness,
+        r: RequestId,
+        at: Instant,
+        transferring: &[RequestId],
+    ) -> Option<(Instant, &'static str)> {
+        let req = &self.reqs[r.idx()];
+        let (p, d) = (req.prefill(), req.decode());
+        let in_flight = self.prefill[p.at()].computing(r)
+            || self.decode[d.at()].stepping(r, self.page_size())
+            || transferring.binary_search(&r).is_ok();
+        if in_flight {
+            return Some((at, "its KV being computed or sent"));
+        }
+        let own = [l.progress[r.idx()], req.last_token_at()].into_iter().flatten().max().map(|t| (t, "its own"));
+        let queue = match self.waits_for(r) {
+            "bootstrap" | "prefill_queue" => l.prefill_admitted[p.at()].map(|t| (t, "its prefill queue's")),
+            "decode_prealloc" => {
+                let node = &self.decode[d.at()];
+                let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
+                [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode queue's"))
+            }
+            _ => None,
+        };
+        [own, queue].into_iter().flatten().max_by_key(|(t, _)| *t)
+    }
+
+    /// Moves the deadline of each open request whose deadline is before `at` to its last progress
+    /// (`progress_of`) plus the bound when that is later: a request is overdue once it has not
+    /// progressed for the bound after the heal or its arrival. The leak deadline and the horizon
+    /// move with the latest deadline.
+    fn progress_deadlines(&mut self, l: &mut Liveness, at: Instant) {
         let mut latest = None;
-        for (i, r) in self.reqs.iter().enumerate() {
-            if r.response().is_none() && l.deadlines[i] < moved {
-                l.deadlines[i] = moved;
-                latest = Some(moved);
+        let due: Vec<usize> =
+            (0..self.reqs.len()).filter(|&i| l.deadlines[i] < at && self.reqs[i].response().is_none()).collect();
+        if due.is_empty() {
+            return;
+        }
+        let transferring = self.transferring();
+        for i in due {
+            let Some((t, _)) = self.progress_with(l, RequestId(i as u32), at, &transferring) else { continue };
+            if l.deadlines[i] < t + l.bound {
+                l.deadlines[i] = t + l.bound;
+                latest = latest.max(Some(t + l.bound));
             }
         }
         if let Some(t) = latest {
@@ -252,8 +333,8 @@ impl World {
             Some((why, because)) => (format!("/{why}"), format!("; {because}")),
             None => (String::new(), String::new()),
         };
-        let progress = match self.last_progress() {
-            Some(t) => format!(", last progress in the cluster at {t}"),
+        let progress = match self.progress_of(l, r.id(), deadline) {
+            Some((t, whose)) => format!(", {whose} last progress at {t}"),
             None => String::new(),
         };
         let detail = format!(
@@ -278,7 +359,6 @@ impl World {
     ///   queue is FIFO, so nothing behind the head is admitted either: prealloc-never-fits);
     /// - `prefill_failed`: it waits on decode or the router while its prefill leg has already
     ///   failed (prefill's error never reaches decode: router-waits-for-decode);
-    /// - `decode_failed`: it waits on prefill while its decode leg has already failed;
     /// - `behind_prefill_failed`: it waits in decode's prealloc queue while decode holds
     ///   reservations for requests whose prefill leg failed (router-waits-for-decode's held
     ///   capacity).
@@ -307,20 +387,18 @@ impl World {
             }
         }
         let failed = |leg: Option<u16>| leg.filter(|s| *s != 200);
-        let on_prefill = matches!(
+        let on_decode_or_router = matches!(
             waits,
-            "bootstrap"
-                | "prefill_queue"
-                | "kv_send"
-                | "decode_read"
-                | "transfer_drain"
-                | "orphaned"
-                | "prefill_answer"
+            "decode_prealloc"
+                | "kv_arrival"
+                | "decode_steps"
+                | "release_ack"
+                | "retracted"
+                | "decode_answer"
+                | "router"
         );
-        match (on_prefill, failed(req.prefill_leg()), failed(req.decode_leg())) {
-            (false, Some(s), _) => return Some(("prefill_failed", format!("its prefill leg already failed ({s})"))),
-            (true, _, Some(s)) => return Some(("decode_failed", format!("its decode leg already failed ({s})"))),
-            _ => {}
+        if let Some(s) = failed(req.prefill_leg()).filter(|_| on_decode_or_router) {
+            return Some(("prefill_failed", format!("its prefill leg already failed ({s})")));
         }
         if waits == "decode_prealloc" {
             // Decode's room (pages, metadata slots, running slots) held for requests whose

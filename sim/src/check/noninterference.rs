@@ -22,7 +22,7 @@
 //! - `prefix_hit_queueing`: the observer's own requests were served the same, but another
 //!   request's hit or miss (the secret's own, or a third tenant's) changed how long the queue
 //!   ahead of it took;
-//! - `memory_safety`: the real or the varied run has a memory-safety violation (a request read
+//! - `memory_safety`: the real run has a memory-safety violation (a request read
 //!   or wrote KV it does not own: `cross_tenant_read`, `cross_request_read`,
 //!   `uninitialized_read`, `own_kv_misplaced`, `use_after_free`) or a mitigation stopped a
 //!   request, and the difference is not the observer's own hit on a block the secret cached
@@ -30,7 +30,9 @@
 //!   content reaches the observer's pages, and whether a content-comparing mitigation (a
 //!   checksum, page tags) stops the observer, or what its stale read returns, depends on that
 //!   content: a real dependence, but a symptom of the memory bug the same run already reports,
-//!   not a channel of the cache (fix the memory bug; the difference goes with it);
+//!   not a channel of the cache (fix the memory bug; the difference goes with it). A bug of the
+//!   varied run alone is not: the varied content sent that run's schedule another way through
+//!   the cache, so the difference is the cache's (classified as without a bug);
 //! - `allocation`: none of these: a page allocation or a schedule went another way.
 //!
 //! What a request's client marks public (`public_blocks`) is not secret: `vary` keeps those
@@ -152,13 +154,15 @@ fn ms(ns: Option<u64>) -> String {
 /// content) and `b` (the varied content). One violation per observer request that differs.
 pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     assert_eq!(a.reqs.len(), b.reqs.len(), "the varied run has the same requests");
-    // The first request (by arrival) of any tenant whose prefix-cache service differs, and the
-    // first eviction that went another way: the run-level causes.
+    // The first request (by arrival) of any tenant whose prefix-cache service differs (how much
+    // it reused, or whose cached blocks it hit: the secret's request served from another
+    // tenant's copy of a block in one run and from its own in the other is batched differently),
+    // and the first eviction that went another way: the run-level causes.
     let first_reuse = a
         .reqs
         .iter()
         .zip(&b.reqs)
-        .filter(|(x, y)| x.prefix_reused() != y.prefix_reused())
+        .filter(|(x, y)| x.prefix_reused() != y.prefix_reused() || x.prefix_hit_owner() != y.prefix_hit_owner())
         .min_by_key(|(x, _)| (x.arrival(), x.id()))
         .map(|(x, _)| x.id());
     let ev_div = {
@@ -170,7 +174,10 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
             (Some(x), None) | (None, Some(x)) => Some(x.0),
         }
     };
-    let memory_bug = read_bug(a) || read_bug(b);
+    // Only the real run's bug: a bug of the varied run alone follows from the varied content
+    // (its schedule went another way through the cache), so it is the cache's doing, not a bug
+    // the run reports and whose fix removes the difference.
+    let memory_bug = read_bug(a);
     let mut out = Vec::new();
     for (x, y) in a.reqs.iter().zip(&b.reqs) {
         if x.tenant().0 == secret {

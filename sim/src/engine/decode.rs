@@ -208,6 +208,14 @@ impl DecodeNode {
         self.busy
     }
 
+    /// Whether request `r` is in the decode step now running and will get its token there: not
+    /// when its last page is full and the pool has none free (it stalls this step,
+    /// `decode_out_of_pages = stall`). `ps`: the page size.
+    pub fn stepping(&self, r: RequestId, ps: u64) -> bool {
+        let stalls = |d: &DReq| d.seq_len == d.page_count * ps && self.pool.free_pages() == 0;
+        self.busy && self.running.contains(&r) && self.reqs.get(&r).is_some_and(|d| !stalls(d))
+    }
+
     /// The prealloc queue: requests waiting for pages and a metadata slot, in admission order.
     pub fn prealloc(&self) -> &VecDeque<RequestId> {
         &self.prealloc

@@ -292,6 +292,11 @@ impl PrefillNode {
         self.busy
     }
 
+    /// Whether request `r` has a chunk in the forward pass now running.
+    pub fn computing(&self, r: RequestId) -> bool {
+        self.busy && self.batch.iter().any(|(x, _, _)| *x == r)
+    }
+
     /// The metadata slots (rows decode reads the request's bootstrap room from).
     pub fn meta(&self) -> &MetaSlots {
         &self.meta

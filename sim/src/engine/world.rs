@@ -619,9 +619,6 @@ pub struct World {
     pub chooser: Option<Box<crate::explore::Chooser>>,
     /// Liveness mode (`[faults] liveness_after_heal_ms`; `check::liveness`), `None` otherwise.
     pub liveness: Option<crate::check::liveness::Liveness>,
-    /// When a request last moved to another lifecycle phase (`phase`): progress for liveness
-    /// mode (`check::liveness`), which reads nothing else of it.
-    pub(crate) last_transition: Instant,
     /// Fold a finished request into its compact record once nothing points at it any more
     /// (`maybe_fold`; `reqs::Reqs`). Off by default; `kvsim run` and `kvsim bench` switch it on
     /// before `run`. Never under exploration, liveness mode or the reference oracle (they read
@@ -743,7 +740,6 @@ impl World {
             prefix_evictions: Vec::new(),
             chooser: None,
             liveness: None,
-            last_transition: Instant(0),
             coverage: None,
             fold_finished: false,
             violators: Default::default(),
@@ -980,7 +976,9 @@ impl World {
     /// Notes that `r` entered `phase` on `lane` now (`lifecycle`); nothing when the log is off.
     #[inline]
     pub(crate) fn phase(&mut self, r: RequestId, lane: crate::lifecycle::Lane, phase: crate::lifecycle::Phase) {
-        self.last_transition = self.now;
+        if let Some(l) = self.liveness.as_mut() {
+            l.phase_changed(r, lane, phase, self.now);
+        }
         if let Some(log) = self.lifecycle.as_mut() {
             log.push(crate::lifecycle::PhaseRecord { at: self.now, seq: self.tracer.position(), r, lane, phase });
         }
@@ -1345,7 +1343,7 @@ impl World {
         // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
         let job_req = match s.ev {
             Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
-                if self.fold_finished =>
+                if self.fold_finished || self.liveness.is_some() =>
             {
                 self.jobs.get(job).map(|j| j.request())
             }
@@ -1359,6 +1357,11 @@ impl World {
         self.events += 1;
         self.tracer.record_event(self.now, &s.ev);
         self.handle(s.ev);
+        if let Some(l) = self.liveness.as_mut() {
+            // Liveness is progress: a batch of a request's transfer read, landed or done (other
+            // events naming a request, such as polls and timers, are not).
+            l.progressed(job_req, self.now);
+        }
         self.consumed(named, job_req);
         if let Some(node) = self.step_tick.take() {
             self.run_step_tick(node);
@@ -1518,6 +1521,12 @@ impl World {
 
     /// Whether any pending event matches `pred` (liveness mode's quiescence, `check::liveness`).
     /// Liveness mode queues the workload whole (`World::new`), so no arrival is left out.
+    /// Every pending event, in no particular order (liveness mode: the workload is queued whole).
+    pub(crate) fn queue_events(&self) -> impl Iterator<Item = &Ev> {
+        debug_assert!(self.arrivals.is_none(), "liveness mode queues the workload whole");
+        self.queue.iter().map(|s| &s.ev)
+    }
+
     pub(crate) fn any_pending(&self, pred: impl Fn(&Ev) -> bool) -> bool {
         debug_assert!(self.arrivals.is_none(), "liveness mode queues the workload whole");
         self.queue.iter().any(|s| pred(&s.ev))

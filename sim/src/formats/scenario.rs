@@ -1639,6 +1639,37 @@ pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
     format!("{}{body}", comment_block(header_comment))
 }
 
+/// `to_toml`, with `[knobs]` holding only the knobs that differ from the configuration's profile
+/// (the rest come from `profile = …` when the file is read back: the same configuration). So a
+/// reader sees what the case changes, and `kvsim run FILE --profile OTHER` runs the other
+/// profile's engine with only those changes, instead of every knob pinned to the first
+/// profile's values. A configuration without a known profile keeps every knob.
+pub fn to_toml_against_profile(cfg: &SimConfig, header_comment: &str) -> String {
+    let mut f = to_file(cfg, true);
+    if let (Some(p), Some(knobs)) = (config::profile(&cfg.profile), f.knobs.as_mut()) {
+        let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+        knobs.retain(|k, v| base.get(k) != Some(v));
+        if knobs.is_empty() {
+            f.knobs = None;
+        }
+    }
+    let body = toml::to_string(&f).expect("a scenario image serialises");
+    format!("{}{body}", comment_block(header_comment))
+}
+
+/// The knobs of `cfg` whose values differ from profile `profile`'s, as `name = value (profile:
+/// value)`: what a scenario's own `[knobs]` (or `--set`) keep when `--profile` names another
+/// profile.
+pub fn knobs_differing_from(cfg: &SimConfig, profile: &str) -> Vec<String> {
+    let Some(p) = config::profile(profile) else { return Vec::new() };
+    let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
+    let mine = toml::Table::try_from(&cfg.knobs).expect("knobs serialise");
+    mine.iter()
+        .filter(|(k, v)| base.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k} = {v} ({profile}: {})", base.get(k).map_or("-".to_string(), |b| b.to_string())))
+        .collect()
+}
+
 /// Checks a configuration that did not come from a scenario file (a trace header): it must be
 /// one that a scenario resolves to, exactly. The generator is checked as a `[workload]`, never
 /// drawn, so the check costs nothing proportional to the numbers it holds.

@@ -469,3 +469,48 @@ liveness_after_heal_ms = 30000
     let w = simulate_text("behind-prefill-failed-fixed.toml", &fixed);
     assert!(!signatures(&w).iter().any(|s| s.starts_with("request_hang/")), "{:?}", signatures(&w));
 }
+
+/// Work in flight for a request is progress: its KV arriving batch by batch over a slow link
+/// (a 2,000-token prompt at 4 bytes/µs: 35 s of transfer), or one forward pass longer than the
+/// bound, is not a hang (both were, with the deadline moved only by phase changes, tokens and
+/// answers). A request stuck while other tenants' traffic progresses is still one: liveness is
+/// the request's own progress, not the cluster's.
+#[test]
+fn work_in_flight_is_progress_and_other_traffic_is_not() {
+    let base = |knobs: &str, cost: &str, requests: &str, bound: &str| {
+        format!(
+            "name = \"w\"\nprofile = \"sglang-0.5.22\"\ncontext_len = 8192\n[[prefill]]\npool_tokens = 8192\n\
+             [[decode]]\npool_tokens = 16384\n[knobs]\npage_size = 16\n{knobs}[cost]\n{cost}{requests}\
+             [faults]\nliveness_after_heal_ms = {bound}\n"
+        )
+    };
+    let one = "[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 2000\noutput_tokens = 4\n";
+    let slow_link = base("", "transfer_bytes_per_us = 4\n", one, "10000");
+    let w = simulate_text("slow-link.toml", &slow_link);
+    let resp = w.reqs[0].response().expect("answered");
+    assert!(resp.status == 200 && resp.at.0 > 30_000_000_000, "the KV takes > 30 s: {}", resp.at);
+    assert!(signatures(&w).is_empty(), "{:?}", signatures(&w));
+    // One 2,000-token chunk at 1 ms a token: a 2 s forward pass against a 500 ms bound.
+    let long_pass = base("", "prefill_ns_per_token = 1000000\n", one, "500");
+    let w = simulate_text("long-pass.toml", &long_pass);
+    assert!(signatures(&w).is_empty() && w.reqs[0].response().is_some_and(|r| r.status == 200), "{:?}", signatures(&w));
+    // router-waits-for-decode's rejected prompt (6,000 tokens on a 4,096-token prefill pool,
+    // sglang-0.5.16 behind mini_lb) while another tenant's requests arrive every 20 s and finish:
+    // decode's 300 s timer answers it, far past the 30 s bound, whatever the others do.
+    let mut busy = String::from("[[request]]\nat_ms = 0\ntenant = 2\nprompt_tokens = 6000\noutput_tokens = 4\n");
+    for k in 0..8 {
+        busy.push_str(&format!(
+            "[[request]]\nat_ms = {}\ntenant = 3\nprompt_tokens = 500\noutput_tokens = 8\n",
+            1000 + 20_000 * k
+        ));
+    }
+    let text = base("pd_admission_check = \"aborted_too\"\n", "", &busy, "30000")
+        .replace("sglang-0.5.22", "sglang-0.5.16")
+        .replace("pool_tokens = 8192\n[[decode]]", "pool_tokens = 4096\n[[decode]]");
+    let w = simulate_text("busy.toml", &text);
+    let sigs = signatures(&w);
+    assert!(sigs.contains("request_hang/after_heal/kv_arrival/prefill_failed"), "{sigs:?}");
+    let v = w.oracle.violations.iter().find(|v| v.kind.name() == "request_hang").unwrap();
+    assert_eq!(v.request, Some(kvsim::types::RequestId(0)), "{}", v.detail);
+    assert!(v.at.0 < 35_000_000_000, "judged 30 s after its own last progress: {}", v.at);
+}
