@@ -90,7 +90,7 @@ pub struct FuzzOpts {
     #[arg(long, value_name = "FILE")]
     pub html: Option<String>,
     /// Liveness mode in every run: after the faults heal (60 s into a drawn run), every request
-    /// must end within BOUND (500ms, 30s, 10m) of the heal, its arrival or the cluster's last
+    /// must end within BOUND (500ms, 30s, 10m) of the heal, its arrival or its own last
     /// progress, else `request_hang/after_heal/<what it waits for>[/<why>]`; quiescent runs stop
     /// early. The saved scenarios carry it (`[faults] liveness_after_heal_ms`).
     #[arg(long, value_name = "BOUND")]

@@ -44,7 +44,7 @@ pub struct RunOpts {
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     pub set: Vec<String>,
     /// Liveness mode: after the faults heal, every request must end within BOUND (500ms, 30s,
-    /// 10m) of the heal, its arrival or the cluster's last progress, else the run stops with
+    /// 10m) of the heal, its arrival or its own last progress, else the run stops with
     /// `request_hang/after_heal/<what it waits for>[/<why>]`; a quiescent run stops early. Same as
     /// `[faults] liveness_after_heal_ms`.
     #[arg(long, value_name = "BOUND")]

@@ -15,9 +15,12 @@ pub struct ShrinkOpts {
     /// cross-tenant one, else the first safety one).
     #[arg(long)]
     pub signature: Option<String>,
-    /// Where to write the shrunk scenario.
+    /// Where to write the shrunk scenario (an existing file only with --force; never the input).
     #[arg(long, default_value = "shrunk.toml")]
     pub out: String,
+    /// Overwrite the --out file if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// At most this many simulation runs.
     #[arg(long, default_value_t = 3000)]
     pub budget: u32,
@@ -191,6 +194,21 @@ pub fn run(o: &ShrinkOpts) -> i32 {
             return exit::CLEAN;
         }
     };
+    // Refused before shrinking (the input was read and checked first): shrinking takes minutes, and the file it would replace may be the
+    // case itself (`--out` naming the input) or another shrunk case.
+    let out = std::path::Path::new(&o.out);
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(x, y)| x == y)
+    };
+    let input = std::path::Path::new(&o.input);
+    if same(out, input) || same(out, &input.join("scenario.toml")) {
+        eprintln!("error: --out {}: that is the input; write the shrunk case elsewhere", o.out);
+        return exit::BAD_INPUT;
+    }
+    if out.is_file() && !o.force {
+        eprintln!("error: --out {}: the file exists; give --force to overwrite it, or another --out", o.out);
+        return exit::BAD_INPUT;
+    }
     // The command's own `--set` pins are kept as a campaign's are (checked by `load_any`).
     pinned.extend(o.opts.set.iter().filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim().to_string())));
     let (text, s) = shrink_to_text(&cfg, &sig, o.budget, &o.input, &pinned);

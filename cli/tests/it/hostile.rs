@@ -343,3 +343,29 @@ fn campaign_flags_are_bounded() {
         assert_eq!(code, Some(2), "{a:?}: {err}");
     }
 }
+
+/// `kvsim shrink` never writes over its input, and over another existing file only with
+/// `--force`: both are refused before any run (a user's case, or an earlier shrunk one, was
+/// silently replaced).
+#[test]
+fn shrink_refuses_to_overwrite_its_input_or_an_existing_file() {
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let input = tmp("shrink-input.toml");
+    std::fs::copy(&scen, &input).unwrap();
+    let before = std::fs::read_to_string(&input).unwrap();
+    let (code, _, err) = kvsim(&["shrink", &input, "--out", &input]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("that is the input"), "{err}");
+    let (code, _, err) = kvsim(&["shrink", &input, "--out", &input, "--force"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), before, "the input is untouched");
+    let other = tmp("shrink-other.toml");
+    std::fs::write(&other, "keep me\n").unwrap();
+    let (code, _, err) = kvsim(&["shrink", &input, "--out", &other]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("the file exists; give --force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep me\n");
+    let (code, out, err) = kvsim(&["shrink", &input, "--out", &other, "--force", "--budget", "50"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(std::fs::read_to_string(&other).unwrap().contains("[[request]]"), "overwritten with --force");
+}

@@ -3,7 +3,9 @@
 //! `kvsim run/fuzz --liveness B`) turns it on:
 //!
 //! - Each request's deadline is `max(heal, arrival) + B`, where `heal` is `heal_at_ms` when random
-//!   faults are on, else the end of the last scripted crash (its restart), else 0.
+//!   faults are on, else the end of the last scripted crash (its restart), else 0; it moves to the
+//!   request's own last progress plus `B` (`World::progress_of`: liveness is progress, so a slow
+//!   request is not a hang and a stuck one is, however busy the others keep the cluster).
 //! - When the clock passes the deadline of a request that is still open, the run stops and each
 //!   overdue request is a `request_hang` whose cause names what it waits for,
 //!   `after_heal/<what>` (e.g. `after_heal/kv_arrival`: decode holds its pages and waits for KV
@@ -249,7 +251,8 @@ impl World {
     /// it in flight (a chunk of it in the running forward pass, it in the running decode step, a
     /// batch of its transfer still pending: progress now, at `at`), and, while it waits in a queue, the queue's (its prefill
     /// node took a request out of the bootstrap or waiting queue; its decode node took one out
-    /// of the prealloc queue, or a request running there got a token: room will free). A request
+    /// of the prealloc queue, a request running there got a token, or a transfer into room the
+    /// node holds is in flight: room will free). A request
     /// waiting for what never comes has none of these; one decoding, transferring over a slow
     /// link or queued behind work the node is doing has.
     fn progress_of(&self, l: &Liveness, r: RequestId, at: Instant) -> Option<(Instant, &'static str)> {
@@ -293,6 +296,10 @@ impl World {
             "bootstrap" | "prefill_queue" => l.prefill_admitted[p.at()].map(|t| (t, "its prefill queue's")),
             "decode_prealloc" => {
                 let node = &self.decode[d.at()];
+                if node.transfer_queue().iter().any(|h| transferring.binary_search(h).is_ok()) {
+                    // Room held for a request whose KV is on its way: it will run and free it.
+                    return Some((at, "its decode queue's (a transfer into the held room is in flight)"));
+                }
                 let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
                 [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode queue's"))
             }

@@ -351,8 +351,8 @@ pub struct FaultSection {
     pub heal_at_ms: Option<u64>,
     /// Liveness mode: after the faults heal (`heal_at_ms` with random faults, else the end of the
     /// last scripted crash), every request must reach a final status within this many ms of the
-    /// heal, its arrival or the cluster's last progress (a request changing phase, a token, an
-    /// answer), whichever is last, else the run stops with a `request_hang` naming what the
+    /// heal, its arrival or its own last progress (a phase change, a token, its KV moving, its
+    /// queue moving), whichever is last, else the run stops with a `request_hang` naming what the
     /// request waits for and, when known, why (`after_heal/<what>[/<why>]`); a quiescent run stops
     /// early. Default: off. Same as `kvsim run --liveness`.
     #[serde(skip_serializing_if = "Option::is_none")]
