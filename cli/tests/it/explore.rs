@@ -395,3 +395,25 @@ fn the_reproduce_command_replays_the_explored_run() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("exploration cannot check it"));
 }
+
+/// Without `--kinds`, `explore --out` shrinks the scenario keeping the counterexample's own
+/// violation kind: stub-admission's cross-tenant read stays one (the shrinker used to set the
+/// admission knobs back to the fixed build and write a case whose only violation was another
+/// row's 500 after decode's 300 s timer).
+#[test]
+fn explore_out_keeps_the_counterexamples_kind() {
+    let src = super::scenarios_dir().join("catalogue/stub-admission.toml");
+    let out = std::env::temp_dir().join(format!("kvsim-explore-kind-{}.toml", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let o =
+        Command::new(bin).args(["explore", src.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(10), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("first violation: cross_tenant_read"), "{text}");
+    let written = std::fs::read_to_string(&out).unwrap();
+    let choices = written.lines().find_map(|l| l.strip_prefix("# Choice string: ")).expect("choice string line");
+    let run = Command::new(bin).args(["run", out.to_str().unwrap(), "--choices", choices]).output().unwrap();
+    let report = String::from_utf8_lossy(&run.stdout);
+    assert!(report.contains("cross_tenant_read/"), "the written case is the same bug: {report}");
+}

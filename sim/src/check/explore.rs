@@ -760,6 +760,9 @@ pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32>
 /// on it, else by exploring it (one subtree, at most `states_per_try` states). Returns the
 /// shrunk configuration and a shrunk violating schedule of it, or `None` when the original does
 /// not violate within that bound. Every kept candidate was seen to violate, so the result does.
+/// Without `--kinds` the property is narrowed to the counterexample's own violation kind (its
+/// first violation's): a candidate that violates only another way (its knobs set back to the
+/// fixed build, a stub-admission leak turned into a router-waits-for-decode 500) is another bug.
 pub fn shrink_scenario(
     cfg: &SimConfig,
     spec: &Spec,
@@ -767,7 +770,11 @@ pub fn shrink_scenario(
     budget: u32,
     states_per_try: u64,
 ) -> Option<(crate::shrink::Shrunk, Vec<u32>)> {
-    let sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
+    let mut sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
+    if sp.kinds.is_empty() {
+        let first = execute(cfg, spec, choices, None, false).world.oracle.violations.first().map(|v| v.kind);
+        sp.kinds.extend(first);
+    }
     let find = |c: &SimConfig| -> Option<Vec<u32>> {
         if violates_with(c, &sp, choices) {
             return Some(choices.to_vec());

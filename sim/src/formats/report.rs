@@ -224,7 +224,10 @@ impl Report {
         let mut caught_by = BTreeMap::new();
         let mut detected_by = BTreeMap::new();
         for r in w.reqs.summaries() {
-            let k = r.response.map_or("none".to_string(), |x| x.status.to_string());
+            // A run stopped early (a liveness deadline, the event limit) may end before some
+            // requests arrive: they are not unanswered, they never came.
+            let unanswered = if r.arrival > w.now() { "not arrived" } else { "none" };
+            let k = r.response.map_or(unanswered.to_string(), |x| x.status.to_string());
             *outcomes.entry(k).or_insert(0) += 1;
             if let Some(m) = r.caught_by {
                 *caught_by.entry(m.name().to_string()).or_insert(0) += 1;

@@ -513,4 +513,8 @@ fn work_in_flight_is_progress_and_other_traffic_is_not() {
     let v = w.oracle.violations.iter().find(|v| v.kind.name() == "request_hang").unwrap();
     assert_eq!(v.request, Some(kvsim::types::RequestId(0)), "{}", v.detail);
     assert!(v.at.0 < 35_000_000_000, "judged 30 s after its own last progress: {}", v.at);
+    // The run stopped there: the later requests are reported as not arrived, not unanswered.
+    let r = Report::build(&w, String::new());
+    assert_eq!(r.outcomes.get("not arrived"), Some(&6), "{:?}", r.outcomes);
+    assert_eq!(r.outcomes.get("none"), Some(&1), "{:?}", r.outcomes);
 }
