@@ -12,7 +12,6 @@
 use crate::check::Kind;
 use crate::report::exit;
 use serde::Deserialize;
-use std::collections::BTreeSet;
 
 /// One entry of a known-bugs file: a signature and the catalogue row that explains it.
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -121,11 +120,21 @@ impl std::error::Error for KnownBugsError {}
 impl KnownBugs {
     /// Parses a known-bugs file. Errors read `<name>:<line>: <field>: <what>`.
     pub fn parse(name: &str, text: &str) -> Result<KnownBugs, KnownBugsError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| KnownBugsError {
-            file: name.to_string(),
-            line: e.span().map_or(1, |s| line_of(text, s.start)),
-            field: None,
-            message: e.message().trim_end().to_string(),
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            // A missing or unknown key of an entry: name the entry (`known[I].row`), as the
+            // checks below do, from the `[[known]]` tables before the error's position.
+            let at = e.span().map_or(0, |s| s.start);
+            let message = e.message().trim_end().to_string();
+            let at = at.min(text.len());
+            let here = usize::from(text[at..].starts_with("[[known]]"));
+            let entry = (text[..at].matches("[[known]]").count() + here).checked_sub(1);
+            let key = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
+            KnownBugsError {
+                file: name.to_string(),
+                line: e.span().map_or(1, |s| line_of(text, s.start)),
+                field: entry.zip(key).map(|(i, k)| format!("known[{i}].{k}")),
+                message,
+            }
         })?;
         let err = |s: &std::ops::Range<usize>, field: String, message: String| KnownBugsError {
             file: name.to_string(),
@@ -142,7 +151,6 @@ impl KnownBugs {
             ));
         }
         let rows = catalogue_rows();
-        let mut seen = BTreeSet::new();
         let mut known = Vec::new();
         for (i, b) in raw.known.iter().enumerate() {
             let f = |field: &str| format!("known[{i}].{field}");
@@ -163,8 +171,13 @@ impl KnownBugs {
                     format!("`{sig}`: not a signature (<kind>/<mechanism>, e.g. use_after_free/transfer_write)"),
                 ));
             }
-            if !seen.insert(sig.clone()) {
-                return Err(err(&b.signature.span(), f("signature"), format!("`{sig}` is listed twice")));
+            if let Some(first) = raw.known[..i].iter().position(|x| x.signature.get_ref() == sig) {
+                let at = line_of(text, raw.known[first].signature.span().start);
+                return Err(err(
+                    &b.signature.span(),
+                    f("signature"),
+                    format!("`{sig}` is listed twice (first as known[{first}], line {at})"),
+                ));
             }
             if !rows.contains(&b.row.get_ref().as_str()) {
                 return Err(err(
@@ -338,15 +351,16 @@ note = "prefix_cache_scope = global in the profile"
         let e = KnownBugs::parse("k.toml", &twice).unwrap_err().to_string();
         assert!(
             e.starts_with(
-                "k.toml:11: known[1].signature: `cross_tenant_prefix_hit/global_prefix_cache` is listed twice"
+                "k.toml:11: known[1].signature: `cross_tenant_prefix_hit/global_prefix_cache` is listed twice (first as \
+                 known[0], line 4)"
             ),
             "{e}"
         );
         let e =
             KnownBugs::parse("k.toml", "profile = \"sglang-0.5.22\"\n[[known]]\nsignature = \"a/b\"\n").unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (2, None), "{e}");
+        assert_eq!((e.line, e.field.as_deref()), (2, Some("known[0].row")), "{e}");
         let e = e.to_string();
-        assert!(e.starts_with("k.toml:2: missing field `row`"), "{e}");
+        assert!(e.starts_with("k.toml:2: known[0].row: missing field `row`"), "{e}");
         let e = KnownBugs::parse("k.toml", "profile = \n").unwrap_err().to_string();
         assert!(e.starts_with("k.toml:1: "), "{e}");
     }
