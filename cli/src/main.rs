@@ -262,15 +262,16 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
     })?;
     let sc = Scenario::parse(path, &text)?;
     let set = kvsim::scenario::parse_set_flags(&opts.set)?;
+    let set_names: Vec<String> = set.iter().map(|(k, _)| k.clone()).collect();
     let mut cfg =
         sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
     if let Some(p) = &opts.profile {
         // The file's own `[knobs]` win over `--profile`: say which, so a "does the fixed build fix
         // it?" run does not silently keep the old engine's behaviour.
-        let set: Vec<&str> = opts.set.iter().filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim())).collect();
         let kept: Vec<String> = kvsim::scenario::knobs_differing_from(&cfg, p)
             .into_iter()
-            .filter(|d| !set.iter().any(|k| d.starts_with(&format!("{k} = "))))
+            .filter(|(k, _)| !set_names.contains(k))
+            .map(|(_, text)| text)
             .collect();
         if !kept.is_empty() {
             let shown = kept.iter().take(6).cloned().collect::<Vec<_>>().join(", ");

@@ -194,8 +194,9 @@ pub fn run(o: &ShrinkOpts) -> i32 {
             return exit::CLEAN;
         }
     };
-    // Refused before shrinking (the input was read and checked first): shrinking takes minutes, and the file it would replace may be the
-    // case itself (`--out` naming the input) or another shrunk case.
+    // Refused before shrinking (the input was read and checked first): shrinking takes minutes,
+    // and the file it would replace may be the case itself (`--out` naming the input) or another
+    // shrunk case.
     let out = std::path::Path::new(&o.out);
     let same = |a: &std::path::Path, b: &std::path::Path| {
         a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(x, y)| x == y)
@@ -210,7 +211,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         return exit::BAD_INPUT;
     }
     // The command's own `--set` pins are kept as a campaign's are (checked by `load_any`).
-    pinned.extend(o.opts.set.iter().filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim().to_string())));
+    pinned.extend(kvsim::scenario::parse_set_flags(&o.opts.set).unwrap_or_default().into_iter().map(|(k, _)| k));
     let (text, s) = shrink_to_text(&cfg, &sig, o.budget, &o.input, &pinned);
     if let Err(e) = std::fs::write(&o.out, &text) {
         eprintln!("error: {}: {e}", o.out);

@@ -123,15 +123,14 @@ impl KnownBugs {
         let raw: RawFile = toml::from_str(text).map_err(|e| {
             // A missing or unknown key of an entry: name the entry (`known[I].row`), as the
             // checks below do, from the `[[known]]` tables before the error's position.
-            let at = e.span().map_or(0, |s| s.start);
+            let at = e.span().map_or(0, |s| s.start.min(text.len()));
             let message = e.message().trim_end().to_string();
-            let at = at.min(text.len());
             let here = usize::from(text[at..].starts_with("[[known]]"));
             let entry = (text[..at].matches("[[known]]").count() + here).checked_sub(1);
             let key = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
             KnownBugsError {
                 file: name.to_string(),
-                line: e.span().map_or(1, |s| line_of(text, s.start)),
+                line: e.span().map_or(1, |_| line_of(text, at)),
                 field: entry.zip(key).map(|(i, k)| format!("known[{i}].{k}")),
                 message,
             }
@@ -186,18 +185,17 @@ impl KnownBugs {
                     format!("`{}` is not a row of docs/reference/bug-catalogue.md", b.row.get_ref()),
                 ));
             }
-            if let Some(symptoms) = row_symptoms(b.row.get_ref()) {
-                if !is_symptom(b.row.get_ref(), sig) {
-                    return Err(err(
-                        &b.signature.span(),
-                        f("signature"),
-                        format!(
-                            "`{sig}` is not a symptom of row `{}` (its symptoms: {}; src/campaign/reach.rs)",
-                            b.row.get_ref(),
-                            symptoms.join(", ")
-                        ),
-                    ));
-                }
+            if !is_symptom(b.row.get_ref(), sig) {
+                let symptoms = row_symptoms(b.row.get_ref()).unwrap_or_default();
+                return Err(err(
+                    &b.signature.span(),
+                    f("signature"),
+                    format!(
+                        "`{sig}` is not a symptom of row `{}` (its symptoms: {}; src/campaign/reach.rs)",
+                        b.row.get_ref(),
+                        symptoms.join(", ")
+                    ),
+                ));
             }
             for (field, v) in [("reference", &b.reference), ("note", &b.note)] {
                 if v.get_ref().trim().is_empty() {

@@ -376,8 +376,7 @@ impl World {
             if let Some(&head) = d.prealloc().front() {
                 let k = &self.cfg.knobs;
                 let len = d.reqs()[&head].len_tokens();
-                let need = self.pages_for(len.saturating_add(k.decode_lookahead_tokens)) * self.page_size()
-                    + k.reserved_decode_tokens;
+                let need = self.prealloc_pages(len) * self.page_size() + k.reserved_decode_tokens;
                 let pool = d.pool().usable_pages() * self.page_size();
                 if need > pool {
                     let who = if head == r { "it".to_string() } else { format!("request {}, ahead of it,", head.0) };
@@ -394,17 +393,8 @@ impl World {
             }
         }
         let failed = |leg: Option<u16>| leg.filter(|s| *s != 200);
-        let on_decode_or_router = matches!(
-            waits,
-            "decode_prealloc"
-                | "kv_arrival"
-                | "decode_steps"
-                | "release_ack"
-                | "retracted"
-                | "decode_answer"
-                | "router"
-        );
-        if let Some(s) = failed(req.prefill_leg()).filter(|_| on_decode_or_router) {
+        // A request whose prefill leg answered waits on decode or the router (`waits_for`).
+        if let Some(s) = failed(req.prefill_leg()) {
             return Some(("prefill_failed", format!("its prefill leg already failed ({s})")));
         }
         if waits == "decode_prealloc" {

@@ -404,9 +404,7 @@ impl World {
             if !node.retracted.is_empty() || node.transfer.len() + node.running.len() >= node.max_running as usize {
                 break;
             }
-            // With `decode_lookahead_tokens` (vLLM's speculative lookahead) the reservation reaches
-            // past the prompt: possibly a block more than prefill exposes.
-            let need = self.pages_for(node.reqs[&r].len.saturating_add(k.decode_lookahead_tokens));
+            let need = self.prealloc_pages(node.reqs[&r].len);
             // The decode-side radix cache: lock the cached blocks the prompt starts with; only the
             // rest is allocated (and evicted for, least recently used first).
             let (borrowed, mut pages) = if k.decode_radix_cache.on() && node.reqs[&r].pending_abort.is_none() {
@@ -502,6 +500,14 @@ impl World {
         }
         self.decode_start_step(n);
         true
+    }
+
+    /// The pages decode preallocates for a `len`-token prompt (before its reserved decode tokens,
+    /// which it also wants free): with `decode_lookahead_tokens` (vLLM's speculative lookahead)
+    /// the reservation reaches past the prompt, possibly a block more than prefill exposes.
+    #[inline]
+    pub(crate) fn prealloc_pages(&self, len: u64) -> u64 {
+        self.pages_for(len.saturating_add(self.cfg.knobs.decode_lookahead_tokens))
     }
 
     /// Starts a decode step over node `n`'s running batch, when it is up, idle and has one.

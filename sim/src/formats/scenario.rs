@@ -1646,27 +1646,40 @@ pub fn to_toml(cfg: &SimConfig, header_comment: &str) -> String {
 /// profile's values. A configuration without a known profile keeps every knob.
 pub fn to_toml_against_profile(cfg: &SimConfig, header_comment: &str) -> String {
     let mut f = to_file(cfg, true);
-    if let (Some(p), Some(knobs)) = (config::profile(&cfg.profile), f.knobs.as_mut()) {
-        let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-        knobs.retain(|k, v| base.get(k) != Some(v));
-        if knobs.is_empty() {
-            f.knobs = None;
-        }
+    if let Some(differing) = knob_values_differing(&cfg.knobs, &cfg.profile) {
+        f.knobs = (!differing.is_empty()).then(|| differing.into_iter().map(|(k, v, _)| (k, v)).collect());
     }
     let body = toml::to_string(&f).expect("a scenario image serialises");
     format!("{}{body}", comment_block(header_comment))
 }
 
-/// The knobs of `cfg` whose values differ from profile `profile`'s, as `name = value (profile:
-/// value)`: what a scenario's own `[knobs]` (or `--set`) keep when `--profile` names another
-/// profile.
-pub fn knobs_differing_from(cfg: &SimConfig, profile: &str) -> Vec<String> {
-    let Some(p) = config::profile(profile) else { return Vec::new() };
-    let base = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
-    let mine = toml::Table::try_from(&cfg.knobs).expect("knobs serialise");
-    mine.iter()
-        .filter(|(k, v)| base.get(*k) != Some(*v))
-        .map(|(k, v)| format!("{k} = {v} ({profile}: {})", base.get(k).map_or("-".to_string(), |b| b.to_string())))
+/// The knobs whose values differ from profile `profile`'s, with the profile's value: (name,
+/// value, the profile's value). `None` when `profile` is not a profile.
+fn knob_values_differing(knobs: &Knobs, profile: &str) -> Option<Vec<(String, toml::Value, Option<toml::Value>)>> {
+    let base = toml::Table::try_from((config::profile(profile)?.knobs)()).expect("knobs serialise");
+    let mine = toml::Table::try_from(knobs).expect("knobs serialise");
+    Some(
+        mine.into_iter()
+            .filter(|(k, v)| base.get(k) != Some(v))
+            .map(|(k, v)| {
+                let theirs = base.get(&k).cloned();
+                (k, v, theirs)
+            })
+            .collect(),
+    )
+}
+
+/// The knobs of `cfg` whose values differ from profile `profile`'s: (name, `name = value
+/// (profile: value)`). What a scenario's own `[knobs]` (or `--set`) keep when `--profile` names
+/// another profile.
+pub fn knobs_differing_from(cfg: &SimConfig, profile: &str) -> Vec<(String, String)> {
+    let differing = knob_values_differing(&cfg.knobs, profile).unwrap_or_default();
+    differing
+        .into_iter()
+        .map(|(k, v, theirs)| {
+            let text = format!("{k} = {v} ({profile}: {})", theirs.map_or("-".to_string(), |b| b.to_string()));
+            (k, text)
+        })
         .collect()
 }
 
