@@ -85,7 +85,8 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
-    /// A trace file (`kvsim run --trace`) or a saved failure directory holding `trace.jsonl`.
+    /// A trace file (`kvsim run --trace`), or a campaign's seed folder, signature folder (its first
+    /// example) or `failure.json`, whose `trace.jsonl` is read.
     pub input: String,
     /// The KV backend: auto (CUDA where a driver, a device and NVRTC are found, else the CPU
     /// reference, with a note), cpu, or cuda (exit 3 when it is unavailable).
@@ -181,14 +182,10 @@ pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
     confirm_log(&log, o)
 }
 
-/// Reads a trace file (or a saved failure directory holding `trace.jsonl`).
+/// Reads a trace file, or a campaign's saved example's (`super::saved_file`).
 pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
     let bad = ReplayFailure::bad_input;
-    let path = if std::path::Path::new(input).is_dir() {
-        format!("{}/trace.jsonl", input.trim_end_matches('/'))
-    } else {
-        input.to_string()
-    };
+    let path = super::saved_file(input, "trace.jsonl").map_err(bad)?;
     let log = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
         .and_then(|r| r.mem_log())
         .map_err(|e| bad(e.to_string()))?;

@@ -51,7 +51,68 @@ pub struct RunOpts {
     pub liveness: Option<String>,
 }
 
-/// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is seconds), in ms.
+/// A campaign's saved folders, resolved to one of their files (`trace.jsonl` for `replay` and
+/// `confirm`, `scenario.toml` for `run`): a seed folder (`<corpus>/<signature>/seed-N`) to its
+/// own, a signature folder (`<corpus>/<signature>`, whose `failure.json` names its first
+/// example's seed) to that seed's, and a `failure.json` to its folder's. A corpus root is
+/// refused with what to give instead; anything else is returned as given.
+pub fn saved_file(input: &str, file: &str) -> Result<String, String> {
+    use std::path::Path;
+    let p = Path::new(input);
+    let dir = if p.is_dir() {
+        p
+    } else if p.file_name().is_some_and(|n| n == "failure.json") && p.is_file() {
+        p.parent().unwrap_or(Path::new("."))
+    } else {
+        return Ok(input.to_string());
+    };
+    let shown = |q: &Path| q.to_string_lossy().into_owned();
+    if dir.join("campaign.json").is_file() {
+        let mut sigs: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.path().join("failure.json").is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        sigs.sort();
+        let listed = if sigs.is_empty() {
+            "it holds none yet".to_string()
+        } else {
+            let more = if sigs.len() > 3 { format!(", … ({} in all)", sigs.len()) } else { String::new() };
+            format!("it holds {}{more}", sigs.iter().take(3).cloned().collect::<Vec<_>>().join(", "))
+        };
+        return Err(format!(
+            "{input}: a campaign's corpus; give one of its signature folders ({input}/<signature>, {listed}) or seed \
+             folders ({input}/<signature>/seed-N)"
+        ));
+    }
+    let own = dir.join(file);
+    if own.is_file() {
+        return Ok(shown(&own));
+    }
+    let fj = dir.join("failure.json");
+    if !fj.is_file() {
+        return Err(format!("{}: a folder without {file} (nor a campaign's failure.json)", shown(dir)));
+    }
+    let f: kvsim::campaign::Failure = std::fs::read_to_string(&fj)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", shown(&fj)))?;
+    let seed_dir = format!("seed-{}", f.seed);
+    if dir.file_name().is_some_and(|n| *n == *seed_dir) {
+        return Err(format!("{}: missing from this saved example", shown(&own)));
+    }
+    let theirs = dir.join(&seed_dir).join(file);
+    if theirs.is_file() {
+        Ok(shown(&theirs))
+    } else {
+        Err(format!("{}: names seed {}, but {} is missing", shown(&fj), f.seed, shown(&theirs)))
+    }
+}
+
+/// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is refused), in ms.
 pub fn parse_bound(s: &str) -> Result<u64, String> {
     let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1)
@@ -62,7 +123,9 @@ pub fn parse_bound(s: &str) -> Result<u64, String> {
     } else if let Some(n) = s.strip_suffix('h') {
         (n, 3_600_000)
     } else {
-        (s, 1_000)
+        // A bare number is refused rather than read in some unit: `[faults]
+        // liveness_after_heal_ms` is milliseconds, so "30" would be ambiguous.
+        return Err(format!("--liveness {s}: no unit; write it with one, e.g. {s}s, {s}ms or {s}m"));
     };
     let bad = || format!("--liveness {s}: expected a positive duration such as 500ms, 30s or 10m");
     let n: u64 = num.trim().parse().map_err(|_| bad())?;
@@ -377,6 +440,13 @@ fn run() -> i32 {
                 }
             }
             let ni = (check == Some(PropertyCheck::Noninterference)).then_some(secret_tenant);
+            let scenario = match saved_file(&scenario, "scenario.toml") {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return exit::BAD_INPUT;
+                }
+            };
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
@@ -732,6 +802,11 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         eprintln!("error: {m}");
         exit::BAD_INPUT
     };
+    let path = match saved_file(path, "trace.jsonl") {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    let path = path.as_str();
     let reader = match tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }) {
         Ok(r) => r,
         Err(e) => return bad(e.to_string()),

@@ -58,7 +58,11 @@ pub struct Loaded {
 /// Loads a configuration from a scenario, a trace header, a seed folder or a signature folder
 /// of a campaign; a folder also gives the signature to keep and its campaign's pins.
 pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<Loaded, String> {
-    let p = std::path::Path::new(input);
+    let mut p = std::path::Path::new(input);
+    // A `failure.json` stands for its folder.
+    if p.file_name().is_some_and(|n| n == "failure.json") && p.is_file() {
+        p = p.parent().unwrap_or(std::path::Path::new("."));
+    }
     if p.is_dir() {
         if let Some((scenario, sig, space)) = signature_folder(p)? {
             let cfg = super::load(&scenario, opts).map_err(|e| e.to_string())?;
@@ -69,14 +73,7 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<Loaded, String> {
 }
 
 fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
-    let p = std::path::Path::new(input);
-    if p.is_dir() && p.join("campaign.json").is_file() {
-        return Err(format!(
-            "{input}: a campaign's corpus; give one of its signature folders ({input}/<signature>) or seed folders \
-             ({input}/<signature>/seed-N)"
-        ));
-    }
-    let path = if p.is_dir() { format!("{}/scenario.toml", input.trim_end_matches('/')) } else { input.to_string() };
+    let path = super::saved_file(input, "scenario.toml")?;
     if is_trace(&path) {
         // A trace's header is the run's whole configuration: overrides would make the shrunk
         // case another run's, so they are refused rather than dropped.
@@ -133,6 +130,14 @@ fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
     t
 }
 
+/// What to say of a shrink the budget ended before a pass changed nothing.
+fn unfinished(s: &kvsim::shrink::Shrunk, file: &str) -> String {
+    format!(
+        "Not minimal yet: the run budget ended shrinking after {} runs; `kvsim shrink {file} --out …` (or a larger --budget) may shrink it further.",
+        s.runs
+    )
+}
+
 /// Shrinks and renders the output file; returns (text, summary line).
 /// `keep`: knobs never set back to the fixed build (a campaign's or the command's `--set` pins).
 pub fn shrink_to_text(
@@ -157,6 +162,7 @@ pub fn shrink_to_text(
         s.runs,
         s.accepted
     );
+    let header = if s.converged { header } else { format!("{header}\n{}", unfinished(&s, "<this file>")) };
     let mut out = s.cfg.clone();
     out.name = format!("{}-shrunk", cfg.name);
     (shrunk_toml(&out, &header), s)
@@ -237,6 +243,9 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     } else {
         ""
     };
+    if !s.converged {
+        println!("{}", unfinished(&s, &kvsim::shell_word(&o.out)));
+    }
     println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_word(&o.out));
     let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);
     if after.iter().any(|x| kvsim::fuzz::is_disagreement(x)) {

@@ -149,6 +149,28 @@ fn a_blind_campaign_finds_the_stub_leak() {
     let out = kvsim(&["run", &dir, "--json"]);
     assert_eq!(out.status.code(), Some(10));
     assert!(String::from_utf8_lossy(&out.stdout).contains("cross_tenant_read"));
+
+    // `run`, `replay` and `confirm` take the saved folders and `failure.json` as they are: the
+    // signature folder and its `failure.json` stand for its first example's seed folder.
+    let sig = format!("{c}/cross_tenant_read--stub_commit");
+    let seed_dir = format!("{sig}/seed-{seed}");
+    for input in [sig.clone(), format!("{sig}/failure.json"), seed_dir.clone(), format!("{seed_dir}/failure.json")] {
+        let out = kvsim(&["run", &input]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(10), "run {input}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(&format!("reproduce: kvsim run {seed_dir}/scenario.toml")), "{text}");
+        let out = kvsim(&["replay", &input]);
+        assert_eq!(out.status.code(), Some(10), "replay {input}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = kvsim(&["confirm", &input, "--backend", "cpu"]);
+        assert!(matches!(out.status.code(), Some(0 | 10)), "confirm {input}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The corpus itself is refused, naming what to give instead.
+    for cmd in ["run", "replay", "confirm", "shrink"] {
+        let out = kvsim(&[cmd, &c]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd} {c}: {err}");
+        assert!(err.contains("a campaign's corpus") && err.contains("it holds cross_"), "{err}");
+    }
 }
 
 /// A trace is recognised by its content, whatever its name (as `replay` and `confirm` do), and
@@ -690,6 +712,10 @@ fn liveness_mode_from_the_command_line() {
         Some(10),
         "answered in time: its 5xx is the finding"
     );
+    // A bare number has no unit: refused, not read as seconds (the TOML key is milliseconds).
+    let out = kvsim(&["run", scen, "--liveness", "30"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no unit"), "{}", String::from_utf8_lossy(&out.stderr));
     for bad in ["0s", "soon", "-5s"] {
         let flag = format!("--liveness={bad}");
         let out = kvsim(&["run", scen, &flag]);

@@ -646,7 +646,8 @@ pub fn unseen_known<'k>(
         .map(|b| {
             let sig = b.signature.as_str();
             let after_heal = sig.starts_with("request_hang/after_heal/");
-            let why = if crate::fuzz::hardware_fault(sig).is_some() && !has("hardware") {
+            let hardware = crate::fuzz::hardware_fault(sig).is_some() || b.hardware;
+            let why = if hardware && !has("hardware") {
                 Some("needs --hardware-faults")
             } else if after_heal && !has("liveness") {
                 Some("needs --liveness")
@@ -666,17 +667,19 @@ pub fn unseen_known<'k>(
 
 /// A signature's triage label: `new`, `known (<row>)`, or empty without a known-bugs file;
 /// `, hardware` follows when the signature's chain names a hardware fault
-/// (`fuzz::hardware_fault`: found only with those faults drawn).
+/// (`fuzz::hardware_fault`: found only with those faults drawn) or its known entry says it needs
+/// one (`KnownBugs::hardware`).
 pub fn triage_label(sig: &str, known: Option<&KnownBugs>) -> String {
     let triage = match known.map(|k| k.row(sig)) {
         None => String::new(),
         Some(None) => "new".to_string(),
         Some(Some(row)) => format!("known ({row})"),
     };
-    match (crate::fuzz::hardware_fault(sig), triage.is_empty()) {
-        (Some(_), true) => "hardware".to_string(),
-        (Some(_), false) => format!("{triage}, hardware"),
-        (None, _) => triage,
+    let hardware = crate::fuzz::hardware_fault(sig).is_some() || known.is_some_and(|k| k.hardware(sig));
+    match (hardware, triage.is_empty()) {
+        (true, true) => "hardware".to_string(),
+        (true, false) => format!("{triage}, hardware"),
+        (false, _) => triage,
     }
 }
 
@@ -1213,6 +1216,22 @@ mod tests {
         assert_eq!(why("wrong_status/rejected_answered_5xx"), Some(Some("the campaign pins the row's fix (--set)")));
         assert_eq!(why("cross_tenant_read/late_write"), Some(None));
         assert_eq!(table_text(&BTreeMap::new(), &BTreeMap::new(), Some(&k)), "no violations found\n");
+
+        // vllm-nixl's `memory_safety` channels name no hardware fault, but need the lag: their
+        // entries say `hardware = true`, so they are labelled and listed as needing it.
+        let v = KnownBugs::shipped("vllm-nixl").unwrap();
+        let sig = "timing_channel/memory_safety";
+        assert!(
+            crate::fuzz::hardware_fault(sig).is_none() && v.hardware(sig) && !v.hardware("timing_channel/prefix_hit")
+        );
+        assert_eq!(triage_label(sig, Some(&v)), "known (cross-tenant-prefix-hit), hardware");
+        assert_eq!(triage_label("timing_channel/prefix_hit", Some(&v)), "known (cross-tenant-prefix-hit)");
+        let ni = unseen_known(&BTreeMap::new(), &v, "profile:vllm-nixl+check:noninterference");
+        let why = |sig: &str| ni.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
+        assert_eq!(why(sig), Some(Some("needs --hardware-faults")));
+        assert_eq!(why("timing_channel/prefix_hit"), Some(None));
+        // On sglang-0.5.22 the same signature arises without the lag: not hardware.
+        assert!(!k.hardware(sig));
     }
 
     #[test]

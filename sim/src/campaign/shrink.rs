@@ -21,6 +21,10 @@ pub struct Shrunk {
     /// Behaviour knobs that differ from `judged_against` but were not judged because the run
     /// budget was spent first (`name=value`): they may or may not be necessary.
     pub unjudged_knobs: Vec<String>,
+    /// Whether shrinking stopped because a whole pass changed nothing, within the budget. When
+    /// false the run budget (or the pass limit) ended it first, and shrinking the result again
+    /// may shrink it further.
+    pub converged: bool,
     /// The fixed profile the knobs were judged against: the configuration's own profile's fixed
     /// build (`config::Profile::fixed`; itself for a fixed profile), `sglang-0.5.22` for an
     /// unknown profile name.
@@ -575,6 +579,7 @@ const MAX_PASSES: u32 = 16;
 
 fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
     let (mut necessary, mut unjudged) = (Vec::new(), Vec::new());
+    let mut converged = false;
     // Until a whole pass changes nothing (or the budget is spent), so that shrinking the result
     // again finds nothing more to do. A pass that changes something accepted at least one
     // candidate, which cost a run, so the budget bounds the loop; `MAX_PASSES` bounds it too.
@@ -603,6 +608,8 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         close_gaps(&mut s, &mut cur);
         shrink_prefixes(&mut s, &mut cur);
         if cur == before || s.runs >= s.budget {
+            // A candidate refused for want of budget was not judged: not converged then.
+            converged = cur == before && s.runs < s.budget;
             break;
         }
     }
@@ -613,6 +620,7 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         accepted: s.accepted,
         necessary_knobs: necessary,
         unjudged_knobs: unjudged,
+        converged,
         judged_against,
     }
 }

@@ -21,6 +21,8 @@ struct RawBug {
     row: toml::Spanned<String>,
     reference: toml::Spanned<String>,
     note: toml::Spanned<String>,
+    #[serde(default)]
+    hardware: Option<toml::Spanned<bool>>,
 }
 
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -41,6 +43,11 @@ pub struct KnownBug {
     pub reference: String,
     /// Why the row explains this signature (how it was checked).
     pub note: String,
+    /// Found only with the hardware faults drawn (`kvsim fuzz --hardware-faults`), although its
+    /// signature names none (`hardware = true`; e.g. a noninterference channel whose runs need
+    /// the visibility lag). A signature that names one (`fuzz::hardware_fault`) is hardware
+    /// without it.
+    pub hardware: bool,
 }
 
 /// A known-bugs file: the signatures a profile is expected to show, each tied to a catalogue row.
@@ -202,11 +209,21 @@ impl KnownBugs {
                     return Err(err(&v.span(), f(field), "must not be empty".into()));
                 }
             }
+            if let Some(h) = &b.hardware {
+                if *h.get_ref() && crate::fuzz::hardware_fault(sig).is_some() {
+                    return Err(err(
+                        &h.span(),
+                        f("hardware"),
+                        format!("`{sig}` names its hardware fault already: drop `hardware = true`"),
+                    ));
+                }
+            }
             known.push(KnownBug {
                 signature: sig.clone(),
                 row: b.row.get_ref().clone(),
                 reference: b.reference.get_ref().clone(),
                 note: b.note.get_ref().clone(),
+                hardware: b.hardware.as_ref().is_some_and(|h| *h.get_ref()),
             });
         }
         Ok(KnownBugs { source: name.to_string(), profile: profile.clone(), known })
@@ -222,6 +239,12 @@ impl KnownBugs {
     /// The catalogue row of a known signature.
     pub fn row(&self, sig: &str) -> Option<&str> {
         self.known.iter().find(|b| b.signature == sig).map(|b| b.row.as_str())
+    }
+
+    /// Whether a known signature is found only with the hardware faults drawn (its entry's
+    /// `hardware = true`; `KnownBug::hardware`).
+    pub fn hardware(&self, sig: &str) -> bool {
+        self.known.iter().any(|b| b.signature == sig && b.hardware)
     }
 }
 
@@ -377,5 +400,25 @@ note = "prefix_cache_scope = global in the profile"
         assert_eq!(exit_status(&with_read, Some(&k)), exit::SAFETY);
         let with_dis = s(&["cross_tenant_read/x", "oracle_disagreement/read"]);
         assert_eq!(exit_status(&with_dis, Some(&k)), exit::ORACLE_DISAGREEMENT);
+    }
+
+    #[test]
+    fn hardware_is_a_flag_for_signatures_that_name_no_hardware_fault() {
+        let with = |sig: &str, row: &str| {
+            format!("profile = \"vllm-nixl\"\n\n[[known]]\nsignature = \"{sig}\"\nrow = \"{row}\"\nreference = \"r\"\nnote = \"n\"\nhardware = true\n")
+        };
+        let k = KnownBugs::parse("k.toml", &with("timing_channel/memory_safety", "cross-tenant-prefix-hit")).unwrap();
+        assert!(k.known[0].hardware && k.hardware("timing_channel/memory_safety"));
+        let e =
+            KnownBugs::parse("k.toml", &with("cross_request_read/visibility_lag", "rdma-visibility-lag")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (8, Some("known[0].hardware")), "{e}");
+        assert!(e.message.contains("names its hardware fault already"), "{e}");
+        let e = KnownBugs::parse(
+            "k.toml",
+            &with("timing_channel/memory_safety", "cross-tenant-prefix-hit").replace("= true", "= \"yes\""),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 8, "{e}");
+        assert!(!KnownBugs::parse("k.toml", GOOD).unwrap().known[0].hardware);
     }
 }

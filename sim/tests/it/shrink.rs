@@ -280,8 +280,12 @@ fn shrinking_a_shrunk_case_changes_nothing() {
         let once = kvsim::shrink::shrink_with(&cfg, &mut holds, 3000);
         let twice = kvsim::shrink::shrink_with(&once.cfg, &mut holds, 3000);
         assert!(once.runs < 3000, "seed {seed}: the budget ran out");
+        assert!(once.converged && twice.converged, "seed {seed}: a pass that changed nothing ended both");
         assert_eq!(twice.cfg, once.cfg, "seed {seed}, {sig}: shrinking again changed the case");
         assert_eq!(twice.accepted, 0, "seed {seed}, {sig}");
+        // A budget that ends shrinking first says so (the case may shrink further).
+        let short = kvsim::shrink::shrink_with(&cfg, &mut holds, 3);
+        assert!(!short.converged && short.runs <= 3, "seed {seed}: {} runs", short.runs);
         checked += 1;
         if checked == 6 {
             break;
