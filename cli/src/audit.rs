@@ -1,6 +1,8 @@
 //! `kvsim audit LOG… [--role prefill|decode]… [--profile NAME] [--scenario-out FILE]`.
-//! Exit 0: no gap; 10: a gap that leaks under the profile; 11: a gap that does not leak
-//! (the requests are refused); 2: bad input (the message names the log, line and field).
+//! Exit 0: no gap; 10: a gap that leaks under the profile (or the simulated deployment breaks
+//! memory safety otherwise); 11: a gap that does not leak (the requests are refused); 13: the
+//! generated scenario did not run as meant (a warm-up failed, a probe got no answer), so it cannot
+//! tell; 2: bad input (the message names the log, line and field).
 
 use kvsim::audit::{self, parse};
 use kvsim::check::Kind;
@@ -25,6 +27,13 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     }
     if let Some(o) = out.filter(|o| std::path::Path::new(o).is_dir()) {
         return bad(format!("--scenario-out {o}: a folder; give a file name"));
+    }
+    let same = |a: &str, b: &str| {
+        let c = |p: &str| std::path::Path::new(p).canonicalize().ok();
+        c(a).is_some_and(|x| Some(x) == c(b))
+    };
+    if let Some(o) = out.filter(|o| logs.iter().any(|l| same(o, l))) {
+        return bad(format!("--scenario-out {o}: that is one of the logs; write the scenario elsewhere"));
     }
     if let Some(o) = out.filter(|o| !force && std::path::Path::new(o).exists()) {
         return bad(format!("--scenario-out {o}: exists; give another name, or --force to overwrite it"));
@@ -147,44 +156,88 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         }
     }
     let leaked: Vec<_> = w.oracle.violations.iter().filter(|v| is_leak(v)).collect();
-    if leaked.is_empty() {
-        // What the probes (tenant 1) got, counted: a probe at one node's band edge may fit
-        // another node and be answered 200, which is not a leak either.
+    let count = |vs: &[&kvsim::check::Violation]| -> String {
+        let m: std::collections::BTreeMap<String, usize> = vs.iter().fold(Default::default(), |mut m, v| {
+            *m.entry(format!("{}/{}", v.kind.name(), v.cause)).or_default() += 1;
+            m
+        });
+        m.iter().map(|(k, n)| format!("{k} × {n}")).collect::<Vec<_>>().join(", ")
+    };
+    // What the probes (tenant 1) got, counted: a probe at one node's band edge may fit another
+    // node and be answered 200, which is not a leak either.
+    let answers = |tenant: u32| {
         let mut statuses: std::collections::BTreeMap<String, u64> = Default::default();
-        for r in w.reqs.iter().filter(|r| r.tenant().0 == 1) {
+        for r in w.reqs.iter().filter(|r| r.tenant().0 == tenant) {
             *statuses.entry(r.response().map_or("none".to_string(), |x| x.status.to_string())).or_default() += 1;
         }
-        let answered: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} × {n}")).collect();
+        statuses
+    };
+    let shown = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter().map(|(s, n)| format!("{s} × {n}")).collect::<Vec<_>>().join(", ")
+    };
+    let probes = answers(1);
+    let probes_text = shown(&probes);
+    if !leaked.is_empty() {
+        let requests: std::collections::BTreeSet<u32> = leaked.iter().filter_map(|v| v.request.map(|r| r.0)).collect();
+        let kinds: std::collections::BTreeSet<&str> = leaked.iter().map(|v| v.kind.name()).collect();
         println!(
-            "verdict: GAP, but it does not leak under {profile}: no probe read another tenant's KV and no rejected prompt was answered 200 (probes answered HTTP {}) (exit 11)",
-            answered.join(", ")
+            "verdict: GAP LEAKS under {profile}: {} request(s) of the scenario leak ({}; probes answered HTTP {probes_text}) (exit 10)",
+            requests.len(),
+            kinds.into_iter().collect::<Vec<_>>().join(", ")
         );
-        let other: std::collections::BTreeMap<String, usize> =
-            w.oracle.violations.iter().fold(Default::default(), |mut m, v| {
-                *m.entry(format!("{}/{}", v.kind.name(), v.cause)).or_default() += 1;
-                m
-            });
-        if !other.is_empty() {
-            let list: Vec<String> = other.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+        // The scenario's run counts every violation; the verdict only the leaks: say the rest.
+        let others: Vec<_> = w.oracle.violations.iter().filter(|v| !is_leak(v)).collect();
+        if !others.is_empty() {
             println!(
-                "note: the scenario's own run finds {} (not a leak: `kvsim run` of the scenario reports it and exits 10)",
-                list.join(", ")
+                "note: `kvsim run` of the scenario also reports {} (not stale reads, not a rejected prompt answered 200)",
+                count(&others)
             );
         }
-        return exit::LIVENESS;
+        return exit::SAFETY;
     }
-    let kinds: std::collections::BTreeSet<&str> = leaked.iter().map(|v| v.kind.name()).collect();
+    // Memory safety broken otherwise (KV written into pages another request holds, a double
+    // free): not a probe's stale read, but not safe either.
+    let unsafe_: Vec<_> = w.oracle.violations.iter().filter(|v| is_memory_safety(v)).collect();
+    if !unsafe_.is_empty() {
+        println!(
+            "verdict: UNSAFE under {profile}: no probe read stale KV, but the simulated deployment breaks memory safety: {} (probes answered HTTP {probes_text}) (exit 10)",
+            count(&unsafe_)
+        );
+        return exit::SAFETY;
+    }
+    // "Does not leak" only when the scenario did what it is for: every warm-up served (decode's
+    // pools hold tenant 0's KV) and every probe answered (it reached the admission check).
+    let warm = answers(0);
+    let warm_failed: u64 = warm.iter().filter(|(s, _)| *s != "200").map(|(_, n)| n).sum();
+    let unanswered = probes.get("none").copied().unwrap_or(0);
+    if warm_failed > 0 || unanswered > 0 {
+        println!(
+            "verdict: INCONCLUSIVE under {profile}: the generated scenario did not run as meant (warm-ups answered HTTP {}; probes answered HTTP {probes_text}), so it cannot tell whether the gap leaks; run the scenario (--scenario-out) and read its stories (exit {})",
+            shown(&warm),
+            exit::INCONCLUSIVE
+        );
+        if !w.oracle.violations.is_empty() {
+            println!("note: the scenario's own run finds {}", count(&w.oracle.violations.iter().collect::<Vec<_>>()));
+        }
+        return exit::INCONCLUSIVE;
+    }
     println!(
-        "verdict: GAP LEAKS under {profile}: {} violation(s) ({}) for prompts in the band (exit 10)",
-        leaked.len(),
-        kinds.into_iter().collect::<Vec<_>>().join(", ")
+        "verdict: GAP, but it does not leak under {profile}: no probe read another tenant's KV and no rejected prompt was answered 200 (probes answered HTTP {probes_text}) (exit 11)"
     );
-    // The scenario's run counts every violation; the verdict only the leaks: say the rest.
-    let others = w.oracle.violations.len() - leaked.len();
-    if others > 0 {
-        println!("note: `kvsim run` of the scenario also reports {others} other violation(s) (not leaks: no stale read, no rejected prompt answered 200)");
+    let other: Vec<_> = w.oracle.violations.iter().collect();
+    if !other.is_empty() {
+        println!(
+            "note: the scenario's own run finds {} (a refusal, not a leak: `kvsim run` of the scenario reports it and exits 10)",
+            count(&other)
+        );
     }
-    exit::SAFETY
+    exit::LIVENESS
+}
+
+/// KV memory safety broken without a stale read: a write into pages another request holds, a
+/// double free, a request's own KV at the wrong position.
+fn is_memory_safety(v: &kvsim::check::Violation) -> bool {
+    matches!(v.kind, Kind::UseAfterFree | Kind::DoubleFree | Kind::OwnKvMisplaced)
 }
 
 /// A leak: a stale read, or a rejected prompt answered 200. A rejected prompt answered 500 after

@@ -71,6 +71,63 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
     assert!(out.contains("note: the scenario's own run finds wrong_status/rejected_answered_5xx"), "{out}");
 }
 
+/// A 10M-token context over a 3M-token pool on the vulnerable build leaks. The generated
+/// scenario once spaced its warm-ups at 30 µs a token, half what a 3M-token prefill takes under
+/// the cost model: they queued, timed out, and the probes behind them never reached admission,
+/// so the verdict was "does not leak" (exit 11).
+#[test]
+fn long_contexts_are_warmed_one_request_at_a_time_and_leak() {
+    let dir = empty_dir("long");
+    let log = dir.join("scout.log");
+    std::fs::write(
+        &log,
+        "[x] server_args=ServerArgs(context_length=10485760, page_size=64, disaggregation_mode='prefill')\n\
+         [x TP0] max_total_num_tokens=3000000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=10485760\n",
+    )
+    .unwrap();
+    let (code, out, err) = audit_in(&dir, &["scout.log", "--scenario-out", "gen.toml"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(out.contains("verdict: GAP LEAKS under sglang-0.5.16"), "{out}");
+    // The warm-ups are shorter than the largest accepted prompt: a longer one would not finish
+    // within half of decode's waiting timeout.
+    assert!(out.contains("assumption: warm-up prompts of"), "{out}");
+    let text = std::fs::read_to_string(dir.join("gen.toml")).unwrap();
+    let sc = kvsim::scenario::Scenario::parse("gen.toml", &text).unwrap();
+    let cfg = sc.resolve(&Default::default()).unwrap();
+    let w = kvsim::simulate(cfg, None, false);
+    let warmups: Vec<_> = w.reqs.iter().filter(|r| r.tenant().0 == 0).collect();
+    assert!(
+        !warmups.is_empty() && warmups.iter().all(|r| r.response().is_some_and(|x| x.status == 200)),
+        "every warm-up served"
+    );
+    // The log itself is never the output, --force or not.
+    let (code, _, err) = audit_in(&dir, &["scout.log", "--scenario-out", "scout.log", "--force"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("that is one of the logs"), "{err}");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("max_total_num_tokens=3000000"));
+}
+
+/// A pool from `--max-total-tokens` that is not a whole number of pages is rounded down as
+/// sglang rounds it at start-up, and the band and the warm-ups follow the rounded pool (the
+/// warm-ups were the unrounded pool's largest accepted prompt, which the rounded one rejects).
+#[test]
+fn a_pool_is_rounded_to_whole_pages_before_the_band() {
+    let dir = empty_dir("round");
+    std::fs::write(
+        dir.join("launch.log"),
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --context-length 262144 --page-size 64 --max-total-tokens 100000 --disaggregation-mode prefill --tp 4\n",
+    )
+    .unwrap();
+    let (code, out, err) = audit_in(&dir, &["launch.log", "--scenario-out", "gen.toml"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(out.contains("pool 100,000 tokens is not a whole number of 64-token pages: audited as 99,968"), "{out}");
+    assert!(out.contains("GAP: prompts 99,962 <= L < 262,144"), "{out}");
+    let text = std::fs::read_to_string(dir.join("gen.toml")).unwrap();
+    let sc = kvsim::scenario::Scenario::parse("gen.toml", &text).unwrap();
+    let w = kvsim::simulate(sc.resolve(&Default::default()).unwrap(), None, false);
+    assert!(w.reqs.iter().filter(|r| r.tenant().0 == 0).all(|r| r.response().is_some_and(|x| x.status == 200)));
+}
+
 #[test]
 fn a_log_without_a_role_gets_a_verdict_and_says_what_it_assumed() {
     // One server's log, no disaggregation role: before, exit 2 "no prefill node found".

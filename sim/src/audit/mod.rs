@@ -542,6 +542,21 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
         }
     };
     for n in &mut nodes {
+        // The engines align the pool to whole pages at start-up (sglang 0.5.10
+        // srt/model_executor/model_runner_kv_cache_mixin.py: `capacity // page_size * page_size`,
+        // `--max-total-tokens` included; vLLM counts whole blocks). A logged pool is aligned
+        // already; a pool taken from the launch flag may not be.
+        if let Some(pool) = n.facts.pool_tokens.filter(|&p| p >= page_size && p % page_size != 0) {
+            let aligned = pool / page_size * page_size;
+            notes.push(format!(
+                "{} (line {}): pool {} tokens is not a whole number of {page_size}-token pages: audited as {} (the engine rounds it down at start-up)",
+                n.facts.source,
+                n.facts.line,
+                thousands(pool),
+                thousands(aligned)
+            ));
+            n.facts.pool_tokens = Some(aligned);
+        }
         let ctx = n.facts.context_len.or(context_len);
         if let (Some(ctx), Some(pool)) = (ctx, n.facts.pool_tokens) {
             let mut adm = admission(n.engine(), ctx, pool);
@@ -721,6 +736,32 @@ pub fn scenarios(a: &Audit, sources: &str, profile: &str) -> Option<Vec<Generate
     Some(out)
 }
 
+/// The configuration a generated scenario resolves to (its profile's knobs, default costs).
+fn resolved(gen: &GenScenario) -> Option<crate::config::SimConfig> {
+    let text = toml::to_string(gen).ok()?;
+    let sc = crate::scenario::Scenario::parse("audit", &text).ok()?;
+    sc.resolve(&crate::scenario::Overrides { profile: Some(gen.profile.clone()), ..Default::default() }).ok()
+}
+
+/// How long one request of `tokens` prompt and `output` tokens takes on idle nodes of `cfg`, in
+/// ms rounded up: its prefill (`prefill::solo_prefill_ns`), its KV's transfer, its decode steps
+/// and the messages between.
+fn solo_ms(cfg: &crate::config::SimConfig, tokens: u64, output: u64) -> u64 {
+    let c = &cfg.cost;
+    let prefill = crate::prefill::solo_prefill_ns(c, cfg.knobs.chunked_prefill_size, tokens);
+    let wire =
+        u128::from(tokens) * u128::from(c.kv_bytes_per_token) * 1000 / u128::from(c.transfer_bytes_per_us.max(1));
+    let transfer = u64::try_from(wire).unwrap_or(u64::MAX).saturating_add(c.transfer_latency_us.saturating_mul(1000));
+    let step =
+        c.decode_step_base_us.saturating_mul(1000).saturating_add((tokens / 1000).saturating_mul(c.decode_ns_per_kkv));
+    let messages = c.message_latency_us.saturating_mul(1000).saturating_mul(8);
+    prefill
+        .saturating_add(transfer)
+        .saturating_add(step.saturating_mul(output))
+        .saturating_add(messages)
+        .div_ceil(1_000_000)
+}
+
 fn gcd(mut a: usize, mut b: usize) -> usize {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -790,18 +831,62 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
         .min()
         .unwrap_or(accepted);
     // (Never above `accepted`: sglang's rule is the nodes' own, and vLLM admits more.)
-    let warm = simulated.min(ctx / 2).max(1);
+    let mut warm = simulated.min(ctx / 2).max(1);
+    let mut gen = GenScenario {
+        name: "audit".into(),
+        description: String::new(),
+        seed: 1,
+        profile: profile.to_string(),
+        context_len: ctx,
+        liveness_bound_s: 3600,
+        prefill: prefill.iter().map(|&pool_tokens| GenGroup { pool_tokens }).collect(),
+        decode: decode.iter().map(|&pool_tokens| GenGroup { pool_tokens }).collect(),
+        knobs: GenKnobs { page_size: ps },
+        request: vec![GenRequest { at_ms: 0, tenant: 0, prompt_tokens: warm, output_tokens: 16 }],
+    };
+    // The cost model and knobs the scenario will run with (its profile's, default costs), to
+    // space the traffic so that no request waits behind another: a warm-up queued behind the
+    // previous one would reach decode's waiting timeout, and the probes behind them would time
+    // out in the queue without reaching the admission check they probe (a 3M-token warm-up takes
+    // minutes to prefill; a fixed 30 µs a token underestimated it by half).
+    let cfg = resolved(&gen)?;
+    let timeout_ms = cfg.knobs.waiting_timeout_ms.min(cfg.knobs.bootstrap_timeout_ms);
+    if solo_ms(&cfg, warm, 16) > timeout_ms / 2 {
+        // Even alone the largest accepted prompt would not finish in half the timeout: warm with
+        // the largest that does (more of them, up to the cap).
+        let (mut lo, mut hi) = (1, warm);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if solo_ms(&cfg, mid, 16) <= timeout_ms / 2 {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        assumptions.push(format!(
+            "warm-up prompts of {} tokens, not the largest accepted ({}): a longer one takes more than half of the {} s timeout to prefill and transfer under the default cost model",
+            thousands(lo),
+            thousands(warm),
+            timeout_ms / 1000
+        ));
+        warm = lo;
+    }
     // The router goes round robin over each role (the scenario's default): every decode node
     // gets one request in `decode.len()`, so each gets enough to cover the largest pool.
     let largest_decode = decode.iter().copied().max().unwrap_or(0);
     let count = (decode.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill.len() as u64 * 2).min(400);
-    let spacing_ms = warm * 30 / 1000 + 2_000;
+    // One at a time on each prefill node: the next round-robin turn of a node comes `np`
+    // requests later.
+    let np = prefill.len() as u64;
+    let spacing_ms = (solo_ms(&cfg, warm, 16) + 2_000).div_ceil(np);
     let mut request = Vec::new();
     let mut at = 0;
     for _ in 0..count {
         request.push(GenRequest { at_ms: at, tenant: 0, prompt_tokens: warm, output_tokens: 16 });
         at += spacing_ms;
     }
+    // The last warm-up finishes before the first probe.
+    at += solo_ms(&cfg, warm, 16);
     let mut probes = std::collections::BTreeSet::new();
     for n in &a.nodes {
         if let Some((lo, hi)) = n.admission.as_ref().and_then(|x| x.band) {
@@ -817,10 +902,13 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // node's gap is probed on that node, not only on whichever node the first copy meets).
     let (np, nd) = (prefill.len(), decode.len());
     let copies = (np / gcd(np, nd) * nd).min(MAX_PROBE_COPIES);
+    // A probe another node admits is served in full: the next one waits for it.
+    let admitted_somewhere = |p: u64| prefill.iter().any(|&pool| crate::intake::max_req_input_len(ctx, pool) > p);
     for p in probes {
+        let gap = if admitted_somewhere(p) { solo_ms(&cfg, p, 8) + 1_000 } else { 1_000 };
         for _ in 0..copies {
             request.push(GenRequest { at_ms: at, tenant: 1, prompt_tokens: p, output_tokens: 8 });
-            at += 1_000;
+            at += gap;
         }
     }
     let mut description = format!(
@@ -831,18 +919,8 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
         description.push_str(s);
         description.push('.');
     }
-    let gen = GenScenario {
-        name: "audit".into(),
-        description,
-        seed: 1,
-        profile: profile.to_string(),
-        context_len: ctx,
-        liveness_bound_s: 3600,
-        prefill: prefill.into_iter().map(|pool_tokens| GenGroup { pool_tokens }).collect(),
-        decode: decode.into_iter().map(|pool_tokens| GenGroup { pool_tokens }).collect(),
-        knobs: GenKnobs { page_size: ps },
-        request,
-    };
+    gen.description = description;
+    gen.request = request;
     let toml = toml::to_string(&gen).expect("the generated scenario serialises");
     Some(Generated { toml, assumptions, arrangements })
 }

@@ -653,10 +653,7 @@ impl World {
                 push_run(&mut pr.pages, run);
             }
             pr.pad_left = pad.saturating_sub(chunk);
-            let ctx_k = (vfrom + chunk / 2) / 1000;
-            cost_ns = cost_ns.saturating_add(chunk.saturating_mul(
-                cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx)),
-            ));
+            cost_ns = cost_ns.saturating_add(chunk_cost_ns(&cost, vfrom, chunk));
             batch.push((r, from, to));
             budget -= chunk;
             if vfrom + chunk < pr.len || budget == 0 {
@@ -1027,4 +1024,41 @@ impl World {
         let detect = Duration::from_ms(k.heartbeat_interval_ms * k.heartbeat_failures);
         self.after(detect, Ev::HeartbeatLost { prefill: n, epoch });
     }
+}
+
+/// What one chunk of `chunk` prompt tokens, after `from` tokens already in the sequence, adds
+/// to a prefill forward pass (which also costs `prefill_base_us` once): per token the base cost
+/// plus the context cost at the chunk's middle.
+pub fn chunk_cost_ns(cost: &crate::config::CostConfig, from: u64, chunk: u64) -> u64 {
+    let ctx_k = (from + chunk / 2) / 1000;
+    chunk.saturating_mul(
+        cost.prefill_ns_per_token.saturating_add(ctx_k.saturating_mul(cost.prefill_ns_per_token_per_kctx)),
+    )
+}
+
+/// How long a prompt of `tokens` takes to prefill on an otherwise idle node: one forward pass
+/// per chunk of at most `chunk_size` tokens (`chunk_cost_ns`). Used to space generated traffic
+/// (`audit::scenario`), not by the model.
+pub fn solo_prefill_ns(cost: &crate::config::CostConfig, chunk_size: u64, tokens: u64) -> u64 {
+    let chunk_size = chunk_size.max(1);
+    let passes = tokens.div_ceil(chunk_size);
+    if passes > 100_000 {
+        // Too many passes to walk: the same sum in closed form, to within rounding (the context
+        // cost grows linearly, so its sum is about b·L²/2,000).
+        let (l, base) = (u128::from(tokens), u128::from(cost.prefill_base_us) * 1000);
+        let t = u128::from(passes) * base
+            + l * u128::from(cost.prefill_ns_per_token)
+            + l * l / 2000 * u128::from(cost.prefill_ns_per_token_per_kctx);
+        return u64::try_from(t).unwrap_or(u64::MAX);
+    }
+    let mut from = 0;
+    let mut total = 0u64;
+    while from < tokens {
+        let chunk = (tokens - from).min(chunk_size);
+        total = total
+            .saturating_add(cost.prefill_base_us.saturating_mul(1000))
+            .saturating_add(chunk_cost_ns(cost, from, chunk));
+        from += chunk;
+    }
+    total
 }
