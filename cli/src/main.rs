@@ -614,6 +614,34 @@ fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
     Some(exit::INVARIANT_BROKEN)
 }
 
+/// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced
+/// the scenario with its own CSV, silently. (Other existing files are overwritten, as a CI job
+/// writing `--trace t.jsonl` on every run expects.)
+fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
+    use std::path::{Path, PathBuf};
+    // The same file whether it exists yet or not: the canonical folder and the file's name.
+    let key = |p: &str| -> Option<PathBuf> {
+        let p = Path::new(p);
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    let input_key = key(input);
+    let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
+    for (i, (flag, out)) in given.iter().enumerate() {
+        let k = key(out);
+        if k.is_some() && k == input_key {
+            return Err(format!("{flag} {out}: that is the scenario being run; write it elsewhere"));
+        }
+        if let Some((other, _)) = given[..i].iter().find(|(_, o)| k.is_some() && key(o) == k) {
+            return Err(format!("{flag} {out}: {other} writes the same file; give each output its own"));
+        }
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &str,
@@ -625,6 +653,18 @@ fn cmd_run(
     topts: &TraceOpts,
     confirm_on: Option<confirm::BackendArg>,
 ) -> i32 {
+    if let Err(e) = outputs_apart(
+        path,
+        &[
+            ("--csv", csv),
+            ("--trace", topts.trace.as_deref()),
+            ("--perfetto", topts.perfetto.as_deref()),
+            ("--svg", topts.svg.as_deref()),
+        ],
+    ) {
+        eprintln!("error: {e}");
+        return exit::BAD_INPUT;
+    }
     let cfg = match load(path, opts) {
         Ok(c) => c,
         Err(e) => {

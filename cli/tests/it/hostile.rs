@@ -369,3 +369,34 @@ fn shrink_refuses_to_overwrite_its_input_or_an_existing_file() {
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(std::fs::read_to_string(&other).unwrap().contains("[[request]]"), "overwritten with --force");
 }
+
+/// An output flag never replaces the scenario being run, and two outputs never share a file
+/// (`kvsim run s.toml --csv s.toml` replaced the scenario with its CSV, exit 10, no warning).
+#[test]
+fn outputs_never_overwrite_the_scenario_or_each_other() {
+    let dir = std::env::temp_dir().join(format!("kvsim-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scen = dir.join("s.toml");
+    let text = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    std::fs::write(&scen, &text).unwrap();
+    let s = scen.to_str().unwrap();
+    let other = format!("{}/../{}/s.toml", dir.display(), dir.file_name().unwrap().to_string_lossy());
+    for flag in ["--csv", "--trace", "--svg", "--perfetto"] {
+        for target in [s, other.as_str()] {
+            let (code, _, err) = kvsim(&["run", s, flag, target]);
+            assert_eq!(code, Some(2), "{flag} {target}: {err}");
+            assert!(err.contains("that is the scenario being run"), "{err}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&scen).unwrap(), text, "the scenario is untouched");
+    let pic = dir.join("p.out");
+    let (code, _, err) = kvsim(&["run", s, "--svg", pic.to_str().unwrap(), "--perfetto", pic.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("writes the same file"), "{err}");
+    // Another existing file is overwritten, as a CI job writing its trace on every run expects.
+    let trace = dir.join("t.jsonl");
+    std::fs::write(&trace, "old").unwrap();
+    let (code, _, err) = kvsim(&["run", s, "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{err}");
+    assert!(std::fs::read_to_string(&trace).unwrap().starts_with("{\"kind\":\"header\""));
+}
