@@ -400,3 +400,24 @@ fn outputs_never_overwrite_the_scenario_or_each_other() {
     assert_eq!(code, Some(10), "{err}");
     assert!(std::fs::read_to_string(&trace).unwrap().starts_with("{\"kind\":\"header\""));
 }
+
+/// A run stopped at the horizon with events still to come was watched up to the horizon: its
+/// virtual time and a hang's "no final status by" say the horizon, not its last event's time
+/// (they said 0.000s when every message took longer than the horizon).
+#[test]
+fn a_run_cut_at_the_horizon_ends_there() {
+    let dir = std::env::temp_dir().join(format!("kvsim-horizon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scen = dir.join("slow.toml");
+    std::fs::write(
+        &scen,
+        "context_len = 8192\nliveness_bound_s = 600\n[[prefill]]\npool_tokens = 4096\n[[decode]]\npool_tokens = 8192\n\
+         [knobs]\npage_size = 16\n[cost]\nmessage_latency_us = 4000000000\n\
+         [[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 100\noutput_tokens = 4\n",
+    )
+    .unwrap();
+    let (code, out, err) = kvsim(&["run", scen.to_str().unwrap()]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("events over 600.000s of virtual time"), "{out}");
+    assert!(out.contains("no final status by t=600.000s"), "{out}");
+}

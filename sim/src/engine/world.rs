@@ -602,6 +602,8 @@ pub struct World {
     /// How many more times the liveness horizon may move to a pending engine timer (set when the
     /// horizon is first reached; see `run`).
     horizon_extensions_left: Option<u64>,
+    /// The run stopped because its next event lies past the horizon (`step`).
+    past_horizon: bool,
     /// Prefix blocks every tenant sends (reusing them is not a side channel).
     pub public_blocks: std::collections::BTreeSet<u64>,
     /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
@@ -734,6 +736,7 @@ impl World {
             event_limit_hit: false,
             max_events,
             horizon_extensions_left: None,
+            past_horizon: false,
             public_blocks: Default::default(),
             read_audit: None,
             reference: None,
@@ -1320,6 +1323,7 @@ impl World {
         }
         if s.at > self.horizon {
             self.queue.push(s);
+            self.past_horizon = true;
             // Each extension is owed to a distinct pending timer; the cap only guards a livelock
             // that keeps re-arming timers without ending anything.
             let left = *self.horizon_extensions_left.get_or_insert(4 * self.reqs.len() as u64 + 16);
@@ -1327,6 +1331,7 @@ impl World {
                 if let Some(t) = self.pending_ending_event() {
                     self.horizon_extensions_left = Some(left - 1);
                     self.horizon = t + Duration::from_s(self.cfg.liveness_bound_s);
+                    self.past_horizon = false;
                     return true;
                 }
             }
@@ -1501,6 +1506,11 @@ impl World {
         // the next event, after it, was not run).
         let missed = self.liveness.as_ref().and_then(|l| l.missed_at);
         self.ended_at = missed.map_or(self.now, |d| d.max(self.now));
+        if self.past_horizon {
+            // Stopped with events left after the horizon: the run was watched up to it (a request
+            // judged there had no final status by then, not by its last event's time).
+            self.ended_at = self.ended_at.max(self.horizon);
+        }
         // A run cut short (event limit, liveness mode) still reports every request of its
         // workload, arrived or not.
         self.materialize_arrivals();
@@ -1768,7 +1778,7 @@ impl World {
     }
 
     fn check_liveness(&mut self) {
-        let end = self.now;
+        let end = self.ended_at;
         if self.event_limit_hit {
             // The run was cut short: an unanswered request or a held page says nothing about the
             // engine, so neither hangs nor leaks are judged (the verdict is `event_limit`).
