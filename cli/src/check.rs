@@ -110,6 +110,20 @@ pub fn run_check(paths: &[String]) -> i32 {
             continue;
         }
         for (i, e) in sc.spec.expect.iter().enumerate() {
+            // The table names each entry: two of one name could not be told apart.
+            if let Some(j) = sc.spec.expect[..i].iter().position(|x| x.name == e.name) {
+                eprintln!(
+                    "error: {}",
+                    expectation_error(
+                        &sc,
+                        f,
+                        i,
+                        "name",
+                        &format!("`expect[{j}]` has this name too: names must differ")
+                    )
+                );
+                return exit::BAD_INPUT;
+            }
             let cfg = match resolve_expectation(&sc, f, i) {
                 Ok(c) => c,
                 Err(err) => {
@@ -119,16 +133,7 @@ pub fn run_check(paths: &[String]) -> i32 {
             };
             let n = super::fuzz::case_requests(&cfg);
             if let Err(err) = e.validate(n) {
-                eprintln!(
-                    "error: {}",
-                    expectation_error(
-                        &sc,
-                        f,
-                        i,
-                        "",
-                        err.to_string().trim_start_matches(&format!("expectation `{}`: ", e.name))
-                    )
-                );
+                eprintln!("error: {}", expectation_error(&sc, f, i, err.field(), &err.message()));
                 return exit::BAD_INPUT;
             }
             let profile = cfg.profile.clone();

@@ -129,7 +129,11 @@ pub fn parse_bound(s: &str) -> Result<u64, String> {
     };
     let bad = || format!("--liveness {s}: expected a positive duration such as 500ms, 30s or 10m");
     let n: u64 = num.trim().parse().map_err(|_| bad())?;
-    n.checked_mul(mul).filter(|&ms| ms > 0 && ms <= kvsim::scenario::MAX_TIME_MS).ok_or_else(bad)
+    match n.checked_mul(mul) {
+        Some(0) => Err(bad()),
+        Some(ms) if ms <= kvsim::scenario::MAX_TIME_MS => Ok(ms),
+        _ => Err(format!("--liveness {s}: too long (at most {} h)", kvsim::scenario::MAX_TIME_MS / 3_600_000)),
+    }
 }
 
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -224,7 +228,7 @@ enum Cmd {
         #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "trace_filter", "perfetto", "svg", "check_oracle"])]
         choices: Option<String>,
     },
-    /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence).
+    /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence; on a match, the run's own exit status, e.g. 10 for a leaking run).
     Replay {
         trace: String,
         /// Replay a trace written by another kvsim version.
@@ -256,7 +260,7 @@ enum Cmd {
         force: bool,
     },
     /// Replay a trace's violating reads on real KV memory with a paged-attention kernel and
-    /// measure whose KV reached the output (exit 10 confirmed, 0 none, 3 no backend, 2 bad input).
+    /// measure whose KV reached the output (exit 10 confirmed, 0 none, 3 no backend, 4 GPU failure, 2 bad input).
     Confirm(confirm::ConfirmOpts),
     /// Whole-run benchmarks: one table (events/s, requests/s, peak memory), also as JSON.
     Bench(bench::BenchOpts),
@@ -328,7 +332,9 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
     let set_names: Vec<String> = set.iter().map(|(k, _)| k.clone()).collect();
     let mut cfg =
         sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
-    if let Some(p) = &opts.profile {
+    // Not when `--profile` is the file's own (every reproduce line kvsim prints names it): its
+    // `[knobs]` then change that profile on purpose.
+    if let Some(p) = opts.profile.as_ref().filter(|p| sc.spec.profile.as_ref() != Some(*p)) {
         // The file's own `[knobs]` win over `--profile`: say which, so a "does the fixed build fix
         // it?" run does not silently keep the old engine's behaviour.
         let kept: Vec<String> = kvsim::scenario::knobs_differing_from(&cfg, p)
@@ -733,6 +739,12 @@ fn cmd_run(
 }
 
 fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Option<&str>, force: bool) -> i32 {
+    // `kvsim new foo.toml` means the file foo.toml of the scenario foo (it wrote foo.toml.toml).
+    let name = name.strip_suffix(".toml").unwrap_or(name);
+    if name.trim().is_empty() {
+        eprintln!("error: NAME is empty: give the scenario a name (it names the file NAME.toml and the scenario)");
+        return exit::BAD_INPUT;
+    }
     let path = out.map(str::to_string).unwrap_or_else(|| format!("{name}.toml"));
     if std::path::Path::new(&path).exists() && !force {
         eprintln!("error: {path} exists (use --force to overwrite, or --out another file)");

@@ -716,6 +716,9 @@ fn liveness_mode_from_the_command_line() {
     let out = kvsim(&["run", scen, "--liveness", "30"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no unit"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kvsim(&["run", scen, "--liveness", "99999999999h"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too long"), "{}", String::from_utf8_lossy(&out.stderr));
     for bad in ["0s", "soon", "-5s"] {
         let flag = format!("--liveness={bad}");
         let out = kvsim(&["run", scen, &flag]);
@@ -821,6 +824,9 @@ fn liveness_hangs_are_triaged_and_shrunk_cases_keep_the_pins() {
                 && err.contains("router_on_prefill_error = \"cancel_decode\" (sglang-0.5.16: \"return_decode_leg\")"),
             "{err}"
         );
+        // `--profile` naming the file's own profile (as every reproduce line does): no note.
+        let own = kvsim(&["run", &format!("{dir}/scenario.toml"), "--profile", "sglang-0.5.22"]);
+        assert!(!String::from_utf8_lossy(&own.stderr).contains("note:"), "{}", String::from_utf8_lossy(&own.stderr));
         let shrunk = std::fs::read_to_string(format!("{dir}/shrunk.toml")).unwrap();
         assert!(
             shrunk.contains("router_on_prefill_error = \"cancel_decode\""),

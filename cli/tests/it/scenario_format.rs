@@ -95,6 +95,18 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
     let v = schema();
     let dir = std::env::temp_dir().join(format!("kvsim-new-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // `new foo.toml` writes foo.toml (not foo.toml.toml); an empty name is refused.
+    let new_in = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).current_dir(&dir).output().unwrap()
+    };
+    let _ = std::fs::remove_file(dir.join("named.toml"));
+    assert_eq!(new_in(&["new", "named.toml"]).status.code(), Some(0));
+    assert!(std::fs::read_to_string(dir.join("named.toml")).unwrap().contains("name = \"named\""));
+    assert!(!dir.join("named.toml.toml").exists());
+    let o = new_in(&["new", ""]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NAME is empty"));
+    assert!(!dir.join(".toml").exists());
     for like in ["small", "incident", "mooncake"] {
         let out = dir.join(format!("{like}.toml"));
         let _ = std::fs::remove_file(&out);

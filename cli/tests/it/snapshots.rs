@@ -125,6 +125,40 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     let (code, err) = run(&["matrix", typo.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("unknown violation kind `nope`"), "{err}");
+    // Entries that assert nothing in part, or could never pass, are bad input naming the line
+    // and field at fault (the header line and no field before).
+    let good_lines = crate::bad_input::GOOD.lines().count();
+    for (body, field, what) in [
+        ("requests = { \"0\" = [] }", "requests", "lists no kind"),
+        ("status = { \"0\" = 200, \"00\" = 500 }", "status", "no request `00`"),
+        ("status = { \"+0\" = 200 }", "status", "no request `+0`"),
+        ("status = { \"0\" = 999 }", "status", "999 is not an HTTP status"),
+        ("clean = true\nviolations = [\"cross_tenant_read\"]", "clean", "could never pass"),
+        ("violations = [\"page_leak\"]\nabsent = [\"page_leak\"]", "absent", "both required and absent"),
+        ("violations = [\"cross_tenant_reed\"]", "violations", "unknown violation kind `cross_tenant_reed`"),
+        ("status = { \"5\" = 200 }", "status", "no request `5`"),
+    ] {
+        let f = dir.join("bad-expect.toml");
+        std::fs::write(&f, format!("{}\n[[expect]]\nname = \"x\"\n{body}\n", crate::bad_input::GOOD)).unwrap();
+        let (code, err) = run(&["check", f.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{body}: {err}");
+        // GOOD, a blank line, the header, the name: then the body, where the field's line is.
+        let line = good_lines + 4 + body.lines().position(|l| l.starts_with(field)).unwrap();
+        let at = format!("bad-expect.toml:{line}: `expect[0].{field}` (`x`): ");
+        assert!(err.contains(&at) && err.contains(what), "{body}: want {at}…{what}\n{err}");
+    }
+    let twice = dir.join("twice.toml");
+    std::fs::write(
+        &twice,
+        format!(
+            "{}\n[[expect]]\nname = \"x\"\nclean = true\n[[expect]]\nname = \"x\"\nclean = true\n",
+            crate::bad_input::GOOD
+        ),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", twice.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`expect[1].name` (`x`): `expect[0]` has this name too"), "{err}");
     // A link back to its own folder is not followed (it looped forever).
     let looped = dir.join("looped");
     std::fs::create_dir_all(&looped).unwrap();

@@ -21,7 +21,9 @@ pub struct Expectation {
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub set: BTreeMap<String, toml::Value>,
     /// `true`: the run has no violation at all. (`false` asserts nothing; to require violations,
-    /// list them in `violations`.)
+    /// list them in `violations`.) Content channels (`timing_channel`, `status_channel`) are
+    /// checked only when an entry names one, since that takes a re-run per secret tenant: to
+    /// pin "no channel", add `absent = ["timing_channel", "status_channel"]`.
     #[serde(default)]
     pub clean: bool,
     /// Kinds that must occur.
@@ -45,33 +47,58 @@ pub struct Expectation {
     pub explore_faults: Option<Vec<String>>,
 }
 
-/// An `[[expect]]` entry that names something the scenario does not have (a configuration
-/// error: exit 2).
+/// An `[[expect]]` entry that names something the scenario does not have, or asserts nothing
+/// or the impossible (a configuration error: exit 2). Each names the entry's field at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExpectError {
     /// A violation kind kvsim does not know.
-    UnknownKind { expectation: String, kind: String },
-    /// A request key that is not an index below the scenario's request count.
-    NoRequest { expectation: String, request: String, requests: usize },
+    UnknownKind { expectation: String, field: &'static str, kind: String },
+    /// A request key that is not an index below the scenario's request count, written as
+    /// `"0"`, `"1"`, … (`"00"` and `"+0"` would name request 0 twice).
+    NoRequest { expectation: String, field: &'static str, request: String, requests: usize },
     /// An entry that asserts nothing (no `clean`, `violations`, `absent`, `requests` or
     /// `status`): it would pass whatever the run did.
     Empty { expectation: String },
+    /// A part that asserts nothing, or contradicts another (it could never pass).
+    Invalid { expectation: String, field: &'static str, message: String },
+}
+
+impl ExpectError {
+    /// The entry's field at fault (`violations`, `requests`, …; empty for the whole entry).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ExpectError::UnknownKind { field, .. }
+            | ExpectError::NoRequest { field, .. }
+            | ExpectError::Invalid { field, .. } => field,
+            ExpectError::Empty { .. } => "",
+        }
+    }
+
+    /// What is wrong, without the entry's name (`Display` adds it).
+    pub fn message(&self) -> String {
+        match self {
+            ExpectError::UnknownKind { kind, .. } => {
+                let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
+                format!("unknown violation kind `{kind}` (known: {})", known.join(", "))
+            }
+            ExpectError::NoRequest { request, requests, .. } => {
+                format!("no request `{request}` (requests are \"0\" to \"{}\")", requests.saturating_sub(1))
+            }
+            ExpectError::Empty { .. } => "asserts nothing (give `clean = true`, `violations`, `absent`, `requests` or `status`): it would pass whatever the run does".into(),
+            ExpectError::Invalid { message, .. } => message.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for ExpectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExpectError::UnknownKind { expectation, kind } => {
-                let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
-                write!(f, "expectation `{expectation}`: unknown violation kind `{kind}` (known: {})", known.join(", "))
-            }
-            ExpectError::NoRequest { expectation, request, requests } => {
-                write!(f, "expectation `{expectation}`: no request `{request}` ({requests} requests)")
-            }
-            ExpectError::Empty { expectation } => write!(
-                f,
-                "expectation `{expectation}` asserts nothing (give `clean = true`, `violations`, `absent`, `requests` or `status`): it would pass whatever the run does"
-            ),
+        let (ExpectError::UnknownKind { expectation, .. }
+        | ExpectError::NoRequest { expectation, .. }
+        | ExpectError::Empty { expectation }
+        | ExpectError::Invalid { expectation, .. }) = self;
+        match self.field() {
+            "" => write!(f, "expectation `{expectation}`: {}", self.message()),
+            field => write!(f, "expectation `{expectation}`: {field}: {}", self.message()),
         }
     }
 }
@@ -113,28 +140,58 @@ impl Expectation {
             .any(|k| k == Kind::TimingChannel.name() || k == Kind::StatusChannel.name())
     }
 
-    /// Checks names before running: unknown kinds or request ids are configuration errors.
+    /// Checks the entry before running: unknown kinds or request ids, a part that asserts
+    /// nothing and parts that contradict each other are configuration errors.
     pub fn validate(&self, requests: usize) -> Result<(), ExpectError> {
+        let expectation = || self.name.clone();
+        let invalid = |field, message| Err(ExpectError::Invalid { expectation: expectation(), field, message });
         if !self.clean
             && self.violations.is_empty()
             && self.absent.is_empty()
             && self.requests.is_empty()
             && self.status.is_empty()
         {
-            return Err(ExpectError::Empty { expectation: self.name.clone() });
+            return Err(ExpectError::Empty { expectation: expectation() });
         }
-        for k in self.violations.iter().chain(&self.absent).chain(self.requests.values().flatten()) {
+        let lists = [("violations", &self.violations), ("absent", &self.absent)];
+        let per_request = self.requests.values().flatten().map(|k| ("requests", k));
+        for (field, k) in lists.iter().flat_map(|(f, l)| l.iter().map(move |k| (*f, k))).chain(per_request) {
             if Kind::parse(k).is_none() {
-                return Err(ExpectError::UnknownKind { expectation: self.name.clone(), kind: k.clone() });
+                return Err(ExpectError::UnknownKind { expectation: expectation(), field, kind: k.clone() });
             }
         }
-        for r in self.requests.keys().chain(self.status.keys()) {
+        let keys = self.requests.keys().map(|r| ("requests", r)).chain(self.status.keys().map(|r| ("status", r)));
+        for (field, r) in keys {
+            // Only the plain decimal form: "00" or "+0" would be request 0 under another key.
             match r.parse::<usize>() {
-                Ok(i) if i < requests => {}
+                Ok(i) if i < requests && *r == i.to_string() => {}
                 _ => {
-                    return Err(ExpectError::NoRequest { expectation: self.name.clone(), request: r.clone(), requests })
+                    return Err(ExpectError::NoRequest {
+                        expectation: expectation(),
+                        field,
+                        request: r.clone(),
+                        requests,
+                    })
                 }
             }
+        }
+        if let Some((r, _)) = self.requests.iter().find(|(_, kinds)| kinds.is_empty()) {
+            return invalid("requests", format!("request `{r}` lists no kind: it asserts nothing"));
+        }
+        if let Some((r, s)) = self.status.iter().find(|(_, s)| **s != 0 && !(100..=599).contains(*s)) {
+            return invalid(
+                "status",
+                format!("request `{r}`: {s} is not an HTTP status (100 to 599, or 0 for no response)"),
+            );
+        }
+        let required: Vec<&String> = self.violations.iter().chain(self.requests.values().flatten()).collect();
+        if self.clean {
+            if let Some(k) = required.first() {
+                return invalid("clean", format!("`clean = true` and `{k}` required: it could never pass"));
+            }
+        }
+        if let Some(k) = self.absent.iter().find(|k| required.contains(k)) {
+            return invalid("absent", format!("`{k}` is both required and absent: it could never pass"));
         }
         Ok(())
     }
