@@ -50,7 +50,26 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             Ok(b) => b,
             Err(e) => return bad(format!("{path}: cannot read: {e}")),
         };
+        // Compressed or UTF-16 logs would read as "no start-up lines": say what they are.
+        if bytes.starts_with(&[0x1f, 0x8b]) || bytes.starts_with(b"BZh") || bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+        {
+            return bad(format!(
+                "{path}: a compressed file (gzip, bzip2 or zstd): decompress it first (e.g. `zcat {path} > log.txt`)"
+            ));
+        }
+        if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
+            return bad(format!("{path}: UTF-16 text (as Windows PowerShell writes it): convert it to UTF-8 first (e.g. `iconv -f UTF-16 -t UTF-8`)"));
+        }
         let text = String::from_utf8_lossy(&bytes);
+        // A log cut off mid-line may end in half a number (`context_len=10485` of 10485760).
+        if let Some(last) = text.lines().last().filter(|_| !text.ends_with('\n')) {
+            if last.trim_end().ends_with(|c: char| c.is_ascii_digit()) {
+                println!(
+                    "note: {path}: its last line has no line end and ends in a number (`…{}`): if the log was cut off there, that number may be cut short too",
+                    last.trim_end().chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect::<String>()
+                );
+            }
+        }
         match parse::parse_log(path, &text) {
             Ok(f) => files.push((path.clone(), f, role)),
             Err(e) => return bad(e.to_string()),
@@ -63,6 +82,10 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     print!("{}", audit::node_table(&a));
     for n in &a.notes {
         println!("note: {n}");
+    }
+    if !a.has_gap() && out.is_some() {
+        // Said first: every way out of this branch writes nothing.
+        println!("note: --scenario-out not written: a scenario is generated only for a gap, to simulate it");
     }
     if !a.has_gap() {
         if let Some(n) = a.nodes.iter().find(|n| n.admission.is_none()) {
@@ -94,6 +117,21 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             p.to_string()
         }
     };
+    // The profile's engine against the logs': simulating a vLLM node under an sglang profile (or
+    // the reverse) applies the other engine's lifecycle.
+    let profile_engine = if profile.starts_with("vllm") { "vllm" } else { "sglang" };
+    let other: Vec<&str> =
+        a.nodes.iter().filter(|n| n.engine().to_string() != profile_engine).map(|n| n.facts.source.as_str()).collect();
+    if !other.is_empty() {
+        println!(
+            "note: profile {profile} models {profile_engine}, but {} {} from the other engine: its lifecycle is simulated as {profile_engine}'s",
+            other.join(", "),
+            if other.len() == 1 { "is" } else { "are" }
+        );
+    }
+    if profile == "vllm-nixl" && a.vllm_band() {
+        println!("note: {}", audit::VLLM_BAND_NOTE);
+    }
     let sources = logs.join(", ");
     let Some(arranged) = audit::scenarios(&a, &sources, &profile) else {
         return bad("pools or context length unknown: cannot build a scenario".into());

@@ -288,6 +288,45 @@ fn messy_logs_and_bad_input() {
     // vLLM: over-length prompts are rejected before scheduling; the gap does not leak.
     let (code, out, _) = audit(&[&data("vllm_producer.log"), &data("vllm_consumer.log"), "--profile", "vllm-nixl"]);
     assert!(matches!(code, Some(0) | Some(11)), "{out}");
+    // A vLLM log with an sglang log, under an sglang profile: both notes say so, and the
+    // vllm-nixl note (about a profile not simulated) is not printed.
+    let (_, out, _) = audit(&[&data("vllm_pool_below_context_issue39734.log"), &data("glm_decode.log")]);
+    assert!(out.contains("the logs come from different engines"), "{out}");
+    assert!(out.contains("models sglang, but") && !out.contains("vllm-nixl profile applies"), "{out}");
+    // Compressed, UTF-16 and cut-off logs say what they are.
+    let dir = empty_dir("messy");
+    let text = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();
+    let gz = dir.join("p.log.gz");
+    std::fs::write(&gz, [&[0x1f, 0x8b, 8, 0][..], b"junk"].concat()).unwrap();
+    let (code, _, err) = audit_in(&dir, &["p.log.gz"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a compressed file"), "{err}");
+    let utf16: Vec<u8> = [0xff, 0xfe].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    std::fs::write(dir.join("p16.log"), utf16).unwrap();
+    let (code, _, err) = audit_in(&dir, &["p16.log"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("UTF-16"), "{err}");
+    std::fs::write(
+        dir.join("cut.log"),
+        "[x] max_total_num_tokens=681280, chunked_prefill_size=16384, max_prefill_tokens=16384, max_running_requests=64, context_len=10485",
+    )
+    .unwrap();
+    let (code, out, _) = audit_in(&dir, &["cut.log", "--scenario-out", "s.toml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("its last line has no line end and ends in a number (`…"), "{out}");
+    // No gap: nothing to write, and it says so.
+    assert!(out.contains("--scenario-out not written") && !dir.join("s.toml").exists(), "{out}");
+    // vLLM blocks without a block size anywhere: the pool at vLLM's default block size, said as
+    // an assumption (it was "no usable KV pool size" after the note that 16 was used).
+    std::fs::write(
+        dir.join("blocks.log"),
+        "INFO 05-20 10:00:01 llm_engine.py:72] Initializing an LLM engine (v0.6.3) with config: model='m', max_seq_len=4096, kv_role=kv_producer\n\
+         INFO 05-20 10:00:40 gpu_executor.py:122] # GPU blocks: 200, # CPU blocks: 512\n",
+    )
+    .unwrap();
+    let (code, out, err) = audit_in(&dir, &["blocks.log"]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("ASSUMED: pool = 200 GPU blocks × block size 16 = 3200 tokens"), "{out}");
 }
 
 /// A log whose pool cannot be told (a zero block count) is bad input naming the log and the

@@ -120,6 +120,11 @@ impl Audit {
         self.nodes.iter().any(|n| n.admission.as_ref().is_some_and(|a| a.band.is_some()))
     }
     /// Whether every node is a vLLM node.
+    /// A vLLM node has a band (`VLLM_BAND_NOTE` applies under the `vllm-nixl` profile).
+    pub fn vllm_band(&self) -> bool {
+        self.nodes.iter().any(|n| n.engine() == Engine::Vllm && n.admission.as_ref().is_some_and(|a| a.band.is_some()))
+    }
+
     pub fn all_vllm(&self) -> bool {
         !self.nodes.is_empty() && self.nodes.iter().all(|n| n.facts.engine == Some(Engine::Vllm))
     }
@@ -542,14 +547,29 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
         }
     };
     for n in &mut nodes {
+        // vLLM's `# GPU blocks: N` with no block size in any log: the pool is N × the block size
+        // just assumed (vLLM's default 16), said as an assumption (it read "no usable KV pool size"
+        // right after the note that 16 was used).
+        if let (None, Some(blocks), None, Engine::Vllm) =
+            (n.facts.pool_tokens, n.facts.gpu_blocks.filter(|&b| b > 0), n.facts.page_size, n.engine())
+        {
+            if let Some(tokens) = blocks.checked_mul(page_size) {
+                n.facts.pool_tokens = Some(tokens);
+                n.facts.derived.push(format!(
+                    "ASSUMED: pool = {blocks} GPU blocks × block size {page_size} = {tokens} tokens (no log gives the block size; vLLM's default)"
+                ));
+            }
+        }
         // The engines align the pool to whole pages at start-up (sglang 0.5.10
         // srt/model_executor/model_runner_kv_cache_mixin.py: `capacity // page_size * page_size`,
         // `--max-total-tokens` included; vLLM counts whole blocks). A logged pool is aligned
         // already; a pool taken from the launch flag may not be.
-        if let Some(pool) = n.facts.pool_tokens.filter(|&p| p >= page_size && p % page_size != 0) {
-            let aligned = pool / page_size * page_size;
+        // By the node's own page size where its log gives one (the deployment's otherwise).
+        let ps = n.facts.page_size.unwrap_or(page_size);
+        if let Some(pool) = n.facts.pool_tokens.filter(|&p| p >= ps && p % ps != 0) {
+            let aligned = pool / ps * ps;
             notes.push(format!(
-                "{} (line {}): pool {} tokens is not a whole number of {page_size}-token pages: audited as {} (the engine rounds it down at start-up)",
+                "{} (line {}): pool {} tokens is not a whole number of {ps}-token pages: audited as {} (the engine rounds it down at start-up)",
                 n.facts.source,
                 n.facts.line,
                 thousands(pool),
@@ -583,13 +603,20 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             ));
         }
     }
-    if nodes.iter().any(|n| n.engine() == Engine::Vllm && n.admission.as_ref().is_some_and(|a| a.band.is_some())) {
-        notes.push(
-            "the simulator's vllm-nixl profile applies the scheduler's pool rule at prefill admission, so it refuses these prompts (400) where vLLM itself keeps them waiting: the verdict says whether the gap leaks, not how long a request waits".into(),
-        );
+    let engines: std::collections::BTreeSet<String> = nodes.iter().map(|n| n.engine().to_string()).collect();
+    if engines.len() > 1 {
+        let list: Vec<String> = nodes.iter().map(|n| format!("{} ({})", n.facts.source, n.engine())).collect();
+        notes.push(format!(
+            "the logs come from different engines: {}; a deployment runs one, and the simulation applies one profile to every node: check that these logs belong together",
+            list.join(", ")
+        ));
     }
     Ok(Audit { nodes, context_len, page_size, page_size_known, notes })
 }
+
+/// What the `vllm-nixl` profile does with a vLLM node's band, said when a verdict simulates one
+/// under it (`Audit::vllm_band`).
+pub const VLLM_BAND_NOTE: &str = "the simulator's vllm-nixl profile applies the scheduler's pool rule at prefill admission, so it refuses these prompts (400) where vLLM itself keeps them waiting: the verdict says whether the gap leaks, not how long a request waits";
 
 fn unknown<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "unknown".to_string(), |x| x.to_string())
