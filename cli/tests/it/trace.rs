@@ -50,6 +50,15 @@ fn trace_replays_and_detects_divergence() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(":31") && err.contains("recorded:") && err.contains("replayed:"), "{err}");
 
+    // A footer re-serialised with other spacing (`json.dumps`) is still the footer: it matches.
+    let mut spaced: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    let last = spaced.len() - 1;
+    spaced[last] = serde_json::to_string_pretty(&footer).unwrap().replace('\n', " ");
+    let re = tmp("stub-spaced.jsonl");
+    std::fs::write(&re, spaced.join("\n") + "\n").unwrap();
+    let out = Command::new(bin()).args(["replay", re.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+
     // A file cut short (no footer) is bad input, as `confirm` says it, not a divergence.
     let cut = tmp("stub-cut.jsonl");
     std::fs::write(&cut, lines[..30].join("\n") + "\n").unwrap();

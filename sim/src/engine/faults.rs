@@ -44,6 +44,21 @@ impl World {
                         end / 1_000_000_000,
                         end / 1_000_000 % 1000
                     ));
+                    continue;
+                }
+                // A crash of a node another scripted crash keeps down does nothing (its restart
+                // neither): the node is down from that crash's time until its restart.
+                let down = self.cfg.faults.script.iter().enumerate().find(|(j, o)| match o {
+                    ScriptedFault::Crash { at_ms: a, node: n, restart_after_ms: r } => {
+                        n == node && (*a < *at_ms || (*a == *at_ms && *j < i)) && *at_ms < a.saturating_add(*r)
+                    }
+                    _ => false,
+                });
+                if let Some((j, ScriptedFault::Crash { at_ms: a, restart_after_ms: r, .. })) = down {
+                    out.push(format!(
+                        "faults.script[{i}] (crash of {node} at {at_ms} ms) never applied: {node} is down then, crashed by faults.script[{j}] from {a} ms until its restart at {} ms",
+                        a.saturating_add(*r)
+                    ));
                 }
                 continue;
             }

@@ -79,6 +79,15 @@ pub fn line_json(at: Instant, rec: &TraceRecord) -> String {
     serde_json::to_string(&Line { t: at.0, rec: rec.clone() }).expect("records serialise")
 }
 
+/// Whether a line that is not a record is the footer: a JSON object whose `kind` is `"footer"`.
+fn is_footer(text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: Option<String>,
+    }
+    text.contains("footer") && serde_json::from_str::<Kind>(text).is_ok_and(|k| k.kind.as_deref() == Some("footer"))
+}
+
 /// The footer a run writes after its records: counts, hash, exit status and violations.
 impl Footer {
     pub fn of(w: &crate::world::World, report: &crate::report::Report, written: u64) -> Footer {
@@ -295,7 +304,9 @@ impl<R: std::io::BufRead> TraceReader<R> {
         let text = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t)).to_string();
         match serde_json::from_str::<Line>(&text) {
             Ok(line) => Ok(Some(Item::Record { text, line })),
-            Err(e) if text.contains("\"kind\":\"footer\"") => {
+            // The footer by its `kind`, however the line is spaced (a footer re-serialised with
+            // `json.dumps`' spaces read as "missing field `t`").
+            Err(e) if is_footer(&text) => {
                 let f: Footer = serde_json::from_str(&text).map_err(|x| self.err(format!("bad footer: {x}")))?;
                 if f.kind != "footer" {
                     return Err(self.err(format!("not a trace record: {e}")));

@@ -254,6 +254,17 @@ fn a_one_batch_fault_hits_only_its_batch() {
     let (early, _) =
         run("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = 1\nrestart_after_ms = 10\n");
     assert!(early.unapplied_script().is_empty(), "{:?}", early.unapplied_script());
+    // A crash of a node an earlier scripted crash keeps down does nothing, and says so.
+    let crash = |at: u64, back: u64| {
+        format!("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = {at}\nrestart_after_ms = {back}\n")
+    };
+    let (overlap, _) = run(&format!("{}{}", crash(0, 1000), crash(500, 10)));
+    assert_eq!(
+        overlap.unapplied_script(),
+        vec!["faults.script[1] (crash of decode-0 at 500 ms) never applied: decode-0 is down then, crashed by faults.script[0] from 0 ms until its restart at 1000 ms".to_string()]
+    );
+    let (after, _) = run(&format!("{}{}", crash(0, 100), crash(500, 10)));
+    assert!(after.unapplied_script().is_empty(), "{:?}", after.unapplied_script());
     // `batch` is a field of request faults only.
     let bad = Scenario::parse(
         "one-batch.toml",
