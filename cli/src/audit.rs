@@ -40,6 +40,9 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     }
     let mut files = Vec::new();
     for (i, path) in logs.iter().enumerate() {
+        if let Some(first) = logs[..i].iter().find(|l| same(l, path)) {
+            println!("note: {path} is {first} again: each copy is audited as a node of its own");
+        }
         let role = match roles.get(if roles.len() == 1 { 0 } else { i }).map(String::as_str) {
             None => None,
             Some("prefill") => Some(parse::Role::Prefill),

@@ -327,6 +327,16 @@ fn messy_logs_and_bad_input() {
     let (code, out, err) = audit_in(&dir, &["blocks.log"]);
     assert_eq!(code, Some(11), "{out}{err}");
     assert!(out.contains("ASSUMED: pool = 200 GPU blocks × block size 16 = 3200 tokens"), "{out}");
+    // Two pools in one rank's launch, and one log given twice: both said.
+    std::fs::write(
+        dir.join("two.log"),
+        "[x] server_args=ServerArgs(context_length=262144, page_size=32, disaggregation_mode='prefill')\n\
+         [x TP0] KV Cache is allocated. #tokens: 200000, K size: 10.1 GB\n[x TP0] KV Cache is allocated. #tokens: 150000, K size: 1 GB\n",
+    )
+    .unwrap();
+    let (_, out, _) = audit_in(&dir, &["two.log", "./two.log"]);
+    assert!(out.contains("two pools: line 2 gives 200000, line 3 gives 150000; the first is audited"), "{out}");
+    assert!(out.contains("note: ./two.log is two.log again"), "{out}");
 }
 
 /// A log whose pool cannot be told (a zero block count) is bad input naming the log and the

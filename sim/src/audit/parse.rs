@@ -357,6 +357,9 @@ struct Entry<T> {
     val: T,
     prio: u8,
     line: usize,
+    /// The first other value offered at the same priority, and its line (two pools in one
+    /// rank's launch): kept out, and named in a note (`Slot::clash_note`).
+    clash: Option<(T, usize)>,
 }
 
 #[derive(Debug, Clone)]
@@ -368,12 +371,30 @@ impl<T> Default for Slot<T> {
     }
 }
 
-impl<T: Clone> Slot<T> {
-    /// Keep the higher-priority value; on a tie keep the one already there.
+impl<T: Clone + PartialEq> Slot<T> {
+    /// Keep the higher-priority value; on a tie keep the one already there (and remember the
+    /// first different one).
     fn offer(&mut self, val: T, prio: u8, line: usize) {
-        if self.0.as_ref().is_none_or(|e| prio > e.prio) {
-            self.0 = Some(Entry { val, prio, line });
+        match &mut self.0 {
+            Some(e) if prio == e.prio && val != e.val && line != e.line => {
+                e.clash.get_or_insert((val, line));
+            }
+            Some(e) if prio <= e.prio => {}
+            _ => self.0 = Some(Entry { val, prio, line, clash: None }),
         }
+    }
+
+    /// "`what` …: line A gives X, line B gives Y; the first is audited", when a tie differed.
+    fn clash_note(&self, what: &str) -> Option<String>
+    where
+        T: std::fmt::Display,
+    {
+        let e = self.0.as_ref()?;
+        let (other, at) = e.clash.as_ref()?;
+        Some(format!(
+            "{what}: line {} gives {}, line {at} gives {other}; the first is audited (if the other is the serving value, audit the log cut there)",
+            e.line, e.val
+        ))
     }
 
     fn absorb(&mut self, other: &Slot<T>) {
@@ -564,6 +585,15 @@ impl Facts {
                  server's `max_total_num_tokens=` line gives the real one"
             ));
         }
+        derived.extend(
+            [
+                self.pool.clash_note("two pools"),
+                self.context.clash_note("two context lengths"),
+                self.page_size.clash_note("two page sizes"),
+            ]
+            .into_iter()
+            .flatten(),
+        );
         NodeFacts {
             source: source.to_string(),
             launch,
