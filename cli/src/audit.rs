@@ -250,7 +250,23 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     // pools hold tenant 0's KV) and every probe answered (it reached the admission check).
     let warm = answers(0);
     let warm_failed: u64 = warm.iter().filter(|(s, _)| *s != "200").map(|(_, n)| n).sum();
-    let unanswered = probes.get("none").copied().unwrap_or(0);
+    // A probe left waiting because its decode node can never preallocate it (the
+    // prealloc-never-fits row: the prompt with decode's reserved tokens exceeds the pool) is what
+    // the engine does with it: an answer of its own, not a scenario that failed.
+    let never_fits: Vec<&kvsim::world::Req> = w
+        .reqs
+        .iter()
+        .filter(|r| r.tenant().0 == 1 && r.response().is_none())
+        .filter(|r| w.hang_why(r.id(), "decode_prealloc").is_some_and(|(why, _)| why == "never_fits"))
+        .collect();
+    let unanswered = probes.get("none").copied().unwrap_or(0) - never_fits.len() as u64;
+    if let Some(r) = never_fits.first() {
+        let (_, why) = w.hang_why(r.id(), "decode_prealloc").expect("filtered on it");
+        println!(
+            "note: {} probe(s) are never answered: decode cannot preallocate them and waits forever (the prealloc-never-fits row; sglang rejects at decode only a prompt longer than the pool): {why}",
+            never_fits.len()
+        );
+    }
     if warm_failed > 0 || unanswered > 0 {
         println!(
             "verdict: INCONCLUSIVE under {profile}: the generated scenario did not run as meant (warm-ups answered HTTP {}; probes answered HTTP {probes_text}), so it cannot tell whether the gap leaks; run the scenario (--scenario-out) and read its stories (exit {})",

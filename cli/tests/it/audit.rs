@@ -107,6 +107,39 @@ fn long_contexts_are_warmed_one_request_at_a_time_and_leak() {
     assert!(std::fs::read_to_string(&log).unwrap().contains("max_total_num_tokens=3000000"));
 }
 
+/// An sglang log pair: server arguments and the scheduler summary of one node.
+fn sglang_log(mode: &str, ctx: u64, page: u64, pool: u64, version: Option<&str>) -> String {
+    format!(
+        "{}[x] server_args=ServerArgs(context_length={ctx}, page_size={page}, disaggregation_mode='{mode}')\n\
+         [x TP0] max_total_num_tokens={pool}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len={ctx}\n",
+        version.map_or(String::new(), |v| format!("sglang version: {v}\n"))
+    )
+}
+
+/// The generated traffic fits the decode nodes it meets: warm-ups fit the smallest decode pool
+/// with decode's reserved tokens (they waited there forever, exit 13), and a probe decode can
+/// never preallocate is the engine's answer (prealloc-never-fits), not a scenario that failed.
+/// The prefill side's build picks the profile: a fixed prefill with an old decode does not leak.
+#[test]
+fn the_traffic_fits_decode_and_the_prefill_build_decides() {
+    let dir = empty_dir("fits");
+    let w = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
+    w("p.log", sglang_log("prefill", 262144, 32, 200_000, None));
+    w("d.log", sglang_log("decode", 262144, 32, 200_032, None));
+    let (code, out, err) = audit_in(&dir, &["p.log", "d.log"]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("probe(s) are never answered: decode cannot preallocate them"), "{out}");
+    w("small.log", sglang_log("decode", 131072, 1, 60_000, None));
+    let (code, out, err) = audit_in(&dir, &["small.log"]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("assumption: warm-up prompts of 59,471 tokens, not 59,993"), "{out}");
+    w("p22.log", sglang_log("prefill", 131072, 1, 100_000, Some("0.5.22")));
+    w("d16.log", sglang_log("decode", 131072, 1, 400_000, Some("0.5.16")));
+    let (code, out, err) = audit_in(&dir, &["p22.log", "d16.log"]);
+    assert_eq!(code, Some(11), "{out}{err}");
+    assert!(out.contains("profile: sglang-0.5.22") && out.contains("the nodes run different builds"), "{out}");
+}
+
 /// A pool from `--max-total-tokens` that is not a whole number of pages is rounded down as
 /// sglang rounds it at start-up, and the band and the warm-ups follow the rounded pool (the
 /// warm-ups were the unrounded pool's largest accepted prompt, which the rounded one rejects).
@@ -398,9 +431,20 @@ fn a_version_file_applies_to_every_node() {
     assert!(!out.contains("env.txt (line"), "not a node: {out}");
     let p = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();
     std::fs::write(dir.join("p22.log"), format!("Name: sglang\nVersion: 0.5.22\n{p}")).unwrap();
+    // The prefill side's build decides (a rejected prompt is retired, or not, at its intake): a
+    // 0.5.22 prefill with a decode of no stated version does not leak...
     let (code, out, _) = audit_in(&dir, &["p22.log", &data("glm_decode.log")]);
+    assert_eq!(code, Some(11), "{out}");
+    assert!(out.contains("profile: sglang-0.5.22"), "{out}");
+    // ...and a prefill of no stated version is the worst case, named, whatever decode runs.
+    let d = std::fs::read_to_string(data("glm_decode.log")).unwrap();
+    std::fs::write(dir.join("d22.log"), format!("Name: sglang\nVersion: 0.5.22\n{d}")).unwrap();
+    let (code, out, _) = audit_in(&dir, &[&data("glm_prefill_gap.log"), "d22.log"]);
     assert_eq!(code, Some(10), "{out}");
-    assert!(out.contains("ASSUMED: 1 sglang node(s) give no version (") && out.contains("glm_decode.log)"), "{out}");
+    assert!(
+        out.contains("ASSUMED: 1 sglang node(s) give no version (") && out.contains("glm_prefill_gap.log)"),
+        "{out}"
+    );
 }
 
 /// With two decode nodes, only one of which is smaller than the context, the band's probes reach

@@ -144,23 +144,45 @@ impl Audit {
             return ("vllm-nixl", "the logs are vLLM's".to_string());
         }
         // Each sglang node's release and the version as the log gave it (`>=0.5.23` when only
-        // 0.5.23's small-pool warning dates the build); `None` when any node has none.
-        let versions: Option<Vec<(Release, &str)>> = self
+        // 0.5.23's small-pool warning dates the build); `None` when any node has none. The
+        // prefill side decides: a rejected prompt is retired (or walks on as a stub) at prefill's
+        // intake (`disaggregation/prefill.py`), so an older decode behind a fixed prefill does not
+        // make the gap leak (it called a fixed prefill's gap a leak). Decode-only logs decide
+        // when no prefill-capable node is logged.
+        let sglang = |n: &&AuditNode| n.engine() == Engine::Sglang;
+        let prefill_side: Vec<&AuditNode> = self.nodes.iter().filter(sglang).filter(|n| n.prefill_capable()).collect();
+        let deciding: Vec<&AuditNode> =
+            if prefill_side.is_empty() { self.nodes.iter().filter(sglang).collect() } else { prefill_side };
+        let versions: Option<Vec<(Release, &str)>> =
+            deciding.iter().map(|n| n.facts.version.as_deref().and_then(|v| Some((release(v)?, v)))).collect();
+        // Said when the builds differ: which nodes run which, and that the profile applies to all.
+        let mut builds: Vec<String> = self
             .nodes
             .iter()
-            .filter(|n| n.engine() == Engine::Sglang)
-            .map(|n| n.facts.version.as_deref().and_then(|v| Some((release(v)?, v))))
+            .filter(sglang)
+            .filter_map(|n| Some(format!("{} {}", n.facts.source, n.facts.version.as_deref()?)))
             .collect();
+        builds.dedup();
+        let distinct: std::collections::BTreeSet<&str> =
+            self.nodes.iter().filter(sglang).filter_map(|n| n.facts.version.as_deref()).collect();
+        let mixed = if distinct.len() > 1 {
+            format!(
+                "; the nodes run different builds ({}): the prefill side's picks the profile, which every node is simulated with",
+                builds.join(", ")
+            )
+        } else {
+            String::new()
+        };
         match versions.and_then(|vs| vs.into_iter().min()) {
             Some((oldest, shown)) => {
                 if oldest >= INTAKE_RETIRES_REJECTS {
                     let why = format!(
-                        "sglang {shown} retires a prompt rejected at intake before bootstrap (0.5.21 and later)"
+                        "sglang {shown} retires a prompt rejected at intake before bootstrap (0.5.21 and later){mixed}"
                     );
                     ("sglang-0.5.22", why)
                 } else {
                     let why = format!(
-                        "sglang {shown} predates 0.5.21: a prompt rejected at intake walks on as a one-token stub"
+                        "sglang {shown} predates 0.5.21: a prompt rejected at intake walks on as a one-token stub{mixed}"
                     );
                     ("sglang-0.5.16", why)
                 }
@@ -763,6 +785,31 @@ pub fn scenarios(a: &Audit, sources: &str, profile: &str) -> Option<Vec<Generate
     Some(out)
 }
 
+/// Output tokens of a warm-up request.
+const WARM_OUTPUT: u64 = 16;
+
+/// Tokens of a decode pool a request of `prompt` and `output` tokens needs at once: its
+/// preallocation (prompt and lookahead, whole pages; `World::prealloc_pages`), the reserved
+/// decode tokens decode keeps free beside it (`decode_admit`), and its output with a page of
+/// slack.
+pub fn decode_footprint(cfg: &crate::config::SimConfig, prompt: u64, output: u64) -> u64 {
+    let ps = cfg.knobs.page_size.max(1);
+    prompt
+        .saturating_add(cfg.knobs.decode_lookahead_tokens)
+        .div_ceil(ps)
+        .saturating_mul(ps)
+        .saturating_add(cfg.knobs.reserved_decode_tokens)
+        .saturating_add(output)
+        .saturating_add(ps)
+}
+
+/// The longest prompt whose `decode_footprint` fits a decode pool of `pool` tokens (0 if none).
+pub fn largest_fitting(cfg: &crate::config::SimConfig, output: u64, pool: u64) -> u64 {
+    let ps = cfg.knobs.page_size.max(1);
+    let room = pool.saturating_sub(cfg.knobs.reserved_decode_tokens.saturating_add(output).saturating_add(ps));
+    (room / ps * ps).saturating_sub(cfg.knobs.decode_lookahead_tokens)
+}
+
 /// The configuration a generated scenario resolves to (its profile's knobs, default costs).
 fn resolved(gen: &GenScenario) -> Option<crate::config::SimConfig> {
     let text = toml::to_string(gen).ok()?;
@@ -877,14 +924,27 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // out in the queue without reaching the admission check they probe (a 3M-token warm-up takes
     // minutes to prefill; a fixed 30 µs a token underestimated it by half).
     let cfg = resolved(&gen)?;
+    // A warm-up must also fit every decode node's preallocation (its prompt, reserved decode
+    // tokens and output, in whole pages), or it waits there forever and warms nothing.
+    let smallest_decode = decode.iter().copied().min().unwrap_or(0);
+    let fit = largest_fitting(&cfg, WARM_OUTPUT, smallest_decode);
+    if fit < warm {
+        assumptions.push(format!(
+            "warm-up prompts of {} tokens, not {}: decode's smallest pool ({} tokens) must hold a warm-up with its reserved decode tokens and output",
+            thousands(fit.max(1)),
+            thousands(warm),
+            thousands(smallest_decode)
+        ));
+        warm = fit.max(1);
+    }
     let timeout_ms = cfg.knobs.waiting_timeout_ms.min(cfg.knobs.bootstrap_timeout_ms);
-    if solo_ms(&cfg, warm, 16) > timeout_ms / 2 {
+    if solo_ms(&cfg, warm, WARM_OUTPUT) > timeout_ms / 2 {
         // Even alone the largest accepted prompt would not finish in half the timeout: warm with
         // the largest that does (more of them, up to the cap).
         let (mut lo, mut hi) = (1, warm);
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            if solo_ms(&cfg, mid, 16) <= timeout_ms / 2 {
+            if solo_ms(&cfg, mid, WARM_OUTPUT) <= timeout_ms / 2 {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -902,18 +962,21 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // gets one request in `decode.len()`, so each gets enough to cover the largest pool.
     let largest_decode = decode.iter().copied().max().unwrap_or(0);
     let count = (decode.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill.len() as u64 * 2).min(400);
-    // One at a time on each prefill node: the next round-robin turn of a node comes `np`
-    // requests later.
+    // One at a time on each prefill node, and on each decode node no more than its pool holds
+    // at once (decode preallocates when the request arrives and holds it to the end): the
+    // next round-robin turn of a node comes `np` (`nd`) requests later.
     let np = prefill.len() as u64;
-    let spacing_ms = (solo_ms(&cfg, warm, 16) + 2_000).div_ceil(np);
+    let nd = decode.len() as u64;
+    let at_once = (smallest_decode / decode_footprint(&cfg, warm, WARM_OUTPUT).max(1)).max(1);
+    let spacing_ms = (solo_ms(&cfg, warm, WARM_OUTPUT) + 2_000).div_ceil(np.min(nd.saturating_mul(at_once)).max(1));
     let mut request = Vec::new();
     let mut at = 0;
     for _ in 0..count {
-        request.push(GenRequest { at_ms: at, tenant: 0, prompt_tokens: warm, output_tokens: 16 });
+        request.push(GenRequest { at_ms: at, tenant: 0, prompt_tokens: warm, output_tokens: WARM_OUTPUT });
         at += spacing_ms;
     }
     // The last warm-up finishes before the first probe.
-    at += solo_ms(&cfg, warm, 16);
+    at += solo_ms(&cfg, warm, WARM_OUTPUT);
     let mut probes = std::collections::BTreeSet::new();
     for n in &a.nodes {
         if let Some((lo, hi)) = n.admission.as_ref().and_then(|x| x.band) {
