@@ -48,9 +48,13 @@ pub struct ExploreOpts {
     /// Worker threads (the answer does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub jobs: u16,
-    /// Write the counterexample (shrunk) as a scenario file replayable with `--choices`.
+    /// Write the counterexample (shrunk) as a scenario file replayable with `--choices` (never
+    /// over SCENARIO; over another existing file only with `--force`).
     #[arg(long, value_name = "FILE")]
     pub out: Option<String>,
+    /// With `--out`: overwrite an existing file.
+    #[arg(long, requires = "out")]
+    pub force: bool,
     /// Keep finished subtrees' results here and skip them when run again (resume).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<String>,
@@ -136,6 +140,21 @@ fn save_checkpoint(path: &str, c: &Checkpoint) -> Result<(), String> {
 pub fn run(o: &ExploreOpts) -> i32 {
     if o.catalogue {
         return run_catalogue(o);
+    }
+    if let Some(out) = &o.out {
+        // Refused before exploring (minutes): the file it would replace may be the scenario.
+        let same = |a: &str, b: &str| {
+            let c = |p: &str| std::path::Path::new(p).canonicalize().ok();
+            c(a).is_some_and(|x| Some(x) == c(b))
+        };
+        if same(out, &o.scenario) {
+            eprintln!("error: --out {out}: that is the scenario explored; write the counterexample elsewhere");
+            return exit::BAD_INPUT;
+        }
+        if std::path::Path::new(out).exists() && !o.force {
+            eprintln!("error: --out {out}: the file exists; give --force to overwrite it, or another --out");
+            return exit::BAD_INPUT;
+        }
     }
     let cfg = match super::load(&o.scenario, &o.opts) {
         Ok(c) => c,
@@ -335,7 +354,10 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         Some(out) => {
             // The scenario is shrunk too (the library's shrinker, each candidate kept only when
             // exploring it still finds a violation of the property).
-            let (mut c, cs) = match explore::shrink_scenario(cfg, spec, &shrunk, o.shrink_budget, 20_000) {
+            // The command's `--set` pins stay as given (as `kvsim shrink` keeps them).
+            let pinned: Vec<String> =
+                kvsim::scenario::parse_set_flags(&o.opts.set).unwrap_or_default().into_iter().map(|(k, _)| k).collect();
+            let (mut c, cs) = match explore::shrink_scenario(cfg, spec, &shrunk, o.shrink_budget, 20_000, &pinned) {
                 Some((sh, choices)) => {
                     lines.push(format!(
                         "scenario shrunk: {} -> {} request(s), {} prefill / {} decode node(s), {} tries ({} kept){}",

@@ -417,3 +417,45 @@ fn explore_out_keeps_the_counterexamples_kind() {
     let report = String::from_utf8_lossy(&run.stdout);
     assert!(report.contains("cross_tenant_read/"), "the written case is the same bug: {report}");
 }
+
+/// `explore --out` keeps the command's `--set` pins in the shrunk case (the shrinker set
+/// `prefill_abort_notifies_decode` back to the fixed build's value and wrote another mechanism's
+/// 500), and never writes over the scenario explored, nor over another file without `--force`.
+#[test]
+fn explore_out_keeps_the_pins_and_the_input() {
+    let src = super::scenarios_dir().join("catalogue/stub-admission.toml");
+    let src = src.to_str().unwrap();
+    let dir = std::env::temp_dir().join(format!("kvsim-explore-pins-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("ce.toml");
+    let _ = std::fs::remove_file(&out);
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let explore = |extra: &[&str]| {
+        Command::new(bin)
+            .args(["explore", src, "--profile", "sglang-0.5.22", "--set", "prefill_abort_notifies_decode=on"])
+            .args(["--kinds", "wrong_status"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = explore(&["--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(10), "{}", String::from_utf8_lossy(&o.stderr));
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("prefill_abort_notifies_decode = \"on\""), "{written}");
+    // An existing file: refused without --force, replaced with it.
+    let o = explore(&["--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the file exists"));
+    assert_eq!(explore(&["--out", out.to_str().unwrap(), "--force"]).status.code(), Some(10));
+    // The scenario explored: refused, --force or not, and left as it was.
+    let copy = dir.join("mine.toml");
+    std::fs::copy(src, &copy).unwrap();
+    let before = std::fs::read_to_string(&copy).unwrap();
+    let o = Command::new(bin)
+        .args(["explore", copy.to_str().unwrap(), "--out", copy.to_str().unwrap(), "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("that is the scenario explored"));
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), before);
+}

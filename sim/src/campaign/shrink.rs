@@ -562,6 +562,17 @@ pub fn pinned_knobs(space_name: &str) -> Vec<String> {
 /// Shrinks `cfg` keeping `holds` (e.g. "exploration still finds a violation"), within `budget`
 /// calls of it; the same steps as `shrink`.
 pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, budget: u32) -> Shrunk {
+    shrink_with_keeping(cfg, holds, budget, &[])
+}
+
+/// `shrink_with`, never setting the knobs named in `keep` back to the fixed build (the
+/// command's `--set` pins, as `shrink_keeping`).
+pub fn shrink_with_keeping(
+    cfg: &SimConfig,
+    holds: &mut dyn FnMut(&SimConfig) -> bool,
+    budget: u32,
+    keep: &[String],
+) -> Shrunk {
     let s = Shrinker {
         sig: String::new(),
         custom: Some(holds),
@@ -569,7 +580,7 @@ pub fn shrink_with(cfg: &SimConfig, holds: &mut dyn FnMut(&SimConfig) -> bool, b
         accepted: 0,
         budget,
         min_permille: 0,
-        keep_knobs: Vec::new(),
+        keep_knobs: keep.to_vec(),
     };
     run_shrinker(s, explicit(cfg))
 }

@@ -763,12 +763,15 @@ pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32>
 /// Without `--kinds` the property is narrowed to the counterexample's own violation kind (its
 /// first violation's): a candidate that violates only another way (its knobs set back to the
 /// fixed build, a stub-admission leak turned into a router-waits-for-decode 500) is another bug.
+/// `keep`: knobs never set back to the fixed build (the command's `--set` pins): without them
+/// the case could shrink into another mechanism with the same violation kind.
 pub fn shrink_scenario(
     cfg: &SimConfig,
     spec: &Spec,
     choices: &[u32],
     budget: u32,
     states_per_try: u64,
+    keep: &[String],
 ) -> Option<(crate::shrink::Shrunk, Vec<u32>)> {
     let mut sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
     if sp.kinds.is_empty() {
@@ -782,7 +785,7 @@ pub fn shrink_scenario(
         explore(c, &sp).found.map(|f| f.choices)
     };
     find(cfg)?;
-    let shrunk = crate::shrink::shrink_with(cfg, &mut |c: &SimConfig| find(c).is_some(), budget);
+    let shrunk = crate::shrink::shrink_with_keeping(cfg, &mut |c: &SimConfig| find(c).is_some(), budget, keep);
     let found = find(&shrunk.cfg).expect("the shrinker keeps only violating candidates");
     let short = shrink_choices(&shrunk.cfg, &sp, &found);
     Some((shrunk, short))
