@@ -83,10 +83,14 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
+/// How many violating reads `kvsim confirm` (and a campaign's confirmation) replays by default.
+pub const DEFAULT_MAX_READS: usize = 8;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConfirmOpts {
     /// A trace file (`kvsim run --trace`), or a campaign's seed folder, signature folder (its first
-    /// example) or `failure.json`, whose `trace.jsonl` is read.
+    /// example) or `failure.json`, whose `shrunk.jsonl` (else `trace.jsonl`) is read: the trace
+    /// the campaign confirmed.
     pub input: String,
     /// The KV backend: auto (CUDA where a driver, a device and NVRTC are found, else the CPU
     /// reference, with a note), cpu, or cuda (exit 3 when it is unavailable).
@@ -101,7 +105,7 @@ pub struct ConfirmOpts {
     #[arg(long, value_enum, default_value = "f16")]
     pub dtype: DtypeArg,
     /// Confirm at most this many violating reads (earliest first; at least 1).
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = DEFAULT_MAX_READS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_reads: usize,
     /// Verdict threshold: a read is a confirmed leak when the foreign share of its attention
     /// weight exceeds this fraction (0 ≤ threshold < 1).
@@ -169,6 +173,8 @@ pub fn run(o: &ConfirmOpts) -> i32 {
 pub struct Log {
     /// The trace file's path, or what the log came from (`kvsim run`).
     pub label: String,
+    /// The trace's format (`tracefile::FORMAT` for this build's; empty when not from a file).
+    pub format: String,
     pub config: kvsim::config::SimConfig,
     pub seed: u64,
     pub mem: Vec<(u64, MemOp)>,
@@ -179,17 +185,42 @@ pub struct Log {
 
 pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
     let log = read_log(&o.input)?;
-    confirm_log(&log, o)
+    // The log's own checks first (a page outside its pool names its line), then the trace as a
+    // whole.
+    let verdict = confirm_log(&log, o)?;
+    verify_trace(&log)?;
+    Ok(verdict)
+}
+
+/// The trace must be its own run: its configuration is re-run and compared record by record, as
+/// `kvsim replay` does (an edited tenant or a deleted record changed the verdict silently). A
+/// trace of another format was written by another kvsim and cannot be re-run here.
+fn verify_trace(log: &Log) -> Result<(), ReplayFailure> {
+    let bad = ReplayFailure::bad_input;
+    let path = &log.label;
+    if log.format != kvsim::tracefile::FORMAT {
+        return Ok(());
+    }
+    match super::replay_trace(path, false) {
+        Ok(_) => Ok(()),
+        Err(super::ReplayProblem::Bad(m)) => Err(bad(m)),
+        Err(super::ReplayProblem::Diverged(lines)) => Err(bad(format!(
+            "{path}: the trace is not its own configuration's run (edited, or written by another build): {}; `kvsim replay {path}` shows the difference",
+            lines[0].trim_start_matches("replay ")
+        ))),
+    }
 }
 
 /// Reads a trace file, or a campaign's saved example's (`super::saved_file`).
 pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
     let bad = ReplayFailure::bad_input;
-    let path = super::saved_file(input, "trace.jsonl").map_err(bad)?;
+    // A saved example's shrunk trace first: the one its campaign confirmed.
+    let path = super::saved_file_of(input, &["shrunk.jsonl", "trace.jsonl"]).map_err(bad)?;
     let log = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
         .and_then(|r| r.mem_log())
         .map_err(|e| bad(e.to_string()))?;
     Ok(Log {
+        format: log.header.format.clone(),
         label: path,
         config: log.header.config,
         seed: log.header.seed,
@@ -260,8 +291,13 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
             confirmed += 1;
             "CONFIRMED".to_string()
         } else {
-            "not confirmed".to_string()
+            "not confirmed, below the threshold".to_string()
         };
+        // Enough digits that the share and the threshold read as different numbers ("100.0%,
+        // not over 100.0%" for 99.983% against 99.985%).
+        let digits = (1..=6)
+            .find(|&d| format!("{:.d$}", r.foreign_share * 100.0) != format!("{:.d$}", o.threshold * 100.0))
+            .unwrap_or(1);
         // What the model said about this read must show in the replay's output.
         // What the model said about this read must show in the replayed memory: the tokens the
         // reader's attention read, by the tenant their stored provenance names.
@@ -286,7 +322,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         let top: Vec<String> = shares.iter().take(6).map(|(t, s)| format!("tenant {t} {:.1}%", s * 100.0)).collect();
         let largest_foreign = shares.iter().filter(|(x, _)| *x != t.tenant).map(|(_, s)| *s).fold(0.0f64, f64::max);
         out.push_str(&format!(
-            "read {}: request {} (tenant {}) on {}, {} tokens at {:.3}s [{}]\n  foreign {:.1}% · own {:.1}% · zeros {:.1}% · largest single foreign tenant {:.1}% · {}\n  {verdict} (threshold: foreign share > {:.1}%)",
+            "read {}: request {} (tenant {}) on {}, {} tokens at {:.3}s [{}]\n  foreign {:.digits$}% · own {:.1}% · zeros {:.1}% · largest single foreign tenant {:.1}% · {}\n  {verdict} (threshold: foreign share > {:.digits$}%)",
             t.id,
             t.request,
             t.tenant,

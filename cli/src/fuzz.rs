@@ -256,7 +256,13 @@ fn confirm_signature(sig: &str, trace: &Path, backend: super::confirm::BackendAr
     if !camp_lib::is_confirmable(sig) {
         return None;
     }
-    let o = super::confirm::ConfirmOpts::defaults(trace.to_string_lossy().into_owned(), backend, 4);
+    // `kvsim confirm`'s own default read count, so that `kvsim confirm <seed folder>` (which
+    // reads the same trace) gives the same verdict.
+    let o = super::confirm::ConfirmOpts::defaults(
+        trace.to_string_lossy().into_owned(),
+        backend,
+        super::confirm::DEFAULT_MAX_READS,
+    );
     let replay = super::confirm::confirm(&o).map(|v| camp_lib::ReplayCounts {
         reads: v.reads as u64,
         confirmed: v.confirmed as u64,

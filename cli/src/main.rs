@@ -57,6 +57,13 @@ pub struct RunOpts {
 /// example's seed) to that seed's, and a `failure.json` to its folder's. A corpus root is
 /// refused with what to give instead; anything else is returned as given.
 pub fn saved_file(input: &str, file: &str) -> Result<String, String> {
+    saved_file_of(input, &[file])
+}
+
+/// `saved_file` with candidates in order of preference: the first a folder holds is taken
+/// (`confirm` takes `shrunk.jsonl` before `trace.jsonl`, the trace the campaign confirmed).
+pub fn saved_file_of(input: &str, files: &[&str]) -> Result<String, String> {
+    let file = files[0];
     use std::path::Path;
     let p = Path::new(input);
     let dir = if p.is_dir() {
@@ -88,10 +95,10 @@ pub fn saved_file(input: &str, file: &str) -> Result<String, String> {
              folders ({input}/<signature>/seed-N)"
         ));
     }
-    let own = dir.join(file);
-    if own.is_file() {
+    if let Some(own) = files.iter().map(|f| dir.join(f)).find(|p| p.is_file()) {
         return Ok(shown(&own));
     }
+    let own = dir.join(file);
     let fj = dir.join("failure.json");
     if !fj.is_file() {
         return Err(format!("{}: a folder without {file} (nor a campaign's failure.json)", shown(dir)));
@@ -104,10 +111,11 @@ pub fn saved_file(input: &str, file: &str) -> Result<String, String> {
     if dir.file_name().is_some_and(|n| *n == *seed_dir) {
         return Err(format!("{}: missing from this saved example", shown(&own)));
     }
+    if let Some(theirs) = files.iter().map(|f| dir.join(&seed_dir).join(f)).find(|p| p.is_file()) {
+        return Ok(shown(&theirs));
+    }
     let theirs = dir.join(&seed_dir).join(file);
-    if theirs.is_file() {
-        Ok(shown(&theirs))
-    } else {
+    {
         Err(format!("{}: names seed {}, but {} is missing", shown(&fj), f.seed, shown(&theirs)))
     }
 }
@@ -800,6 +808,7 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, j
     let (_, mem) = mem_log_of(cfg);
     let log = confirm::Log {
         label: format!("{} (seed {})", cfg.name, cfg.seed),
+        format: String::new(),
         config: cfg.clone(),
         seed: cfg.seed,
         mem,
@@ -849,20 +858,19 @@ fn cmd_profiles() -> i32 {
     exit::CLEAN
 }
 
-fn cmd_replay(path: &str, force: bool) -> i32 {
-    let bad = |m: String| {
-        eprintln!("error: {m}");
-        exit::BAD_INPUT
-    };
-    let path = match saved_file(path, "trace.jsonl") {
-        Ok(p) => p,
-        Err(e) => return bad(e),
-    };
-    let path = path.as_str();
-    let reader = match tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }) {
-        Ok(r) => r,
-        Err(e) => return bad(e.to_string()),
-    };
+/// Why a trace does not replay: bad input (exit 2), or a divergence (exit 3), with its lines.
+pub enum ReplayProblem {
+    Bad(String),
+    Diverged(Vec<String>),
+}
+
+/// Re-runs a trace file's configuration and compares it record by record, then the footer field
+/// by field (`kvsim replay`; `kvsim confirm` checks its input with it). Returns the replayed
+/// run's report and how many records matched.
+pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig), ReplayProblem> {
+    let bad = |m: String| ReplayProblem::Bad(m);
+    let reader =
+        tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }).map_err(|e| bad(e.to_string()))?;
     let cfg = reader.header.config.clone();
     let check_oracle = reader.header.check_oracle;
     let (sink, state) = tracefile::Comparer::new(reader);
@@ -876,42 +884,73 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
     drop(w.tracer.take_sink());
     let mut st = state.borrow_mut();
     if let Some(e) = st.error.take() {
-        return bad(e.to_string());
+        return Err(bad(e.to_string()));
     }
     if let Some((line, theirs, mine)) = st.divergence.clone() {
-        eprintln!("replay DIVERGED at {path}:{line} (after {} matching records)", st.compared);
-        eprintln!("  recorded: {theirs}");
-        eprintln!("  replayed: {mine}");
-        return exit::DIVERGED;
+        return Err(ReplayProblem::Diverged(vec![
+            format!("replay DIVERGED at {path}:{line} (after {} matching records)", st.compared),
+            format!("  recorded: {theirs}"),
+            format!("  replayed: {mine}"),
+        ]));
     }
     let recorded = match st.reader.next_item() {
         Ok(Some(kvsim::tracefile::Item::Footer(f))) => *f,
         Ok(Some(kvsim::tracefile::Item::Record { text, .. })) => {
-            eprintln!(
-                "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay",
-                st.reader.line()
-            );
-            eprintln!("  recorded: {text}");
-            return exit::DIVERGED;
+            return Err(ReplayProblem::Diverged(vec![
+                format!(
+                    "replay DIVERGED at {path}:{}: the recorded trace has more records than the replay",
+                    st.reader.line()
+                ),
+                format!("  recorded: {text}"),
+            ]));
         }
-        Ok(None) => return bad(format!("{path}: no footer (the trace was cut short)")),
-        Err(e) => return bad(e.to_string()),
+        Ok(None) => return Err(bad(format!("{path}: no footer (the trace was cut short)"))),
+        Err(e) => return Err(bad(e.to_string())),
     };
     if let Err(e) = st.reader.next_item() {
-        return bad(e.to_string());
+        return Err(bad(e.to_string()));
     }
     let replayed = kvsim::tracefile::Footer::of(&w, &report, st.compared);
     let diffs = recorded.differences(&replayed);
     if !diffs.is_empty() {
-        eprintln!("replay DIVERGED at {path}:{} (the footer; all {} records matched)", st.reader.line(), st.compared);
-        for d in diffs {
-            eprintln!("  {d}");
-        }
-        return exit::DIVERGED;
+        let mut lines = vec![format!(
+            "replay DIVERGED at {path}:{} (the footer; all {} records matched)",
+            st.reader.line(),
+            st.compared
+        )];
+        lines.extend(diffs.into_iter().map(|d| format!("  {d}")));
+        return Err(ReplayProblem::Diverged(lines));
     }
-    println!(
-        "replay matches: {} records and the footer compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
-        st.compared, report.trace_hash, cfg.name, cfg.seed, cfg.profile, report.exit_code
-    );
-    report.exit_code
+    let compared = st.compared;
+    drop(st);
+    Ok((report, compared, cfg))
+}
+
+fn cmd_replay(path: &str, force: bool) -> i32 {
+    let path = match saved_file(path, "trace.jsonl") {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    match replay_trace(&path, force) {
+        Ok((report, compared, cfg)) => {
+            println!(
+                "replay matches: {} records and the footer compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
+                compared, report.trace_hash, cfg.name, cfg.seed, cfg.profile, report.exit_code
+            );
+            report.exit_code
+        }
+        Err(ReplayProblem::Bad(m)) => {
+            eprintln!("error: {m}");
+            exit::BAD_INPUT
+        }
+        Err(ReplayProblem::Diverged(lines)) => {
+            for l in lines {
+                eprintln!("{l}");
+            }
+            exit::DIVERGED
+        }
+    }
 }

@@ -356,3 +356,51 @@ fn the_cpu_check_option_is_validated_and_the_cpu_backend_ignores_it() {
         assert!(err.contains("--cpu-check"), "{err}");
     }
 }
+
+/// A trace edited after the run (a record's tenant changed, a record deleted) is refused: its
+/// configuration is re-run and compared as `kvsim replay` does (the edits changed the verdict,
+/// 100% foreign to 33%, with no warning). A share next to the threshold is printed with the
+/// digits that tell them apart.
+#[test]
+fn an_edited_trace_is_refused_and_close_shares_are_told_apart() {
+    let t = trace_of("small/stub-leak.toml", &[]);
+    let text = std::fs::read_to_string(&t).unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let tenant_line = lines.iter().position(|l| l.contains("\"tenant\":1")).expect("a record naming tenant 1");
+    for (name, edited) in [
+        ("tenant", {
+            let mut l = lines.clone();
+            l[tenant_line] = l[tenant_line].replacen("\"tenant\":1", "\"tenant\":2", 1);
+            l
+        }),
+        ("deleted", {
+            let mut l = lines.clone();
+            l.remove(lines.len() / 2);
+            l
+        }),
+    ] {
+        let p = format!("{t}.{name}.jsonl");
+        std::fs::write(&p, edited.join("\n") + "\n").unwrap();
+        let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
+        assert_eq!(code, Some(2), "{name}: {out}{err}");
+        assert!(err.contains("the trace is not its own configuration's run") && err.contains("kvsim replay"), "{err}");
+    }
+    let (code, out, _) = kvsim(&["confirm", &t, "--backend", "cpu", "--threshold", "0.99985"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("foreign 99.983%") && out.contains("foreign share > 99.985%"), "{out}");
+}
+
+/// `kvsim confirm` of a campaign's seed folder reads its shrunk trace, the one the campaign
+/// confirmed (it read the drawn case's `trace.jsonl` and could disagree with the table).
+#[test]
+fn a_seed_folder_is_confirmed_on_its_shrunk_trace() {
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-folder-{}/seed-7", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(trace_of("small/stub-leak.toml", &[]), dir.join("trace.jsonl")).unwrap();
+    let (_, out, err) = kvsim(&["confirm", dir.to_str().unwrap(), "--backend", "cpu"]);
+    assert!(out.starts_with(&format!("{}/trace.jsonl: ", dir.display())), "{out}{err}");
+    std::fs::copy(trace_of("small/stub-leak.toml", &[]), dir.join("shrunk.jsonl")).unwrap();
+    let (code, out, err) = kvsim(&["confirm", dir.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(code, Some(10), "{err}");
+    assert!(out.starts_with(&format!("{}/shrunk.jsonl: ", dir.display())), "{out}{err}");
+}
