@@ -236,6 +236,13 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
     let path = &log.label;
     let dtype = o.dtype.0;
     let shape = AttnShape { heads: o.heads, kv_heads: o.kv_heads, head_dim: o.head_dim, dtype };
+    // Named by its flags (the library's message shows the shape's Debug form).
+    if o.kv_heads == 0 || o.heads == 0 || !o.heads.is_multiple_of(o.kv_heads) {
+        return Err(bad(format!(
+            "--heads {} --kv-heads {}: --heads must be a non-zero multiple of --kv-heads (grouped-query attention)",
+            o.heads, o.kv_heads
+        )));
+    }
     shape.validate().map_err(|e| bad(e.to_string()))?;
     // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".
     let at = |e: &LowerError| match e {
@@ -256,11 +263,19 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
     let lowered = match lower(&log.mem, MemModel::of(&log.config), select, shape) {
         Ok(l) => l,
         Err(LowerError::NoRead(e)) if o.request.is_empty() => {
-            out.push_str(&format!("{path}: nothing to confirm: {e}\n"));
+            let why = if log.violations.is_empty() { "the run has no violation".to_string() } else { e };
+            out.push_str(&format!("{path}: nothing to confirm: {why}\n"));
             return Ok(Verdict { confirmed: 0, reads: 0, disagreements: 0, backend: "none".into(), text: out });
         }
+        Err(LowerError::NoRead(_)) => {
+            return Err(bad(format!(
+                "{path}: --request {}: no attention read of {} in the trace (its requests are 0 to {})",
+                o.request.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" --request "),
+                if o.request.len() == 1 { "it" } else { "them" },
+                super::fuzz::case_requests(&log.config).saturating_sub(1)
+            )))
+        }
         Err(e @ LowerError::Invalid { .. }) => return Err(bad(format!("{}: invalid memory log: {e}", at(&e)))),
-        Err(e) => return Err(bad(format!("{path}: {e}"))),
     };
     let (mut backend, note) =
         kvsim_gpu::select(o.backend.0).map_err(|e| gpu_error(o.backend.0.name(), "selecting the backend", e))?;

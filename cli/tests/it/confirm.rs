@@ -388,6 +388,20 @@ fn an_edited_trace_is_refused_and_close_shares_are_told_apart() {
     let (code, out, _) = kvsim(&["confirm", &t, "--backend", "cpu", "--threshold", "0.99985"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("foreign 99.983%") && out.contains("foreign share > 99.985%"), "{out}");
+    // Errors name the flags and the request range, not the library's structures.
+    let (code, _, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--heads", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--heads 0 --kv-heads 2: --heads must be a non-zero multiple") && !err.contains("AttnShape"),
+        "{err}"
+    );
+    let (code, _, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--request", "99"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--request 99: no attention read of it in the trace (its requests are 0 to 2)"), "{err}");
+    let clean = trace_of("glm53-fixed-config.toml", &[]);
+    let (code, out, _) = kvsim(&["confirm", &clean, "--backend", "cpu"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("nothing to confirm: the run has no violation"), "{out}");
 }
 
 /// `kvsim confirm` of a campaign's seed folder reads its shrunk trace, the one the campaign
