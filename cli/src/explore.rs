@@ -310,6 +310,13 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         } else {
             println!("{verdict}");
+            // A schedule is one run: content channels (two runs compared) are outside the check.
+            if !kvsim::check::noninterference::content_tenants(cfg).is_empty() {
+                println!(
+                    "note: content channels (timing_channel, status_channel) are not explored: `kvsim run {} --check noninterference` checks them",
+                    kvsim::shell_word(&o.scenario)
+                );
+            }
             println!(
                 "{} subtrees, {} schedules ended at a state seen before ({} of them at one explored with less of the fault/reordering budget used), longest schedule {} choices, {secs:.2} s",
                 s.subtrees, s.pruned, s.subsumed, s.max_depth

@@ -459,3 +459,19 @@ fn explore_out_keeps_the_pins_and_the_input() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("that is the scenario explored"));
     assert_eq!(std::fs::read_to_string(&copy).unwrap(), before);
 }
+
+/// Exploration checks one run per schedule: on a scenario with prompt content, its verdict says
+/// that content channels were not explored, with the command that checks them.
+#[test]
+fn a_verdict_says_content_channels_are_not_explored() {
+    let src = super::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["explore", src.to_str().unwrap(), "--max-states", "200", "--max-faults", "0", "--max-reorders", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("note: content channels (timing_channel, status_channel) are not explored"), "{text}");
+    let plain = super::scenarios_dir().join("small/stub-leak.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_kvsim")).args(["explore", plain.to_str().unwrap()]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("content channels"));
+}
