@@ -219,12 +219,16 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     let probes = answers(1);
     let probes_text = shown(&probes);
     if !leaked.is_empty() {
-        let requests: std::collections::BTreeSet<u32> = leaked.iter().filter_map(|v| v.request.map(|r| r.0)).collect();
-        let kinds: std::collections::BTreeSet<&str> = leaked.iter().map(|v| v.kind.name()).collect();
+        // Per kind, the requests it touched (a warm-up rejected and answered 200 is not a stale
+        // read: the kinds say which is which).
+        let mut by_kind: std::collections::BTreeMap<&str, std::collections::BTreeSet<u32>> = Default::default();
+        for v in &leaked {
+            by_kind.entry(v.kind.name()).or_default().extend(v.request.map(|r| r.0));
+        }
+        let kinds: Vec<String> = by_kind.iter().map(|(k, rs)| format!("{k} × {} request(s)", rs.len())).collect();
         println!(
-            "verdict: GAP LEAKS under {profile}: {} request(s) of the scenario leak ({}; probes answered HTTP {probes_text}) (exit 10)",
-            requests.len(),
-            kinds.into_iter().collect::<Vec<_>>().join(", ")
+            "verdict: GAP LEAKS under {profile}: {} (probes answered HTTP {probes_text}) (exit 10)",
+            kinds.join(", ")
         );
         // The scenario's run counts every violation; the verdict only the leaks: say the rest.
         let others: Vec<_> = w.oracle.violations.iter().filter(|v| !is_leak(v)).collect();
