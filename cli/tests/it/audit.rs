@@ -133,6 +133,16 @@ fn the_traffic_fits_decode_and_the_prefill_build_decides() {
     let (code, out, err) = audit_in(&dir, &["small.log"]);
     assert_eq!(code, Some(11), "{out}{err}");
     assert!(out.contains("assumption: warm-up prompts of 59,471 tokens, not 59,993"), "{out}");
+    // A decode pool equal to the context: no gap, but the prompts the reserved decode tokens
+    // push past the pool hang at decode, and a note says which.
+    w("p300.log", sglang_log("prefill", 262144, 32, 300_000, None));
+    w("d262.log", sglang_log("decode", 262144, 32, 262_144, None));
+    let (code, out, _) = audit_in(&dir, &["p300.log", "d262.log"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("decode prompts of 261,633 to 262,137 tokens pass its admission but never fit its preallocation"),
+        "{out}"
+    );
     w("p22.log", sglang_log("prefill", 131072, 1, 100_000, Some("0.5.22")));
     w("d16.log", sglang_log("decode", 131072, 1, 400_000, Some("0.5.16")));
     let (code, out, err) = audit_in(&dir, &["p22.log", "d16.log"]);

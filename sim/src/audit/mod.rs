@@ -613,6 +613,24 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             n.admission = Some(adm);
         }
     }
+    // An sglang decode node preallocates a prompt with its reserved decode tokens; one that
+    // passes decode's door check (`input_len > capacity` only, 0.5.22 disaggregation/decode.py)
+    // but not the preallocation waits at the head of its queue forever (prealloc-never-fits).
+    for n in nodes.iter().filter(|n| n.role == Role::Decode && n.engine() == Engine::Sglang) {
+        let (Some(pool), Some(adm)) = (n.facts.pool_tokens, n.admission.as_ref()) else { continue };
+        let ps = n.facts.page_size.unwrap_or(page_size).max(1);
+        let fits = pool.saturating_sub(RESERVED_DECODE_TOKENS) / ps * ps;
+        let longest = adm.max_accepted.min(pool);
+        if fits < longest {
+            notes.push(format!(
+                "{} (line {}): decode prompts of {} to {} tokens pass its admission but never fit its preallocation (the pool less sglang's {RESERVED_DECODE_TOKENS} reserved decode tokens, whole {ps}-token pages): decode waits for them forever, and for every request queued behind (the prealloc-never-fits row)",
+                n.facts.source,
+                n.facts.line,
+                thousands(fits + 1),
+                thousands(longest)
+            ));
+        }
+    }
     if let Some(ctx) = context_len {
         let sglang_no_band = nodes
             .iter()
