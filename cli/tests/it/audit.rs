@@ -143,6 +143,14 @@ fn the_traffic_fits_decode_and_the_prefill_build_decides() {
         out.contains("decode prompts of 261,633 to 262,137 tokens pass its admission but never fit its preallocation"),
         "{out}"
     );
+    // A standalone server (`disaggregation_mode='null'`) says so, and how it is audited.
+    w("mono.log", sglang_log("null", 131072, 1, 100_000, None));
+    let (_, out, _) = audit_in(&dir, &["mono.log"]);
+    assert!(
+        out.contains("role either (standalone in the log)")
+            && out.contains("a standalone server, neither prefill nor decode"),
+        "{out}"
+    );
     w("p22.log", sglang_log("prefill", 131072, 1, 100_000, Some("0.5.22")));
     w("d16.log", sglang_log("decode", 131072, 1, 400_000, Some("0.5.16")));
     let (code, out, err) = audit_in(&dir, &["p22.log", "d16.log"]);

@@ -677,6 +677,9 @@ pub fn node_table(a: &Audit) -> String {
             k => format!(" ({k} ranks)"),
         };
         let role = match n.role_source {
+            RoleSource::Either if n.facts.derived.iter().any(|d| d == parse::STANDALONE_NOTE) => {
+                "either (standalone in the log)".to_string()
+            }
             RoleSource::Either => "either (no role in the log)".to_string(),
             RoleSource::Flag => format!("{} (--role)", n.role),
             RoleSource::Log => n.role.to_string(),

@@ -162,6 +162,11 @@ pub struct NodeFacts {
     pub derived: Vec<String>,
 }
 
+/// Said under a node whose log gives `disaggregation_mode='null'` (`NodeFacts::derived`).
+pub const STANDALONE_NOTE: &str =
+    "disaggregation_mode='null': a standalone server, neither prefill nor decode; as it runs, a \
+     prompt it rejects is answered 400 and no KV moves: it is audited as the prefill/decode node it could become";
+
 /// Why a log could not be parsed. `line` is 1-based; 0 means the whole file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParseError {
@@ -350,6 +355,8 @@ enum Fact {
     /// smaller of the two), so the pool holds at most this many tokens.
     PoolCap(u64),
     RefusedStart,
+    /// sglang `disaggregation_mode='null'`: a server that is neither prefill nor decode.
+    Standalone,
 }
 
 #[derive(Debug, Clone)]
@@ -438,6 +445,7 @@ struct Facts {
     max_req_input: Slot<u64>,
     pool_cap: Slot<u64>,
     refused: Slot<()>,
+    standalone: Slot<()>,
 }
 
 impl Facts {
@@ -458,6 +466,7 @@ impl Facts {
             Fact::MaxReqInput(v) => self.max_req_input.offer(v, prio, line),
             Fact::PoolCap(v) => self.pool_cap.offer(v, prio, line),
             Fact::RefusedStart => self.refused.offer((), prio, line),
+            Fact::Standalone => self.standalone.offer((), prio, line),
         }
     }
 
@@ -465,6 +474,7 @@ impl Facts {
         self.engine.absorb(&o.engine);
         self.version.absorb(&o.version);
         self.role.absorb(&o.role);
+        self.standalone.absorb(&o.standalone);
         self.page_size.absorb(&o.page_size);
         self.pool.absorb(&o.pool);
         self.context.absorb(&o.context);
@@ -496,6 +506,7 @@ impl Facts {
             max_req_input: Slot::merged(&own.max_req_input, &fill.max_req_input),
             pool_cap: Slot::merged(&own.pool_cap, &fill.pool_cap),
             refused: Slot::merged(&own.refused, &fill.refused),
+            standalone: Slot::merged(&own.standalone, &fill.standalone),
         }
     }
 
@@ -584,6 +595,9 @@ impl Facts {
                  profiled pool there, so it holds at most {n} (a smaller one only widens the gap); the started \
                  server's `max_total_num_tokens=` line gives the real one"
             ));
+        }
+        if self.standalone.line().is_some() && self.role.value().is_none_or(|r| r == Role::Unknown) {
+            derived.push(STANDALONE_NOTE.to_string());
         }
         derived.extend(
             [
@@ -1085,6 +1099,9 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
             "null" | "none" => Some(Role::Unknown),
             _ => None,
         };
+        if role == Some(Role::Unknown) {
+            info.push(Some(Fact::Standalone), P_RESOLVED);
+        }
         info.push(role.map(Fact::Role), P_RESOLVED);
     }
     if let Some(c) = p.kv_role.captures(line) {
@@ -1128,6 +1145,9 @@ fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorK
                 "null" | "none" => Some(Role::Unknown),
                 _ => None,
             };
+            if role == Some(Role::Unknown) {
+                info.push(Some(Fact::Standalone), P_ARGS);
+            }
             info.push(role.map(Fact::Role), P_ARGS);
         }
         _ => {}
@@ -1561,6 +1581,8 @@ GPU KV cache size: 9,000 tokens
             chunked_prefill_size: Some(4096),
             max_prefill_tokens: Some(16384),
             page_size_line: Some(2),
+            // `disaggregation_mode='null'` in its server arguments.
+            derived: vec![STANDALONE_NOTE.to_string()],
             ..blank("dpa.log", 0, None, 0)
         };
         let dp0 = NodeFacts {
@@ -1589,6 +1611,7 @@ GPU KV cache size: 9,000 tokens
             context_len: Some(32768),
             chunked_prefill_size: Some(8192),
             max_prefill_tokens: Some(16384),
+            derived: vec![STANDALONE_NOTE.to_string()],
             ..blank("two.log", 0, None, 0)
         };
         let first = NodeFacts {
