@@ -625,10 +625,18 @@ fn place_labels(p: &Panel, vs: &[&Violation]) -> Vec<Option<(usize, f64, &'stati
 }
 
 fn label_text(v: &Violation) -> String {
-    match v.request {
+    let mut t = match v.request {
         Some(r) => format!("{} r{}", v.kind.name(), r.0),
         None => v.kind.name().to_string(),
+    };
+    // Whose KV it read, so that a printed or rasterised picture names the victim too (the
+    // hover title says more).
+    if !v.victim_tenants.is_empty() {
+        let list: Vec<String> = v.victim_tenants.iter().take(3).map(|x| format!("t{}", x.0)).collect();
+        let more = if v.victim_tenants.len() > 3 { "…" } else { "" };
+        t.push_str(&format!(" ← {}{more}", list.join(",")));
     }
+    t
 }
 
 /// Red outlines over a violation's page runs at its time with a cross at their centre, or a
@@ -1201,7 +1209,7 @@ pub(crate) mod tests {
         assert!(rects < 200, "{rects} rectangles");
         assert!(s.contains("decode-0 pool"));
         assert!(s.contains("prefill-0 pool"));
-        assert!(s.contains("cross_tenant_read r2"), "violation label");
+        assert!(s.contains("cross_tenant_read r2 ← t1"), "violation label, naming whose KV it read");
         assert!(s.contains(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")));
         assert!(s.contains(&tenant_colour(Some(1))) && s.contains(&tenant_colour(Some(2))));
         // The violating read's request has its lanes, drawn from the phase records.
