@@ -447,6 +447,16 @@ fn a_version_file_applies_to_every_node() {
     assert!(out.contains("env.txt: a version (0.5.22) and no server facts"), "{out}");
     assert!(out.contains("profile: sglang-0.5.22 (sglang 0.5.22 retires"), "{out}");
     assert!(!out.contains("env.txt (line"), "not a node: {out}");
+    // `pip freeze` and `pip list` lines name the version too (they were "no start-up lines").
+    for (name, line) in [
+        ("freeze.txt", "torch==2.9.1\nsglang[all]==0.5.22\n"),
+        ("list.txt", "Package    Version\n---------- -------\nsglang     0.5.22\n"),
+    ] {
+        std::fs::write(dir.join(name), line).unwrap();
+        let (code, out, err) = audit_in(&dir, &[name, &data("glm_prefill_gap.log"), &data("glm_decode.log")]);
+        assert_eq!(code, Some(11), "{name}: {out}{err}");
+        assert!(out.contains("profile: sglang-0.5.22"), "{name}: {out}");
+    }
     let p = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();
     std::fs::write(dir.join("p22.log"), format!("Name: sglang\nVersion: 0.5.22\n{p}")).unwrap();
     // The prefill side's build decides (a rejected prompt is retired, or not, at its intake): a

@@ -808,7 +808,9 @@ fn patterns() -> &'static Patterns {
         sgl_small_pool_pool: re(r"\bKV pool holds\s+"),
         sgl_small_pool_context: re(r"tokens, fewer than --context-length\s+"),
         sgl_version: re(r"(?i)\bsglang\s+version\s*[:=]?\s*v?(\d+\.\d+[\w.+\-]*)"),
-        sgl_check_env: re(r"(?i)^sglang\s*:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
+        // `python -m sglang.check_env` (`sglang: 0.5.22`), `pip freeze` (`sglang==0.5.22`,
+        // `sglang[all]==0.5.22`) and `pip list` (`sglang   0.5.22`).
+        sgl_check_env: re(r"(?i)^sglang(?:\[[\w,\-]+\])?\s*(?::|==|\s)\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
         pip_name: re(r"^\s*Name:\s*(\S+)\s*$"),
         pip_version: re(r"^\s*Version:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
         banner: re(r"(?i)^[\s=#*>\-]*starting\s+(?:the\s+)?(sglang|vllm)\b"),
