@@ -373,6 +373,15 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         }
         out.push('\n');
     }
+    // Said when `--max-reads` left some out: "7 of 8" reads of a run with 82 is not the run.
+    let all = kvsim::confirm::violating_reads(&log.violations);
+    if o.request.is_empty() && all > results.len() {
+        out.push_str(&format!(
+            "note: the first {} of the trace's {all} violating reads replayed (--max-reads {} to replay more)\n",
+            results.len(),
+            all
+        ));
+    }
     out.push_str(&format!(
         "verdict: {confirmed} of {} read(s) confirmed as cross-tenant leaks{} (exit {})\n",
         results.len(),

@@ -92,6 +92,17 @@ pub const MAX_LOWERED_PAGES: u64 = 1 << 30;
 
 const READ_KINDS: [&str; 3] = ["cross_tenant_read", "cross_request_read", "uninitialized_read"];
 
+/// How many distinct violating reads a footer's violations name (what `--max-reads` selects
+/// from).
+pub fn violating_reads(violations: &[ViolationOut]) -> usize {
+    violations
+        .iter()
+        .filter(|v| READ_KINDS.contains(&v.kind.as_str()))
+        .filter_map(|v| Some((v.pool.as_deref()?, v.request?, v.at_ns)))
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
 fn parse_pool(s: &str) -> Option<PoolId> {
     let (role, idx) = s.rsplit_once('-')?;
     let role = match role {

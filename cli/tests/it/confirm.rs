@@ -418,3 +418,19 @@ fn a_seed_folder_is_confirmed_on_its_shrunk_trace() {
     assert_eq!(code, Some(10), "{err}");
     assert!(out.starts_with(&format!("{}/shrunk.jsonl: ", dir.display())), "{out}{err}");
 }
+
+/// `--max-reads` leaving reads out is said, with how many there are.
+#[test]
+fn reads_left_out_by_max_reads_are_counted() {
+    let t = trace_of("glm53-incident.toml", &[]);
+    let (code, out, _) = kvsim(&["confirm", &t, "--backend", "cpu", "--max-reads", "2"]);
+    assert_eq!(code, Some(10), "{out}");
+    let note =
+        out.lines().find(|l| l.starts_with("note: the first 2 of the trace's ")).unwrap_or_else(|| panic!("{out}"));
+    let all: usize = note.split_whitespace().nth(7).unwrap().parse().unwrap();
+    assert!(all > 2 && note.ends_with(&format!("(--max-reads {all} to replay more)")), "{note}");
+    // A trace with as many reads as --max-reads: no note.
+    let small = trace_of("small/stub-leak.toml", &[]);
+    let (_, out, _) = kvsim(&["confirm", &small, "--backend", "cpu", "--max-reads", "1"]);
+    assert!(!out.contains("note: the first"), "{out}");
+}
