@@ -143,6 +143,14 @@ fn the_traffic_fits_decode_and_the_prefill_build_decides() {
         out.contains("decode prompts of 261,633 to 262,137 tokens pass its admission but never fit its preallocation"),
         "{out}"
     );
+    // Page sizes that differ between nodes: said, with the one simulated.
+    w("p64.log", sglang_log("prefill", 131072, 64, 100_000, None));
+    w("d1.log", sglang_log("decode", 131072, 1, 400_000, None));
+    let (_, out, _) = audit_in(&dir, &["p64.log", "d1.log"]);
+    assert!(
+        out.contains("the logs give different page sizes (1, 64); the generated scenario uses the largest"),
+        "{out}"
+    );
     // A standalone server (`disaggregation_mode='null'`) says so, and how it is audited.
     w("mono.log", sglang_log("null", 131072, 1, 100_000, None));
     let (_, out, _) = audit_in(&dir, &["mono.log"]);

@@ -557,6 +557,13 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
     let sizes: Vec<u64> = nodes.iter().filter_map(|n| n.facts.page_size).collect();
     let page_size_known = !sizes.is_empty();
     let all_vllm = !nodes.is_empty() && nodes.iter().all(|n| n.facts.engine == Some(Engine::Vllm));
+    let distinct_sizes: std::collections::BTreeSet<u64> = sizes.iter().copied().collect();
+    if distinct_sizes.len() > 1 {
+        notes.push(format!(
+            "the logs give different page sizes ({}); the generated scenario uses the largest for every node",
+            distinct_sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let page_size = match sizes.iter().copied().max() {
         Some(ps) => ps,
         None if all_vllm => {
