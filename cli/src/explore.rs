@@ -406,6 +406,10 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         None => None,
     };
     if let Some(story) = story {
+        // The schedule is replayed up to its first violation: a request "got no response" there
+        // only because the replay stopped (`kvsim run … --choices` runs it to the end).
+        let story =
+            story.replacen("got no response", "had no response yet when the schedule stopped at this violation", 1);
         lines.push(format!("first violation: {story}"));
     }
     if o.json {
