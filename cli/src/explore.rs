@@ -189,6 +189,13 @@ pub fn run(o: &ExploreOpts) -> i32 {
     let spec = Spec { max_states: o.max_states, ..spec };
     let fp = fingerprint(&cfg, &spec);
     let mut results: Vec<Option<SubtreeResult>> = vec![None; roots.len()];
+    // An interrupted exploration says what it kept (it ended silently, exit 130).
+    super::fuzz::say_when_interrupted(match &o.checkpoint {
+        Some(path) => format!(
+            "\nkvsim explore: interrupted; the subtrees finished so far are saved in {path}: run the same command again to resume\n"
+        ),
+        None => "\nkvsim explore: interrupted; nothing kept (--checkpoint FILE makes an exploration resumable)\n".to_string(),
+    });
     if let Some(path) = &o.checkpoint {
         if let Ok(text) = std::fs::read_to_string(path) {
             match serde_json::from_str::<Checkpoint>(&text) {

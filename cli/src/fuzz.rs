@@ -826,11 +826,16 @@ static INTERRUPTED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 /// that its checkpoint holds everything counted and that the same command resumes it (it ended
 /// silently). The handler only writes prepared bytes and exits: both async-signal-safe.
 fn say_how_to_resume_when_interrupted(corpus: &str) {
+    say_when_interrupted(format!(
+        "\nkvsim fuzz: interrupted; every run counted so far is in {corpus}/campaign.json: run the same command again to resume\n"
+    ));
+}
+
+/// On SIGINT or SIGTERM the process prints `text` to stderr and exits 128 + the signal (`kvsim
+/// fuzz`, `kvsim explore`).
+pub fn say_when_interrupted(text: String) {
     #[cfg(unix)]
     {
-        let text = format!(
-            "\nkvsim fuzz: interrupted; every run counted so far is in {corpus}/campaign.json: run the same command again to resume\n"
-        );
         if INTERRUPTED.set(text.into_bytes()).is_err() {
             return;
         }

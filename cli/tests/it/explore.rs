@@ -479,3 +479,28 @@ fn a_verdict_says_content_channels_are_not_explored() {
     // response", while `run --choices` shows its 200).
     assert!(text.contains("had no response yet when the schedule stopped at this violation"), "{text}");
 }
+
+/// An interrupted exploration says what it kept and how to resume (it ended silently, exit 130).
+#[test]
+fn an_interrupted_exploration_says_how_to_resume() {
+    let src = super::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
+    let ck = std::env::temp_dir().join(format!("kvsim-explore-int-{}.json", std::process::id()));
+    let child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["explore", src.to_str().unwrap(), "--max-states", "100000000", "--checkpoint", ck.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "kvsim explore: interrupted; the subtrees finished so far are saved in {}",
+            ck.display()
+        )),
+        "{err}"
+    );
+}
