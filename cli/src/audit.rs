@@ -193,6 +193,10 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
                 " --profile {} --scenario-out kvsim-audit-scenario.toml",
                 kvsim::shell_word(&profile)
             ));
+            // The command must run as printed: a second audit in the same folder finds the file.
+            if std::path::Path::new("kvsim-audit-scenario.toml").exists() {
+                cmd.push_str(" --force");
+            }
             println!("scenario not written; to write it: {cmd}");
         }
     }

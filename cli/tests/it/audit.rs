@@ -133,6 +133,20 @@ fn the_traffic_fits_decode_and_the_prefill_build_decides() {
     let (code, out, err) = audit_in(&dir, &["small.log"]);
     assert_eq!(code, Some(11), "{out}{err}");
     assert!(out.contains("assumption: warm-up prompts of 59,471 tokens, not 59,993"), "{out}");
+    // The printed command to write the scenario runs as printed, also once its file exists.
+    for _ in 0..2 {
+        let (_, out, _) = audit_in(&dir, &["p.log", "d.log"]);
+        let cmd = out
+            .lines()
+            .find_map(|l| l.strip_prefix("scenario not written; to write it: kvsim "))
+            .unwrap_or_else(|| panic!("{out}"))
+            .to_string();
+        let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+        let (code, out, err) = audit_in(&dir, &args);
+        assert_eq!(code, Some(11), "{cmd}: {out}{err}");
+    }
+    let (_, again, _) = audit_in(&dir, &["p.log", "d.log"]);
+    assert!(again.contains("--scenario-out kvsim-audit-scenario.toml --force"), "{again}");
     // A decode pool equal to the context: no gap, but the prompts the reserved decode tokens
     // push past the pool hang at decode, and a note says which.
     w("p300.log", sglang_log("prefill", 262144, 32, 300_000, None));

@@ -442,6 +442,8 @@ fn explore_out_keeps_the_pins_and_the_input() {
     assert_eq!(o.status.code(), Some(10), "{}", String::from_utf8_lossy(&o.stderr));
     let written = std::fs::read_to_string(&out).unwrap();
     assert!(written.contains("prefill_abort_notifies_decode = \"on\""), "{written}");
+    // The default "never heals" is left out, not written as the time limit's sentinel.
+    assert!(!written.contains("heal_at_ms"), "{written}");
     // An existing file: refused without --force, replaced with it.
     let o = explore(&["--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));

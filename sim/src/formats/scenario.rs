@@ -1605,7 +1605,9 @@ pub fn to_file(cfg: &SimConfig, expand: bool) -> ScenarioFile {
             visibility_lag_ms: Some(f.visibility_lag_ms),
             node_crash: ratio(f.node_crash),
             crash_restart_ms: Some(f.crash_restart_ms),
-            heal_at_ms: Some(f.heal_at_ms),
+            // The default ("never heals", the time limit) is left out: a reader saw a sentinel
+            // `heal_at_ms = 4611686018427`.
+            heal_at_ms: (f.heal_at_ms != MAX_TIME_MS).then_some(f.heal_at_ms),
             liveness_after_heal_ms: f.liveness_after_heal_ms,
             script: f.script.iter().map(ScriptEntry::of).collect(),
         }),
