@@ -28,10 +28,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     if let Some(o) = out.filter(|o| std::path::Path::new(o).is_dir()) {
         return bad(format!("--scenario-out {o}: a folder; give a file name"));
     }
-    let same = |a: &str, b: &str| {
-        let c = |p: &str| std::path::Path::new(p).canonicalize().ok();
-        c(a).is_some_and(|x| Some(x) == c(b))
-    };
+    let same = |a: &str, b: &str| super::same_file(a, b);
     if let Some(o) = out.filter(|o| logs.iter().any(|l| same(o, l))) {
         return bad(format!("--scenario-out {o}: that is one of the logs; write the scenario elsewhere"));
     }
@@ -261,15 +258,15 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     // A probe left waiting because its decode node can never preallocate it (the
     // prealloc-never-fits row: the prompt with decode's reserved tokens exceeds the pool) is what
     // the engine does with it: an answer of its own, not a scenario that failed.
-    let never_fits: Vec<&kvsim::world::Req> = w
+    let never_fits: Vec<String> = w
         .reqs
         .iter()
         .filter(|r| r.tenant().0 == 1 && r.response().is_none())
-        .filter(|r| w.hang_why(r.id(), "decode_prealloc").is_some_and(|(why, _)| why == "never_fits"))
+        .filter_map(|r| w.hang_why(r.id(), "decode_prealloc").filter(|(why, _)| *why == "never_fits"))
+        .map(|(_, detail)| detail)
         .collect();
     let unanswered = probes.get("none").copied().unwrap_or(0) - never_fits.len() as u64;
-    if let Some(r) = never_fits.first() {
-        let (_, why) = w.hang_why(r.id(), "decode_prealloc").expect("filtered on it");
+    if let Some(why) = never_fits.first() {
         println!(
             "note: {} probe(s) are never answered: decode cannot preallocate them and waits forever (the prealloc-never-fits row; sglang rejects at decode only a prompt longer than the pool): {why}",
             never_fits.len()

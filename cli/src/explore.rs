@@ -143,11 +143,7 @@ pub fn run(o: &ExploreOpts) -> i32 {
     }
     if let Some(out) = &o.out {
         // Refused before exploring (minutes): the file it would replace may be the scenario.
-        let same = |a: &str, b: &str| {
-            let c = |p: &str| std::path::Path::new(p).canonicalize().ok();
-            c(a).is_some_and(|x| Some(x) == c(b))
-        };
-        if same(out, &o.scenario) {
+        if super::same_file(out, &o.scenario) {
             eprintln!("error: --out {out}: that is the scenario explored; write the counterexample elsewhere");
             return exit::BAD_INPUT;
         }

@@ -103,21 +103,28 @@ pub fn saved_file_of(input: &str, files: &[&str]) -> Result<String, String> {
     if !fj.is_file() {
         return Err(format!("{}: a folder without {file} (nor a campaign's failure.json)", shown(dir)));
     }
-    let f: kvsim::campaign::Failure = std::fs::read_to_string(&fj)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", shown(&fj)))?;
+    let f = read_failure(&fj)?;
     let seed_dir = format!("seed-{}", f.seed);
     if dir.file_name().is_some_and(|n| *n == *seed_dir) {
         return Err(format!("{}: missing from this saved example", shown(&own)));
     }
-    if let Some(theirs) = files.iter().map(|f| dir.join(&seed_dir).join(f)).find(|p| p.is_file()) {
-        return Ok(shown(&theirs));
+    match files.iter().map(|f| dir.join(&seed_dir).join(f)).find(|p| p.is_file()) {
+        Some(theirs) => Ok(shown(&theirs)),
+        None => Err(format!(
+            "{}: names seed {}, but {} is missing",
+            shown(&fj),
+            f.seed,
+            shown(&dir.join(&seed_dir).join(file))
+        )),
     }
-    let theirs = dir.join(&seed_dir).join(file);
-    {
-        Err(format!("{}: names seed {}, but {} is missing", shown(&fj), f.seed, shown(&theirs)))
-    }
+}
+
+/// A campaign's `failure.json` (a signature folder's or a seed folder's); errors name the file.
+pub fn read_failure(path: &std::path::Path) -> Result<kvsim::campaign::Failure, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is refused), in ms.
@@ -628,28 +635,32 @@ fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
     Some(exit::INVARIANT_BROKEN)
 }
 
+/// A path's identity, whether the file exists yet or not: the canonical path, else the
+/// canonical folder and the file's name (`None` when the folder does not exist either).
+fn file_key(p: &std::path::Path) -> Option<std::path::PathBuf> {
+    if let Ok(c) = p.canonicalize() {
+        return Some(c);
+    }
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    Some(dir.canonicalize().ok()?.join(p.file_name()?))
+}
+
+/// Whether two paths name the same file (an output that would replace an input: `run --csv`,
+/// `shrink --out`, `explore --out`, `audit --scenario-out`, and a log given twice).
+pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>) -> bool {
+    file_key(a.as_ref()).is_some_and(|k| Some(k) == file_key(b.as_ref()))
+}
+
 /// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced
 /// the scenario with its own CSV, silently. (Other existing files are overwritten, as a CI job
 /// writing `--trace t.jsonl` on every run expects.)
 fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
-    use std::path::{Path, PathBuf};
-    // The same file whether it exists yet or not: the canonical folder and the file's name.
-    let key = |p: &str| -> Option<PathBuf> {
-        let p = Path::new(p);
-        if let Ok(c) = p.canonicalize() {
-            return Some(c);
-        }
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        Some(dir.canonicalize().ok()?.join(p.file_name()?))
-    };
-    let input_key = key(input);
     let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
     for (i, (flag, out)) in given.iter().enumerate() {
-        let k = key(out);
-        if k.is_some() && k == input_key {
+        if same_file(out, input) {
             return Err(format!("{flag} {out}: that is the scenario being run; write it elsewhere"));
         }
-        if let Some((other, _)) = given[..i].iter().find(|(_, o)| k.is_some() && key(o) == k) {
+        if let Some((other, _)) = given[..i].iter().find(|(_, o)| same_file(o, out)) {
             return Err(format!("{flag} {out}: {other} writes the same file; give each output its own"));
         }
     }

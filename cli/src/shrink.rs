@@ -36,10 +36,7 @@ fn signature_folder(dir: &std::path::Path) -> Result<Option<(String, String, Str
     if !fj.is_file() {
         return Ok(None);
     }
-    let f: kvsim::campaign::Failure = std::fs::read_to_string(&fj)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", fj.display()))?;
+    let f = super::read_failure(&fj)?;
     // A seed folder's own scenario (before, its `failure.json` sent the look-up to
     // `seed-N/seed-N/scenario.toml`, a file that does not exist).
     let own = dir.join("scenario.toml");
@@ -204,9 +201,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     // and the file it would replace may be the case itself (`--out` naming the input) or another
     // shrunk case.
     let out = std::path::Path::new(&o.out);
-    let same = |a: &std::path::Path, b: &std::path::Path| {
-        a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(x, y)| x == y)
-    };
+    let same = |a: &std::path::Path, b: &std::path::Path| super::same_file(a, b);
     let input = std::path::Path::new(&o.input);
     if same(out, input) || same(out, &input.join("scenario.toml")) {
         eprintln!("error: --out {}: that is the input; write the shrunk case elsewhere", o.out);

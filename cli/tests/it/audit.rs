@@ -79,27 +79,14 @@ fn incident_pools_leak_on_the_vulnerable_profile() {
 fn long_contexts_are_warmed_one_request_at_a_time_and_leak() {
     let dir = empty_dir("long");
     let log = dir.join("scout.log");
-    std::fs::write(
-        &log,
-        "[x] server_args=ServerArgs(context_length=10485760, page_size=64, disaggregation_mode='prefill')\n\
-         [x TP0] max_total_num_tokens=3000000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=10485760\n",
-    )
-    .unwrap();
+    std::fs::write(&log, sglang_log("prefill", 10_485_760, 64, 3_000_000, None)).unwrap();
     let (code, out, err) = audit_in(&dir, &["scout.log", "--scenario-out", "gen.toml"]);
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(out.contains("verdict: GAP LEAKS under sglang-0.5.16"), "{out}");
     // The warm-ups are shorter than the largest accepted prompt: a longer one would not finish
     // within half of decode's waiting timeout.
     assert!(out.contains("assumption: warm-up prompts of"), "{out}");
-    let text = std::fs::read_to_string(dir.join("gen.toml")).unwrap();
-    let sc = kvsim::scenario::Scenario::parse("gen.toml", &text).unwrap();
-    let cfg = sc.resolve(&Default::default()).unwrap();
-    let w = kvsim::simulate(cfg, None, false);
-    let warmups: Vec<_> = w.reqs.iter().filter(|r| r.tenant().0 == 0).collect();
-    assert!(
-        !warmups.is_empty() && warmups.iter().all(|r| r.response().is_some_and(|x| x.status == 200)),
-        "every warm-up served"
-    );
+    assert!(warmups_served(&dir.join("gen.toml")), "every warm-up served");
     // The log itself is never the output, --force or not.
     let (code, _, err) = audit_in(&dir, &["scout.log", "--scenario-out", "scout.log", "--force"]);
     assert_eq!(code, Some(2), "{err}");
@@ -195,10 +182,16 @@ fn a_pool_is_rounded_to_whole_pages_before_the_band() {
     assert_eq!(code, Some(10), "{out}{err}");
     assert!(out.contains("pool 100,000 tokens is not a whole number of 64-token pages: audited as 99,968"), "{out}");
     assert!(out.contains("GAP: prompts 99,962 <= L < 262,144"), "{out}");
-    let text = std::fs::read_to_string(dir.join("gen.toml")).unwrap();
+    assert!(warmups_served(&dir.join("gen.toml")));
+}
+
+/// Whether every warm-up (tenant 0) of a generated scenario is answered 200 when it runs.
+fn warmups_served(scenario: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(scenario).unwrap();
     let sc = kvsim::scenario::Scenario::parse("gen.toml", &text).unwrap();
     let w = kvsim::simulate(sc.resolve(&Default::default()).unwrap(), None, false);
-    assert!(w.reqs.iter().filter(|r| r.tenant().0 == 0).all(|r| r.response().is_some_and(|x| x.status == 200)));
+    let warmups: Vec<_> = w.reqs.iter().filter(|r| r.tenant().0 == 0).collect();
+    !warmups.is_empty() && warmups.iter().all(|r| r.response().is_some_and(|x| x.status == 200))
 }
 
 #[test]

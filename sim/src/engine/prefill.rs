@@ -1062,3 +1062,47 @@ pub fn solo_prefill_ns(cost: &crate::config::CostConfig, chunk_size: u64, tokens
     }
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{chunk_cost_ns, solo_prefill_ns};
+    use crate::config::CostConfig;
+
+    fn cost() -> CostConfig {
+        CostConfig {
+            prefill_base_us: 5_000,
+            prefill_ns_per_token: 30_000,
+            prefill_ns_per_token_per_kctx: 20,
+            decode_step_base_us: 25_000,
+            decode_ns_per_kkv: 2_000,
+            kv_bytes_per_token: 70_000,
+            transfer_latency_us: 0,
+            transfer_bytes_per_us: 1,
+            message_latency_us: 0,
+        }
+    }
+
+    /// The pass-by-pass walk a lone prompt's forward passes take (what the closed form of
+    /// `solo_prefill_ns` stands in for past 100,000 passes).
+    fn walk(c: &CostConfig, chunk: u64, tokens: u64) -> u64 {
+        let mut from = 0;
+        let mut total = 0u64;
+        while from < tokens {
+            let n = (tokens - from).min(chunk);
+            total += c.prefill_base_us * 1000 + chunk_cost_ns(c, from, n);
+            from += n;
+        }
+        total
+    }
+
+    #[test]
+    fn a_lone_prompt_costs_its_passes_and_the_closed_form_stays_close() {
+        let c = cost();
+        // Under 100,000 passes: exactly the passes (3 chunks: 8,192 + 8,192 + 3,616).
+        assert_eq!(solo_prefill_ns(&c, 8192, 20_000), walk(&c, 8192, 20_000));
+        assert_eq!(solo_prefill_ns(&c, 8192, 0), 0);
+        // Over it (1M tokens in chunks of 8: 125,000 passes): the closed form, within 0.1%.
+        let (exact, closed) = (walk(&c, 8, 1_000_000), solo_prefill_ns(&c, 8, 1_000_000));
+        assert!(exact.abs_diff(closed) * 1000 < exact, "{closed} against {exact}");
+    }
+}
