@@ -215,6 +215,8 @@ fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     let cfg = crate::load_path(out.to_str().unwrap());
     // The measured numbers of the log: a 681,280-token prefill pool, a 1,048,576-token context, pages of 64.
     assert_eq!((cfg.prefill[0].pool_tokens, cfg.context_len, cfg.knobs.page_size), (681_280, 1_048_576, 64));
+    // And the node's logged max_running_requests=64 (it was dropped: the scenario's default 256).
+    assert_eq!(cfg.prefill[0].max_running_requests, 64);
     // No version in the log: the worst case (the vulnerable build), said in the header.
     assert_eq!(cfg.profile, "sglang-0.5.16");
     // (The header is wrapped where the log's path puts it: read it as one line.)

@@ -750,6 +750,9 @@ fn round(pool: u64, ps: u64) -> u64 {
 #[derive(Serialize)]
 struct GenGroup {
     pool_tokens: u64,
+    /// The node's logged `max_running_requests`; the scenario's default when the log has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_running_requests: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -876,16 +879,12 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     let ctx = a.context_len?;
     let ps = a.page_size;
     let mut assumptions = Vec::new();
-    let measured = |n: &&AuditNode| n.facts.pool_tokens.is_some();
-    let mut prefill: Vec<u64> =
-        a.nodes.iter().filter(|n| n.prefill_capable()).filter(measured).filter_map(|n| n.facts.pool_tokens).collect();
-    let mut decode: Vec<u64> = a
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Decode)
-        .filter(measured)
-        .filter_map(|n| n.facts.pool_tokens)
-        .collect();
+    // Each measured node: its pool and its logged `max_running_requests` (sglang's cap on the
+    // requests it runs at once; the scenario's default, 256, when the log does not say).
+    let node = |n: &AuditNode| Some((n.facts.pool_tokens?, n.facts.max_running_requests));
+    let mut prefill: Vec<(u64, Option<u64>)> = a.nodes.iter().filter(|n| n.prefill_capable()).filter_map(node).collect();
+    let mut decode: Vec<(u64, Option<u64>)> =
+        a.nodes.iter().filter(|n| n.role == Role::Decode).filter_map(node).collect();
     if prefill.is_empty() && decode.is_empty() {
         return None;
     }
@@ -901,7 +900,7 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
             "no prefill-capable node measured: ASSUMED a prefill partner whose pool holds the whole context ({} tokens)",
             thousands(pool)
         ));
-        prefill.push(pool);
+        prefill.push((pool, None));
     }
     if decode.is_empty() {
         // vLLM reserves no decode tokens beside the prompt (its profile's `reserved_decode_tokens`
@@ -913,13 +912,29 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
             if reserved > 0 { format!(" plus sglang's {reserved} reserved decode tokens") } else { String::new() },
             thousands(pool)
         ));
-        decode.push(pool);
+        decode.push((pool, None));
     }
-    let prefill: Vec<u64> = prefill.into_iter().map(|p| round(p, ps)).collect();
-    let mut decode: Vec<u64> = decode.into_iter().map(|p| round(p, ps)).collect();
+    let cap = u64::from(crate::scenario::MAX_SLOTS_PER_NODE);
+    if let Some(big) = prefill.iter().chain(&decode).filter_map(|&(_, r)| r).filter(|&r| r > cap).max() {
+        assumptions.push(format!(
+            "max_running_requests={} simulated as {} (the most a scenario runs at once on a node)",
+            thousands(big),
+            thousands(cap)
+        ));
+    }
+    let group = |(pool, running): (u64, Option<u64>)| GenGroup {
+        pool_tokens: round(pool, ps),
+        max_running_requests: running.map(|r| r.clamp(1, cap)),
+    };
+    let prefill: Vec<GenGroup> = prefill.into_iter().map(group).collect();
+    let mut decode: Vec<GenGroup> = decode.into_iter().map(group).collect();
     let arrangements = gcd(prefill.len(), decode.len());
     let nd = decode.len();
     decode.rotate_left(rotate % nd);
+    // Most requests any decode node runs at once (its logged cap; the scenario's default else).
+    let decode_running = decode.iter().map(|g| g.max_running_requests.unwrap_or(256)).min().unwrap_or(256);
+    let prefill_pools: Vec<u64> = prefill.iter().map(|g| g.pool_tokens).collect();
+    let decode_pools: Vec<u64> = decode.iter().map(|g| g.pool_tokens).collect();
     // Warm-up: enough accepted prompts to cover every decode pool once more than its size.
     let accepted =
         a.nodes.iter().filter_map(|n| n.admission.as_ref().map(|x| x.max_accepted)).min().unwrap_or(1).max(1);
@@ -941,8 +956,8 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
         profile: profile.to_string(),
         context_len: ctx,
         liveness_bound_s: 3600,
-        prefill: prefill.iter().map(|&pool_tokens| GenGroup { pool_tokens }).collect(),
-        decode: decode.iter().map(|&pool_tokens| GenGroup { pool_tokens }).collect(),
+        prefill,
+        decode,
         knobs: GenKnobs { page_size: ps },
         request: vec![GenRequest { at_ms: 0, tenant: 0, prompt_tokens: warm, output_tokens: 16 }],
     };
@@ -954,7 +969,7 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     let cfg = resolved(&gen)?;
     // A warm-up must also fit every decode node's preallocation (its prompt, reserved decode
     // tokens and output, in whole pages), or it waits there forever and warms nothing.
-    let smallest_decode = decode.iter().copied().min().unwrap_or(0);
+    let smallest_decode = decode_pools.iter().copied().min().unwrap_or(0);
     let fit = largest_fitting(&cfg, WARM_OUTPUT, smallest_decode);
     if fit < warm {
         assumptions.push(format!(
@@ -987,15 +1002,16 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
         warm = lo;
     }
     // The router goes round robin over each role (the scenario's default): every decode node
-    // gets one request in `decode.len()`, so each gets enough to cover the largest pool.
-    let largest_decode = decode.iter().copied().max().unwrap_or(0);
-    let count = (decode.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill.len() as u64 * 2).min(400);
+    // gets one request in `decode_pools.len()`, so each gets enough to cover the largest pool.
+    let largest_decode = decode_pools.iter().copied().max().unwrap_or(0);
+    let count = (decode_pools.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill_pools.len() as u64 * 2).min(400);
     // One at a time on each prefill node, and on each decode node no more than its pool holds
-    // at once (decode preallocates when the request arrives and holds it to the end): the
+    // (nor its `max_running_requests` allows) at once (decode preallocates when the request arrives and holds it to the end): the
     // next round-robin turn of a node comes `np` (`nd`) requests later.
-    let np = prefill.len() as u64;
-    let nd = decode.len() as u64;
-    let at_once = (smallest_decode / decode_footprint(&cfg, warm, WARM_OUTPUT).max(1)).max(1);
+    let np = prefill_pools.len() as u64;
+    let nd = decode_pools.len() as u64;
+    let at_once =
+        (smallest_decode / decode_footprint(&cfg, warm, WARM_OUTPUT).max(1)).clamp(1, decode_running.max(1));
     let spacing_ms = (solo_ms(&cfg, warm, WARM_OUTPUT) + 2_000).div_ceil(np.min(nd.saturating_mul(at_once)).max(1));
     let mut request = Vec::new();
     let mut at = 0;
@@ -1018,10 +1034,10 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // Copies of each probe: round robin pairs request i with prefill i mod P and decode i mod D,
     // so lcm(P, D) consecutive probes reach every node of both roles (the band of a decode
     // node's gap is probed on that node, not only on whichever node the first copy meets).
-    let (np, nd) = (prefill.len(), decode.len());
+    let (np, nd) = (prefill_pools.len(), decode_pools.len());
     let copies = (np / gcd(np, nd) * nd).min(MAX_PROBE_COPIES);
     // A probe another node admits is served in full: the next one waits for it.
-    let admitted_somewhere = |p: u64| prefill.iter().any(|&pool| crate::intake::max_req_input_len(ctx, pool) > p);
+    let admitted_somewhere = |p: u64| prefill_pools.iter().any(|&pool| crate::intake::max_req_input_len(ctx, pool) > p);
     for p in probes {
         let gap = if admitted_somewhere(p) { solo_ms(&cfg, p, 8) + 1_000 } else { 1_000 };
         for _ in 0..copies {
