@@ -59,7 +59,9 @@
 //!
 //! A new launch starts at a `server_args=ServerArgs(` dump, a vLLM argument dump,
 //! an engine version line or a `Starting sglang|vllm …` banner, once the current
-//! launch has already seen that kind of line or has got past its argument dumps.
+//! launch has already seen that kind of line or has got past its argument dumps — unless the
+//! marker's timestamp is earlier than that launch's latest line: the log is out of order, and the
+//! marker belongs to the launch it predates.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -282,8 +284,16 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         };
         prev_name = p.pip_name.captures(msg).map(|c| c[1].to_ascii_lowercase());
 
+        let at_time = stamp(p, line);
         if let Some(marker) = info.marker {
-            let starts_new = launches.last().is_some_and(|l| l.progressed || l.seen.contains(&marker));
+            // A marker past the current launch's progress opens a new launch, unless its time is
+            // earlier than that launch's latest line: the log is out of order (ranks or processes
+            // interleaved by a collector, or pasted out of order), and the marker belongs to the
+            // launch it predates. A marker the launch has already seen always opens a new one.
+            let starts_new = launches.last().is_some_and(|l| {
+                l.seen.contains(&marker)
+                    || (l.progressed && !matches!((at_time, l.latest), (Some(t), Some(last)) if earlier(t, last)))
+            });
             if starts_new {
                 launches.push(Launch::default());
             }
@@ -295,6 +305,9 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
             launch.seen.insert(marker);
         }
         launch.progressed |= info.progressed;
+        if let Some(t) = at_time.filter(|_| info.recognized) {
+            launch.latest = Some(launch.latest.map_or(t, |last| if earlier(last, t) { t } else { last }));
+        }
         if info.recognized {
             launch.recognized = true;
             launch.first_line.get_or_insert(line_no);
@@ -673,6 +686,8 @@ struct Launch {
     progressed: bool,
     recognized: bool,
     first_line: Option<usize>,
+    /// The time of its latest recognised line (`stamp`), when lines print one.
+    latest: Option<Stamp>,
 }
 
 impl Launch {
@@ -743,6 +758,8 @@ struct Patterns {
     vllm_tag: Regex,
     vllm_tag_dp: Regex,
     lead_sgl: Regex,
+    /// A line's time: sglang `[2026-03-02 10:11:12…]`, vLLM `INFO 03-02 10:11:12`.
+    stamp: Regex,
     lead_level: Regex,
     kv_alloc: Regex,
     sgl_small_pool_pool: Regex,
@@ -801,6 +818,7 @@ fn patterns() -> &'static Patterns {
         vllm_tag: re(r"^\s*\(([A-Za-z][A-Za-z0-9_]*)(?:\s+rank=\d+)?\s+pid=\d+\)\s*"),
         vllm_tag_dp: re(r"(?:^|_)DP(\d+)(?:_|$)|^EngineCore_(\d+)$"),
         lead_sgl: re(r"^\s*\[\d{4}-\d{2}-\d{2}[^\]]*\]\s*"),
+        stamp: re(r"^\s*(?:\([^)]*\)\s*)?(?:\[(\d{4})-|[A-Z]+\s+)(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})"),
         lead_level: re(
             r"^(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+)?(?:\[[^\]]*\]|[\w.\-/]+\.py:\d+\]|[\w.\-/]+\.py:\d+:)\s*",
         ),
@@ -896,6 +914,25 @@ fn message<'a>(p: &Patterns, line: &'a str) -> &'a str {
         }
     }
     rest
+}
+
+/// A line's time as (year, month, day, hour, minute, second); the year is 0 where the line
+/// does not print one (vLLM), and two times compare without years when either lacks one.
+type Stamp = (u32, u32, u32, u32, u32, u32);
+
+fn stamp(p: &Patterns, line: &str) -> Option<Stamp> {
+    let c = p.stamp.captures(line)?;
+    let n = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u32>().ok());
+    Some((n(1).unwrap_or(0), n(2)?, n(3)?, n(4)?, n(5)?, n(6)?))
+}
+
+/// Whether `a` is strictly earlier than `b`.
+fn earlier(a: Stamp, b: Stamp) -> bool {
+    if a.0 == 0 || b.0 == 0 {
+        (a.1, a.2, a.3, a.4, a.5) < (b.1, b.2, b.3, b.4, b.5)
+    } else {
+        a < b
+    }
 }
 
 fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Result<LineInfo, ParseErrorKind> {
@@ -1600,6 +1637,27 @@ GPU KV cache size: 9,000 tokens
         // line and its context stays unknown (context_length=None in server_args).
         let dp1 = NodeFacts { rank: Some("DP1 TP1 EP1".to_string()), line: 9, ..base };
         assert_eq!(got, vec![dp0, dp1]);
+    }
+
+    #[test]
+    fn a_launch_marker_printed_earlier_than_its_launch_progress_is_out_of_order_not_a_new_launch() {
+        let summary = "[2026-03-02 10:11:12] max_total_num_tokens=681280, chunked_prefill_size=8192, \
+            max_prefill_tokens=16384, max_running_requests=128, context_len=1048576\n";
+        let args = |t: &str| {
+            format!("[2026-03-02 {t}] server_args=ServerArgs(model_path='m', context_length=1048576, page_size=64)\n")
+        };
+        // The summary first, then the launch's own argument dump stamped before it: one launch
+        // (it read as two, the second without a pool: exit 2).
+        let got = parse("late.log", &format!("{summary}{}", args("10:11:00")));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!((got[0].pool_tokens, got[0].page_size), (Some(681_280), Some(64)));
+        // A dump stamped after the summary is a restart: two launches.
+        assert_eq!(parse("restart.log", &format!("{summary}{}", args("10:20:00"))).len(), 2);
+        // vLLM's stamps have no year; the rule is the same.
+        let v = "INFO 03-02 10:11:12 [gpu_worker.py:1] GPU KV cache size: 50,000 tokens\n\
+                 INFO 03-02 10:11:00 [api_server.py:1] vLLM API server version 0.11.0\n";
+        assert_eq!(parse("v.log", v).len(), 1);
+        assert_eq!(parse("v2.log", &v.replace("10:11:00", "10:30:00")).len(), 2);
     }
 
     #[test]
