@@ -194,7 +194,21 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             if std::path::Path::new("kvsim-audit-scenario.toml").exists() {
                 cmd.push_str(" --force");
             }
-            println!("scenario not written; to write it: {cmd}");
+            // A log read from a pipe (`audit <(zcat node.log.gz)` names `/dev/fd/63`) cannot be
+            // read again: the printed command would fail, so say what to do instead.
+            let piped: Vec<&str> = logs
+                .iter()
+                .filter(|l| !std::fs::metadata(l.as_str()).is_ok_and(|m| m.is_file()))
+                .map(String::as_str)
+                .collect();
+            if piped.is_empty() {
+                println!("scenario not written; to write it: {cmd}");
+            } else {
+                println!(
+                    "scenario not written; to write it, save {} to a file (read from a pipe, it cannot be read again) and run: {cmd}",
+                    piped.join(", ")
+                );
+            }
         }
     }
     let leaked: Vec<_> = w.oracle.violations.iter().filter(|v| is_leak(v)).collect();

@@ -574,3 +574,30 @@ fn verdicts_do_not_depend_on_the_order_of_the_logs() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("an earlier launch (prefill, pool 681,280 tokens) had a GAP"), "{out}");
 }
+
+/// A log read from a pipe cannot be read again: the printed command says to save it first (it
+/// printed `kvsim audit /dev/fd/63 …` as if it would run).
+#[test]
+fn a_piped_log_is_named_as_one_to_save_before_the_printed_command() {
+    use std::io::Write;
+    let log = sglang_log("prefill", 1_048_576, 64, 681_280, Some("0.5.16"));
+    let dir = empty_dir("piped");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["audit", "/dev/stdin"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(log.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(10), "{stdout}");
+    assert!(stdout.contains("save /dev/stdin to a file (read from a pipe"), "{stdout}");
+    // A log in a file gets the plain command.
+    let file = dir.join("p.log");
+    std::fs::write(&file, &log).unwrap();
+    let (code, stdout, _) = audit_in(&dir, &[file.to_str().unwrap()]);
+    assert_eq!(code, Some(10));
+    assert!(stdout.contains("scenario not written; to write it: kvsim audit "), "{stdout}");
+}
