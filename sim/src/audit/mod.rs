@@ -882,7 +882,8 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // Each measured node: its pool and its logged `max_running_requests` (sglang's cap on the
     // requests it runs at once; the scenario's default, 256, when the log does not say).
     let node = |n: &AuditNode| Some((n.facts.pool_tokens?, n.facts.max_running_requests));
-    let mut prefill: Vec<(u64, Option<u64>)> = a.nodes.iter().filter(|n| n.prefill_capable()).filter_map(node).collect();
+    let mut prefill: Vec<(u64, Option<u64>)> =
+        a.nodes.iter().filter(|n| n.prefill_capable()).filter_map(node).collect();
     let mut decode: Vec<(u64, Option<u64>)> =
         a.nodes.iter().filter(|n| n.role == Role::Decode).filter_map(node).collect();
     if prefill.is_empty() && decode.is_empty() {
@@ -1004,14 +1005,14 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     // The router goes round robin over each role (the scenario's default): every decode node
     // gets one request in `decode_pools.len()`, so each gets enough to cover the largest pool.
     let largest_decode = decode_pools.iter().copied().max().unwrap_or(0);
-    let count = (decode_pools.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill_pools.len() as u64 * 2).min(400);
+    let count =
+        (decode_pools.len() as u64 * (largest_decode.div_ceil(warm) + 1)).max(prefill_pools.len() as u64 * 2).min(400);
     // One at a time on each prefill node, and on each decode node no more than its pool holds
     // (nor its `max_running_requests` allows) at once (decode preallocates when the request arrives and holds it to the end): the
     // next round-robin turn of a node comes `np` (`nd`) requests later.
     let np = prefill_pools.len() as u64;
     let nd = decode_pools.len() as u64;
-    let at_once =
-        (smallest_decode / decode_footprint(&cfg, warm, WARM_OUTPUT).max(1)).clamp(1, decode_running.max(1));
+    let at_once = (smallest_decode / decode_footprint(&cfg, warm, WARM_OUTPUT).max(1)).clamp(1, decode_running.max(1));
     let spacing_ms = (solo_ms(&cfg, warm, WARM_OUTPUT) + 2_000).div_ceil(np.min(nd.saturating_mul(at_once)).max(1));
     let mut request = Vec::new();
     let mut at = 0;

@@ -138,12 +138,27 @@ fn seen(r: &Req) -> Seen {
     }
 }
 
-fn diff(a: Option<u64>, b: Option<u64>) -> u64 {
+/// The difference of two observed times; `None` when only one run has the time (a first token,
+/// a last token or an answer in one run only): no number measures that.
+fn diff(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
-        (Some(x), Some(y)) => x.abs_diff(y),
-        (None, None) => 0,
-        (Some(x), None) | (None, Some(x)) => x,
+        (Some(x), Some(y)) => Some(x.abs_diff(y)),
+        _ => None,
     }
+}
+
+/// The largest difference of the times both runs have, and how the violation states it. A time in
+/// one run only is no difference of a size: it was counted as the time itself, so that a TTFT
+/// against "none" printed as a difference of the TTFT.
+fn largest_difference(pairs: &[(Option<u64>, Option<u64>)]) -> (u64, String) {
+    let delta = pairs.iter().filter_map(|&(p, q)| diff(p, q)).max().unwrap_or(0);
+    let one_sided = pairs.iter().any(|(p, q)| p.is_some() != q.is_some());
+    let text = match (one_sided, delta) {
+        (false, _) => format!("largest difference {}", ms(Some(delta))),
+        (true, 0) => "a time in one run only".to_string(),
+        (true, _) => format!("a time in one run only; of the times both have, largest difference {}", ms(Some(delta))),
+    };
+    (delta, text)
 }
 
 fn ms(ns: Option<u64>) -> String {
@@ -187,10 +202,12 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         if sa == sb {
             continue;
         }
-        let d_first = diff(sa.first.map(|t| t - x.arrival().0), sb.first.map(|t| t - y.arrival().0));
-        let d_last = diff(sa.last, sb.last);
-        let d_end = diff(sa.end, sb.end);
-        let delta = d_first.max(d_last).max(d_end);
+        let pairs = [
+            (sa.first.map(|t| t - x.arrival().0), sb.first.map(|t| t - y.arrival().0)),
+            (sa.last, sb.last),
+            (sa.end, sb.end),
+        ];
+        let (delta, difference) = largest_difference(&pairs);
         let kind = if sa.status != sb.status { Kind::StatusChannel } else { Kind::TimingChannel };
         let more = if x.prefix_reused() >= y.prefix_reused() { x } else { y };
         let (cause, culprit): (&str, Option<RequestId>) =
@@ -217,7 +234,7 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         let (cause, culprit) = if memory_bug && !direct { ("memory_safety", None) } else { (cause, culprit) };
         let ttft = |s: &Seen, r: &Req| s.first.map(|t| t - r.arrival().0);
         let mut detail = format!(
-            "with tenant {secret}'s real prompts it saw {} (TTFT {}, {} token(s), answered at {}); with other prompt content of the same lengths {} (TTFT {}, {} token(s), answered at {}); largest difference {}",
+            "with tenant {secret}'s real prompts it saw {} (TTFT {}, {} token(s), answered at {}); with other prompt content of the same lengths {} (TTFT {}, {} token(s), answered at {}); {}",
             sa.status.map_or("no response".to_string(), |s| format!("HTTP {s}")),
             ms(ttft(&sa, x)),
             sa.tokens,
@@ -226,7 +243,7 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
             ms(ttft(&sb, y)),
             sb.tokens,
             ms(sb.end),
-            ms(Some(delta)),
+            difference,
         );
         if sa.first == sb.first && sa.last == sb.last && sa.end == sb.end && sa.digest != sb.digest {
             detail.push_str(" (inter-token times only)");
@@ -313,6 +330,20 @@ mod tests {
     use super::*;
     use crate::config::PrefixCacheScope;
     use crate::fuzz::{draw, Space};
+
+    #[test]
+    fn a_time_in_one_run_only_is_not_a_difference_of_its_size() {
+        let both = [(Some(5_000_000), Some(2_000_000)), (Some(9_000_000), Some(9_500_000)), (None, None)];
+        assert_eq!(largest_difference(&both), (3_000_000, "largest difference 3.000 ms".to_string()));
+        // A TTFT of 7 ms against none: it said "largest difference 7.000 ms".
+        let one = [(Some(7_000_000), None), (None, None), (Some(8_000_000), None)];
+        assert_eq!(largest_difference(&one), (0, "a time in one run only".to_string()));
+        let mixed = [(Some(7_000_000), None), (Some(1_000_000), Some(1_250_000))];
+        assert_eq!(
+            largest_difference(&mixed).1,
+            "a time in one run only; of the times both have, largest difference 0.250 ms"
+        );
+    }
 
     #[test]
     fn vary_changes_only_the_secret_tenants_ids_one_to_one() {

@@ -99,7 +99,8 @@ pub struct Violation {
     pub cause: String,
     pub detail: String,
     /// For `timing_channel` / `status_channel`: the largest difference in what the observer saw
-    /// between the two runs (ns of virtual time); absent for every other kind.
+    /// between the two runs (ns of virtual time), of the times both runs have (0 when every
+    /// difference is a time in one run only); absent for every other kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_ns: Option<u64>,
 }
