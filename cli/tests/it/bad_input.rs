@@ -294,3 +294,14 @@ fn limits_name_their_real_numbers() {
         "{e}"
     );
 }
+
+/// Lone carriage returns (classic Mac OS line ends) are named as such; the file read as one line,
+/// and the error named the key that line began with.
+#[test]
+fn lone_carriage_returns_are_named() {
+    let e = resolve(&GOOD.replace('\n', "\r"), &[]).unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (Some(1), ""), "{e}");
+    assert!(e.message.contains("lone carriage returns"), "{e}");
+    // CRLF reads as the same file.
+    resolve(&GOOD.replace('\n', "\r\n"), &[]).unwrap();
+}

@@ -844,6 +844,16 @@ pub fn key_at(text: &str, at: usize) -> String {
 impl Scenario {
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         let spec: ScenarioFile = toml::from_str(text).map_err(|e| {
+            // Lone carriage returns (classic Mac OS line ends): TOML reads the whole file as one
+            // line, and the error named whichever key that line began with.
+            if let Some(at) = text.match_indices('\r').map(|(i, _)| i).find(|&i| !text[i + 1..].starts_with('\n')) {
+                return ScenarioError {
+                    file: file.to_string(),
+                    line: Some(line_of(text, at)),
+                    key: String::new(),
+                    message: "line ends are lone carriage returns (CR, as classic Mac OS wrote them); TOML needs LF or CRLF: convert the file, e.g. `tr '\\r' '\\n' < old.toml > new.toml`".into(),
+                };
+            }
             let line = e.span().map(|s| line_of(text, s.start));
             let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
             ScenarioError { file: file.to_string(), line, key, message: with_suggestion(e.message().trim()) }
