@@ -24,6 +24,10 @@ pub struct ShrinkOpts {
     /// At most this many simulation runs.
     #[arg(long, default_value_t = 3000)]
     pub budget: u32,
+    /// Shrink a trace written by another kvsim version: its configuration is re-run under this
+    /// one, unchecked (a trace of this version must replay to a match, as `kvsim replay` checks).
+    #[arg(long)]
+    pub any_version: bool,
     #[command(flatten)]
     pub opts: super::RunOpts,
 }
@@ -54,7 +58,7 @@ pub struct Loaded {
 
 /// Loads a configuration from a scenario, a trace header, a seed folder or a signature folder
 /// of a campaign; a folder also gives the signature to keep and its campaign's pins.
-pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<Loaded, String> {
+pub fn load_any(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<Loaded, String> {
     let mut p = std::path::Path::new(input);
     // A `failure.json` stands for its folder.
     if p.file_name().is_some_and(|n| n == "failure.json") && p.is_file() {
@@ -66,10 +70,10 @@ pub fn load_any(input: &str, opts: &super::RunOpts) -> Result<Loaded, String> {
             return Ok(Loaded { cfg, signature: Some(sig), pinned: kvsim::shrink::pinned_knobs(&space) });
         }
     }
-    load_plain(input, opts).map(|cfg| Loaded { cfg, signature: None, pinned: Vec::new() })
+    load_plain(input, opts, any_version).map(|cfg| Loaded { cfg, signature: None, pinned: Vec::new() })
 }
 
-fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
+fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<SimConfig, String> {
     let path = super::saved_file(input, "scenario.toml")?;
     if is_trace(&path) {
         // A trace's header is the run's whole configuration: overrides would make the shrunk
@@ -92,6 +96,27 @@ fn load_plain(input: &str, opts: &super::RunOpts) -> Result<SimConfig, String> {
         }
         let reader = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
             .map_err(|e| e.to_string())?;
+        let written_by = &reader.header.kvsim_version;
+        if written_by != env!("CARGO_PKG_VERSION") && !any_version {
+            return Err(format!(
+                "{path}:1: written by kvsim {written_by}, this is kvsim {}: its configuration may run differently here (`kvsim replay --force {path}` compares); --any-version shrinks its configuration under this version anyway",
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        if written_by == env!("CARGO_PKG_VERSION") {
+            // The trace must be its own configuration's run, as `replay` and `confirm` check: an
+            // edited header shrank another bug, and a cut or corrupted file was shrunk unread.
+            match super::replay_trace(&path, false) {
+                Ok(_) => {}
+                Err(super::ReplayProblem::Bad(m)) => return Err(m),
+                Err(super::ReplayProblem::Diverged(lines)) => {
+                    return Err(format!(
+                        "{path}: the trace is not its own configuration's run (edited, or written by another build): {}; `kvsim replay {path}` shows the difference",
+                        lines[0].trim_start_matches("replay ")
+                    ))
+                }
+            }
+        }
         return Ok(reader.header.config);
     }
     super::load(&path, opts).map_err(|e| e.to_string())
@@ -173,7 +198,7 @@ fn shrunk_toml(cfg: &SimConfig, header: &str) -> String {
 }
 
 pub fn run(o: &ShrinkOpts) -> i32 {
-    let Loaded { cfg, signature: folder_sig, mut pinned } = match load_any(&o.input, &o.opts) {
+    let Loaded { cfg, signature: folder_sig, mut pinned } = match load_any(&o.input, &o.opts, o.any_version) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

@@ -131,6 +131,60 @@ fn trace_replays_and_detects_divergence() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A header edited after the run (the profile's name alone: every record still matches) replays
+/// as a difference of the footer's configuration digest, and `shrink` refuses what `replay`
+/// refuses: an edited, cut or other-version trace (it shrank the edited configuration's bug, and
+/// read a cut file's header alone). Blank lines carry nothing and are skipped.
+#[test]
+fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
+    let t = tmp("hdr.jsonl");
+    let out = Command::new(bin())
+        .args(["run", &scen("small/stub-leak.toml"), "--trace", t.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let text = std::fs::read_to_string(&t).unwrap();
+    assert!(text.contains("\"profile\":\"sglang-0.5.16\""));
+    let relabelled = tmp("hdr-profile.jsonl");
+    std::fs::write(&relabelled, text.replacen("\"profile\":\"sglang-0.5.16\"", "\"profile\":\"vllm-nixl\"", 1))
+        .unwrap();
+    let out = Command::new(bin()).args(["replay", relabelled.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config (digest of the header's configuration)"));
+    let shrink = |input: &std::path::Path, extra: &[&str]| {
+        let o = tmp("hdr-shrunk.toml");
+        let mut args =
+            vec!["shrink", input.to_str().unwrap(), "--out", o.to_str().unwrap(), "--force", "--budget", "30"];
+        args.extend_from_slice(extra);
+        let out = Command::new(bin()).args(&args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = shrink(&relabelled, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not its own configuration's run"), "{err}");
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = tmp("hdr-cut.jsonl");
+    std::fs::write(&cut, lines[..20].join("\n") + "\n").unwrap();
+    let (code, err) = shrink(&cut, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cut short"), "{err}");
+    let other = tmp("hdr-other.jsonl");
+    std::fs::write(&other, text.replacen("\"kvsim_version\":\"", "\"kvsim_version\":\"9.", 1)).unwrap();
+    let (code, err) = shrink(&other, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--any-version"), "{err}");
+    assert_eq!(shrink(&other, &["--any-version"]).0, Some(10));
+    assert_eq!(shrink(&t, &[]).0, Some(10), "the trace itself shrinks");
+    // Blank lines, in the middle and after the footer, are skipped: the replay matches.
+    let mut spaced: Vec<&str> = lines.clone();
+    spaced.insert(10, "");
+    spaced.push("");
+    let blank = tmp("hdr-blank.jsonl");
+    std::fs::write(&blank, spaced.join("\n") + "\n\n").unwrap();
+    let out = Command::new(bin()).args(["replay", blank.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn filtered_trace_keeps_the_violation_and_replays() {
     let full = tmp("mixed.jsonl");

@@ -51,6 +51,17 @@ pub struct Footer {
     /// One record per request (absent in traces written before they existed).
     #[serde(default)]
     pub requests: Vec<crate::latency::RequestRecord>,
+    /// The run's configuration as it ran (`config_digest`): a header edited after the run (its
+    /// profile's name, a knob) replays as a difference here, since the records may not show it.
+    /// Absent in traces written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config: String,
+}
+
+/// A digest of a configuration: xxh3-64 (seed 0) of its JSON, in hex.
+pub fn config_digest(cfg: &SimConfig) -> String {
+    let json = serde_json::to_string(cfg).expect("a configuration serialises");
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(json.as_bytes()))
 }
 
 /// One record line.
@@ -101,6 +112,7 @@ impl Footer {
             violations: report.violations.clone(),
             latency: report.latency.clone(),
             requests: report.per_request.clone(),
+            config: config_digest(&w.cfg),
         }
     }
 
@@ -113,6 +125,9 @@ impl Footer {
                 d.push(format!("{name}: recorded {a}, replayed {b}"));
             }
         };
+        if !self.config.is_empty() {
+            field("config (digest of the header's configuration)", self.config.clone(), replayed.config.clone());
+        }
         field("trace_hash", self.trace_hash.clone(), replayed.trace_hash.clone());
         field("records", self.records.to_string(), replayed.records.to_string());
         field("written", self.written.to_string(), replayed.written.to_string());
@@ -290,12 +305,23 @@ impl<R: std::io::BufRead> TraceReader<R> {
     /// a cut-short trace ends). Text after the footer is an error.
     pub fn next_item(&mut self) -> Result<Option<Item>, TraceError> {
         let mut text = String::new();
-        let n =
-            self.src.read_line(&mut text).map_err(|x| self.err(format!("cannot read line {}: {x}", self.line + 1)))?;
-        if n == 0 {
-            return Ok(None);
+        // Blank lines (an editor's trailing newline, a paste) carry nothing: skipped wherever they
+        // are, as `\r\n` line ends are read as `\n` (a trailing blank line was "text after the
+        // footer", one in the middle "EOF while parsing a value").
+        loop {
+            text.clear();
+            let n = self
+                .src
+                .read_line(&mut text)
+                .map_err(|x| self.err(format!("cannot read line {}: {x}", self.line + 1)))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if !text.trim().is_empty() {
+                break;
+            }
         }
-        self.line += 1;
         if self.done {
             return Err(self.err("text after the footer".into()));
         }
