@@ -298,8 +298,15 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         shape.head_dim,
         shape.dtype.name()
     ));
-    let results =
+    let mut results =
         backend.run(&lowered.program).map_err(|e| gpu_error(o.backend.0.name(), &format!("replaying {path}"), e))?;
+    // The program's tenant ids back to the run's, where the lowering numbered them densely.
+    if let Some(ids) = &lowered.tenants {
+        for r in &mut results {
+            r.per_tenant.iter_mut().for_each(|(t, _)| *t = ids[*t as usize]);
+            r.tokens_per_tenant.iter_mut().for_each(|(t, _)| *t = ids[*t as usize]);
+        }
+    }
     let (mut confirmed, mut disagreements) = (0, 0);
     for (t, r) in lowered.targets.iter().zip(&results) {
         let verdict = if r.foreign_share > o.threshold {

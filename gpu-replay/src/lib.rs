@@ -35,7 +35,7 @@ pub use check::CpuCheck;
 pub use cpu::{default_threads, dense_reference, replay_outputs, replay_outputs_with, AttendOutput, CpuBackend};
 pub use cuda::{cuda_probe, CudaBackend};
 pub use error::GpuError;
-pub use program::{AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer};
+pub use program::{AttnShape, Dtype, Op, PoolSpec, Program, SlotRun, Writer, MAX_TENANT};
 
 /// The verdict on one `Attend` op.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

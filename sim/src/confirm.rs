@@ -40,6 +40,9 @@ pub struct Lowered {
     pub pages_kept: u64,
     pub ops_kept: usize,
     pub ops_total: usize,
+    /// The run's tenant id of each of the program's, where they differ (`compact_tenants`): a
+    /// backend's per-tenant results name the program's ids.
+    pub tenants: Option<Vec<u32>>,
 }
 
 /// Which reads to confirm.
@@ -403,7 +406,8 @@ pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape
     let zeroes = zeroing(&mem[..=last], m);
     let (keep, needed) = dependencies(mem, m.page_size, &found, &zeroes);
     let numbers = Renumbering::of(&needed, m.page_size);
-    let ops = emit(mem, m.page_size, &found, &zeroes, &keep, &numbers);
+    let mut ops = emit(mem, m.page_size, &found, &zeroes, &keep, &numbers);
+    let tenants = compact_tenants(&mut ops)?;
     let pages_kept = needed.values().map(|s| s.len() as u64).sum();
     let ops_kept = keep.iter().filter(|k| **k).count();
     Ok(Lowered {
@@ -413,7 +417,44 @@ pub fn lower(mem: &[(u64, MemOp)], m: MemModel, select: Select, shape: AttnShape
         pages_kept,
         ops_kept,
         ops_total: mem.len(),
+        tenants,
     })
+}
+
+/// Tenant ids above what a program carries (`kvsim_gpu::MAX_TENANT`: a scenario's go to
+/// 4,294,967,295) numbered densely in the program, in order, so that such a run confirms (it was
+/// refused as "an invalid KV page program"). Returns the program's ids' run ids, or `None` where
+/// every id fits and the program keeps the run's own (its KV values, which derive from the id,
+/// and so its numbers stay what they were).
+fn compact_tenants(ops: &mut [Op]) -> Result<Option<Vec<u32>>, LowerError> {
+    let who = |op: &Op| match op {
+        Op::Write { writer, .. } => Some(writer.tenant),
+        Op::Attend { reader, .. } => Some(reader.tenant),
+        _ => None,
+    };
+    if ops.iter().filter_map(who).all(|t| t <= kvsim_gpu::MAX_TENANT) {
+        return Ok(None);
+    }
+    let ids: Vec<u32> = ops.iter().filter_map(who).collect::<BTreeSet<u32>>().into_iter().collect();
+    if ids.len() > kvsim_gpu::MAX_TENANT as usize + 1 {
+        return Err(LowerError::Invalid {
+            op: None,
+            why: format!(
+                "the replayed reads depend on KV of {} tenants; a program carries at most {}",
+                ids.len(),
+                kvsim_gpu::MAX_TENANT as usize + 1
+            ),
+        });
+    }
+    let dense = |t: u32| ids.binary_search(&t).expect("every id listed") as u32;
+    for op in ops.iter_mut() {
+        match op {
+            Op::Write { writer, .. } => writer.tenant = dense(writer.tenant),
+            Op::Attend { reader, .. } => reader.tenant = dense(reader.tenant),
+            _ => {}
+        }
+    }
+    Ok(Some(ids))
 }
 
 /// Step 1: the reads to look for. Violating reads: cross-tenant ones first (the leaks to

@@ -46,6 +46,25 @@ fn the_stub_leak_is_confirmed_on_real_kv_arithmetic() {
     assert!(out.contains("tenant 1 "), "the victim tenant is named: {out}");
 }
 
+/// Tenant ids past what a program carries (65,535; a scenario's go to 4,294,967,295) are numbered
+/// densely in the program and named as the run's in the output (the trace was refused as "an
+/// invalid KV page program").
+#[test]
+fn tenant_ids_past_a_programs_range_confirm_under_their_own_names() {
+    let text = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    let big = text.replace("tenant = 2", "tenant = 4000000000").replace("tenant = 1", "tenant = 70000");
+    let dir = std::env::temp_dir().join(format!("kvsim-confirm-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = dir.join("big.toml");
+    std::fs::write(&s, big).unwrap();
+    let t = dir.join("big.jsonl");
+    let (code, _, _) = kvsim(&["run", s.to_str().unwrap(), "--trace", t.to_str().unwrap()]);
+    assert_eq!(code, Some(10));
+    let (code, out, err) = kvsim(&["confirm", t.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(out.contains("(tenant 4000000000)") && out.contains("tenant 70000 100.0%"), "{out}");
+}
+
 /// A threshold no share can exceed (≥ 1), or no read to confirm (`--max-reads 0`), is bad input,
 /// not "0 confirmed" or "no matching read".
 #[test]
