@@ -648,6 +648,12 @@ fn file_key(p: &std::path::Path) -> Option<std::path::PathBuf> {
 /// Whether two paths name the same file (an output that would replace an input: `run --csv`,
 /// `shrink --out`, `explore --out`, `audit --scenario-out`, and a log given twice).
 pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>) -> bool {
+    // Two existing paths by device and inode: a hard link is the same file under another name.
+    #[cfg(unix)]
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a.as_ref()), std::fs::metadata(b.as_ref())) {
+        use std::os::unix::fs::MetadataExt as _;
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
     file_key(a.as_ref()).is_some_and(|k| Some(k) == file_key(b.as_ref()))
 }
 
@@ -656,9 +662,22 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
 /// writing `--trace t.jsonl` on every run expects.)
 fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
     let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
+    // The workload trace the scenario reads (`[trace] file`, beside the scenario) is an input too:
+    // `--trace victim.jsonl` replaced it, and the next run failed on its own trace's header.
+    let workload = std::fs::read_to_string(input)
+        .ok()
+        .and_then(|text| Scenario::parse(input, &text).ok())
+        .and_then(|sc| sc.spec.trace.map(|t| t.file))
+        .map(|f| std::path::Path::new(input).parent().unwrap_or(std::path::Path::new("")).join(f));
     for (i, (flag, out)) in given.iter().enumerate() {
         if same_file(out, input) {
             return Err(format!("{flag} {out}: that is the scenario being run; write it elsewhere"));
+        }
+        if let Some(w) = workload.as_ref().filter(|w| same_file(out, w)) {
+            return Err(format!(
+                "{flag} {out}: that is the workload trace the scenario reads ({}); write it elsewhere",
+                w.display()
+            ));
         }
         if let Some((other, _)) = given[..i].iter().find(|(_, o)| same_file(o, out)) {
             return Err(format!("{flag} {out}: {other} writes the same file; give each output its own"));

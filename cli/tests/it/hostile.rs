@@ -399,6 +399,23 @@ fn outputs_never_overwrite_the_scenario_or_each_other() {
     let (code, _, err) = kvsim(&["run", s, "--trace", trace.to_str().unwrap()]);
     assert_eq!(code, Some(10), "{err}");
     assert!(std::fs::read_to_string(&trace).unwrap().starts_with("{\"kind\":\"header\""));
+    // A hard link to the scenario is the scenario (only another path to it was caught).
+    let link = dir.join("link.toml");
+    let _ = std::fs::remove_file(&link);
+    std::fs::hard_link(&scen, &link).unwrap();
+    let (code, _, err) = kvsim(&["run", s, "--trace", link.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("that is the scenario being run"), "{err}");
+    // The workload trace a scenario reads is an input too: `--trace` replaced it.
+    let mooncake = crate::scenarios_dir().join("mooncake-conversation.toml");
+    let workload = crate::scenarios_dir().join("../data/mooncake/conversation_trace.jsonl");
+    let before = std::fs::read(&workload).unwrap();
+    for flag in ["--trace", "--csv"] {
+        let (code, _, err) = kvsim(&["run", mooncake.to_str().unwrap(), flag, workload.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("that is the workload trace the scenario reads"), "{err}");
+    }
+    assert_eq!(std::fs::read(&workload).unwrap(), before, "the workload is untouched");
 }
 
 /// A run stopped at the horizon with events still to come was watched up to the horizon: its
