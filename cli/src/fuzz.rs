@@ -322,7 +322,11 @@ impl Ctx {
         let dir = seed_dir(&self.corpus, sig, seed);
         let io = |e: std::io::Error| format!("{}: {e}", dir.display());
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let header = format!("Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}", self.space_name);
+        let header = format!(
+            "Found by kvsim fuzz (space {}), seed {seed}.\nSignature: {sig}\nReproduce: kvsim run <this file>{}",
+            self.space_name,
+            kvsim::campaign::run_flags(sig)
+        );
         write_atomic(&dir.join("scenario.toml"), kvsim::scenario::to_toml_against_profile(cfg, &header).as_bytes())
             .map_err(io)
     }

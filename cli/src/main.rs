@@ -468,6 +468,7 @@ fn run() -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
+            saved_for_a_check(&scenario, check, trace.check_oracle);
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
@@ -655,6 +656,33 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
     file_key(a.as_ref()).is_some_and(|k| Some(k) == file_key(b.as_ref()))
+}
+
+/// A file kvsim saved for a signature only a check shows (its header's `Signature:` line: a
+/// campaign's `scenario.toml`, a shrunk case), run without that check, would say "clean": a note
+/// names the flag (a timing channel's seed folder ran clean, exit 0, with nothing said).
+fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool) {
+    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let Some(sig) = text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("Signature: ").map(str::trim))
+    else {
+        return;
+    };
+    let flag = kvsim::campaign::run_flags(sig).trim();
+    let given = match flag {
+        "--check noninterference" => check == Some(PropertyCheck::Noninterference),
+        "--check invariants" => check == Some(PropertyCheck::Invariants),
+        "--check-oracle" => check_oracle,
+        _ => true,
+    };
+    if !given {
+        eprintln!(
+            "note: {path} was saved for `{sig}`, which only {flag} shows; without it the run may say clean: kvsim run {} {flag}",
+            kvsim::shell_word(path)
+        );
+    }
 }
 
 /// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced

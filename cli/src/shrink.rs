@@ -172,7 +172,7 @@ pub fn shrink_to_text(
     let s = kvsim::shrink::shrink_keeping(cfg, sig, budget, keep);
     let tenants: std::collections::BTreeSet<u32> = s.cfg.requests.iter().map(|r| r.tenant).collect();
     let header = format!(
-        "Shrunk by kvsim shrink from {origin} (seed {}, profile {}).\nSignature: {sig}\nNecessary knobs (against {}): {}\n{} request(s), {} tenant(s), {} prefill and {} decode node(s); {} runs, {} accepted.\nReproduce: kvsim run <this file>",
+        "Shrunk by kvsim shrink from {origin} (seed {}, profile {}).\nSignature: {sig}\nNecessary knobs (against {}): {}\n{} request(s), {} tenant(s), {} prefill and {} decode node(s); {} runs, {} accepted.\nReproduce: kvsim run <this file>{}",
         cfg.seed,
         cfg.profile,
         s.judged_against,
@@ -182,7 +182,8 @@ pub fn shrink_to_text(
         s.cfg.prefill.len(),
         s.cfg.decode.len(),
         s.runs,
-        s.accepted
+        s.accepted,
+        kvsim::campaign::run_flags(sig)
     );
     let header = if s.converged { header } else { format!("{header}\n{}", unfinished(&s, "<this file>")) };
     let mut out = s.cfg.clone();
@@ -256,21 +257,17 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     );
     // The check that shows the signature goes with the command: a channel is seen only by the
     // noninterference check, a disagreement only by the reference oracle.
-    let with = if channel {
-        " --check noninterference"
-    } else if check {
-        " --check-oracle"
-    } else {
-        ""
-    };
+    let with = kvsim::campaign::run_flags(&sig);
     if !s.converged {
         println!("{}", unfinished(&s, &kvsim::shell_word(&o.out)));
     }
     println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_word(&o.out));
-    let (_, after) = kvsim::fuzz::run_case_checked(s.cfg, check);
+    // Judged with the check that shows the kept signature (a timing channel's shrunk case,
+    // judged without the noninterference check, exited 11 as if it only hung).
+    let (_, after) = kvsim::fuzz::run_case_with(s.cfg, check, channel);
     if after.iter().any(|x| kvsim::fuzz::is_disagreement(x)) {
         exit::ORACLE_DISAGREEMENT
-    } else if after.iter().any(|x| kvsim::fuzz::is_safety(x)) {
+    } else if after.iter().any(|x| kvsim::fuzz::is_safety(x) || kvsim::fuzz::is_channel(x)) {
         exit::SAFETY
     } else {
         exit::LIVENESS

@@ -438,3 +438,34 @@ fn a_run_cut_at_the_horizon_ends_there() {
     assert!(out.contains("events over 600.000s of virtual time"), "{out}");
     assert!(out.contains("no final status by t=600.000s"), "{out}");
 }
+
+/// A timing channel's shrunk case says the check that shows it, in its header and its exit
+/// status (it exited 11, as if it only hung), and running it without the check says so (it ran
+/// clean, exit 0, with nothing said).
+#[test]
+fn a_channels_shrunk_case_names_its_check() {
+    let dir = std::env::temp_dir().join(format!("kvsim-channel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("tc.toml");
+    let input = crate::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
+    let (code, stdout, err) = kvsim(&[
+        "shrink",
+        input.to_str().unwrap(),
+        "--signature",
+        "timing_channel/prefix_hit",
+        "--out",
+        out.to_str().unwrap(),
+        "--force",
+        "--budget",
+        "200",
+    ]);
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("# Reproduce: kvsim run <this file> --check noninterference"), "{text}");
+    let (code, _, err) = kvsim(&["run", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(err.contains("which only --check noninterference shows"), "{err}");
+    let (code, _, err) = kvsim(&["run", out.to_str().unwrap(), "--check", "noninterference"]);
+    assert_eq!(code, Some(10));
+    assert!(!err.contains("which only"), "{err}");
+}

@@ -387,6 +387,18 @@ pub fn reproduce_flags(sig: &str) -> &'static str {
     }
 }
 
+/// The check flag `kvsim run` needs to show a signature at all: `--check noninterference` for a
+/// channel, `--check-oracle` for an oracle disagreement, `--check invariants` for a broken
+/// invariant; empty for what every run reports. (For the header of a saved scenario, and the
+/// note `run` prints when a file saved for such a signature is run without it.)
+pub fn run_flags(sig: &str) -> &'static str {
+    if crate::fuzz::is_disagreement(sig) {
+        " --check-oracle"
+    } else {
+        reproduce_flags(sig)
+    }
+}
+
 impl Failure {
     /// A failure saved in `seed_dir` (`<corpus>/<slug>/seed-<seed>`), before shrinking and
     /// confirmation fill their fields.
