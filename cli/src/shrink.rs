@@ -21,8 +21,8 @@ pub struct ShrinkOpts {
     /// Overwrite the --out file if it exists.
     #[arg(long)]
     pub force: bool,
-    /// At most this many simulation runs.
-    #[arg(long, default_value_t = 3000)]
+    /// At most this many simulation runs (at least 1).
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..))]
     pub budget: u32,
     /// Shrink a trace written by another kvsim version: its configuration is re-run under this
     /// one, unchecked (a trace of this version must replay to a match, as `kvsim replay` checks).
@@ -153,11 +153,19 @@ fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
 }
 
 /// What to say of a shrink the budget ended before a pass changed nothing.
-fn unfinished(s: &kvsim::shrink::Shrunk, file: &str) -> String {
-    format!(
-        "Not minimal yet: the run budget ended shrinking after {} runs; `kvsim shrink {file} --out …` (or a larger --budget) may shrink it further.",
-        s.runs
-    )
+fn unfinished(s: &kvsim::shrink::Shrunk, file: &str, budget: u32) -> String {
+    if s.runs >= budget {
+        format!(
+            "Not minimal yet: the run budget ended shrinking after {} runs; a larger --budget, or `kvsim shrink {file} --out …`, may shrink it further.",
+            s.runs
+        )
+    } else {
+        format!(
+            "Not minimal yet: the pass limit ({} passes) ended shrinking after {} runs; `kvsim shrink {file} --out …` may shrink it further.",
+            kvsim::shrink::MAX_PASSES,
+            s.runs
+        )
+    }
 }
 
 /// Shrinks and renders the output file; returns (text, summary line).
@@ -185,7 +193,7 @@ pub fn shrink_to_text(
         s.accepted,
         kvsim::campaign::run_flags(sig)
     );
-    let header = if s.converged { header } else { format!("{header}\n{}", unfinished(&s, "<this file>")) };
+    let header = if s.converged { header } else { format!("{header}\n{}", unfinished(&s, "<this file>", budget)) };
     let mut out = s.cfg.clone();
     out.name = format!("{}-shrunk", cfg.name);
     (shrunk_toml(&out, &header), s)
@@ -259,7 +267,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     // noninterference check, a disagreement only by the reference oracle.
     let with = kvsim::campaign::run_flags(&sig);
     if !s.converged {
-        println!("{}", unfinished(&s, &kvsim::shell_word(&o.out)));
+        println!("{}", unfinished(&s, &kvsim::shell_word(&o.out), o.budget));
     }
     println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_word(&o.out));
     // Judged with the check that shows the kept signature (a timing channel's shrunk case,

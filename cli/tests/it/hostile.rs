@@ -469,3 +469,26 @@ fn a_channels_shrunk_case_names_its_check() {
     assert_eq!(code, Some(10));
     assert!(!err.contains("which only"), "{err}");
 }
+
+/// The incident shrinks to a fixpoint within one command when the budget allows (16 passes ended
+/// it after 1,530 runs whatever `--budget` said, and the message blamed the budget); a budget that
+/// does end it is named; a budget of 0 is refused.
+#[test]
+fn shrinking_runs_to_a_fixpoint_within_the_budget() {
+    let dir = std::env::temp_dir().join(format!("kvsim-fixpoint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("inc.toml");
+    let inc = crate::scenarios_dir().join("glm53-incident.toml");
+    let shrink = |budget: &str| {
+        kvsim(&["shrink", inc.to_str().unwrap(), "--out", out.to_str().unwrap(), "--force", "--budget", budget])
+    };
+    let (code, stdout, err) = shrink("100000");
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    assert!(!stdout.contains("Not minimal yet"), "{stdout}");
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("Not minimal yet"));
+    let (code, stdout, _) = shrink("100");
+    assert_eq!(code, Some(10));
+    assert!(stdout.contains("Not minimal yet: the run budget ended shrinking after 100 runs"), "{stdout}");
+    let (code, _, err) = shrink("0");
+    assert_eq!(code, Some(2), "{err}");
+}
