@@ -305,3 +305,24 @@ fn lone_carriage_returns_are_named() {
     // CRLF reads as the same file.
     resolve(&GOOD.replace('\n', "\r\n"), &[]).unwrap();
 }
+
+/// A pool that is no whole number of pages because `--set` or `--profile` changed the page size
+/// names that flag (the file's line alone was blamed, with "write the rounded value").
+#[test]
+fn a_page_size_from_a_flag_is_named_as_the_cause() {
+    let text = GOOD.replace("page_size = 16\n", "").replace("pool_tokens = 4096", "pool_tokens = 4095");
+    // The file's profile (sglang-0.5.16) has pages of 1: valid as written.
+    resolve(&text, &[]).unwrap();
+    let e = resolve(&text, &[("page_size", "16")]).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("bad.toml", Some(4)), "{e}");
+    assert!(e.message.ends_with("(page_size 16 is `--set page_size`)"), "{e}");
+    let sc = Scenario::parse("bad.toml", &text).unwrap();
+    let e = sc.resolve(&Overrides { profile: Some("vllm-nixl".into()), ..Default::default() }).unwrap_err();
+    assert!(
+        e.message.contains("page_size 16 is profile vllm-nixl's, from `--profile vllm-nixl`; keep the file's page size with `--set page_size=1`"),
+        "{e}"
+    );
+    // A page size the file sets is the file's: nothing added.
+    let e = resolve(&GOOD.replace("pool_tokens = 4096", "pool_tokens = 4095"), &[]).unwrap_err();
+    assert!(!e.message.contains("(page_size 16 is"), "{e}");
+}

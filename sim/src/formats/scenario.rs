@@ -1472,8 +1472,32 @@ impl Scenario {
         let (knobs, origins) = self.knobs(o, &profile)?;
         self.check_knobs(&knobs, &origins)?;
         self.in_range("", 0, "context_len", s.context_len, 2, MAX_TOKENS, "")?;
-        let prefill = self.nodes(&s.prefill, "prefill", knobs.page_size)?;
-        let decode = self.nodes(&s.decode, "decode", knobs.page_size)?;
+        // A pool that is no whole number of pages is the file's line, but when the page size
+        // came from `--set` or `--profile` the flag is the cause: say so (the file alone was
+        // blamed, and a shrunk sglang case looked broken under `--profile vllm-nixl`).
+        let ps_from = match origins.from.get("page_size") {
+            Some(KnobOrigin::File) => None,
+            Some(KnobOrigin::Set) => Some("`--set page_size`".to_string()),
+            None if o.profile.is_some() && o.profile != s.profile => {
+                let own =
+                    config::profile(s.profile.as_deref().unwrap_or("sglang-0.5.16")).map(|p| (p.knobs)().page_size);
+                Some(format!(
+                    "profile {profile}'s, from `--profile {profile}`{}",
+                    own.filter(|&ps| ps != knobs.page_size)
+                        .map(|ps| format!("; keep the file's page size with `--set page_size={ps}`"))
+                        .unwrap_or_default()
+                ))
+            }
+            None => None,
+        };
+        let blame = |mut e: ScenarioError| {
+            if let Some(from) = ps_from.as_ref().filter(|_| e.message.contains("page_size")) {
+                e.message.push_str(&format!(" (page_size {} is {from})", knobs.page_size));
+            }
+            e
+        };
+        let prefill = self.nodes(&s.prefill, "prefill", knobs.page_size).map_err(blame)?;
+        let decode = self.nodes(&s.decode, "decode", knobs.page_size).map_err(blame)?;
         let cost = self.cost()?;
         let generator = self.generator()?;
         let mut requests = self.requests()?;
