@@ -553,7 +553,12 @@ fn pin_knobs(set: &[String], space: &Space, name: String) -> Result<(kvsim::scen
     }
     let mut first = draw(0, space);
     first.knobs = pins.apply(&first.knobs);
-    kvsim::scenario::validate_config(&first, "--set").map_err(|e| e.to_string())?;
+    // Said as what it is: the pins make the base (or a drawn configuration) invalid. It read
+    // "--set (header configuration): …", the wording for a trace's header.
+    kvsim::scenario::validate_config(&first, "--set").map_err(|e| {
+        let what = if matches!(space, Space::Base(_)) { "the --base scenario" } else { "a drawn configuration" };
+        format!("--set {}: with it, {what} is invalid: `{}`: {}", pins.label(), e.key, e.message)
+    })?;
     let name = format!("{name}+set:{}", pins.label());
     Ok((pins, name))
 }

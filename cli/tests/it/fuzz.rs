@@ -873,6 +873,22 @@ fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
     let out = kvsim(&["fuzz", "--runs", "1", "--corpus", &tmp("pin-page"), "--set", "page_size=64"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--base"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A pin that makes the --base scenario invalid says so (it read "--set (header configuration)").
+    let base = crate::scenarios_dir().join("small/stub-leak.toml");
+    let out = kvsim(&[
+        "fuzz",
+        "--base",
+        base.to_str().unwrap(),
+        "--runs",
+        "1",
+        "--corpus",
+        &tmp("pin-base-page"),
+        "--set",
+        "page_size=3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--set page_size=3: with it, the --base scenario is invalid: `prefill.pool_tokens`"), "{err}");
 
     let c = tmp("pinned");
     let args = |set: &[&'static str]| {
