@@ -564,6 +564,13 @@ pub const MAX_EVENTS: u64 = 200_000_000;
 /// See [`MAX_EVENTS`]: the limit's share per request of the workload.
 pub const EVENTS_PER_REQUEST: u64 = 1_000;
 
+/// Requests in flight at once (arrived, not yet finished and folded) at most, in a run that folds
+/// finished requests (`fold_finished`: `kvsim run`, `kvsim bench`): a run past it stops
+/// as at its event limit (inconclusive, exit 13) and says why. A live request holds about a
+/// kilobyte of state, so this bounds a run's memory near a gigabyte: 10M requests arriving at once
+/// (a generator with a mean inter-arrival time of 0) aborted the process when allocation failed.
+pub const MAX_IN_FLIGHT: usize = 1_000_000;
+
 /// The event limit of a run of `cfg` (see [`MAX_EVENTS`]).
 pub fn event_limit(cfg: &SimConfig) -> u64 {
     let requests = cfg.requests.len() as u64 + cfg.generator.as_ref().map_or(0, |g| u64::from(g.requests));
@@ -597,6 +604,11 @@ pub struct World {
     pub(crate) horizon: Instant,
     pub(crate) ended_at: Instant,
     pub(crate) event_limit_hit: bool,
+    /// The run stopped because more than [`MAX_IN_FLIGHT`] requests were in flight (then
+    /// `event_limit_hit` too: the same inconclusive verdict).
+    pub(crate) in_flight_limit_hit: bool,
+    /// The in-flight limit of this run ([`MAX_IN_FLIGHT`] unless a test lowers it).
+    pub max_in_flight: usize,
     /// The event limit of this run (`event_limit(&cfg)` unless a test lowers it).
     pub max_events: u64,
     /// How many more times the liveness horizon may move to a pending engine timer (set when the
@@ -697,6 +709,12 @@ impl World {
         self.ended_at
     }
 
+    /// The run stopped with more than [`MAX_IN_FLIGHT`] requests in flight (and so at its event
+    /// limit: `event_limit_hit` is true too).
+    pub fn in_flight_limit_hit(&self) -> bool {
+        self.in_flight_limit_hit
+    }
+
     /// The run stopped at its event limit (`max_events`): an inconclusive verdict.
     pub fn event_limit_hit(&self) -> bool {
         self.event_limit_hit
@@ -735,6 +753,8 @@ impl World {
             ended_at: Instant(0),
             event_limit_hit: false,
             max_events,
+            in_flight_limit_hit: false,
+            max_in_flight: MAX_IN_FLIGHT,
             horizon_extensions_left: None,
             past_horizon: false,
             public_blocks: Default::default(),
@@ -1512,8 +1532,13 @@ impl World {
             self.ended_at = self.ended_at.max(self.horizon);
         }
         // A run cut short (event limit, liveness mode) still reports every request of its
-        // workload, arrived or not.
-        self.materialize_arrivals();
+        // workload, arrived or not; not one stopped for having too many in flight, whose
+        // not-yet-arrived requests are what would not fit (10M of them took 5.9 GB here).
+        if self.in_flight_limit_hit {
+            self.arrivals = None;
+        } else {
+            self.materialize_arrivals();
+        }
         self.check_liveness();
     }
 

@@ -85,6 +85,9 @@ pub struct Report {
     /// The event limit, when the run reached it (the run is inconclusive about liveness).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_limit: Option<u64>,
+    /// The in-flight limit (`world::MAX_IN_FLIGHT`), when the run stopped at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_limit: Option<usize>,
     /// `faults.script` entries that never applied (`World::unapplied_script`), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unapplied_faults: Vec<String>,
@@ -306,6 +309,7 @@ impl Report {
             reproduce,
             oracle_check,
             event_limit: w.event_limit_hit.then_some(w.max_events),
+            in_flight_limit: w.in_flight_limit_hit.then_some(w.max_in_flight),
             unapplied_faults: w.unapplied_script(),
             exit_code,
             latency,
@@ -393,7 +397,14 @@ impl Report {
                 let _ = writeln!(s, "  - {d}");
             }
         }
-        if let Some(n) = self.event_limit {
+        if let Some(n) = self.in_flight_limit {
+            let _ = writeln!(
+                s,
+                "in-flight limit: more than {} requests were in flight at once (the run stopped after {} events, before every request ended; hangs and leaks are not judged): spread the arrivals, or split the workload",
+                thousands(n as u64),
+                thousands(self.event_limit.unwrap_or(0))
+            );
+        } else if let Some(n) = self.event_limit {
             let _ = writeln!(
                 s,
                 "event limit: the run stopped after {} events, before every request ended; hangs and leaks are not judged",
@@ -407,6 +418,9 @@ impl Report {
             exit::ORACLE_DISAGREEMENT => "ORACLE DISAGREEMENT (a kvsim bug)",
             exit::SAFETY => "SAFETY VIOLATION",
             exit::LIVENESS => "LIVENESS VIOLATION",
+            exit::INCONCLUSIVE if self.in_flight_limit.is_some() => {
+                "INCONCLUSIVE: in-flight limit reached, liveness not judged"
+            }
             exit::INCONCLUSIVE => "INCONCLUSIVE: event limit reached, liveness not judged",
             _ => "clean",
         };

@@ -83,3 +83,39 @@ fn the_event_limit_grows_with_the_workload() {
     cfg.generator.as_mut().expect("the scenario draws its requests").requests = 10_000_000;
     assert!(event_limit(&cfg) > 100 * 10_000_000, "{}", event_limit(&cfg));
 }
+
+/// More requests in flight at once than the in-flight limit stops the run as the event limit does
+/// (inconclusive, exit 13), and says why; the requests that had not arrived are not created (10M
+/// arrivals at once aborted the process when allocation failed).
+#[test]
+fn too_many_requests_in_flight_stop_the_run_inconclusive() {
+    let mut cfg = crate::load("glm53-fixed-config.toml", Some("sglang-0.5.22"), &[]);
+    let g = cfg.generator.as_mut().expect("the incident's workload is generated");
+    g.mean_interarrival_us = 0;
+    let many = g.requests;
+    let mut w = World::new(cfg.clone(), Tracer::new(None));
+    w.fold_finished = true;
+    w.max_in_flight = 100;
+    w.run();
+    assert!(w.in_flight_limit_hit() && w.event_limit_hit());
+    assert_eq!(w.reqs.len(), 101, "the arrivals past the limit are not created ({many} in the workload)");
+    let report = Report::build(&w, String::new());
+    assert_eq!(report.exit_code, exit::INCONCLUSIVE);
+    assert_eq!(report.in_flight_limit, Some(100));
+    assert!(
+        report.text().contains("in-flight limit: more than 100 requests were in flight at once"),
+        "{}",
+        report.text()
+    );
+    // The same workload spread out stays under the limit.
+    let mut w = World::new(crate::load("glm53-fixed-config.toml", Some("sglang-0.5.22"), &[]), Tracer::new(None));
+    w.fold_finished = true;
+    w.max_in_flight = 100;
+    w.run();
+    assert!(!w.in_flight_limit_hit(), "the shipped arrivals keep fewer than 100 in flight");
+    // A run that keeps every request is not limited by it (it holds them all by design).
+    let mut w = World::new(cfg, Tracer::new(None));
+    w.max_in_flight = 100;
+    w.run();
+    assert!(!w.in_flight_limit_hit());
+}

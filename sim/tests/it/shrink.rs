@@ -91,7 +91,15 @@ fn a_shorter_release_fallback_is_judged_like_a_behaviour_knob() {
     let sig = "uninitialized_read/late_write/sync_timeout";
     assert!(run_case(cfg.clone()).1.contains(sig));
     let s = kvsim::shrink::shrink(&cfg, sig, 2000);
-    assert!(s.necessary_knobs.iter().any(|k| k == "deferred_release_timeout_ms=1000"), "{:?}", s.necessary_knobs);
+    assert!(
+        s.necessary_knobs.iter().any(|k| k == "deferred_release_timeout_ms=1000"),
+        "{:?} {:?} runs {} conv {} drt {}",
+        s.necessary_knobs,
+        s.unjudged_knobs,
+        s.runs,
+        s.converged,
+        s.cfg.knobs.deferred_release_timeout_ms
+    );
     assert!(run_case(s.cfg.clone()).1.contains(sig));
     // The source read of the drain acknowledgement does not need it: the first such run with a
     // shorter fallback shrinks to the release's 30 s.
