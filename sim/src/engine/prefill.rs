@@ -603,11 +603,13 @@ impl World {
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
         let padded = k.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
-        // The waiting queue as it was when the walk began (`World::req_scratch`, as the tick's).
-        let mut queue = std::mem::take(&mut self.req_scratch);
-        queue.clear();
-        queue.extend(self.prefill[n.at()].waiting.iter().copied());
-        for &r in &queue {
+        // The waiting queue from its head, read in place: nothing in the walk changes it, and a
+        // copy of the whole queue per pass (which stops after a budget's worth of requests) made
+        // a long queue quadratic.
+        let waiting = self.prefill[n.at()].waiting.len();
+        for i in 0..waiting {
+            debug_assert_eq!(self.prefill[n.at()].waiting.len(), waiting, "the forward walk leaves the queue as it is");
+            let r = self.prefill[n.at()].waiting[i];
             let pr = &self.prefill[n.at()].reqs[&r];
             // First scheduled: its prefix is matched in the radix cache now, and taken only if the
             // rest of its first chunk fits (`World::prefix_take`). While it waits it holds no
@@ -660,7 +662,6 @@ impl World {
                 break;
             }
         }
-        self.req_scratch = queue;
         if batch.is_empty() {
             return;
         }
