@@ -106,6 +106,12 @@ pub fn run_check(paths: &[String]) -> i32 {
             }
         };
         if sc.spec.expect.is_empty() {
+            // Still a scenario: a broken one is bad input, not "nothing to check" (an unknown knob
+            // hid behind that message).
+            if let Err(e) = resolve(&sc, None, Vec::new()) {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
+            }
             skipped += 1;
             continue;
         }
@@ -189,9 +195,15 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
         mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list).map_err(|e| e.to_string())?;
     let mut m = Matrix::new(mits);
     let files = collect(paths)?;
+    let mut skipped = Vec::new();
     for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let sc = parse(f)?;
+        if !sc.spec.expect.iter().any(|e| e.name == "buggy") {
+            // No row, but still a scenario: a broken one is bad input, not silently dropped.
+            resolve(&sc, None, Vec::new())?;
+            skipped.push(f.display().to_string());
+        }
         // The row's property is its `buggy` entry's kinds: checked as `kvsim check` checks it,
         // and it must name a violation (a mitigation "prevents" nothing else).
         if let Some(b) = sc.spec.expect.iter().find(|e| e.name == "buggy") {
@@ -214,6 +226,14 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
             paths.join(" "),
             files.len()
         ));
+    }
+    if !skipped.is_empty() {
+        let more = if skipped.len() > 3 { format!(", … ({} in all)", skipped.len()) } else { String::new() };
+        eprintln!(
+            "note: {} file(s) without a `buggy` expectation skipped: {}{more}",
+            skipped.len(),
+            skipped.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        );
     }
     Ok(m.text())
 }

@@ -291,7 +291,8 @@ enum Cmd {
         #[arg(required = true)]
         paths: Vec<String>,
         /// Comma-separated mitigations, in column order (default: every one: kv_checksum, kv_canary,
-        /// page_tags, coverage_check, deferred_release, bounded_batches).
+        /// page_tags, coverage_check, deferred_release, bounded_batches, per_tenant_salt,
+        /// public_only, hit_padding).
         #[arg(long)]
         mitigations: Option<String>,
     },

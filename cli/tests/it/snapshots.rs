@@ -77,6 +77,21 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     }
     let (_, err) = run(&["check", &plain]);
     assert!(err.contains("no [[expect]] entries"), "{err}");
+    // A broken scenario without expectations is bad input naming its error, not "nothing to
+    // check" (an unknown knob hid behind that message); the matrix names the files it skips.
+    let broken = dir.join("broken.toml");
+    std::fs::write(&broken, crate::bad_input::GOOD.replace("page_size = 16", "page_sise = 16")).unwrap();
+    let broken = broken.to_string_lossy().into_owned();
+    for cmd in ["check", "matrix"] {
+        let (code, err) = run(&[cmd, &broken]);
+        assert_eq!(code, Some(2), "{cmd}: {err}");
+        assert!(err.contains("unknown knob `page_sise`"), "{cmd}: {err}");
+    }
+    let row = crate::scenarios_dir().join("catalogue/stub-admission.toml").to_string_lossy().into_owned();
+    let out = std::process::Command::new(bin).args(["matrix", &row, &plain]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note: 1 file(s) without a `buggy` expectation skipped") && err.contains(&plain), "{err}");
     // A file that is not a scenario at all is a parse error naming it, not silently skipped.
     let junk = dir.join("sub/notes.txt").to_string_lossy().into_owned();
     let (code, err) = run(&["check", &junk]);
