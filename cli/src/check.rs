@@ -96,6 +96,8 @@ pub fn run_check(paths: &[String]) -> i32 {
         }
     };
     let mut rows = Vec::new();
+    // The command that shows each failed entry's run, as every other failure kvsim reports has one.
+    let mut reproduce: Vec<(String, String)> = Vec::new();
     let (mut failed, mut skipped) = (0, 0);
     for f in &files {
         let sc = match parse(f) {
@@ -153,6 +155,18 @@ pub fn run_check(paths: &[String]) -> i32 {
                 "pass".to_string()
             } else {
                 failed += 1;
+                let mut cmd = format!(
+                    "kvsim run {} --profile {}",
+                    kvsim::shell_word(&f.display().to_string()),
+                    kvsim::shell_word(&profile)
+                );
+                for s in &set {
+                    cmd.push_str(&format!(" --set {}", kvsim::shell_word(s)));
+                }
+                if e.needs_noninterference() {
+                    cmd.push_str(" --check noninterference");
+                }
+                reproduce.push((e.name.clone(), cmd));
                 format!("FAIL: {}", miss.join("; "))
             };
             rows.push((f.display().to_string(), e.name.clone(), format!("{profile} {}", set.join(" ")), result));
@@ -180,6 +194,9 @@ pub fn run_check(paths: &[String]) -> i32 {
         rows.len() - failed,
         if skipped > 0 { format!("; {skipped} scenario(s) without [[expect]] skipped") } else { String::new() }
     );
+    for (name, cmd) in &reproduce {
+        println!("reproduce `{name}`: {cmd}");
+    }
     if failed > 0 {
         1
     } else {

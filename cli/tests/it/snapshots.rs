@@ -204,5 +204,15 @@ fn catalogue_expectations_hold() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL: request 2: expected HTTP 200, got 400"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FAIL: request 2: expected HTTP 200, got 400"), "{text}");
+    // The failure says how to see its run, and that command shows the status the entry missed.
+    let line = text.lines().find(|l| l.starts_with("reproduce `")).unwrap_or_else(|| panic!("{text}"));
+    let cmd = line.split_once(": kvsim ").unwrap().1;
+    assert!(cmd.starts_with("run ") && cmd.contains("--profile "), "{cmd}");
+    let args: Vec<&str> = cmd.split(' ').collect();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(&args).arg("--json").output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r2 = report["per_request"].as_array().unwrap().iter().find(|r| r["id"] == 2).unwrap();
+    assert_eq!(r2["status"], 400, "{r2}");
 }
