@@ -8,30 +8,26 @@ use crate::types::RequestId;
 /// step that goes through its batch in admission order, which is mostly id order: a lookup first
 /// tries the entry it last found and the one after (one or two compares), then a binary search
 /// over contiguous entries, where a B-tree walked its nodes. A new request has the largest id so
-/// far in the usual case, so an insert is a push. A removal leaves a hole (its key stays, its
-/// value goes) and the holes are swept out once they are half the vector, so removals cost O(1)
-/// amortised: a removal that shifted every entry after it made a node with thousands of
-/// requests queued quadratic (10,000 requests queued on one prefill node: two thirds of the run
-/// in `memmove`).
+/// far in the usual case, so an insert is a push; a removal shifts the entries after it (tens of
+/// entries; thousands on a node with that many queued, which makes an overloaded run quadratic:
+/// holes swept out later, or a ring buffer, were measured and cost 2–9% more instructions on
+/// every bench row, whose maps are small, so they were not kept).
 #[derive(Clone)]
 pub struct ReqMap<V> {
-    /// Sorted by id; `None` is a removed entry not yet swept out.
-    items: Vec<(RequestId, Option<V>)>,
-    /// Entries with a value.
-    live: usize,
+    items: Vec<(RequestId, V)>,
     /// Where the last successful lookup ended (a hint only: any value is correct).
     hint: std::cell::Cell<usize>,
 }
 
 impl<V> Default for ReqMap<V> {
     fn default() -> Self {
-        ReqMap { items: Vec::new(), live: 0, hint: std::cell::Cell::new(0) }
+        ReqMap { items: Vec::new(), hint: std::cell::Cell::new(0) }
     }
 }
 
 impl<V: std::fmt::Debug> std::fmt::Debug for ReqMap<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
+        f.debug_map().entries(self.items.iter().map(|(k, v)| (k, v))).finish()
     }
 }
 
@@ -40,7 +36,6 @@ impl<V> ReqMap<V> {
         Self::default()
     }
 
-    /// The index of `k`'s entry, a hole's included (`Ok`), or where it would go (`Err`).
     #[inline(always)]
     fn find(&self, k: &RequestId) -> Result<usize, usize> {
         let h = self.hint.get();
@@ -59,34 +54,28 @@ impl<V> ReqMap<V> {
 
     #[inline]
     pub fn get(&self, k: &RequestId) -> Option<&V> {
-        self.find(k).ok().and_then(|i| self.items[i].1.as_ref())
+        self.find(k).ok().map(|i| &self.items[i].1)
     }
 
     #[inline]
     pub fn get_mut(&mut self, k: &RequestId) -> Option<&mut V> {
-        self.find(k).ok().and_then(|i| self.items[i].1.as_mut())
+        self.find(k).ok().map(|i| &mut self.items[i].1)
     }
 
     pub fn contains_key(&self, k: &RequestId) -> bool {
-        self.get(k).is_some()
+        self.find(k).is_ok()
     }
 
     /// Inserts or replaces (returning the old value), as `BTreeMap::insert`.
     pub fn insert(&mut self, k: RequestId, v: V) -> Option<V> {
         if self.items.last().is_none_or(|(x, _)| *x < k) {
-            self.items.push((k, Some(v)));
-            self.live += 1;
+            self.items.push((k, v));
             return None;
         }
         match self.find(&k) {
-            Ok(i) => {
-                let old = self.items[i].1.replace(v);
-                self.live += usize::from(old.is_none());
-                old
-            }
+            Ok(i) => Some(std::mem::replace(&mut self.items[i].1, v)),
             Err(i) => {
-                self.items.insert(i, (k, Some(v)));
-                self.live += 1;
+                self.items.insert(i, (k, v));
                 None
             }
         }
@@ -94,54 +83,42 @@ impl<V> ReqMap<V> {
 
     pub fn remove(&mut self, k: &RequestId) -> Option<V> {
         let i = self.find(k).ok()?;
-        let v = self.items[i].1.take()?;
-        self.live -= 1;
-        if self.live == 0 {
-            self.items.clear();
-        } else if self.items.len() >= 32 && self.live <= self.items.len() / 2 {
-            self.items.retain(|(_, v)| v.is_some());
-            self.hint.set(0);
-        }
-        Some(v)
+        Some(self.items.remove(i).1)
     }
 
     pub fn len(&self) -> usize {
-        self.live
+        self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.items.is_empty()
     }
 
     pub fn clear(&mut self) {
         self.items.clear();
-        self.live = 0;
     }
 
     /// Keeps the entries whose value passes `keep`, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
-        self.items.retain(|(_, v)| v.as_ref().is_some_and(&mut keep));
-        self.live = self.items.len();
-        self.hint.set(0);
+        self.items.retain(|(_, v)| keep(v));
     }
 
     /// Takes every entry out, in id order.
     pub fn drain(&mut self) -> impl Iterator<Item = (RequestId, V)> + '_ {
-        self.live = 0;
-        self.items.drain(..).filter_map(|(k, v)| Some((k, v?)))
+        self.items.drain(..)
     }
 
     /// In id order, as the B-tree's.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&RequestId, &V)> + '_ {
-        self.items.iter().filter_map(|(k, v)| Some((k, v.as_ref()?)))
+        self.items.iter().map(|(k, v)| (k, v))
     }
 
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &RequestId> + '_ {
-        self.iter().map(|(k, _)| k)
+        self.items.iter().map(|(k, _)| k)
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + '_ {
-        self.iter().map(|(_, v)| v)
+        self.items.iter().map(|(_, v)| v)
     }
 }
 
@@ -177,7 +154,7 @@ mod tests {
             match next(5) {
                 0 | 1 => assert_eq!(m.insert(k, i), b.insert(k, i)),
                 2 => assert_eq!(m.remove(&k), b.remove(&k)),
-                // The oldest entry, as a queue's removals go (the holes and their sweep).
+                // The oldest entry, as a queue's removals go.
                 3 if i % 2 == 0 => {
                     let first = b.keys().next().copied();
                     if let Some(f) = first {
