@@ -240,12 +240,18 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
 /// Writes `bytes` to `path` atomically (a temporary file in the same folder, then rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        // No scratch left beside a file that could not be written (`--html` naming a folder
+        // left `adir.tmp21353` in the working folder).
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, path)
+    written
 }
 
 /// Confirms a saved failure's violating reads on `backend` when its signature is a read kind.
@@ -617,11 +623,29 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
     }
     if let Some(h) = o.html.as_deref() {
-        // Checked before the campaign, not after it (the report is written at the end).
+        // Checked before the campaign, not after it (the report is written at the end, and a
+        // report that cannot be written was a warning after the whole campaign, exit 0).
         let dir = Path::new(h).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
             return Err(format!("--html {h}: the folder {} does not exist", dir.display()));
         }
+        if Path::new(h).is_dir() || h.ends_with('/') {
+            return Err(format!(
+                "--html {h}: a folder; give the report's file name (e.g. {}/report.html)",
+                h.trim_end_matches('/')
+            ));
+        }
+        let probe = dir.join(format!(".kvsim-write-check-{}", std::process::id()));
+        match std::fs::File::create(&probe) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+            }
+            Err(e) => return Err(format!("--html {h}: cannot write in {}: {e}", dir.display())),
+        }
+    }
+    if o.corpus.trim().is_empty() {
+        // An empty path wrote the campaign into the working folder, beside whatever it held.
+        return Err("--corpus: an empty path; give the corpus folder".to_string());
     }
     // A blind campaign's cases run every profile: one engine's rows cannot triage them.
     if let Some(k) = &known {

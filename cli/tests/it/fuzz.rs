@@ -1140,6 +1140,19 @@ fn a_campaign_refuses_before_it_runs() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--html no/such/r.html: the folder no/such does not exist"), "{err}");
     assert!(!Path::new(&h).exists(), "refused before the corpus is made");
+    // A folder as the report's file, and an empty corpus path, are refused up front (the first
+    // was a warning after the whole campaign, exit 0, leaving `adir.tmpPID` behind; the second
+    // wrote the campaign into the working folder).
+    let folder = tmp("html-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", &h, "--html", &folder]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a folder; give the report's file name"), "{err}");
+    assert!(!Path::new(&h).exists());
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", ""]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--corpus: an empty path"));
 
     if kvsim_gpu::select(kvsim_gpu::BackendChoice::Cuda).is_err() {
         let g = tmp("cuda");
