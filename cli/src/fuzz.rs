@@ -942,6 +942,14 @@ fn open_campaign(
             let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
             c.check_resumes(&o.corpus, space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
+            if o.guided && c.guided.is_none() && c.runs_done > 0 {
+                // A merge of guided shards keeps no guided corpus: resumed, it would plan from an
+                // empty one, a campaign neither the shards nor an unsharded run would be.
+                return Err(format!(
+                    "{}: a merge of guided shards keeps no guided corpus, so it cannot be resumed as a guided campaign; resume the shards, then merge again",
+                    o.corpus
+                ));
+            }
             eprintln!("resuming {}: {} runs done, {} signature(s)", o.corpus, c.runs_done, c.table.len());
             c
         }
@@ -1294,6 +1302,29 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     let mut m = Merger::default();
     let out = Path::new(into);
     let out_real = std::fs::canonicalize(out).ok();
+    // Each shard's lock, held while it is read: a shard whose campaign is still running would be
+    // merged half done (and its examples reported as never completed).
+    let mut _locks = Vec::new();
+    let mut locked = std::collections::BTreeSet::new();
+    for d in dirs {
+        let lock = Path::new(d).join(LOCK_FILE);
+        // A folder given twice is refused below, not taken for a running campaign.
+        if !locked.insert(std::fs::canonicalize(d).unwrap_or_else(|_| PathBuf::from(d))) {
+            continue;
+        }
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&lock) {
+            match f.try_lock() {
+                Ok(()) => _locks.push(f),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(format!(
+                        "{d}: a campaign is running in this corpus ({} is locked); merge once it has ended",
+                        lock.display()
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(format!("{}: cannot lock: {e}", lock.display())),
+            }
+        }
+    }
     for d in dirs {
         let p = Path::new(d).join("campaign.json");
         let c: Campaign = std::fs::read_to_string(&p)

@@ -261,6 +261,16 @@ fn merge_refuses_overlapping_corpora_and_relocates_failures() {
     let again = tmp("ov-again");
     let out = kvsim(&["corpus", "merge", &merged, &shards[1], "--into", &again]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    // A shard whose campaign still runs (its lock held) is not merged half done.
+    let lock = std::fs::OpenOptions::new().write(true).open(Path::new(&shards[0]).join("campaign.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let running = tmp("ov-running");
+    let out = kvsim(&["corpus", "merge", &shards[0], &shards[1], "--into", &running]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a campaign is running in this corpus"), "{err}");
+    assert!(!Path::new(&running).exists());
+    drop(lock);
     // Every merged failure points into the merged corpus, and its command runs.
     let mut checked = 0;
     for e in std::fs::read_dir(&merged).unwrap().flatten() {
@@ -981,6 +991,15 @@ fn guided_campaigns_are_deterministic_across_jobs_and_resume() {
     assert_eq!(table(&resumed), table(&one), "resumed differs from uninterrupted");
     assert_eq!(guided_state(&resumed), g);
     assert_eq!(saved(&resumed), saved(&one));
+    // A merge keeps no guided corpus: it is not resumed as a guided campaign (it was, planning
+    // from an empty corpus, a table neither the shards nor an unsharded run give).
+    let merged = tmp("guided-merged");
+    let out = kvsim(&["corpus", "merge", &one, "--into", &merged]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kvsim(&args(&merged, "700", "1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot be resumed as a guided campaign"), "{err}");
     // A swarm corpus is not resumed as a guided one.
     let swarm = tmp("guided-swarm");
     kvsim(&["fuzz", "--runs", "10", "--no-shrink", "--seed-start", "900", "--corpus", &swarm]);
