@@ -445,13 +445,16 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
         &c,
     ]);
     let (fuzz_code, text) = (out.status.code(), String::from_utf8_lossy(&out.stdout));
-    assert!(text.contains("triage against known-bugs/sglang-0.5.22.toml (profile sglang-0.5.22)"), "{text}");
+    assert!(
+        text.contains("triage against kvsim's built-in known-bugs/sglang-0.5.22.toml (profile sglang-0.5.22)"),
+        "{text}"
+    );
     // No hardware fault in a profile's campaign (issue 13): the 5xx is router-waits-for-decode, a known row.
     assert!(text.contains("known (router-waits-for-decode)"), "{text}");
     let merged = tmp("shipped-merged");
     let out = kvsim(&["corpus", "merge", &c, "--into", &merged]);
     let m = String::from_utf8_lossy(&out.stdout);
-    assert!(m.contains("triage against known-bugs/sglang-0.5.22.toml"), "{m}");
+    assert!(m.contains("triage against kvsim's built-in known-bugs/sglang-0.5.22.toml"), "{m}");
     assert_eq!(out.status.code(), fuzz_code, "the merge of one corpus exits like its campaign: {m}");
     let t = table(&c);
     let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
