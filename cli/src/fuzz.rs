@@ -994,16 +994,29 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
     for (sig, list) in camp.examples.iter_mut() {
         list.retain(|e| {
             let dir = seed_dir(corpus, sig, e.seed);
+            // A completed example: its `failure.json` reads, and the files it names are there.
+            // One damaged by hand (a cut `failure.json`, a deleted `shrunk.toml`) is completed
+            // again from its scenario, with a warning (it was dropped from the table silently, or
+            // kept with a command naming a missing file).
+            let failure = std::fs::read_to_string(dir.join("failure.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Failure>(&t).ok());
+            let whole = failure.as_ref().is_some_and(|f| f.shrunk.is_none() || dir.join("shrunk.toml").is_file());
+            if dir.join("failure.json").is_file() && !whole && dir.join("scenario.toml").is_file() {
+                eprintln!(
+                    "warning: {}: example seed {} of {sig} was damaged (its failure.json does not read, or a file it names is missing): completed again from its scenario",
+                    o.corpus, e.seed
+                );
+                jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+                return true;
+            }
             if dir.join("failure.json").is_file() {
                 // A confirmation that failed (no backend then) is tried again when this campaign
                 // confirms: the example is completed anew, as it was found.
                 let failed = o.confirm.0.is_some()
-                    && std::fs::read_to_string(dir.join("failure.json"))
-                        .ok()
-                        .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
-                        .is_some_and(|f| {
-                            camp_lib::Confirmation::of(f.confirm.as_deref()) == camp_lib::Confirmation::Failed
-                        });
+                    && failure.is_some_and(|f| {
+                        camp_lib::Confirmation::of(f.confirm.as_deref()) == camp_lib::Confirmation::Failed
+                    });
                 if failed {
                     reconfirm += 1;
                     jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });

@@ -1316,3 +1316,31 @@ fn a_failed_confirmation_is_tried_again_on_resume() {
     assert!(se.contains("whose confirmation failed are confirmed again"), "{se}");
     assert!(!so.contains("confirm failed") && so.contains("[confirmed:"), "{so}");
 }
+
+/// An example damaged by hand (a cut `failure.json`, a deleted `shrunk.toml`) is completed again
+/// from its scenario on resume, with a warning, to the same files (it was dropped from the table
+/// silently, or kept with a command naming the missing file).
+#[test]
+fn a_damaged_example_is_completed_again_on_resume() {
+    let c = tmp("damaged");
+    let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--confirm", "off", "--shrink-budget", "40"];
+    let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = example_files(&c);
+    let seeds: Vec<std::path::PathBuf> = std::fs::read_dir(&c)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten().map(|e| e.path()))
+        .filter(|p| p.join("shrunk.toml").is_file())
+        .take(2)
+        .collect();
+    assert_eq!(seeds.len(), 2);
+    std::fs::write(seeds[0].join("failure.json"), "{\"signature\": \"cr").unwrap();
+    std::fs::remove_file(seeds[1].join("shrunk.toml")).unwrap();
+    let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(10), "{err}");
+    assert_eq!(err.matches("was damaged").count(), 2, "{err}");
+    assert_eq!(example_files(&c), before, "completed again to the same files");
+}
