@@ -218,6 +218,10 @@ fn parse_time(s: &str) -> Result<std::time::Duration, String> {
         Some('s') => (&s[..s.len() - 1], 1),
         Some('m') => (&s[..s.len() - 1], 60),
         Some('h') => (&s[..s.len() - 1], 3600),
+        // No unit: refused, as `--liveness` refuses one (a user meaning 5 minutes got 5 seconds).
+        _ if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            return Err(format!("--time {s}: no unit; write it with one, e.g. {s}s, {s}m or {s}h"))
+        }
         _ => (s, 1),
     };
     let bad = || format!("--time {s}: expected e.g. 30s, 10m or 2h, more than 0 and at most 10000h");
@@ -622,6 +626,33 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             return Ok(exit::DIVERGED);
         }
     }
+    if let Some(n) = o.runs {
+        // Seeds past the last u64 wrapped to 0 silently ("seeds 18446744073709551615..9").
+        if o.seed_start.checked_add(n).is_none() {
+            return Err(format!(
+                "--seed-start {} with --runs {n}: the seeds would pass {} (the largest); start lower",
+                o.seed_start,
+                u64::MAX
+            ));
+        }
+    }
+    if let Some(u) = o.until.as_deref() {
+        // The signature's kind must be one a run can name (a typo ran the whole campaign and
+        // said "not found").
+        let kind = u.split('/').next().unwrap_or("");
+        let mut names: Vec<&str> = kvsim::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
+        names.extend([kvsim::fuzz::EVENT_LIMIT, kvsim::fuzz::INVARIANT_BROKEN, "oracle_disagreement"]);
+        let fits = |n: &&str| if u.contains('/') { *n == kind } else { n.starts_with(kind) };
+        if kind.is_empty() || !names.iter().any(fits) {
+            let hint = kvsim::scenario::did_you_mean(kind, names.iter().copied())
+                .map(|m| format!("did you mean `{m}`? "))
+                .unwrap_or_default();
+            return Err(format!(
+                "--until {u}: no signature starts with `{kind}`: {hint}(a signature is KIND/mechanism…, KIND one of {})",
+                names.join(", ")
+            ));
+        }
+    }
     if let Some(h) = o.html.as_deref() {
         // Checked before the campaign, not after it (the report is written at the end, and a
         // report that cannot be written was a warning after the whole campaign, exit 0).
@@ -646,6 +677,9 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if o.corpus.trim().is_empty() {
         // An empty path wrote the campaign into the working folder, beside whatever it held.
         return Err("--corpus: an empty path; give the corpus folder".to_string());
+    }
+    if Path::new(&o.corpus).exists() && !Path::new(&o.corpus).is_dir() {
+        return Err(format!("--corpus {}: a file, not a folder; give the corpus folder", o.corpus));
     }
     // A blind campaign's cases run every profile: one engine's rows cannot triage them.
     if let Some(k) = &known {
@@ -1352,6 +1386,9 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     }
     let mut merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
+    if out.exists() && !out.is_dir() {
+        return Err(format!("--into {into}: a file, not a folder; merge into a new or empty folder"));
+    }
     // A new folder: merging over a corpus would replace its signatures' examples and checkpoint.
     if std::fs::read_dir(out).is_ok_and(|mut rd| rd.next().is_some()) {
         return Err(format!("--into {into}: the folder is not empty; merge into a new or empty folder"));

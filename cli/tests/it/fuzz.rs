@@ -1175,6 +1175,17 @@ fn a_campaign_refuses_before_it_runs() {
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", ""]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--corpus: an empty path"));
+    // A misspelt --until kind, and a --time without a unit, are refused (the first ran the whole
+    // campaign and said "not found"; the second ran 5 seconds for a user meaning minutes).
+    let typo = tmp("until-typo");
+    let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &typo, "--until", "cross_tenant_reed/stub_commit"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("did you mean `cross_tenant_read`?"), "{err}");
+    assert!(!Path::new(&typo).exists());
+    let out = kvsim(&["fuzz", "--time", "5", "--corpus", &typo]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--time 5: no unit"));
 
     if kvsim_gpu::select(kvsim_gpu::BackendChoice::Cuda).is_err() {
         let g = tmp("cuda");
