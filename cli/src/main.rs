@@ -337,12 +337,17 @@ enum Cmd {
 
 /// Reads and resolves a scenario file; errors are printed with file, line and key.
 pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        file: path.to_string(),
-        line: None,
-        key: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
+    let whole = |message: String| ScenarioError { file: path.to_string(), line: None, key: String::new(), message };
+    let text = read_text(path).map_err(|e| whole(format!("cannot read: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(whole("an empty file: no scenario in it (`kvsim new FILE` writes a starting one)".into()));
+    }
+    if text.trim_start().starts_with('{') {
+        // A trace (JSON Lines) where a scenario is wanted: it read as "invalid key-value pair".
+        return Err(whole(
+            "a kvsim trace (JSON Lines), not a scenario: `kvsim replay`, `kvsim confirm` and `kvsim shrink` take a trace".into(),
+        ));
+    }
     let sc = Scenario::parse(path, &text)?;
     let set = kvsim::scenario::parse_set_flags(&opts.set)?;
     let set_names: Vec<String> = set.iter().map(|(k, _)| k.clone()).collect();
@@ -378,7 +383,40 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
 
 /// File access for scenarios that name other files (trace workloads).
 pub fn read_file(path: &str) -> std::io::Result<String> {
-    std::fs::read_to_string(path)
+    read_text(path)
+}
+
+/// The most an input file may hold: scenarios and workload traces are text well under it, and a
+/// device (`/dev/zero`) or a stray huge file is refused instead of read until memory runs out.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Reads an input file as UTF-8 text, naming what it is when it is not: gzip, UTF-16, binary (a
+/// NUL byte), over [`MAX_INPUT_BYTES`] (it said "stream did not contain valid UTF-8", or read
+/// `/dev/zero` until allocation failed).
+pub fn read_text(path: &str) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let other = |m: String| std::io::Error::other(m);
+    let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
+    // The head first: a device or a binary file is named before the rest is read.
+    let mut bytes = Vec::new();
+    (&mut f).take(4096).read_to_end(&mut bytes)?;
+    let head = bytes.clone();
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Err(other("gzip-compressed: decompress it first (e.g. `zcat FILE > FILE.txt`)".into()));
+    }
+    if head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]) {
+        return Err(other("UTF-16 text (a byte-order mark): save it as UTF-8".into()));
+    }
+    if head.contains(&0) {
+        return Err(other("binary data (a NUL byte), not text".into()));
+    }
+    f.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(other(format!("larger than {} MiB: not an input kvsim reads", MAX_INPUT_BYTES >> 20)));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        other(format!("not UTF-8 text (invalid bytes at byte {}): save it as UTF-8", e.utf8_error().valid_up_to()))
+    })
 }
 
 /// `--like`: the library's [`Like`](kvsim::scenario_doc::Like) as a clap choice (the library has no
@@ -663,7 +701,7 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
 /// campaign's `scenario.toml`, a shrunk case), run without that check, would say "clean": a note
 /// names the flag (a timing channel's seed folder ran clean, exit 0, with nothing said).
 fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool) {
-    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let Ok(text) = read_text(path) else { return };
     let Some(sig) = text
         .lines()
         .take_while(|l| l.starts_with('#'))
@@ -693,7 +731,7 @@ fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), St
     let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
     // The workload trace the scenario reads (`[trace] file`, beside the scenario) is an input too:
     // `--trace victim.jsonl` replaced it, and the next run failed on its own trace's header.
-    let workload = std::fs::read_to_string(input)
+    let workload = read_text(input)
         .ok()
         .and_then(|text| Scenario::parse(input, &text).ok())
         .and_then(|sc| sc.spec.trace.map(|t| t.file))

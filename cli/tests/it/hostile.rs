@@ -492,3 +492,38 @@ fn shrinking_runs_to_a_fixpoint_within_the_budget() {
     let (code, _, err) = shrink("0");
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// An input that is not a scenario's text is named for what it is: empty, a trace, gzip, UTF-16,
+/// binary (a device such as /dev/zero was read until memory ran out; the others said "missing
+/// field `context_len`", "invalid key-value pair" or "stream did not contain valid UTF-8").
+#[test]
+fn inputs_that_are_not_scenario_text_are_named() {
+    let dir = std::env::temp_dir().join(format!("kvsim-not-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(good.encode_utf16().flat_map(u16::to_le_bytes));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty.toml", b"\n  \n".to_vec(), "an empty file"),
+        ("trace.jsonl", b"{\"kind\":\"header\"}\n".to_vec(), "a kvsim trace (JSON Lines), not a scenario"),
+        ("s.toml.gz", vec![0x1f, 0x8b, 8, 0, 0, 0], "gzip-compressed"),
+        ("u16.toml", utf16, "UTF-16 text"),
+        ("bin.toml", vec![b'a', 0, b'b'], "binary data (a NUL byte)"),
+    ];
+    for (name, bytes, says) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        for cmd in ["run", "shrink"] {
+            let (code, _, err) = kvsim(&[cmd, p.to_str().unwrap()]);
+            assert_eq!(code, Some(2), "{cmd} {name}: {err}");
+            if cmd == "run" || name != "trace.jsonl" {
+                assert!(err.contains(says), "{cmd} {name}: {err}");
+            }
+        }
+    }
+    if std::path::Path::new("/dev/zero").exists() {
+        let (code, _, err) = kvsim(&["run", "/dev/zero"]);
+        assert_eq!(code, Some(2));
+        assert!(err.contains("binary data"), "{err}");
+    }
+}
