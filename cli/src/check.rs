@@ -75,6 +75,18 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
 
 /// An error about field `key` of the `i`-th `[[expect]]` entry (its `name` line when `key` is
 /// empty or not written).
+/// Every `[[expect]]` entry of `sc` resolved and validated as `kvsim check` does (before `kvsim
+/// explore --catalogue` prints anything: it printed its table's header, then an error without
+/// the entry's line).
+pub fn validate_expectations(sc: &Scenario, f: &Path) -> Result<(), String> {
+    for (i, e) in sc.spec.expect.iter().enumerate() {
+        let cfg = resolve_expectation(sc, f, i)?;
+        e.validate(super::fuzz::case_requests(&cfg))
+            .map_err(|err| expectation_error(sc, f, i, err.field(), &err.message()))?;
+    }
+    Ok(())
+}
+
 fn expectation_error(sc: &Scenario, f: &Path, i: usize, key: &str, message: &str) -> String {
     let line = kvsim::scenario::locate(&sc.text, "expect", i, key)
         .or_else(|| kvsim::scenario::locate(&sc.text, "expect", i, "name"));

@@ -574,6 +574,13 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
+    for f in &files {
+        let checked = super::check::parse(f).and_then(|sc| super::check::validate_expectations(&sc, f));
+        if let Err(e) = checked {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    }
     println!("| row | property | buggy: counterexample after | fixed: verified (distinct states / schedules, time) |");
     println!("|---|---|---|---|");
     let (mut mismatch, mut bound_reached, mut rows, mut listed) = (0, 0, 0, 0);

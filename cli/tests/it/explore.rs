@@ -364,9 +364,16 @@ fn catalogue_mode_tells_buggy_found_fixed_verified_and_the_bound_reached() {
     let bad = dir.join("bad.toml");
     let src = std::fs::read_to_string(&pre).unwrap();
     std::fs::write(&bad, src.replace("explore_faults = [\"transfer_fail\"]", "explore_faults = [\"meteor\"]")).unwrap();
-    let r = Command::new(bin).args(["explore", bad.to_str().unwrap(), "--catalogue"]).output().unwrap();
-    assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("explore_faults: unknown fault `meteor`"));
+    // Refused with the entry's line, before the table's header, and by `check` too (it accepted
+    // the entry and ran it).
+    for cmd in [&["explore", bad.to_str().unwrap(), "--catalogue"][..], &["check", bad.to_str().unwrap()]] {
+        let r = Command::new(bin).args(cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("bad.toml:") && err.contains(".explore_faults` (`"), "{cmd:?}: {err}");
+        assert!(err.contains("unknown fault `meteor`"), "{err}");
+        assert!(r.stdout.is_empty(), "{cmd:?}: {}", String::from_utf8_lossy(&r.stdout));
+    }
 }
 
 /// The printed reproduce command is the exploration's own run (seed, profile, liveness bound and

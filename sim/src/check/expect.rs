@@ -193,6 +193,14 @@ impl Expectation {
         if let Some(k) = self.absent.iter().find(|k| required.contains(k)) {
             return invalid("absent", format!("`{k}` is both required and absent: it could never pass"));
         }
+        // Checked here, for `check` as for `explore` (`check` accepted an unknown fault, and
+        // `explore --catalogue` refused it without the entry's line).
+        if let Some(f) =
+            self.explore_faults.iter().flatten().find(|f| crate::check::explore::FaultKind::parse(f).is_none())
+        {
+            let known: Vec<&str> = crate::check::explore::FaultKind::ALL.iter().map(|k| k.name()).collect();
+            return invalid("explore_faults", format!("unknown fault `{f}` (known: {})", known.join(", ")));
+        }
         Ok(())
     }
 
