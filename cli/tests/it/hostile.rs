@@ -527,3 +527,31 @@ fn inputs_that_are_not_scenario_text_are_named() {
         assert!(err.contains("binary data"), "{err}");
     }
 }
+
+/// Faults that apply but change nothing are said (a delay of 0 ms, random faults healed from the
+/// start: the same trace hash as no fault, with nothing said).
+#[test]
+fn faults_that_change_nothing_are_noted() {
+    let dir = std::env::temp_dir().join(format!("kvsim-noop-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
+    let s = dir.join("noop.toml");
+    std::fs::write(
+        &s,
+        format!(
+            "{good}\n[faults]\ntransfer_fail = \"1/2\"\nheal_at_ms = 0\n\n[[faults.script]]\nkind = \"delay\"\nrequest = 0\ndelay_ms = 0\n"
+        ),
+    )
+    .unwrap();
+    let (code, out, _) = kvsim(&["run", s.to_str().unwrap()]);
+    assert_eq!(code, Some(10));
+    assert!(out.contains("note: faults.script[0] has delay_ms = 0: it changes nothing"), "{out}");
+    assert!(
+        out.contains("note: faults.heal_at_ms = 0: the random faults (transfer_fail) are healed from the start"),
+        "{out}"
+    );
+    let (_, plain, _) = kvsim(&["run", crate::scenarios_dir().join("small/stub-leak.toml").to_str().unwrap()]);
+    let hash =
+        |t: &str| t.lines().find(|l| l.contains("trace hash")).map(|l| l.rsplit(' ').next().unwrap().to_string());
+    assert_eq!(hash(&out), hash(&plain), "nothing changed the run");
+}

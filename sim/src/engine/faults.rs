@@ -29,8 +29,10 @@ impl World {
 
     /// The `faults.script` entries that never applied, one line each: a one-batch fault on a
     /// batch its request never scheduled, a fault on a request that never transferred
-    /// (rejected, aborted or crashed before), a crash after the run's end. Such an entry changes nothing;
-    /// the report says so rather than leave the user to think it was exercised.
+    /// (rejected, aborted or crashed before), a crash after the run's end; and faults that apply
+    /// but change nothing (a delay or lag of 0 ms; random faults healed from the start). Such an
+    /// entry changes nothing; the report says so rather than leave the user to think it was
+    /// exercised.
     pub fn unapplied_script(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (i, (s, &(batches, applied))) in self.cfg.faults.script.iter().zip(&self.script_seen).enumerate() {
@@ -88,6 +90,42 @@ impl World {
                 ),
             };
             out.push(format!("faults.script[{i}] ({what} of request {request}) never applied: {why}"));
+        }
+        // Faults that apply but cannot change anything: a delay or lag of 0 ms, random faults
+        // healed from the start (the same trace hash as no fault, with nothing said).
+        for (i, s) in self.cfg.faults.script.iter().enumerate() {
+            let zero = match s {
+                ScriptedFault::Delay { delay_ms: 0, .. } | ScriptedFault::DelayAt { delay_ms: 0, .. } => "delay_ms",
+                ScriptedFault::VisibilityLag { lag_ms: 0, .. }
+                | ScriptedFault::VisibilityLagAt { lag_ms: 0, .. }
+                | ScriptedFault::MetadataLag { lag_ms: 0, .. } => "lag_ms",
+                _ => continue,
+            };
+            out.push(format!("faults.script[{i}] has {zero} = 0: it changes nothing"));
+        }
+        let f = &self.cfg.faults;
+        let random: Vec<&str> = [
+            ("transfer_fail", f.transfer_fail),
+            ("delay_spike", f.delay_spike),
+            ("visibility_lag", f.visibility_lag),
+            ("node_crash", f.node_crash),
+        ]
+        .into_iter()
+        .filter(|(_, r)| !r.is_never())
+        .map(|(k, _)| k)
+        .collect();
+        if !random.is_empty() && f.heal_at_ms == 0 {
+            out.push(format!(
+                "faults.heal_at_ms = 0: the random faults ({}) are healed from the start; none fires",
+                random.join(", ")
+            ));
+        } else {
+            if !f.delay_spike.is_never() && f.delay_spike_ms == 0 {
+                out.push("faults.delay_spike_ms = 0: a delay spike changes nothing".to_string());
+            }
+            if !f.visibility_lag.is_never() && f.visibility_lag_ms == 0 {
+                out.push("faults.visibility_lag_ms = 0: a visibility lag changes nothing".to_string());
+            }
         }
         out
     }
