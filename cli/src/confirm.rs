@@ -243,7 +243,10 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
             o.heads, o.kv_heads
         )));
     }
-    shape.validate().map_err(|e| bad(e.to_string()))?;
+    // Named by the flags too (it printed the shape's Debug form, and no flag).
+    shape
+        .validate()
+        .map_err(|e| bad(format!("--heads {} --kv-heads {} --head-dim {}: {e}", o.heads, o.kv_heads, o.head_dim)))?;
     // A log that breaks a rule or a limit is bad input (exit 2), never "nothing to confirm".
     let at = |e: &LowerError| match e {
         LowerError::Invalid { op: Some(i), .. } => match log.lines.get(*i) {

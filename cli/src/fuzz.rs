@@ -37,8 +37,8 @@ pub struct FuzzOpts {
     /// Run for this long instead: 30s, 10m, 2h.
     #[arg(long)]
     pub time: Option<String>,
-    /// Worker threads (1 to 1024).
-    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    /// Worker threads (1 to 1024; `--threads` is the same).
+    #[arg(long, visible_alias = "threads", default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub jobs: usize,
     #[arg(long, default_value = "kvsim-corpus")]
     pub corpus: String,
@@ -371,13 +371,16 @@ impl Ctx {
                 &pinned,
             );
             std::fs::write(dir.join("shrunk.toml"), text).map_err(io)?;
-            write_trace_file(&s.cfg, &dir.join("shrunk.jsonl"), None, check)?;
+            // Named as `shrunk.toml` names it (the trace's header and page map said the drawn
+            // scenario's name).
+            let named = SimConfig { name: format!("{}-shrunk", cfg.name), ..s.cfg.clone() };
+            write_trace_file(&named, &dir.join("shrunk.jsonl"), None, check)?;
             failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             // Knobs the shrink budget left unjudged are listed apart, not as necessary.
             failure.necessary_knobs = s.necessary_knobs;
             failure.unjudged_knobs = s.unjudged_knobs;
-            shrunk_cfg = Some(s.cfg);
+            shrunk_cfg = Some(named);
         }
         // Pictures of the case a person runs first: the shrunk one, else the drawn one if small.
         if let Some(case) = shrunk_cfg.as_ref().or((case_requests(&cfg) <= PICTURE_MAX_REQUESTS).then_some(&cfg)) {

@@ -15,8 +15,9 @@ pub struct ReachOpts {
     /// Also draw the hardware faults on a profile's campaign (as `kvsim fuzz --hardware-faults`).
     #[arg(long)]
     pub hardware_faults: bool,
-    /// The most runs (the campaign stops earlier once every row it measures is reached).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// The most runs (at least 1; the campaign stops earlier once every row it measures is
+    /// reached).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: u64,
     /// The first seed (run k draws seed SEED_START + k, as `kvsim fuzz`).
     #[arg(long, default_value_t = 0)]

@@ -222,7 +222,15 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     let sig = match (&want, pick_signature(&sigs)) {
         (Some(s), _) if sigs.contains(s) => s.clone(),
         (Some(s), _) => {
-            eprintln!("error: {}: the run does not show signature `{s}` (it shows: {sigs:?})", o.input);
+            let shown: Vec<&str> = sigs.iter().map(String::as_str).collect();
+            let hint = kvsim::scenario::did_you_mean(s, shown.iter().copied())
+                .map(|m| format!("did you mean `{m}`? "))
+                .unwrap_or_default();
+            eprintln!(
+                "error: {}: the run does not show signature `{s}`: {hint}(it shows: {})",
+                o.input,
+                if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
+            );
             return exit::BAD_INPUT;
         }
         (None, Some(s)) => s,

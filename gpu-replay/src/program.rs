@@ -101,7 +101,15 @@ impl AttnShape {
 
     /// Checks the shape against the limits above.
     pub fn validate(&self) -> Result<(), GpuError> {
-        let bad = |why: String| Err(GpuError::InvalidProgram(format!("shape {self:?}: {why}")));
+        let bad = |why: String| {
+            Err(GpuError::InvalidProgram(format!(
+                "shape (heads {}, kv_heads {}, head_dim {}, {}): {why}",
+                self.heads,
+                self.kv_heads,
+                self.head_dim,
+                self.dtype.name()
+            )))
+        };
         if self.kv_heads == 0 || self.kv_heads > MAX_KV_HEADS {
             return bad(format!("kv_heads must be in 1..={MAX_KV_HEADS}"));
         }

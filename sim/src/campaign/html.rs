@@ -323,10 +323,13 @@ pub fn curve_svg(c: &Campaign) -> String {
     }
     for t in xt {
         let x = sx(t);
+        // A label near the right edge ends there (centred, "100,000" was cut to "100,00").
+        let anchor = if x > w - mr - 24.0 { "end" } else { "middle" };
         let _ = writeln!(
             o,
-            "<line x1=\"{x:.1}\" y1=\"{mt}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            "<line x1=\"{x:.1}\" y1=\"{mt}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
             h - mb,
+            if anchor == "end" { x.min(w - 2.0) } else { x },
             h - mb + 14.0,
             thousands(t as u64)
         );

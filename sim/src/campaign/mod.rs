@@ -233,7 +233,10 @@ impl Campaign {
     /// `seeds 0..400, one in 4 from 3 (shard 3/4)`.
     pub fn seeds_text(&self) -> String {
         let (i, n) = self.shard;
-        let range = format!("seeds {}..{}", self.seed_start, self.seed_start.wrapping_add(self.range_end()));
+        // A shard's range rounded up to whole rounds of the n shards, so that the shards of one
+        // campaign print the same range (shard 0/2 of 100,000 runs said 0..99999, 1/2 0..100000).
+        let end = if n > 1 { self.range_end().div_ceil(n).saturating_mul(n) } else { self.range_end() };
+        let range = format!("seeds {}..{}", self.seed_start, self.seed_start.wrapping_add(end));
         if let Some(why) = &self.partial {
             return format!("{range}, PARTIAL: {} of them run ({why})", self.runs_done);
         }
@@ -1022,6 +1025,9 @@ mod tests {
         assert_eq!(in_order(30, (0, 4)).range_end(), 29, "runs 0, 4, …, 28");
         assert_eq!((whole.range_end(), Campaign::new("blind", 100, (2, 4)).range_end()), (30, 0));
         assert_eq!(in_order(30, (3, 4)).seeds_text(), "seeds 100..128, one in 4 from 103 (shard 3/4)");
+        // The shards of one campaign print one range (0/2 of 10 runs said 100..109, 1/2 100..110).
+        assert_eq!(in_order(10, (0, 2)).seeds_text(), "seeds 100..110, one in 2 from 100 (shard 0/2)");
+        assert_eq!(in_order(10, (1, 2)).seeds_text(), "seeds 100..110, one in 2 from 101 (shard 1/2)");
         assert_eq!(whole.seeds_text(), "seeds 100..130");
         let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
         let why = ragged.partial.unwrap();
