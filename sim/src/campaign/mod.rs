@@ -632,7 +632,8 @@ pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
         k.profile,
         table.len() - n_new,
         n_new,
-        if n_new == 0 { " (exit 0)" } else { "" }
+        // The campaign's exit status, whatever it is (it was said only when 0).
+        format!(" (exit {})", crate::triage::exit_status(table.keys(), Some(k)))
     )
 }
 
@@ -1203,7 +1204,7 @@ mod tests {
         assert!(triaged.contains(&format!("known ({row}), hardware")) && triaged.contains(" new "), "{triaged}");
         assert_eq!(
             triage_line(&table, &k),
-            format!("triage against {} (profile sglang-0.5.22): 1 known, 1 new\n", k.source)
+            format!("triage against {} (profile sglang-0.5.22): 1 known, 1 new (exit 11)\n", k.source)
         );
         // Every other entry is unseen, each with why this campaign could not find it, if so.
         let could = unseen_known(&table, &k, "profile:sglang-0.5.22").iter().filter(|(_, w)| w.is_none()).count();
