@@ -64,7 +64,7 @@ pub struct ExploreOpts {
     /// With `--out`: at most this many explorations while shrinking the scenario.
     #[arg(long, default_value_t = 300)]
     pub shrink_budget: u32,
-    /// SCENARIO is a catalogue (a folder or files of scenarios with `[[expect]]` entries): explore
+    /// SCENARIO is a catalogue (one folder of scenarios with `[[expect]]` entries, or one such file): explore
     /// each row's `buggy` and `fixed` setting with the property = the `buggy` entry's violation
     /// kinds, and print the table (buggy: counterexample after N states; fixed: verified, or the
     /// bound reached).

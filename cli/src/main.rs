@@ -856,7 +856,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
         return exit::BAD_INPUT;
     }
     let text = if logs.is_empty() {
-        kvsim::scenario_doc::starting_scenario(name, like)
+        kvsim::scenario_doc::starting_scenario(name, like, &kvsim::shell_word(&path))
     } else {
         let mut texts = Vec::new();
         for l in logs {
@@ -868,7 +868,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
                 }
             }
         }
-        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts) {
+        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts, &kvsim::shell_word(&path)) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -227,8 +227,8 @@ pub struct Knobs {
     /// What a transfer call that times out does with writes in flight: `returns_while_writing` (the
     /// writes land later: Mooncake #4247) or `quiesced`.
     pub transfer_timeout_semantics: TimeoutSemantics,
-    /// Pages per transfer batch; 0 = unbounded (sglang PR #32758, 0.5.21+, default unbounded). Tokens-
-    /// scale limit `MAX_TOKENS`.
+    /// Pages per transfer batch; 0 = unbounded (sglang PR #32758, 0.5.21+, default unbounded).
+    /// Tokens-scale limit `MAX_TOKENS`.
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub max_transfer_batch_pages: u64,
     /// Reuse order of the paged allocator's free list, which decides whose stale page a new request

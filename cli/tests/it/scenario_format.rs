@@ -154,6 +154,29 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
             assert!(String::from_utf8_lossy(&o.stdout).contains("2 expectation(s) in 1 scenario(s): 2 passed"));
         }
         assert!(text.contains("\n# Tokens per KV page") || text.contains("page_size"), "{like}: knobs unexplained");
+        // The header names the file written (it said `kvsim run mine.toml` for --out small.toml).
+        assert!(
+            text.contains(&format!("kvsim run {}", out.display())) || text.contains(&format!("{like}.toml`")),
+            "{text}"
+        );
+        // The list of every knob sits inside [knobs]: a line uncommented there is a knob (above
+        // the header it was a key of the [[request]] before it).
+        let knob =
+            text.lines().find(|l| l.starts_with("#   ") && l.contains(" = ")).expect("a commented knob").to_string();
+        let at = text.find(&knob).unwrap();
+        assert!(
+            text[..at].rfind("\n[").is_some_and(|h| text[h..].starts_with("\n[knobs]")),
+            "{like}: {knob} is not under [knobs]"
+        );
+        let tried = dir.join(format!("{like}-knob.toml"));
+        std::fs::write(&tried, text.replacen(&knob, knob.trim_start_matches("#   "), 1)).unwrap();
+        if like != "mooncake" {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+                .args(["run", tried.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert_ne!(o.status.code(), Some(2), "{like}: {}", String::from_utf8_lossy(&o.stderr));
+        }
         let comments = text.lines().filter(|l| l.starts_with('#')).count();
         let keys = text.lines().filter(|l| l.contains(" = ") && !l.starts_with('#')).count();
         assert!(comments >= keys, "{like}: {comments} comment lines for {keys} keys");

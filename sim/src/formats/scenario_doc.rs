@@ -358,19 +358,20 @@ fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
 }
 
 /// A commented starting scenario (`kvsim new`): the shipped scenario `like` with every section
-/// present and every value explained by the same descriptions as `docs/scenario-format.md`.
-pub fn starting_scenario(name: &str, like: Like) -> String {
+/// present and every value explained by the same descriptions as `docs/scenario-format.md`; `file`
+/// is where it is written (its header says to run that).
+pub fn starting_scenario(name: &str, like: Like, file: &str) -> String {
     let (path, text) = like.source();
     let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
     let how = format!("written by `kvsim new {name} --like {}` from {path}", format!("{like:?}").to_lowercase());
-    annotated(name, &spec, &how)
+    annotated(name, &spec, &how, file)
 }
 
 /// A commented starting scenario from engine start-up logs (`kvsim new NAME --from-log LOG…`):
 /// the deployment `kvsim audit` measures in them (pools, context, page size; roles as found, or the
 /// worst partner the context admits), its warm-up and probe traffic, every section explained.
 /// `logs` are (file name, text); errors name the log, line and field.
-pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Result<String, FromLogsError> {
+pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: &str) -> Result<String, FromLogsError> {
     let mut files = Vec::new();
     for (path, text) in logs {
         let facts = crate::audit::parse::parse_log(path, text).map_err(FromLogsError::Parse)?;
@@ -386,7 +387,7 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)]) -> Res
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
-    Ok(annotated(name, &spec, &how))
+    Ok(annotated(name, &spec, &how, file))
 }
 
 /// Why `kvsim new --from-log` wrote nothing.
@@ -425,7 +426,7 @@ impl std::error::Error for FromLogsError {
     }
 }
 
-fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {
+fn annotated(name: &str, spec: &ScenarioFile, how: &str, file_name: &str) -> String {
     let file = filled(spec, name);
     let root: Value = serde_json::from_str(&schema_json()).expect("schema is JSON");
     let mut doc: toml_edit::DocumentMut =
@@ -442,8 +443,8 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {
             toml_edit::Item::Table(t) => {
                 let mut header = comment(&section_doc, "");
                 if k == "knobs" {
-                    header
-                        .push_str("# Every knob, with the profile's value (`kvsim profiles` lists each profile's):\n");
+                    header.push_str(KNOB_LIST);
+                    header.push_str(" (`kvsim profiles` lists each profile's); uncomment one to change it:\n");
                     let profile = file.profile.clone().unwrap_or_else(|| "sglang-0.5.16".into());
                     let p = crate::config::profile(&profile).expect("shipped profiles exist");
                     let values = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
@@ -476,17 +477,34 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str) -> String {
     let mut out = String::new();
     out.push_str(&comment(
         &format!(
-            "Scenario `{name}`, {how}. Every section is present and every value explained; the reference is docs/scenario-format.md. Run it with `kvsim run {name}.toml`. For editor validation and completion add, as the first line, `#:schema <path to docs/scenario.schema.json>`."
+            "Scenario `{name}`, {how}. Every section is present and every value explained; the reference is docs/scenario-format.md. Run it with `kvsim run {file_name}`. For editor validation and completion add, as the first line, `#:schema <path to docs/scenario.schema.json>`."
         ),
         "",
     ));
     if let Some(t) = &file.trace {
         out.push_str(&comment(&format!("The trace file `{}` is read relative to this file: point it at data/mooncake/conversation_trace.jsonl of a kvsim checkout.", t.file), ""));
     }
-    out.push_str(&doc.to_string());
+    out.push_str(&knob_list_inside(doc.to_string()));
     out.push_str(&absent_sections(&file));
     out
 }
+
+/// The commented list of every knob moved from above the `[knobs]` header to just below it, so
+/// that a line uncommented there is a knob (above the header it was a key of the `[[request]]`
+/// before it: "unknown field `request.bootstrap_timeout_ms`").
+fn knob_list_inside(text: String) -> String {
+    const HEADER: &str = "[knobs]\n";
+    let (Some(a), Some(b)) = (text.find(KNOB_LIST), text.find(&format!("\n{HEADER}")).map(|i| i + 1)) else {
+        return text;
+    };
+    if a > b {
+        return text;
+    }
+    format!("{}{HEADER}\n{}{}", &text[..a], &text[a..b], &text[b + HEADER.len()..])
+}
+
+/// The first line of the commented knob list of a starting scenario's `[knobs]`.
+const KNOB_LIST: &str = "# Every knob, with the profile's value";
 
 /// The sections the scenario does not use, as commented examples (so that a starting scenario
 /// shows every section, not only the ones its source has): scripted faults and the `[[expect]]`
