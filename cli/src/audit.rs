@@ -46,7 +46,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             Some("decode") => Some(parse::Role::Decode),
             Some(r) => return bad(format!("--role {r}: expected prefill or decode")),
         };
-        let bytes = match std::fs::read(path) {
+        let bytes = match super::read_log_bytes(path) {
             Ok(b) => b,
             Err(e) => return bad(format!("{path}: cannot read: {e}")),
         };

@@ -48,7 +48,14 @@ pub fn collect(paths: &[String]) -> Result<Vec<PathBuf>, String> {
 /// Parses a scenario file.
 pub fn parse(path: &Path) -> Result<Scenario, String> {
     let name = path.to_string_lossy().into_owned();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    let text = super::read_text(&name).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    // As `kvsim run` says them (it read "missing field `context_len`", "invalid key-value pair").
+    if text.trim().is_empty() {
+        return Err(format!("{name}: an empty file: no scenario in it"));
+    }
+    if text.trim_start().starts_with('{') {
+        return Err(format!("{name}: a kvsim trace (JSON Lines), not a scenario"));
+    }
     Scenario::parse(&name, &text).map_err(|e| e.to_string())
 }
 

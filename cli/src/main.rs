@@ -390,6 +390,24 @@ pub fn read_file(path: &str) -> std::io::Result<String> {
 /// device (`/dev/zero`) or a stray huge file is refused instead of read until memory runs out.
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
+/// Reads a log's bytes (`audit`, `new --from-log`, which decode them leniently): at most
+/// [`MAX_INPUT_BYTES`], and a device that gives only NUL bytes (`/dev/zero`) is refused from its
+/// first bytes (it was read until memory ran out).
+pub fn read_log_bytes(path: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
+    let mut bytes = Vec::new();
+    (&mut f).take(4096).read_to_end(&mut bytes)?;
+    if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
+        return Err(std::io::Error::other("binary data (only NUL bytes), not a log"));
+    }
+    f.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(std::io::Error::other(format!("larger than {} MiB: not a log kvsim reads", MAX_INPUT_BYTES >> 20)));
+    }
+    Ok(bytes)
+}
+
 /// Reads an input file as UTF-8 text, naming what it is when it is not: gzip, UTF-16, binary (a
 /// NUL byte), over [`MAX_INPUT_BYTES`] (it said "stream did not contain valid UTF-8", or read
 /// `/dev/zero` until allocation failed).
@@ -400,15 +418,8 @@ pub fn read_text(path: &str) -> std::io::Result<String> {
     // The head first: a device or a binary file is named before the rest is read.
     let mut bytes = Vec::new();
     (&mut f).take(4096).read_to_end(&mut bytes)?;
-    let head = bytes.clone();
-    if head.starts_with(&[0x1f, 0x8b]) {
-        return Err(other("gzip-compressed: decompress it first (e.g. `zcat FILE > FILE.txt`)".into()));
-    }
-    if head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]) {
-        return Err(other("UTF-16 text (a byte-order mark): save it as UTF-8".into()));
-    }
-    if head.contains(&0) {
-        return Err(other("binary data (a NUL byte), not text".into()));
+    if let Some(what) = kvsim::sniff(&bytes) {
+        return Err(other(what.to_string()));
     }
     f.read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {
@@ -860,7 +871,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
     } else {
         let mut texts = Vec::new();
         for l in logs {
-            match std::fs::read(l) {
+            match read_log_bytes(l) {
                 Ok(b) => texts.push((l.clone(), String::from_utf8_lossy(&b).into_owned())),
                 Err(e) => {
                     eprintln!("error: {l}: cannot read: {e}");

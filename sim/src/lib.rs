@@ -97,3 +97,20 @@ mod shell_tests {
         }
     }
 }
+
+/// What an input's first bytes say it is when it is not UTF-8 text kvsim can read: gzip, UTF-16
+/// (a byte-order mark), binary (a NUL byte: a device such as `/dev/zero` is refused from its first
+/// bytes instead of read until memory runs out). `None` for text. Shared by every reader of input
+/// files (scenarios, traces, catalogues).
+pub fn sniff(head: &[u8]) -> Option<&'static str> {
+    let head = &head[..head.len().min(4096)];
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Some("gzip-compressed: decompress it first (e.g. `zcat FILE > FILE.txt`)")
+    } else if head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]) {
+        Some("UTF-16 text (a byte-order mark): save it as UTF-8")
+    } else if head.contains(&0) {
+        Some("binary data (a NUL byte), not text")
+    } else {
+        None
+    }
+}

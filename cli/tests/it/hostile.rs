@@ -513,18 +513,32 @@ fn inputs_that_are_not_scenario_text_are_named() {
     for (name, bytes, says) in cases {
         let p = dir.join(name);
         std::fs::write(&p, bytes).unwrap();
-        for cmd in ["run", "shrink"] {
+        for cmd in ["run", "shrink", "check"] {
             let (code, _, err) = kvsim(&[cmd, p.to_str().unwrap()]);
             assert_eq!(code, Some(2), "{cmd} {name}: {err}");
-            if cmd == "run" || name != "trace.jsonl" {
+            if cmd != "shrink" || name != "trace.jsonl" {
                 assert!(err.contains(says), "{cmd} {name}: {err}");
             }
         }
+        // The trace readers name them too (gzip and UTF-16 read as "not valid UTF-8").
+        if name != "trace.jsonl" && name != "empty.toml" {
+            let (code, _, err) = kvsim(&["replay", p.to_str().unwrap()]);
+            assert_eq!(code, Some(2), "replay {name}: {err}");
+            assert!(err.contains(says), "replay {name}: {err}");
+        }
     }
+    // A scenario given to replay is named as not a trace.
+    let scen = crate::scenarios_dir().join("small/stub-leak.toml");
+    let (code, _, err) = kvsim(&["replay", scen.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("not a kvsim trace: its first line is not JSON"), "{err}");
     if std::path::Path::new("/dev/zero").exists() {
-        let (code, _, err) = kvsim(&["run", "/dev/zero"]);
-        assert_eq!(code, Some(2));
-        assert!(err.contains("binary data"), "{err}");
+        // Every reader refuses a device from its first bytes (they read until memory ran out).
+        for cmd in [&["run"][..], &["replay"], &["confirm"], &["check"], &["matrix"], &["audit"]] {
+            let (code, _, err) = kvsim(&[cmd, &["/dev/zero"]].concat());
+            assert_eq!(code, Some(2), "{cmd:?}: {err}");
+            assert!(err.contains("binary data"), "{cmd:?}: {err}");
+        }
     }
 }
 

@@ -242,28 +242,46 @@ pub struct TraceReader<R: std::io::BufRead> {
 impl<R: std::io::BufRead> TraceReader<R> {
     pub fn open(file: &str, mut src: R, opts: ReadOptions) -> Result<TraceReader<R>, TraceError> {
         let e = |line: usize, message: String| TraceError { file: file.to_string(), line, message };
+        // Not text at all (gzip, UTF-16, a device such as /dev/zero, whose first line never
+        // ends): said from the first bytes, before a line is read.
+        if let Some(what) = src.fill_buf().ok().and_then(crate::sniff) {
+            return Err(e(1, format!("cannot read: {what}")));
+        }
+        // The header is the first line that is not blank (blank lines are skipped everywhere).
         let mut first = String::new();
-        match src.read_line(&mut first) {
-            Ok(0) => return Err(e(1, "empty trace".into())),
-            Ok(_) => {}
-            Err(x) => return Err(e(1, format!("cannot read: {x}"))),
+        let mut at = 0;
+        loop {
+            first.clear();
+            at += 1;
+            match src.read_line(&mut first) {
+                Ok(0) => return Err(e(at, "empty trace".into())),
+                Ok(_) if first.trim().is_empty() => continue,
+                Ok(_) => break,
+                Err(x) => return Err(e(at, format!("cannot read: {x}"))),
+            }
+        }
+        if !first.trim_start().starts_with('{') {
+            return Err(e(
+                at,
+                "not a kvsim trace: its first line is not JSON (a scenario? `kvsim run` takes a scenario)".into(),
+            ));
         }
         // The format is checked before the header is read as this version's `Header`: an older
         // file is refused for its format, not for a field this version added or renamed.
         if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(first.trim_end()) {
             if let Some(serde_json::Value::String(f)) = m.get("format") {
                 if f != FORMAT {
-                    return Err(e(1, format_refusal(f)));
+                    return Err(e(at, format_refusal(f)));
                 }
             }
         }
         let header: Header =
-            serde_json::from_str(first.trim_end()).map_err(|x| e(1, format!("not a kvsim trace header: {x}")))?;
+            serde_json::from_str(first.trim_end()).map_err(|x| e(at, format!("not a kvsim trace header: {x}")))?;
         if header.kind != "header" {
-            return Err(e(1, format!("the first line is a `{}` line, not the header", header.kind)));
+            return Err(e(at, format!("the first line is a `{}` line, not the header", header.kind)));
         }
         if header.format != FORMAT {
-            return Err(e(1, format_refusal(&header.format)));
+            return Err(e(at, format_refusal(&header.format)));
         }
         let mine = env!("CARGO_PKG_VERSION");
         if header.kvsim_version != mine && !opts.any_version {
@@ -281,11 +299,11 @@ impl<R: std::io::BufRead> TraceReader<R> {
                 format!("header seed {} differs from its configuration's {}", header.seed, header.config.seed),
             ));
         }
-        crate::scenario::validate_config(&header.config, file).map_err(|x| e(1, x.to_string()))?;
+        crate::scenario::validate_config(&header.config, file).map_err(|x| e(at, x.to_string()))?;
         if let Some(f) = &header.filter {
-            f.validate().map_err(|m| e(1, m.to_string()))?;
+            f.validate().map_err(|m| e(at, m.to_string()))?;
         }
-        Ok(TraceReader { src, file: file.to_string(), line: 1, header, done: false })
+        Ok(TraceReader { src, file: file.to_string(), line: at, header, done: false })
     }
 
     /// The 1-based number of the last line read.
