@@ -191,10 +191,10 @@ impl World {
         debug_assert_eq!(r.idx(), self.reqs.len(), "requests are created in id order");
         self.reqs.push(req);
         self.reqs[r.idx()].note_event_queued(); // its arrival, queued or about to be handled
-        if self.fold_finished && self.reqs.len() - self.reqs.folded() > self.max_in_flight {
-            // Stops at the next event, as the event limit does (no check on the event path). Only
-            // where finished requests are folded: a run that keeps every request (a check, a
-            // campaign draw) holds them all by design, in flight or not.
+        if self.reqs.len() - self.reqs.folded() > self.max_in_flight {
+            // Stops at the next event, as the event limit does (no check on the event path). A
+            // run that keeps every request (a trace, a check, a campaign draw) holds them all,
+            // finished or not: the same bound on what it holds.
             self.in_flight_limit_hit = true;
             self.max_events = self.events;
         }

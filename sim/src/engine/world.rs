@@ -564,8 +564,9 @@ pub const MAX_EVENTS: u64 = 200_000_000;
 /// See [`MAX_EVENTS`]: the limit's share per request of the workload.
 pub const EVENTS_PER_REQUEST: u64 = 1_000;
 
-/// Requests in flight at once (arrived, not yet finished and folded) at most, in a run that folds
-/// finished requests (`fold_finished`: `kvsim run`, `kvsim bench`): a run past it stops
+/// Requests held at once at most: in flight (arrived, not yet finished and folded) in a run that
+/// folds finished requests (`fold_finished`: `kvsim run`, `kvsim bench`), every arrived one in a
+/// run that keeps them all (a trace, a check, a campaign draw). A run past it stops
 /// as at its event limit (inconclusive, exit 13) and says why. A live request holds about a
 /// kilobyte of state, so this bounds a run's memory near a gigabyte: 10M requests arriving at once
 /// (a generator with a mean inter-arrival time of 0) aborted the process when allocation failed.

@@ -400,7 +400,7 @@ impl Report {
         if let Some(n) = self.in_flight_limit {
             let _ = writeln!(
                 s,
-                "in-flight limit: more than {} requests were in flight at once (the run stopped after {} events, before every request ended; hangs and leaks are not judged): spread the arrivals, or split the workload",
+                "in-flight limit: more than {} requests were held at once (in flight; or, with --trace or a check, which keep every request, arrived) (the run stopped after {} events, before every request ended; hangs and leaks are not judged): spread the arrivals, or split the workload",
                 thousands(n as u64),
                 thousands(self.event_limit.unwrap_or(0))
             );
