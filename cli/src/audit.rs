@@ -177,10 +177,18 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             println!("reproduce: kvsim run {} --seed {} --profile {}", kvsim::shell_word(path), cfg.seed, cfg.profile);
         }
         None => {
+            // A log read from a pipe (`audit <(zcat node.log.gz)` names `/dev/fd/63`) cannot be
+            // read again: the command names a file to save it to instead (it named the pipe).
+            let piped: Vec<&str> = logs
+                .iter()
+                .filter(|l| !std::fs::metadata(l.as_str()).is_ok_and(|m| m.is_file()))
+                .map(String::as_str)
+                .collect();
+            let saved_as = |l: &str| piped.iter().position(|p| *p == l).map(|i| format!("saved-log-{}.txt", i + 1));
             let mut cmd = String::from("kvsim audit");
             for l in logs {
                 cmd.push(' ');
-                cmd.push_str(&kvsim::shell_word(l));
+                cmd.push_str(&saved_as(l).unwrap_or_else(|| kvsim::shell_word(l).into_owned()));
             }
             for r in roles {
                 cmd.push_str(" --role ");
@@ -194,19 +202,14 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             if std::path::Path::new("kvsim-audit-scenario.toml").exists() {
                 cmd.push_str(" --force");
             }
-            // A log read from a pipe (`audit <(zcat node.log.gz)` names `/dev/fd/63`) cannot be
-            // read again: the printed command would fail, so say what to do instead.
-            let piped: Vec<&str> = logs
-                .iter()
-                .filter(|l| !std::fs::metadata(l.as_str()).is_ok_and(|m| m.is_file()))
-                .map(String::as_str)
-                .collect();
             if piped.is_empty() {
                 println!("scenario not written; to write it: {cmd}");
             } else {
+                let saves: Vec<String> =
+                    piped.iter().map(|p| format!("{p} as {}", saved_as(p).unwrap_or_default())).collect();
                 println!(
-                    "scenario not written; to write it, save {} to a file (read from a pipe, it cannot be read again) and run: {cmd}",
-                    piped.join(", ")
+                    "scenario not written; to write it, save {} (read from a pipe, it cannot be read again) and run: {cmd}",
+                    saves.join(", ")
                 );
             }
         }

@@ -235,6 +235,8 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
     for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let sc = parse(f)?;
+        // Every entry checked as `kvsim check` checks it, its line named.
+        validate_expectations(&sc, f)?;
         if !sc.spec.expect.iter().any(|e| e.name == "buggy") {
             // No row, but still a scenario: a broken one is bad input, not silently dropped.
             resolve(&sc, None, Vec::new())?;

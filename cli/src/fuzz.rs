@@ -659,22 +659,31 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(h) = o.html.as_deref() {
         // Checked before the campaign, not after it (the report is written at the end, and a
         // report that cannot be written was a warning after the whole campaign, exit 0).
+        if h.trim().is_empty() {
+            return Err("--html: an empty path; give the report's file name".to_string());
+        }
         let dir = Path::new(h).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !dir.is_dir() {
+        // The corpus folder itself is made by the campaign: a report inside it is fine.
+        let in_corpus = same_path(dir, Path::new(&o.corpus));
+        if in_corpus {
+            // (checked for writing once the corpus exists; the campaign made it)
+        } else if !dir.is_dir() {
             return Err(format!("--html {h}: the folder {} does not exist", dir.display()));
         }
-        if Path::new(h).is_dir() || h.ends_with('/') {
+        if Path::new(h).is_dir() || h.ends_with('/') || same_path(Path::new(h), Path::new(&o.corpus)) {
             return Err(format!(
                 "--html {h}: a folder; give the report's file name (e.g. {}/report.html)",
                 h.trim_end_matches('/')
             ));
         }
-        let probe = dir.join(format!(".kvsim-write-check-{}", std::process::id()));
-        match std::fs::File::create(&probe) {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&probe);
+        if !in_corpus {
+            let probe = dir.join(format!(".kvsim-write-check-{}", std::process::id()));
+            match std::fs::File::create(&probe) {
+                Ok(_) => {
+                    let _ = std::fs::remove_file(&probe);
+                }
+                Err(e) => return Err(format!("--html {h}: cannot write in {}: {e}", dir.display())),
             }
-            Err(e) => return Err(format!("--html {h}: cannot write in {}: {e}", dir.display())),
         }
     }
     if o.corpus.trim().is_empty() {
@@ -964,6 +973,25 @@ fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
         .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
+/// Whether two paths name the same place, existing or not (`a/b/..` and `a`; a folder not made yet).
+fn same_path(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| {
+        let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
+        let mut out = PathBuf::new();
+        for c in abs.components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                std::path::Component::CurDir => {}
+                c => out.push(c),
+            }
+        }
+        out
+    };
+    norm(a) == norm(b)
+}
+
 /// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
 /// scratch an interrupted campaign left removed.
 fn open_campaign(
@@ -1038,7 +1066,22 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
             let failure = std::fs::read_to_string(dir.join("failure.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<Failure>(&t).ok());
-            let whole = failure.as_ref().is_some_and(|f| f.shrunk.is_none() || dir.join("shrunk.toml").is_file());
+            let whole = failure.as_ref().is_some_and(|f| {
+                (f.shrunk.is_none() || (dir.join("shrunk.toml").is_file() && dir.join("shrunk.jsonl").is_file()))
+                    && dir.join("trace.jsonl").is_file()
+            });
+            if dir.join("failure.json").is_file() && !dir.join("scenario.toml").is_file() {
+                // Its scenario is what everything else is made from: without it the example
+                // cannot be completed again (its table line named files that were gone).
+                eprintln!(
+                    "warning: {}: example seed {} of {sig} lost its scenario.toml: dropped from the list (and its folder removed)",
+                    o.corpus, e.seed
+                );
+                // As the clean-up removes an example the checkpoint does not list.
+                let _ = std::fs::remove_dir_all(&dir);
+                gone += 1;
+                return false;
+            }
             if dir.join("failure.json").is_file() && !whole && dir.join("scenario.toml").is_file() {
                 eprintln!(
                     "warning: {}: example seed {} of {sig} was damaged (its failure.json does not read, or a file it names is missing): completed again from its scenario",
@@ -1389,6 +1432,10 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     }
     let mut merged = m.campaign().map_err(|e| e.to_string())?;
     let known = merge_known(&merged.space, known)?;
+    if into.trim().is_empty() {
+        // It merged into the working folder, beside whatever it held.
+        return Err("--into: an empty path; give the merged corpus's folder".to_string());
+    }
     if out.exists() && !out.is_dir() {
         return Err(format!("--into {into}: a file, not a folder; merge into a new or empty folder"));
     }

@@ -511,6 +511,9 @@ fn run() -> i32 {
                 }
             }
             let ni = (check == Some(PropertyCheck::Noninterference)).then_some(secret_tenant);
+            // The path given (a `failure.json`, a folder's file) is an input too: `--trace` over
+            // it replaced a campaign's failure.json.
+            let given = scenario.clone();
             let scenario = match saved_file(&scenario, "scenario.toml") {
                 Ok(s) => s,
                 Err(e) => {
@@ -518,6 +521,16 @@ fn run() -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
+            if !same_file(&given, &scenario) {
+                if let Some((flag, out)) = [("--csv", csv.as_deref()), ("--trace", trace.trace.as_deref())]
+                    .into_iter()
+                    .chain([("--svg", trace.svg.as_deref()), ("--perfetto", trace.perfetto.as_deref())])
+                    .find_map(|(f, o)| o.filter(|o| same_file(o, &given)).map(|o| (f, o)))
+                {
+                    eprintln!("error: {flag} {out}: that is the input being run ({given}); write it elsewhere");
+                    return exit::BAD_INPUT;
+                }
+            }
             saved_for_a_check(&scenario, check, trace.check_oracle);
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
@@ -712,14 +725,8 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
 /// campaign's `scenario.toml`, a shrunk case), run without that check, would say "clean": a note
 /// names the flag (a timing channel's seed folder ran clean, exit 0, with nothing said).
 fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool) {
-    let Ok(text) = read_text(path) else { return };
-    let Some(sig) = text
-        .lines()
-        .take_while(|l| l.starts_with('#'))
-        .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("Signature: ").map(str::trim))
-    else {
-        return;
-    };
+    let Some(sig) = saved_signature(path) else { return };
+    let sig = sig.as_str();
     let flag = kvsim::campaign::run_flags(sig).trim();
     let given = match flag {
         "--check noninterference" => check == Some(PropertyCheck::Noninterference),
@@ -735,11 +742,23 @@ fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: boo
     }
 }
 
+/// The signature a file kvsim saved names in its header (`# Signature: …`: a campaign's
+/// `scenario.toml`, a shrunk case), if any.
+pub fn saved_signature(path: &str) -> Option<String> {
+    let text = read_text(path).ok()?;
+    text.lines()
+        .take_while(|l| l.starts_with('#'))
+        .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("Signature: ").map(|s| s.trim().to_string()))
+}
+
 /// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced
 /// the scenario with its own CSV, silently. (Other existing files are overwritten, as a CI job
 /// writing `--trace t.jsonl` on every run expects.)
 fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
     let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
+    if let Some((flag, _)) = given.iter().find(|(_, o)| o.trim().is_empty()) {
+        return Err(format!("{flag}: an empty path; give the file to write"));
+    }
     // The workload trace the scenario reads (`[trace] file`, beside the scenario) is an input too:
     // `--trace victim.jsonl` replaced it, and the next run failed on its own trace's header.
     let workload = read_text(input)

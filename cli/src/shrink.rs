@@ -70,7 +70,10 @@ pub fn load_any(input: &str, opts: &super::RunOpts, any_version: bool) -> Result
             return Ok(Loaded { cfg, signature: Some(sig), pinned: kvsim::shrink::pinned_knobs(&space) });
         }
     }
-    load_plain(input, opts, any_version).map(|cfg| Loaded { cfg, signature: None, pinned: Vec::new() })
+    // A file kvsim saved for a signature (a campaign's `scenario.toml`, a shrunk case) keeps it,
+    // as its folder would: a channel's case, shrunk as a file, read "clean, nothing to shrink".
+    let signature = super::saved_signature(&super::saved_file(input, "scenario.toml")?);
+    load_plain(input, opts, any_version).map(|cfg| Loaded { cfg, signature, pinned: Vec::new() })
 }
 
 fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<SimConfig, String> {
@@ -242,10 +245,15 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     // Refused before shrinking (the input was read and checked first): shrinking takes minutes,
     // and the file it would replace may be the case itself (`--out` naming the input) or another
     // shrunk case.
+    if o.out.trim().is_empty() || std::path::Path::new(&o.out).is_dir() {
+        eprintln!("error: --out {:?}: give the shrunk case's file name", o.out);
+        return exit::BAD_INPUT;
+    }
     let out = std::path::Path::new(&o.out);
     let same = |a: &std::path::Path, b: &std::path::Path| super::same_file(a, b);
     let input = std::path::Path::new(&o.input);
-    if same(out, input) || same(out, &input.join("scenario.toml")) {
+    let near = |f: &str| input.join(f);
+    if same(out, input) || ["scenario.toml", "failure.json", "shrunk.toml"].iter().any(|f| same(out, &near(f))) {
         eprintln!("error: --out {}: that is the input; write the shrunk case elsewhere", o.out);
         return exit::BAD_INPUT;
     }

@@ -593,7 +593,11 @@ fn a_piped_log_is_named_as_one_to_save_before_the_printed_command() {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(10), "{stdout}");
-    assert!(stdout.contains("save /dev/stdin to a file (read from a pipe"), "{stdout}");
+    assert!(
+        stdout.contains("save /dev/stdin as saved-log-1.txt (read from a pipe")
+            && stdout.contains("run: kvsim audit saved-log-1.txt "),
+        "{stdout}"
+    );
     // A log in a file gets the plain command.
     let file = dir.join("p.log");
     std::fs::write(&file, &log).unwrap();

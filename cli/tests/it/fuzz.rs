@@ -1175,6 +1175,16 @@ fn a_campaign_refuses_before_it_runs() {
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", ""]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--corpus: an empty path"));
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "10", "--corpus", &h, "--html", ""]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--html: an empty path"));
+    let out = kvsim(&["corpus", "merge", &h, "--into", ""]);
+    assert_eq!(out.status.code(), Some(2));
+    // A report inside the corpus the campaign makes is fine (it was "the folder does not exist").
+    let inside = format!("{h}/report-here.html");
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "3", "--corpus", &h, "--html", &inside]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(Path::new(&inside).is_file());
     // A misspelt --until kind, and a --time without a unit, are refused (the first ran the whole
     // campaign and said "not found"; the second ran 5 seconds for a user meaning minutes).
     let typo = tmp("until-typo");
@@ -1344,14 +1354,24 @@ fn a_damaged_example_is_completed_again_on_resume() {
         .filter(|e| e.path().is_dir())
         .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten().map(|e| e.path()))
         .filter(|p| p.join("shrunk.toml").is_file())
-        .take(2)
+        .take(4)
         .collect();
-    assert_eq!(seeds.len(), 2);
+    assert_eq!(seeds.len(), 4);
     std::fs::write(seeds[0].join("failure.json"), "{\"signature\": \"cr").unwrap();
     std::fs::remove_file(seeds[1].join("shrunk.toml")).unwrap();
+    std::fs::remove_file(seeds[2].join("trace.jsonl")).unwrap();
     let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(10), "{err}");
-    assert_eq!(err.matches("was damaged").count(), 2, "{err}");
+    assert_eq!(err.matches("was damaged").count(), 3, "{err}");
     assert_eq!(example_files(&c), before, "completed again to the same files");
+    assert!(seeds[2].join("trace.jsonl").is_file());
+    // Without its scenario an example cannot be made again: dropped, with a warning (the table
+    // named its files, which were gone).
+    std::fs::remove_file(seeds[3].join("scenario.toml")).unwrap();
+    let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lost its scenario.toml: dropped from the list"), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains(seeds[3].to_str().unwrap()), "{table}");
 }

@@ -399,6 +399,10 @@ fn outputs_never_overwrite_the_scenario_or_each_other() {
     let (code, _, err) = kvsim(&["run", s, "--trace", trace.to_str().unwrap()]);
     assert_eq!(code, Some(10), "{err}");
     assert!(std::fs::read_to_string(&trace).unwrap().starts_with("{\"kind\":\"header\""));
+    // An empty output path names its flag.
+    let (code, _, err) = kvsim(&["run", s, "--svg", ""]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--svg: an empty path"), "{err}");
     // A hard link to the scenario is the scenario (only another path to it was caught).
     let link = dir.join("link.toml");
     let _ = std::fs::remove_file(&link);
@@ -468,6 +472,13 @@ fn a_channels_shrunk_case_names_its_check() {
     let (code, _, err) = kvsim(&["run", out.to_str().unwrap(), "--check", "noninterference"]);
     assert_eq!(code, Some(10));
     assert!(!err.contains("which only"), "{err}");
+    // Shrunk again as a file, it keeps the signature its header names (it read "the run is
+    // clean; nothing to shrink", exit 0).
+    let again = dir.join("tc2.toml");
+    let (code, stdout, err) =
+        kvsim(&["shrink", out.to_str().unwrap(), "--out", again.to_str().unwrap(), "--force", "--budget", "50"]);
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    assert!(stdout.contains("shrunk `timing_channel/prefix_hit`"), "{stdout}");
 }
 
 /// The incident shrinks to a fixpoint within one command when the budget allows (16 passes ended

@@ -1491,7 +1491,7 @@ impl Scenario {
             None => None,
         };
         let blame = |mut e: ScenarioError| {
-            if let Some(from) = ps_from.as_ref().filter(|_| e.message.contains("page_size")) {
+            if let Some(from) = ps_from.as_ref().filter(|_| e.message.contains("page")) {
                 e.message.push_str(&format!(" (page_size {} is {from})", knobs.page_size));
             }
             e
