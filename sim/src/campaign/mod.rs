@@ -627,13 +627,13 @@ pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<Known
 pub fn triage_line(table: &BTreeMap<String, Entry>, k: &KnownBugs) -> String {
     let n_new = table.keys().filter(|s| k.row(s).is_none()).count();
     format!(
-        "triage against {} (profile {}): {} known, {} new{}\n",
+        "triage against {} (profile {}): {} known, {} new (exit {})\n",
         k.source,
         k.profile,
         table.len() - n_new,
         n_new,
         // The campaign's exit status, whatever it is (it was said only when 0).
-        format!(" (exit {})", crate::triage::exit_status(table.keys(), Some(k)))
+        crate::triage::exit_status(table.keys(), Some(k))
     )
 }
 
