@@ -81,23 +81,6 @@ pub(crate) fn test_manifest_dir() -> String {
     std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string())
 }
 
-#[cfg(test)]
-mod shell_tests {
-    /// A printed word pastes back as itself: plain words stay bare (`--set page_tags=on`), others
-    /// are quoted so that a shell splits them back into the same argument.
-    #[test]
-    fn printed_words_paste_back_as_themselves() {
-        for w in ["page_tags=on", "scenarios/small/stub-leak.toml", "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c="] {
-            assert_eq!(super::shell_word(w), w);
-        }
-        for w in ["dir with space/it's.toml", "corp <1>/x", "a;b", "$HOME", ""] {
-            let q = super::shell_word(w);
-            assert_ne!(q, w);
-            assert_eq!(shlex::split(&q), Some(vec![w.to_string()]), "{q}");
-        }
-    }
-}
-
 /// What an input's first bytes say it is when it is not UTF-8 text kvsim can read: gzip, UTF-16
 /// (a byte-order mark), binary (a NUL byte: a device such as `/dev/zero` is refused from its first
 /// bytes instead of read until memory runs out). `None` for text. Shared by every reader of input
@@ -112,5 +95,22 @@ pub fn sniff(head: &[u8]) -> Option<&'static str> {
         Some("binary data (a NUL byte), not text")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod shell_tests {
+    /// A printed word pastes back as itself: plain words stay bare (`--set page_tags=on`), others
+    /// are quoted so that a shell splits them back into the same argument.
+    #[test]
+    fn printed_words_paste_back_as_themselves() {
+        for w in ["page_tags=on", "scenarios/small/stub-leak.toml", "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c="] {
+            assert_eq!(super::shell_word(w), w);
+        }
+        for w in ["dir with space/it's.toml", "corp <1>/x", "a;b", "$HOME", ""] {
+            let q = super::shell_word(w);
+            assert_ne!(q, w);
+            assert_eq!(shlex::split(&q), Some(vec![w.to_string()]), "{q}");
+        }
     }
 }
