@@ -17,6 +17,13 @@ fn err(text: &str) -> ScenarioError {
 }
 
 /// The 1-based line of the first line of `text` that starts with `prefix`.
+/// A scratch folder of this test process, `kvsim-<tag>-<pid>` in the temporary folder.
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kvsim-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn line_of(text: &str, prefix: &str) -> usize {
     text.lines().position(|l| l.starts_with(prefix)).expect("line present") + 1
 }
@@ -218,8 +225,7 @@ fn override_errors_blame_the_override_not_a_valid_file_line() {
 #[test]
 fn the_binary_never_aborts_on_huge_numbers() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("hostile");
     for (i, text) in [
         GOOD.replace("pool_tokens = 8192", "pool_tokens = 8192\nmetadata_slots = 4294967295"),
         GOOD.replace("context_len = 8192", &format!("context_len = {}", u64::MAX)),
@@ -374,8 +380,7 @@ fn shrink_refuses_to_overwrite_its_input_or_an_existing_file() {
 /// (`kvsim run s.toml --csv s.toml` replaced the scenario with its CSV, exit 10, no warning).
 #[test]
 fn outputs_never_overwrite_the_scenario_or_each_other() {
-    let dir = std::env::temp_dir().join(format!("kvsim-outputs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("outputs");
     let scen = dir.join("s.toml");
     let text = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
     std::fs::write(&scen, &text).unwrap();
@@ -427,8 +432,7 @@ fn outputs_never_overwrite_the_scenario_or_each_other() {
 /// (they said 0.000s when every message took longer than the horizon).
 #[test]
 fn a_run_cut_at_the_horizon_ends_there() {
-    let dir = std::env::temp_dir().join(format!("kvsim-horizon-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("horizon");
     let scen = dir.join("slow.toml");
     std::fs::write(
         &scen,
@@ -448,8 +452,7 @@ fn a_run_cut_at_the_horizon_ends_there() {
 /// clean, exit 0, with nothing said).
 #[test]
 fn a_channels_shrunk_case_names_its_check() {
-    let dir = std::env::temp_dir().join(format!("kvsim-channel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("channel");
     let out = dir.join("tc.toml");
     let input = crate::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
     let (code, stdout, err) = kvsim(&[
@@ -486,8 +489,7 @@ fn a_channels_shrunk_case_names_its_check() {
 /// does end it is named; a budget of 0 is refused.
 #[test]
 fn shrinking_runs_to_a_fixpoint_within_the_budget() {
-    let dir = std::env::temp_dir().join(format!("kvsim-fixpoint-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("fixpoint");
     let out = dir.join("inc.toml");
     let inc = crate::scenarios_dir().join("glm53-incident.toml");
     let shrink = |budget: &str| {
@@ -509,8 +511,7 @@ fn shrinking_runs_to_a_fixpoint_within_the_budget() {
 /// field `context_len`", "invalid key-value pair" or "stream did not contain valid UTF-8").
 #[test]
 fn inputs_that_are_not_scenario_text_are_named() {
-    let dir = std::env::temp_dir().join(format!("kvsim-not-text-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("not-text");
     let good = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
     let mut utf16 = vec![0xff, 0xfe];
     utf16.extend(good.encode_utf16().flat_map(u16::to_le_bytes));
@@ -557,8 +558,7 @@ fn inputs_that_are_not_scenario_text_are_named() {
 /// start: the same trace hash as no fault, with nothing said).
 #[test]
 fn faults_that_change_nothing_are_noted() {
-    let dir = std::env::temp_dir().join(format!("kvsim-noop-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("noop-faults");
     let good = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
     let s = dir.join("noop.toml");
     std::fs::write(

@@ -16,15 +16,21 @@ fn scen(rel: &str) -> String {
     crate::scenarios_dir().join(rel).to_string_lossy().into_owned()
 }
 
-#[test]
-fn trace_replays_and_detects_divergence() {
-    let t = tmp("stub.jsonl");
+/// The stub-leak scenario's trace, written to `name`: its path and text.
+fn stub_trace(name: &str) -> (std::path::PathBuf, String) {
+    let t = tmp(name);
     let out = Command::new(bin())
         .args(["run", &scen("small/stub-leak.toml"), "--trace", t.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(10));
     let text = std::fs::read_to_string(&t).unwrap();
+    (t, text)
+}
+
+#[test]
+fn trace_replays_and_detects_divergence() {
+    let (t, text) = stub_trace("stub.jsonl");
     let lines: Vec<&str> = text.lines().collect();
     let header: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(header["kind"], "header");
@@ -137,13 +143,7 @@ fn trace_replays_and_detects_divergence() {
 /// read a cut file's header alone). Blank lines carry nothing and are skipped.
 #[test]
 fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
-    let t = tmp("hdr.jsonl");
-    let out = Command::new(bin())
-        .args(["run", &scen("small/stub-leak.toml"), "--trace", t.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(10));
-    let text = std::fs::read_to_string(&t).unwrap();
+    let (t, text) = stub_trace("hdr.jsonl");
     assert!(text.contains("\"profile\":\"sglang-0.5.16\""));
     let relabelled = tmp("hdr-profile.jsonl");
     std::fs::write(&relabelled, text.replacen("\"profile\":\"sglang-0.5.16\"", "\"profile\":\"vllm-nixl\"", 1))
