@@ -745,7 +745,14 @@ fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: boo
 /// The signature a file kvsim saved names in its header (`# Signature: …`: a campaign's
 /// `scenario.toml`, a shrunk case), if any.
 pub fn saved_signature(path: &str) -> Option<String> {
-    let text = read_text(path).ok()?;
+    use std::io::Read as _;
+    // The header only (a trace given to `shrink` was read whole for it).
+    let mut head = Vec::new();
+    std::fs::File::open(path).ok()?.take(64 * 1024).read_to_end(&mut head).ok()?;
+    if kvsim::sniff(&head).is_some() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&head);
     text.lines()
         .take_while(|l| l.starts_with('#'))
         .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("Signature: ").map(|s| s.trim().to_string()))
