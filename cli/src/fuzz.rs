@@ -646,6 +646,17 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let mut names: Vec<&str> = kvsim::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
         names.extend([kvsim::fuzz::EVENT_LIMIT, kvsim::fuzz::INVARIANT_BROKEN, "oracle_disagreement"]);
         let fits = |n: &&str| if u.contains('/') { *n == kind } else { n.starts_with(kind) };
+        // A channel is seen only by the noninterference check: without it the campaign ran to its
+        // end and said "not found".
+        let channel = ["timing_channel", "status_channel"].iter().any(|c| c.starts_with(kind) && !kind.is_empty());
+        if channel
+            && !names.iter().any(|n| fits(n) && !n.ends_with("_channel"))
+            && o.check != Some(super::PropertyCheck::Noninterference)
+        {
+            return Err(format!(
+                "--until {u}: a channel is seen only by the noninterference check: add --check noninterference"
+            ));
+        }
         if kind.is_empty() || !names.iter().any(fits) {
             let hint = kvsim::scenario::did_you_mean(kind, names.iter().copied())
                 .map(|m| format!("did you mean `{m}`? "))

@@ -531,7 +531,20 @@ fn run() -> i32 {
                     return exit::BAD_INPUT;
                 }
             }
-            saved_for_a_check(&scenario, check, trace.check_oracle);
+            // (After the output checks of `cmd_run`: a refused command says only why.)
+            if outputs_apart(
+                &scenario,
+                &[
+                    ("--csv", csv.as_deref()),
+                    ("--trace", trace.trace.as_deref()),
+                    ("--perfetto", trace.perfetto.as_deref()),
+                    ("--svg", trace.svg.as_deref()),
+                ],
+            )
+            .is_ok()
+            {
+                saved_for_a_check(&scenario, check, trace.check_oracle);
+            }
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
@@ -1038,7 +1051,12 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
                 format!("  recorded: {text}"),
             ]));
         }
-        Ok(None) => return Err(bad(format!("{path}: no footer (the trace was cut short)"))),
+        Ok(None) => {
+            return Err(bad(format!(
+                "{path}:{}: the file ends without its footer (the trace was cut short)",
+                st.reader.line()
+            )))
+        }
         Err(e) => return Err(bad(e.to_string())),
     };
     if let Err(e) = st.reader.next_item() {

@@ -92,7 +92,7 @@ pub fn sniff(head: &[u8]) -> Option<&'static str> {
     } else if head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]) {
         Some("UTF-16 text (a byte-order mark): save it as UTF-8")
     } else if head.contains(&0) {
-        Some("binary data (a NUL byte), not text")
+        Some("binary data (a NUL byte), not text (UTF-16 without a byte-order mark reads so too: save it as UTF-8)")
     } else {
         None
     }

@@ -1193,6 +1193,10 @@ fn a_campaign_refuses_before_it_runs() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("did you mean `cross_tenant_read`?"), "{err}");
     assert!(!Path::new(&typo).exists());
+    // A channel kind without the check that shows channels could never be found.
+    let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &typo, "--until", "timing_channel"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("add --check noninterference"));
     let out = kvsim(&["fuzz", "--time", "5", "--corpus", &typo]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--time 5: no unit"));

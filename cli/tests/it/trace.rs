@@ -68,9 +68,13 @@ fn trace_replays_and_detects_divergence() {
     // A file cut short (no footer) is bad input, as `confirm` says it, not a divergence.
     let cut = tmp("stub-cut.jsonl");
     std::fs::write(&cut, lines[..30].join("\n") + "\n").unwrap();
-    let out = Command::new(bin()).args(["replay", cut.to_str().unwrap()]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("without its footer (the trace was cut short)"));
+    // Both name the line where the file ends (confirm said "no footer" with no line).
+    for cmd in ["replay", "confirm"] {
+        let out = Command::new(bin()).args([cmd, cut.to_str().unwrap()]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(":30: the file ends without its footer (the trace was cut short)"), "{cmd}: {err}");
+    }
 
     // CRLF line ends (an editor's rewrite) read as the same lines: the replay matches.
     let crlf = tmp("stub-crlf.jsonl");

@@ -390,8 +390,8 @@ impl<R: std::io::BufRead> TraceReader<R> {
         }
         let footer = footer.ok_or_else(|| TraceError {
             file: self.file.clone(),
-            line: 0,
-            message: "no footer (the trace was cut short)".into(),
+            line: self.line,
+            message: "the file ends without its footer (the trace was cut short)".into(),
         })?;
         Ok(TraceMemLog { header: self.header, mem, lines, footer })
     }
