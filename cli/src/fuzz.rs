@@ -645,19 +645,19 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let kind = u.split('/').next().unwrap_or("");
         let mut names: Vec<&str> = kvsim::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
         names.extend([kvsim::fuzz::EVENT_LIMIT, kvsim::fuzz::INVARIANT_BROKEN, "oracle_disagreement"]);
-        let fits = |n: &&str| if u.contains('/') { *n == kind } else { n.starts_with(kind) };
+        let fits: Vec<&str> =
+            names.iter().copied().filter(|n| if u.contains('/') { *n == kind } else { n.starts_with(kind) }).collect();
         // A channel is seen only by the noninterference check: without it the campaign ran to its
         // end and said "not found".
-        let channel = ["timing_channel", "status_channel"].iter().any(|c| c.starts_with(kind) && !kind.is_empty());
-        if channel
-            && !names.iter().any(|n| fits(n) && !n.ends_with("_channel"))
+        if !fits.is_empty()
+            && fits.iter().all(|n| n.ends_with("_channel"))
             && o.check != Some(super::PropertyCheck::Noninterference)
         {
             return Err(format!(
                 "--until {u}: a channel is seen only by the noninterference check: add --check noninterference"
             ));
         }
-        if kind.is_empty() || !names.iter().any(fits) {
+        if kind.is_empty() || fits.is_empty() {
             let hint = kvsim::scenario::did_you_mean(kind, names.iter().copied())
                 .map(|m| format!("did you mean `{m}`? "))
                 .unwrap_or_default();
@@ -675,13 +675,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
         let dir = Path::new(h).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         // The corpus folder itself is made by the campaign: a report inside it is fine.
-        let in_corpus = same_path(dir, Path::new(&o.corpus));
+        let in_corpus = super::same_file(dir, &o.corpus);
         if in_corpus {
             // (checked for writing once the corpus exists; the campaign made it)
         } else if !dir.is_dir() {
             return Err(format!("--html {h}: the folder {} does not exist", dir.display()));
         }
-        if Path::new(h).is_dir() || h.ends_with('/') || same_path(Path::new(h), Path::new(&o.corpus)) {
+        if Path::new(h).is_dir() || h.ends_with('/') || super::same_file(h, &o.corpus) {
             return Err(format!(
                 "--html {h}: a folder; give the report's file name (e.g. {}/report.html)",
                 h.trim_end_matches('/')
@@ -984,25 +984,6 @@ fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
         .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
-/// Whether two paths name the same place, existing or not (`a/b/..` and `a`; a folder not made yet).
-fn same_path(a: &Path, b: &Path) -> bool {
-    let norm = |p: &Path| {
-        let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
-        let mut out = PathBuf::new();
-        for c in abs.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    out.pop();
-                }
-                std::path::Component::CurDir => {}
-                c => out.push(c),
-            }
-        }
-        out
-    };
-    norm(a) == norm(b)
-}
-
 /// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
 /// scratch an interrupted campaign left removed.
 fn open_campaign(
@@ -1077,11 +1058,12 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
             let failure = std::fs::read_to_string(dir.join("failure.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<Failure>(&t).ok());
+            let has = |f: &str| dir.join(f).is_file();
+            let (saved, scenario) = (has("failure.json"), has("scenario.toml"));
             let whole = failure.as_ref().is_some_and(|f| {
-                (f.shrunk.is_none() || (dir.join("shrunk.toml").is_file() && dir.join("shrunk.jsonl").is_file()))
-                    && dir.join("trace.jsonl").is_file()
+                (f.shrunk.is_none() || (has("shrunk.toml") && has("shrunk.jsonl"))) && has("trace.jsonl")
             });
-            if dir.join("failure.json").is_file() && !dir.join("scenario.toml").is_file() {
+            if saved && !scenario {
                 // Its scenario is what everything else is made from: without it the example
                 // cannot be completed again (its table line named files that were gone).
                 eprintln!(
@@ -1093,7 +1075,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 gone += 1;
                 return false;
             }
-            if dir.join("failure.json").is_file() && !whole && dir.join("scenario.toml").is_file() {
+            if saved && !whole {
                 eprintln!(
                     "warning: {}: example seed {} of {sig} was damaged (its failure.json does not read, or a file it names is missing): completed again from its scenario",
                     o.corpus, e.seed
@@ -1101,7 +1083,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
                 return true;
             }
-            if dir.join("failure.json").is_file() {
+            if saved {
                 // A confirmation that failed (no backend then) is tried again when this campaign
                 // confirms: the example is completed anew, as it was found.
                 let failed = o.confirm.0.is_some()
@@ -1114,7 +1096,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 }
                 return true;
             }
-            if dir.join("scenario.toml").is_file() {
+            if scenario {
                 jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
                 return true;
             }

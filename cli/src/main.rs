@@ -337,17 +337,12 @@ enum Cmd {
 
 /// Reads and resolves a scenario file; errors are printed with file, line and key.
 pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
-    let whole = |message: String| ScenarioError { file: path.to_string(), line: None, key: String::new(), message };
-    let text = read_text(path).map_err(|e| whole(format!("cannot read: {e}")))?;
-    if text.trim().is_empty() {
-        return Err(whole("an empty file: no scenario in it (`kvsim new FILE` writes a starting one)".into()));
-    }
-    if text.trim_start().starts_with('{') {
-        // A trace (JSON Lines) where a scenario is wanted: it read as "invalid key-value pair".
-        return Err(whole(
-            "a kvsim trace (JSON Lines), not a scenario: `kvsim replay`, `kvsim confirm` and `kvsim shrink` take a trace".into(),
-        ));
-    }
+    let text = scenario_text(path).map_err(|message| ScenarioError {
+        file: path.to_string(),
+        line: None,
+        key: String::new(),
+        message,
+    })?;
     let sc = Scenario::parse(path, &text)?;
     let set = kvsim::scenario::parse_set_flags(&opts.set)?;
     let set_names: Vec<String> = set.iter().map(|(k, _)| k.clone()).collect();
@@ -390,44 +385,61 @@ pub fn read_file(path: &str) -> std::io::Result<String> {
 /// device (`/dev/zero`) or a stray huge file is refused instead of read until memory runs out.
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
-/// Reads a log's bytes (`audit`, `new --from-log`, which decode them leniently): at most
-/// [`MAX_INPUT_BYTES`], and a device that gives only NUL bytes (`/dev/zero`) is refused from its
-/// first bytes (it was read until memory ran out).
-pub fn read_log_bytes(path: &str) -> std::io::Result<Vec<u8>> {
+/// An input file's bytes, at most [`MAX_INPUT_BYTES`]: its first 4 KiB are read first and
+/// `refuse` may name what they are not (a device or a binary file is refused before the rest is
+/// read: `/dev/zero` was read until memory ran out).
+fn read_bounded(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
     let mut bytes = Vec::new();
     (&mut f).take(4096).read_to_end(&mut bytes)?;
-    if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
-        return Err(std::io::Error::other("binary data (only NUL bytes), not a log"));
+    if let Some(what) = refuse(&bytes) {
+        return Err(std::io::Error::other(what));
     }
     f.read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(std::io::Error::other(format!("larger than {} MiB: not a log kvsim reads", MAX_INPUT_BYTES >> 20)));
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB: not an input kvsim reads",
+            MAX_INPUT_BYTES >> 20
+        )));
     }
     Ok(bytes)
 }
 
-/// Reads an input file as UTF-8 text, naming what it is when it is not: gzip, UTF-16, binary (a
-/// NUL byte), over [`MAX_INPUT_BYTES`] (it said "stream did not contain valid UTF-8", or read
-/// `/dev/zero` until allocation failed).
-pub fn read_text(path: &str) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let other = |m: String| std::io::Error::other(m);
-    let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
-    // The head first: a device or a binary file is named before the rest is read.
-    let mut bytes = Vec::new();
-    (&mut f).take(4096).read_to_end(&mut bytes)?;
-    if let Some(what) = kvsim::sniff(&bytes) {
-        return Err(other(what.to_string()));
-    }
-    f.read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(other(format!("larger than {} MiB: not an input kvsim reads", MAX_INPUT_BYTES >> 20)));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        other(format!("not UTF-8 text (invalid bytes at byte {}): save it as UTF-8", e.utf8_error().valid_up_to()))
+/// Reads a log's bytes (`audit`, `new --from-log`, which decode them leniently and name gzip and
+/// UTF-16 themselves): only a device that gives NUL bytes alone is refused.
+pub fn read_log_bytes(path: &str) -> std::io::Result<Vec<u8>> {
+    read_bounded(path, |head| {
+        (!head.is_empty() && head.iter().all(|&b| b == 0)).then_some("binary data (only NUL bytes), not a log")
     })
+}
+
+/// Reads an input file as UTF-8 text, naming what it is when it is not: gzip, UTF-16, binary
+/// (`kvsim::sniff`), over [`MAX_INPUT_BYTES`] (it said "stream did not contain valid UTF-8").
+pub fn read_text(path: &str) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, kvsim::sniff)?).map_err(|e| {
+        std::io::Error::other(format!(
+            "not UTF-8 text (invalid bytes at byte {}): save it as UTF-8",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// A scenario file's text, or why it is none: unreadable, empty, or a trace (JSON Lines) where a
+/// scenario is wanted ("missing field `context_len`", "invalid key-value pair" before). Shared by
+/// `kvsim run` and the catalogue commands.
+pub fn scenario_text(path: &str) -> Result<String, String> {
+    let text = read_text(path).map_err(|e| format!("cannot read: {e}"))?;
+    if text.trim().is_empty() {
+        return Err("an empty file: no scenario in it (`kvsim new FILE` writes a starting one)".into());
+    }
+    if text.trim_start().starts_with('{') {
+        return Err(
+            "a kvsim trace (JSON Lines), not a scenario: `kvsim replay`, `kvsim confirm` and `kvsim shrink` take a trace"
+                .into(),
+        );
+    }
+    Ok(text)
 }
 
 /// `--like`: the library's [`Like`](kvsim::scenario_doc::Like) as a clap choice (the library has no
@@ -511,8 +523,7 @@ fn run() -> i32 {
                 }
             }
             let ni = (check == Some(PropertyCheck::Noninterference)).then_some(secret_tenant);
-            // The path given (a `failure.json`, a folder's file) is an input too: `--trace` over
-            // it replaced a campaign's failure.json.
+            // The path given (a `failure.json`, a folder's file) is an input too.
             let given = scenario.clone();
             let scenario = match saved_file(&scenario, "scenario.toml") {
                 Ok(s) => s,
@@ -521,30 +532,17 @@ fn run() -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
-            if !same_file(&given, &scenario) {
-                if let Some((flag, out)) = [("--csv", csv.as_deref()), ("--trace", trace.trace.as_deref())]
-                    .into_iter()
-                    .chain([("--svg", trace.svg.as_deref()), ("--perfetto", trace.perfetto.as_deref())])
-                    .find_map(|(f, o)| o.filter(|o| same_file(o, &given)).map(|o| (f, o)))
-                {
-                    eprintln!("error: {flag} {out}: that is the input being run ({given}); write it elsewhere");
-                    return exit::BAD_INPUT;
-                }
+            let outputs = [
+                ("--csv", csv.as_deref()),
+                ("--trace", trace.trace.as_deref()),
+                ("--perfetto", trace.perfetto.as_deref()),
+                ("--svg", trace.svg.as_deref()),
+            ];
+            if let Err(e) = outputs_apart(&scenario, &given, &outputs) {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
             }
-            // (After the output checks of `cmd_run`: a refused command says only why.)
-            if outputs_apart(
-                &scenario,
-                &[
-                    ("--csv", csv.as_deref()),
-                    ("--trace", trace.trace.as_deref()),
-                    ("--perfetto", trace.perfetto.as_deref()),
-                    ("--svg", trace.svg.as_deref()),
-                ],
-            )
-            .is_ok()
-            {
-                saved_for_a_check(&scenario, check, trace.check_oracle);
-            }
+            saved_for_a_check(&scenario, check, trace.check_oracle);
             cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
@@ -713,13 +711,28 @@ fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
 }
 
 /// A path's identity, whether the file exists yet or not: the canonical path, else the
-/// canonical folder and the file's name (`None` when the folder does not exist either).
+/// canonical folder and the file's name, else (a folder not made yet: a campaign's corpus) the
+/// absolute path with `.` and `..` resolved by name.
 fn file_key(p: &std::path::Path) -> Option<std::path::PathBuf> {
     if let Ok(c) = p.canonicalize() {
         return Some(c);
     }
     let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    if let (Ok(d), Some(name)) = (dir.canonicalize(), p.file_name()) {
+        return Some(d.join(name));
+    }
+    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
+    let mut out = std::path::PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// Whether two paths name the same file (an output that would replace an input: `run --csv`,
@@ -774,7 +787,9 @@ pub fn saved_signature(path: &str) -> Option<String> {
 /// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced
 /// the scenario with its own CSV, silently. (Other existing files are overwritten, as a CI job
 /// writing `--trace t.jsonl` on every run expects.)
-fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
+/// `as_given` is the path as given when it stood for `input` (a `failure.json`, a folder's file):
+/// an input too (`--trace` over it replaced a campaign's `failure.json`).
+fn outputs_apart(input: &str, as_given: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), String> {
     let given: Vec<(&str, &str)> = outputs.iter().filter_map(|(f, o)| o.map(|o| (*f, o))).collect();
     if let Some((flag, _)) = given.iter().find(|(_, o)| o.trim().is_empty()) {
         return Err(format!("{flag}: an empty path; give the file to write"));
@@ -789,6 +804,9 @@ fn outputs_apart(input: &str, outputs: &[(&str, Option<&str>)]) -> Result<(), St
     for (i, (flag, out)) in given.iter().enumerate() {
         if same_file(out, input) {
             return Err(format!("{flag} {out}: that is the scenario being run; write it elsewhere"));
+        }
+        if same_file(out, as_given) {
+            return Err(format!("{flag} {out}: that is the input being run ({as_given}); write it elsewhere"));
         }
         if let Some(w) = workload.as_ref().filter(|w| same_file(out, w)) {
             return Err(format!(
@@ -814,18 +832,6 @@ fn cmd_run(
     topts: &TraceOpts,
     confirm_on: Option<confirm::BackendArg>,
 ) -> i32 {
-    if let Err(e) = outputs_apart(
-        path,
-        &[
-            ("--csv", csv),
-            ("--trace", topts.trace.as_deref()),
-            ("--perfetto", topts.perfetto.as_deref()),
-            ("--svg", topts.svg.as_deref()),
-        ],
-    ) {
-        eprintln!("error: {e}");
-        return exit::BAD_INPUT;
-    }
     let cfg = match load(path, opts) {
         Ok(c) => c,
         Err(e) => {

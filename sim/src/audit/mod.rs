@@ -933,7 +933,9 @@ fn scenario_arranged(a: &Audit, sources: &str, profile: &str, rotate: usize) -> 
     let nd = decode.len();
     decode.rotate_left(rotate % nd);
     // Most requests any decode node runs at once (its logged cap; the scenario's default else).
-    let decode_running = decode.iter().map(|g| g.max_running_requests.unwrap_or(256)).min().unwrap_or(256);
+    let default_running = u64::from(crate::scenario::DEFAULT_MAX_RUNNING_REQUESTS);
+    let decode_running =
+        decode.iter().map(|g| g.max_running_requests.unwrap_or(default_running)).min().unwrap_or(default_running);
     let prefill_pools: Vec<u64> = prefill.iter().map(|g| g.pool_tokens).collect();
     let decode_pools: Vec<u64> = decode.iter().map(|g| g.pool_tokens).collect();
     // Warm-up: enough accepted prompts to cover every decode pool once more than its size.

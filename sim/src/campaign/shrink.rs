@@ -609,14 +609,13 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
         compress_time(&mut s, &mut cur);
         merge_tenants(&mut s, &mut cur);
         shorten(&mut s, &mut cur);
-        let (now_necessary, mut now_unjudged) = fix_knobs(&mut s, &mut cur);
+        let (now_necessary, now_unjudged) = fix_knobs(&mut s, &mut cur);
         // A knob an earlier pass found necessary, left unjudged now that the budget is spent,
         // stays necessary: it was, at its last judgment (the last pass's leftovers read as "not
         // judged" once the passes ran on to the budget).
-        let earlier: Vec<String> = now_unjudged.iter().filter(|k| necessary.contains(*k)).cloned().collect();
-        now_unjudged.retain(|k| !earlier.contains(k));
+        let (earlier, left): (Vec<String>, Vec<String>) = now_unjudged.into_iter().partition(|k| necessary.contains(k));
         necessary = now_necessary.into_iter().chain(earlier).collect();
-        unjudged = now_unjudged;
+        unjudged = left;
         if s.runs >= s.budget {
             break;
         }

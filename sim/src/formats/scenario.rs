@@ -484,6 +484,8 @@ pub const MAX_TOKENS: u64 = 1 << 40;
 pub const MAX_NODES: usize = 1024;
 /// Metadata slots and running requests per node (both are allocated per node at start-up).
 pub const MAX_SLOTS_PER_NODE: u32 = 1 << 20;
+/// A node group's `max_running_requests` when the file leaves it out.
+pub const DEFAULT_MAX_RUNNING_REQUESTS: u32 = 256;
 /// Metadata slots over all nodes of a role (bounds the start-up allocation).
 pub const MAX_SLOTS_TOTAL: u64 = 1 << 24;
 /// Requests in one scenario (generated plus explicit plus trace).
@@ -1108,7 +1110,7 @@ impl Scenario {
                 table,
                 i,
                 "max_running_requests",
-                g.max_running_requests.map_or(256, u64::from),
+                g.max_running_requests.map_or(u64::from(DEFAULT_MAX_RUNNING_REQUESTS), u64::from),
                 1,
                 hi,
                 "",

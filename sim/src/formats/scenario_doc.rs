@@ -441,10 +441,13 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str, file_name: &str) -> Str
         let item = doc.as_table_mut().get_mut(&k).expect("key listed");
         match item {
             toml_edit::Item::Table(t) => {
-                let mut header = comment(&section_doc, "");
+                let header = comment(&section_doc, "");
+                // Under the `[knobs]` header, before its first key: a line uncommented there is a
+                // knob (above the header it was a key of the `[[request]]` before it: "unknown
+                // field `request.bootstrap_timeout_ms`").
+                let mut list = String::new();
                 if k == "knobs" {
-                    header.push_str(KNOB_LIST);
-                    header.push_str(" (`kvsim profiles` lists each profile's); uncomment one to change it:\n");
+                    list.push_str("# Every knob, with the profile's value (`kvsim profiles` lists each profile's); uncomment one to change it:\n");
                     let profile = file.profile.clone().unwrap_or_else(|| "sglang-0.5.16".into());
                     let p = crate::config::profile(&profile).expect("shipped profiles exist");
                     let values = toml::Table::try_from((p.knobs)()).expect("knobs serialise");
@@ -455,12 +458,21 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str, file_name: &str) -> Str
                         }
                         let d =
                             knob_props.get(kn).and_then(|x| x.get("description")).and_then(Value::as_str).unwrap_or("");
-                        header.push_str(&comment(d, ""));
-                        let _ = writeln!(header, "#   {kn} = {kv}");
+                        list.push_str(&comment(d, ""));
+                        let _ = writeln!(list, "#   {kn} = {kv}");
                     }
                 }
                 t.decor_mut().set_prefix(format!("\n{header}"));
                 annotate_table(&root, r, t);
+                let first = t.iter().find(|(_, i)| i.is_value()).map(|(key, _)| key.to_string());
+                match first.and_then(|key| t.key_mut(&key)) {
+                    Some(mut key) if !list.is_empty() => {
+                        let own = key.leaf_decor().prefix().and_then(|p| p.as_str()).unwrap_or("").to_string();
+                        key.leaf_decor_mut().set_prefix(format!("\n{list}{own}"));
+                    }
+                    // A table without keys: the list stays above its header.
+                    _ => t.decor_mut().set_prefix(format!("\n{header}{list}")),
+                }
             }
             toml_edit::Item::ArrayOfTables(a) => {
                 let item_schema = resolve(&root, r.get("items").unwrap_or(&Value::Null)).clone();
@@ -484,27 +496,10 @@ fn annotated(name: &str, spec: &ScenarioFile, how: &str, file_name: &str) -> Str
     if let Some(t) = &file.trace {
         out.push_str(&comment(&format!("The trace file `{}` is read relative to this file: point it at data/mooncake/conversation_trace.jsonl of a kvsim checkout.", t.file), ""));
     }
-    out.push_str(&knob_list_inside(doc.to_string()));
+    out.push_str(&doc.to_string());
     out.push_str(&absent_sections(&file));
     out
 }
-
-/// The commented list of every knob moved from above the `[knobs]` header to just below it, so
-/// that a line uncommented there is a knob (above the header it was a key of the `[[request]]`
-/// before it: "unknown field `request.bootstrap_timeout_ms`").
-fn knob_list_inside(text: String) -> String {
-    const HEADER: &str = "[knobs]\n";
-    let (Some(a), Some(b)) = (text.find(KNOB_LIST), text.find(&format!("\n{HEADER}")).map(|i| i + 1)) else {
-        return text;
-    };
-    if a > b {
-        return text;
-    }
-    format!("{}{HEADER}\n{}{}", &text[..a], &text[a..b], &text[b + HEADER.len()..])
-}
-
-/// The first line of the commented knob list of a starting scenario's `[knobs]`.
-const KNOB_LIST: &str = "# Every knob, with the profile's value";
 
 /// The sections the scenario does not use, as commented examples (so that a starting scenario
 /// shows every section, not only the ones its source has): scripted faults and the `[[expect]]`
