@@ -1,12 +1,13 @@
 //! `kvsim explore SCENARIO`: exhaustive small-scope exploration (the engine is
-//! `kvsim::explore`), and `kvsim run SCENARIO --choices STRING`, which replays one schedule.
+//! `kvsim::explore`). (`kvsim run SCENARIO --choices STRING`, which replays one schedule, is
+//! `run`'s, in `main.rs`.)
 //! Subtrees run on `--jobs` worker threads and merge in subtree order, so the answer is the
 //! same for any number of workers; `--checkpoint FILE` makes a long exploration resumable.
 
 use kvsim::check::Kind;
 use kvsim::config::SimConfig;
 use kvsim::explore::{self, Bounds, ChoiceString, FaultKind, Spec, SubtreeResult};
-use kvsim::report::{exit, Report};
+use kvsim::report::exit;
 use std::io::IsTerminal as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -453,63 +454,6 @@ fn describe_bound(spec: &Spec) -> String {
         },
         spec.max_states
     )
-}
-
-/// `kvsim run SCENARIO --choices STRING`: one schedule replayed; the ordinary report, as `format`
-/// (text, JSON, or the per-request CSV).
-pub fn run_choices(path: &str, opts: &super::RunOpts, choices: &str, format: super::Format) -> i32 {
-    let cfg = match super::load(path, opts) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::BAD_INPUT;
-        }
-    };
-    let cs: ChoiceString = match choices.parse() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: --choices: {e}");
-            return exit::BAD_INPUT;
-        }
-    };
-    let mut w = explore::world_for(&cfg, &cs.bounds, &cs.choices);
-    w.run();
-    let c = w.chooser.as_ref().expect("explored world");
-    if let Some((i, v, d)) = c.misfit {
-        eprintln!(
-            "error: --choices: choice {i} is {v} but that choice point has {d} values here (a choice string of another scenario, profile or bound)"
-        );
-        return exit::BAD_INPUT;
-    }
-    if c.trail.len() < cs.choices.len() {
-        eprintln!(
-            "error: --choices: {} choices given but the run has {} choice points",
-            cs.choices.len(),
-            c.trail.len()
-        );
-        return exit::BAD_INPUT;
-    }
-    let count = |p: explore::Point| c.trail.iter().filter(|x| x.point == p).count();
-    eprintln!(
-        "schedule: {} choice points (latency {}, fault {}, crash {}, route {}, order {}), {} given",
-        c.trail.len(),
-        count(explore::Point::Latency),
-        count(explore::Point::Fault),
-        count(explore::Point::Crash),
-        count(explore::Point::Route),
-        count(explore::Point::Order),
-        cs.choices.len()
-    );
-    let repro = format!("{} --choices {}", super::reproduce_cmd(path, &cfg, opts), kvsim::shell_word(&cs.to_string()));
-    let report = Report::build(&w, repro);
-    if format == super::Format::Json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
-    } else if format == super::Format::Csv {
-        print!("{}", kvsim::latency::csv(&report.per_request));
-    } else {
-        print!("{}", report.text());
-    }
-    report.exit_code
 }
 
 /// One catalogue cell's exploration.

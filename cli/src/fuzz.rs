@@ -284,7 +284,7 @@ fn confirm_signature(sig: &str, trace: &Path, backend: super::confirm::BackendAr
 
 fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>, check: bool) -> Result<(), String> {
     let path = path.to_string_lossy();
-    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, check).map(|_| ())
+    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, check, None).map(|_| ())
 }
 
 /// Work for the shrink worker, in the order the accounting decided it.
@@ -354,7 +354,7 @@ impl Ctx {
         let cfg = super::load(&scenario.to_string_lossy(), &super::RunOpts::default()).map_err(|e| e.to_string())?;
         let check = kvsim::fuzz::is_disagreement(sig);
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
-        let filter = (!check).then(|| super::filter_for(&cfg).1);
+        let filter = (!check).then(|| super::filter_for(&cfg, None).1);
         write_trace_file(&cfg, &dir.join("trace.jsonl"), filter, check)?;
         let mut failure = Failure::new(sig, seed, &self.space_name, &dir);
         failure.requests = requests;

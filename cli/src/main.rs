@@ -239,8 +239,12 @@ enum Cmd {
         /// auto (the default when no value is given), cpu or cuda.
         #[arg(long, value_enum, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "auto")]
         confirm: Option<confirm::BackendArg>,
-        /// Replay one schedule found by `kvsim explore` (its choice string).
-        #[arg(long, value_name = "STRING", conflicts_with_all = ["check_determinism", "check", "confirm", "csv", "trace", "trace_filter", "perfetto", "svg", "check_oracle"])]
+        /// Replay one schedule found by `kvsim explore` (its choice string). Takes the outputs
+        /// (--trace, --svg, --perfetto, --csv), --confirm, --check-oracle and
+        /// --check-determinism as a seeded run does; a trace records the string, so `kvsim
+        /// replay` and `kvsim confirm` follow it too. Not with --check (its extra runs would
+        /// meet other choice points).
+        #[arg(long, value_name = "STRING", conflicts_with_all = ["check", "secret_tenant"])]
         choices: Option<String>,
     },
     /// Re-run a trace file's configuration and compare it record by record (exit 3 on divergence; on a match, the run's own exit status, e.g. 10 for a leaking run).
@@ -498,9 +502,6 @@ fn run() -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run { scenario, choices: Some(c), opts, json, format, .. } => {
-            explore::run_choices(&scenario, &opts, &c, if json { Format::Json } else { format })
-        }
         Cmd::Explore(o) => explore::run(&o),
         Cmd::Reach(o) => reach::run(&o),
         Cmd::Run {
@@ -514,7 +515,7 @@ fn run() -> i32 {
             secret_tenant,
             trace,
             confirm,
-            choices: None,
+            choices,
         } => {
             let format = if json { Format::Json } else { format };
             if check == Some(PropertyCheck::Invariants) {
@@ -543,7 +544,8 @@ fn run() -> i32 {
                 return exit::BAD_INPUT;
             }
             saved_for_a_check(&scenario, check, trace.check_oracle);
-            cmd_run(&scenario, &opts, format, csv.as_deref(), check_determinism, ni, &trace, confirm)
+            let run = RunFlags { format, csv: csv.as_deref(), check_determinism, noninterference: ni, confirm };
+            cmd_run(&scenario, &opts, &run, &trace, choices.as_deref())
         }
         Cmd::Replay { trace, force } => cmd_replay(&trace, force),
         Cmd::Profiles => cmd_profiles(),
@@ -578,6 +580,7 @@ fn run_with_trace(
     repro: &str,
     t: &TraceOpts,
     fold: bool,
+    sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
     let pictures = t.perfetto.is_some() || t.svg.is_some();
     let tracer = |sink: Option<Box<dyn kvsim::trace::TraceSink>>| {
@@ -589,7 +592,7 @@ fn run_with_trace(
     };
     let (w, report) = match &t.trace {
         None => {
-            let mut w = kvsim::world::World::new(cfg.clone(), tracer(None));
+            let mut w = world_of(cfg, tracer(None), sched);
             if t.check_oracle {
                 w.enable_reference();
             }
@@ -598,7 +601,7 @@ fn run_with_trace(
             let r = Report::build(&w, repro.to_string());
             (w, r)
         }
-        Some(path) => write_trace(cfg, repro, t, path, &tracer)?,
+        Some(path) => write_trace(cfg, repro, t, path, &tracer, sched)?,
     };
     if let Some(records) = &w.tracer.collected {
         if let Some(p) = &t.perfetto {
@@ -617,6 +620,18 @@ fn run_with_trace(
 
 pub type MakeTracer<'a> = &'a dyn Fn(Option<Box<dyn kvsim::trace::TraceSink>>) -> kvsim::trace::Tracer;
 
+/// The explored schedule a run follows (`run --choices`), or `None` for a seeded run.
+pub type Schedule<'a> = Option<&'a kvsim::explore::ChoiceString>;
+
+/// The world of one run: `cfg` recording through `tracer`, following `sched` if given.
+pub fn world_of(cfg: &SimConfig, tracer: kvsim::trace::Tracer, sched: Schedule) -> kvsim::world::World {
+    let mut w = kvsim::world::World::new(cfg.clone(), tracer);
+    if let Some(cs) = sched {
+        cs.follow_in(&mut w);
+    }
+    w
+}
+
 /// Runs with the streaming JSON Lines writer: header, records, footer.
 fn write_trace(
     cfg: &SimConfig,
@@ -624,24 +639,25 @@ fn write_trace(
     t: &TraceOpts,
     path: &str,
     tracer: MakeTracer,
+    sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
-    let filter = if t.trace_filter { Some(filter_for(cfg).1) } else { None };
-    trace_to_file(cfg, repro, path, filter, tracer, t.check_oracle)
+    let filter = if t.trace_filter { Some(filter_for(cfg, sched).1) } else { None };
+    trace_to_file(cfg, repro, path, filter, tracer, t.check_oracle, sched)
 }
 
 /// `--trace-filter`: runs `cfg` once keeping only its memory log, and returns the filter that
 /// keeps the violating requests and the whole history of every page their reads depend on.
-pub fn filter_for(cfg: &SimConfig) -> (kvsim::world::World, Filter) {
-    let (w, mem) = mem_log_of(cfg);
+pub fn filter_for(cfg: &SimConfig, sched: Schedule) -> (kvsim::world::World, Filter) {
+    let (w, mem) = mem_log_of(cfg, sched);
     let filter = Filter::for_run(&w, &mem);
     (w, filter)
 }
 
 /// Runs `cfg` keeping only its memory log (in memory).
-pub fn mem_log_of(cfg: &SimConfig) -> (kvsim::world::World, Vec<(u64, kvsim::trace::MemOp)>) {
+pub fn mem_log_of(cfg: &SimConfig, sched: Schedule) -> (kvsim::world::World, Vec<(u64, kvsim::trace::MemOp)>) {
     let log = kvsim::tracefile::MemLog::default();
     let mem = log.0.clone();
-    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(log))));
+    let mut w = world_of(cfg, kvsim::trace::Tracer::new(Some(Box::new(log))), sched);
     w.run();
     drop(w.tracer.take_sink());
     let mem = std::mem::take(&mut *mem.borrow_mut());
@@ -657,15 +673,17 @@ pub fn trace_to_file(
     filter: Option<Filter>,
     tracer: MakeTracer,
     check_oracle: bool,
+    sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
     let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
     let mut out = BufWriter::new(file);
-    let header = Header { check_oracle, ..Header::new(cfg, filter.clone()) };
+    let choices = sched.map(|cs| cs.to_string());
+    let header = Header { check_oracle, choices, ..Header::new(cfg, filter.clone()) };
     use std::io::Write as _;
     writeln!(out, "{}", serde_json::to_string(&header).expect("header serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
     let (sink, state) = tracefile::JsonlWriter::new(out, filter, cfg.knobs.page_size);
-    let mut w = kvsim::world::World::new(cfg.clone(), tracer(Some(Box::new(sink))));
+    let mut w = world_of(cfg, tracer(Some(Box::new(sink))), sched);
     if check_oracle {
         w.enable_reference();
     }
@@ -821,17 +839,28 @@ fn outputs_apart(input: &str, as_given: &str, outputs: &[(&str, Option<&str>)]) 
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cmd_run(
-    path: &str,
-    opts: &RunOpts,
+/// `--choices STRING` for `cfg`: parsed, and checked to fit the scenario by one untraced run (a
+/// string of another scenario, profile or bound would silently take other choices); the fit is
+/// printed to stderr.
+fn choices_for(cfg: &SimConfig, text: &str) -> Result<kvsim::explore::ChoiceString, String> {
+    let cs: kvsim::explore::ChoiceString = text.parse().map_err(|e| format!("{e}"))?;
+    let fit = kvsim::explore::fit(cfg, &cs).map_err(|m| m.to_string())?;
+    eprintln!("schedule: {fit}");
+    Ok(cs)
+}
+
+/// What `kvsim run` does besides the run itself (the report's form, the extra checks).
+struct RunFlags<'a> {
     format: Format,
-    csv: Option<&str>,
+    csv: Option<&'a str>,
     check_determinism: bool,
+    /// `--check noninterference`, with its secret tenant if one was named.
     noninterference: Option<Option<u32>>,
-    topts: &TraceOpts,
-    confirm_on: Option<confirm::BackendArg>,
-) -> i32 {
+    confirm: Option<confirm::BackendArg>,
+}
+
+fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choices: Option<&str>) -> i32 {
+    let RunFlags { format, csv, check_determinism, noninterference, confirm: confirm_on } = *flags;
     let cfg = match load(path, opts) {
         Ok(c) => c,
         Err(e) => {
@@ -840,6 +869,17 @@ fn cmd_run(
         }
     };
     let mut repro = reproduce_cmd(path, &cfg, opts);
+    let sched = match choices.map(|c| choices_for(&cfg, c)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: --choices: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    if let Some(cs) = &sched {
+        repro.push_str(&format!(" --choices {}", kvsim::shell_word(&cs.to_string())));
+    }
+    let sched = sched.as_ref();
     if let Some(secret) = noninterference {
         if let Some(t) = secret {
             if !kvsim::check::noninterference::content_tenants(&cfg).contains(&t) {
@@ -852,7 +892,7 @@ fn cmd_run(
             repro.push_str(&format!(" --secret-tenant {t}"));
         }
     }
-    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts, noninterference.is_none()) {
+    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts, noninterference.is_none(), sched) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
@@ -871,7 +911,8 @@ fn cmd_run(
         );
     }
     if check_determinism {
-        let again = kvsim::simulate(cfg.clone(), None, false);
+        let mut again = world_of(&cfg, kvsim::trace::Tracer::new(None), sched);
+        again.run();
         let h2 = again.tracer.hash_hex();
         if h2 != report.trace_hash || again.events() != report.events {
             eprintln!(
@@ -894,7 +935,7 @@ fn cmd_run(
         Format::Text => print!("{}", report.text()),
     }
     if let Some(backend) = confirm_on {
-        return confirm_run(&cfg, &report, backend, format == Format::Json);
+        return confirm_run(&cfg, &report, backend, format == Format::Json, sched);
     }
     report.exit_code
 }
@@ -957,8 +998,8 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
 /// `kvsim run --confirm`: replays the run's violating reads (up to 64) on `backend`, like
 /// `kvsim confirm` on its trace, and prints the verdict of each read (to stderr with `--json`).
 /// The exit code stays the run's, unless the confirmation itself fails (2, 3 or 4).
-fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, json: bool) -> i32 {
-    let (_, mem) = mem_log_of(cfg);
+fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, json: bool, sched: Schedule) -> i32 {
+    let (_, mem) = mem_log_of(cfg, sched);
     let log = confirm::Log {
         label: format!("{} (seed {})", cfg.name, cfg.seed),
         format: String::new(),
@@ -1026,14 +1067,19 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
         tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }).map_err(|e| bad(e.to_string()))?;
     let cfg = reader.header.config.clone();
     let check_oracle = reader.header.check_oracle;
+    let sched = reader.header.schedule().map_err(|e| bad(format!("{path}:1: {e}")))?;
     let (sink, state) = tracefile::Comparer::new(reader);
-    let mut w = kvsim::world::World::new(cfg.clone(), kvsim::trace::Tracer::new(Some(Box::new(sink))));
+    let mut w = world_of(&cfg, kvsim::trace::Tracer::new(Some(Box::new(sink))), sched.as_ref());
     if check_oracle {
         w.enable_reference();
     }
     w.run();
     let repro = format!("kvsim replay {path}");
     let report = Report::build(&w, repro);
+    if let (Some(cs), Some(c)) = (&sched, &w.chooser) {
+        // A string that does not fit ran other choices than it names: not this trace's run.
+        c.fits(cs.choices.len()).map_err(|m| bad(format!("{path}:1: header field `choices`: {m}")))?;
+    }
     drop(w.tracer.take_sink());
     let mut st = state.borrow_mut();
     if let Some(e) = st.error.take() {

@@ -99,6 +99,15 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<S
         }
         let reader = super::tracefile::open(&path, kvsim::tracefile::ReadOptions { any_version: true })
             .map_err(|e| e.to_string())?;
+        if let Some(cs) = &reader.header.choices {
+            // Shrinking runs seeded schedules: this configuration without its choices is another
+            // run (it shrank the default schedule's bug, or found none).
+            return Err(format!(
+                "{path}:1: the trace follows a schedule found by `kvsim explore` (header `choices`: {cs}); shrink \
+                 reduces seeded runs: `kvsim explore SCENARIO --out FILE` writes the schedule's shrunk scenario \
+                 and choice string"
+            ));
+        }
         let written_by = &reader.header.kvsim_version;
         if written_by != env!("CARGO_PKG_VERSION") && !any_version {
             return Err(format!(

@@ -513,3 +513,68 @@ fn an_interrupted_exploration_says_how_to_resume() {
         "{err}"
     );
 }
+
+/// `run --choices` takes a seeded run's outputs: the trace records the string, so replay and
+/// confirm follow the schedule (a header without it replays another run, a difference); the
+/// picture and confirmation are the schedule's; shrink refuses the trace; a string that does not
+/// fit writes nothing.
+#[test]
+fn a_chosen_schedule_is_traced_drawn_confirmed_and_replayed() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-choices-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let src = catalogue("abort-after-forward.toml");
+    let run = |choices: &str, extra: &[&str]| {
+        let cs = format!("v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c={choices}");
+        let mut args = vec!["run", &src, "--set", "prefill_post_forward_abort_check=off", "--choices", &cs];
+        args.extend_from_slice(extra);
+        Command::new(bin).args(&args).output().unwrap()
+    };
+    let (trace, svg) = (at("t.jsonl"), at("t.svg"));
+    let r = run("1.1.0.1", &["--trace", &trace, "--svg", &svg, "--confirm", "cpu", "--check-determinism"]);
+    let (out, err) = (String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.status.code(), Some(10), "{out}{err}");
+    assert!(err.contains("schedule: 38 choice points") && err.contains("4 given"), "{err}");
+    assert!(err.contains("determinism check passed"), "{err}");
+    assert!(out.contains("CONFIRMED") && out.contains("--choices v1/f=1/"), "{out}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("cross_tenant_read"));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["choices"], "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c=1.1.0.1");
+    let replay = Command::new(bin).args(["replay", &trace]).output().unwrap();
+    assert_eq!(replay.status.code(), Some(10), "{}", String::from_utf8_lossy(&replay.stderr));
+    assert!(String::from_utf8_lossy(&replay.stdout).contains("replay matches"));
+    let confirm = Command::new(bin).args(["confirm", &trace, "--backend", "cpu"]).output().unwrap();
+    assert_eq!(confirm.status.code(), Some(10), "{}", String::from_utf8_lossy(&confirm.stderr));
+    // The schedule is part of the run: without it the header names another run.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut h = header.clone();
+    h.as_object_mut().unwrap().remove("choices");
+    lines[0] = h.to_string();
+    let cut = at("cut.jsonl");
+    std::fs::write(&cut, lines.join("\n")).unwrap();
+    let replay = Command::new(bin).args(["replay", &cut]).output().unwrap();
+    assert_eq!(replay.status.code(), Some(3), "{}", String::from_utf8_lossy(&replay.stdout));
+    // A string that does not fit its header's run is bad input naming the field.
+    h["choices"] = "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c=9".into();
+    lines[0] = h.to_string();
+    std::fs::write(&cut, lines.join("\n")).unwrap();
+    let replay = Command::new(bin).args(["replay", &cut]).output().unwrap();
+    assert_eq!(replay.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&replay.stderr).contains("header field `choices`"));
+    // Shrinking runs seeded schedules: the trace is refused, not shrunk as its default schedule.
+    let shrink = Command::new(bin).args(["shrink", &trace, "--out", &at("s.toml")]).output().unwrap();
+    assert_eq!(shrink.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&shrink.stderr).contains("kvsim explore"));
+    assert!(!dir.join("s.toml").exists());
+    // A string of another bound: exit 2 before any output is written.
+    let (trace2, svg2) = (at("t2.jsonl"), at("t2.svg"));
+    let r = run("9", &["--trace", &trace2, "--svg", &svg2]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("choice 0 is 9"));
+    assert!(!dir.join("t2.jsonl").exists() && !dir.join("t2.svg").exists());
+    // A check's extra runs would meet other choice points.
+    assert_eq!(run("", &["--check", "invariants"]).status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -151,6 +151,17 @@ impl Chooser {
         Chooser { bounds, prefix, trail: Vec::new(), faults_used: 0, reorders_used: 0, misfit: None }
     }
 
+    /// After a run that followed a string of `given` choices: whether each fitted its point.
+    pub fn fits(&self, given: usize) -> Result<(), Misfit> {
+        if let Some((index, value, domain)) = self.misfit {
+            return Err(Misfit::Domain { index, value, domain });
+        }
+        if self.trail.len() < given {
+            return Err(Misfit::TooMany { given, points: self.trail.len() });
+        }
+        Ok(())
+    }
+
     /// Whether every prefix choice has been taken (the run is in new territory).
     pub fn past_prefix(&self) -> bool {
         self.trail.len() >= self.prefix.len()
@@ -461,6 +472,83 @@ pub fn world_for(cfg: &SimConfig, bounds: &Bounds, choices: &[u32]) -> World {
     let mut w = World::new(cfg.clone(), Tracer::new(None));
     w.chooser = Some(Box::new(Chooser::new(bounds.clone(), choices.to_vec())));
     w
+}
+
+impl ChoiceString {
+    /// Makes `w`, not yet run, follow this schedule: each draw a chooser replaces comes from
+    /// the string (then 0). `kvsim run --choices` builds its traced, drawn or confirmed world
+    /// so, and a trace's replay rebuilds it from the header's `choices`.
+    pub fn follow_in(&self, w: &mut World) {
+        w.chooser = Some(Box::new(Chooser::new(self.bounds.clone(), self.choices.clone())));
+    }
+}
+
+/// How a choice string fits a scenario: the choice points its run met, by kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fit {
+    /// `(kind, count)` in `Point` order; together every choice point of the run.
+    pub points: Vec<(Point, usize)>,
+    /// Choices the string gives (the rest of the run takes 0).
+    pub given: usize,
+}
+
+impl Fit {
+    pub fn total(&self) -> usize {
+        self.points.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl fmt::Display for Fit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |p: Point| self.points.iter().find(|(q, _)| *q == p).map_or(0, |(_, n)| *n);
+        write!(
+            f,
+            "{} choice points (latency {}, fault {}, crash {}, route {}, order {}), {} given",
+            self.total(),
+            n(Point::Latency),
+            n(Point::Fault),
+            n(Point::Crash),
+            n(Point::Route),
+            n(Point::Order),
+            self.given
+        )
+    }
+}
+
+/// Why a choice string does not fit a scenario (it was made for another scenario, profile or
+/// bound): a run would silently take other choices than the string says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Misfit {
+    /// Choice `index` is `value`, but that point has `domain` values in this run.
+    Domain { index: usize, value: u32, domain: u32 },
+    /// More choices than the run has choice points.
+    TooMany { given: usize, points: usize },
+}
+
+impl fmt::Display for Misfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Misfit::Domain { index, value, domain } => write!(
+                f,
+                "choice {index} is {value} but that choice point has {domain} values here (a choice string of another scenario, profile or bound)"
+            ),
+            Misfit::TooMany { given, points } => {
+                write!(f, "{given} choices given but the run has {points} choice points")
+            }
+        }
+    }
+}
+
+/// Runs `cfg` under `cs` once (no trace) and says whether every choice fits: a run that follows
+/// the string is the schedule it names only then.
+pub fn fit(cfg: &SimConfig, cs: &ChoiceString) -> Result<Fit, Misfit> {
+    let mut w = world_for(cfg, &cs.bounds, &cs.choices);
+    w.run();
+    let c = w.chooser.as_ref().expect("explored world");
+    c.fits(cs.choices.len())?;
+    let kinds = [Point::Latency, Point::Fault, Point::Crash, Point::Route, Point::Order];
+    let points = kinds.iter().map(|&p| (p, c.trail.iter().filter(|x| x.point == p).count())).collect();
+    Ok(Fit { points, given: cs.choices.len() })
 }
 
 /// Runs one schedule: the prefix, then default choices. With `visited`, states past the prefix

@@ -33,6 +33,10 @@ pub struct Header {
     /// the same, so a recorded disagreement replays as one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check_oracle: bool,
+    /// The explored schedule the run followed (`kvsim run --choices`: a choice string, as
+    /// `explore::ChoiceString` writes it): a replay follows it too. Absent for a seeded run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -82,7 +86,13 @@ impl Header {
             config: cfg.clone(),
             filter,
             check_oracle: false,
+            choices: None,
         }
+    }
+
+    /// The schedule the run followed, parsed (`None` for a seeded run).
+    pub fn schedule(&self) -> Result<Option<crate::explore::ChoiceString>, String> {
+        self.choices.as_deref().map(|c| c.parse().map_err(|e| format!("header field `choices`: {e}"))).transpose()
     }
 }
 
@@ -303,6 +313,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
         if let Some(f) = &header.filter {
             f.validate().map_err(|m| e(at, m.to_string()))?;
         }
+        header.schedule().map_err(|m| e(at, m))?;
         Ok(TraceReader { src, file: file.to_string(), line: at, header, done: false })
     }
 
