@@ -252,7 +252,8 @@ impl World {
     /// batch of its transfer still pending: progress now, at `at`), and, while it waits in a queue, the queue's (its prefill
     /// node took a request out of the bootstrap or waiting queue; its decode node took one out
     /// of the prealloc queue, a request running there got a token, or a transfer into room the
-    /// node holds is in flight: room will free). A request
+    /// node holds is in flight: room will free; the same for a retracted request, which waits
+    /// for room too). A request
     /// waiting for what never comes has none of these; one decoding, transferring over a slow
     /// link or queued behind work the node is doing has.
     fn progress_of(&self, l: &Liveness, r: RequestId, at: Instant) -> Option<(Instant, &'static str)> {
@@ -294,7 +295,11 @@ impl World {
         let own = [l.progress[r.idx()], req.last_token_at()].into_iter().flatten().max().map(|t| (t, "its own"));
         let queue = match self.waits_for(r) {
             "bootstrap" | "prefill_queue" => l.prefill_admitted[p.at()].map(|t| (t, "its prefill queue's")),
-            "decode_prealloc" => {
+            // A retracted request waits for the same thing as the prealloc queue: room, which
+            // the running batch frees as it finishes (sglang resumes retracted requests before it
+            // admits from prealloc; `decode_tick`). Without this, one retracted behind a long
+            // output was a hang after the bound although it resumed and finished later.
+            "decode_prealloc" | "retracted" => {
                 let node = &self.decode[d.at()];
                 if node.transfer_queue().iter().any(|h| transferring.binary_search(h).is_ok()) {
                     // Room held for a request whose KV is on its way: it will run and free it.

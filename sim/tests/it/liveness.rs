@@ -392,6 +392,36 @@ fn a_request_that_keeps_decoding_is_not_a_hang() {
     assert!(!w.liveness.as_ref().unwrap().failed);
 }
 
+/// A request retracted behind a long output waits for room the running batch frees when it
+/// finishes: while that batch gets tokens it is not a hang (with a 5 s bound it was one at 7 s,
+/// though it resumed and was answered at 25 s).
+#[test]
+fn a_retracted_request_waiting_for_room_is_not_a_hang() {
+    let text = |bound_ms: u64| {
+        format!(
+            "name = \"retracted-wait\"\nseed = 17\nprofile = \"sglang-0.5.22\"\ncontext_len = 8192\n\n\
+             [faults]\nliveness_after_heal_ms = {bound_ms}\n\n\
+             [[prefill]]\npool_tokens = 8192\n\n[[decode]]\npool_tokens = 2048\n\n\
+             [knobs]\npage_size = 16\nreserved_decode_tokens = 16\n\n\
+             [[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 940\noutput_tokens = 1000\n\n\
+             [[request]]\nat_ms = 1\ntenant = 2\nprompt_tokens = 950\noutput_tokens = 300\n"
+        )
+    };
+    let cfg = kvsim::scenario::Scenario::parse("retracted-wait.toml", &text(5_000))
+        .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = kvsim::simulate_collect(cfg, true);
+    assert!(signatures(&w).is_empty(), "{:?}", signatures(&w));
+    let (r0, r1) = (w.reqs[0].response().expect("answered"), w.reqs[1].response().expect("answered"));
+    assert_eq!((r0.status, r1.status), (200, 200));
+    // Request 1 was retracted, and waited in the retracted queue longer than the bound.
+    let phases = w.lifecycle.as_deref().unwrap();
+    let retracted = phases.iter().find(|p| p.r.0 == 1 && p.phase == kvsim::lifecycle::Phase::Retracted).expect("retracted");
+    let resumed = phases.iter().find(|p| p.r.0 == 1 && p.seq > retracted.seq).expect("resumed");
+    assert!(resumed.at.0 - retracted.at.0 > 5_000_000_000, "retracted {} resumed {}", retracted.at, resumed.at);
+    assert!(!w.liveness.as_ref().unwrap().failed);
+}
+
 /// A request that can never be preallocated (prealloc-never-fits: the page-aligned prompt plus
 /// decode's 512 reserved tokens exceed the whole pool) hangs after the bound with nothing else in
 /// the cluster moving, and its hang says why: `never_fits`, with the numbers.
