@@ -219,13 +219,15 @@ pub fn run_check(paths: &[String]) -> i32 {
 
 /// The matrix as text: one row per scenario with a `buggy` expectation; every mitigation the
 /// library knows unless `--mitigations` names some.
-pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String, String> {
+/// With the matrix's text, whether every `buggy` entry held without a mitigation.
+pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<(String, bool), String> {
     use kvsim::check::matrix::{Matrix, Mitigation};
     let mits =
         mitigations.map_or_else(|| Ok(Mitigation::ALL.to_vec()), Mitigation::parse_list).map_err(|e| e.to_string())?;
     let mut m = Matrix::new(mits);
     let files = collect(paths)?;
     let mut skipped = Vec::new();
+    let mut reproduce = Vec::new();
     for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let sc = parse(f)?;
@@ -246,9 +248,13 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
                 ));
             }
         }
+        let unheld = m.unheld.len();
         m.add(&name, &sc, Some(&super::read_file)).map_err(|e| e.to_string())?;
+        if m.unheld.len() > unheld {
+            reproduce.push(format!("reproduce `{name}`: kvsim check {}", kvsim::shell_word(&f.display().to_string())));
+        }
     }
-    if m.rows.is_empty() {
+    if m.rows.is_empty() && m.unheld.is_empty() {
         return Err(format!(
             "{}: no scenario with a `buggy` expectation in {} file(s): the matrix has no row",
             paths.join(" "),
@@ -263,14 +269,24 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<String
             skipped.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
         );
     }
-    Ok(m.text())
+    let mut text = m.text();
+    for r in &reproduce {
+        text.push_str(r);
+        text.push('\n');
+    }
+    Ok((text, m.unheld.is_empty()))
 }
 
 pub fn run_matrix(paths: &[String], mitigations: Option<&str>) -> i32 {
     match matrix_text(paths, mitigations) {
-        Ok(t) => {
+        Ok((t, held)) => {
             print!("{t}");
-            exit::CLEAN
+            if held {
+                exit::CLEAN
+            } else {
+                // As `kvsim check` on the entry: a mismatch.
+                1
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -92,6 +92,18 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("note: 1 file(s) without a `buggy` expectation skipped") && err.contains(&plain), "{err}");
+    // A `buggy` entry that does not hold unmitigated gets no row (its cells credited whichever
+    // mitigation stopped another violation with "detected"): a mismatch, exit 1, as `check`.
+    let unheld = dir.join("unheld.toml");
+    let text = std::fs::read_to_string(&row).unwrap();
+    let (head, _) = text.split_once("[[expect]]").unwrap();
+    std::fs::write(&unheld, format!("{head}[[expect]]\nname = \"buggy\"\nviolations = [\"double_free\"]\n")).unwrap();
+    let unheld = unheld.to_string_lossy().into_owned();
+    let out = std::process::Command::new(bin).args(["matrix", &row, &unheld]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("unheld: no row: its `buggy` entry does not hold without a mitigation (expected double_free, none occurred)"), "{text}");
+    assert!(text.contains("\nstub-admission ") && text.contains(&format!("kvsim check {unheld}")), "{text}");
     // A file that is not a scenario at all is a parse error naming it, not silently skipped.
     let junk = dir.join("sub/notes.txt").to_string_lossy().into_owned();
     let (code, err) = run(&["check", &junk]);

@@ -181,21 +181,42 @@ pub fn cell(
     Ok(caught.map_or(Cell::Prevented, Cell::Detected))
 }
 
+/// Runs a scenario's `buggy` expectation with no mitigation, as `kvsim check` runs it: what the
+/// run got wrong against the entry (empty: the bug is there to mitigate).
+pub fn baseline(sc: &Scenario, buggy: &Expectation, read: Option<FileReader>) -> Result<Vec<String>, ScenarioError> {
+    let o = Overrides { profile: buggy.profile.clone(), seed: None, set: buggy.set_pairs() };
+    let cfg = sc.resolve_with(&o, read)?;
+    let mut w = crate::simulate(cfg.clone(), None, false);
+    if buggy.needs_noninterference() {
+        crate::check::noninterference::apply(&cfg, &mut w, None);
+    }
+    Ok(buggy.mismatches(&w))
+}
+
 /// One row per scenario with a `buggy` expectation.
 #[derive(Clone, Debug, Default)]
 pub struct Matrix {
     pub mitigations: Vec<Mitigation>,
     pub rows: Vec<(String, Vec<Cell>)>,
+    /// Scenarios whose `buggy` entry does not hold without a mitigation, with what the run got
+    /// wrong: no row (a mitigation cannot prevent a bug the run does not have; its cells would
+    /// credit it with whatever else changed).
+    pub unheld: Vec<(String, Vec<String>)>,
 }
 
 impl Matrix {
     pub fn new(mitigations: Vec<Mitigation>) -> Matrix {
-        Matrix { mitigations, rows: Vec::new() }
+        Matrix { mitigations, rows: Vec::new(), unheld: Vec::new() }
     }
 
     /// Adds the scenario's row (nothing when it has no `buggy` expectation).
     pub fn add(&mut self, name: &str, sc: &Scenario, read: Option<FileReader>) -> Result<(), ScenarioError> {
         let Some(buggy) = sc.spec.expect.iter().find(|e| e.name == "buggy") else { return Ok(()) };
+        let miss = baseline(sc, buggy, read)?;
+        if !miss.is_empty() {
+            self.unheld.push((name.to_string(), miss));
+            return Ok(());
+        }
         let cells = self.mitigations.iter().map(|&m| cell(sc, buggy, m, read)).collect::<Result<Vec<_>, _>>()?;
         self.rows.push((name.to_string(), cells));
         Ok(())
@@ -203,6 +224,9 @@ impl Matrix {
 
     /// The table with its legend.
     pub fn text(&self) -> String {
+        if self.rows.is_empty() {
+            return self.unheld_text();
+        }
         let w0 = self.rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
         let wc = self.mitigations.iter().map(|m| m.name().len()).max().unwrap_or(8).max(14);
         let mut s = format!("{:<w0$}", "bug");
@@ -218,7 +242,16 @@ impl Matrix {
             s.push('\n');
         }
         s.push_str("prevented: the violation did not occur and the mitigation failed no request (one may still fail for another reason) · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred\n");
-        s
+        s + &self.unheld_text()
+    }
+
+    fn unheld_text(&self) -> String {
+        self.unheld
+            .iter()
+            .map(|(name, miss)| {
+                format!("{name}: no row: its `buggy` entry does not hold without a mitigation ({})\n", miss.join("; "))
+            })
+            .collect()
     }
 }
 

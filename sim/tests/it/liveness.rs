@@ -416,7 +416,8 @@ fn a_retracted_request_waiting_for_room_is_not_a_hang() {
     assert_eq!((r0.status, r1.status), (200, 200));
     // Request 1 was retracted, and waited in the retracted queue longer than the bound.
     let phases = w.lifecycle.as_deref().unwrap();
-    let retracted = phases.iter().find(|p| p.r.0 == 1 && p.phase == kvsim::lifecycle::Phase::Retracted).expect("retracted");
+    let retracted =
+        phases.iter().find(|p| p.r.0 == 1 && p.phase == kvsim::lifecycle::Phase::Retracted).expect("retracted");
     let resumed = phases.iter().find(|p| p.r.0 == 1 && p.seq > retracted.seq).expect("resumed");
     assert!(resumed.at.0 - retracted.at.0 > 5_000_000_000, "retracted {} resumed {}", retracted.at, resumed.at);
     assert!(!w.liveness.as_ref().unwrap().failed);
