@@ -140,6 +140,25 @@ pub fn push_run(runs: &mut Vec<Run>, r: Run) {
     runs.push(r);
 }
 
+/// `runs` sorted, with overlapping and adjacent runs merged: each page once. (A write reported
+/// piece by piece — a transfer's copy pairs, two of which may end and start inside one page —
+/// names a page once per piece.)
+pub fn merge_runs(runs: &mut Vec<Run>) {
+    runs.retain(|r| r.count > 0);
+    runs.sort_unstable_by_key(|r| r.first);
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+    for r in runs.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.end() >= r.first => {
+                let end = last.end().max(r.end());
+                last.count = end - last.first;
+            }
+            _ => out.push(r),
+        }
+    }
+    *runs = out;
+}
+
 /// Who last wrote a slot: tenant, request, the token position written there, the write epoch (a
 /// pool-wide write counter) with its virtual time, and `chain_upto`: positions below it hold
 /// prompt KV whose content is fixed by the writer's prefix chain (full 512-token prompt blocks;

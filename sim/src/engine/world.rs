@@ -1143,6 +1143,8 @@ impl World {
         // re-read it: `oracle_disagreement/decode_read`, blind seed 9,035,506). The blocks
         // remember the write, so that a request locking them later is late-written as well. A
         // transfer's read of a source page changes nothing there.
+        crate::pool::merge_runs(&mut runs);
+        crate::pool::merge_runs(&mut cached);
         let wrote = what != SOURCE_READ;
         let lagged_writer = self.reqs[writer.idx()].lagged;
         let timed_out_writer = self.reqs[writer.idx()].outlived_call;
