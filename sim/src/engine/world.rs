@@ -1344,7 +1344,7 @@ impl World {
             self.queue.push(s);
             return false;
         }
-        if s.at > self.horizon {
+        if s.at > self.horizon && !self.moot_past_horizon(&s) {
             self.queue.push(s);
             self.past_horizon = true;
             // Each extension is owed to a distinct pending timer; the cap only guards a livelock
@@ -1359,6 +1359,10 @@ impl World {
                 }
             }
             return false;
+        }
+        if s.at > self.horizon {
+            // Moot (`moot_past_horizon` consumed it): nothing happened.
+            return true;
         }
         if self.events >= self.max_events {
             self.event_limit_hit = true;
@@ -1394,6 +1398,20 @@ impl World {
         if let Some(node) = self.step_tick.take() {
             self.run_step_tick(node);
         }
+        true
+    }
+
+    /// An event past the horizon that would do nothing (a timer whose request moved on, an idle
+    /// node's tick) is consumed as `step` consumes a moot event, and is no reason to stop watching:
+    /// a run whose only events left are such ends with its last event, not at the horizon (its
+    /// reported end moved with `liveness_bound_s`, the run unchanged). The state it is judged
+    /// against is the one it would meet later: no event comes before it.
+    fn moot_past_horizon(&mut self, s: &crate::engine::queue::Scheduled) -> bool {
+        if !self.moot(&s.ev, s.at) {
+            return false;
+        }
+        // Only timers and ticks are ever moot: no transfer job to fold with it.
+        self.consumed(s.ev.request(), None);
         true
     }
 

@@ -549,3 +549,30 @@ fn work_in_flight_is_progress_and_other_traffic_is_not() {
     assert_eq!(r.outcomes.get("not arrived"), Some(&6), "{:?}", r.outcomes);
     assert_eq!(r.outcomes.get("none"), Some(&1), "{:?}", r.outcomes);
 }
+
+/// Where a run ends does not depend on `liveness_bound_s` when the run itself does not: a run
+/// whose only events past the horizon are moot (timers of requests that moved on) ends with its
+/// last event. (Every request of this 2P4D deployment is answered by 2.7 s with its 300 s timers
+/// pending: the report said 3.1 s, 102.1 s or 302.1 s for bounds of 1, 100 and 300 s.)
+#[test]
+fn the_reported_end_does_not_move_with_the_bound_when_the_run_does_not() {
+    let text = "name = \"acme\"\nseed = 42\nprofile = \"sglang-0.5.16\"\ncontext_len = 131072\n\
+        [[prefill]]\ncount = 2\npool_tokens = 98304\n[[decode]]\ncount = 4\npool_tokens = 262144\n\
+        [knobs]\npage_size = 16\n\
+        [[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 60000\noutput_tokens = 32\n\
+        [[request]]\nat_ms = 10\ntenant = 2\nprompt_tokens = 20000\noutput_tokens = 32\n\
+        [[request]]\nat_ms = 2000\ntenant = 3\nprompt_tokens = 120000\noutput_tokens = 16\n\
+        [[request]]\nat_ms = 2100\ntenant = 4\nprompt_tokens = 5000\noutput_tokens = 16\n";
+    let base = kvsim::scenario::Scenario::parse("acme.toml", text)
+        .and_then(|s| s.resolve(&kvsim::scenario::Overrides::default()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = |bound_s: u64| kvsim::simulate(SimConfig { liveness_bound_s: bound_s, ..base.clone() }, None, false);
+    let long = run(3_600);
+    assert!(long.reqs.iter().all(|r| r.response().is_some()));
+    for bound_s in [1, 100, 300] {
+        let w = run(bound_s);
+        assert_eq!(w.tracer.hash_hex(), long.tracer.hash_hex(), "the same run");
+        assert_eq!(w.ended_at(), long.ended_at(), "bound {bound_s} s");
+    }
+    assert!(long.ended_at().0 < 3_000_000_000, "{}", long.ended_at());
+}
