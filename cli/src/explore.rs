@@ -63,7 +63,7 @@ pub struct ExploreOpts {
     #[arg(long)]
     pub json: bool,
     /// With `--out`: at most this many explorations while shrinking the scenario.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, requires = "out")]
     pub shrink_budget: u32,
     /// SCENARIO is a catalogue (one folder of scenarios with `[[expect]]` entries, or one such file): explore
     /// each row's `buggy` and `fixed` setting with the property = the `buggy` entry's violation
@@ -80,8 +80,13 @@ fn fault_kinds<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Resu
     names
         .into_iter()
         .map(|name| {
-            FaultKind::parse(name).ok_or_else(|| {
-                format!("{what}: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash{none})")
+            FaultKind::parse(name).ok_or_else(|| match name {
+                "none" if what == "--faults" => {
+                    "--faults: `none` stands alone (no fault explored); it cannot be listed with faults".to_string()
+                }
+                _ => {
+                    format!("{what}: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash{none})")
+                }
             })
         })
         .collect()
@@ -146,6 +151,10 @@ pub fn run(o: &ExploreOpts) -> i32 {
         // Refused before exploring (minutes): the file it would replace may be the scenario.
         if super::same_file(out, &o.scenario) {
             eprintln!("error: --out {out}: that is the scenario explored; write the counterexample elsewhere");
+            return exit::BAD_INPUT;
+        }
+        if o.checkpoint.as_deref().is_some_and(|c| super::same_file(out, c)) {
+            eprintln!("error: --out {out}: --checkpoint names the same file; the counterexample would overwrite the checkpoint");
             return exit::BAD_INPUT;
         }
         if std::path::Path::new(out).exists() && !o.force {
@@ -392,8 +401,11 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 }
             };
             let header = format!(
-                "Counterexample found by kvsim explore from {} (profile {}).\nChoice string: {cs}\nReproduce: kvsim run {out} --choices '{cs}'",
-                o.scenario, cfg.profile
+                "Counterexample found by kvsim explore from {} (profile {}).\nChoice string: {cs}\nReproduce: kvsim run {} --choices {}",
+                o.scenario,
+                cfg.profile,
+                kvsim::shell_word(out),
+                kvsim::shell_word(&cs.to_string())
             );
             c.name = format!("{}-counterexample", cfg.name);
             if let Err(e) = std::fs::write(out, kvsim::scenario::to_toml_against_profile(&c, &header)) {
@@ -509,6 +521,25 @@ fn n(x: u64) -> String {
 pub fn run_catalogue(o: &ExploreOpts) -> i32 {
     if o.out.is_some() || o.checkpoint.is_some() || o.kinds.is_some() {
         eprintln!("error: --catalogue takes neither --out, --checkpoint nor --kinds (each row's property is its buggy entry's violations)");
+        return exit::BAD_INPUT;
+    }
+    // Each setting is its entry's (profile, seed, `set`): these would be silently ignored.
+    let r = &o.opts;
+    let given: Vec<&str> = [
+        ("--set", !r.set.is_empty()),
+        ("--profile", r.profile.is_some()),
+        ("--seed", r.seed.is_some()),
+        ("--liveness", r.liveness.is_some()),
+        ("--json", o.json),
+    ]
+    .into_iter()
+    .filter_map(|(f, on)| on.then_some(f))
+    .collect();
+    if !given.is_empty() {
+        eprintln!(
+            "error: --catalogue takes no {}: each row runs its `buggy` and `fixed` entries' own profile and knobs (explore one file without --catalogue to vary them), and prints the table as text",
+            given.join(", ")
+        );
         return exit::BAD_INPUT;
     }
     let files = match super::check::collect(std::slice::from_ref(&o.scenario)) {

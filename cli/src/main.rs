@@ -543,7 +543,7 @@ fn run() -> i32 {
                 eprintln!("error: {e}");
                 return exit::BAD_INPUT;
             }
-            saved_for_a_check(&scenario, check, trace.check_oracle);
+            saved_for_a_check(&scenario, check, trace.check_oracle, choices.is_some());
             let run = RunFlags { format, csv: csv.as_deref(), check_determinism, noninterference: ni, confirm };
             cmd_run(&scenario, &opts, &run, &trace, choices.as_deref())
         }
@@ -768,7 +768,14 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
 /// A file kvsim saved for a signature only a check shows (its header's `Signature:` line: a
 /// campaign's `scenario.toml`, a shrunk case), run without that check, would say "clean": a note
 /// names the flag (a timing channel's seed folder ran clean, exit 0, with nothing said).
-fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool) {
+fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool, choices: bool) {
+    if let Some(cs) = saved_choices(path).filter(|_| !choices) {
+        eprintln!(
+            "note: {path} is a counterexample of kvsim explore: its violation shows under its schedule, which this run does not follow: kvsim run {} --choices {}",
+            kvsim::shell_word(path),
+            kvsim::shell_word(&cs)
+        );
+    }
     let Some(sig) = saved_signature(path) else { return };
     let sig = sig.as_str();
     let flag = kvsim::campaign::run_flags(sig).trim();
@@ -789,6 +796,17 @@ fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: boo
 /// The signature a file kvsim saved names in its header (`# Signature: …`: a campaign's
 /// `scenario.toml`, a shrunk case), if any.
 pub fn saved_signature(path: &str) -> Option<String> {
+    header_field(path, "Signature")
+}
+
+/// The choice string a counterexample `kvsim explore --out` wrote names in its header (`# Choice
+/// string: …`), if any: its violation shows under that schedule (`run --choices`).
+pub fn saved_choices(path: &str) -> Option<String> {
+    header_field(path, "Choice string")
+}
+
+/// `# KEY: value` in a file's leading comment lines (the header kvsim writes on the files it saves).
+fn header_field(path: &str, key: &str) -> Option<String> {
     use std::io::Read as _;
     // The header only (a trace given to `shrink` was read whole for it).
     let mut head = Vec::new();
@@ -797,9 +815,10 @@ pub fn saved_signature(path: &str) -> Option<String> {
         return None;
     }
     let text = String::from_utf8_lossy(&head);
-    text.lines()
-        .take_while(|l| l.starts_with('#'))
-        .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("Signature: ").map(|s| s.trim().to_string()))
+    text.lines().take_while(|l| l.starts_with('#')).find_map(|l| {
+        let l = l.trim_start_matches('#').trim();
+        l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(|s| s.trim().to_string())
+    })
 }
 
 /// Output files must not be the input nor each other: `kvsim run s.toml --csv s.toml` replaced

@@ -247,6 +247,16 @@ pub fn run(o: &ShrinkOpts) -> i32 {
         }
         (None, Some(s)) => s,
         (None, None) => {
+            if let Some(cs) = super::saved_choices(&o.input) {
+                // A counterexample of `kvsim explore --out`: its failure needs its schedule.
+                eprintln!(
+                    "error: {}: a counterexample of kvsim explore: its violation shows under its schedule (`kvsim run {} --choices {}`), and shrink runs seeded schedules, where it is clean; `kvsim explore --out FILE` shrinks a counterexample with its schedule",
+                    o.input,
+                    kvsim::shell_word(&o.input),
+                    kvsim::shell_word(&cs)
+                );
+                return exit::BAD_INPUT;
+            }
             eprintln!("{}: the run is clean; nothing to shrink", o.input);
             return exit::CLEAN;
         }

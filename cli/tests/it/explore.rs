@@ -325,7 +325,69 @@ fn a_counterexample_is_written_as_a_shrunk_scenario_that_replays_its_violation()
     let r = Command::new(bin).args(["run", out.to_str().unwrap(), "--choices", cs]).output().unwrap();
     assert_eq!(r.status.code(), Some(10), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stdout).contains("cross_tenant_read"));
+    // Its header's reproduce line, pasted (the path quoted), is that command.
+    let line = file.lines().find_map(|l| l.strip_prefix("# Reproduce: ")).expect("reproduce line");
+    let words = shlex::split(line).unwrap();
+    assert_eq!(words[..3], ["kvsim", "run", out.to_str().unwrap()]);
+    let r = Command::new(bin).args(&words[1..]).output().unwrap();
+    assert_eq!(r.status.code(), Some(10), "{}", String::from_utf8_lossy(&r.stderr));
+    // Run without its schedule, a note names it; shrink (seeded schedules) refuses it, naming
+    // the command that shows it, rather than calling it clean.
+    let r = Command::new(bin).args(["run", out.to_str().unwrap()]).output().unwrap();
+    assert!(String::from_utf8_lossy(&r.stderr).contains("is a counterexample of kvsim explore"));
+    // A counterexample whose seeded run is clean (its use after free needs an explored fault).
+    let out = dir.join("cex2.toml");
+    let r = Command::new(bin)
+        .args(["explore", &catalogue("cancel-mid-transfer.toml"), "--set", "cancel_mid_transfer=free"])
+        .args(["--faults", "transfer_fail,delay,visibility_lag,crash", "--max-faults", "2", "--max-states", "20000"])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(10), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = Command::new(bin).args(["run", out.to_str().unwrap()]).output().unwrap();
+    assert_eq!(r.status.code(), Some(0), "seeded, it is clean");
+    let shrunk = dir.join("s.toml");
+    let r =
+        Command::new(bin).args(["shrink", out.to_str().unwrap(), "--out", shrunk.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--choices") && err.contains("kvsim explore --out"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Flags a mode would silently ignore, or that would clash, are refused before anything runs.
+#[test]
+fn explore_refuses_flags_it_would_ignore_or_that_clash() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let row = catalogue("double-release.toml");
+    let run = |args: &[&str]| {
+        let r = Command::new(bin).args(args).output().unwrap();
+        (r.status.code(), String::from_utf8_lossy(&r.stderr).into_owned())
+    };
+    for extra in [&["--set", "page_tags=on"][..], &["--profile", "sglang-0.5.22"], &["--json"], &["--seed", "3"]] {
+        let mut args = vec!["explore", &row, "--catalogue"];
+        args.extend_from_slice(extra);
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert!(err.contains(&format!("--catalogue takes no {}", extra[0])), "{err}");
+    }
+    let (code, err) = run(&["explore", &row, "--faults", "none,crash"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("`none` stands alone"), "{err}");
+    let ck = std::env::temp_dir().join(format!("kvsim-explore-ck-{}.json", std::process::id()));
+    let ck = ck.to_str().unwrap();
+    let (code, err) = run(&["explore", &row, "--out", ck, "--checkpoint", ck]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--checkpoint names the same file"), "{err}");
+    assert!(!std::path::Path::new(ck).exists());
+    let (code, _) = run(&["explore", &row, "--shrink-budget", "5"]);
+    assert_eq!(code, Some(2), "--shrink-budget needs --out");
+    for bad in ["0..1", "0.", ".1"] {
+        let cs = format!("v1/f=0/k=/l=/o=0/c={bad}");
+        let (code, err) = run(&["run", &row, "--choices", &cs]);
+        assert_eq!(code, Some(2), "{bad}");
+        assert!(err.contains("an empty choice"), "{err}");
+    }
 }
 
 #[test]

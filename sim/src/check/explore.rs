@@ -309,7 +309,10 @@ impl std::str::FromStr for ChoiceString {
         }
         let max_reorders: u32 = need(o, "o")?.parse().map_err(|_| E::BadReorderCount(o.unwrap_or("").to_string()))?;
         let mut choices = Vec::new();
-        for v in need(c, "c")?.split('.').filter(|x| !x.is_empty()) {
+        let c = need(c, "c")?;
+        // `c=` is the empty schedule (every choice 0); otherwise no element may be empty (`0..1`,
+        // `0.`: a hand-edited string, whose choices would silently shift).
+        for v in c.split('.').filter(|_| !c.is_empty()) {
             choices.push(v.parse().map_err(|_| E::BadChoice(v.to_string()))?);
         }
         if choices.len() > MAX_CHOICES {
@@ -367,6 +370,7 @@ impl fmt::Display for ChoiceStringError {
             E::BadLatency(v) => write!(f, "l: `{v}` is not a latency in µs"),
             E::LatencyTooLong(us) => write!(f, "l: {us} µs is over the longest time a scenario may name"),
             E::BadReorderCount(v) => write!(f, "o={v}: not a reorder count"),
+            E::BadChoice(v) if v.is_empty() => write!(f, "c: an empty choice (two dots together, or one at an end)"),
             E::BadChoice(v) => write!(f, "c: `{v}` is not a choice"),
             E::TooManyChoices(n) => write!(f, "c: {n} choices (limit {MAX_CHOICES})"),
             E::NotAscending => f.write_str("k and l must be ascending and distinct"),
