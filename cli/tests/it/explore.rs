@@ -640,3 +640,28 @@ fn a_chosen_schedule_is_traced_drawn_confirmed_and_replayed() {
     assert_eq!(run("", &["--check", "invariants"]).status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--out` keeps the counterexample's mechanism, not only its kind: rdma-visibility-lag's
+/// cross-tenant read through a lagged transfer was written as a case whose read came through a
+/// stub commit (its knobs shrunk into another bug with the same kind).
+#[test]
+fn a_written_counterexample_keeps_its_signature() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-explore-sig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("cex.toml");
+    let r = Command::new(bin)
+        .args(["explore", &catalogue("rdma-visibility-lag.toml"), "--max-reorders", "0", "--shrink-budget", "100"])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(10), "{}", String::from_utf8_lossy(&r.stderr));
+    let file = std::fs::read_to_string(&out).unwrap();
+    let cs = file.lines().find_map(|l| l.strip_prefix("# Choice string: ")).expect("choice string");
+    let r = Command::new(bin).args(["run", out.to_str().unwrap(), "--choices", cs]).output().unwrap();
+    let text = String::from_utf8_lossy(&r.stdout);
+    let sigs = text.lines().find_map(|l| l.strip_prefix("signatures (as a campaign names them): ")).unwrap();
+    assert!(sigs.split(", ").any(|s| s == "cross_tenant_read/visibility_lag"), "{sigs}");
+    assert!(!sigs.contains("stub_commit"), "{sigs}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -428,45 +428,7 @@ fn draw_swarm(seed: u64, space: &Space) -> SimConfig {
 pub fn signatures(w: &World) -> BTreeSet<String> {
     let mut s: BTreeSet<String> = BTreeSet::new();
     for v in &w.oracle.violations {
-        let base = format!("{}/{}", v.kind.name(), v.cause);
-        // Live or folded (`kvsim run` folds finished requests): the facts the chain names.
-        let req = v.request.map(|r| w.reqs.chain_facts(r.idx()));
-        match (v.kind, v.cause.as_str(), req) {
-            (Kind::UseAfterFree, "transfer_read_of_a_source_page", Some(r)) => {
-                // A source page is read when the batch's wire time ends, lagged or not (the lag
-                // delays only the data's visibility at decode), so the lag never puts a source
-                // read after the free: the chain is the timed-out call that kept reading, or
-                // else a free that raced a batch within its call (an abort). Of 321 source reads
-                // a 30,000-run --hardware-faults campaign labelled `/visibility_lag` before, 298
-                // stayed without the lag.
-                s.insert(if r.outlived_call { format!("{base}/sync_timeout") } else { base });
-            }
-            (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
-                s.insert(format!("{base}/visibility_lag"));
-            }
-            (Kind::UseAfterFree, _, Some(r)) if r.outlived_call => {
-                // A batch kept writing after its call returned on the sync timeout (the
-                // sync-timeout-still-writing row), not a free racing a batch within its call.
-                s.insert(format!("{base}/sync_timeout"));
-            }
-            (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
-                s.insert(format!("{base}/room_mismatch"));
-            }
-            (_, "late_write", Some(r)) if r.late_written() => {
-                if r.late_writers.0 {
-                    s.insert(format!("{base}/visibility_lag"));
-                }
-                if r.late_write_timed_out {
-                    s.insert(format!("{base}/sync_timeout"));
-                }
-                if r.late_writers.1 {
-                    s.insert(base);
-                }
-            }
-            _ => {
-                s.insert(base);
-            }
-        }
+        violation_signatures(w, v, &mut s);
     }
     if let Some(rf) = &w.reference {
         s.extend(rf.signatures());
@@ -475,6 +437,49 @@ pub fn signatures(w: &World) -> BTreeSet<String> {
         s.insert(EVENT_LIMIT.to_string());
     }
     s
+}
+
+/// The signatures one violation of `w` counts for (`signatures`), added to `s`.
+pub fn violation_signatures(w: &World, v: &crate::check::oracle::Violation, s: &mut BTreeSet<String>) {
+    let base = format!("{}/{}", v.kind.name(), v.cause);
+    // Live or folded (`kvsim run` folds finished requests): the facts the chain names.
+    let req = v.request.map(|r| w.reqs.chain_facts(r.idx()));
+    match (v.kind, v.cause.as_str(), req) {
+        (Kind::UseAfterFree, "transfer_read_of_a_source_page", Some(r)) => {
+            // A source page is read when the batch's wire time ends, lagged or not (the lag
+            // delays only the data's visibility at decode), so the lag never puts a source
+            // read after the free: the chain is the timed-out call that kept reading, or
+            // else a free that raced a batch within its call (an abort). Of 321 source reads
+            // a 30,000-run --hardware-faults campaign labelled `/visibility_lag` before, 298
+            // stayed without the lag.
+            s.insert(if r.outlived_call { format!("{base}/sync_timeout") } else { base });
+        }
+        (Kind::UseAfterFree, _, Some(r)) if r.lagged => {
+            s.insert(format!("{base}/visibility_lag"));
+        }
+        (Kind::UseAfterFree, _, Some(r)) if r.outlived_call => {
+            // A batch kept writing after its call returned on the sync timeout (the
+            // sync-timeout-still-writing row), not a free racing a batch within its call.
+            s.insert(format!("{base}/sync_timeout"));
+        }
+        (Kind::WrongStatus, "valid_request_failed", Some(r)) if r.room_mismatch => {
+            s.insert(format!("{base}/room_mismatch"));
+        }
+        (_, "late_write", Some(r)) if r.late_written() => {
+            if r.late_writers.0 {
+                s.insert(format!("{base}/visibility_lag"));
+            }
+            if r.late_write_timed_out {
+                s.insert(format!("{base}/sync_timeout"));
+            }
+            if r.late_writers.1 {
+                s.insert(base);
+            }
+        }
+        _ => {
+            s.insert(base);
+        }
+    }
 }
 
 /// The signature of a run that reached the event limit (inconclusive about liveness).

@@ -46,7 +46,7 @@ use crate::config::SimConfig;
 use crate::trace::Tracer;
 use crate::world::World;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// A fault the explorer may place.
@@ -804,14 +804,28 @@ pub fn explore(cfg: &SimConfig, spec: &Spec) -> Summary {
 
 /// Replays a schedule and says whether it violates the property.
 pub fn violates_with(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> bool {
+    violates_as(cfg, spec, choices, None)
+}
+
+/// `violates_with`, and with `target` the run, stopped at its violation, shows one of these
+/// signatures (`fuzz::signatures`): the mechanism, not only the kind.
+fn violates_as(cfg: &SimConfig, spec: &Spec, choices: &[u32], target: Option<&BTreeSet<String>>) -> bool {
     let e = execute(cfg, spec, choices, None, false);
-    e.ending == Ending::Violation && e.misfit.is_none()
+    e.ending == Ending::Violation
+        && e.misfit.is_none()
+        && target.is_none_or(|t| crate::fuzz::signatures(&e.world).iter().any(|s| t.contains(s)))
 }
 
 /// Shrinks a violating schedule: the shortest prefix (defaults after it) that still violates,
 /// then each choice set to 0, then lowered, while the property stays violated. Every candidate
 /// is one replay; the result is a fixed point.
 pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32> {
+    shrink_choices_as(cfg, spec, choices, None)
+}
+
+/// `shrink_choices`, every candidate also showing one of `target`'s signatures.
+fn shrink_choices_as(cfg: &SimConfig, spec: &Spec, choices: &[u32], target: Option<&BTreeSet<String>>) -> Vec<u32> {
+    let violates_with = |c: &SimConfig, s: &Spec, ch: &[u32]| violates_as(c, s, ch, target);
     let mut best = choices.to_vec();
     while best.last() == Some(&0) {
         best.pop();
@@ -853,8 +867,10 @@ pub fn shrink_choices(cfg: &SimConfig, spec: &Spec, choices: &[u32]) -> Vec<u32>
 /// shrunk configuration and a shrunk violating schedule of it, or `None` when the original does
 /// not violate within that bound. Every kept candidate was seen to violate, so the result does.
 /// Without `--kinds` the property is narrowed to the counterexample's own violation kind (its
-/// first violation's): a candidate that violates only another way (its knobs set back to the
-/// fixed build, a stub-admission leak turned into a router-waits-for-decode 500) is another bug.
+/// first violation's), and a candidate must show that violation's signature too: one that
+/// violates only another way (its knobs set back to the fixed build, a stub-admission leak
+/// turned into a router-waits-for-decode 500, a visibility-lag read turned into a stub commit's)
+/// is another bug.
 /// `keep`: knobs never set back to the fixed build (the command's `--set` pins): without them
 /// the case could shrink into another mechanism with the same violation kind.
 pub fn shrink_scenario(
@@ -866,20 +882,27 @@ pub fn shrink_scenario(
     keep: &[String],
 ) -> Option<(crate::shrink::Shrunk, Vec<u32>)> {
     let mut sp = Spec { max_states: states_per_try, subtrees: 1, ..spec.clone() };
+    let mut target = None;
     if sp.kinds.is_empty() {
-        let first = execute(cfg, spec, choices, None, false).world.oracle.violations.first().map(|v| v.kind);
-        sp.kinds.extend(first);
+        let w = execute(cfg, spec, choices, None, false).world;
+        if let Some(v) = w.oracle.violations.first() {
+            sp.kinds.push(v.kind);
+            let mut sigs = BTreeSet::new();
+            crate::fuzz::violation_signatures(&w, v, &mut sigs);
+            target = Some(sigs);
+        }
     }
+    let target = target.as_ref();
     let find = |c: &SimConfig| -> Option<Vec<u32>> {
-        if violates_with(c, &sp, choices) {
+        if violates_as(c, &sp, choices, target) {
             return Some(choices.to_vec());
         }
-        explore(c, &sp).found.map(|f| f.choices)
+        explore(c, &sp).found.map(|f| f.choices).filter(|f| violates_as(c, &sp, f, target))
     };
     find(cfg)?;
     let shrunk = crate::shrink::shrink_with_keeping(cfg, &mut |c: &SimConfig| find(c).is_some(), budget, keep);
     let found = find(&shrunk.cfg).expect("the shrinker keeps only violating candidates");
-    let short = shrink_choices(&shrunk.cfg, &sp, &found);
+    let short = shrink_choices_as(&shrunk.cfg, &sp, &found, target);
     Some((shrunk, short))
 }
 
