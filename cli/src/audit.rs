@@ -174,7 +174,12 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
                 return bad(format!("{path}: cannot write: {e}"));
             }
             println!("scenario written to {path}");
-            println!("reproduce: kvsim run {} --seed {} --profile {}", kvsim::shell_word(path), cfg.seed, cfg.profile);
+            println!(
+                "reproduce: kvsim run {} --seed {} --profile {}",
+                kvsim::shell_path_str(path),
+                cfg.seed,
+                cfg.profile
+            );
         }
         None => {
             // A log read from a pipe (`audit <(zcat node.log.gz)` names `/dev/fd/63`) cannot be
@@ -188,7 +193,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
             let mut cmd = String::from("kvsim audit");
             for l in logs {
                 cmd.push(' ');
-                cmd.push_str(&saved_as(l).unwrap_or_else(|| kvsim::shell_word(l).into_owned()));
+                cmd.push_str(&saved_as(l).unwrap_or_else(|| kvsim::shell_path_str(l)));
             }
             for r in roles {
                 cmd.push_str(" --role ");

@@ -168,11 +168,7 @@ pub fn run_check(paths: &[String]) -> i32 {
                 "pass".to_string()
             } else {
                 failed += 1;
-                let mut cmd = format!(
-                    "kvsim run {} --profile {}",
-                    kvsim::shell_word(&f.display().to_string()),
-                    kvsim::shell_word(&profile)
-                );
+                let mut cmd = format!("kvsim run {} --profile {}", kvsim::shell_path(f), kvsim::shell_word(&profile));
                 for s in &set {
                     cmd.push_str(&format!(" --set {}", kvsim::shell_word(s)));
                 }
@@ -251,7 +247,7 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<(Strin
         let unheld = m.unheld.len();
         m.add(&name, &sc, Some(&super::read_file)).map_err(|e| e.to_string())?;
         if m.unheld.len() > unheld {
-            reproduce.push(format!("reproduce `{name}`: kvsim check {}", kvsim::shell_word(&f.display().to_string())));
+            reproduce.push(format!("reproduce `{name}`: kvsim check {}", kvsim::shell_path(f)));
         }
     }
     if m.rows.is_empty() && m.unheld.is_empty() {

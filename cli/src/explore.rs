@@ -327,7 +327,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             if !kvsim::check::noninterference::content_tenants(cfg).is_empty() {
                 println!(
                     "note: content channels (timing_channel, status_channel) are not explored: `kvsim run {} --check noninterference` checks them",
-                    kvsim::shell_word(&o.scenario)
+                    kvsim::shell_path_str(&o.scenario)
                 );
             }
             println!(
@@ -404,7 +404,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
                 "Counterexample found by kvsim explore from {} (profile {}).\nChoice string: {cs}\nReproduce: kvsim run {} --choices {}",
                 o.scenario,
                 cfg.profile,
-                kvsim::shell_word(out),
+                kvsim::shell_path_str(out),
                 kvsim::shell_word(&cs.to_string())
             );
             c.name = format!("{}-counterexample", cfg.name);
@@ -415,7 +415,8 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             lines.push(format!("wrote {out}"));
             let rep = explore::execute(&c, spec, &cs.choices, None, false);
             story = rep.world.oracle.violations.first().map(|v| kvsim::report::story(&rep.world, v));
-            let r = format!("kvsim run {} --choices {}", kvsim::shell_word(out), kvsim::shell_word(&cs.to_string()));
+            let r =
+                format!("kvsim run {} --choices {}", kvsim::shell_path_str(out), kvsim::shell_word(&cs.to_string()));
             lines.push(format!("reproduce (shrunk): {r}"));
             Some(r)
         }

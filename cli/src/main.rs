@@ -438,10 +438,20 @@ pub fn scenario_text(path: &str) -> Result<String, String> {
         return Err("an empty file: no scenario in it (`kvsim new FILE` writes a starting one)".into());
     }
     if text.trim_start().starts_with('{') {
-        return Err(
+        // A trace's first line is its header; any other JSON (a `run --json` report, a
+        // checkpoint) is not one, and `kvsim replay` would refuse it too.
+        #[derive(serde::Deserialize)]
+        struct Kind {
+            kind: Option<String>,
+        }
+        let first = text.trim_start().lines().next().unwrap_or_default();
+        let header = serde_json::from_str::<Kind>(first).is_ok_and(|k| k.kind.as_deref() == Some("header"));
+        return Err(if header {
             "a kvsim trace (JSON Lines), not a scenario: `kvsim replay`, `kvsim confirm` and `kvsim shrink` take a trace"
-                .into(),
-        );
+                .into()
+        } else {
+            "JSON, not a scenario (a TOML file; `kvsim new FILE` writes a starting one)".into()
+        });
     }
     Ok(text)
 }
@@ -465,7 +475,7 @@ impl clap::ValueEnum for LikeArg {
 /// The exact command that reproduces a run.
 pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     use kvsim::shell_word as w;
-    let mut s = format!("kvsim run {} --seed {} --profile {}", w(path), cfg.seed, w(&cfg.profile));
+    let mut s = format!("kvsim run {} --seed {} --profile {}", kvsim::shell_path_str(path), cfg.seed, w(&cfg.profile));
     for kv in &opts.set {
         s.push_str(&format!(" --set {}", w(kv)));
     }
@@ -772,7 +782,7 @@ fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: boo
     if let Some(cs) = saved_choices(path).filter(|_| !choices) {
         eprintln!(
             "note: {path} is a counterexample of kvsim explore: its violation shows under its schedule, which this run does not follow: kvsim run {} --choices {}",
-            kvsim::shell_word(path),
+            kvsim::shell_path_str(path),
             kvsim::shell_word(&cs)
         );
     }
@@ -788,7 +798,7 @@ fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: boo
     if !given {
         eprintln!(
             "note: {path} was saved for `{sig}`, which only {flag} shows; without it the run may say clean: kvsim run {} {flag}",
-            kvsim::shell_word(path)
+            kvsim::shell_path_str(path)
         );
     }
 }
@@ -972,7 +982,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
         return exit::BAD_INPUT;
     }
     let text = if logs.is_empty() {
-        kvsim::scenario_doc::starting_scenario(name, like, &kvsim::shell_word(&path))
+        kvsim::scenario_doc::starting_scenario(name, like, &kvsim::shell_path_str(&path))
     } else {
         let mut texts = Vec::new();
         for l in logs {
@@ -984,7 +994,7 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
                 }
             }
         }
-        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts, &kvsim::shell_word(&path)) {
+        match kvsim::scenario_doc::starting_scenario_from_logs(name, &texts, &kvsim::shell_path_str(&path)) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -1005,10 +1015,11 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
     });
     match missing_trace {
         Some(f) => println!(
-            "wrote {path}; its [trace] file {f} is not there from {path}'s folder: point `trace.file` at your copy (a kvsim checkout's data/mooncake/conversation_trace.jsonl), then run `kvsim run {path}`"
+            "wrote {path}; its [trace] file {f} is not there from {path}'s folder: point `trace.file` at your copy (a kvsim checkout's data/mooncake/conversation_trace.jsonl), then run `kvsim run {}`", kvsim::shell_path_str(&path)
         ),
         None => println!(
-            "wrote {path}: run it with `kvsim run {path}`; the keys are documented in docs/scenario-format.md"
+            "wrote {path}: run it with `kvsim run {}`; the keys are documented in docs/scenario-format.md",
+            kvsim::shell_path_str(&path)
         ),
     }
     exit::CLEAN

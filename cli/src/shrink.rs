@@ -252,7 +252,7 @@ pub fn run(o: &ShrinkOpts) -> i32 {
                 eprintln!(
                     "error: {}: a counterexample of kvsim explore: its violation shows under its schedule (`kvsim run {} --choices {}`), and shrink runs seeded schedules, where it is clean; `kvsim explore --out FILE` shrinks a counterexample with its schedule",
                     o.input,
-                    kvsim::shell_word(&o.input),
+                    kvsim::shell_path_str(&o.input),
                     kvsim::shell_word(&cs)
                 );
                 return exit::BAD_INPUT;
@@ -302,9 +302,9 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     // noninterference check, a disagreement only by the reference oracle.
     let with = kvsim::campaign::run_flags(&sig);
     if !s.converged {
-        println!("{}", unfinished(&s, &kvsim::shell_word(&o.out), o.budget));
+        println!("{}", unfinished(&s, &kvsim::shell_path_str(&o.out), o.budget));
     }
-    println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_word(&o.out));
+    println!("written to {}\nreproduce: kvsim run {}{with}", o.out, kvsim::shell_path_str(&o.out));
     // Judged with the check that shows the kept signature (a timing channel's shrunk case,
     // judged without the noninterference check, exited 11 as if it only hung).
     let (_, after) = kvsim::fuzz::run_case_with(s.cfg, check, channel);

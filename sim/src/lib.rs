@@ -44,7 +44,17 @@ pub fn shell_word(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// A path as one word of a printed command (`shell_word` of its display form).
 pub fn shell_path(p: &std::path::Path) -> String {
-    shell_word(&p.display().to_string()).into_owned()
+    shell_path_str(&p.display().to_string())
+}
+
+/// A path (given as text) as one word of a printed command: `shell_word`, and `./` before one
+/// that starts with `-`, which the command would read as a flag (`kvsim run -dash.toml`).
+pub fn shell_path_str(p: &str) -> String {
+    if p.starts_with('-') {
+        shell_word(&format!("./{p}")).into_owned()
+    } else {
+        shell_word(p).into_owned()
+    }
 }
 
 /// Runs a configuration to the end and returns the finished world.

@@ -164,6 +164,8 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         ("violations = [\"page_leak\"]\nabsent = [\"page_leak\"]", "absent", "both required and absent"),
         ("violations = [\"cross_tenant_reed\"]", "violations", "unknown violation kind `cross_tenant_reed`"),
         ("status = { \"5\" = 200 }", "status", "no request `5`"),
+        ("requests = { \"0\" = [\"page_leak\"] }", "requests", "never a request's"),
+        ("violations = [\"wrong_stat\"]", "violations", "did you mean `wrong_status`?"),
     ] {
         let f = dir.join("bad-expect.toml");
         std::fs::write(&f, format!("{}\n[[expect]]\nname = \"x\"\n{body}\n", crate::bad_input::GOOD)).unwrap();
@@ -174,6 +176,11 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         let at = format!("bad-expect.toml:{line}: `expect[0].{field}` (`x`): ");
         assert!(err.contains(&at) && err.contains(what), "{body}: want {at}…{what}\n{err}");
     }
+    let unnamed = dir.join("unnamed.toml");
+    std::fs::write(&unnamed, format!("{}\n[[expect]]\nname = \"\"\nclean = true\n", crate::bad_input::GOOD)).unwrap();
+    let (code, err) = run(&["check", unnamed.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`expect[0].name`") && err.contains("name is empty"), "{err}");
     let twice = dir.join("twice.toml");
     std::fs::write(
         &twice,

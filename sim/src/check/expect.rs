@@ -79,7 +79,10 @@ impl ExpectError {
         match self {
             ExpectError::UnknownKind { kind, .. } => {
                 let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
-                format!("unknown violation kind `{kind}` (known: {})", known.join(", "))
+                let hint = crate::scenario::did_you_mean(kind, known.iter().copied())
+                    .map(|m| format!("did you mean `{m}`? "))
+                    .unwrap_or_default();
+                format!("unknown violation kind `{kind}`: {hint}(known: {})", known.join(", "))
             }
             ExpectError::NoRequest { request, requests, .. } => {
                 format!("no request `{request}` (requests are \"0\" to \"{}\")", requests.saturating_sub(1))
@@ -145,6 +148,12 @@ impl Expectation {
     pub fn validate(&self, requests: usize) -> Result<(), ExpectError> {
         let expectation = || self.name.clone();
         let invalid = |field, message| Err(ExpectError::Invalid { expectation: expectation(), field, message });
+        if self.name.trim().is_empty() {
+            return invalid(
+                "name",
+                "an entry's name is empty: the table and its reproduce line name each entry".into(),
+            );
+        }
         if !self.clean
             && self.violations.is_empty()
             && self.absent.is_empty()
@@ -177,6 +186,16 @@ impl Expectation {
         }
         if let Some((r, _)) = self.requests.iter().find(|(_, kinds)| kinds.is_empty()) {
             return invalid("requests", format!("request `{r}` lists no kind: it asserts nothing"));
+        }
+        // A leak is its pool's (what is still held at the end, whoever held it): no violation
+        // of that kind names a request, so a per-request one could never pass.
+        if let Some((r, _)) = self.requests.iter().find(|(_, kinds)| kinds.iter().any(|k| k == Kind::PageLeak.name())) {
+            return invalid(
+                "requests",
+                format!(
+                    "request `{r}`: `page_leak` is a pool's violation, never a request's (its detail names the holders): it could never pass; list it in `violations`"
+                ),
+            );
         }
         if let Some((r, s)) = self.status.iter().find(|(_, s)| **s != 0 && !(100..=599).contains(*s)) {
             return invalid(

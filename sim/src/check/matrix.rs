@@ -103,7 +103,10 @@ impl fmt::Display for UnknownMitigation {
         if self.0.is_empty() {
             return write!(f, "--mitigations: no mitigation named (known: {})", known.join(","));
         }
-        write!(f, "--mitigations: unknown `{}` (known: {})", self.0, known.join(","))
+        let hint = crate::scenario::did_you_mean(&self.0, known.iter().copied())
+            .map(|m| format!("did you mean `{m}`? "))
+            .unwrap_or_default();
+        write!(f, "--mitigations: unknown `{}`: {hint}(known: {})", self.0, known.join(","))
     }
 }
 

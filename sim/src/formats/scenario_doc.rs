@@ -363,7 +363,11 @@ fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
 pub fn starting_scenario(name: &str, like: Like, file: &str) -> String {
     let (path, text) = like.source();
     let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
-    let how = format!("written by `kvsim new {name} --like {}` from {path}", format!("{like:?}").to_lowercase());
+    let how = format!(
+        "written by `kvsim new {} --like {}` from {path}",
+        crate::shell_word(name),
+        format!("{like:?}").to_lowercase()
+    );
     annotated(name, &spec, &how, file)
 }
 
@@ -383,7 +387,12 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: 
     let (profile, why) = a.default_profile();
     let generated = crate::audit::scenario(&a, &sources.join(", "), profile).ok_or(FromLogsError::NoDeployment)?;
     let spec: ScenarioFile = toml::from_str(&generated.toml).map_err(|e| FromLogsError::Unreadable(e.to_string()))?;
-    let mut how = format!("written by `kvsim new {name} --from-log {}`; profile {profile}: {why}", sources.join(" "));
+    let words: Vec<String> = sources.iter().map(|p| crate::shell_path_str(p)).collect();
+    let mut how = format!(
+        "written by `kvsim new {} --from-log {}`; profile {profile}: {why}",
+        crate::shell_word(name),
+        words.join(" ")
+    );
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
