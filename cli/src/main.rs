@@ -354,7 +354,8 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
         sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
     // Not when `--profile` is the file's own (every reproduce line kvsim prints names it): its
     // `[knobs]` then change that profile on purpose.
-    if let Some(p) = opts.profile.as_ref().filter(|p| sc.spec.profile.as_ref() != Some(*p)) {
+    let own = sc.spec.profile.as_deref().unwrap_or(kvsim::scenario::DEFAULT_PROFILE);
+    if let Some(p) = opts.profile.as_ref().filter(|p| p.as_str() != own) {
         // The file's own `[knobs]` win over `--profile`: say which, so a "does the fixed build fix
         // it?" run does not silently keep the old engine's behaviour.
         let kept: Vec<String> = kvsim::scenario::knobs_differing_from(&cfg, p)

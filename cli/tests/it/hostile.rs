@@ -613,3 +613,19 @@ fn printed_commands_quote_names_and_guard_dash_paths() {
     assert_ne!(run.status.code(), Some(2), "{}", String::from_utf8_lossy(&run.stderr));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--profile` naming the profile a file without `profile =` runs anyway (the default, as every
+/// printed reproduce line names it) changes nothing: no note about its `[knobs]`. Another
+/// profile still gets the note.
+#[test]
+fn the_default_profile_named_gets_no_knobs_note() {
+    let dir = scratch("default-profile");
+    let f = dir.join("s.toml");
+    std::fs::write(&f, crate::bad_input::GOOD.replace("page_size = 16", "page_size = 32")).unwrap();
+    let f = f.to_str().unwrap();
+    let (_, _, err) = kvsim(&["run", f, "--profile", kvsim::scenario::DEFAULT_PROFILE]);
+    assert!(!err.contains("note:"), "{err}");
+    let (_, _, err) = kvsim(&["run", f, "--profile", "vllm-nixl"]);
+    assert!(err.contains("note:") && err.contains("page_size = 32"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

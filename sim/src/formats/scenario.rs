@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The engine profile of a scenario that names none (`profile` absent).
+pub const DEFAULT_PROFILE: &str = "sglang-0.5.16";
+
 /// A bad scenario, override or configuration: exit status 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
@@ -1470,7 +1473,7 @@ impl Scenario {
     /// Every number is range-checked here, at the boundary, against the named limits above.
     pub fn resolve_with(&self, o: &Overrides, read: Option<FileReader>) -> Result<SimConfig, ScenarioError> {
         let s = &self.spec;
-        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| "sglang-0.5.16".into());
+        let profile = o.profile.clone().or_else(|| s.profile.clone()).unwrap_or_else(|| DEFAULT_PROFILE.into());
         let (knobs, origins) = self.knobs(o, &profile)?;
         self.check_knobs(&knobs, &origins)?;
         self.in_range("", 0, "context_len", s.context_len, 2, MAX_TOKENS, "")?;
@@ -1482,7 +1485,7 @@ impl Scenario {
             Some(KnobOrigin::Set) => Some("`--set page_size`".to_string()),
             None if o.profile.is_some() && o.profile != s.profile => {
                 let own =
-                    config::profile(s.profile.as_deref().unwrap_or("sglang-0.5.16")).map(|p| (p.knobs)().page_size);
+                    config::profile(s.profile.as_deref().unwrap_or(DEFAULT_PROFILE)).map(|p| (p.knobs)().page_size);
                 Some(format!(
                     "profile {profile}'s, from `--profile {profile}`{}",
                     own.filter(|&ps| ps != knobs.page_size)
