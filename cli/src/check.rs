@@ -68,6 +68,21 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
         let (key, what) = match err.file.as_str() {
             "--set" => ("set", format!("`{}`: {}", err.key.trim_start_matches("knobs."), err.message)),
             "--profile" => ("profile", err.message.clone()),
+            // The file's line, caused by the entry's page size (resolving calls the entry's
+            // overrides `--set` and `--profile`): the entry is at fault, named as such.
+            _ if err.message.contains("(page_size ") && (e.profile.is_some() || !o.set.is_empty()) => {
+                let m = err.to_string().replace("`--set page_size`", "the entry's `set`");
+                let m = match &e.profile {
+                    Some(p) => m.replace(&format!("from `--profile {p}`"), "from the entry's `profile`"),
+                    None => m,
+                };
+                let key = if m.contains("the entry's `set`") { "set" } else { "profile" };
+                return expectation_error(sc, f, i, key, &m);
+            }
+            // The same error without the entry is the file's own: no entry to name.
+            _ if sc.resolve_with(&Overrides::default(), Some(&super::read_file)).err().as_ref() == Some(&err) => {
+                return err.to_string()
+            }
             _ => return format!("{err} (with [[expect]] `{}`)", e.name),
         };
         expectation_error(sc, f, i, key, &what)

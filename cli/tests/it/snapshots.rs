@@ -176,6 +176,29 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         let at = format!("bad-expect.toml:{line}: `expect[0].{field}` (`x`): ");
         assert!(err.contains(&at) && err.contains(what), "{body}: want {at}…{what}\n{err}");
     }
+    // The file's own error is not blamed on an entry; an error the entry's page size causes is.
+    let base = dir.join("base-error.toml");
+    std::fs::write(
+        &base,
+        format!(
+            "{}\n[[expect]]\nname = \"x\"\nclean = true\n",
+            crate::bad_input::GOOD.replace("at_ms = 0", "at_ms = 4611686018428")
+        ),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", base.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`request.at_ms`") && !err.contains("with [[expect]]"), "{err}");
+    let ps = dir.join("entry-page-size.toml");
+    std::fs::write(
+        &ps,
+        format!("{}\n[[expect]]\nname = \"p\"\nset = {{ page_size = 7 }}\nclean = true\n", crate::bad_input::GOOD),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", ps.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`expect[0].set` (`p`)") && err.contains("page_size 7 is the entry's `set`"), "{err}");
+    assert!(!err.contains("--set"), "{err}");
     let unnamed = dir.join("unnamed.toml");
     std::fs::write(&unnamed, format!("{}\n[[expect]]\nname = \"\"\nclean = true\n", crate::bad_input::GOOD)).unwrap();
     let (code, err) = run(&["check", unnamed.to_str().unwrap()]);
