@@ -362,7 +362,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         shrunk.iter().filter(|&&c| c != 0).count()
     ));
     for c in replay.trail.iter().take(shrunk.len()).enumerate().filter(|(_, c)| c.value != 0) {
-        lines.push(format!("  choice {}: {:?} {} of {}", c.0, c.1.point, c.1.value, c.1.domain));
+        lines.push(format!("  choice {}: {}", c.0, spec.bounds.describe(c.1)));
     }
     let mut story = replay.world.oracle.violations.first().map(|v| kvsim::report::story(&replay.world, v));
     // The run's own command (seed, profile, pins, liveness bound: what the exploration ran),

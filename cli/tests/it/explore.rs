@@ -371,6 +371,17 @@ fn explore_refuses_flags_it_would_ignore_or_that_clash() {
         assert_eq!(code, Some(2), "{extra:?}: {err}");
         assert!(err.contains(&format!("--catalogue takes no {}", extra[0])), "{err}");
     }
+    // The printed schedule says what each non-default choice chose, not "Fault 2 of 4".
+    let r = Command::new(bin)
+        .args(["explore", &catalogue("cancel-mid-transfer.toml"), "--set", "cancel_mid_transfer=free"])
+        .args(["--faults", "transfer_fail,delay,visibility_lag,crash", "--max-faults", "2", "--max-states", "20000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("choice ") && l.ends_with("transfer batch fault: delay")),
+        "{text}"
+    );
     let (code, err) = run(&["explore", &row, "--faults", "none,crash"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("`none` stands alone"), "{err}");

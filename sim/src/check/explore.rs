@@ -118,6 +118,28 @@ impl Bounds {
         self
     }
 
+    /// What a taken choice chose, in words (`transfer batch fault: delay`, `message latency
+    /// 2000 µs`), for the printed schedule.
+    pub fn describe(&self, c: &Choice) -> String {
+        let v = c.value as usize;
+        match c.point {
+            Point::Latency => match self.latencies_us.get(v) {
+                Some(l) => format!("message latency {l} µs"),
+                None => format!("latency {v} of {}", c.domain),
+            },
+            Point::Fault => match v.checked_sub(1).and_then(|i| self.batch_kinds().get(i).copied()) {
+                Some(k) => format!("transfer batch fault: {}", k.name()),
+                None => "no transfer batch fault".into(),
+            },
+            Point::Crash => match v.checked_sub(1) {
+                Some(n) => format!("crash node #{n} at this arrival (prefill nodes first, then decode)"),
+                None => "no crash".into(),
+            },
+            Point::Route => format!("router picks instance #{v} of {}", c.domain),
+            Point::Order => format!("simultaneous events: the #{v} of {} in sequence order runs first", c.domain),
+        }
+    }
+
     fn batch_kinds(&self) -> Vec<FaultKind> {
         self.fault_kinds.iter().copied().filter(|k| *k != FaultKind::Crash).collect()
     }
