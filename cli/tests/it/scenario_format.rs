@@ -260,3 +260,31 @@ fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("garbage.log"));
 }
+
+/// The schema refuses in the editor what `kvsim check` refuses in `[[expect]]`: an unknown
+/// violation kind or fault, a status that is neither an HTTP status nor 0.
+#[test]
+fn the_schema_knows_expectation_kinds_and_statuses() {
+    let v = schema();
+    let base = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/stub-admission.toml")).unwrap();
+    let (head, _) = base.split_once("[[expect]]").unwrap();
+    let with = |entry: &str| as_json(&format!("{head}[[expect]]\nname = \"x\"\n{entry}\n"));
+    for good in [
+        "violations = [\"wrong_status\"]",
+        "status = { \"0\" = 0, \"1\" = 200 }",
+        "requests = { \"0\" = [\"cross_tenant_read\"] }",
+        "clean = true\nexplore_faults = [\"crash\"]",
+    ] {
+        assert!(v.is_valid(&with(good)), "{good}");
+    }
+    for bad in [
+        "violations = [\"wrong_stat\"]",
+        "absent = [\"leak\"]",
+        "requests = { \"0\" = [\"cross_tenant_reed\"] }",
+        "status = { \"0\" = 99 }",
+        "status = { \"0\" = 600 }",
+        "clean = true\nexplore_faults = [\"crsh\"]",
+    ] {
+        assert!(!v.is_valid(&with(bad)), "{bad}");
+    }
+}

@@ -15,6 +15,22 @@ pub fn schema_json() -> String {
     if let Some(o) = v.as_object_mut() {
         o.insert("$id".into(), "https://github.com/kvsim/kvsim/docs/scenario.schema.json".into());
     }
+    // `[[expect]]` values `kvsim check` refuses, refused in the editor too: violation kinds and
+    // explored faults by name, a status as an HTTP status or 0 (no response). (The serde types
+    // keep them strings and u16 for the error messages with did-you-mean and the line.)
+    let kinds: Vec<Value> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name().into()).collect();
+    let faults: Vec<Value> = crate::check::explore::FaultKind::ALL.iter().map(|k| k.name().into()).collect();
+    if let Some(props) = v.pointer_mut("/$defs/Expectation/properties") {
+        let kind = serde_json::json!({ "enum": kinds });
+        props["violations"]["items"] = kind.clone();
+        props["absent"]["items"] = kind.clone();
+        props["requests"]["additionalProperties"]["items"] = kind;
+        props["status"]["additionalProperties"] = serde_json::json!({
+            "type": "integer",
+            "anyOf": [{ "const": 0 }, { "minimum": 100, "maximum": 599 }]
+        });
+        props["explore_faults"]["items"] = serde_json::json!({ "enum": faults });
+    }
     serde_json::to_string_pretty(&v).expect("schema serialises") + "\n"
 }
 
@@ -81,7 +97,18 @@ fn allowed(root: &Value, v: &Value) -> String {
     if let Some(any) = r.get("anyOf").and_then(Value::as_array) {
         return any.iter().map(|x| allowed(root, x)).filter(|a| !a.is_empty()).collect::<Vec<_>>().join("; ");
     }
+    // An array's items, a table's values (`[[expect]]` kinds, statuses).
+    if let Some(i) = r.get("items") {
+        return allowed(root, i);
+    }
+    if let Some(i) = r.get("additionalProperties").filter(|x| x.is_object()) {
+        let a = allowed(root, i);
+        return if a.is_empty() { a } else { format!("values: {a}") };
+    }
     let mut parts = Vec::new();
+    if let Some(c) = r.get("const") {
+        parts.push(format!("`{c}`"));
+    }
     let variants: Vec<String> = if let Some(e) = r.get("enum").and_then(Value::as_array) {
         e.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect()
     } else if let Some(e) = r.get("oneOf").and_then(Value::as_array) {
