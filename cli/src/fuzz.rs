@@ -129,7 +129,7 @@ fn write_pictures(cfg: &SimConfig, dir: &Path) -> Result<(), String> {
     let phases = w.lifecycle.as_deref().unwrap_or_default();
     let v = kvsim::picture::perfetto::perfetto_json(cfg, records, phases, &w.oracle.violations);
     std::fs::write(dir.join("perfetto.json"), serde_json::to_string(&v).expect("json")).map_err(io)?;
-    let svg = kvsim::picture::svg::page_map_svg(cfg, records, phases, &w.oracle.violations);
+    let svg = kvsim::picture::svg::page_map_svg(cfg, records, phases, &w.oracle.violations, None);
     std::fs::write(dir.join("pagemap.svg"), svg).map_err(io)
 }
 

@@ -622,7 +622,8 @@ fn run_with_trace(
         }
         if let Some(p) = &t.svg {
             let phases = w.lifecycle.as_deref().unwrap_or_default();
-            let s = kvsim::picture::svg::page_map_svg(cfg, records, phases, &w.oracle.violations);
+            let cs = sched.map(|c| c.to_string());
+            let s = kvsim::picture::svg::page_map_svg(cfg, records, phases, &w.oracle.violations, cs.as_deref());
             std::fs::write(p, s).map_err(|e| format!("{p}: {e}"))?;
         }
     }

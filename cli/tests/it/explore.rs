@@ -611,7 +611,11 @@ fn a_chosen_schedule_is_traced_drawn_confirmed_and_replayed() {
     assert!(err.contains("schedule: 38 choice points") && err.contains("4 given"), "{err}");
     assert!(err.contains("determinism check passed"), "{err}");
     assert!(out.contains("CONFIRMED") && out.contains("--choices v1/f=1/"), "{out}");
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("cross_tenant_read"));
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.contains("cross_tenant_read") && picture.contains("explored schedule v1/f=1/"),
+        "the title names it"
+    );
     let text = std::fs::read_to_string(&trace).unwrap();
     let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(header["choices"], "v1/f=1/k=transfer_fail+crash/l=200+2000/o=1/c=1.1.0.1");

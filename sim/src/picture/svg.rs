@@ -353,14 +353,16 @@ fn rects_for(p: &Panel, held: &[Held], tenants: &[Option<u32>], max_rects: usize
 /// The SVG page map of a run: a panel per pool (time on x, page id on y), a rectangle per held
 /// page run coloured by tenant, violations in red at their time over their page runs, a legend.
 /// Below the pools, request lanes (`super::lanes`) drawn from `phases`, the run's lifecycle log
-/// (`World::lifecycle`; empty draws no lanes), on the same time axis.
+/// (`World::lifecycle`; empty draws no lanes), on the same time axis. `schedule`: the choice
+/// string of an explored schedule the run followed (`kvsim run --choices`), named in the title.
 pub fn page_map_svg(
     cfg: &SimConfig,
     records: &[(Instant, TraceRecord)],
     phases: &[PhaseRecord],
     violations: &[Violation],
+    schedule: Option<&str>,
 ) -> String {
-    page_map_svg_with(cfg, records, phases, violations, MAX_RECTS)
+    page_map_svg_with(cfg, records, phases, violations, schedule, MAX_RECTS)
 }
 
 /// `page_map_svg` with the number of rectangles above which a panel is rasterised.
@@ -369,6 +371,7 @@ fn page_map_svg_with(
     records: &[(Instant, TraceRecord)],
     phases: &[PhaseRecord],
     violations: &[Violation],
+    schedule: Option<&str>,
     max_rects: usize,
 ) -> String {
     // Decode steps as the reads, page allocations and writes they stand for.
@@ -469,10 +472,11 @@ fn page_map_svg_with(
     let _ = writeln!(s, r#"<rect width="{width:.0}" height="{height:.0}" fill="white"/>"#);
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">KV page map · {} · profile {} · seed {}</text>"#,
+        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">KV page map · {} · profile {} · seed {}{}</text>"#,
         esc(&cfg.name),
         esc(&cfg.profile),
-        cfg.seed
+        cfg.seed,
+        schedule.map(|c| format!(" · explored schedule {}", esc(c))).unwrap_or_default()
     );
     let safety = violations.iter().filter(|v| v.pool.is_some() && !v.page_runs.is_empty()).count();
     let _ = writeln!(
@@ -1204,7 +1208,7 @@ pub(crate) mod tests {
     #[test]
     fn stub_leak_page_map() {
         let (cfg, recs, phases, vs) = run_phased("small/stub-leak.toml", None, None);
-        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
         let rects = check_svg(&s);
         assert!(rects < 200, "{rects} rectangles");
         assert!(s.contains("decode-0 pool"));
@@ -1220,7 +1224,7 @@ pub(crate) mod tests {
         assert!(lane.iter().any(|p| p == "running") && lane.iter().any(|p| p == "prefill"), "{lane:?}");
         assert!(s.contains(&format!("data-violation-r=\"{}\"", reader.0)));
         // No records, no lanes.
-        let bare = page_map_svg(&cfg, &recs, &[], &vs);
+        let bare = page_map_svg(&cfg, &recs, &[], &vs, None);
         assert!(drawn_spans(&bare).is_empty() && !bare.contains("request lanes"));
     }
 
@@ -1230,13 +1234,13 @@ pub(crate) mod tests {
     #[test]
     fn lane_text_and_labels_are_not_drawn_over() {
         let (cfg, recs, phases, vs) = run_phased("small/vllm-short-prefill.toml", None, None);
-        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
         let status = s.lines().find(|l| l.contains(">503 after ")).expect("the lane's status text");
         let x: f64 = status.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
         let w = "503 after 0.072 s".len() as f64 * 5.0;
         assert!(x - w >= LEFT, "{status}");
         let (cfg, recs, phases, vs) = run_phased("small/mixed-faults.toml", None, None);
-        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
         assert!(s.contains(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")), "markers drawn");
         let first_label = s.find(&format!("fill=\"{RED}\" font-size=\"10\"")).unwrap();
         let panel_end = s[first_label..].find(" pool · ").map_or(s.len(), |i| first_label + i);
@@ -1246,7 +1250,7 @@ pub(crate) mod tests {
     #[test]
     fn mixed_faults_page_map() {
         let (cfg, recs, phases, vs) = run_phased("small/mixed-faults.toml", None, Some("decode-1"));
-        let s = page_map_svg(&cfg, &recs, &phases, &vs);
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
         let rects = check_svg(&s);
         assert!(rects < 4 * MAX_RECTS + 100, "{rects} rectangles");
         assert!(s.contains(">reset</text>"), "crash resets drawn");
@@ -1288,7 +1292,7 @@ pub(crate) mod tests {
         ];
         for (rel, crash, max_rects, suffix) in runs {
             let (cfg, recs, phases, vs) = run_phased(rel, None, crash);
-            let s = page_map_svg_with(&cfg, &recs, &phases, &vs, max_rects);
+            let s = page_map_svg_with(&cfg, &recs, &phases, &vs, None, max_rects);
             check_lanes(&s, &phases, &vs);
             check_svg(&s);
             assert!(s.len() < 10_000_000, "{} bytes", s.len());
