@@ -48,6 +48,9 @@ pub struct Liveness {
     /// After it, pages still held are leaks (the last deadline plus the bound).
     leak_deadline: Instant,
     next_quiescence_check: Instant,
+    /// How many more times the leak deadline may move to a pending event that frees pages (each
+    /// owed to a distinct event; the cap only guards a livelock re-arming them).
+    leak_extensions_left: u64,
     /// A request missed its deadline (the run stopped on it).
     pub failed: bool,
     /// The earliest deadline a request missed: where the run stopped (the report's virtual end).
@@ -129,6 +132,7 @@ impl Liveness {
             next_deadline,
             leak_deadline: last + bound,
             next_quiescence_check: heal,
+            leak_extensions_left: 4 * w.reqs.len() as u64 + 16,
             failed: false,
             missed_at: None,
             quiescent_at: None,
@@ -195,7 +199,17 @@ impl World {
                 .unwrap_or(Instant(u64::MAX));
         }
         if at > l.leak_deadline {
-            return true;
+            // Something pending still ends a request or frees pages (an armed deferred-release
+            // fallback, a transfer in flight, an abort's ack): not yet a leak, as at the ordinary
+            // horizon (`World::step`); judged the bound after it instead.
+            match self.pending_ending_event() {
+                Some(t) if l.leak_extensions_left > 0 => {
+                    l.leak_extensions_left -= 1;
+                    l.leak_deadline = t + l.bound;
+                    self.extend_horizon(l.leak_deadline);
+                }
+                _ => return true,
+            }
         }
         if at >= l.next_quiescence_check {
             l.next_quiescence_check = at + QUIESCENCE_CHECK;
@@ -249,11 +263,12 @@ impl World {
     /// Request `r`'s last progress before the event due at `at`, as liveness mode counts it:
     /// its own (a phase change, a batch of its transfer, a token), work for
     /// it in flight (a chunk of it in the running forward pass, it in the running decode step, a
-    /// batch of its transfer still pending: progress now, at `at`), and, while it waits in a queue, the queue's (its prefill
-    /// node took a request out of the bootstrap or waiting queue; its decode node took one out
-    /// of the prealloc queue, a request running there got a token, or a transfer into room the
-    /// node holds is in flight: room will free; the same for a retracted request, which waits
-    /// for room too). A request
+    /// batch of its transfer still pending: progress now, at `at`), and, while it waits in a queue, the queue's
+    /// (`prefill_queue_progress` for prefill's queues, also when sglang's decode already holds
+    /// the room and says `kv_arrival`; on decode: its node took one out of the prealloc queue, a
+    /// request running there got a token, a transfer into room the node holds is in flight, a
+    /// room holder's KV is being computed, or a deferred-release fallback is armed: room will
+    /// free; the same for a retracted request, which waits for room too). A request
     /// waiting for what never comes has none of these; one decoding, transferring over a slow
     /// link or queued behind work the node is doing has.
     fn progress_of(&self, l: &Liveness, r: RequestId, at: Instant) -> Option<(Instant, &'static str)> {
@@ -293,8 +308,13 @@ impl World {
             return Some((at, "its KV being computed or sent"));
         }
         let own = [l.progress[r.idx()], req.last_token_at()].into_iter().flatten().max().map(|t| (t, "its own"));
+        // Still queued at prefill, whatever decode's side says (sglang preallocates decode's room
+        // first, so the request reads `kv_arrival` there while it waits in prefill's queue).
+        let queued_at_prefill =
+            matches!(self.prefill[p.at()].reqs().get(&r).map(|x| x.phase()), Some(PPhase::Bootstrap | PPhase::Waiting));
         let queue = match self.waits_for(r) {
-            "bootstrap" | "prefill_queue" => l.prefill_admitted[p.at()].map(|t| (t, "its prefill queue's")),
+            "bootstrap" | "prefill_queue" => self.prefill_queue_progress(l, p, at, transferring),
+            "kv_arrival" if queued_at_prefill => self.prefill_queue_progress(l, p, at, transferring),
             // A retracted request waits for the same thing as the prealloc queue: room, which
             // the running batch frees as it finishes (sglang resumes retracted requests before it
             // admits from prealloc; `decode_tick`). Without this, one retracted behind a long
@@ -305,12 +325,62 @@ impl World {
                     // Room held for a request whose KV is on its way: it will run and free it.
                     return Some((at, "its decode queue's (a transfer into the held room is in flight)"));
                 }
+                // Room held for a request whose KV prefill is computing now, or whose pages decode
+                // frees when its deferred-release fallback fires (the abort of a failed send that
+                // prefill never acknowledges: 30 s, sglang 0.5.22): room will free.
+                if node.transfer_queue().iter().any(|h| self.prefill[self.reqs[h.idx()].prefill().at()].computing(*h))
+                    || self.release_pending(d)
+                {
+                    return Some((at, "its decode queue's (room held for work in progress will free)"));
+                }
                 let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
                 [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode queue's"))
             }
             _ => None,
         };
         [own, queue].into_iter().flatten().max_by_key(|(t, _)| *t)
+    }
+
+    /// The progress of prefill node `p`'s queues: a forward pass running (it works through the
+    /// queue, chunk by chunk: a long chunked prompt ahead is progress), a request taken out of the
+    /// bootstrap or waiting queue, or, for a pool held by requests whose KV decode has yet to take
+    /// (vLLM holds the source blocks until decode's read), those requests' transfers in flight and
+    /// their decode nodes' tokens (decode reads when room frees).
+    fn prefill_queue_progress(
+        &self,
+        l: &Liveness,
+        p: crate::types::PrefillIdx,
+        at: Instant,
+        transferring: &[RequestId],
+    ) -> Option<(Instant, &'static str)> {
+        let node = &self.prefill[p.at()];
+        if node.busy() {
+            return Some((at, "its prefill queue's (a forward pass is running)"));
+        }
+        let holders: Vec<RequestId> = node
+            .reqs()
+            .iter()
+            .filter(|(_, x)| matches!(x.phase(), PPhase::Held | PPhase::Inflight | PPhase::Draining))
+            .map(|(h, _)| *h)
+            .collect();
+        if holders.iter().any(|h| transferring.binary_search(h).is_ok()) {
+            return Some((at, "its prefill queue's (a transfer out of its pool is in flight)"));
+        }
+        let tokens = holders
+            .iter()
+            .flat_map(|h| self.decode[self.reqs[h.idx()].decode().at()].running())
+            .filter_map(|x| self.reqs[x.idx()].last_token_at())
+            .max();
+        [l.prefill_admitted[p.at()], tokens].into_iter().flatten().max().map(|t| (t, "its prefill queue's"))
+    }
+
+    /// Decode node `d` holds pages of a request whose deferred-release fallback is still armed:
+    /// they free when it fires.
+    fn release_pending(&self, d: crate::types::DecodeIdx) -> bool {
+        self.any_pending(|e| {
+            matches!(e, Ev::Timeout { timer: crate::event::TimeoutKind::DeferredRelease, node, .. }
+                if node.idx() == crate::types::NodeIdx::Decode(d))
+        })
     }
 
     /// Moves the deadline of each open request whose deadline is before `at` to its last progress

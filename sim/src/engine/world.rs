@@ -1339,10 +1339,17 @@ impl World {
         let Some(mut s) = self.pop_next() else {
             return false;
         };
-        // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline.
-        if self.liveness.is_some() && self.liveness_stop(s.at) {
+        // Liveness mode (check::liveness): a missed deadline, quiescence or the leak deadline,
+        // judged with this event still pending (a failing batch's only event, its `TransferDone`,
+        // is work in flight; a land about to run is not quiescence). Liveness mode queues the
+        // workload whole, so the queue gives the same event back.
+        if self.liveness.is_some() {
+            let at = s.at;
             self.queue.push(s);
-            return false;
+            if self.liveness_stop(at) {
+                return false;
+            }
+            s = self.queue.pop().expect("the event just queued");
         }
         if s.at > self.horizon && !self.moot_past_horizon(&s) {
             self.queue.push(s);
@@ -1591,7 +1598,7 @@ impl World {
     /// The earliest pending event that will end a request still without a final status: a
     /// bootstrap or waiting timer of the node's current incarnation, or a leg's result in flight.
     /// Arrivals not yet taken (`arrivals`) are neither, so the queue alone answers.
-    fn pending_ending_event(&self) -> Option<Instant> {
+    pub(crate) fn pending_ending_event(&self) -> Option<Instant> {
         self.queue
             .iter()
             .filter_map(|s| match &s.ev {

@@ -576,3 +576,59 @@ fn the_reported_end_does_not_move_with_the_bound_when_the_run_does_not() {
     }
     assert!(long.ended_at().0 < 3_000_000_000, "{}", long.ended_at());
 }
+
+fn liveness_data(name: &str) -> SimConfig {
+    let path = crate::common::sim_data().join("liveness").join(name);
+    crate::load_path(path.to_str().unwrap())
+}
+
+/// Legitimate waits longer than the bound are not hangs (each was one before; found by an
+/// adversarial walkthrough, `sim/tests/data/liveness/`). Each ordinary run answers every request;
+/// in liveness mode at the bound given, nothing is a hang and nothing a leak:
+/// - a backlog of long prompts at prefill, where sglang's decode already holds the room (the
+///   request reads `kv_arrival`): prefill's forward passes are its queue's progress;
+/// - one long chunked prompt ahead (chunk after chunk, no admission meanwhile);
+/// - decode's prealloc queue behind room held for a request whose KV prefill is computing;
+/// - vLLM's prefill queue behind a pool held until decode, busy with long outputs, reads it;
+/// - a request behind room a failed send's deferred-release fallback frees after 30 s;
+/// - a failing slow batch, whose only pending event is its `TransferDone` (the check ran without
+///   the event about to run, so the batch looked idle), and whose decode pages the fallback frees
+///   after the leak deadline (a `page_leak` before).
+#[test]
+fn legitimate_long_waits_are_not_hangs() {
+    for (name, bound_ms) in [
+        ("prefill-backlog.toml", 5_000),
+        ("chunked-prompt-ahead.toml", 3_000),
+        ("prealloc-behind-computing-room.toml", 5_000),
+        ("vllm-prefill-pool-held-for-decode.toml", 3_000),
+        ("prealloc-behind-deferred-release.toml", 5_000),
+        ("failing-slow-transfer.toml", 2_000),
+        ("failing-slow-transfer.toml", 9_000),
+    ] {
+        let cfg = liveness_data(name);
+        let ordinary = kvsim::simulate(cfg.clone(), None, false);
+        assert!(ordinary.reqs.iter().all(|r| r.response().is_some()), "{name}: the ordinary run answers all");
+        assert!(signatures(&ordinary).is_empty(), "{name}: {:?}", signatures(&ordinary));
+        let w = kvsim::simulate(with_bound(cfg, bound_ms), None, false);
+        assert!(signatures(&w).is_empty(), "{name} at {bound_ms} ms: {:?}", signatures(&w));
+        assert!(!w.liveness.as_ref().unwrap().failed, "{name}");
+    }
+}
+
+/// The other side: a real deadlock (vLLM decode stalled for pages it never gets) is still a
+/// hang, however the queues' progress is counted.
+#[test]
+fn a_stalled_decode_is_still_a_hang() {
+    let path = crate::common::sim_data().join("liveness/retract-chain.toml");
+    let o = kvsim::scenario::Overrides {
+        profile: Some("vllm-nixl".into()),
+        set: vec![("decode_out_of_pages".into(), "stall".into())],
+        ..Default::default()
+    };
+    let cfg = kvsim::scenario::Scenario::parse(path.to_str().unwrap(), &std::fs::read_to_string(&path).unwrap())
+        .and_then(|s| s.resolve(&o))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let w = kvsim::simulate(with_bound(cfg, 3_000), None, false);
+    assert!(signatures(&w).iter().any(|s| s.starts_with("request_hang/after_heal/")), "{:?}", signatures(&w));
+    assert!(w.liveness.as_ref().unwrap().failed);
+}
