@@ -84,6 +84,7 @@ fn fault_kinds<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Resu
                 "none" if what == "--faults" => {
                     "--faults: `none` stands alone (no fault explored); it cannot be listed with faults".to_string()
                 }
+                "" => format!("{what}: an empty name (nothing given, two commas together, or one at an end)"),
                 _ => {
                     format!("{what}: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash{none})")
                 }
@@ -94,11 +95,8 @@ fn fault_kinds<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Resu
 
 /// The bound from the flags.
 pub fn bounds_of(o: &ExploreOpts, cfg: &SimConfig) -> Result<Bounds, String> {
-    let fault_kinds = if o.faults == "none" {
-        Vec::new()
-    } else {
-        fault_kinds(o.faults.split(',').map(str::trim).filter(|x| !x.is_empty()), "--faults")?
-    };
+    let fault_kinds =
+        if o.faults == "none" { Vec::new() } else { fault_kinds(o.faults.split(',').map(str::trim), "--faults")? };
     let l = cfg.cost.message_latency_us;
     let latencies_us = match o.latencies.as_deref() {
         None => vec![l, l.saturating_mul(10)],
@@ -148,7 +146,12 @@ pub fn run(o: &ExploreOpts) -> i32 {
         return run_catalogue(o);
     }
     if let Some(out) = &o.out {
-        // Refused before exploring (minutes): the file it would replace may be the scenario.
+        // Refused before exploring (minutes): the file it would replace may be the scenario, and
+        // a file it cannot write lost the whole exploration at the end.
+        if let Err(e) = super::output_file_ok("--out", out) {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
         if super::same_file(out, &o.scenario) {
             eprintln!("error: --out {out}: that is the scenario explored; write the counterexample elsewhere");
             return exit::BAD_INPUT;

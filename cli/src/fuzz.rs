@@ -674,27 +674,16 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             return Err("--html: an empty path; give the report's file name".to_string());
         }
         let dir = Path::new(h).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        // The corpus folder itself is made by the campaign: a report inside it is fine.
-        let in_corpus = super::same_file(dir, &o.corpus);
-        if in_corpus {
-            // (checked for writing once the corpus exists; the campaign made it)
-        } else if !dir.is_dir() {
-            return Err(format!("--html {h}: the folder {} does not exist", dir.display()));
-        }
         if Path::new(h).is_dir() || h.ends_with('/') || super::same_file(h, &o.corpus) {
             return Err(format!(
                 "--html {h}: a folder; give the report's file name (e.g. {}/report.html)",
                 h.trim_end_matches('/')
             ));
         }
-        if !in_corpus {
-            let probe = dir.join(format!(".kvsim-write-check-{}", std::process::id()));
-            match std::fs::File::create(&probe) {
-                Ok(_) => {
-                    let _ = std::fs::remove_file(&probe);
-                }
-                Err(e) => return Err(format!("--html {h}: cannot write in {}: {e}", dir.display())),
-            }
+        // The corpus folder itself is made by the campaign: a report inside it is fine (checked
+        // for writing once the corpus exists).
+        if !super::same_file(dir, &o.corpus) {
+            super::output_file_ok("--html", h)?;
         }
     }
     if o.corpus.trim().is_empty() {

@@ -632,6 +632,31 @@ fn run_with_trace(
 
 pub type MakeTracer<'a> = &'a dyn Fn(Option<Box<dyn kvsim::trace::TraceSink>>) -> kvsim::trace::Tracer;
 
+/// An output file a long command writes at its end, checked before it starts (a missing folder
+/// lost a whole exploration at the end): a file name, in a folder that exists and can be written
+/// (a probe file is made and removed). `flag` names it in the message.
+pub fn output_file_ok(flag: &str, path: &str) -> Result<(), String> {
+    use std::path::Path;
+    if path.trim().is_empty() {
+        return Err(format!("{flag}: an empty path; give a file name"));
+    }
+    if Path::new(path).is_dir() || path.ends_with('/') {
+        return Err(format!("{flag} {path}: a folder; give a file name (e.g. {}/out)", path.trim_end_matches('/')));
+    }
+    let dir = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("{flag} {path}: the folder {} does not exist", dir.display()));
+    }
+    let probe = dir.join(format!(".kvsim-write-check-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!("{flag} {path}: cannot write in {}: {e}", dir.display())),
+    }
+}
+
 /// The explored schedule a run follows (`run --choices`), or `None` for a seeded run.
 pub type Schedule<'a> = Option<&'a kvsim::explore::ChoiceString>;
 
@@ -744,8 +769,20 @@ fn check_invariants(path: &str, opts: &RunOpts) -> Option<i32> {
 /// canonical folder and the file's name, else (a folder not made yet: a campaign's corpus) the
 /// absolute path with `.` and `..` resolved by name.
 fn file_key(p: &std::path::Path) -> Option<std::path::PathBuf> {
+    file_key_at(p, 8)
+}
+
+/// `file_key`, following at most `links` dangling symbolic links (a write through one creates its
+/// target: `--out ck` where `ck` links to the missing `--checkpoint` file wrote over it).
+fn file_key_at(p: &std::path::Path, links: u32) -> Option<std::path::PathBuf> {
     if let Ok(c) = p.canonicalize() {
         return Some(c);
+    }
+    if links > 0 {
+        if let Ok(target) = std::fs::read_link(p) {
+            let dir = p.parent().unwrap_or(std::path::Path::new(""));
+            return file_key_at(&dir.join(target), links - 1);
+        }
     }
     let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     if let (Ok(d), Some(name)) = (dir.canonicalize(), p.file_name()) {

@@ -399,6 +399,30 @@ fn explore_refuses_flags_it_would_ignore_or_that_clash() {
         assert_eq!(code, Some(2), "{bad}");
         assert!(err.contains("an empty choice"), "{err}");
     }
+    for bad in ["00", "+1", "0.01"] {
+        let cs = format!("v1/f=0/k=/l=/o=0/c={bad}");
+        let (code, err) = run(&["run", &row, "--choices", &cs]);
+        assert_eq!(code, Some(2), "{bad}");
+        assert!(err.contains("is not a choice"), "{err}");
+    }
+    for faults in ["", "crash,", ",crash"] {
+        let (code, err) = run(&["explore", &row, "--faults", faults]);
+        assert_eq!(code, Some(2), "--faults {faults:?}");
+        assert!(err.contains("an empty name"), "{err}");
+    }
+    // An --out it could not write lost the whole exploration at its end: refused up front.
+    let (code, err) = run(&["explore", &row, "--out", "no-such-folder/x.toml"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("the folder no-such-folder does not exist"), "{err}");
+    // A dangling symbolic link to the checkpoint is the checkpoint.
+    let d = std::env::temp_dir().join(format!("kvsim-explore-link-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::os::unix::fs::symlink("real.json", d.join("link")).unwrap();
+    let (link, real) = (d.join("link"), d.join("real.json"));
+    let (code, err) = run(&["explore", &row, "--out", link.to_str().unwrap(), "--checkpoint", real.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--checkpoint names the same file"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

@@ -596,6 +596,11 @@ fn printed_commands_quote_names_and_guard_dash_paths() {
     assert_eq!(shlex::split(cmd).unwrap(), ["kvsim", "run", "a b.toml"], "{text}");
     let file = std::fs::read_to_string(dir.join("a b.toml")).unwrap();
     assert!(file.contains("`kvsim new 'a b' --like small`"), "{}", &file[..200]);
+    let out = std::process::Command::new(bin).current_dir(&dir).args(["new", "--", "-n"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let header = std::fs::read_to_string(dir.join("-n.toml")).unwrap();
+    let cmd = header.split('`').nth(3).expect("the command in the header");
+    assert_eq!(shlex::split(cmd).unwrap(), ["kvsim", "new", "--like", "small", "--", "-n"], "{cmd}");
     let dash = dir.join("-dash.toml");
     std::fs::copy(dir.join("a b.toml"), &dash).unwrap();
     std::fs::write(

@@ -80,9 +80,9 @@ impl ExpectError {
             ExpectError::UnknownKind { kind, .. } => {
                 let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
                 let hint = crate::scenario::did_you_mean(kind, known.iter().copied())
-                    .map(|m| format!("did you mean `{m}`? "))
+                    .map(|m| format!(": did you mean `{m}`?"))
                     .unwrap_or_default();
-                format!("unknown violation kind `{kind}`: {hint}(known: {})", known.join(", "))
+                format!("unknown violation kind `{kind}`{hint} (known: {})", known.join(", "))
             }
             ExpectError::NoRequest { request, requests, .. } => {
                 format!("no request `{request}` (requests are \"0\" to \"{}\")", requests.saturating_sub(1))

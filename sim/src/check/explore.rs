@@ -335,7 +335,9 @@ impl std::str::FromStr for ChoiceString {
         // `c=` is the empty schedule (every choice 0); otherwise no element may be empty (`0..1`,
         // `0.`: a hand-edited string, whose choices would silently shift).
         for v in c.split('.').filter(|_| !c.is_empty()) {
-            choices.push(v.parse().map_err(|_| E::BadChoice(v.to_string()))?);
+            // Plain decimal only: `00` or `+2` would read as another spelling of a choice.
+            let plain = v.bytes().all(|b| b.is_ascii_digit()) && !(v.len() > 1 && v.starts_with('0'));
+            choices.push(v.parse().ok().filter(|_| plain).ok_or_else(|| E::BadChoice(v.to_string()))?);
         }
         if choices.len() > MAX_CHOICES {
             return Err(E::TooManyChoices(choices.len()));
@@ -946,7 +948,10 @@ pub struct UnknownKind(pub String);
 impl fmt::Display for UnknownKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let known: Vec<&str> = crate::check::oracle::ALL_KINDS.iter().map(|k| k.name()).collect();
-        write!(f, "unknown violation kind `{}` (known: {})", self.0, known.join(", "))
+        let hint = crate::scenario::did_you_mean(&self.0, known.iter().copied())
+            .map(|m| format!(": did you mean `{m}`?"))
+            .unwrap_or_default();
+        write!(f, "unknown violation kind `{}`{hint} (known: {})", self.0, known.join(", "))
     }
 }
 

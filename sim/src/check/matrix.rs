@@ -76,11 +76,12 @@ impl Mitigation {
         }
     }
 
-    /// A comma-separated list (`--mitigations`), in the order given.
-    /// A `--mitigations` list: each named once (a repeated one is one column), at least one.
+    /// A `--mitigations` list, in the order given: each named once (a repeated one is one
+    /// column), at least one, no empty element.
     pub fn parse_list(list: &str) -> Result<Vec<Mitigation>, UnknownMitigation> {
         let mut out: Vec<Mitigation> = Vec::new();
-        for m in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for m in list.split(',').map(str::trim) {
+            // An empty element (`a,,b`, a trailing comma) names nothing: refused, not skipped.
             let m = Mitigation::parse(m).ok_or_else(|| UnknownMitigation(m.to_string()))?;
             if !out.contains(&m) {
                 out.push(m);
@@ -101,12 +102,16 @@ impl fmt::Display for UnknownMitigation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let known: Vec<&str> = Mitigation::ALL.iter().map(|m| m.name()).collect();
         if self.0.is_empty() {
-            return write!(f, "--mitigations: no mitigation named (known: {})", known.join(","));
+            return write!(
+                f,
+                "--mitigations: an empty name (nothing given, two commas together, or one at an end) (known: {})",
+                known.join(",")
+            );
         }
         let hint = crate::scenario::did_you_mean(&self.0, known.iter().copied())
-            .map(|m| format!("did you mean `{m}`? "))
+            .map(|m| format!(": did you mean `{m}`?"))
             .unwrap_or_default();
-        write!(f, "--mitigations: unknown `{}`: {hint}(known: {})", self.0, known.join(","))
+        write!(f, "--mitigations: unknown `{}`{hint} (known: {})", self.0, known.join(","))
     }
 }
 
@@ -271,7 +276,10 @@ mod tests {
         assert!(e.to_string().contains("unknown `nope`"));
         // A repeated name is one column; a list naming none is refused (it printed an empty table).
         assert_eq!(Mitigation::parse_list("kv_checksum,kv_checksum").unwrap(), vec![Mitigation::ALL[0]]);
-        assert!(Mitigation::parse_list(" , ").unwrap_err().to_string().contains("no mitigation named"));
+        assert!(Mitigation::parse_list(" , ").unwrap_err().to_string().contains("an empty name"));
+        // An empty element is refused, not skipped; a near miss is named.
+        assert!(Mitigation::parse_list("kv_checksum,,page_tags").unwrap_err().to_string().contains("an empty name"));
+        assert!(Mitigation::parse_list("page_tag").unwrap_err().to_string().contains("did you mean `page_tags`?"));
         for m in Mitigation::ALL {
             assert_eq!(Mitigation::parse(m.name()), Some(m));
             assert!(!m.knobs().is_empty());

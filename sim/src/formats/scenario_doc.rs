@@ -384,17 +384,24 @@ fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
     }
 }
 
+/// The `kvsim new` command that writes scenario `name` with `flags`, as it pastes: the name quoted,
+/// and after `--` when it starts with `-` (else it reads as a flag).
+fn new_command(name: &str, flags: &str) -> String {
+    if name.starts_with('-') {
+        format!("kvsim new {flags} -- {}", crate::shell_word(name))
+    } else {
+        format!("kvsim new {} {flags}", crate::shell_word(name))
+    }
+}
+
 /// A commented starting scenario (`kvsim new`): the shipped scenario `like` with every section
 /// present and every value explained by the same descriptions as `docs/scenario-format.md`; `file`
 /// is where it is written (its header says to run that).
 pub fn starting_scenario(name: &str, like: Like, file: &str) -> String {
     let (path, text) = like.source();
     let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
-    let how = format!(
-        "written by `kvsim new {} --like {}` from {path}",
-        crate::shell_word(name),
-        format!("{like:?}").to_lowercase()
-    );
+    let like = format!("--like {}", format!("{like:?}").to_lowercase());
+    let how = format!("written by `{}` from {path}", new_command(name, &like));
     annotated(name, &spec, &how, file)
 }
 
@@ -415,11 +422,8 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: 
     let generated = crate::audit::scenario(&a, &sources.join(", "), profile).ok_or(FromLogsError::NoDeployment)?;
     let spec: ScenarioFile = toml::from_str(&generated.toml).map_err(|e| FromLogsError::Unreadable(e.to_string()))?;
     let words: Vec<String> = sources.iter().map(|p| crate::shell_path_str(p)).collect();
-    let mut how = format!(
-        "written by `kvsim new {} --from-log {}`; profile {profile}: {why}",
-        crate::shell_word(name),
-        words.join(" ")
-    );
+    let from = format!("--from-log {}", words.join(" "));
+    let mut how = format!("written by `{}`; profile {profile}: {why}", new_command(name, &from));
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
