@@ -284,7 +284,11 @@ fn the_schema_knows_expectation_kinds_and_statuses() {
         "status = { \"0\" = 99 }",
         "status = { \"0\" = 600 }",
         "clean = true\nexplore_faults = [\"crsh\"]",
+        "requests = { \"0\" = [\"page_leak\"] }",
+        "status = { \"00\" = 200 }",
     ] {
         assert!(!v.is_valid(&with(bad)), "{bad}");
     }
+    let unnamed = as_json(&format!("{head}[[expect]]\nname = \"\"\nclean = true\n"));
+    assert!(!v.is_valid(&unnamed));
 }

@@ -23,12 +23,19 @@ pub fn schema_json() -> String {
     if let Some(props) = v.pointer_mut("/$defs/Expectation/properties") {
         let kind = serde_json::json!({ "enum": kinds });
         props["violations"]["items"] = kind.clone();
-        props["absent"]["items"] = kind.clone();
-        props["requests"]["additionalProperties"]["items"] = kind;
+        props["absent"]["items"] = kind;
+        // A leak is its pool's: no request's (`Expectation::validate`).
+        let per_request: Vec<Value> = kinds.iter().filter(|k| *k != "page_leak").cloned().collect();
+        props["requests"]["additionalProperties"]["items"] = serde_json::json!({ "enum": per_request });
         props["status"]["additionalProperties"] = serde_json::json!({
             "type": "integer",
             "anyOf": [{ "const": 0 }, { "minimum": 100, "maximum": 599 }]
         });
+        // Request ids in their plain decimal form ("00" would be request 0 under another key).
+        for key in ["requests", "status"] {
+            props[key]["propertyNames"] = serde_json::json!({ "pattern": "^(0|[1-9][0-9]*)$" });
+        }
+        props["name"]["minLength"] = 1.into();
         props["explore_faults"]["items"] = serde_json::json!({ "enum": faults });
     }
     serde_json::to_string_pretty(&v).expect("schema serialises") + "\n"
