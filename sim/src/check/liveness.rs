@@ -59,9 +59,9 @@ pub struct Liveness {
     pub quiescent_at: Option<Instant>,
     /// Each request's last own progress (`phase_changed`, `progressed`), by request index.
     progress: Vec<Option<Instant>>,
-    /// When each prefill node last took a request out of its bootstrap or waiting queue.
+    /// When each prefill node's queues last moved (`phase_changed`).
     prefill_admitted: Vec<Option<Instant>>,
-    /// When each decode node last took a request out of its prealloc queue.
+    /// When each decode node's queues last moved (`phase_changed`).
     decode_admitted: Vec<Option<Instant>>,
 }
 
@@ -142,13 +142,21 @@ impl Liveness {
         })
     }
 
-    /// A request moved to another lifecycle phase (`World::phase`): its own progress, and, when
-    /// a node took it out of a queue, that queue's.
+    /// A request moved to another lifecycle phase (`World::phase`): its own progress, and that
+    /// of its node's queues when the move is one along them (taken out of a queue, computed,
+    /// started or resumed, retracted or released, answered, forgotten): each can make room or a
+    /// turn for the requests queued behind it. Joining a queue is not (a stream of arrivals
+    /// must not keep a stuck queue alive), nor is a move into a state that never frees anything
+    /// (orphaned, leaked). (Taking a request out of prealloc alone missed a running request's
+    /// finish that resumed a retracted one: the request behind them was a hang at 79.8 s and
+    /// answered at 89 s; guided campaign on a liveness base, seed 453.)
     pub(crate) fn phase_changed(&mut self, r: RequestId, lane: Lane, phase: Phase, now: Instant) {
         self.progress[r.idx()] = Some(now);
-        match (lane, phase) {
-            (Lane::Prefill(p), Phase::Waiting | Phase::Prefill { .. }) => self.prefill_admitted[p.at()] = Some(now),
-            (Lane::Decode(d), Phase::Transfer) => self.decode_admitted[d.at()] = Some(now),
+        let along =
+            !matches!(phase, Phase::Arrived | Phase::Bootstrap | Phase::Prealloc | Phase::Orphaned | Phase::Leaked);
+        match lane {
+            Lane::Prefill(p) if along => self.prefill_admitted[p.at()] = Some(now),
+            Lane::Decode(d) if along => self.decode_admitted[d.at()] = Some(now),
             _ => {}
         }
     }

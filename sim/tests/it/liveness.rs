@@ -591,6 +591,8 @@ fn liveness_data(name: &str) -> SimConfig {
 /// - decode's prealloc queue behind room held for a request whose KV prefill is computing;
 /// - vLLM's prefill queue behind a pool held until decode, busy with long outputs, reads it;
 /// - a request behind room a failed send's deferred-release fallback frees after 30 s;
+/// - a prealloc queue behind a running request's finish, which resumed a retracted one (only
+///   taking a request out of prealloc counted as the queue's movement; a campaign's seed 453);
 /// - a failing slow batch, whose only pending event is its `TransferDone` (the check ran without
 ///   the event about to run, so the batch looked idle), and whose decode pages the fallback frees
 ///   after the leak deadline (a `page_leak` before).
@@ -604,6 +606,7 @@ fn legitimate_long_waits_are_not_hangs() {
         ("prealloc-behind-deferred-release.toml", 5_000),
         ("failing-slow-transfer.toml", 2_000),
         ("failing-slow-transfer.toml", 9_000),
+        ("resumed-behind-a-finish.toml", 5_000),
     ] {
         let cfg = liveness_data(name);
         let ordinary = kvsim::simulate(cfg.clone(), None, false);
