@@ -367,7 +367,12 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
     for c in replay.trail.iter().take(shrunk.len()).enumerate().filter(|(_, c)| c.value != 0) {
         lines.push(format!("  choice {}: {}", c.0, spec.bounds.describe(c.1)));
     }
-    let mut story = replay.world.oracle.violations.first().map(|v| kvsim::report::story(&replay.world, v));
+    // The first violation of the property (`--kinds`), as the summary line names its kinds.
+    let first = |w: &kvsim::world::World| {
+        let of_property = |v: &&kvsim::check::oracle::Violation| spec.kinds.is_empty() || spec.kinds.contains(&v.kind);
+        w.oracle.violations.iter().find(of_property).map(|v| kvsim::report::story(w, v))
+    };
+    let mut story = first(&replay.world);
     // The run's own command (seed, profile, pins, liveness bound: what the exploration ran),
     // replaying the shrunk schedule.
     let reproduce =
@@ -417,7 +422,7 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             }
             lines.push(format!("wrote {out}"));
             let rep = explore::execute(&c, spec, &cs.choices, None, false);
-            story = rep.world.oracle.violations.first().map(|v| kvsim::report::story(&rep.world, v));
+            story = first(&rep.world);
             let r =
                 format!("kvsim run {} --choices {}", kvsim::shell_path_str(out), kvsim::shell_word(&cs.to_string()));
             lines.push(format!("reproduce (shrunk): {r}"));
@@ -553,16 +558,25 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
+    let mut any_buggy = false;
     for f in &files {
-        let checked = super::check::parse(f).and_then(|sc| super::check::validate_expectations(&sc, f));
+        let checked = super::check::parse(f).and_then(|sc| {
+            any_buggy |= sc.spec.expect.iter().any(|e| e.name == "buggy");
+            super::check::validate_expectations(&sc, f)
+        });
         if let Err(e) = checked {
             eprintln!("error: {e}");
             return exit::BAD_INPUT;
         }
     }
+    if !any_buggy {
+        // Before the table's header (it printed the header, then this error).
+        eprintln!("error: {}: no scenario with a `buggy` expectation: no catalogue row to explore", o.scenario);
+        return exit::BAD_INPUT;
+    }
     println!("| row | property | buggy: counterexample after | fixed: verified (distinct states / schedules, time) |");
     println!("|---|---|---|---|");
-    let (mut mismatch, mut bound_reached, mut rows, mut listed) = (0, 0, 0, 0);
+    let (mut mismatch, mut bound_reached, mut rows) = (0, 0, 0);
     for f in &files {
         let sc = match super::check::parse(f) {
             Ok(s) => s,
@@ -580,7 +594,6 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
                 return exit::BAD_INPUT;
             }
         };
-        listed += 1;
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         if kinds.is_empty() || buggy.needs_noninterference() {
             println!(
@@ -677,10 +690,6 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             .unwrap_or_default(),
         _ => String::new(),
     };
-    if listed == 0 {
-        eprintln!("error: {}: no scenario with a `buggy` expectation: no catalogue row to explore", o.scenario);
-        return exit::BAD_INPUT;
-    }
     println!();
     println!(
         "{rows} row(s) explored: {mismatch} mismatch(es), {bound_reached} setting(s) where the bound was reached; bound: {spec_bound} (latencies: each row's message latency and ten times it unless --latencies)"

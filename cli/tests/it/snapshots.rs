@@ -77,6 +77,9 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     }
     let (_, err) = run(&["check", &plain]);
     assert!(err.contains("no [[expect]] entries"), "{err}");
+    // The catalogue table's header is not printed before that error.
+    let out = std::process::Command::new(bin).args(["explore", "--catalogue", &plain]).output().unwrap();
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     // A broken scenario without expectations is bad input naming its error, not "nothing to
     // check" (an unknown knob hid behind that message); the matrix names the files it skips.
     let broken = dir.join("broken.toml");

@@ -283,7 +283,8 @@ impl World {
         self.progress_with(l, r, at, &self.transferring())
     }
 
-    /// The requests with a transfer batch still pending (sorted, deduplicated).
+    /// The requests with a transfer batch, or their metadata write, still pending (sorted,
+    /// deduplicated).
     fn transferring(&self) -> Vec<RequestId> {
         let mut v: Vec<RequestId> = self
             .queue_events()
@@ -291,6 +292,8 @@ impl World {
                 Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. } => {
                     self.jobs.get(*job).map(|j| j.request())
                 }
+                // Its metadata write, still on its way (a lagged one): part of its KV's arrival.
+                Ev::MetaLand { r, .. } => Some(*r),
                 _ => None,
             })
             .collect();
@@ -341,8 +344,34 @@ impl World {
                 {
                     return Some((at, "its decode queue's (room held for work in progress will free)"));
                 }
+                // Room held for a request still queued at its prefill node: that queue's progress
+                // (a long chunked prompt ahead of the holder there).
+                let holders = node.transfer_queue().iter().filter(|h| {
+                    let hp = self.reqs[h.idx()].prefill();
+                    matches!(
+                        self.prefill[hp.at()].reqs().get(h).map(|x| x.phase()),
+                        Some(PPhase::Bootstrap | PPhase::Waiting)
+                    )
+                });
+                let upstream = holders
+                    .filter_map(|h| self.prefill_queue_progress(l, self.reqs[h.idx()].prefill(), at, transferring))
+                    .max_by_key(|(t, _)| *t);
+                if let Some((t, _)) = upstream.filter(|(t, _)| *t == at) {
+                    return Some((t, "its decode queue's (a room holder's prefill queue is moving)"));
+                }
                 let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
-                [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode queue's"))
+                [l.decode_admitted[d.at()], tokens, upstream.map(|(t, _)| t)]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .map(|t| (t, "its decode queue's"))
+            }
+            // Running but not stepping (`decode_out_of_pages = stall`: it waits for a page the
+            // batch frees as requests finish): the node's tokens and moves are its progress.
+            "decode_steps" => {
+                let node = &self.decode[d.at()];
+                let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
+                [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode batch's"))
             }
             _ => None,
         };

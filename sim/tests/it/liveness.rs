@@ -593,6 +593,9 @@ fn liveness_data(name: &str) -> SimConfig {
 /// - a request behind room a failed send's deferred-release fallback frees after 30 s;
 /// - a prealloc queue behind a running request's finish, which resumed a retracted one (only
 ///   taking a request out of prealloc counted as the queue's movement; a campaign's seed 453);
+/// - a prealloc queue behind room held for a request still queued at a busy prefill node;
+/// - a request whose metadata write lags 8 s (a lagged `MetaLand` is its KV's arrival in flight);
+/// - a request stalled for a page (`decode_out_of_pages = stall`) its batch frees as it finishes;
 /// - a failing slow batch, whose only pending event is its `TransferDone` (the check ran without
 ///   the event about to run, so the batch looked idle), and whose decode pages the fallback frees
 ///   after the leak deadline (a `page_leak` before).
@@ -607,6 +610,9 @@ fn legitimate_long_waits_are_not_hangs() {
         ("failing-slow-transfer.toml", 2_000),
         ("failing-slow-transfer.toml", 9_000),
         ("resumed-behind-a-finish.toml", 5_000),
+        ("room-holder-queued-at-prefill.toml", 5_000),
+        ("metadata-lag.toml", 5_000),
+        ("stalled-for-a-page.toml", 5_000),
     ] {
         let cfg = liveness_data(name);
         let ordinary = kvsim::simulate(cfg.clone(), None, false);
