@@ -76,6 +76,14 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
                     Some(p) => m.replace(&format!("from `--profile {p}`"), "from the entry's `profile`"),
                     None => m,
                 };
+                // The hint in an entry's terms: `set = { page_size = N }`, not the flag.
+                let m = match m.split_once("with `--set page_size=") {
+                    Some((head, tail)) => match tail.split_once('`') {
+                        Some((n, rest)) => format!("{head}with `set = {{ page_size = {n} }}` in the entry{rest}"),
+                        None => m.clone(),
+                    },
+                    None => m,
+                };
                 let key = if m.contains("the entry's `set`") { "set" } else { "profile" };
                 return expectation_error(sc, f, i, key, &m);
             }

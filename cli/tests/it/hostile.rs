@@ -601,6 +601,13 @@ fn printed_commands_quote_names_and_guard_dash_paths() {
     let header = std::fs::read_to_string(dir.join("-n.toml")).unwrap();
     let cmd = header.split('`').nth(3).expect("the command in the header");
     assert_eq!(shlex::split(cmd).unwrap(), ["kvsim", "new", "--like", "small", "--", "-n"], "{cmd}");
+    // Written elsewhere than NAME.toml, the header's command says where.
+    let out =
+        std::process::Command::new(bin).current_dir(&dir).args(["new", "m", "--out", "o t.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let header = std::fs::read_to_string(dir.join("o t.toml")).unwrap();
+    let cmd = header.split('`').nth(3).expect("the command in the header");
+    assert_eq!(shlex::split(cmd).unwrap(), ["kvsim", "new", "m", "--like", "small", "--out", "o t.toml"], "{cmd}");
     let dash = dir.join("-dash.toml");
     std::fs::copy(dir.join("a b.toml"), &dash).unwrap();
     std::fs::write(

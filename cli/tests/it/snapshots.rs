@@ -202,6 +202,22 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`expect[0].set` (`p`)") && err.contains("page_size 7 is the entry's `set`"), "{err}");
     assert!(!err.contains("--set"), "{err}");
+    // An entry's profile whose page size breaks a pool: the hint is in the entry's terms.
+    let prof_ps = dir.join("entry-profile-page-size.toml");
+    let base = crate::bad_input::GOOD.replace("pool_tokens = 4096", "pool_tokens = 4100").replace("page_size = 16", "");
+    std::fs::write(
+        &prof_ps,
+        format!(
+            "profile = \"sglang-0.5.22\"\n{base}\n[[expect]]\nname = \"v\"\nprofile = \"vllm-nixl\"\nclean = true\n"
+        ),
+    )
+    .unwrap();
+    let (code, err) = run(&["check", prof_ps.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`expect[0].profile` (`v`)") && err.contains("with `set = { page_size = 1 }` in the entry"),
+        "{err}"
+    );
     let unnamed = dir.join("unnamed.toml");
     std::fs::write(&unnamed, format!("{}\n[[expect]]\nname = \"\"\nclean = true\n", crate::bad_input::GOOD)).unwrap();
     let (code, err) = run(&["check", unnamed.to_str().unwrap()]);

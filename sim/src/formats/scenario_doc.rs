@@ -391,9 +391,15 @@ fn annotate_table(root: &Value, schema: &Value, t: &mut toml_edit::Table) {
     }
 }
 
-/// The `kvsim new` command that writes scenario `name` with `flags`, as it pastes: the name quoted,
-/// and after `--` when it starts with `-` (else it reads as a flag).
-fn new_command(name: &str, flags: &str) -> String {
+/// The `kvsim new` command that writes scenario `name` with `flags` into `file` (a printed path),
+/// as it pastes: `--out` when `file` is not the default `NAME.toml`, the name quoted, and after
+/// `--` when it starts with `-` (else it reads as a flag).
+fn new_command(name: &str, flags: &str, file: &str) -> String {
+    let flags = if file == crate::shell_path_str(&format!("{name}.toml")) {
+        flags.to_string()
+    } else {
+        format!("{flags} --out {file}")
+    };
     if name.starts_with('-') {
         format!("kvsim new {flags} -- {}", crate::shell_word(name))
     } else {
@@ -408,7 +414,7 @@ pub fn starting_scenario(name: &str, like: Like, file: &str) -> String {
     let (path, text) = like.source();
     let spec: ScenarioFile = toml::from_str(text).expect("shipped scenarios parse");
     let like = format!("--like {}", format!("{like:?}").to_lowercase());
-    let how = format!("written by `{}` from {path}", new_command(name, &like));
+    let how = format!("written by `{}` from {path}", new_command(name, &like, file));
     annotated(name, &spec, &how, file)
 }
 
@@ -430,7 +436,7 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: 
     let spec: ScenarioFile = toml::from_str(&generated.toml).map_err(|e| FromLogsError::Unreadable(e.to_string()))?;
     let words: Vec<String> = sources.iter().map(|p| crate::shell_path_str(p)).collect();
     let from = format!("--from-log {}", words.join(" "));
-    let mut how = format!("written by `{}`; profile {profile}: {why}", new_command(name, &from));
+    let mut how = format!("written by `{}`; profile {profile}: {why}", new_command(name, &from, file));
     for a in &generated.assumptions {
         how.push_str(&format!("; assumption: {a}"));
     }
