@@ -441,12 +441,8 @@ pub fn scenario_text(path: &str) -> Result<String, String> {
     if text.trim_start().starts_with('{') {
         // A trace's first line is its header; any other JSON (a `run --json` report, a
         // checkpoint) is not one, and `kvsim replay` would refuse it too.
-        #[derive(serde::Deserialize)]
-        struct Kind {
-            kind: Option<String>,
-        }
         let first = text.trim_start().lines().next().unwrap_or_default();
-        let header = serde_json::from_str::<Kind>(first).is_ok_and(|k| k.kind.as_deref() == Some("header"));
+        let header = kvsim::tracefile::line_kind(first).as_deref() == Some("header");
         return Err(if header {
             "a kvsim trace (JSON Lines), not a scenario: `kvsim replay`, `kvsim confirm` and `kvsim shrink` take a trace"
                 .into()

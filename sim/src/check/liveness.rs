@@ -319,13 +319,11 @@ impl World {
             return Some((at, "its KV being computed or sent"));
         }
         let own = [l.progress[r.idx()], req.last_token_at()].into_iter().flatten().max().map(|t| (t, "its own"));
-        // Still queued at prefill, whatever decode's side says (sglang preallocates decode's room
-        // first, so the request reads `kv_arrival` there while it waits in prefill's queue).
-        let queued_at_prefill =
-            matches!(self.prefill[p.at()].reqs().get(&r).map(|x| x.phase()), Some(PPhase::Bootstrap | PPhase::Waiting));
         let queue = match self.waits_for(r) {
             "bootstrap" | "prefill_queue" => self.prefill_queue_progress(l, p, at, transferring),
-            "kv_arrival" if queued_at_prefill => self.prefill_queue_progress(l, p, at, transferring),
+            // Still queued at prefill, whatever decode's side says (sglang preallocates decode's
+            // room first, so the request reads `kv_arrival` there while it waits in prefill's queue).
+            "kv_arrival" if self.queued_at_prefill(r) => self.prefill_queue_progress(l, p, at, transferring),
             // A retracted request waits for the same thing as the prealloc queue: room, which
             // the running batch frees as it finishes (sglang resumes retracted requests before it
             // admits from prealloc; `decode_tick`). Without this, one retracted behind a long
@@ -346,21 +344,14 @@ impl World {
                 }
                 // Room held for a request still queued at its prefill node: that queue's progress
                 // (a long chunked prompt ahead of the holder there).
-                let holders = node.transfer_queue().iter().filter(|h| {
-                    let hp = self.reqs[h.idx()].prefill();
-                    matches!(
-                        self.prefill[hp.at()].reqs().get(h).map(|x| x.phase()),
-                        Some(PPhase::Bootstrap | PPhase::Waiting)
-                    )
-                });
-                let upstream = holders
+                let upstream = node
+                    .transfer_queue()
+                    .iter()
+                    .filter(|h| self.queued_at_prefill(**h))
                     .filter_map(|h| self.prefill_queue_progress(l, self.reqs[h.idx()].prefill(), at, transferring))
-                    .max_by_key(|(t, _)| *t);
-                if let Some((t, _)) = upstream.filter(|(t, _)| *t == at) {
-                    return Some((t, "its decode queue's (a room holder's prefill queue is moving)"));
-                }
-                let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
-                [l.decode_admitted[d.at()], tokens, upstream.map(|(t, _)| t)]
+                    .map(|(t, _)| t)
+                    .max();
+                [self.decode_queue_progress(l, d), upstream]
                     .into_iter()
                     .flatten()
                     .max()
@@ -368,11 +359,7 @@ impl World {
             }
             // Running but not stepping (`decode_out_of_pages = stall`: it waits for a page the
             // batch frees as requests finish): the node's tokens and moves are its progress.
-            "decode_steps" => {
-                let node = &self.decode[d.at()];
-                let tokens = node.running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
-                [l.decode_admitted[d.at()], tokens].into_iter().flatten().max().map(|t| (t, "its decode batch's"))
-            }
+            "decode_steps" => self.decode_queue_progress(l, d).map(|t| (t, "its decode batch's")),
             _ => None,
         };
         [own, queue].into_iter().flatten().max_by_key(|(t, _)| *t)
@@ -409,6 +396,19 @@ impl World {
             .filter_map(|x| self.reqs[x.idx()].last_token_at())
             .max();
         [l.prefill_admitted[p.at()], tokens].into_iter().flatten().max().map(|t| (t, "its prefill queue's"))
+    }
+
+    /// Request `r` waits in its prefill node's bootstrap or waiting queue.
+    fn queued_at_prefill(&self, r: RequestId) -> bool {
+        let p = self.reqs[r.idx()].prefill();
+        matches!(self.prefill[p.at()].reqs().get(&r).map(|x| x.phase()), Some(PPhase::Bootstrap | PPhase::Waiting))
+    }
+
+    /// Decode node `d`'s own movement: a request moved along its queues, or one running there got
+    /// a token.
+    fn decode_queue_progress(&self, l: &Liveness, d: crate::types::DecodeIdx) -> Option<Instant> {
+        let tokens = self.decode[d.at()].running().iter().filter_map(|x| self.reqs[x.idx()].last_token_at()).max();
+        [l.decode_admitted[d.at()], tokens].into_iter().flatten().max()
     }
 
     /// Decode node `d` holds pages of a request whose deferred-release fallback is still armed:

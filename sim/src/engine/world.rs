@@ -1351,7 +1351,10 @@ impl World {
             }
             s = self.queue.pop().expect("the event just queued");
         }
-        if s.at > self.horizon && !self.moot_past_horizon(&s) {
+        if s.at > self.horizon {
+            if self.moot_past_horizon(&s) {
+                return true;
+            }
             self.queue.push(s);
             self.past_horizon = true;
             // Each extension is owed to a distinct pending timer; the cap only guards a livelock
@@ -1366,10 +1369,6 @@ impl World {
                 }
             }
             return false;
-        }
-        if s.at > self.horizon {
-            // Moot (`moot_past_horizon` consumed it): nothing happened.
-            return true;
         }
         if self.events >= self.max_events {
             self.event_limit_hit = true;

@@ -100,13 +100,18 @@ pub fn line_json(at: Instant, rec: &TraceRecord) -> String {
     serde_json::to_string(&Line { t: at.0, rec: rec.clone() }).expect("records serialise")
 }
 
-/// Whether a line that is not a record is the footer: a JSON object whose `kind` is `"footer"`.
-fn is_footer(text: &str) -> bool {
+/// The `kind` of a JSON object line (`"header"`, `"footer"`), if it is one and has one.
+pub fn line_kind(text: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Kind {
         kind: Option<String>,
     }
-    text.contains("footer") && serde_json::from_str::<Kind>(text).is_ok_and(|k| k.kind.as_deref() == Some("footer"))
+    serde_json::from_str::<Kind>(text).ok().and_then(|k| k.kind)
+}
+
+/// Whether a line that is not a record is the footer: a JSON object whose `kind` is `"footer"`.
+fn is_footer(text: &str) -> bool {
+    text.contains("footer") && line_kind(text).as_deref() == Some("footer")
 }
 
 /// The footer a run writes after its records: counts, hash, exit status and violations.
