@@ -985,7 +985,7 @@ fn open_campaign(
     std::fs::create_dir_all(corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let camp = match std::fs::read_to_string(ckpt_path) {
         Ok(text) => {
-            let c: Campaign = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+            let c: Campaign = kvsim::formats::from_json(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
             c.check_resumes(&o.corpus, space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
             if o.guided && c.guided.is_none() && c.runs_done > 0 {
@@ -1404,7 +1404,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         let p = Path::new(d).join("campaign.json");
         let c: Campaign = std::fs::read_to_string(&p)
             .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .and_then(|t| kvsim::formats::from_json(&t))
             .map_err(|e| format!("{}: {e}", p.display()))?;
         Merger::check_format(&c, &p.display().to_string()).map_err(|e| e.to_string())?;
         if out_real.is_some() && std::fs::canonicalize(d).ok() == out_real {

@@ -123,7 +123,7 @@ pub fn saved_file_of(input: &str, files: &[&str]) -> Result<String, String> {
 pub fn read_failure(path: &std::path::Path) -> Result<kvsim::campaign::Failure, String> {
     std::fs::read_to_string(path)
         .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .and_then(|t| kvsim::formats::from_json(&t))
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -189,6 +189,41 @@ fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A header or footer field of the wrong JSON type is bad input naming the field (serde_json's own
+/// message gave only a column: "invalid type: integer `5`, expected a string at line 1 column 2843").
+#[test]
+fn a_mistyped_header_or_footer_field_is_named() {
+    let (_, text) = stub_trace("typed.jsonl");
+    let lines: Vec<&str> = text.lines().collect();
+    let edit = |name: &str, at: usize, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(lines[at]).unwrap();
+        f(&mut v);
+        let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        out[at] = v.to_string();
+        let p = tmp(name);
+        std::fs::write(&p, out.join("\n") + "\n").unwrap();
+        let o = Command::new(bin()).args(["replay", p.to_str().unwrap()]).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let last = lines.len() - 1;
+    for (name, at, field, f) in [
+        (
+            "t-choices.jsonl",
+            0,
+            "field `choices`",
+            (&|v: &mut serde_json::Value| v["choices"] = 5.into()) as &dyn Fn(&mut serde_json::Value),
+        ),
+        ("t-seed.jsonl", 0, "field `config.seed`", &|v| v["config"]["seed"] = "x".into()),
+        ("t-knob.jsonl", 0, "field `config.knobs.page_size`", &|v| v["config"]["knobs"]["page_size"] = (-1).into()),
+        ("t-footer.jsonl", last, "field `records`", &|v| v["records"] = "a".into()),
+    ] {
+        let (code, err) = edit(name, at, f);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(field), "{name}: {err}");
+        assert!(err.contains(&format!("{name}:{}:", at + 1)), "{name}: the line is named: {err}");
+    }
+}
+
 #[test]
 fn filtered_trace_keeps_the_violation_and_replays() {
     let full = tmp("mixed.jsonl");

@@ -291,7 +291,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
             }
         }
         let header: Header =
-            serde_json::from_str(first.trim_end()).map_err(|x| e(at, format!("not a kvsim trace header: {x}")))?;
+            super::from_json(first.trim_end()).map_err(|x| e(at, format!("not a kvsim trace header: {x}")))?;
         if header.kind != "header" {
             return Err(e(at, format!("the first line is a `{}` line, not the header", header.kind)));
         }
@@ -362,12 +362,12 @@ impl<R: std::io::BufRead> TraceReader<R> {
         // A line ends with `\n`, or `\r\n` where an editor or a Windows tool rewrote the file (the
         // `\r` would otherwise show as a divergence between two lines that look the same).
         let text = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t)).to_string();
-        match serde_json::from_str::<Line>(&text) {
+        match super::from_json::<Line>(&text) {
             Ok(line) => Ok(Some(Item::Record { text, line })),
             // The footer by its `kind`, however the line is spaced (a footer re-serialised with
             // `json.dumps`' spaces read as "missing field `t`").
             Err(e) if is_footer(&text) => {
-                let f: Footer = serde_json::from_str(&text).map_err(|x| self.err(format!("bad footer: {x}")))?;
+                let f: Footer = super::from_json(&text).map_err(|x| self.err(format!("bad footer: {x}")))?;
                 if f.kind != "footer" {
                     return Err(self.err(format!("not a trace record: {e}")));
                 }
