@@ -217,7 +217,9 @@ pub struct Knobs {
     /// until the transfer acknowledges or `deferred_release_timeout_ms` passes (sglang PR #35049, vLLM
     /// PR #32255).
     pub decode_abort_release: DecodeRelease,
-    /// When prefill frees the source pages of an aborted request and acknowledges decode's abort:
+    /// When prefill releases the source pages of an aborted request (to the free list, or with the
+    /// radix cache, once its forward computed the prompt, into the cache: sglang's
+    /// `handle_inflight_transfer_failure` checkpoints it) and acknowledges decode's abort:
     /// `immediate` (both at once, while the transfer worker may still be writing), `ack_after_drain`
     /// (the pages at once, the acknowledgement once the worker's batches in flight have ended, and
     /// never after a failed send, whose batch may still be writing: decode then frees at its
@@ -494,7 +496,8 @@ fn sglang_0_5_22() -> Knobs {
         // sglang 0.5.22 wheel: an abort marks the room Failed (`common/conn.py`
         // `CommonKVSender.abort`), the sender's poll concludes Failed at once (`mooncake/conn.py`
         // `_poll_with_status` holds back only Success while chunks are outstanding), and
-        // `prefill.py` `handle_inflight_transfer_failure` frees the source pages then, while the
+        // `prefill.py` `handle_inflight_transfer_failure` releases the source pages then (into the
+        // radix tree, `release_kv_cache(checkpoint=True)`; see `PReq::forward_done`), while the
         // chunk the transfer worker is writing still reads them (the worker drops only the
         // chunks it dequeues after: `transfer_worker`). Decode's abort is acknowledged only once
         // that chunk ended (`_maybe_ack_drained_abort`: "Bootstrap thread defers the ABORT ack
@@ -565,6 +568,16 @@ fn vllm_nixl() -> Knobs {
         // twenty-eighth session this was 480 s, read from `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`,
         // which is the Mooncake connector's: no NIXL variable of that name exists.)
         source_lease_ms: 30_000,
+        // vLLM has no per-stage bootstrap queue and no metadata row: one scheduler plans every
+        // pipeline stage (so the stages cannot disagree on what to run), and with PP > 1 each
+        // producer stage pushes its own layers' KV and notifies decode (vLLM 0.34.0
+        // `nixl/base_worker.py`: "PP>1 (push mode): this worker holds a contiguous layer slice";
+        // a decode with PP > 1 is refused). sglang's stage divergence (#26912, #34572) and shared
+        // metadata slot (#22716) are not vLLM's: the profile carries their fixed values. (Before
+        // the thirty-eighth session it inherited 0.5.16's, and a `pp_stages = 2` run on this
+        // profile reported sglang's deadlock.)
+        pp_bootstrap_consensus: PpBootstrapConsensus::FollowRank0,
+        pp_metadata_writer: PpMetadataWriter::LastStage,
         ..sglang_0_5_16()
     }
 }
@@ -660,7 +673,8 @@ pub struct RequestSpec {
     #[serde(default, skip_serializing_if = "is_false")]
     pub streaming: bool,
     /// How many leading `prefix_blocks` the client marks public (shared across tenants under
-    /// `prefix_cache_scope = public_only`; content it marks public is not its secret).
+    /// `prefix_cache_scope = public_only`; content it marks public is not its secret, so another
+    /// tenant's hit on it is no `cross_tenant_prefix_hit` under any scope).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub public_blocks: u32,
 }

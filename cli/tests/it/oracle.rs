@@ -142,10 +142,10 @@ fn a_lagged_land_carries_the_source_as_read_before_it_was_recached() {
 fn own_kv_at_a_wrong_position_is_misplaced_not_cross_request() {
     let w = run_checked(config("own-kv-misplaced.toml", &[]));
     let v = violation(&w, Kind::OwnKvMisplaced, 14);
-    assert_eq!(v.slots, 3439);
+    assert_eq!(v.slots, 3551);
     assert!(v.culprit.is_none());
     let cr = violation(&w, Kind::CrossRequestRead, 14);
-    assert_eq!(cr.slots, 657);
+    assert_eq!(cr.slots, 545);
     assert_eq!(cr.culprit.map(|c| c.request), Some(RequestId(9)), "a reader is never its own culprit");
 }
 

@@ -730,12 +730,15 @@ mod tests {
     // carried `quiesced`): its draws carry it; the blind swarm's draws do not move. Then when
     // half of sglang-0.5.22's runs took a shorter deferred-release fallback (1 or 5 s,
     // `draw_release_fallback`, a generator of its own: with it set back the draws meet
-    // `PINNED_DRAWS_BEFORE_THE_SHORT_BOUND`'s digest as before); no other space moves.
+    // `PINNED_DRAWS_BEFORE_THE_SHORT_BOUND`'s digest as before); no other space moves. Then when
+    // `vllm-nixl` took the fixed pipeline-stage values (`follow_rank0`, `last_stage`: vLLM has
+    // neither sglang's per-stage bootstrap queue nor its metadata row): that profile's draws carry
+    // them; no other space moves.
     const PINNED_DRAWS: [&str; 4] = [
         "blind: c37aa72590ead3e8",
         "sglang-0.5.22: 935008b609707a4a",
         "prefix: 936fd17d362636be",
-        "vllm-nixl prefix: 36b47bfb8fac762c",
+        "vllm-nixl prefix: d22f40596f948afd",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -879,12 +882,12 @@ mod tests {
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
-    /// timeout that returns while writing).
+    /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
         "blind: 9979efa179cfcd01",
         "sglang-0.5.22: b06b4aec7eaba119",
         "prefix: 2882bb64d81a7952",
-        "vllm-nixl prefix: c6ad024f57fb15a3",
+        "vllm-nixl prefix: 84e3a927b8538453",
     ];
 
     #[test]

@@ -492,8 +492,10 @@ mod tests {
     // `decode_commit_check` values differently. Then when `prefill_abort_release` gained
     // `ack_after_drain` (sglang-0.5.22's): a byte choosing among its values has three. Then when
     // sglang-0.5.22 took `transfer_timeout_semantics = returns_while_writing`: the bytes order that
-    // knob's values by the profiles that use them, and `quiesced` is now only vllm-nixl's.
-    const PINNED_DECODING: [&str; 2] = ["None: 160efa70611caffc", "Some(\"sglang-0.5.16\"): 8e23bf4b5ebf80b1"];
+    // knob's values by the profiles that use them, and `quiesced` is now only vllm-nixl's. Then
+    // when `vllm-nixl` took `pp_bootstrap_consensus = follow_rank0` and `pp_metadata_writer =
+    // last_stage`: the bytes order those knobs' values by the profiles that use them.
+    const PINNED_DECODING: [&str; 2] = ["None: c991d445cbd47213", "Some(\"sglang-0.5.16\"): 8e23bf4b5ebf80b1"];
 
     #[test]
     fn short_and_empty_input_decode() {

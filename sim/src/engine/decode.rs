@@ -283,7 +283,14 @@ impl DecodeNode {
         let pages =
             self.pool.held_pages() - self.prefix.cached_pages() + self.reqs.values().map(|d| d.host_pages).sum::<u64>();
         let slots = self.meta.in_use() as u64;
-        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
+        // The holders are the requests that hold pages, a host copy or a slot (not every request
+        // the node still knows).
+        let holders = self
+            .reqs
+            .iter()
+            .filter(|(_, d)| !d.pages.is_empty() || d.host_pages > 0 || d.meta_slot.is_some())
+            .map(|(r, _)| r.0);
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, holders.collect()))
     }
 }
 
@@ -829,6 +836,16 @@ impl World {
             if need <= node.pool.free_pages() || node.running.is_empty() {
                 return;
             }
+            // Reclaimable cache goes before any request: sglang 0.5.22 `schedule_batch.py`
+            // `check_decode_mem` → `mem_cache/allocator/base.py` `check_decode_capacity` ("fits
+            // after evicting reclaimable cache"; the retract loop converges on the same check),
+            // 0.5.16 `check_decode_mem` → `evict_from_tree_cache`. Before the thirty-eighth
+            // session the model retracted (or aborted) with unlocked cached blocks on decode
+            // (`decode_radix_cache = on`), and a request stayed retracted for good beside them.
+            if self.decode_prefix_evict_one(n) {
+                continue;
+            }
+            let node = &self.decode[n.at()];
             match mode {
                 DecodeOutOfPages::Stall => return,
                 DecodeOutOfPages::PreemptRecompute => {
@@ -943,7 +960,11 @@ impl World {
             let (seq_len, generated, upto) = (d.seq_len, d.generated, d.chain_upto);
             let need = self.pages_for(seq_len + 1);
             let own_reserve = reserve.saturating_sub(generated);
-            if node.pool.free_pages() * ps < need * ps + own_reserve + self.outstanding_reserve(n) {
+            let want = need * ps + own_reserve + self.outstanding_reserve(n);
+            // Reclaimable cache is evicted for a resumption as for an admission (the allocation
+            // evicts the tree cache first: `alloc_token_slots`'s `evict`).
+            while self.decode[n.at()].pool.free_pages() * ps < want && self.decode_prefix_evict_one(n) {}
+            if self.decode[n.at()].pool.free_pages() * ps < want {
                 return;
             }
             let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");

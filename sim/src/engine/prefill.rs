@@ -127,6 +127,21 @@ impl PReq {
         self.prefilled
     }
 
+    /// Whether the forward pass computed the whole prompt. A request whose sender fails after
+    /// that (its transfer failed or was aborted in the inflight queue) is released the way a
+    /// finished one is: with the radix cache its KV goes into the tree, unlocked and evictable,
+    /// not back to the free list. sglang 0.5.22 wheel, `disaggregation/prefill.py`
+    /// `handle_inflight_transfer_failure` → `mem_cache/common.py` `release_kv_cache(...,
+    /// checkpoint=True)` → `radix_cache.py` `checkpoint` (only a page-unaligned tail is freed);
+    /// 0.5.16 wheel, the same handler → `release_kv_cache(req, tree_cache)` with `is_insert`
+    /// true → `cache_finished_req`. A client abort of an inflight request reaches the same
+    /// handler (`scheduler.py` `abort_request`: `disagg_kv_sender.abort()`, then the poll sees
+    /// Failed). The post-forward abort check (`_retire_aborted_prefill_result`,
+    /// `checkpoint=False`) frees instead: `prefill_retire`.
+    pub fn forward_done(&self) -> bool {
+        self.prefilled >= self.len
+    }
+
     /// Transfer jobs submitted and not yet ended.
     #[inline]
     pub fn jobs(&self) -> &[crate::types::JobId] {
@@ -345,7 +360,10 @@ impl PrefillNode {
         let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
-        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, self.reqs.keys().map(|r| r.0).collect()))
+        // The holders are the requests that hold pages or a slot, not every request the node still
+        // knows (one that waits in the bootstrap queue holds nothing).
+        let holders = self.reqs.iter().filter(|(_, p)| !p.pages.is_empty() || p.meta_slot.is_some()).map(|(r, _)| r.0);
+        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, holders.collect()))
     }
 }
 
@@ -896,7 +914,8 @@ impl World {
             return true;
         }
         let deferred = self.ack_deferred_to_drain(n, r, ack_decode);
-        self.prefill_release(n, r, false);
+        let computed = self.pnode(n).reqs[&r].forward_done();
+        self.prefill_release(n, r, computed);
         deferred
     }
 
@@ -927,8 +946,8 @@ impl World {
             return;
         };
         if pr.phase == PPhase::Draining && pr.jobs_in_flight == 0 && pr.lands_pending == 0 {
-            let ack = pr.ack_decode;
-            self.prefill_release(n, r, false);
+            let (ack, computed) = (pr.ack_decode, pr.forward_done());
+            self.prefill_release(n, r, computed);
             if ack {
                 self.prefill_ack_abort(r);
             }

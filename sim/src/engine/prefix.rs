@@ -3,7 +3,9 @@
 //! request finishes, reused by later requests with the same prefix. `prefix_cache_scope` decides
 //! whether the index is shared by all tenants (`global`) or salted per tenant (`per_tenant`).
 //! Reusing a block that only other tenants sent is `cross_tenant_prefix_hit`: the timing side
-//! channel a missing salt opens. Blocks every tenant sends (a shared system prompt) are public.
+//! channel a missing salt opens, unless the client declared the block public
+//! (`RequestSpec::public_blocks`; a Mooncake trace's shared system prompt is declared as it is
+//! read, `mark_public`).
 //! A block is identified by its chain — the block ids before it and its own — not by (position,
 //! id): the KV of a block depends on every token before it.
 
@@ -28,6 +30,9 @@ pub struct CachedBlock {
     pub senders: BTreeSet<TenantId>,
     /// Requests currently using the block (never evicted while > 0).
     pub refs: u32,
+    /// The request that cached it marked it public (`RequestSpec::public_blocks`): another
+    /// tenant's hit on it is no side channel. Kept here, since that request may be folded away.
+    pub public: bool,
     pub last_use: u64,
     /// Writes by requests that no longer held the pages, landed in this block while the cache
     /// held it. A request that locks the block later reads what they left, so it is late-written
@@ -150,7 +155,14 @@ impl PrefixIndex {
     /// a new block is indexed with a clock tick, held by `r` (its pages go to `Inserted::cached`).
     /// The pages past the last indexed block are `Inserted::tail`. Prefill and decode differ only
     /// in what they do with the three (`World::prefix_release`, `World::decode_prefix_insert`).
-    fn insert_own(&mut self, keys: &[BlockKey], own: &[Run], per: u64, tenant: TenantId, r: RequestId) -> Inserted {
+    /// `public`: how many leading blocks the request marks public (`CachedBlock::public`).
+    fn insert_own(
+        &mut self,
+        keys: &[BlockKey],
+        own: &[Run],
+        per: u64,
+        (tenant, r, public): (TenantId, RequestId, u32),
+    ) -> Inserted {
         let own_pages = pages_in(own);
         let mut out = Inserted::default();
         let mut page = 0u64;
@@ -175,6 +187,7 @@ impl PrefixIndex {
                     refs: 0,
                     last_use: t,
                     late: LateWrites::default(),
+                    public: key.1 < public,
                 };
                 self.blocks.insert(key, block);
                 self.lru.insert((t, key));
@@ -195,22 +208,6 @@ struct Inserted {
     cached: Vec<Run>,
     /// Pages past the last full block.
     tail: Vec<Run>,
-}
-
-/// Blocks (chain identities) every tenant of the workload sends: public, so reusing them
-/// reveals nothing. Only requests with prefix blocks count, so the explicit requests are enough (the generator's
-/// carry none).
-pub fn public_blocks(reqs: &[crate::config::RequestSpec]) -> BTreeSet<u64> {
-    let mut tenants: BTreeSet<TenantId> = BTreeSet::new();
-    let mut by_block: BTreeMap<u64, BTreeSet<TenantId>> = BTreeMap::new();
-    for r in reqs.iter().filter(|r| !r.prefix_blocks.is_empty()) {
-        let tenant = TenantId(r.tenant);
-        tenants.insert(tenant);
-        for b in chain_ids(&r.prefix_blocks) {
-            by_block.entry(b).or_default().insert(tenant);
-        }
-    }
-    by_block.into_iter().filter(|(_, t)| tenants.len() >= 2 && t.len() == tenants.len()).map(|(b, _)| b).collect()
 }
 
 /// Marks, on requests read from a trace, the leading blocks every tenant of the workload sends
@@ -325,9 +322,15 @@ impl World {
             }
             let sent_before = b.senders.contains(&tenant);
             b.senders.insert(tenant);
-            // A block shared under `public_only` (salt 0) was marked public by whoever cached it.
-            let marked_public = key.0 == 0 && self.cfg.knobs.prefix_cache_scope == PrefixCacheScope::PublicOnly;
-            if !sent_before && !marked_public && !self.public_blocks.contains(&key.2) {
+            // Public is what the client declares (`RequestSpec::public_blocks`; a Mooncake trace's
+            // shared system prompt is marked when it is read, `mark_public`): a block shared under
+            // `public_only` (salt 0), or one the request that cached it marked public. Never a set
+            // derived from what tenants send: with two tenants every probe would make the probed
+            // block "sent by every tenant" (before the thirty-eighth session, a two-tenant hit was
+            // never reported).
+            let marked_public =
+                (key.0 == 0 && self.cfg.knobs.prefix_cache_scope == PrefixCacheScope::PublicOnly) || b.public;
+            if !sent_before && !marked_public {
                 *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
                 culprit.get_or_insert(crate::check::oracle::Culprit {
                     request: b.request,
@@ -375,7 +378,7 @@ impl World {
     pub(crate) fn prefix_release(&mut self, n: PrefillIdx, r: RequestId, pr: &crate::prefill::PReq) -> Vec<Run> {
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed().len() as u64 * BLOCK_TOKENS / ps;
-        let tenant = self.reqs[r.idx()].tenant();
+        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
         let chain_len = self.reqs[r.idx()].chain().len();
         let own = slice_pages(pr.pages(), borrowed_pages, pages_in(pr.pages()).saturating_sub(borrowed_pages));
         let node = &mut self.prefill[n.at()];
@@ -393,7 +396,7 @@ impl World {
         }
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
         let keys = self.block_keys(r, pr.borrowed().len().min(full), full);
-        let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, (tenant, r, public));
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
         let mut rest = ins.tail;
@@ -478,14 +481,14 @@ impl World {
         self.decode_prefix_unlock(n, d.borrowed());
         let borrowed_pages = d.borrowed().len() as u64 * BLOCK_TOKENS / ps;
         let own = slice_pages(d.pages(), borrowed_pages, pages_in(d.pages()).saturating_sub(borrowed_pages));
-        let tenant = self.reqs[r.idx()].tenant();
+        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
         let chain_len = self.reqs[r.idx()].chain().len();
         if !BLOCK_TOKENS.is_multiple_of(ps) || chain_len == 0 {
             return own;
         }
         let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);
         let keys = self.block_keys(r, d.borrowed().len().min(full), full);
-        let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, tenant, r);
+        let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, (tenant, r, public));
         let node = &mut self.decode[n.at()];
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {

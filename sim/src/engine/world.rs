@@ -617,8 +617,6 @@ pub struct World {
     horizon_extensions_left: Option<u64>,
     /// The run stopped because its next event lies past the horizon (`step`).
     past_horizon: bool,
-    /// Prefix blocks every tenant sends (reusing them is not a side channel).
-    pub public_blocks: std::collections::BTreeSet<u64>,
     /// When `Some`, every attention read is also audited whole (see `ReadAudit`); off by default.
     /// Not part of the trace or its hash.
     pub read_audit: Option<Vec<crate::check::oracle::ReadAudit>>,
@@ -758,7 +756,6 @@ impl World {
             max_in_flight: MAX_IN_FLIGHT,
             horizon_extensions_left: None,
             past_horizon: false,
-            public_blocks: Default::default(),
             read_audit: None,
             reference: None,
             prefix_evictions: Vec::new(),
@@ -780,7 +777,6 @@ impl World {
         }
         let last = w.build_workload();
         // Only explicit requests carry prefix blocks (the generator's have none).
-        w.public_blocks = crate::prefix::public_blocks(&w.cfg.requests);
         w.horizon = last + Duration::from_s(w.cfg.liveness_bound_s);
         if w.cfg.faults.liveness_after_heal_ms.is_some() {
             // Liveness mode reads every request's deadline from the start.
@@ -1166,6 +1162,12 @@ impl World {
             }
         };
         let readers: Vec<RequestId> = locked.iter().filter(|(_, p)| !p.is_empty()).map(|(r, _)| *r).collect();
+        // Pages a request holds outright (before the cache's readers are added), each once.
+        let held = {
+            let mut runs: Vec<Run> = landed.iter().map(|(_, r)| *r).collect();
+            crate::pool::merge_runs(&mut runs);
+            crate::pool::pages_in(&runs)
+        };
         landed.extend(locked.into_iter().flat_map(|(r, pages)| pages.into_iter().map(move |p| (r, p))));
         victims.extend_from_slice(&readers);
         victims.sort();
@@ -1193,11 +1195,11 @@ impl World {
             t.dedup();
             t
         };
+        let total = crate::pool::pages_in(&runs);
         let detail = format!(
-            "{what} by request {} landed in {} page(s) it no longer holds{}",
+            "{what} by request {} landed in {total} page(s) it no longer holds{}",
             writer.0,
-            crate::pool::pages_in(&runs),
-            where_it_landed(&victims, &readers, crate::pool::pages_in(&cached), pool.role_name())
+            where_it_landed(&victims, &readers, (held, crate::pool::pages_in(&cached), total), pool.role_name())
         );
         self.oracle.record(
             Violation::new(Kind::UseAfterFree, what.replace(' ', "_"), self.now)
@@ -1919,20 +1921,30 @@ fn locked_pages_hit<V>(
 /// Where a write by a request that no longer held the pages landed, as its story says it: the
 /// requests now holding them (`victims` less `readers`), the pages a radix cache holds and the
 /// requests reading those (`readers`), or free pages.
-fn where_it_landed(victims: &[RequestId], readers: &[RequestId], cached_pages: u64, role: &str) -> String {
+/// Whose the pages a late write landed in are now: `(held, cached, total)` pages, held by the
+/// requests among `victims` that are not cache `readers`, by the radix cache, or free (the rest).
+/// Each share is counted (a write of 125 pages, 20 of them a request's, said "now held by request
+/// 1" of all 125).
+fn where_it_landed(victims: &[RequestId], readers: &[RequestId], pages: (u64, u64, u64), role: &str) -> String {
+    let (held, cached_pages, total) = pages;
     if victims.is_empty() && cached_pages == 0 {
         return " (free pages)".to_string();
     }
     let holders: Vec<RequestId> = victims.iter().filter(|v| !readers.contains(v)).copied().collect();
     let mut s = String::new();
     if !holders.is_empty() {
-        s += &format!(", now held by request(s) {}", ids(&holders));
+        let share = if held == total { String::new() } else { format!("{held} of them ") };
+        s += &format!(", {share}now held by request(s) {}", ids(&holders));
     }
     if cached_pages > 0 {
         s += &format!(", {cached_pages} of them held by {role}'s radix cache");
         if !readers.is_empty() {
             s += &format!(" and read by request(s) {}", ids(readers));
         }
+    }
+    let free = total.saturating_sub(held + cached_pages);
+    if free > 0 {
+        s += &format!(", {free} free");
     }
     s
 }
@@ -1975,16 +1987,22 @@ mod tests {
     #[test]
     fn where_a_late_write_landed_names_holders_caches_and_readers() {
         let r = |v: &[u32]| v.iter().map(|i| RequestId(*i)).collect::<Vec<_>>();
-        assert_eq!(where_it_landed(&[], &[], 0, "decode"), " (free pages)");
-        assert_eq!(where_it_landed(&r(&[3, 5]), &[], 0, "decode"), ", now held by request(s) 3, 5");
-        assert_eq!(where_it_landed(&[], &[], 70, "prefill"), ", 70 of them held by prefill's radix cache");
+        assert_eq!(where_it_landed(&[], &[], (0, 0, 9), "decode"), " (free pages)");
+        assert_eq!(where_it_landed(&r(&[3, 5]), &[], (9, 0, 9), "decode"), ", now held by request(s) 3, 5");
+        assert_eq!(where_it_landed(&[], &[], (0, 70, 70), "prefill"), ", 70 of them held by prefill's radix cache");
         assert_eq!(
-            where_it_landed(&r(&[2]), &r(&[2]), 512, "decode"),
+            where_it_landed(&r(&[2]), &r(&[2]), (0, 512, 512), "decode"),
             ", 512 of them held by decode's radix cache and read by request(s) 2"
         );
         assert_eq!(
-            where_it_landed(&r(&[2, 4]), &r(&[2]), 16, "decode"),
-            ", now held by request(s) 4, 16 of them held by decode's radix cache and read by request(s) 2"
+            where_it_landed(&r(&[2, 4]), &r(&[2]), (4, 16, 20), "decode"),
+            ", 4 of them now held by request(s) 4, 16 of them held by decode's radix cache and read by request(s) 2"
+        );
+        // A share of the pages held, the rest free: each counted (it said "now held by request(s)
+        // 1" of all 125 pages, 20 of them request 1's).
+        assert_eq!(
+            where_it_landed(&r(&[1]), &[], (20, 0, 125), "decode"),
+            ", 20 of them now held by request(s) 1, 105 free"
         );
     }
 }

@@ -127,6 +127,16 @@ fn an_abort_between_two_stages_pops_wedges_the_instance() {
     assert!(fixed.prefill[0].pp().wedged_at.is_none());
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     assert_eq!((status(&fixed, 0), status(&fixed, 1)), (Some(499), Some(200)));
+    // vLLM has no per-stage bootstrap queue (one scheduler plans every stage): its profile does
+    // not wedge (it carried 0.5.16's `local_repoll` until the thirty-eighth session and reported
+    // sglang's deadlock on `pp_stages = 2`).
+    let vllm = run(&text, "vllm-nixl", &[]);
+    assert!(vllm.prefill[0].pp().wedged_at.is_none());
+    assert!(
+        !vllm.oracle.violations.iter().any(|v| v.kind == Kind::PageLeak || v.kind == Kind::RequestHang),
+        "{:?}",
+        vllm.oracle.violations
+    );
 }
 
 /// The divergence needs the abort inside the window between the first and the last stage's pop:
