@@ -397,12 +397,16 @@ impl Ctx {
 
     /// Queues the shrink worker's jobs for the accounting's example changes: an added example's
     /// scenario is written now (from `cfgs`, the finished runs' configurations) and saved, shrunk
-    /// and pictured by the worker; a removed one is deleted by it. Returns the write errors.
+    /// and pictured by the worker; a removed one is deleted by it, but only once a checkpoint
+    /// that no longer lists it is on disk (`removals`, sent by `send_removals`): the checkpoint
+    /// lags the accounting, and an interrupted campaign's checkpoint must not list an example
+    /// whose folder is gone. Returns the write errors.
     fn queue_changes(
         &self,
         acc: &mut Accounting,
         cfgs: &BTreeMap<u64, SimConfig>,
         job_tx: &mpsc::Sender<Job>,
+        removals: &mut Vec<Job>,
     ) -> Vec<String> {
         let changes = acc.take_changes();
         if !changes.is_empty() {
@@ -421,12 +425,23 @@ impl Ctx {
                     }
                     Job::Save { sig, seed }
                 }
-                ExampleChange::Removed { sig, seed } => Job::Remove { sig, seed },
+                ExampleChange::Removed { sig, seed } => {
+                    removals.push(Job::Remove { sig, seed });
+                    continue;
+                }
             };
             self.jobs_left.fetch_add(1, Ordering::Relaxed);
             let _ = job_tx.send(job);
         }
         errors
+    }
+
+    /// Hands the worker the removals a checkpoint just written no longer lists.
+    fn send_removals(&self, removals: &mut Vec<Job>, job_tx: &mpsc::Sender<Job>) {
+        for job in removals.drain(..) {
+            self.jobs_left.fetch_add(1, Ordering::Relaxed);
+            let _ = job_tx.send(job);
+        }
     }
 
     /// Does one job of the shrink worker.
@@ -773,6 +788,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let mut finished = 0u64;
         // Configurations of finished runs with signatures, until they are counted.
         let mut cfgs: BTreeMap<u64, SimConfig> = BTreeMap::new();
+        // Example folders to remove once the next checkpoint is written (`queue_changes`).
+        let mut removals: Vec<Job> = Vec::new();
+        let save = |camp: &Campaign| {
+            write_atomic(&ckpt_path, serde_json::to_string_pretty(camp).expect("json").as_bytes())
+                .map_err(|e| format!("{}: {e}", ckpt_path.display()))
+        };
         for (k, sigs, cand, found) in rx.iter() {
             finished += 1;
             let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
@@ -784,7 +805,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 found_after = acc.found_after.map(|runs| (runs, started.elapsed()));
                 stop.store(true, Ordering::Relaxed);
             }
-            let failed = ctx.queue_changes(&mut acc, &cfgs, &job_tx);
+            let failed = ctx.queue_changes(&mut acc, &cfgs, &job_tx, &mut removals);
             if !failed.is_empty() {
                 errors.extend(failed);
                 stop.store(true, Ordering::Relaxed);
@@ -803,16 +824,23 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             progress.announce(&acc.camp);
             progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
             if last_save.elapsed().as_millis() >= 500 {
-                if let Err(e) =
-                    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
-                {
-                    errors.push(format!("{}: {e}", ckpt_path.display()));
-                    stop.store(true, Ordering::Relaxed);
+                match save(&acc.camp) {
+                    Ok(()) => ctx.send_removals(&mut removals, &job_tx),
+                    Err(e) => {
+                        errors.push(e);
+                        stop.store(true, Ordering::Relaxed);
+                    }
                 }
                 last_save = std::time::Instant::now();
             }
         }
         runs_wall = started.elapsed();
+        // The last removals go once the final accounting is on disk (written again below, after
+        // the worker has finished: it changes no counted state).
+        match save(&acc.camp) {
+            Ok(()) => ctx.send_removals(&mut removals, &job_tx),
+            Err(e) => errors.push(e),
+        }
         drop(job_tx);
         let left = ctx.jobs_left.load(Ordering::Relaxed);
         if left > 0 {
@@ -973,6 +1001,15 @@ fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
         .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
+/// How a campaign shrinks its examples, as its checkpoint records it (`Campaign::shrink`).
+fn shrink_setting(o: &FuzzOpts) -> String {
+    if o.no_shrink {
+        "--no-shrink".to_string()
+    } else {
+        format!("--shrink-budget {}", o.shrink_budget)
+    }
+}
+
 /// The campaign to run: the checkpoint's (checked to be this campaign's) or a new one, with the
 /// scratch an interrupted campaign left removed.
 fn open_campaign(
@@ -985,9 +1022,11 @@ fn open_campaign(
     std::fs::create_dir_all(corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let camp = match std::fs::read_to_string(ckpt_path) {
         Ok(text) => {
-            let c: Campaign = kvsim::formats::from_json(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+            let mut c: Campaign =
+                kvsim::formats::from_json(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
             c.check_resumes(&o.corpus, space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
+            c.check_shrink(&o.corpus, &shrink_setting(o)).map_err(|e| e.to_string())?;
             if o.guided && c.guided.is_none() && c.runs_done > 0 {
                 // A merge of guided shards keeps no guided corpus: resumed, it would plan from an
                 // empty one, a campaign neither the shards nor an unsharded run would be.
@@ -1013,6 +1052,7 @@ fn open_campaign(
             }
             let mut c = Campaign::new(space_name, o.seed_start, shard).with_examples(o.examples);
             c.guided = o.guided.then(Default::default);
+            c.shrink = Some(shrink_setting(o));
             // Checkpointed at once, so a campaign killed before its first checkpoint leaves a
             // corpus that resumes (its leftovers removed against this empty one).
             write_atomic(ckpt_path, serde_json::to_string_pretty(&c).expect("json").as_bytes())

@@ -484,7 +484,34 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
 
 fn main() {
     restore_sigpipe();
+    quiet_output_failures();
     std::process::exit(run());
+}
+
+/// A full disk or a closed descriptor under standard output or error (`kvsim run S > /dev/full`)
+/// ends kvsim as a file output that cannot be written does: one line and exit 2, not a panic's
+/// backtrace and exit 101 (`println!` panics when its write fails; a broken pipe never gets here,
+/// see `restore_sigpipe`). What a campaign found is already on disk (atomic checkpoints).
+fn quiet_output_failures() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        for (prefix, stream) in
+            [("failed printing to stdout: ", "standard output"), ("failed printing to stderr: ", "standard error")]
+        {
+            if let Some(why) = msg.strip_prefix(prefix) {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "error: cannot write to {stream}: {why}");
+                std::process::exit(exit::BAD_INPUT);
+            }
+        }
+        default(info);
+    }));
 }
 
 /// A reader that stops reading (`kvsim profiles | head`) ends kvsim as it ends any Unix tool,
@@ -1189,6 +1216,15 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
         )];
         lines.extend(diffs.into_iter().map(|d| format!("  {d}")));
         return Err(ReplayProblem::Diverged(lines));
+    }
+    if recorded.config.is_empty() {
+        // Traces written before the digest existed have none; nor has one whose digest was
+        // deleted. Either way an edit of the header that changes no record cannot show.
+        eprintln!(
+            "note: {path}: the footer has no `config` digest (a trace written before kvsim recorded one, or an edited \
+             one): the records and the footer matched, but an edit of the header's configuration that changes no \
+             record would not show"
+        );
     }
     let compared = st.compared;
     drop(st);

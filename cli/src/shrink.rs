@@ -157,7 +157,7 @@ fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
     let mut t = if s.necessary_knobs.is_empty() { none.to_string() } else { s.necessary_knobs.join(", ") };
     if !s.unjudged_knobs.is_empty() {
         t.push_str(&format!(
-            "; not judged, the run budget was spent (raise --budget): {}",
+            "; not judged, the run budget was spent (raise `kvsim shrink --budget`, or a campaign's --shrink-budget): {}",
             s.unjudged_knobs.join(", ")
         ));
     }
@@ -168,7 +168,7 @@ fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
 fn unfinished(s: &kvsim::shrink::Shrunk, file: &str, budget: u32) -> String {
     if s.runs >= budget {
         format!(
-            "Not minimal yet: the run budget ended shrinking after {} runs; a larger --budget, or `kvsim shrink {file} --out …`, may shrink it further.",
+            "Not minimal yet: the run budget ended shrinking after {} runs; a larger budget (`kvsim shrink --budget`, a campaign's --shrink-budget), or `kvsim shrink {file} --out …`, may shrink it further.",
             s.runs
         )
     } else {

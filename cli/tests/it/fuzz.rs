@@ -116,6 +116,16 @@ fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
     child.wait().unwrap();
     let at_kill = done(&ckpt).expect("the killed campaign left a readable checkpoint");
     assert!(0 < at_kill && at_kill < 3000, "the kill landed mid-run: {at_kill} of 3000 runs checkpointed");
+    // Every example the checkpoint lists still has its folder: an example pushed out by runs the
+    // checkpoint had not counted yet is removed only once a checkpoint without it is on disk
+    // (it was removed at once, and a killed campaign's checkpoint listed folders that were gone).
+    let listed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ckpt).unwrap()).unwrap();
+    for (sig, list) in listed["examples"].as_object().unwrap() {
+        for e in list.as_array().unwrap() {
+            let dir = Path::new(&resumed).join(sig.replace('/', "--")).join(format!("seed-{}", e["seed"]));
+            assert!(dir.join("scenario.toml").is_file(), "{dir:?} is listed but gone");
+        }
+    }
     let out = kvsim(&["fuzz", "--runs", "3000", "--corpus", &resumed, "--no-shrink", "--seed-start", "500"]);
     assert_eq!(table(&resumed), table(&fresh));
     assert_eq!(saved(&resumed), saved(&fresh));
@@ -1113,6 +1123,17 @@ fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
     let out = run(&other);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("keeps 3 example(s) per signature, not --examples 2"));
+    // Other shrink options: refused too (the corpus would mix shrunk and unshrunk examples).
+    let budget41: Vec<String> = args(&one, "1").into_iter().map(|a| if a == "40" { "41".into() } else { a }).collect();
+    let mut unshrunk: Vec<String> =
+        args(&one, "1").into_iter().filter(|a| a != "--shrink-budget" && a != "40").collect();
+    unshrunk.push("--no-shrink".into());
+    for (other, asked) in [(budget41, "--shrink-budget 41"), (unshrunk, "--no-shrink")] {
+        let out = run(&other);
+        assert_eq!(out.status.code(), Some(2), "{asked}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("this campaign was run with --shrink-budget 40, not {asked}")), "{err}");
+    }
     let ckpt_path = Path::new(&resumed).join("campaign.json");
     let text = std::fs::read_to_string(&ckpt_path).unwrap().replace("kvsim-corpus/2", "kvsim-corpus/1");
     std::fs::write(&ckpt_path, text).unwrap();

@@ -189,6 +189,46 @@ fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A footer without the configuration digest (a trace written before it existed, or one whose
+/// digest was deleted along with an edit of the header) still replays, but says that a header
+/// edit could not show (it passed silently, exit 10, "replay matches").
+#[test]
+fn a_footer_without_its_digest_says_what_replay_cannot_check() {
+    let (_, text) = stub_trace("nodigest.jsonl");
+    let lines: Vec<&str> = text.lines().collect();
+    let last = lines.len() - 1;
+    let mut footer: serde_json::Value = serde_json::from_str(lines[last]).unwrap();
+    assert!(footer.as_object_mut().unwrap().remove("config").is_some());
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    out[last] = footer.to_string();
+    out[0] = out[0].replacen("\"name\":\"stub-leak\"", "\"name\":\"totally-different\"", 1);
+    assert_ne!(out[0], lines[0]);
+    let p = tmp("nodigest-edited.jsonl");
+    std::fs::write(&p, out.join("\n") + "\n").unwrap();
+    let o = Command::new(bin()).args(["replay", p.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(10));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the footer has no `config` digest") && err.contains("would not show"), "{err}");
+    // With its digest, no note.
+    let (t, _) = stub_trace("digest.jsonl");
+    let o = Command::new(bin()).args(["replay", t.to_str().unwrap()]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("digest"));
+}
+
+/// Standard output that cannot be written (a full disk) is one error line and exit 2, as a file
+/// output that cannot be written is: it was a panic's backtrace and exit 101, and `replay` lost
+/// its verdict's status.
+#[test]
+fn an_unwritable_standard_output_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    for args in [&["profiles"][..], &["run", &scen("small/stub-leak.toml")][..]] {
+        let o = Command::new(bin()).args(args).stdout(full.try_clone().unwrap()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("error: cannot write to standard output") && !err.contains("panicked"), "{err}");
+    }
+}
+
 /// A header or footer field of the wrong JSON type is bad input naming the field (serde_json's own
 /// message gave only a column: "invalid type: integer `5`, expected a string at line 1 column 2843").
 #[test]

@@ -29,6 +29,9 @@ pub enum CampaignError {
     OlderCorpus { corpus: String, format: String },
     /// The checkpoint in `corpus` keeps `keeps` examples per signature; the resume asked `asked`.
     OtherExamples { corpus: String, keeps: usize, asked: usize },
+    /// The checkpoint in `corpus` shrinks its examples as `keeps` says (`--no-shrink`, `--shrink-budget N`); the
+    /// resume asked `asked`.
+    OtherShrink { corpus: String, keeps: String, asked: String },
     /// Corpus `name` keeps `keeps` examples per signature, the first corpus `first` keeps `first_keeps`.
     ShardExamples { name: String, keeps: usize, first: String, first_keeps: usize },
     /// Corpus `name` is a shard of another campaign than `first` (the first corpus added).
@@ -83,6 +86,10 @@ impl fmt::Display for CampaignError {
             E::OtherExamples { corpus, keeps, asked } => write!(
                 f,
                 "{corpus}: this campaign keeps {keeps} example(s) per signature, not --examples {asked}; use another --corpus"
+            ),
+            E::OtherShrink { corpus, keeps, asked } => write!(
+                f,
+                "{corpus}: this campaign was run with {keeps}, not {asked} (a resume with other shrink options would mix shrunk and unshrunk examples); give the first campaign's --shrink-budget / --no-shrink, or use another --corpus"
             ),
             E::ShardExamples { name, keeps, first, first_keeps } => write!(
                 f,

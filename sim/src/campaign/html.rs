@@ -117,7 +117,7 @@ pub fn render(r: &Report) -> String {
     if c.table.is_empty() {
         o.push_str("<p>No violations found.</p>\n");
     } else {
-        o.push_str("<table>\n<tr><th>signature</th><th>status</th><th>runs</th><th>first seed</th><th>GPU replay</th><th>examples</th></tr>\n");
+        o.push_str("<table>\n<tr><th>signature</th><th>status</th><th>runs</th><th>first seed</th><th>KV replay (--confirm)</th><th>examples</th></tr>\n");
         for sig in ordered(r) {
             let e = &c.table[sig];
             let ex = r.examples.get(sig).map(Vec::as_slice).unwrap_or_default();
@@ -215,7 +215,7 @@ fn status_html(sig: &str, known: Option<&KnownBugs>) -> String {
     }
 }
 
-/// The GPU replay column: the first example's verdict (a disagreement anywhere wins).
+/// The KV replay column (`--confirm`, on whichever backend ran): the first example's verdict (a disagreement anywhere wins).
 fn confirmation(sig: &str, ex: &[Example]) -> String {
     if !super::is_confirmable(sig) {
         // `own_kv_misplaced` is a read too (its own KV at a wrong position), but no other
@@ -259,7 +259,7 @@ fn example_html(o: &mut String, x: &Example) {
     }
     let _ = writeln!(o, "<div>Reproduce (as found):</div>\n<pre>{}</pre>", esc(&f.reproduce));
     if let Some(cl) = &f.confirm {
-        let _ = writeln!(o, "<p>GPU replay: {}</p>", esc(cl));
+        let _ = writeln!(o, "<p>KV replay: {}</p>", esc(cl));
     }
     const NAMES: &[(&str, &str)] = &[
         ("pagemap.svg", "SVG page map"),
@@ -467,7 +467,7 @@ mod tests {
         assert!(text.contains("Known entries not found"), "{text}");
         assert!(text.contains("request_hang/after_heal/decode_prealloc/never_fitsprealloc-never-fitsneeds --liveness"));
         assert!(text.contains("wrong_status/rejected_answered_5xxrouter-waits-for-decodecould have been found"));
-        // The table: the new signature first, its GPU replay column, counts.
+        // The table: the new signature first, its KV replay column, counts.
         let rows: Vec<Vec<String>> = doc
             .descendants()
             .filter(|n| n.has_tag_name("tr"))

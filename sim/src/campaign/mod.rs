@@ -126,6 +126,11 @@ pub struct Campaign {
     /// of the runs done, and it cannot be resumed (`check_resumes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<String>,
+    /// How the campaign shrinks its examples (`--no-shrink`, `--shrink-budget N`): a resume must match, or its
+    /// corpus would mix shrunk and unshrunk examples no uninterrupted campaign writes. `None` in
+    /// checkpoints written before it was recorded (a resume then records its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrink: Option<String>,
 }
 
 impl Campaign {
@@ -143,6 +148,7 @@ impl Campaign {
             examples: BTreeMap::new(),
             guided: None,
             partial: None,
+            shrink: None,
         }
     }
 
@@ -189,6 +195,22 @@ impl Campaign {
             });
         }
         Ok(())
+    }
+
+    /// Whether a resume shrinks as the checkpoint's campaign did (`shrink`);
+    /// records `asked` in a checkpoint that has no record yet.
+    pub fn check_shrink(&mut self, corpus: &str, asked: &str) -> Result<(), CampaignError> {
+        match &self.shrink {
+            Some(s) if s != asked => Err(CampaignError::OtherShrink {
+                corpus: corpus.to_string(),
+                keeps: s.clone(),
+                asked: asked.to_string(),
+            }),
+            _ => {
+                self.shrink = Some(asked.to_string());
+                Ok(())
+            }
+        }
     }
 
     /// Counts one finished run (the next of this shard, seed `seed_start + next_k`); with its
@@ -557,7 +579,7 @@ pub fn confirm_summary(sig: &str, replay: Result<ReplayCounts, ReplayFailure>) -
         // saw, but its share of the attention is under the leak threshold (a read of 2 foreign
         // slots among 466). The replay agrees with the model; it is just not confirmed as a leak.
         Ok(v) if kind == "cross_tenant_read" && v.confirmed == 0 => format!(
-            "replay agrees: {} read(s) on {} hold foreign KV, all under the leak threshold (not confirmed)",
+            "replay agrees: {} violating read(s) replayed on {}, none with foreign KV over the leak threshold (not confirmed)",
             v.reads, v.backend
         ),
         Ok(v) if kind == "cross_tenant_read" => {
@@ -885,6 +907,7 @@ impl Merger {
             examples: self.examples.clone(),
             guided: None,
             partial,
+            shrink: c0.shrink.clone(),
         })
     }
 }
