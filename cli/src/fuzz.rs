@@ -880,7 +880,13 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         (Some(b), _) => {
             let cfg = super::load(b, &super::RunOpts { profile: o.profile.clone(), ..Default::default() })
                 .map_err(|e| e.to_string())?;
-            (Space::Base(Box::new(cfg)), format!("base:{b}"))
+            // Named by its content, not by the path it was given by: `./b.toml`, `$PWD/b.toml` or
+            // a link to it are one campaign, and an edited base is another (a resume drew the
+            // edited base's variants into the old table). `base_legacy_space` reads the
+            // path-named corpora of earlier builds.
+            let shown: String = cfg.name.chars().map(|c| if matches!(c, '+' | '@') { '_' } else { c }).collect();
+            let name = format!("base:{shown}@{}", &kvsim::tracefile::config_digest(&cfg)[..12]);
+            (Space::Base(Box::new(cfg)), name)
         }
         (None, Some(p)) => {
             if kvsim::config::profile(p).is_none() {
@@ -1001,6 +1007,15 @@ fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
         .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
+/// The space name earlier builds gave a `--base` campaign (`base:<path as given>`, then the
+/// same suffixes), for resuming their corpora.
+fn base_legacy_space(o: &FuzzOpts, space_name: &str) -> Option<String> {
+    let b = o.base.as_ref()?;
+    let rest = space_name.strip_prefix("base:")?;
+    let suffix = rest.find('+').map_or("", |i| &rest[i..]);
+    Some(format!("base:{b}{suffix}"))
+}
+
 /// How a campaign shrinks its examples, as its checkpoint records it (`Campaign::shrink`).
 fn shrink_setting(o: &FuzzOpts) -> String {
     if o.no_shrink {
@@ -1024,6 +1039,15 @@ fn open_campaign(
         Ok(text) => {
             let mut c: Campaign =
                 kvsim::formats::from_json(&text).map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+            // A base corpus of a build that named its space by the base's path: resumed under
+            // that name (its base cannot be checked for edits).
+            if base_legacy_space(o, space_name).is_some_and(|l| l == c.space) {
+                eprintln!(
+                    "note: {}: a base campaign named by its path ({}), as earlier builds named it: resumed as it is, but an edit of the base since cannot be detected",
+                    o.corpus, c.space
+                );
+                c.space = space_name.to_string();
+            }
             c.check_resumes(&o.corpus, space_name, o.seed_start, shard).map_err(|e| e.to_string())?;
             c.check_examples(&o.corpus, o.examples).map_err(|e| e.to_string())?;
             c.check_shrink(&o.corpus, &shrink_setting(o)).map_err(|e| e.to_string())?;
@@ -1112,6 +1136,21 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
                 return true;
             }
+            if let Some(f) = failure.as_ref().filter(|_| saved) {
+                // A corpus moved, copied or named another way since (`--corpus $PWD/c/`): the
+                // example's commands point at it as given now, as the new examples' do (the
+                // examples finished before the interruption kept the old path).
+                let mut moved = f.clone();
+                moved.relocate(&corpus.join(slug(sig)));
+                if moved != *f {
+                    if let Err(e) = write_atomic(
+                        &dir.join("failure.json"),
+                        serde_json::to_string_pretty(&moved).expect("json").as_bytes(),
+                    ) {
+                        eprintln!("warning: {}: {e}", dir.display());
+                    }
+                }
+            }
             if saved {
                 // A confirmation that failed (no backend then) is tried again when this campaign
                 // confirms: the example is completed anew, as it was found.
@@ -1140,7 +1179,8 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
     }
     camp.examples.retain(|_, l| !l.is_empty());
     if jobs.len() > reconfirm {
-        eprintln!("{}: {} example(s) found before the interruption are shrunk now", o.corpus, jobs.len() - reconfirm);
+        let what = if o.no_shrink { "saved" } else { "saved and shrunk" };
+        eprintln!("{}: {} example(s) found before the interruption are {what} now", o.corpus, jobs.len() - reconfirm);
     }
     if reconfirm > 0 {
         eprintln!("{}: {reconfirm} example(s) whose confirmation failed are confirmed again", o.corpus);

@@ -350,8 +350,21 @@ pub fn load(path: &str, opts: &RunOpts) -> Result<SimConfig, ScenarioError> {
     let sc = Scenario::parse(path, &text)?;
     let set = kvsim::scenario::parse_set_flags(&opts.set)?;
     let set_names: Vec<String> = set.iter().map(|(k, _)| k.clone()).collect();
-    let mut cfg =
-        sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read_file))?;
+    // A file the scenario names by a relative path (`[trace] file`) is the scenario's own
+    // folder's: through a symbolic link, the folder of the file it points to (the library joins
+    // the path to the link's folder; read from there it was another file, or none).
+    let given_dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    let real_dir = std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_symlink())
+        .then(|| std::fs::canonicalize(path).ok().and_then(|p| p.parent().map(|d| d.to_path_buf())))
+        .flatten();
+    let read = |p: &str| -> std::io::Result<String> {
+        match (&real_dir, std::path::Path::new(p).strip_prefix(&given_dir)) {
+            (Some(real), Ok(rest)) => read_file(&real.join(rest).to_string_lossy()),
+            _ => read_file(p),
+        }
+    };
+    let mut cfg = sc.resolve_with(&Overrides { profile: opts.profile.clone(), seed: opts.seed, set }, Some(&read))?;
     // Not when `--profile` is the file's own (every reproduce line kvsim prints names it): its
     // `[knobs]` then change that profile on purpose.
     let own = sc.spec.profile.as_deref().unwrap_or(kvsim::scenario::DEFAULT_PROFILE);
@@ -394,6 +407,31 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// `refuse` may name what they are not (a device or a binary file is refused before the rest is
 /// read: `/dev/zero` was read until memory ran out).
 fn read_bounded(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> std::io::Result<Vec<u8>> {
+    // A pipe or a terminal (`cat S | kvsim run /dev/stdin`, `kvsim run <(…)`) can be read once,
+    // and kvsim reads an input more than once (its header's notes, then the scenario): the first
+    // read is kept for the process (it said "an empty file" the second time).
+    use std::collections::BTreeMap;
+    static STREAMS: std::sync::Mutex<BTreeMap<String, Vec<u8>>> = std::sync::Mutex::new(BTreeMap::new());
+    let stream = is_stream(path);
+    if stream {
+        if let Some(bytes) = STREAMS.lock().expect("lock").get(path) {
+            return Ok(bytes.clone());
+        }
+    }
+    let bytes = read_bounded_once(path, refuse)?;
+    if stream {
+        STREAMS.lock().expect("lock").insert(path.to_string(), bytes.clone());
+    }
+    Ok(bytes)
+}
+
+/// Whether `path` is a stream (a pipe, a terminal, a device), whose contents no later command can
+/// read again: a reproduce line naming it reproduces nothing.
+pub fn is_stream(path: &str) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+fn read_bounded_once(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
     let mut bytes = Vec::new();
@@ -578,6 +616,12 @@ fn run() -> i32 {
                 return exit::BAD_INPUT;
             }
             saved_for_a_check(&scenario, check, trace.check_oracle, choices.is_some());
+            if is_stream(&scenario) {
+                eprintln!(
+                    "note: {scenario} is a stream (a pipe or a terminal), which no later command can read again: save the \
+                     scenario to a file to reproduce this run (`kvsim run FILE`)"
+                );
+            }
             let run = RunFlags { format, csv: csv.as_deref(), check_determinism, noninterference: ni, confirm };
             cmd_run(&scenario, &opts, &run, &trace, choices.as_deref())
         }

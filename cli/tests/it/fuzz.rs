@@ -1111,7 +1111,10 @@ fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
     }
     let out = run(&args(&resumed, "1"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{undone} example(s) found before the interruption are shrunk now")), "{err}");
+    assert!(
+        err.contains(&format!("{undone} example(s) found before the interruption are saved and shrunk now")),
+        "{err}"
+    );
     // (The copy's untouched files still name the corpus they were copied from.)
     let copied = |m: std::collections::BTreeMap<String, String>| {
         m.into_iter().map(|(k, v)| (k, v.replace(&one, "CORPUS"))).collect::<std::collections::BTreeMap<_, _>>()
@@ -1399,4 +1402,63 @@ fn a_damaged_example_is_completed_again_on_resume() {
     assert!(err.contains("lost its scenario.toml: dropped from the list"), "{err}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(!table.contains(seeds[3].to_str().unwrap()), "{table}");
+}
+
+/// A `--base` campaign is named by its base's content, not by the path it was given by: the same
+/// file by another path resumes it, an edited base is another campaign (it resumed silently and
+/// mixed the two bases' variants; the same file as `./b.toml` was refused). A corpus resumed from
+/// another place points every example's commands at it, those finished before too.
+#[test]
+fn a_base_campaign_is_its_bases_content_and_a_moved_corpus_is_relocated() {
+    let dir = std::path::PathBuf::from(tmp("base-content"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("b.toml");
+    std::fs::copy(crate::scenarios_dir().join("small/stub-leak.toml"), &base).unwrap();
+    let c = dir.join("c");
+    let go = |base: &str, corpus: &Path, runs: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .current_dir(&dir)
+            .args(["fuzz", "--runs", runs, "--no-shrink", "--confirm", "off", "--base", base, "--corpus"])
+            .arg(corpus)
+            .output()
+            .unwrap()
+    };
+    let out = go("b.toml", &c, "20");
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let space = |c: &Path| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(c.join("campaign.json")).unwrap()).unwrap();
+        v["space"].as_str().unwrap().to_string()
+    };
+    let named = space(&c);
+    assert!(named.starts_with("base:stub-leak@") && !named.contains("b.toml"), "{named}");
+    // Another spelling of the same file: the same campaign, resumed.
+    let out = go("./b.toml", &c, "30");
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(space(&c), named);
+    // An edited base: another campaign, refused.
+    let text = std::fs::read_to_string(&base).unwrap();
+    std::fs::write(&base, text.replacen("seed = 7", "seed = 8", 1)).unwrap();
+    let out = go(base.to_str().unwrap(), &c, "40");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("made by another campaign"));
+    std::fs::write(&base, text).unwrap();
+    // Moved, then resumed: every example's commands point into the new place.
+    let moved = dir.join("moved");
+    std::fs::rename(&c, &moved).unwrap();
+    let out = go("b.toml", &moved, "40");
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut seen = 0;
+    for sig in std::fs::read_dir(&moved).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        for ex in std::fs::read_dir(sig.path()).unwrap().flatten() {
+            if let Ok(t) = std::fs::read_to_string(ex.path().join("failure.json")) {
+                let f: serde_json::Value = serde_json::from_str(&t).unwrap();
+                let cmd = f["reproduce"].as_str().unwrap();
+                assert!(cmd.contains(&format!("{}/", moved.display())), "{cmd}");
+                assert!(!cmd.contains(&format!("{}/", c.display())), "{cmd}");
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 0, "the stub leak's campaign saved examples");
 }

@@ -647,3 +647,48 @@ fn the_default_profile_named_gets_no_knobs_note() {
     assert!(err.contains("note:") && err.contains("page_size = 32"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scenario read from a pipe (`cat S | kvsim run /dev/stdin`) runs as the file does: kvsim
+/// reads an input more than once (its header's notes, then the scenario), and a pipe gives its
+/// bytes once ("an empty file", exit 2, before). The run says its reproduce line cannot work.
+#[test]
+fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
+    use std::io::Write as _;
+    let src = crate::scenarios_dir().join("small/stub-leak.toml");
+    let text = std::fs::read(&src).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["run", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(10), "{err}");
+    assert!(err.contains("is a stream") && err.contains("save the scenario to a file"), "{err}");
+    let (_, from_file, _) = kvsim(&["run", src.to_str().unwrap()]);
+    let hash = |s: &str| s.lines().find(|l| l.contains("trace hash")).map(str::to_string);
+    assert_eq!(hash(&String::from_utf8_lossy(&out.stdout)), hash(&from_file));
+}
+
+/// A scenario reached through a symbolic link reads the files it names by a relative path
+/// (`[trace] file`) from its own folder, the link target's (it joined them to the link's folder:
+/// the shipped Mooncake scenario, linked elsewhere, failed with "No such file").
+#[test]
+fn a_linked_scenario_reads_its_trace_from_its_own_folder() {
+    let dir = scratch("linked");
+    let real = dir.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::write(real.join("w.csv"), "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,2\n0.01,200,2\n")
+        .unwrap();
+    let scenario = "context_len = 8192\n[[prefill]]\npool_tokens = 8192\n[[decode]]\npool_tokens = 8192\n[trace]\nfile = \"w.csv\"\n";
+    std::fs::write(real.join("s.toml"), scenario).unwrap();
+    let link = dir.join("link.toml");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(real.join("s.toml"), &link).unwrap();
+    let (code, out, err) = kvsim(&["run", link.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("2 requests"), "{out}");
+}

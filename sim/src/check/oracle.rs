@@ -70,7 +70,9 @@ pub const ALL_KINDS: [Kind; 12] = [
     Kind::StatusChannel,
 ];
 
-/// The first foreign write found under a read: who put the data there and when.
+/// The first foreign write found under a read: who put the data there, and when the writer's run
+/// of contiguous writes holding it began (an ownership run continues across a request's chunks
+/// and tokens, so this is not the slot's own write time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Culprit {
     pub request: RequestId,

@@ -54,6 +54,8 @@ pub struct ViolationOut {
     pub status: Option<u16>,
     pub culprit_request: Option<u32>,
     pub culprit_tenant: Option<u32>,
+    /// When the culprit's run of contiguous writes holding the first offending slot began (its
+    /// chunks and tokens continue one run), not the slot's own write time.
     pub culprit_at_ns: Option<u64>,
     pub detail: String,
 }
@@ -182,7 +184,10 @@ pub fn story(w: &World, v: &Violation) -> String {
             if let Some(c) = v.culprit {
                 let _ = write!(
                     s,
-                    "; the first such slot was written by request {} of tenant {} at {}",
+                    // `Culprit::at` is when the culprit's run of contiguous writes holding the
+                    // slot began (a prefill's chunks and a decode's tokens continue one run), not
+                    // the slot's own write: said so (it read as the slot's time, up to a chunk off).
+                    "; the first such slot was written by request {} of tenant {}, in a run of its writes that began at {}",
                     c.request.0,
                     c.tenant.0,
                     secs(c.at.0)
