@@ -207,7 +207,7 @@ pub fn run(o: &ExploreOpts) -> i32 {
     });
     if let Some(path) = &o.checkpoint {
         if let Ok(text) = std::fs::read_to_string(path) {
-            match serde_json::from_str::<Checkpoint>(&text) {
+            match kvsim::formats::from_json::<Checkpoint>(&text) {
                 Ok(c) if c.fingerprint == fp && c.results.len() == roots.len() => {
                     results = c.results;
                     let done = results.iter().filter(|r| r.is_some()).count();

@@ -85,7 +85,7 @@ pub struct FuzzOpts {
     #[arg(long, value_enum, value_name = "CHECK")]
     pub check: Option<super::PropertyCheck>,
     /// Write the campaign's HTML report here (default: `report.html` in the corpus folder):
-    /// signatures, new/known, counts, first seeds, GPU confirmation, the new-signature curve, and
+    /// signatures, new/known, counts, first seeds, KV replay confirmation (`--confirm`), the new-signature curve, and
     /// each example's reproduce command with links to its scenario, trace, Perfetto and SVG.
     #[arg(long, value_name = "FILE")]
     pub html: Option<String>,

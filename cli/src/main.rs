@@ -710,6 +710,19 @@ pub fn output_file_ok(flag: &str, path: &str) -> Result<(), String> {
     if Path::new(path).is_dir() || path.ends_with('/') {
         return Err(format!("{flag} {path}: a folder; give a file name (e.g. {}/out)", path.trim_end_matches('/')));
     }
+    // The file is written whole and renamed into place (an interrupted write leaves the old one):
+    // the rename would replace a link or a device with a regular file (`--html /dev/null`
+    // replaced the device), so neither is taken.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_symlink() {
+            return Err(format!(
+                "{flag} {path}: a symbolic link, which writing it would replace with a file; give the path it points to"
+            ));
+        }
+        if !m.is_file() {
+            return Err(format!("{flag} {path}: not a regular file (a device or a pipe); give a file name"));
+        }
+    }
     let dir = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(format!("{flag} {path}: the folder {} does not exist", dir.display()));

@@ -1462,3 +1462,24 @@ fn a_base_campaign_is_its_bases_content_and_a_moved_corpus_is_relocated() {
     }
     assert!(seen > 0, "the stub leak's campaign saved examples");
 }
+
+/// `--html` is written whole and renamed into place, which would replace a link or a device with
+/// a regular file (`--html /dev/null` replaced the device): both are refused before any run.
+#[test]
+fn html_refuses_a_link_or_a_device() {
+    let dir = std::path::PathBuf::from(tmp("html-link"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("target.html");
+    std::fs::write(&target, "mine").unwrap();
+    let link = dir.join("link.html");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for (path, says) in [(link.to_str().unwrap(), "a symbolic link"), ("/dev/null", "not a regular file")] {
+        let c = dir.join("c");
+        let out = kvsim(&["fuzz", "--runs", "2", "--corpus", c.to_str().unwrap(), "--html", path]);
+        assert_eq!(out.status.code(), Some(2), "{path}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine");
+    assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
+}

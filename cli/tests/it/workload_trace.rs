@@ -141,3 +141,36 @@ fn prefix_reuse_crosses_tenants_only_without_a_salt() {
     assert!(!out.contains("cross_tenant_prefix_hit"), "{out}");
     assert_eq!(code, Some(0), "{out}");
 }
+
+/// A trace declares no public blocks; kvsim infers the operator's shared system prompt from the
+/// leading blocks every tenant sends, but only with three or more tenants: with two, a block both
+/// send is exactly a probe of the other's prompt (a two-tenant trace's probe was never reported).
+#[test]
+fn a_two_tenant_traces_probe_is_a_cross_tenant_hit() {
+    let dir = std::env::temp_dir().join(format!("kvsim-wt-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"timestamp": 0, "input_length": 1600, "output_length": 4, "hash_ids": [100, 101, 102, 103]}"#,
+        r#"{"timestamp": 6000, "input_length": 2000, "output_length": 4, "hash_ids": [100, 101, 102, 200]}"#,
+        r#"{"timestamp": 9000, "input_length": 600, "output_length": 4, "hash_ids": [7, 8]}"#,
+    ];
+    let run = |n: usize, tenants: u32| {
+        let t = dir.join(format!("probe{n}.jsonl"));
+        std::fs::write(&t, lines[..n].join("\n") + "\n").unwrap();
+        let s = dir.join(format!("probe{n}.toml"));
+        std::fs::write(
+            &s,
+            format!("context_len = 8192\n[[prefill]]\npool_tokens = 8192\n[[decode]]\npool_tokens = 8192\n[knobs]\npage_size = 16\n[trace]\nfile = {:?}\ntenants = \"round_robin:{tenants}\"\n", t.to_string_lossy()),
+        )
+        .unwrap();
+        kvsim(&["run", s.to_str().unwrap(), "--profile", "sglang-0.5.22"])
+    };
+    let (code, out, err) = run(2, 2);
+    assert_eq!(code, Some(10), "{out}{err}");
+    assert!(out.contains("cross_tenant_prefix_hit/global_prefix_cache"), "{out}");
+    let (_, out, _) = run(3, 3);
+    assert!(
+        out.contains("cross_tenant_prefix_hit/global_prefix_cache"),
+        "a third tenant that does not send them: {out}"
+    );
+}

@@ -813,13 +813,10 @@ impl World {
 
     /// Before a decode step: if the running requests that need a new page this step (their last
     /// page is full) outnumber the free pages, take requests out of the batch until they fit
-    /// (`decode_out_of_pages`; lifecycle reference §4.4). `stall` does nothing: the requests
-    /// without a page skip the step.
+    /// (`decode_out_of_pages`; lifecycle reference §4.4), after evicting reclaimable cache. `stall`
+    /// only evicts: the requests still without a page skip the step.
     fn decode_make_room(&mut self, n: DecodeIdx) {
         let mode = self.cfg.knobs.decode_out_of_pages;
-        if mode == DecodeOutOfPages::Stall {
-            return;
-        }
         let ps = self.page_size();
         loop {
             let node = &self.decode[n.at()];

@@ -142,6 +142,23 @@ impl PReq {
         self.prefilled >= self.len
     }
 
+    /// The prompt tokens a release keeps in the radix cache (`World::prefill_release`): all of
+    /// them (`u64::MAX`) once the forward is done (`forward_done`), else the chunks computed so far.
+    /// Both wheels insert each finished chunk into the tree before the next one runs (0.5.22
+    /// `prefill.py` `process_prefill_chunk` → `checkpoint_disagg_prefill` → `checkpoint_kv_cache`,
+    /// which sets `cache_protected_len`; 0.5.16 `maybe_cache_unfinished_req(chunked=True)`), and an
+    /// abort frees only past the protected length (`release_kv_cache`: "The protected prefix is
+    /// not this req's to free"): the chunk being computed. So an early-sent chunk still in flight
+    /// reads cached KV, not freed pages (a false `use_after_free/transfer_read_of_a_source_page`
+    /// before the thirty-eighth session), unless an eviction frees it.
+    pub fn checkpointed(&self) -> u64 {
+        if self.forward_done() {
+            u64::MAX
+        } else {
+            self.prefilled
+        }
+    }
+
     /// Transfer jobs submitted and not yet ended.
     #[inline]
     pub fn jobs(&self) -> &[crate::types::JobId] {
@@ -463,14 +480,16 @@ impl World {
         self.tick(n.node());
     }
 
-    /// Retires a request with an error: its leg answers, pages and slot are released.
-    fn prefill_retire(&mut self, n: PrefillIdx, r: RequestId, status: u16) {
+    /// Retires a request with an error: its leg answers, pages and slot are released. `protected`:
+    /// the prompt tokens already checkpointed into the radix tree (see `PReq::checkpointed`), which
+    /// stay cached.
+    fn prefill_retire(&mut self, n: PrefillIdx, r: RequestId, status: u16, protected: u64) {
         self.prefill_remove_from_queues(n, r);
         if let Some(pr) = self.pnode(n).reqs.get_mut(&r) {
             pr.sender = SenderState::Failed;
         }
         self.transfer_abort(n, r);
-        self.prefill_release(n, r, false);
+        self.prefill_release(n, r, protected);
         self.leg_result(r, Role::Prefill, status);
         self.notify_decode_of_abort(r, status);
     }
@@ -483,9 +502,12 @@ impl World {
     }
 
     /// Frees or caches a request's pages and its metadata slot, and forgets it.
-    fn prefill_release(&mut self, n: PrefillIdx, r: RequestId, cache: bool) {
+    /// `cached`: the prompt tokens whose KV goes into the radix cache (`u64::MAX`: all of it, a
+    /// finished request's); the pages past them are freed. Without the radix cache every page is
+    /// freed.
+    fn prefill_release(&mut self, n: PrefillIdx, r: RequestId, cached: u64) {
         let radix = self.cfg.knobs.prefill_cache == PrefillCache::Radix;
-        let Some(pr) = self.pnode(n).reqs.remove(&r) else {
+        let Some(mut pr) = self.pnode(n).reqs.remove(&r) else {
             return;
         };
         self.phase(r, Lane::Prefill(n), Phase::Left);
@@ -498,7 +520,24 @@ impl World {
         }
         let ps = self.page_size();
         let borrowed_pages = pr.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
-        if cache && radix {
+        let all = pages_in(&pr.pages);
+        // Whole pages of checkpointed KV (a chunk ends on a page boundary), and always the
+        // borrowed blocks (the tree's own).
+        let keep = if cached == u64::MAX { all } else { (cached / ps).max(borrowed_pages).min(all) };
+        let to_cache = radix && (cached == u64::MAX || keep > borrowed_pages);
+        if to_cache && keep < all {
+            // Part of it checkpointed: the rest (the chunk being computed, or the last chunk a
+            // post-forward abort retires) is freed, the part goes to the cache.
+            let tail = slice_pages(&pr.pages, keep, all - keep);
+            let hashed = self.hashed_pages(pr.prefilled).saturating_sub(keep);
+            let bad = self.pnode(n).pool.free_hashed(&tail, Holder::Req(r), hashed);
+            let pool = self.prefill[n.at()].id();
+            self.mem(MemOp::Free { pool, r, pages: tail });
+            self.note_bad_frees(pool, r, bad);
+            pr.pages = slice_pages(&pr.pages, 0, keep);
+            pr.prefilled = pr.prefilled.min(keep * ps);
+        }
+        if to_cache {
             let rest = self.prefix_release(n, r, &pr);
             if !rest.is_empty() {
                 self.pnode(n).cache.push_back((r, rest));
@@ -553,7 +592,8 @@ impl World {
             let pr = &self.prefill[n.at()].reqs[&r];
             if k.pd_admission_check == AbortCheck::AbortedToo {
                 if let Some(status) = pr.pending_abort {
-                    self.prefill_retire(n, r, status);
+                    let protected = pr.prefilled;
+                    self.prefill_retire(n, r, status, protected);
                     continue;
                 }
             }
@@ -596,7 +636,7 @@ impl World {
                         _ => 200,
                     };
                     self.prefill_remove_from_queues(n, r);
-                    self.prefill_release(n, r, true);
+                    self.prefill_release(n, r, u64::MAX);
                     self.leg_result(r, Role::Prefill, status);
                 }
                 SenderState::Failed => {
@@ -755,7 +795,9 @@ impl World {
                 continue;
             }
             if let (Some(status), true) = (pending, k.prefill_post_forward_abort_check.on()) {
-                self.prefill_retire(n, r, status);
+                // The chunks before this last one were checkpointed; this one is not
+                // (`_retire_aborted_prefill_result`, checkpoint=False, frees it).
+                self.prefill_retire(n, r, status, from);
                 continue;
             }
             let node = self.pnode(n);
@@ -914,8 +956,8 @@ impl World {
             return true;
         }
         let deferred = self.ack_deferred_to_drain(n, r, ack_decode);
-        let computed = self.pnode(n).reqs[&r].forward_done();
-        self.prefill_release(n, r, computed);
+        let cached = self.pnode(n).reqs[&r].checkpointed();
+        self.prefill_release(n, r, cached);
         deferred
     }
 
@@ -946,13 +988,13 @@ impl World {
             return;
         };
         if pr.phase == PPhase::Draining && pr.jobs_in_flight == 0 && pr.lands_pending == 0 {
-            let (ack, computed) = (pr.ack_decode, pr.forward_done());
-            self.prefill_release(n, r, computed);
+            let (ack, cached) = (pr.ack_decode, pr.checkpointed());
+            self.prefill_release(n, r, cached);
             if ack {
                 self.prefill_ack_abort(r);
             }
         } else if pr.phase == PPhase::Held && pr.sender == SenderState::Success && pr.jobs_in_flight == 0 {
-            self.prefill_release(n, r, true);
+            self.prefill_release(n, r, u64::MAX);
         }
     }
 
@@ -980,7 +1022,8 @@ impl World {
         match kind {
             TimeoutKind::Bootstrap => {
                 self.reqs[r.idx()].time_out();
-                self.prefill_retire(n, r, 500)
+                let protected = self.prefill[n.at()].reqs.get(&r).map_or(0, |p| p.prefilled);
+                self.prefill_retire(n, r, 500, protected)
             }
             TimeoutKind::SourceLease if self.decode_still_loads(r) => {
                 // vLLM 0.33.0 `nixl/base_scheduler.py` `on_new_request`: decode heartbeats the
@@ -993,7 +1036,7 @@ impl World {
                 let node = self.prefill[n.at()].id();
                 self.after(lease, Ev::Timeout { r, timer: TimeoutKind::SourceLease, node, epoch });
             }
-            _ => self.prefill_release(n, r, false),
+            _ => self.prefill_release(n, r, 0),
         }
     }
 

@@ -276,8 +276,9 @@ pub struct RequestEntry {
     /// under `prefix_cache_scope = public_only` only these are shared across tenants (a shared
     /// system prompt), the rest is salted per tenant. Under any scope, another tenant's hit on
     /// them is not `cross_tenant_prefix_hit` (they are not this client's secret); a hit on an
-    /// undeclared block is, whoever else sent it. Requests read from a `[trace]` get the leading
-    /// blocks every tenant of the trace sends (Mooncake's system-prompt block 0).
+    /// undeclared block is, whoever else sent it. Requests read from a `[trace]` of three or more
+    /// tenants get the leading blocks every tenant of the trace sends (Mooncake's system-prompt
+    /// block 0); with two tenants nothing (a block both send is what a probe looks like).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub public_blocks: u32,
 }

@@ -498,6 +498,59 @@ delay_ms = 5000
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
 }
 
+/// sglang 0.5.16 and 0.5.22: each finished chunk of a chunked prefill goes into the radix tree
+/// before the next one runs (0.5.22 `process_prefill_chunk` → `checkpoint_disagg_prefill`, which
+/// sets `cache_protected_len`; 0.5.16 `maybe_cache_unfinished_req(chunked=True)`), and an abort
+/// frees only past the protected length (`release_kv_cache`: "The protected prefix is not this
+/// req's to free"). Request 0 (1,500 tokens, 1,024-token chunks) is aborted at 30 ms, while its
+/// first chunk, sent early, is still being written: that chunk reads its own cached KV, and only
+/// the second chunk's pages are freed. With the chunk cache every page is freed under it. (The
+/// model freed every page whatever the cache: a false `use_after_free/transfer_read_of_a_source_page`
+/// behind most of that signature's runs on sglang-0.5.22.)
+#[test]
+fn s3_sglang_an_aborted_chunking_requests_sent_chunks_stay_cached() {
+    let text = &[
+        r#"
+name = "chunk-abort"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 8192
+[knobs]
+chunked_prefill_size = 1024
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 1500
+output_tokens = 4
+abort_at_ms = 30
+"#,
+        "[cost]\nprefill_base_us = 1000\nprefill_ns_per_token = 20000\nprefill_ns_per_token_per_kctx = 0\ndecode_step_base_us = 10000\ndecode_ns_per_kkv = 2000\nkv_bytes_per_token = 70000\ntransfer_latency_us = 500\ntransfer_bytes_per_us = 2500\nmessage_latency_us = 200\n",
+    ]
+    .concat();
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(text, profile, &[]);
+        assert_eq!(answer(&w, 0).0, 499, "{profile}");
+        // (0.5.16's decode frees its pages at once under the write: that is another row,
+        // decode-free-before-late-write.)
+        let source = w.oracle.violations.iter().any(|v| v.cause == "transfer_read_of_a_source_page");
+        assert!(!source, "{profile}: {:?}", w.oracle.violations);
+        let pool = w.prefill[0].pool();
+        let cached = (0..pool.usable_pages() as u32)
+            .filter(|p| matches!(pool.holder_of(*p), Some(kvsim::pool::Holder::Cache(RequestId(0)))))
+            .count();
+        assert_eq!(cached, 1024, "{profile}: the first chunk's pages are the cache's");
+        assert_eq!(pool.held_pages(), 1024, "{profile}: the chunk being computed was freed");
+    }
+    let w = collect(text, "sglang-0.5.22", &[("prefill_cache", "chunk")]);
+    assert!(
+        w.oracle.violations.iter().any(|v| v.cause == "transfer_read_of_a_source_page"),
+        "the chunk cache frees under the chunk: {:?}",
+        w.oracle.violations
+    );
+}
+
 /// Reference §3 (aborts): a failed chunk marks the room Failed, and the transfer worker skips
 /// every queued chunk of a Failed room (sglang 0.5.16 and 0.5.22 wheels,
 /// `disaggregation/mooncake/conn.py` `transfer_worker`), so the request's source pages drain with
