@@ -245,7 +245,7 @@ pub struct PrefillNode {
     pending_dst: BTreeMap<RequestId, DstInfo>,
     busy: bool,
     batch: Vec<(RequestId, u64, u64)>,
-    cache: VecDeque<(RequestId, Vec<Run>)>,
+    cache: VecDeque<(u64, RequestId, Vec<Run>)>,
     prefix: crate::prefix::PrefixIndex,
     /// When each transfer queue is free (the last queued batch's call returns), by destination
     /// decode node: sglang's Mooncake sender shards chunks over its queues by the destination
@@ -349,8 +349,9 @@ impl PrefillNode {
         &self.inflight
     }
 
-    /// The plain (non-prefix) cache of released requests' pages, oldest first.
-    pub fn cache(&self) -> &VecDeque<(RequestId, Vec<Run>)> {
+    /// The plain (non-prefix) cache of released requests' pages, oldest first, each with its age
+    /// on the prefix index's clock.
+    pub fn cache(&self) -> &VecDeque<(u64, RequestId, Vec<Run>)> {
         &self.cache
     }
 
@@ -367,14 +368,14 @@ impl PrefillNode {
             borrowed += p.borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS / ps;
         }
         assert_eq!(queued, tracked, "prefill-{} at {now}: queues and request table disagree", self.index);
-        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
+        let cached: u64 = self.cache.iter().map(|(_, _, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let owned = pages - borrowed;
         assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
     }
 
     /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
     pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
-        let cached: u64 = self.cache.iter().map(|(_, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
+        let cached: u64 = self.cache.iter().map(|(_, _, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages or a slot, not every request the node still
@@ -538,9 +539,13 @@ impl World {
             pr.prefilled = pr.prefilled.min(keep * ps);
         }
         if to_cache {
+            // The pages past the request's last full block are a leaf below its blocks: aged
+            // before them, so an eviction takes them first (the clock ticks again for each block
+            // `prefix_release` indexes).
+            let tick = self.pnode(n).prefix.tick();
             let rest = self.prefix_release(n, r, &pr);
             if !rest.is_empty() {
-                self.pnode(n).cache.push_back((r, rest));
+                self.pnode(n).cache.push_back((tick, r, rest));
             }
         } else {
             for key in &pr.borrowed {
@@ -557,12 +562,22 @@ impl World {
         }
     }
 
+    /// Frees cached pages, least recently used first, until `need` pages are free: the plain
+    /// cache's entries and the prefix index's unused blocks in one order (sglang's radix cache
+    /// evicts its least recently used leaves, `LRUStrategy` over `evictable_device_leaves`). Before
+    /// the thirty-eighth session the plain cache was emptied first, so a request released a moment
+    /// ago lost its pages before blocks unused for minutes (a false use after free when a transfer
+    /// still read them).
     fn evict_cache_for(&mut self, n: PrefillIdx, need: u64) {
         while self.prefill[n.at()].pool.free_pages() < need {
-            let Some((owner, pages)) = self.pnode(n).cache.pop_front() else {
-                if self.prefix_evict_one(n) {
-                    continue;
-                }
+            let node = &self.prefill[n.at()];
+            let plain = node.cache.front().map(|(t, _, _)| *t);
+            let block = node.prefix.oldest_evictable();
+            if block.is_some_and(|b| plain.is_none_or(|p| b < p)) {
+                self.prefix_evict_one(n);
+                continue;
+            }
+            let Some((_, owner, pages)) = self.pnode(n).cache.pop_front() else {
                 return;
             };
             let bad = self.pnode(n).pool.free(&pages, Holder::Cache(owner));

@@ -126,6 +126,17 @@ impl PrefixIndex {
         self.lru.insert((self.clock, key));
     }
 
+    /// The next tick of the index's clock (a plain cache entry's age, `World::evict_cache_for`).
+    pub fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// The last use of the least recently used block nobody is using.
+    pub fn oldest_evictable(&self) -> Option<u64> {
+        self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).map(|(t, _)| *t)
+    }
+
     /// The least recently used block nobody is using, removed from the index.
     pub fn evict_one(&mut self) -> Option<CachedBlock> {
         let key = self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).map(|(_, k)| *k)?;

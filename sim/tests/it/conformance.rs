@@ -551,6 +551,49 @@ abort_at_ms = 30
     );
 }
 
+/// sglang's radix cache evicts its least recently used leaves (`LRUStrategy` over
+/// `evictable_device_leaves`). Request 0's two cached blocks (released at ~51 ms) are older than
+/// request 1's pages (2,048 tokens without prefix blocks, aborted after its forward at 160 ms and
+/// cached while its transfer still reads them); request 2 needs about 1,000 tokens of eviction:
+/// request 0's older blocks go, request 1's stay under its transfer. (The model emptied its plain
+/// cache before the prefix blocks: a false use after free, 2,000 pages then request 2's.)
+#[test]
+fn s3_sglang_eviction_takes_the_least_recently_used_cache_entry_first() {
+    let text = &[
+        r#"
+name = "evict-order"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 32768
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 1024
+output_tokens = 1
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 100
+tenant = 0
+prompt_tokens = 2048
+output_tokens = 4
+abort_at_ms = 160
+[[request]]
+at_ms = 165
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 1
+"#,
+        "[cost]\nprefill_base_us = 1000\nprefill_ns_per_token = 20000\nprefill_ns_per_token_per_kctx = 0\ndecode_step_base_us = 10000\ndecode_ns_per_kkv = 2000\nkv_bytes_per_token = 70000\ntransfer_latency_us = 500\ntransfer_bytes_per_us = 2500\nmessage_latency_us = 200\n",
+    ]
+    .concat();
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert_eq!(answer(&w, 1).0, 499);
+    assert_eq!(answer(&w, 2).0, 200);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+}
+
 /// Reference §3 (aborts): a failed chunk marks the room Failed, and the transfer worker skips
 /// every queued chunk of a Failed room (sglang 0.5.16 and 0.5.22 wheels,
 /// `disaggregation/mooncake/conn.py` `transfer_worker`), so the request's source pages drain with
