@@ -498,6 +498,10 @@ delay_ms = 5000
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
 }
 
+/// The campaigns' cost model (`FUZZ_COST`) with a link ten times slower (2,500 bytes per µs) and
+/// no attention term: a 1,024-token chunk takes ~29 ms on the wire.
+const SLOW_LINK_COST: &str = "[cost]\nprefill_base_us = 1000\nprefill_ns_per_token = 20000\nprefill_ns_per_token_per_kctx = 0\ndecode_step_base_us = 10000\ndecode_ns_per_kkv = 2000\nkv_bytes_per_token = 70000\ntransfer_latency_us = 500\ntransfer_bytes_per_us = 2500\nmessage_latency_us = 200\n";
+
 /// sglang 0.5.16 and 0.5.22: each finished chunk of a chunked prefill goes into the radix tree
 /// before the next one runs (0.5.22 `process_prefill_chunk` → `checkpoint_disagg_prefill`, which
 /// sets `cache_protected_len`; 0.5.16 `maybe_cache_unfinished_req(chunked=True)`), and an abort
@@ -526,7 +530,7 @@ prompt_tokens = 1500
 output_tokens = 4
 abort_at_ms = 30
 "#,
-        "[cost]\nprefill_base_us = 1000\nprefill_ns_per_token = 20000\nprefill_ns_per_token_per_kctx = 0\ndecode_step_base_us = 10000\ndecode_ns_per_kkv = 2000\nkv_bytes_per_token = 70000\ntransfer_latency_us = 500\ntransfer_bytes_per_us = 2500\nmessage_latency_us = 200\n",
+        SLOW_LINK_COST,
     ]
     .concat();
     for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
@@ -585,7 +589,7 @@ tenant = 1
 prompt_tokens = 2000
 output_tokens = 1
 "#,
-        "[cost]\nprefill_base_us = 1000\nprefill_ns_per_token = 20000\nprefill_ns_per_token_per_kctx = 0\ndecode_step_base_us = 10000\ndecode_ns_per_kkv = 2000\nkv_bytes_per_token = 70000\ntransfer_latency_us = 500\ntransfer_bytes_per_us = 2500\nmessage_latency_us = 200\n",
+        SLOW_LINK_COST,
     ]
     .concat();
     let w = run(text, "sglang-0.5.22", &[]);
