@@ -937,9 +937,14 @@ pub fn saved_choices(path: &str) -> Option<String> {
 /// `# KEY: value` in a file's leading comment lines (the header kvsim writes on the files it saves).
 fn header_field(path: &str, key: &str) -> Option<String> {
     use std::io::Read as _;
-    // The header only (a trace given to `shrink` was read whole for it).
+    // The header only (a trace given to `shrink` was read whole for it); a stream whole, through
+    // the reader that keeps its bytes for the process (`read_bounded`).
     let mut head = Vec::new();
-    std::fs::File::open(path).ok()?.take(64 * 1024).read_to_end(&mut head).ok()?;
+    if is_stream(path) {
+        head = read_text(path).ok()?.into_bytes();
+    } else {
+        std::fs::File::open(path).ok()?.take(64 * 1024).read_to_end(&mut head).ok()?;
+    }
     if kvsim::sniff(&head).is_some() {
         return None;
     }

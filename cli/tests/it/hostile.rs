@@ -671,6 +671,19 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     let (_, from_file, _) = kvsim(&["run", src.to_str().unwrap()]);
     let hash = |s: &str| s.lines().find(|l| l.contains("trace hash")).map(str::to_string);
     assert_eq!(hash(&String::from_utf8_lossy(&out.stdout)), hash(&from_file));
+    // `shrink` looks at its input's first bytes before it reads it (a trace or a scenario?).
+    let shrunk = scratch("piped-shrink").join("s.toml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(shrunk.is_file());
 }
 
 /// A scenario reached through a symbolic link reads the files it names by a relative path
