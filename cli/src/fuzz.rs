@@ -242,6 +242,12 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file in the same folder, then rename).
+/// `v` as pretty JSON, written atomically (`write_atomic`); an error names the file.
+fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<(), String> {
+    write_atomic(path, serde_json::to_string_pretty(v).expect("json").as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let written = (|| {
@@ -469,8 +475,7 @@ fn write_best(corpus: &Path, sig: &str) -> Result<(), String> {
     let best = signature_examples(&dir).into_iter().next();
     let path = dir.join("failure.json");
     match best {
-        Some(f) => write_atomic(&path, serde_json::to_string_pretty(&f).expect("json").as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display())),
+        Some(f) => write_json(&path, &f),
         None => match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", path.display())),
             _ => Ok(()),
@@ -697,7 +702,9 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
         // The corpus folder itself is made by the campaign: a report inside it is fine (checked
         // for writing once the corpus exists).
-        if !super::same_file(dir, &o.corpus) {
+        if super::same_file(dir, &o.corpus) {
+            super::replaceable_file_ok("--html", h)?;
+        } else {
             super::output_file_ok("--html", h)?;
         }
     }
@@ -790,10 +797,6 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         let mut cfgs: BTreeMap<u64, SimConfig> = BTreeMap::new();
         // Example folders to remove once the next checkpoint is written (`queue_changes`).
         let mut removals: Vec<Job> = Vec::new();
-        let save = |camp: &Campaign| {
-            write_atomic(&ckpt_path, serde_json::to_string_pretty(camp).expect("json").as_bytes())
-                .map_err(|e| format!("{}: {e}", ckpt_path.display()))
-        };
         for (k, sigs, cand, found) in rx.iter() {
             finished += 1;
             let folded = acc.camp.guided.as_ref().map(|g| g.epochs_folded);
@@ -824,7 +827,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             progress.announce(&acc.camp);
             progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
             if last_save.elapsed().as_millis() >= 500 {
-                match save(&acc.camp) {
+                match write_json(&ckpt_path, &acc.camp) {
                     Ok(()) => ctx.send_removals(&mut removals, &job_tx),
                     Err(e) => {
                         errors.push(e);
@@ -837,7 +840,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         runs_wall = started.elapsed();
         // The last removals go once the final accounting is on disk (written again below, after
         // the worker has finished: it changes no counted state).
-        match save(&acc.camp) {
+        match write_json(&ckpt_path, &acc.camp) {
             Ok(()) => ctx.send_removals(&mut removals, &job_tx),
             Err(e) => errors.push(e),
         }
@@ -848,8 +851,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         }
     });
     progress.finish();
-    write_atomic(&ckpt_path, serde_json::to_string_pretty(&acc.camp).expect("json").as_bytes())
-        .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+    write_json(&ckpt_path, &acc.camp)?;
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
@@ -1079,8 +1081,7 @@ fn open_campaign(
             c.shrink = Some(shrink_setting(o));
             // Checkpointed at once, so a campaign killed before its first checkpoint leaves a
             // corpus that resumes (its leftovers removed against this empty one).
-            write_atomic(ckpt_path, serde_json::to_string_pretty(&c).expect("json").as_bytes())
-                .map_err(|e| format!("{}: {e}", ckpt_path.display()))?;
+            write_json(ckpt_path, &c)?;
             c
         }
         // Unreadable (not UTF-8, a folder, no permission): never taken for a missing one.
@@ -1143,11 +1144,8 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 let mut moved = f.clone();
                 moved.relocate(&corpus.join(slug(sig)));
                 if moved != *f {
-                    if let Err(e) = write_atomic(
-                        &dir.join("failure.json"),
-                        serde_json::to_string_pretty(&moved).expect("json").as_bytes(),
-                    ) {
-                        eprintln!("warning: {}: {e}", dir.display());
+                    if let Err(e) = write_json(&dir.join("failure.json"), &moved) {
+                        eprintln!("warning: {e}");
                     }
                 }
             }
@@ -1187,8 +1185,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
     }
     if gone > 0 {
         let ckpt = corpus.join("campaign.json");
-        write_atomic(&ckpt, serde_json::to_string_pretty(camp).expect("json").as_bytes())
-            .map_err(|e| format!("{}: {e}", ckpt.display()))?;
+        write_json(&ckpt, camp)?;
     }
     Ok(jobs)
 }

@@ -409,18 +409,45 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 fn read_bounded(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> std::io::Result<Vec<u8>> {
     // A pipe or a terminal (`cat S | kvsim run /dev/stdin`, `kvsim run <(…)`) can be read once,
     // and kvsim reads an input more than once (its header's notes, then the scenario): the first
-    // read is kept for the process (it said "an empty file" the second time).
+    // read is kept for the process (it said "an empty file" the second time), whatever that reader
+    // refuses, since the next one may take it (`read_head` refuses nothing) — all of it, unless
+    // its head is refused or only NUL bytes (a device: its head is enough to refuse it).
     use std::collections::BTreeMap;
     static STREAMS: std::sync::Mutex<BTreeMap<String, Vec<u8>>> = std::sync::Mutex::new(BTreeMap::new());
-    let stream = is_stream(path);
-    if stream {
-        if let Some(bytes) = STREAMS.lock().expect("lock").get(path) {
-            return Ok(bytes.clone());
+    let bytes = if is_stream(path) {
+        let mut streams = STREAMS.lock().expect("lock");
+        if !streams.contains_key(path) {
+            let nul = |h: &[u8]| !h.is_empty() && h.iter().all(|&b| b == 0);
+            streams.insert(path.to_string(), read_up_to(path, |h| refuse(h).is_some() || nul(h))?);
         }
+        streams[path].clone()
+    } else {
+        read_up_to(path, |h| refuse(h).is_some())?
+    };
+    if let Some(what) = refuse(&bytes[..bytes.len().min(HEAD_BYTES)]) {
+        return Err(std::io::Error::other(what));
     }
-    let bytes = read_bounded_once(path, refuse)?;
-    if stream {
-        STREAMS.lock().expect("lock").insert(path.to_string(), bytes.clone());
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB: not an input kvsim reads",
+            MAX_INPUT_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+/// What `read_bounded` reads first and judges an input by.
+const HEAD_BYTES: usize = 4096;
+
+/// An input's first [`HEAD_BYTES`], then the rest up to one byte past [`MAX_INPUT_BYTES`] unless
+/// `stop` says the head is enough.
+fn read_up_to(path: &str, stop: impl Fn(&[u8]) -> bool) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
+    let mut bytes = Vec::new();
+    (&mut f).take(HEAD_BYTES as u64).read_to_end(&mut bytes)?;
+    if !stop(&bytes) {
+        f.read_to_end(&mut bytes)?;
     }
     Ok(bytes)
 }
@@ -429,24 +456,6 @@ fn read_bounded(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> s
 /// read again: a reproduce line naming it reproduces nothing.
 pub fn is_stream(path: &str) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
-}
-
-fn read_bounded_once(path: &str, refuse: impl Fn(&[u8]) -> Option<&'static str>) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut f = std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1);
-    let mut bytes = Vec::new();
-    (&mut f).take(4096).read_to_end(&mut bytes)?;
-    if let Some(what) = refuse(&bytes) {
-        return Err(std::io::Error::other(what));
-    }
-    f.read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(std::io::Error::other(format!(
-            "larger than {} MiB: not an input kvsim reads",
-            MAX_INPUT_BYTES >> 20
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Reads a log's bytes (`audit`, `new --from-log`, which decode them leniently and name gzip and
@@ -710,19 +719,7 @@ pub fn output_file_ok(flag: &str, path: &str) -> Result<(), String> {
     if Path::new(path).is_dir() || path.ends_with('/') {
         return Err(format!("{flag} {path}: a folder; give a file name (e.g. {}/out)", path.trim_end_matches('/')));
     }
-    // The file is written whole and renamed into place (an interrupted write leaves the old one):
-    // the rename would replace a link or a device with a regular file (`--html /dev/null`
-    // replaced the device), so neither is taken.
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if m.file_type().is_symlink() {
-            return Err(format!(
-                "{flag} {path}: a symbolic link, which writing it would replace with a file; give the path it points to"
-            ));
-        }
-        if !m.is_file() {
-            return Err(format!("{flag} {path}: not a regular file (a device or a pipe); give a file name"));
-        }
-    }
+    replaceable_file_ok(flag, path)?;
     let dir = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(format!("{flag} {path}: the folder {} does not exist", dir.display()));
@@ -735,6 +732,22 @@ pub fn output_file_ok(flag: &str, path: &str) -> Result<(), String> {
         }
         Err(e) => Err(format!("{flag} {path}: cannot write in {}: {e}", dir.display())),
     }
+}
+
+/// An output written whole and renamed into place (an interrupted write leaves the old one): the
+/// rename would replace a link or a device there with a regular file (`--html /dev/full` replaced
+/// the device), so neither is taken.
+pub fn replaceable_file_ok(flag: &str, path: &str) -> Result<(), String> {
+    let Ok(m) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    if m.file_type().is_symlink() {
+        return Err(format!(
+            "{flag} {path}: a symbolic link, which writing it would replace with a file; give the path it points to"
+        ));
+    }
+    if !m.is_file() {
+        return Err(format!("{flag} {path}: not a regular file (a device or a pipe); give a file name"));
+    }
+    Ok(())
 }
 
 /// The explored schedule a run follows (`run --choices`), or `None` for a seeded run.
@@ -934,17 +947,24 @@ pub fn saved_choices(path: &str) -> Option<String> {
     header_field(path, "Choice string")
 }
 
+/// An input's first `n` bytes, without reading the rest (a trace given to `shrink` was read whole
+/// for its header). A stream is read through the reader that keeps its bytes for the process
+/// (`read_bounded`): what is looked at first is read again after.
+pub fn read_head(path: &str, n: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    if is_stream(path) {
+        let mut bytes = read_bounded(path, |_| None).ok()?;
+        bytes.truncate(n as usize);
+        return Some(bytes);
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path).ok()?.take(n).read_to_end(&mut head).ok()?;
+    Some(head)
+}
+
 /// `# KEY: value` in a file's leading comment lines (the header kvsim writes on the files it saves).
 fn header_field(path: &str, key: &str) -> Option<String> {
-    use std::io::Read as _;
-    // The header only (a trace given to `shrink` was read whole for it); a stream whole, through
-    // the reader that keeps its bytes for the process (`read_bounded`).
-    let mut head = Vec::new();
-    if is_stream(path) {
-        head = read_text(path).ok()?.into_bytes();
-    } else {
-        std::fs::File::open(path).ok()?.take(64 * 1024).read_to_end(&mut head).ok()?;
-    }
+    let head = read_head(path, 64 * 1024)?;
     if kvsim::sniff(&head).is_some() {
         return None;
     }

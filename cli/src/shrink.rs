@@ -137,15 +137,7 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<S
 /// Whether `path` is a trace (JSON Lines: its first non-blank byte opens an object, which no
 /// TOML scenario's does), whatever its name; `replay` and `confirm` take any name too.
 fn is_trace(path: &str) -> bool {
-    use std::io::Read as _;
-    if super::is_stream(path) {
-        // A pipe gives its bytes once: read through the reader that keeps them for the process
-        // (the scenario read after this one found it empty).
-        return super::read_text(path).is_ok_and(|t| t.trim_start().starts_with('{'));
-    }
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
-    head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    super::read_head(path, 256).is_some_and(|h| h.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
 }
 
 /// Picks the signature to shrink for.

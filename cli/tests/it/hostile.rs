@@ -656,15 +656,19 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     use std::io::Write as _;
     let src = crate::scenarios_dir().join("small/stub-leak.toml");
     let text = std::fs::read(&src).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-        .args(["run", "/dev/stdin"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&text).unwrap();
-    let out = child.wait_with_output().unwrap();
+    // kvsim with the scenario written into its standard input.
+    let piped = |args: &[&str]| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&text).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = piped(&["run", "/dev/stdin"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(10), "{err}");
     assert!(err.contains("is a stream") && err.contains("save the scenario to a file"), "{err}");
@@ -673,15 +677,7 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     assert_eq!(hash(&String::from_utf8_lossy(&out.stdout)), hash(&from_file));
     // `shrink` looks at its input's first bytes before it reads it (a trace or a scenario?).
     let shrunk = scratch("piped-shrink").join("s.toml");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-        .args(["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&text).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = piped(&["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(shrunk.is_file());
 }

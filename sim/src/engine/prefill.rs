@@ -127,24 +127,16 @@ impl PReq {
         self.prefilled
     }
 
-    /// Whether the forward pass computed the whole prompt. A request whose sender fails after
-    /// that (its transfer failed or was aborted in the inflight queue) is released the way a
-    /// finished one is: with the radix cache its KV goes into the tree, unlocked and evictable,
-    /// not back to the free list. sglang 0.5.22 wheel, `disaggregation/prefill.py`
-    /// `handle_inflight_transfer_failure` → `mem_cache/common.py` `release_kv_cache(...,
-    /// checkpoint=True)` → `radix_cache.py` `checkpoint` (only a page-unaligned tail is freed);
-    /// 0.5.16 wheel, the same handler → `release_kv_cache(req, tree_cache)` with `is_insert`
-    /// true → `cache_finished_req`. A client abort of an inflight request reaches the same
-    /// handler (`scheduler.py` `abort_request`: `disagg_kv_sender.abort()`, then the poll sees
-    /// Failed). The post-forward abort check (`_retire_aborted_prefill_result`,
-    /// `checkpoint=False`) frees instead: `prefill_retire`.
-    pub fn forward_done(&self) -> bool {
-        self.prefilled >= self.len
-    }
-
     /// The prompt tokens a release keeps in the radix cache (`World::prefill_release`): all of
-    /// them (`u64::MAX`) once the forward is done (`forward_done`), else the chunks computed so far.
-    /// Both wheels insert each finished chunk into the tree before the next one runs (0.5.22
+    /// them (`u64::MAX`) once the forward computed the whole prompt, else the chunks computed so
+    /// far. A request whose sender fails after its forward (a failed or aborted transfer in the
+    /// inflight queue) is released as a finished one is: sglang 0.5.22 `prefill.py`
+    /// `handle_inflight_transfer_failure` → `mem_cache/common.py` `release_kv_cache(...,
+    /// checkpoint=True)` → `radix_cache.py` `checkpoint`; 0.5.16 the same handler →
+    /// `release_kv_cache(req, tree_cache)` with `is_insert` true → `cache_finished_req` (a client
+    /// abort reaches it too: `scheduler.py` `abort_request` → `disagg_kv_sender.abort()`, then
+    /// the poll sees Failed). Before that,
+    /// both wheels insert each finished chunk into the tree before the next one runs (0.5.22
     /// `prefill.py` `process_prefill_chunk` → `checkpoint_disagg_prefill` → `checkpoint_kv_cache`,
     /// which sets `cache_protected_len`; 0.5.16 `maybe_cache_unfinished_req(chunked=True)`), and an
     /// abort frees only past the protected length (`release_kv_cache`: "The protected prefix is
@@ -152,7 +144,7 @@ impl PReq {
     /// reads cached KV, not freed pages (a false `use_after_free/transfer_read_of_a_source_page`
     /// before the thirty-eighth session), unless an eviction frees it.
     pub fn checkpointed(&self) -> u64 {
-        if self.forward_done() {
+        if self.prefilled >= self.len {
             u64::MAX
         } else {
             self.prefilled

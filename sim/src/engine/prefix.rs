@@ -132,14 +132,19 @@ impl PrefixIndex {
         self.clock
     }
 
+    /// The least recently used block nobody is using: (last use, key).
+    fn lru_unused(&self) -> Option<(u64, BlockKey)> {
+        self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).copied()
+    }
+
     /// The last use of the least recently used block nobody is using.
     pub fn oldest_evictable(&self) -> Option<u64> {
-        self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).map(|(t, _)| *t)
+        self.lru_unused().map(|(t, _)| t)
     }
 
     /// The least recently used block nobody is using, removed from the index.
     pub fn evict_one(&mut self) -> Option<CachedBlock> {
-        let key = self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).map(|(_, k)| *k)?;
+        let (_, key) = self.lru_unused()?;
         let b = self.blocks.remove(&key).expect("indexed");
         self.lru.remove(&(b.last_use, key));
         Some(b)
@@ -337,14 +342,12 @@ impl World {
             let sent_before = b.senders.contains(&tenant);
             b.senders.insert(tenant);
             // Public is what the client declares (`RequestSpec::public_blocks`; a Mooncake trace's
-            // shared system prompt is marked when it is read, `mark_public`): a block shared under
-            // `public_only` (salt 0), or one the request that cached it marked public. Never a set
-            // derived from what tenants send: with two tenants every probe would make the probed
-            // block "sent by every tenant" (before the thirty-eighth session, a two-tenant hit was
-            // never reported).
-            let marked_public =
-                (key.0 == 0 && self.cfg.knobs.prefix_cache_scope == PrefixCacheScope::PublicOnly) || b.public;
-            if !sent_before && !marked_public {
+            // shared system prompt is marked when it is read, `mark_public`): a block the request
+            // that cached it marked public (which every block shared under `public_only`, salt 0,
+            // is). Never a set derived from what tenants send: with two tenants every probe would
+            // make the probed block "sent by every tenant" (before the thirty-eighth session, a
+            // two-tenant hit was never reported).
+            if !sent_before && !b.public {
                 *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
                 culprit.get_or_insert(crate::check::oracle::Culprit {
                     request: b.request,
