@@ -545,6 +545,11 @@ impl World {
             );
             let (ret, land) = if d > timeout {
                 ok = false;
+                // The request fails by its own configured timer (`transfer_sync_timeout_ms`), as
+                // a bootstrap or waiting timeout fails it: a 5xx then is capacity or
+                // configuration, not a wrong status (`wrong_status`; it read
+                // `valid_request_failed` on the catalogue's own "fixed" sync-timeout run).
+                self.reqs[r.idx()].time_out();
                 let land = match semantics {
                     TimeoutSemantics::ReturnsWhileWriting => Some(t + d + f.visibility_lag),
                     TimeoutSemantics::Quiesced => None,

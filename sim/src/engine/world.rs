@@ -82,8 +82,9 @@ pub struct Req {
     rejected: Option<(u16, NodeId, &'static str)>,
     client_aborted: bool,
     fault_touched: bool,
-    /// A bootstrap or waiting timer failed it, or decode aborted it for want of pages (a retraction
-    /// without host backup, or a request that alone outgrows the pool): capacity, not a bug by itself.
+    /// A bootstrap, waiting or transfer sync timer failed it, or decode aborted it for want of pages
+    /// (a retraction without host backup, or a request that alone outgrows the pool): capacity, not
+    /// a bug by itself.
     timed_out: bool,
     /// Which late writers (another request's write landed in pages this request held or read):
     /// one whose transfer was acknowledged before its data was visible
