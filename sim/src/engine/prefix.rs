@@ -34,6 +34,9 @@ pub struct CachedBlock {
     /// tenant's hit on it is no side channel. Kept here, since that request may be folded away.
     pub public: bool,
     pub last_use: u64,
+    /// The block before it in its chain (`None` for a chain's first block): while this block is
+    /// cached, that one is not a leaf (`PrefixIndex::kids`).
+    pub parent: Option<BlockKey>,
     /// Writes by requests that no longer held the pages, landed in this block while the cache
     /// held it. A request that locks the block later reads what they left, so it is late-written
     /// too (`World::prefix_take`, `World::decode_prefix_lock`).
@@ -110,6 +113,10 @@ pub struct PrefixIndex {
     pub blocks: BTreeMap<BlockKey, CachedBlock>,
     /// Least recently used first: (last use, key).
     lru: BTreeSet<(u64, BlockKey)>,
+    /// How many cached blocks follow each key in their chain (`CachedBlock::parent`), counted
+    /// whether or not the key itself is cached (a parent may be indexed after its child, e.g.
+    /// after a crash cleared a borrower's blocks). Only a block with none is evictable.
+    kids: BTreeMap<BlockKey, u32>,
     clock: u64,
 }
 
@@ -132,9 +139,17 @@ impl PrefixIndex {
         self.clock
     }
 
-    /// The least recently used block nobody is using: (last use, key).
+    /// The least recently used leaf nobody is using: (last use, key). Only a chain's last cached
+    /// block is evictable, as in both engines: sglang's radix tree evicts leaves, and a parent
+    /// joins the heap once its last child is gone (0.5.22 wheel, `mem_cache/radix_cache.py`
+    /// `RadixCache.evict` over `evictable_leaves`); vLLM frees a request's blocks tail first onto
+    /// the free queue's tail (`v1/core/block_pool.py` `free_blocks` of the reversed block list,
+    /// `kv_cache_manager.py` `free`), and a parent cannot be free while a child is in use, so its
+    /// LRU queue also reaches a chain's child before its parent. Before, the model evicted the
+    /// oldest unused block, which was a chain's first (a hit touches blocks in chain order), and
+    /// the later blocks stayed cached but unreachable.
     fn lru_unused(&self) -> Option<(u64, BlockKey)> {
-        self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0).copied()
+        self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0 && !self.kids.contains_key(k)).copied()
     }
 
     /// The last use of the least recently used block nobody is using.
@@ -147,6 +162,13 @@ impl PrefixIndex {
         let (_, key) = self.lru_unused()?;
         let b = self.blocks.remove(&key).expect("indexed");
         self.lru.remove(&(b.last_use, key));
+        if let Some(p) = b.parent {
+            let n = self.kids.get_mut(&p).expect("counted");
+            *n -= 1;
+            if *n == 0 {
+                self.kids.remove(&p);
+            }
+        }
         Some(b)
     }
 
@@ -172,9 +194,11 @@ impl PrefixIndex {
     /// The pages past the last indexed block are `Inserted::tail`. Prefill and decode differ only
     /// in what they do with the three (`World::prefix_release`, `World::decode_prefix_insert`).
     /// `public`: how many leading blocks the request marks public (`CachedBlock::public`).
+    /// `parent`: the key of the block before `keys[0]` in the request's chain.
     fn insert_own(
         &mut self,
         keys: &[BlockKey],
+        parent: Option<BlockKey>,
         own: &[Run],
         per: u64,
         (tenant, r, public): (TenantId, RequestId, u32),
@@ -182,6 +206,7 @@ impl PrefixIndex {
         let own_pages = pages_in(own);
         let mut out = Inserted::default();
         let mut page = 0u64;
+        let mut parent = parent;
         for &key in keys {
             if page + per > own_pages {
                 break;
@@ -202,12 +227,17 @@ impl PrefixIndex {
                     senders,
                     refs: 0,
                     last_use: t,
+                    parent,
                     late: LateWrites::default(),
                     public: key.1 < public,
                 };
                 self.blocks.insert(key, block);
                 self.lru.insert((t, key));
+                if let Some(p) = parent {
+                    *self.kids.entry(p).or_default() += 1;
+                }
             }
+            parent = Some(key);
             page += per;
         }
         out.tail = slice_pages(own, page, own_pages - page);
@@ -273,6 +303,11 @@ impl World {
     fn block_keys(&self, r: RequestId, from: usize, to: usize) -> Vec<BlockKey> {
         let q = &self.reqs[r.idx()];
         (from..to).map(|i| (self.salt(q.tenant(), i, q.public_blocks()), i as u32, q.chain()[i])).collect()
+    }
+
+    /// The index key of the block before block `pos` of the request's chain (`None` for the first).
+    fn parent_key(&self, r: RequestId, pos: usize) -> Option<BlockKey> {
+        pos.checked_sub(1).and_then(|p| self.block_keys(r, p, pos).pop())
     }
 
     /// The request's leading blocks found in the index (always leaving at least one token to
@@ -412,8 +447,10 @@ impl World {
             return own;
         }
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, pr.borrowed().len().min(full), full);
-        let ins = self.prefill[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, (tenant, r, public));
+        let from = pr.borrowed().len().min(full);
+        let (keys, parent) = (self.block_keys(r, from, full), self.parent_key(r, from));
+        let ins =
+            self.prefill[n.at()].prefix_mut().insert_own(&keys, parent, &own, BLOCK_TOKENS / ps, (tenant, r, public));
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
         let mut rest = ins.tail;
@@ -504,8 +541,10 @@ impl World {
             return own;
         }
         let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);
-        let keys = self.block_keys(r, d.borrowed().len().min(full), full);
-        let ins = self.decode[n.at()].prefix_mut().insert_own(&keys, &own, BLOCK_TOKENS / ps, (tenant, r, public));
+        let from = d.borrowed().len().min(full);
+        let (keys, parent) = (self.block_keys(r, from, full), self.parent_key(r, from));
+        let ins =
+            self.decode[n.at()].prefix_mut().insert_own(&keys, parent, &own, BLOCK_TOKENS / ps, (tenant, r, public));
         let node = &mut self.decode[n.at()];
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
@@ -548,5 +587,32 @@ mod tests {
         block.add(&LateWrites::new(false, false, vec![Run { first: 5, count: 1 }]));
         assert_eq!(kinds(&block), (false, true, true));
         assert_eq!(block.pages, vec![run, Run { first: 5, count: 1 }]);
+    }
+
+    /// Only a chain's last cached block is evicted, however old its parent: a chain of three
+    /// touched first to last (its first block the oldest) goes last to first, and a parent with
+    /// two children waits for both. A parent indexed after its child (`kids` counts by key) is
+    /// not a leaf either. Before, the oldest unused block went first: the chain's head, leaving
+    /// its tail cached and unreachable.
+    #[test]
+    fn eviction_takes_leaves_only() {
+        let key = |pos: u32, chain: u64| (0u64, pos, chain);
+        let page = |i: u32| vec![Run { first: i, count: 1 }];
+        let who = (TenantId(1), RequestId(0), 0);
+        let mut idx = PrefixIndex::default();
+        idx.insert_own(&[key(0, 10), key(1, 11), key(2, 12)], None, &[Run { first: 0, count: 3 }], 1, who);
+        idx.insert_own(&[key(2, 22)], Some(key(1, 11)), &page(3), 1, who);
+        let order: Vec<_> = std::iter::from_fn(|| idx.evict_one().map(|b| b.pages[0].first)).collect();
+        assert_eq!(order, vec![2, 3, 1, 0], "leaves in LRU order, each parent after its last child");
+        assert!(idx.blocks.is_empty() && idx.kids.is_empty());
+        // The child first, then its parent: the parent still waits for the child.
+        idx.insert_own(&[key(1, 11)], Some(key(0, 10)), &page(5), 1, who);
+        idx.insert_own(&[key(0, 10)], None, &page(4), 1, who);
+        assert_eq!(idx.evict_one().map(|b| b.pages[0].first), Some(5));
+        assert_eq!(idx.evict_one().map(|b| b.pages[0].first), Some(4));
+        // A block in use is no leaf to take, and its parent waits for it.
+        idx.insert_own(&[key(0, 10), key(1, 11)], None, &[Run { first: 6, count: 2 }], 1, who);
+        idx.blocks.get_mut(&key(1, 11)).unwrap().refs = 1;
+        assert!(idx.evict_one().is_none() && idx.oldest_evictable().is_none());
     }
 }
