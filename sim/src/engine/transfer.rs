@@ -633,14 +633,18 @@ impl World {
             return;
         };
         for id in pr.jobs().to_vec() {
-            self.job_skip_queued(id, from_now);
+            // Between chunks the worker checks the room's status; inside one it does not.
+            self.job_skip_queued(id, from_now, true);
         }
         self.transfer_pull_forward(n);
     }
 
     /// One unfinished job skips its queued batches (their lands no longer count) and ends when
     /// the batch being written ends — now, if none is (`transfer_skip_queued`).
-    fn job_skip_queued(&mut self, id: JobId, from_now: bool) {
+    /// `begun_runs_on`: a chunk whose first batch has begun is sent to its end (an abort or a
+    /// failed room, which the worker checks only between chunks); false when the batch being
+    /// written fails, which ends its chunk (`transfer_reader_died`).
+    fn job_skip_queued(&mut self, id: JobId, from_now: bool, begun_runs_on: bool) {
         let now = self.now;
         // A job that has left was done.
         let Some(job) = self.jobs.get_mut(id) else { return };
@@ -651,8 +655,21 @@ impl World {
         let (n, r) = (job.prefill, job.r);
         let mut end = now;
         let mut skipped_lands = 0;
+        let queued = |start: Instant| start > now || (from_now && start == now);
+        // A chunk whose first batch the worker has begun is sent to its end: the bounded-batch
+        // loop checks each batch's return code, never the room's status (sglang 0.5.22 wheel,
+        // `disaggregation/mooncake/conn.py` `send_kvcache`: `for start in range(0, …,
+        // max_batch_indices)` returns only on `ret != 0`; the worker checks for Failed between
+        // chunks). Before, an abort dropped the chunk's later batches, under-reporting their
+        // source reads.
+        let begun = begun_runs_on && job.batches.iter().any(|b| matches!(b.span, Some((start, _)) if !queued(start)));
         for b in job.batches.iter_mut() {
-            let queued = |start: Instant| start > now || (from_now && start == now);
+            if begun {
+                if let Some((_, ret)) = b.span {
+                    end = end.max(ret);
+                }
+                continue;
+            }
             match b.span {
                 Some((start, _)) if queued(start) && !b.skipped => {
                     // Dropped by the worker, landing or not (a timed-out, quiesced batch lands
@@ -711,7 +728,8 @@ impl World {
                     senders.push(j.prefill);
                 }
             }
-            self.job_skip_queued(id, false);
+            // The batch being written fails (the peer is gone), which ends its chunk.
+            self.job_skip_queued(id, false, false);
         }
         for n in senders {
             self.transfer_pull_forward(n);

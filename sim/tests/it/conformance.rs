@@ -403,21 +403,28 @@ fn run_watching_last_job(text: &str) -> (World, kvsim::transfer::TransferJob, kv
     (w, job, last.expect("a transfer"))
 }
 
+/// An abort while batch 10 of a one-chunk, 25-batch transfer is written: the chunk is sent to
+/// its last batch (sglang 0.5.22 wheel, `disaggregation/mooncake/conn.py` `send_kvcache`: the
+/// bounded-batch loop stops only on a batch's error, never on the room's status; the worker checks
+/// for Failed between chunks, `transfer_worker`), so nothing is skipped and the job ends with its
+/// last batch. Before the thirty-ninth session the abort dropped batches 11..25. A later chunk
+/// still queued is skipped whole (`s3_aborts_a_failed_chunk_skips_the_requests_queued_chunks`).
 #[test]
-fn s3_aborts_queued_chunks_are_skipped_and_only_the_chunk_being_written_keeps_writing() {
+fn s3_aborts_the_chunk_being_written_is_sent_to_its_last_batch() {
     let (_, job, _) = run_watching_last_job(SLOW_TRANSFER);
     assert_eq!(job.batches().len(), 25);
     let (start, _) = job.batches()[10].span.expect("scheduled");
+    let (_, last_ret) = job.batches()[24].span.expect("scheduled");
     // The client aborts while batch 10 is being written (the abort reaches prefill within it).
     let text = SLOW_TRANSFER.replace("output_tokens = 4", &format!("output_tokens = 4\nabort_at_ns = {}", start.0 + 1));
     let (w, job, done) = run_watching_last_job(&text);
     assert!(done.is_aborted() && done.is_done());
     let skipped: Vec<bool> = job.batches().iter().map(|b| b.skipped).collect();
-    assert_eq!(skipped.iter().filter(|s| !**s).count(), 11, "batches 0..=10 written: {skipped:?}");
-    assert!(skipped[11..].iter().all(|s| *s), "every queued batch skipped");
+    assert!(skipped.iter().all(|s| !*s), "no batch of the chunk being written is skipped: {skipped:?}");
+    assert_eq!(job.batches()[24].span.map(|(_, r)| r), Some(last_ret), "the last batch keeps its time");
     assert_eq!(answer(&w, 0).0, 499);
-    // Only batch 10 read the source pages after the abort, which the chunk cache freed then
-    // (deferred-release-defeated's source half); the skipped batches read nothing.
+    // Batch 10 is the first to read the source pages after the abort, which the chunk cache freed
+    // then (deferred-release-defeated's source half); the first violation names its 10 pages.
     let uaf: Vec<_> = w.oracle.violations.iter().map(|v| (v.kind.name(), v.cause.as_str(), v.pages)).collect();
     assert_eq!(uaf, [("use_after_free", "transfer_read_of_a_source_page", 10)]);
 }
@@ -1705,6 +1712,41 @@ fn s3_sglang_0_5_22_releases_an_aborted_requests_source_at_once_and_acknowledges
     // The source held until the worker drained: clean.
     let w = run(text, "sglang-0.5.22", &[("prefill_abort_release", "hold_source_until_drained")]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert_eq!(answer(&w, 1).0, 200);
+}
+
+/// sglang 0.5.22 wheel, `disaggregation/mooncake/conn.py` `send_kvcache`: with bounded batches
+/// (`max_transfer_batch_pages`, `SGLANG_MOONCAKE_MAX_TRANSFER_BATCH_INDICES`) a chunk is sent batch
+/// by batch, and the loop stops only on a batch's error, never on the room's status; the worker
+/// checks for Failed between chunks. Request 0 of deferred-release-defeated, in eight 16-page
+/// batches, is aborted while its first (delayed) batch is written: all eight are still written,
+/// and decode's abort is acknowledged (`ack_after_drain`) only after the last. Before, the abort
+/// dropped the seven queued batches.
+#[test]
+fn s3_sglang_0_5_22_an_aborted_chunk_is_sent_to_its_last_bounded_batch() {
+    let text = include_str!("../../../scenarios/catalogue/deferred-release-defeated.toml");
+    let set = [("prefill_cache", "chunk"), ("max_transfer_batch_pages", "16")];
+    let w = collect(text, "sglang-0.5.22", &set);
+    assert_eq!(answer(&w, 0).0, 499);
+    assert_eq!(copies_of_request_0(&w), 8, "every batch of the chunk being sent lands");
+    // Decode frees request 0's pages only once the chunk has ended, so request 1 starts after the
+    // last batch's landing.
+    use kvsim::trace::{MemOp, TraceRecord};
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let last_copy = recs
+        .iter()
+        .filter_map(|(t, rec)| matches!(rec, TraceRecord::Mem(MemOp::Copy { r, .. }) if r.0 == 0).then_some(t.0))
+        .max()
+        .expect("copies");
+    let first_alloc_1 = recs
+        .iter()
+        .filter_map(|(t, rec)| matches!(rec, TraceRecord::Mem(MemOp::Alloc { r, .. }) if r.0 == 1).then_some(t.0))
+        .min()
+        .expect("request 1 allocated");
+    assert!(
+        first_alloc_1 >= last_copy,
+        "request 1 allocated at {first_alloc_1} ns, before the last batch at {last_copy}"
+    );
     assert_eq!(answer(&w, 1).0, 200);
 }
 
