@@ -24,7 +24,7 @@ mod tracefile;
 #[derive(Parser)]
 #[command(
     name = "kvsim",
-    version,
+    version = kvsim::VERSION_LINE,
     about = "Deterministic simulator and fuzzer for disaggregated LLM serving: finds cross-tenant KV reads"
 )]
 struct Cli {

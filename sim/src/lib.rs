@@ -24,6 +24,14 @@ pub use engine::{
 };
 pub use formats::{report, scenario, scenario_doc, trace, tracefile, workload_trace, xml};
 
+/// The model stamp: a digest of this crate's sources (`build.rs`). A campaign's checkpoint
+/// records it, and a resume or merge by a kvsim with another model is refused
+/// (`CampaignError::OtherModel`): the version number stays 0.1.0 while the model changes.
+pub const MODEL: &str = env!("KVSIM_MODEL");
+
+/// `kvsim --version`'s line: the version number and the model stamp.
+pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (model ", env!("KVSIM_MODEL"), ")");
+
 use config::SimConfig;
 use trace::{TraceSink, Tracer};
 use world::World;

@@ -1256,6 +1256,43 @@ fn resuming_says_what_it_does() {
     assert!(err.contains("--time 0s: expected"), "{err}");
 }
 
+/// A corpus records the model that judged its runs (`kvsim --version`'s stamp): a resume by
+/// another model, or of a corpus that recorded none (every kvsim before the stamp, all "0.1.0"),
+/// is refused with exit 2, and so is a merge of shards of two models. Before, a corpus of an
+/// older model resumed silently, counting two models' verdicts in one table.
+#[test]
+fn a_corpus_of_another_model_is_not_resumed_or_merged() {
+    let version = String::from_utf8_lossy(&kvsim(&["--version"]).stdout).into_owned();
+    let model = version.trim().strip_prefix("kvsim 0.1.0 (model ").and_then(|m| m.strip_suffix(')')).expect("stamp");
+    assert_eq!(model.len(), 16, "{version}");
+    let (c, d) = (tmp("model-a"), tmp("model-b"));
+    for (corpus, shard) in [(&c, "0/2"), (&d, "1/2")] {
+        let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "20", "--shard", shard, "--corpus", corpus]);
+        assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
+        assert_eq!(checkpoint(corpus)["model"].as_str(), Some(model));
+    }
+    let path = Path::new(&c).join("campaign.json");
+    let mut ck = checkpoint(&c);
+    ck["model"] = serde_json::json!("0123456789abcdef");
+    std::fs::write(&path, serde_json::to_string(&ck).unwrap()).unwrap();
+    let resume = || kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "40", "--shard", "0/2", "--corpus", &c]);
+    let out = resume();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("judged by model 0123456789abcdef; this kvsim is model {model}")), "{err}");
+    let out = kvsim(&["corpus", "merge", &c, &d, "--into", &tmp("model-m")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("only shards judged by one model can be merged"), "{err}");
+    ck.as_object_mut().unwrap().remove("model");
+    std::fs::write(&path, serde_json::to_string(&ck).unwrap()).unwrap();
+    let out = resume();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("judged by a kvsim that did not record its model"), "{err}");
+    assert_eq!(checkpoint(&c)["runs_done"], 10, "nothing was run or rewritten");
+}
+
 /// A corpus's checkpoint, as JSON.
 fn checkpoint(corpus: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(Path::new(corpus).join("campaign.json")).unwrap()).unwrap()

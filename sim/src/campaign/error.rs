@@ -27,6 +27,12 @@ pub enum CampaignError {
     /// The checkpoint in `corpus` was made by an older kvsim (corpus `format`, one example per
     /// signature): this kvsim cannot continue it.
     OlderCorpus { corpus: String, format: String },
+    /// The checkpoint in `corpus` was judged by another model (`model`; `None`: a kvsim that did
+    /// not record it): resuming it would count runs of two models in one table.
+    OtherModel { corpus: String, model: Option<String> },
+    /// Corpus `name`'s runs were judged by model `model`, the first corpus `first`'s by
+    /// `first_model`.
+    ShardModels { name: String, model: Option<String>, first: String, first_model: Option<String> },
     /// The checkpoint in `corpus` keeps `keeps` examples per signature; the resume asked `asked`.
     OtherExamples { corpus: String, keeps: usize, asked: usize },
     /// The checkpoint in `corpus` shrinks its examples as `keeps` says (`--no-shrink`, `--shrink-budget N`); the
@@ -83,6 +89,18 @@ impl fmt::Display for CampaignError {
                 "{corpus}: made by an older kvsim (corpus format `{format}`, one example per signature); this kvsim keeps up to N examples per signature (`{}`) and cannot continue it: use another --corpus",
                 super::CORPUS_FORMAT
             ),
+            E::OtherModel { corpus, model } => write!(
+                f,
+                "{corpus}: its runs were judged by {}; this kvsim is model {} (the model changed since: resuming would count runs of two models in one table); use another --corpus, or the kvsim that made it",
+                model_name(model),
+                crate::MODEL
+            ),
+            E::ShardModels { name, model, first, first_model } => write!(
+                f,
+                "{name}: its runs were judged by {}, {first}'s by {}; only shards judged by one model can be merged",
+                model_name(model),
+                model_name(first_model)
+            ),
             E::OtherExamples { corpus, keeps, asked } => write!(
                 f,
                 "{corpus}: this campaign keeps {keeps} example(s) per signature, not --examples {asked}; use another --corpus"
@@ -114,3 +132,11 @@ impl fmt::Display for CampaignError {
 }
 
 impl std::error::Error for CampaignError {}
+
+/// A checkpoint's model as a message names it.
+fn model_name(m: &Option<String>) -> String {
+    match m {
+        Some(m) => format!("model {m}"),
+        None => "a kvsim that did not record its model".to_string(),
+    }
+}

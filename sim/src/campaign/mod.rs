@@ -131,6 +131,11 @@ pub struct Campaign {
     /// checkpoints written before it was recorded (a resume then records its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shrink: Option<String>,
+    /// The model that judged the counted runs (`crate::MODEL`): a resume or merge by another
+    /// model is refused (`CampaignError::OtherModel`). `None` in checkpoints written before it was
+    /// recorded, whose model is unknown: refused too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Campaign {
@@ -149,6 +154,7 @@ impl Campaign {
             guided: None,
             partial: None,
             shrink: None,
+            model: Some(crate::MODEL.to_string()),
         }
     }
 
@@ -173,6 +179,7 @@ impl Campaign {
         if let Some(why) = &self.partial {
             return Err(CampaignError::PartialMerge { corpus: corpus.to_string(), why: why.clone() });
         }
+        self.check_model(corpus)?;
         if self.space != space || self.seed_start != seed_start || self.shard != shard {
             return Err(CampaignError::OtherCampaign {
                 corpus: corpus.to_string(),
@@ -181,6 +188,14 @@ impl Campaign {
                 shard: self.shard,
                 asked: Box::new((space.to_string(), seed_start, shard)),
             });
+        }
+        Ok(())
+    }
+
+    /// Whether the checkpoint's runs were judged by this kvsim's model (`crate::MODEL`).
+    pub fn check_model(&self, corpus: &str) -> Result<(), CampaignError> {
+        if self.model.as_deref() != Some(crate::MODEL) {
+            return Err(CampaignError::OtherModel { corpus: corpus.to_string(), model: self.model.clone() });
         }
         Ok(())
     }
@@ -825,6 +840,14 @@ impl Merger {
                     }),
                 });
             }
+            if c.model != c0.model {
+                return Err(CampaignError::ShardModels {
+                    name: name.to_string(),
+                    model: c.model.clone(),
+                    first: d0.clone(),
+                    first_model: c0.model.clone(),
+                });
+            }
             if c.examples_per_signature != c0.examples_per_signature {
                 return Err(CampaignError::ShardExamples {
                     name: name.to_string(),
@@ -908,6 +931,7 @@ impl Merger {
             guided: None,
             partial,
             shrink: c0.shrink.clone(),
+            model: c0.model.clone(),
         })
     }
 }
@@ -1155,6 +1179,28 @@ mod tests {
             e.contains("made by an older kvsim (corpus format `kvsim-corpus/1`") && e.contains("use another --corpus"),
             "{e}"
         );
+        // Runs judged by another model, or by a kvsim that did not record its model (version
+        // 0.1.0 throughout): refused, since the table would count two models' verdicts.
+        let mut other = c.clone();
+        other.model = Some("0123456789abcdef".into());
+        let e = other.check_resumes("corp", "blind", 7, (0, 1)).unwrap_err().to_string();
+        assert!(e.contains("judged by model 0123456789abcdef; this kvsim is model") && e.contains(crate::MODEL), "{e}");
+        let mut unrecorded = serde_json::to_value(&c).unwrap();
+        unrecorded.as_object_mut().unwrap().remove("model");
+        let unrecorded: Campaign = serde_json::from_value(unrecorded).unwrap();
+        let e = unrecorded.check_resumes("corp", "blind", 7, (0, 1)).unwrap_err().to_string();
+        assert!(e.contains("judged by a kvsim that did not record its model"), "{e}");
+        // Shards of two models are not merged; the merge keeps its shards' model.
+        let (a, mut b) = (Campaign::new("blind", 7, (0, 2)), Campaign::new("blind", 7, (1, 2)));
+        let mut m = Merger::default();
+        m.add("a", a.clone()).unwrap();
+        b.model = other.model.clone();
+        let e = m.add("b", b).unwrap_err().to_string();
+        assert!(e.starts_with("b: its runs were judged by model 0123456789abcdef, a's by model"), "{e}");
+        let mut m = Merger::default();
+        m.add("a", a).unwrap();
+        m.add("b", Campaign::new("blind", 7, (1, 2))).unwrap();
+        assert_eq!(m.campaign().unwrap().model.as_deref(), Some(crate::MODEL));
     }
 
     #[test]
