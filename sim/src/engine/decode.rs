@@ -476,8 +476,19 @@ impl World {
         }
         // 3. Transfer queue: poll, then commit. Only the requests whose status has come are
         //    copied out (usually none): a status arrives by event, never while this loop runs, and
-        //    the others stay queued untouched.
+        //    the others stay queued untouched. Under sglang's retraction nothing is polled while a
+        //    retracted request waits to resume: `process_decode_queue` returns after
+        //    `resume_retracted_reqs` when the retracted queue is not empty, before
+        //    `pop_transferred` (0.5.16 and 0.5.22 wheels, `disaggregation/decode.py`), so a landed
+        //    transfer is committed, and a failed one failed, only after the resumption. (vLLM's
+        //    preempted request heads the waiting queue instead; its transfers are still polled.)
         let node = &self.decode[n.at()];
+        let sglang_retraction =
+            matches!(k.decode_out_of_pages, DecodeOutOfPages::RetractToHost | DecodeOutOfPages::RetractAbort);
+        if sglang_retraction && !node.retracted.is_empty() {
+            self.decode_start_step(n);
+            return;
+        }
         let polled: Vec<(RequestId, bool)> =
             node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))).collect();
         for (r, ok) in polled {

@@ -1044,6 +1044,51 @@ fn collect(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
     kvsim::simulate_collect(cfg(text, profile, set), true)
 }
 
+/// sglang 0.5.16 and 0.5.22 wheels, `disaggregation/decode.py` `process_decode_queue`: while a
+/// retracted request waits to resume, the scheduler returns right after `resume_retracted_reqs`,
+/// before `pop_transferred`: a transfer that landed meanwhile is committed only after the
+/// resumption. Two 900-token requests fill a 2,048-token decode pool and one is retracted at
+/// ~2.4 s; request 2's KV (delayed 3 s) lands at ~3.2 s and waits. Before, it was committed at once
+/// and answered its first token at ~3.2 s. (A walkthrough of the wheel found it.)
+#[test]
+fn s4_4_sglang_commits_no_landed_transfer_while_a_retracted_request_waits() {
+    let text = r#"
+name = "retract-with-landing"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 2048
+[knobs]
+page_size = 16
+reserved_decode_tokens = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 900
+output_tokens = 300
+[[request]]
+at_ms = 1
+tenant = 2
+prompt_tokens = 900
+output_tokens = 300
+[[request]]
+at_ms = 200
+tenant = 3
+prompt_tokens = 64
+output_tokens = 20
+[[faults.script]]
+kind = "delay"
+request = 2
+delay_ms = 3000
+"#;
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert!((0..3).all(|r| answer(&w, r).0 == 200));
+    let first = w.reqs[2].first_token_at().expect("request 2 decoded").0;
+    assert!(first > 7_000_000_000, "request 2's first token at {first} ns, before the retracted request resumed");
+}
+
 #[test]
 fn s4_4_without_retraction_the_running_batch_stalls_into_a_false_hang() {
     // The what-if value `stall` (kvsim before issue 13): no released engine does this.
