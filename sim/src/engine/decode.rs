@@ -440,6 +440,7 @@ impl World {
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
                 self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
+                self.decode_prefix_commit(n, r, &borrowed, pages_in(&pages));
             }
             if pages.is_empty() {
                 pages = fresh.clone();

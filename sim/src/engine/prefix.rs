@@ -186,6 +186,34 @@ impl PrefixIndex {
         }
     }
 
+    /// A request of `tenant` reuses the blocks `keys`: each block adds it to its senders, and the
+    /// blocks it had never sent, unless the tenant that cached them declared them public, are a
+    /// `cross_tenant_prefix_hit`: their tokens by cacher tenant, and the first such block's
+    /// cacher (both radix caches: `World::prefix_take`, `World::decode_prefix_commit`). Public is
+    /// what the client declares (`RequestSpec::public_blocks`; a Mooncake trace's shared system
+    /// prompt is marked when it is read, `mark_public`), which every block shared under
+    /// `public_only` (salt 0) is; never a set derived from what tenants send: with two tenants
+    /// every probe would make the probed block "sent by every tenant" (before the thirty-eighth
+    /// session, a two-tenant hit was never reported).
+    fn note_senders(
+        &mut self,
+        keys: &[BlockKey],
+        tenant: TenantId,
+        now: crate::types::Instant,
+    ) -> (BTreeMap<TenantId, u64>, Option<crate::check::oracle::Culprit>) {
+        let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
+        let mut culprit = None;
+        for key in keys {
+            let Some(b) = self.blocks.get_mut(key) else { continue };
+            let sent_before = !b.senders.insert(tenant);
+            if !sent_before && !b.public {
+                *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
+                culprit.get_or_insert(crate::check::oracle::Culprit { request: b.request, tenant: b.tenant, at: now });
+            }
+        }
+        (victims, culprit)
+    }
+
     /// The one insert rule of both radix caches: a released request's own full blocks (`keys`,
     /// from its first unborrowed block to its last full one) each take the next `per` pages of
     /// `own` while whole blocks of pages remain. A block already indexed under its key keeps its
@@ -363,8 +391,6 @@ impl World {
             self.reqs[r.idx()].note_prefix_match(0, None);
             return 0;
         }
-        let mut victims: BTreeMap<TenantId, u64> = BTreeMap::new();
-        let mut culprit = None;
         let mut table = Vec::new();
         let mut late = LateWrites::default();
         for key in &keys {
@@ -374,23 +400,8 @@ impl World {
             for p in &b.pages {
                 push_run(&mut table, *p);
             }
-            let sent_before = b.senders.contains(&tenant);
-            b.senders.insert(tenant);
-            // Public is what the client declares (`RequestSpec::public_blocks`; a Mooncake trace's
-            // shared system prompt is marked when it is read, `mark_public`): a block the request
-            // that cached it marked public (which every block shared under `public_only`, salt 0,
-            // is). Never a set derived from what tenants send: with two tenants every probe would
-            // make the probed block "sent by every tenant" (before the thirty-eighth session, a
-            // two-tenant hit was never reported).
-            if !sent_before && !b.public {
-                *victims.entry(b.tenant).or_default() += BLOCK_TOKENS;
-                culprit.get_or_insert(crate::check::oracle::Culprit {
-                    request: b.request,
-                    tenant: b.tenant,
-                    at: self.now,
-                });
-            }
         }
+        let (victims, culprit) = idx.note_senders(&keys, tenant, self.now);
         let reused = keys.len() as u64 * BLOCK_TOKENS;
         let deepest = keys.last().and_then(|k| idx.blocks.get(k)).map(|b| (b.request, b.tenant));
         self.reqs[r.idx()].note_prefix_match(reused, deepest);
@@ -403,25 +414,41 @@ impl World {
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
         pr.reuse_prefix(table, keys, reused, padded);
-        if !victims.is_empty() {
-            let pool = self.prefill[n.at()].id();
-            let slots = victims.values().sum();
-            self.oracle.record(
-                Violation::new(Kind::CrossTenantPrefixHit, "global_prefix_cache", self.now)
-                    .request(r, tenant)
-                    .victims(victims.keys().copied().collect())
-                    .pool(pool)
-                    .page_count(pages)
-                    .slots(slots)
-                    .read(pages, reused)
-                    .culprit(culprit)
-                    .detail(format!(
-                        "reused {} cached prefix block(s) that only other tenants had sent to this node",
-                        slots / BLOCK_TOKENS
-                    )),
-            );
-        }
+        self.record_prefix_hit(r, pool, (pages, reused), victims, culprit);
         reused
+    }
+
+    /// `cross_tenant_prefix_hit` (when `victims` is not empty: `PrefixIndex::note_senders`):
+    /// request `r` reused `reused` tokens of cached blocks, `pages` pages, in `pool`, blocks only
+    /// other tenants had sent there. The cause names the mechanism, a prefix cache shared without
+    /// a per-tenant salt, whichever radix cache (prefill's or decode's) it was.
+    fn record_prefix_hit(
+        &mut self,
+        r: RequestId,
+        pool: crate::types::NodeId,
+        (pages, reused): (u64, u64),
+        victims: BTreeMap<TenantId, u64>,
+        culprit: Option<crate::check::oracle::Culprit>,
+    ) {
+        if victims.is_empty() {
+            return;
+        }
+        let tenant = self.reqs[r.idx()].tenant();
+        let slots = victims.values().sum();
+        self.oracle.record(
+            Violation::new(Kind::CrossTenantPrefixHit, "global_prefix_cache", self.now)
+                .request(r, tenant)
+                .victims(victims.keys().copied().collect())
+                .pool(pool)
+                .page_count(pages)
+                .slots(slots)
+                .read(pages, reused)
+                .culprit(culprit)
+                .detail(format!(
+                    "reused {} cached prefix block(s) that only other tenants had sent to this node",
+                    slots / BLOCK_TOKENS
+                )),
+        );
     }
 
     /// At release: borrowed blocks are given back; the request's own full blocks join the index
@@ -504,7 +531,6 @@ impl World {
             let blk = idx.blocks.get_mut(&key).expect("matched");
             late.add(&blk.late);
             blk.refs += 1;
-            blk.senders.insert(tenant);
             for p in &blk.pages {
                 push_run(&mut table, *p);
             }
@@ -514,6 +540,19 @@ impl World {
         let pool = self.decode[n.at()].id();
         self.reqs[r.idx()].note_late_writes(&late, pool);
         (keys, table)
+    }
+
+    /// An admission that fitted took the locked blocks `keys` (`pages` pages): each block adds the
+    /// request's tenant to its senders, and blocks only other tenants had sent to this node are a
+    /// `cross_tenant_prefix_hit`, as on prefill (`World::prefix_take`): the hit shortens what
+    /// prefill sends (`decode_prefix_len`) and so the request's TTFT. Before the thirty-ninth
+    /// session decode's radix cache never reported one. An attempt that did not fit reused
+    /// nothing and notes nothing.
+    pub(crate) fn decode_prefix_commit(&mut self, n: DecodeIdx, r: RequestId, keys: &[BlockKey], pages: u64) {
+        let tenant = self.reqs[r.idx()].tenant();
+        let (victims, culprit) = self.decode[n.at()].prefix_mut().note_senders(keys, tenant, self.now);
+        let pool = self.decode[n.at()].id();
+        self.record_prefix_hit(r, pool, (pages, keys.len() as u64 * BLOCK_TOKENS), victims, culprit);
     }
 
     /// Gives locked blocks back (a finish, an abort, a retraction, or an admission that did not fit).

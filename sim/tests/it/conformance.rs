@@ -1050,6 +1050,53 @@ fn collect(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
 /// resumption. Two 900-token requests fill a 2,048-token decode pool and one is retracted at
 /// ~2.4 s; request 2's KV (delayed 3 s) lands at ~3.2 s and waits. Before, it was committed at once
 /// and answered its first token at ~3.2 s. (A walkthrough of the wheel found it.)
+/// Decode's radix cache (`decode_radix_cache = on`, sglang's
+/// `--disaggregation-decode-enable-radix-cache`) shared without a per-tenant salt: request 1 of
+/// tenant 2 locks the two prompt blocks request 0 of tenant 1 left there, and prefill sends only
+/// the rest (`decode_prefix_len`), so its TTFT tells tenant 2 what tenant 1 sent: a
+/// `cross_tenant_prefix_hit`, as on prefill. Prefill runs the chunk cache so that only decode's
+/// cache can hit. Salted per tenant, or declared public by the cacher, nothing is reported.
+/// Before the thirty-ninth session decode's cache never reported one.
+#[test]
+fn s3_4_decode_radix_cache_reports_a_cross_tenant_prefix_hit() {
+    let text = r#"
+name = "decode-prefix-hit"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+prefill_cache = "chunk"
+decode_radix_cache = "on"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 2
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+"#;
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert_eq!(kinds(&w), ["cross_tenant_prefix_hit"]);
+    let v = &w.oracle.violations[0];
+    assert_eq!((v.request.map(|r| r.0), v.slots), (Some(1), 1024), "{v:?}");
+    assert!(v.pool.is_some_and(|p| p.role == kvsim::types::Role::Decode), "{v:?}");
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024);
+    let salted = run(text, "sglang-0.5.22", &[("prefix_cache_scope", "per_tenant")]);
+    assert!(salted.oracle.violations.is_empty(), "{:?}", salted.oracle.violations);
+    let public = text.replace("prefix_blocks = [7, 8]\n", "prefix_blocks = [7, 8]\npublic_blocks = 2\n");
+    let w = run(&public, "sglang-0.5.22", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "still a hit, on a declared public prompt");
+}
+
 #[test]
 fn s4_4_sglang_commits_no_landed_transfer_while_a_retracted_request_waits() {
     let text = r#"
