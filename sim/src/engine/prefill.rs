@@ -219,6 +219,12 @@ impl PReq {
         self.reused_tokens = reused;
         self.pad_left = if padded { reused } else { 0 };
     }
+
+    /// Its next computed blocks `keys` were checkpointed into the radix cache, which it keeps
+    /// locked (`World::prefix_checkpoint`): they join its borrowed blocks.
+    pub(crate) fn checkpoint_blocks(&mut self, keys: &[crate::prefix::BlockKey]) {
+        self.borrowed.extend_from_slice(keys);
+    }
 }
 
 #[derive(Debug)]
@@ -794,6 +800,7 @@ impl World {
             }
             self.pnode(n).reqs.get_mut(&r).expect("present").prefilled = to;
             if to < len {
+                self.prefix_checkpoint(n, r);
                 let whole = to / self.page_size();
                 let sent = self.prefill[n.at()].reqs[&r].sent_pages;
                 if whole > sent && self.prefill[n.at()].reqs[&r].dst.is_some() {
@@ -807,6 +814,7 @@ impl World {
                 self.prefill_retire(n, r, status, from);
                 continue;
             }
+            self.prefix_checkpoint(n, r);
             let node = self.pnode(n);
             node.waiting.retain(|x| *x != r);
             let pr = node.reqs.get_mut(&r).expect("present");

@@ -485,6 +485,53 @@ impl World {
         rest
     }
 
+    /// After a forward pass of request `r` on prefill `n`: its full prompt blocks computed so far
+    /// join the radix cache, locked by it, before any later request is matched (sglang 0.5.22
+    /// wheel, `disaggregation/prefill.py`: `process_prefill_chunk` and, after the last chunk,
+    /// `process_batch_result_disagg_prefill` call `checkpoint_disagg_prefill` →
+    /// `mem_cache/common.py` `checkpoint_kv_cache` → the tree's `checkpoint`; 0.5.16
+    /// `maybe_cache_unfinished_req(chunked=True)`; vLLM 0.34.0 `v1/core/kv_cache_manager.py`
+    /// `allocate_slots` → `cache_blocks` as each chunk is scheduled). So a request arriving while
+    /// it still chunks, or while its KV is sent, hits them; before the thirty-ninth session the
+    /// model indexed a request's blocks only at its release, and missed those hits (and their
+    /// `cross_tenant_prefix_hit`). A block someone else indexed meanwhile stops the checkpoint
+    /// there (the engine would swap the request's copy for the tree's; the model keeps its copy
+    /// and indexes the rest at release, `prefix_release`). Nothing under the chunk cache.
+    pub(crate) fn prefix_checkpoint(&mut self, n: PrefillIdx, r: RequestId) {
+        let ps = self.page_size();
+        if self.cfg.knobs.prefill_cache != crate::config::PrefillCache::Radix || !BLOCK_TOKENS.is_multiple_of(ps) {
+            return;
+        }
+        let chain_len = self.reqs[r.idx()].chain().len();
+        let Some(pr) = self.prefill[n.at()].reqs().get(&r) else { return };
+        let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
+        let from = pr.borrowed().len();
+        if full <= from {
+            return;
+        }
+        let idx = self.prefill[n.at()].prefix();
+        let keys: Vec<BlockKey> =
+            self.block_keys(r, from, full).into_iter().take_while(|k| !idx.blocks.contains_key(k)).collect();
+        if keys.is_empty() {
+            return;
+        }
+        let per = BLOCK_TOKENS / ps;
+        let own = slice_pages(pr.pages(), from as u64 * per, keys.len() as u64 * per);
+        let parent = self.parent_key(r, from);
+        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
+        let node = &mut self.prefill[n.at()];
+        let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
+        debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
+        for key in &keys {
+            node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
+        }
+        node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
+        if let Some(rf) = self.reference.as_mut() {
+            rf.rehold(node.id(), &ins.cached, Holder::Cache(r));
+        }
+        self.prefill[n.at()].req_mut(r).expect("present").checkpoint_blocks(&keys);
+    }
+
     /// Frees the least recently used unused block; false when none can be evicted.
     pub(crate) fn prefix_evict_one(&mut self, n: PrefillIdx) -> bool {
         let Some(b) = self.prefill[n.at()].prefix_mut().evict_one() else { return false };

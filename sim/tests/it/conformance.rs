@@ -1050,6 +1050,52 @@ fn collect(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
 /// resumption. Two 900-token requests fill a 2,048-token decode pool and one is retracted at
 /// ~2.4 s; request 2's KV (delayed 3 s) lands at ~3.2 s and waits. Before, it was committed at once
 /// and answered its first token at ~3.2 s. (A walkthrough of the wheel found it.)
+/// Each forward pass checkpoints the request's computed full blocks into prefill's radix cache,
+/// locked by it, before the next request is matched (sglang 0.5.22 `disaggregation/prefill.py`
+/// `checkpoint_disagg_prefill`, after every chunk and after the last; 0.5.16
+/// `maybe_cache_unfinished_req`; vLLM `allocate_slots` → `cache_blocks`). Request 0 of tenant 1
+/// (3,300 tokens in 1,024-token chunks) still chunks when request 1 of tenant 2 arrives with the
+/// same first two blocks: request 1 reuses them, 1,024 tokens, and the hit is cross-tenant. Before
+/// the thirty-ninth session blocks were indexed only at release, and request 1 computed all 1,100
+/// tokens with nothing reported. Salted per tenant: no reuse, nothing reported. (A walkthrough of
+/// the wheel found it.)
+#[test]
+fn s3_3_a_chunk_is_checkpointed_into_the_radix_cache_as_it_is_computed() {
+    let text = r#"
+name = "hit-while-chunking"
+context_len = 16384
+[[prefill]]
+pool_tokens = 16384
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+chunked_prefill_size = 1024
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 3300
+output_tokens = 5
+prefix_blocks = [11, 12, 13, 14, 15, 16, 17]
+[[request]]
+at_ms = 50
+tenant = 2
+prompt_tokens = 1100
+output_tokens = 5
+prefix_blocks = [11, 12, 99]
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
+        let w = run(text, profile, &[]);
+        assert!((0..2).all(|r| answer(&w, r).0 == 200), "{profile}");
+        assert_eq!(w.reqs[1].prefix_reused(), 1024, "{profile}: request 1 reuses request 0's checkpointed blocks");
+        assert_eq!(kinds(&w), ["cross_tenant_prefix_hit"], "{profile}");
+        assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
+        let salted = run(text, profile, &[("prefix_cache_scope", "per_tenant")]);
+        assert_eq!(salted.reqs[1].prefix_reused(), 0, "{profile}");
+        assert!(salted.oracle.violations.is_empty(), "{profile}: {:?}", salted.oracle.violations);
+    }
+}
+
 /// Decode's radix cache (`decode_radix_cache = on`, sglang's
 /// `--disaggregation-decode-enable-radix-cache`) shared without a per-tenant salt: request 1 of
 /// tenant 2 locks the two prompt blocks request 0 of tenant 1 left there, and prefill sends only
