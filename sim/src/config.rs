@@ -114,6 +114,15 @@ knob_enum!(
     DecodeOutOfPages { Stall, RetractToHost, RetractAbort, PreemptRecompute }
 );
 knob_enum!(
+    /// What decode asks of its pool before it preallocates a request: `pages_and_reserve` (the
+    /// prompt's pages plus the reserved decode tokens of it and of every admitted request, each
+    /// reserve shrinking as its request generates: vLLM, which reserves nothing), or
+    /// `max_new_tokens` (sglang: also the prompt plus `min(max_new_tokens, 4096)` less the running
+    /// batch's tokens, against the free tokens less the larger of a flat reserve per admitted
+    /// request and the largest running request's remaining need).
+    DecodeAdmission { PagesAndReserve, MaxNewTokens }
+);
+knob_enum!(
     /// What a client abort does to a request decode retracted to host memory: `leak` answers the
     /// client but keeps the host copy (sglang #18701, #21652), `discard` drops it.
     RetractedAbort { Leak, Discard }
@@ -314,6 +323,19 @@ pub struct Knobs {
     /// `preempt_recompute` (vLLM: the last-admitted running request is preempted, its blocks freed,
     /// and it is recomputed from the front of the waiting queue).
     pub decode_out_of_pages: DecodeOutOfPages,
+    /// How decode decides that a request fits before it preallocates it: `pages_and_reserve` (its
+    /// prompt's pages and the reserved decode tokens, each admitted request's reserve shrinking as
+    /// it generates) or `max_new_tokens` (sglang 0.5.16 and 0.5.22 `disaggregation/decode.py`
+    /// `pop_preallocated`: `_required_admission_tokens` is the larger of the pages plus the reserve
+    /// and the prompt less its cached prefix plus `min(max_new_tokens, 4096)` less the running
+    /// batch's tokens; `_allocatable_token_budgets` is the free tokens (plus decode's evictable
+    /// radix cache) less the larger of the reserve times the admitted requests and the largest
+    /// running request's prompt plus `min(max_new_tokens, 4096)` less the running batch's tokens).
+    /// Under `max_new_tokens` a request whose prompt and output alone exceed an idle pool is never
+    /// preallocated (nothing turns it away: `_check_if_req_exceed_kv_capacity` looks at the prompt
+    /// only), and two requests never over-commit decode. The client's `max_new_tokens` is the
+    /// request's `output_tokens`.
+    pub decode_admission: DecodeAdmission,
     /// What a client abort does to a request retracted to host memory: `leak` answers the client and
     /// keeps its host copy (and metadata slot) forever (sglang #18701, #21652), `discard` drops it.
     pub retracted_abort: RetractedAbort,
@@ -440,6 +462,7 @@ fn sglang_0_5_16() -> Knobs {
         // `disaggregation/decode.py` `resume_retracted_reqs` restores it (`load_kv_cache` /
         // `restore_kv_cache`) before any new request is preallocated. Lifecycle reference §4.4.
         decode_out_of_pages: DecodeOutOfPages::RetractToHost,
+        decode_admission: DecodeAdmission::MaxNewTokens,
         // Both wheels' `managers/scheduler.py` abort handler walks
         // `disagg_decode_prealloc_queue.retracted_queue` and discards the aborted request's backup
         // (0.5.22: `discard_kv_cache_backup`): the #18701 / #21652 leak is the what-if value.
@@ -556,6 +579,9 @@ fn vllm_nixl() -> Knobs {
         // `num_computed_tokens = 0`; `waiting.prepend_request`), and recomputed when scheduled
         // again. Lifecycle reference §4.4.
         decode_out_of_pages: DecodeOutOfPages::PreemptRecompute,
+        // vLLM `v1/core/sched/scheduler.py` allocates a remote-KV request's blocks for its prompt
+        // (`allocate_slots`) with no reserve and no output term: it preempts when decode runs out.
+        decode_admission: DecodeAdmission::PagesAndReserve,
         // vLLM 0.33.0 `entrypoints/generate/base/serving.py` `_with_kv_transfer_rejection_cleanup`
         // and `nixl/pull_scheduler.py` `request_finished` (the `do_remote_prefill` branch: "To
         // avoid stranding the prefill blocks in the prefill instance"): a request decode's

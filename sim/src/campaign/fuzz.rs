@@ -733,12 +733,14 @@ mod tests {
     // `PINNED_DRAWS_BEFORE_THE_SHORT_BOUND`'s digest as before); no other space moves. Then when
     // `vllm-nixl` took the fixed pipeline-stage values (`follow_rank0`, `last_stage`: vLLM has
     // neither sglang's per-stage bootstrap queue nor its metadata row): that profile's draws carry
-    // them; no other space moves.
+    // them; no other space moves. Then for `decode_admission` (thirty-ninth session): the
+    // configuration's hash gained a field; the blind swarm draws it from the own-stream generator
+    // after the others (`table::OWN_STREAM_KNOBS`), so no other drawn value moves.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: c37aa72590ead3e8",
-        "sglang-0.5.22: 935008b609707a4a",
-        "prefix: 936fd17d362636be",
-        "vllm-nixl prefix: d22f40596f948afd",
+        "blind: b4432689272cf4dd",
+        "sglang-0.5.22: af93c5a4b96f53dd",
+        "prefix: 7e438da3f7a36f8c",
+        "vllm-nixl prefix: fa147e7d9c1ad80a",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -775,13 +777,14 @@ mod tests {
             c.knobs.zero_page_last_chunk = base.zero_page_last_chunk;
             c.knobs.pp_metadata_writer = base.pp_metadata_writer;
             c.knobs.pp_bootstrap_consensus = base.pp_bootstrap_consensus;
+            c.knobs.decode_admission = base.decode_admission;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 8, "{seen:?}");
+        assert_eq!(seen.len(), 10, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -882,12 +885,13 @@ mod tests {
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
-    /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values).
+    /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
+    /// the `decode_admission` field).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: 9979efa179cfcd01",
-        "sglang-0.5.22: b06b4aec7eaba119",
-        "prefix: 2882bb64d81a7952",
-        "vllm-nixl prefix: 84e3a927b8538453",
+        "blind: 2ab1a09405ca62ac",
+        "sglang-0.5.22: 6bf1810539ec7987",
+        "prefix: 5e65d14d89d836b4",
+        "vllm-nixl prefix: 5e16827e47b921b1",
     ];
 
     #[test]

@@ -494,8 +494,9 @@ mod tests {
     // sglang-0.5.22 took `transfer_timeout_semantics = returns_while_writing`: the bytes order that
     // knob's values by the profiles that use them, and `quiesced` is now only vllm-nixl's. Then
     // when `vllm-nixl` took `pp_bootstrap_consensus = follow_rank0` and `pp_metadata_writer =
-    // last_stage`: the bytes order those knobs' values by the profiles that use them.
-    const PINNED_DECODING: [&str; 2] = ["None: c991d445cbd47213", "Some(\"sglang-0.5.16\"): 8e23bf4b5ebf80b1"];
+    // last_stage`: the bytes order those knobs' values by the profiles that use them. Then for
+    // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`).
+    const PINNED_DECODING: [&str; 2] = ["None: ea46d1e777b0f194", "Some(\"sglang-0.5.16\"): 6368991531966b43"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -62,6 +62,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "cancel_mid_transfer",
     "decode_lookahead_tokens",
     "decode_out_of_pages",
+    "decode_admission",
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",

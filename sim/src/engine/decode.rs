@@ -7,8 +7,8 @@
 
 use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{
-    AbortCheck, Canary, CommitCheck, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig, RetractedAbort, RouterMode,
-    TransferredAbort,
+    AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig,
+    RetractedAbort, RouterMode, TransferredAbort,
 };
 use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -374,6 +374,35 @@ impl World {
             .sum()
     }
 
+    /// The free tokens decode wants before it preallocates request `r` under
+    /// `decode_admission = max_new_tokens` (sglang 0.5.16 and 0.5.22 wheels,
+    /// `disaggregation/decode.py` `pop_preallocated`): `_required_admission_tokens` (the larger of
+    /// the `alloc_tokens` it allocates plus the reserve, and its prompt less the `prefix_tokens` it
+    /// locked plus `min(max_new_tokens, CLIP_MAX_NEW_TOKEN)` less the running batch's tokens) plus
+    /// what `_allocatable_token_budgets` holds back (the larger of the reserve times the admitted
+    /// requests, `_active_reserved_tokens`, and `_need_space_for_single_req`: the largest running
+    /// request's prompt plus its clipped `max_new_tokens`, less the running batch's tokens).
+    fn sglang_admission_want(&self, n: DecodeIdx, r: RequestId, alloc_tokens: u64, prefix_tokens: u64) -> u64 {
+        /// sglang `managers/schedule_policy.py` `CLIP_MAX_NEW_TOKEN` (its default).
+        const CLIP_MAX_NEW_TOKEN: u64 = 4096;
+        let reserved = self.cfg.knobs.reserved_decode_tokens;
+        let node = &self.decode[n.at()];
+        let max_new = |x: RequestId| self.reqs[x.idx()].output_tokens().min(CLIP_MAX_NEW_TOKEN);
+        let retractable: u64 = node.running.iter().map(|x| node.reqs[x].len + node.reqs[x].generated).sum();
+        let len = node.reqs[&r].len;
+        let required =
+            (alloc_tokens + reserved).max((len.saturating_sub(prefix_tokens) + max_new(r)).saturating_sub(retractable));
+        let single = node
+            .running
+            .iter()
+            .map(|x| (node.reqs[x].len + max_new(*x)).saturating_sub(retractable))
+            .max()
+            .unwrap_or(0);
+        let admitted =
+            node.reqs.values().filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running)).count() as u64;
+        required.saturating_add(reserved.saturating_mul(admitted).max(single))
+    }
+
     pub(crate) fn decode_tick(&mut self, n: DecodeIdx) {
         self.dnode(n).life.disarm_tick();
         let node = &self.decode[n.at()];
@@ -421,7 +450,10 @@ impl World {
                 (Vec::new(), Vec::new())
             };
             let new = need - pages_in(&pages);
-            let want = new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n);
+            let want = match k.decode_admission {
+                DecodeAdmission::PagesAndReserve => new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n),
+                DecodeAdmission::MaxNewTokens => self.sglang_admission_want(n, r, new * ps, pages_in(&pages) * ps),
+            };
             while k.decode_radix_cache.on() && self.decode[n.at()].pool.free_pages() * ps < want {
                 if !self.decode_prefix_evict_one(n) {
                     break;

@@ -997,7 +997,11 @@ fn s3_3_a_failed_room_in_the_waiting_queue_is_retired_before_admission() {
 /// Two requests whose prompts fit decode's pool together but whose outputs do not: request 0
 /// (arrives first, 940 tokens) and request 1 (1 ms later, 950 tokens) on a 2,048-token decode pool
 /// (128 pages of 16), 300 output tokens each. Both are admitted (decode reserves 16 tokens each),
-/// then the running batch runs out of pages while both decode.
+/// then the running batch runs out of pages while both decode. Admitted by pages and reserve
+/// (`decode_admission = pages_and_reserve`, vLLM's rule): sglang's budget would hold request 1
+/// back until request 0 finished (two requests never over-commit under it; three do, as in the
+/// catalogue's leak-abort-retracted), and these tests are about what happens once decode is
+/// over-committed.
 const OUT_OF_PAGES: &str = r#"
 name = "out-of-pages"
 context_len = 8192
@@ -1008,6 +1012,7 @@ pool_tokens = 2048
 [knobs]
 page_size = 16
 reserved_decode_tokens = 16
+decode_admission = "pages_and_reserve"
 [[request]]
 at_ms = 0
 tenant = 1
@@ -1242,6 +1247,7 @@ pool_tokens = 2048
 [knobs]
 page_size = 16
 reserved_decode_tokens = 16
+decode_admission = "pages_and_reserve"
 [[request]]
 at_ms = 0
 tenant = 3
@@ -1322,12 +1328,24 @@ fn s4_4_decode_evicts_its_radix_cache_before_retracting() {
 
 #[test]
 fn s4_4_sglang_aborts_the_last_request_with_500_when_it_alone_does_not_fit() {
-    // One request that outgrows the whole pool: retraction keeps it, then aborts it.
+    // One request that outgrows the whole pool, admitted by pages and reserve: retraction keeps
+    // it, then aborts it.
     let alone = OUT_OF_PAGES.replace("output_tokens = 300", "output_tokens = 2000");
     let alone = alone.split("[[request]]").take(2).collect::<Vec<_>>().join("[[request]]");
     let w = run(&alone, "sglang-0.5.22", &[]);
     assert_eq!(answer(&w, 0).0, 500);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    // sglang's own budget never preallocates it: its prompt and `max_new_tokens` (2,940 tokens)
+    // exceed the idle pool, and nothing turns it away (`_check_if_req_exceed_kv_capacity` looks
+    // at the prompt only): the request hangs in decode's prealloc queue, as the released code
+    // does (`pop_preallocated` → `_required_admission_tokens`). A walkthrough found it.
+    let budget = alone.replace("decode_admission = \"pages_and_reserve\"\n", "");
+    let w = run(&budget, "sglang-0.5.22", &[]);
+    assert!(
+        w.reqs[0].response().is_none() || answer(&w, 0).0 != 500,
+        "not admitted, so never aborted for want of pages"
+    );
+    assert!(kinds(&w).contains(&"request_hang"), "{:?}", kinds(&w));
 }
 
 /// The vllm-nixl campaign's fault-free runs that reported `request_hang` / `page_leak` before

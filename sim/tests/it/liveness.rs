@@ -403,7 +403,7 @@ fn a_retracted_request_waiting_for_room_is_not_a_hang() {
             "name = \"retracted-wait\"\nseed = 17\nprofile = \"sglang-0.5.22\"\ncontext_len = 8192\n\n\
              [faults]\nliveness_after_heal_ms = {bound_ms}\n\n\
              [[prefill]]\npool_tokens = 8192\n\n[[decode]]\npool_tokens = 2048\n\n\
-             [knobs]\npage_size = 16\nreserved_decode_tokens = 16\n\n\
+             [knobs]\npage_size = 16\nreserved_decode_tokens = 16\ndecode_admission = \"pages_and_reserve\"\n\n\
              [[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 940\noutput_tokens = 1000\n\n\
              [[request]]\nat_ms = 1\ntenant = 2\nprompt_tokens = 950\noutput_tokens = 300\n"
         )
