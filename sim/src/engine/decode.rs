@@ -1000,8 +1000,21 @@ impl World {
             let d = &node.reqs[&r];
             let (seq_len, generated, upto) = (d.seq_len, d.generated, d.chain_upto);
             let need = self.pages_for(seq_len + 1);
-            let own_reserve = reserve.saturating_sub(generated);
-            let want = need * ps + own_reserve + self.outstanding_reserve(n);
+            let want = match self.cfg.knobs.decode_admission {
+                DecodeAdmission::PagesAndReserve => {
+                    need * ps + reserve.saturating_sub(generated) + self.outstanding_reserve(n)
+                }
+                // sglang 0.5.16 and 0.5.22 `disaggregation/decode.py` `resume_retracted_reqs`: the
+                // request's KV in whole pages plus the reserve (`_prealloc_required_tokens`),
+                // against the free tokens less the reserve of every admitted request
+                // (`_allocatable_token_budgets(count_retracted=False)`), a reserve that does not
+                // shrink as they generate. With the shrinking reserve a request resumed beside a
+                // long running one and was retracted again at once (a walkthrough's finding).
+                DecodeAdmission::MaxNewTokens => {
+                    let admitted = node.reqs.values().filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running));
+                    need * ps + reserve + reserve.saturating_mul(admitted.count() as u64)
+                }
+            };
             // Reclaimable cache is evicted for a resumption as for an admission (the allocation
             // evicts the tree cache first: `alloc_token_slots`'s `evict`).
             while self.decode[n.at()].pool.free_pages() * ps < want && self.decode_prefix_evict_one(n) {}
