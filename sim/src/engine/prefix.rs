@@ -509,16 +509,27 @@ impl World {
         if full <= from {
             return;
         }
-        let idx = self.prefill[n.at()].prefix();
-        let keys: Vec<BlockKey> =
-            self.block_keys(r, from, full).into_iter().take_while(|k| !idx.blocks.contains_key(k)).collect();
+        let tenant = self.reqs[r.idx()].tenant();
+        let computed = self.block_keys(r, from, full);
+        let idx = self.prefill[n.at()].prefix_mut();
+        // A block someone else indexed meanwhile was computed by this request too: its tenant
+        // sent it (as `insert_own` notes for a duplicate at release). Without this, a request of
+        // the same tenant matched before the release was charged a cross-tenant hit on blocks its
+        // own tenant had computed (a walkthrough's false alarm, `self-sent-block-in-flight.toml`).
+        for key in &computed {
+            if let Some(b) = idx.blocks.get_mut(key) {
+                b.senders.insert(tenant);
+            }
+        }
+        let keys: Vec<BlockKey> = computed.into_iter().take_while(|k| !idx.blocks.contains_key(k)).collect();
         if keys.is_empty() {
             return;
         }
         let per = BLOCK_TOKENS / ps;
+        let pr = self.prefill[n.at()].reqs().get(&r).expect("present");
         let own = slice_pages(pr.pages(), from as u64 * per, keys.len() as u64 * per);
         let parent = self.parent_key(r, from);
-        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
+        let public = self.reqs[r.idx()].public_blocks();
         let node = &mut self.prefill[n.at()];
         let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
         debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
