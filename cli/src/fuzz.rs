@@ -241,13 +241,13 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((i, n))
 }
 
-/// Writes `bytes` to `path` atomically (a temporary file in the same folder, then rename).
 /// `v` as pretty JSON, written atomically (`write_atomic`); an error names the file.
 fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<(), String> {
     write_atomic(path, serde_json::to_string_pretty(v).expect("json").as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Writes `bytes` to `path` atomically (a temporary file in the same folder, then rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let written = (|| {

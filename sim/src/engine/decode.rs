@@ -366,12 +366,12 @@ impl World {
     /// Tokens promised to admitted requests for their future decode pages.
     fn outstanding_reserve(&self, n: DecodeIdx) -> u64 {
         let k = self.cfg.knobs.reserved_decode_tokens;
-        self.decode[n.at()]
-            .reqs
-            .values()
-            .filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running))
-            .map(|d| k.saturating_sub(d.generated))
-            .sum()
+        self.admitted(n).map(|d| k.saturating_sub(d.generated)).sum()
+    }
+
+    /// Node `n`'s admitted requests: preallocated (receiving KV) or running.
+    fn admitted(&self, n: DecodeIdx) -> impl Iterator<Item = &DReq> {
+        self.decode[n.at()].reqs.values().filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running))
     }
 
     /// The free tokens decode wants before it preallocates request `r` under
@@ -398,8 +398,7 @@ impl World {
             .map(|x| (node.reqs[x].len + max_new(*x)).saturating_sub(retractable))
             .max()
             .unwrap_or(0);
-        let admitted =
-            node.reqs.values().filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running)).count() as u64;
+        let admitted = self.admitted(n).count() as u64;
         required.saturating_add(reserved.saturating_mul(admitted).max(single))
     }
 
@@ -1011,8 +1010,7 @@ impl World {
                 // shrink as they generate. With the shrinking reserve a request resumed beside a
                 // long running one and was retracted again at once (a walkthrough's finding).
                 DecodeAdmission::MaxNewTokens => {
-                    let admitted = node.reqs.values().filter(|d| matches!(d.phase, DPhase::Transfer | DPhase::Running));
-                    need * ps + reserve + reserve.saturating_mul(admitted.count() as u64)
+                    need * ps + reserve + reserve.saturating_mul(self.admitted(n).count() as u64)
                 }
             };
             // Reclaimable cache is evicted for a resumption as for an admission (the allocation
