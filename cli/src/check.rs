@@ -236,6 +236,26 @@ pub fn run_check(paths: &[String]) -> i32 {
     }
 }
 
+/// Each file's row name: its stem, or, where two files share a stem (`a/full.toml`, `b/full.toml`),
+/// its path without the extension, so that no two rows read alike.
+pub fn row_names(files: &[std::path::PathBuf]) -> Vec<String> {
+    let stem = |f: &std::path::PathBuf| {
+        f.file_stem().map_or_else(|| f.display().to_string(), |s| s.to_string_lossy().into_owned())
+    };
+    let stems: Vec<String> = files.iter().map(stem).collect();
+    files
+        .iter()
+        .zip(&stems)
+        .map(|(f, s)| {
+            if stems.iter().filter(|t| *t == s).count() > 1 {
+                f.with_extension("").display().to_string()
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
 /// The matrix as text: one row per scenario with a `buggy` expectation; every mitigation the
 /// library knows unless `--mitigations` names some.
 /// With the matrix's text, whether every `buggy` entry held without a mitigation.
@@ -247,8 +267,7 @@ pub fn matrix_text(paths: &[String], mitigations: Option<&str>) -> Result<(Strin
     let files = collect(paths)?;
     let mut skipped = Vec::new();
     let mut reproduce = Vec::new();
-    for f in &files {
-        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    for (f, name) in files.iter().zip(row_names(&files)) {
         let sc = parse(f)?;
         // Every entry checked as `kvsim check` checks it, its line named.
         validate_expectations(&sc, f)?;

@@ -172,6 +172,7 @@ pub fn run(o: &ExploreOpts) -> i32 {
             return exit::BAD_INPUT;
         }
     };
+    super::note_if_stream(&o.scenario, "a counterexample (its reproduce line with FILE for the stream)");
     let kinds = explore::parse_kinds(o.kinds.as_deref().unwrap_or("")).map_err(|e| e.to_string()).and_then(|ks| {
         // A content channel is judged by comparing two runs (the noninterference check), which a
         // schedule's one run cannot show: exploring for it alone would say "verified" vacuously.
@@ -577,7 +578,7 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
     println!("| row | property | buggy: counterexample after | fixed: verified (distinct states / schedules, time) |");
     println!("|---|---|---|---|");
     let (mut mismatch, mut bound_reached, mut rows) = (0, 0, 0);
-    for f in &files {
+    for (f, row) in files.iter().zip(super::check::row_names(&files)) {
         let sc = match super::check::parse(f) {
             Ok(s) => s,
             Err(e) => {
@@ -586,7 +587,6 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
             }
         };
         let Some(buggy) = sc.spec.expect.iter().find(|e| e.name == "buggy") else { continue };
-        let row = f.file_stem().map_or_else(|| f.display().to_string(), |s| s.to_string_lossy().into_owned());
         let kinds = match explore::parse_kinds(&buggy.violations.join(",")) {
             Ok(k) => k,
             Err(e) => {

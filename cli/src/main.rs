@@ -458,6 +458,17 @@ pub fn is_stream(path: &str) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
+/// Says on stderr, when the scenario `path` is a stream, that the reproduce line printed for it
+/// names something no later command can read again (`what`: what to reproduce, and how).
+pub fn note_if_stream(path: &str, what: &str) {
+    if is_stream(path) {
+        eprintln!(
+            "note: {path} is a stream (a pipe or a terminal), which no later command can read again: save the \
+             scenario to a file to reproduce {what}"
+        );
+    }
+}
+
 /// Reads a log's bytes (`audit`, `new --from-log`, which decode them leniently and name gzip and
 /// UTF-16 themselves): only a device that gives NUL bytes alone is refused.
 pub fn read_log_bytes(path: &str) -> std::io::Result<Vec<u8>> {
@@ -625,12 +636,7 @@ fn run() -> i32 {
                 return exit::BAD_INPUT;
             }
             saved_for_a_check(&scenario, check, trace.check_oracle, choices.is_some());
-            if is_stream(&scenario) {
-                eprintln!(
-                    "note: {scenario} is a stream (a pipe or a terminal), which no later command can read again: save the \
-                     scenario to a file to reproduce this run (`kvsim run FILE`)"
-                );
-            }
+            note_if_stream(&scenario, "this run (`kvsim run FILE`)");
             let run = RunFlags { format, csv: csv.as_deref(), check_determinism, noninterference: ni, confirm };
             cmd_run(&scenario, &opts, &run, &trace, choices.as_deref())
         }

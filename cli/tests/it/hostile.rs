@@ -650,7 +650,8 @@ fn the_default_profile_named_gets_no_knobs_note() {
 
 /// A scenario read from a pipe (`cat S | kvsim run /dev/stdin`) runs as the file does: kvsim
 /// reads an input more than once (its header's notes, then the scenario), and a pipe gives its
-/// bytes once ("an empty file", exit 2, before). The run says its reproduce line cannot work.
+/// bytes once ("an empty file", exit 2, before). The run (and an exploration) says its reproduce
+/// line cannot work.
 #[test]
 fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     use std::io::Write as _;
@@ -680,6 +681,12 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     let out = piped(&["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(shrunk.is_file());
+    // `explore` prints a reproduce line naming its scenario: the same note.
+    let out = piped(&["explore", "/dev/stdin", "--max-states", "2000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(10), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("reproduce: kvsim run /dev/stdin"));
+    assert!(err.contains("is a stream") && err.contains("save the scenario to a file"), "{err}");
 }
 
 /// A scenario reached through a symbolic link reads the files it names by a relative path

@@ -49,6 +49,39 @@ fn mitigation_matrix() {
     settings().bind(|| insta::assert_snapshot!("mitigation_matrix", String::from_utf8_lossy(&out.stdout)));
 }
 
+/// Two rows from files of the same name (`a/row.toml`, `b/row.toml`) are told apart by their
+/// paths in `matrix` and `explore --catalogue` (both read `row` before); a unique stem stays the
+/// row's name.
+#[test]
+fn matrix_rows_of_files_with_one_name_are_told_apart() {
+    let bin = env!("CARGO_BIN_EXE_kvsim");
+    let dir = std::env::temp_dir().join(format!("kvsim-matrix-names-{}", std::process::id()));
+    let row = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/stub-admission.toml")).unwrap();
+    for sub in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::write(dir.join(sub).join("row.toml"), &row).unwrap();
+    }
+    std::fs::write(dir.join("alone.toml"), &row).unwrap();
+    let a = dir.join("a/row.toml").to_string_lossy().into_owned();
+    let b = dir.join("b/row.toml").to_string_lossy().into_owned();
+    let alone = dir.join("alone.toml").to_string_lossy().into_owned();
+    let out = std::process::Command::new(bin).args(["matrix", &a, &b, &alone]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for name in [a.trim_end_matches(".toml"), b.trim_end_matches(".toml")] {
+        assert!(text.contains(&format!("\n{name} ")), "row {name}: {text}");
+    }
+    assert!(text.contains("\nalone "), "{text}");
+    let d = dir.to_string_lossy().into_owned();
+    let out =
+        std::process::Command::new(bin).args(["explore", "--catalogue", &d, "--max-states", "2000"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [a.trim_end_matches(".toml"), b.trim_end_matches(".toml")] {
+        assert!(text.contains(&format!("| {name} |")), "row {name}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `kvsim check`, `matrix` and `explore --catalogue` given nothing to check are bad input (exit 2
 /// naming the path), not a pass: a directory without scenarios, a file without `[[expect]]`, a
 /// scenario without a `buggy` row. A file named explicitly is parsed whatever its extension.
