@@ -1411,16 +1411,22 @@ impl World {
     }
 
     /// An event past the horizon that would do nothing (a timer whose request moved on, an idle
-    /// node's tick) is consumed as `step` consumes a moot event, and is no reason to stop watching:
+    /// node's tick, a job's stale end) is consumed as `step` consumes a moot event, and is no reason to stop watching:
     /// a run whose only events left are such ends with its last event, not at the horizon (its
     /// reported end moved with `liveness_bound_s`, the run unchanged). The state it is judged
     /// against is the one it would meet later: no event comes before it.
     fn moot_past_horizon(&mut self, s: &crate::engine::queue::Scheduled) -> bool {
+        // A stale `TransferDone`'s request, read before `moot` retires its job: it may fold then.
+        let job_req = match s.ev {
+            Ev::TransferDone { job, .. } if self.fold_finished || self.liveness.is_some() => {
+                self.jobs.get(job).map(|j| j.request())
+            }
+            _ => None,
+        };
         if !self.moot(&s.ev, s.at) {
             return false;
         }
-        // Only timers and ticks are ever moot: no transfer job to fold with it.
-        self.consumed(s.ev.request(), None);
+        self.consumed(s.ev.request(), job_req);
         true
     }
 
@@ -1489,8 +1495,8 @@ impl World {
     }
 
     /// An event that would change nothing if processed: a timer whose request has moved on (left
-    /// the node, changed phase, or belongs to a crashed incarnation) or a tick of a node with no
-    /// work. It is dropped unprocessed: not traced, not counted, and it does not move the clock, so
+    /// the node, changed phase, or belongs to a crashed incarnation), a tick of a node with no
+    /// work, or the second end of a transfer job that already ended. It is dropped unprocessed: not traced, not counted, and it does not move the clock, so
     /// virtual time ends with the last event that did something. Each predicate lives beside its
     /// handler, which uses it too, so the two cannot drift apart. Such events stay queued until
     /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_event`)
@@ -1515,6 +1521,14 @@ impl World {
                     }
                 }
                 idle
+            }
+            // A job already ended (an abort ended it, or an earlier `TransferDone` at the same
+            // instant did): its other scheduled end does nothing but count itself off the job,
+            // which `transfer_done` does. Handled here, it is not traced: a trace showed the job
+            // ending twice, `ok: true` then a stale `ok: false`.
+            Ev::TransferDone { job, ok } if self.jobs.get(job).is_some_and(|j| j.is_done()) => {
+                self.transfer_done(job, ok);
+                true
             }
             _ => false,
         }

@@ -2016,3 +2016,26 @@ delay_ms = 5523
     let w = run(text, "sglang-0.5.22", &[("transfer_timeout_semantics", "quiesced")]);
     assert!(!kinds(&w).contains(&"own_kv_misplaced"), "{:?}", kinds(&w));
 }
+
+/// A transfer job ends once in the trace. An abort that ends a job while its own end is still
+/// queued left that end to be handled later as a no-op, and the trace showed the job ending
+/// twice at one instant (`ok: true`, then a stale `ok: false`). The stale end is dropped untraced
+/// now, as other moot events are; the run is otherwise the same (its snapshot lost that event only).
+#[test]
+fn a_transfer_job_ends_once_in_the_trace() {
+    use kvsim::event::Ev;
+    use kvsim::trace::TraceRecord;
+    let text = include_str!("../../../scenarios/catalogue/cancel-mid-transfer.toml");
+    let w = collect(text, "sglang-0.5.22", &[]);
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let mut ends = std::collections::BTreeMap::<u32, u32>::new();
+    for (_, rec) in recs {
+        if let TraceRecord::Event(Ev::TransferDone { job, .. }) = rec {
+            *ends.entry(job.0).or_default() += 1;
+        }
+    }
+    assert!(!ends.is_empty(), "the scenario transfers");
+    assert!(ends.values().all(|n| *n == 1), "jobs ending more than once: {ends:?}");
+    // The abort did end a job whose own end was still queued (the case above).
+    assert_eq!(answer(&w, 0).0, 499);
+}
