@@ -312,7 +312,11 @@ pub struct Knobs {
     /// Tokens decode reserves beyond the prompt when it allocates for remote KV (vLLM's speculative
     /// lookahead, `num_lookahead_tokens`): a reservation past the prompt's last block asks for more
     /// blocks than prefill exposes, which vLLM's NIXL connector asserts against (a loud failure,
-    /// never a stale read). Tokens-scale limit `MAX_TOKENS`.
+    /// never a stale read). A what-if of older releases and of synchronous loads: vLLM 0.34.0
+    /// reserves no lookahead for an asynchronous load such as NIXL's (`v1/core/sched/scheduler.py`
+    /// `schedule`: `limit_lookahead_tokens` when `load_kv_async`, PRs #43733 and #46694) and adds it
+    /// when the loaded request is promoted; a synchronous load still over-reserves (PR #50173,
+    /// open). Every profile has 0. Tokens-scale limit `MAX_TOKENS`.
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub decode_lookahead_tokens: u64,
     /// What decode does when a running request needs a page for its next token and none is free:
