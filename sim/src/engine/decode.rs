@@ -453,12 +453,16 @@ impl World {
                 DecodeAdmission::PagesAndReserve => new * ps + k.reserved_decode_tokens + self.outstanding_reserve(n),
                 DecodeAdmission::MaxNewTokens => self.sglang_admission_want(n, r, new * ps, pages_in(&pages) * ps),
             };
-            while k.decode_radix_cache.on() && self.decode[n.at()].pool.free_pages() * ps < want {
-                if !self.decode_prefix_evict_one(n) {
-                    break;
-                }
-            }
-            let free_tokens = self.decode[n.at()].pool.free_pages() * ps;
+            // Cached blocks nobody uses count as free (they are evicted on demand), and only the
+            // allocation's shortfall is evicted, once the request is admitted: sglang 0.5.22
+            // `disaggregation/decode.py` `_allocatable_token_budgets` adds the tree's
+            // `evictable_size()`, a request that does not fit breaks the loop with nothing evicted,
+            // and `_pre_alloc` evicts `required − available` tokens (0.5.16 the same); vLLM
+            // 0.34.0 `allocate_slots` counts cached free blocks as free and evicts one per block
+            // it takes. Before, the model evicted up to the whole budget before the check, on a
+            // refusal too, and kept fewer blocks cached than the engine.
+            let evictable = if k.decode_radix_cache.on() { self.decode[n.at()].prefix().unused_pages() } else { 0 };
+            let free_tokens = (self.decode[n.at()].pool.free_pages() + evictable) * ps;
             if free_tokens < want {
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
@@ -467,6 +471,7 @@ impl World {
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
             };
+            while self.decode[n.at()].pool.free_pages() < new && self.decode_prefix_evict_one(n) {}
             let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
@@ -1013,12 +1018,15 @@ impl World {
                     need * ps + reserve + reserve.saturating_mul(self.admitted(n).count() as u64)
                 }
             };
-            // Reclaimable cache is evicted for a resumption as for an admission (the allocation
-            // evicts the tree cache first: `alloc_token_slots`'s `evict`).
-            while self.decode[n.at()].pool.free_pages() * ps < want && self.decode_prefix_evict_one(n) {}
-            if self.decode[n.at()].pool.free_pages() * ps < want {
+            // Cached blocks nobody uses count as free, and only the allocation's shortfall is
+            // evicted, as for an admission (sglang's budget adds the tree's evictable size; the
+            // allocation evicts the tree cache first: `alloc_token_slots`'s `evict`).
+            let evictable =
+                if self.cfg.knobs.decode_radix_cache.on() { self.decode[n.at()].prefix().unused_pages() } else { 0 };
+            if (self.decode[n.at()].pool.free_pages() + evictable) * ps < want {
                 return;
             }
+            while self.decode[n.at()].pool.free_pages() < need && self.decode_prefix_evict_one(n) {}
             let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
             let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });

@@ -152,6 +152,13 @@ impl PrefixIndex {
         self.lru.iter().find(|(_, k)| self.blocks[k].refs == 0 && !self.kids.contains_key(k)).copied()
     }
 
+    /// Pages of the blocks nobody is using: what evicting could free. Every such block is
+    /// evictable in turn (leaves first): a request locks the chain it matched from its first
+    /// block, so a block in use has no unused ancestor, and an unused block no used descendant.
+    pub fn unused_pages(&self) -> u64 {
+        self.blocks.values().filter(|b| b.refs == 0).map(|b| pages_in(&b.pages)).sum()
+    }
+
     /// The last use of the least recently used block nobody is using.
     pub fn oldest_evictable(&self) -> Option<u64> {
         self.lru_unused().map(|(t, _)| t)

@@ -2039,3 +2039,76 @@ fn a_transfer_job_ends_once_in_the_trace() {
     // The abort did end a job whose own end was still queued (the case above).
     assert_eq!(answer(&w, 0).0, 499);
 }
+
+/// sglang 0.5.22 `disaggregation/decode.py` with decode's radix cache on: the prealloc budget
+/// counts the tree's evictable blocks as available (`_allocatable_token_budgets` adds
+/// `evictable_size()`), a request that does not fit is left waiting with nothing evicted, and
+/// `_pre_alloc` evicts only the allocation's shortfall once it fits. Request 0's two prompt blocks
+/// stay cached on decode; request 2 waits while request 1 runs, then is admitted. Before, the
+/// model evicted cached blocks until the whole budget fitted, at each refused attempt too: request
+/// 0's blocks went at request 2's first attempt, while it still did not fit.
+#[test]
+fn s4_1_decode_radix_cache_evicts_only_for_an_allocation_that_fits() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "decode-cache-evicts-at-allocation"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 4096
+[knobs]
+page_size = 16
+prefill_cache = "chunk"
+decode_radix_cache = "on"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 2
+prompt_tokens = 2600
+output_tokens = 200
+prefix_blocks = [50, 51, 52, 53, 54]
+[[request]]
+at_ms = 2500
+tenant = 3
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [60, 61]
+"#;
+    let w = collect(text, "sglang-0.5.22", &[]);
+    for r in 0..3 {
+        assert_eq!(answer(&w, r).0, 200, "request {r}");
+    }
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let on_decode = |pool: &kvsim::types::PoolId| pool.role == Role::Decode;
+    let admitted = |r: u32| {
+        recs.iter()
+            .find_map(|(t, rec)| match rec {
+                TraceRecord::Mem(MemOp::Alloc { pool, r: q, .. }) if on_decode(pool) && q.0 == r => Some(t.0),
+                _ => None,
+            })
+            .expect("admitted on decode")
+    };
+    // Request 2 waited while request 1 decoded (its 200 tokens take seconds), refused each tick.
+    let (one_in, two_in) = (admitted(1), admitted(2));
+    assert!(two_in > one_in + 1_000_000_000, "request 2 waited for request 1 ({two_in} ns, {one_in} ns)");
+    // Request 0's cached blocks are freed (evicted) only as request 2's allocation needs them.
+    let evicted: Vec<u64> = recs
+        .iter()
+        .filter_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if on_decode(pool) && r.0 == 0 && t.0 > 1_000_000_000 => {
+                Some(t.0)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!evicted.is_empty(), "request 2's allocation needed request 0's blocks");
+    assert!(evicted.iter().all(|t| *t == two_in), "evicted at {evicted:?}, request 2 admitted at {two_in}");
+}
