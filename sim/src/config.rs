@@ -123,6 +123,13 @@ knob_enum!(
     DecodeAdmission { PagesAndReserve, MaxNewTokens }
 );
 knob_enum!(
+    /// Whether a request decode preallocated holds one of `max_running_requests` slots while its
+    /// KV transfers: `on` (sglang: preallocated, in transfer and running requests together fill
+    /// the decode request pool), `off` (vLLM: an asynchronous KV load takes no running slot; a
+    /// landed load is promoted only while the running batch has one free).
+    LoadsHoldSlots { On, Off }
+);
+knob_enum!(
     /// What a client abort does to a request decode retracted to host memory: `leak` answers the
     /// client but keeps the host copy (sglang #18701, #21652), `discard` drops it.
     RetractedAbort { Leak, Discard }
@@ -340,6 +347,19 @@ pub struct Knobs {
     /// only), and two requests never over-commit decode. The client's `max_new_tokens` is the
     /// request's `output_tokens`.
     pub decode_admission: DecodeAdmission,
+    /// Whether a preallocated request holds a running slot while its KV transfers. `on`: decode
+    /// preallocates only while requests in transfer and running number fewer than
+    /// `max_running_requests`, and commits a landed transfer at once (sglang's decode request
+    /// pool with no extra slots: 0.5.22 `arg_groups/pd_disaggregation_hook.py` gives
+    /// `disaggregation_decode_extra_slots` 0 when `max_running_requests` per worker is over 32;
+    /// at 32 or fewer it adds twice that many for preallocated and in-transfer requests, which
+    /// the model does not draw). `off` (vLLM 0.34.0 `v1/core/sched/scheduler.py` `schedule`):
+    /// loads start while the running batch has room however many are in flight ("async KV loads
+    /// take neither [a running slot nor token budget] until their KV has arrived"), landed loads
+    /// (`kv_holding_waiting`) are promoted first, before preempted and new requests, and only
+    /// while a running slot is free (`loads_only` scans nothing else); the others keep their pages
+    /// and wait.
+    pub decode_loads_hold_slots: LoadsHoldSlots,
     /// What a client abort does to a request retracted to host memory: `leak` answers the client and
     /// keeps its host copy (and metadata slot) forever (sglang #18701, #21652), `discard` drops it.
     pub retracted_abort: RetractedAbort,
@@ -467,6 +487,7 @@ fn sglang_0_5_16() -> Knobs {
         // `restore_kv_cache`) before any new request is preallocated. Lifecycle reference §4.4.
         decode_out_of_pages: DecodeOutOfPages::RetractToHost,
         decode_admission: DecodeAdmission::MaxNewTokens,
+        decode_loads_hold_slots: LoadsHoldSlots::On,
         // Both wheels' `managers/scheduler.py` abort handler walks
         // `disagg_decode_prealloc_queue.retracted_queue` and discards the aborted request's backup
         // (0.5.22: `discard_kv_cache_backup`): the #18701 / #21652 leak is the what-if value.
@@ -586,6 +607,7 @@ fn vllm_nixl() -> Knobs {
         // vLLM `v1/core/sched/scheduler.py` allocates a remote-KV request's blocks for its prompt
         // (`allocate_slots`) with no reserve and no output term: it preempts when decode runs out.
         decode_admission: DecodeAdmission::PagesAndReserve,
+        decode_loads_hold_slots: LoadsHoldSlots::Off,
         // vLLM 0.33.0 `entrypoints/generate/base/serving.py` `_with_kv_transfer_rejection_cleanup`
         // and `nixl/pull_scheduler.py` `request_finished` (the `do_remote_prefill` branch: "To
         // avoid stranding the prefill blocks in the prefill instance"): a request decode's

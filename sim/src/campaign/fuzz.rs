@@ -735,12 +735,13 @@ mod tests {
     // neither sglang's per-stage bootstrap queue nor its metadata row): that profile's draws carry
     // them; no other space moves. Then for `decode_admission` (thirty-ninth session): the
     // configuration's hash gained a field; the blind swarm draws it from the own-stream generator
-    // after the others (`table::OWN_STREAM_KNOBS`), so no other drawn value moves.
+    // after the others (`table::OWN_STREAM_KNOBS`), so no other drawn value moves. Then for
+    // `decode_loads_hold_slots` (fortieth session), likewise.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: b4432689272cf4dd",
-        "sglang-0.5.22: af93c5a4b96f53dd",
-        "prefix: 7e438da3f7a36f8c",
-        "vllm-nixl prefix: fa147e7d9c1ad80a",
+        "blind: 7ad08c3bac14b4df",
+        "sglang-0.5.22: 292b3c39b1602e0f",
+        "prefix: 267f681aeae6ff91",
+        "vllm-nixl prefix: e85231e1943be982",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -778,13 +779,14 @@ mod tests {
             c.knobs.pp_metadata_writer = base.pp_metadata_writer;
             c.knobs.pp_bootstrap_consensus = base.pp_bootstrap_consensus;
             c.knobs.decode_admission = base.decode_admission;
+            c.knobs.decode_loads_hold_slots = base.decode_loads_hold_slots;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 10, "{seen:?}");
+        assert_eq!(seen.len(), 12, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -886,12 +888,12 @@ mod tests {
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
-    /// the `decode_admission` field).
+    /// the `decode_admission` and `decode_loads_hold_slots` fields).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: 2ab1a09405ca62ac",
-        "sglang-0.5.22: 6bf1810539ec7987",
-        "prefix: 5e65d14d89d836b4",
-        "vllm-nixl prefix: 5e16827e47b921b1",
+        "blind: c56d8444d7e3a5de",
+        "sglang-0.5.22: ae24892f934c71bd",
+        "prefix: a6eddb38f1a9b3c3",
+        "vllm-nixl prefix: 31b86275c0ec2fec",
     ];
 
     #[test]

@@ -495,8 +495,9 @@ mod tests {
     // knob's values by the profiles that use them, and `quiesced` is now only vllm-nixl's. Then
     // when `vllm-nixl` took `pp_bootstrap_consensus = follow_rank0` and `pp_metadata_writer =
     // last_stage`: the bytes order those knobs' values by the profiles that use them. Then for
-    // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`).
-    const PINNED_DECODING: [&str; 2] = ["None: ea46d1e777b0f194", "Some(\"sglang-0.5.16\"): 6368991531966b43"];
+    // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
+    // for `decode_loads_hold_slots` likewise.
+    const PINNED_DECODING: [&str; 2] = ["None: f9ee606dd2691ded", "Some(\"sglang-0.5.16\"): 6d1335e860ae11b5"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -63,6 +63,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_lookahead_tokens",
     "decode_out_of_pages",
     "decode_admission",
+    "decode_loads_hold_slots",
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",

@@ -7,8 +7,8 @@
 
 use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{
-    AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeOutOfPages, DecodeRelease, Knobs, NodeConfig,
-    RetractedAbort, RouterMode, TransferredAbort,
+    AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeOutOfPages, DecodeRelease, Knobs, LoadsHoldSlots,
+    NodeConfig, RetractedAbort, RouterMode, TransferredAbort,
 };
 use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -197,6 +197,12 @@ impl DecodeNode {
     }
 
     /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
+    /// Running slots taken: by the running batch, and by the requests in transfer when loads
+    /// hold slots (`decode_loads_hold_slots`).
+    fn slots_taken(&self, loads_hold_slots: bool) -> usize {
+        self.running.len() + if loads_hold_slots { self.transfer.len() } else { 0 }
+    }
+
     fn nothing_waits(&self) -> bool {
         self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
     }
@@ -427,6 +433,12 @@ impl World {
                 }
             }
         }
+        // Under `decode_loads_hold_slots = off` (vLLM) the landed loads are promoted first
+        // (`kv_holding_waiting` is drained before the waiting queue), while running slots last.
+        let loads_hold_slots = k.decode_loads_hold_slots == LoadsHoldSlots::On;
+        if !loads_hold_slots && !self.decode_poll_transfers(n, &k) {
+            return;
+        }
         // 2. Retracted or preempted requests come back first (sglang 0.5.22
         // `disaggregation/decode.py`: `resume_retracted_reqs`, then "if there are still retracted
         // requests, we do not allocate new requests"; vLLM: a preempted request is prepended to
@@ -436,7 +448,7 @@ impl World {
         let ps = self.page_size();
         while let Some(&r) = self.decode[n.at()].prealloc.front() {
             let node = &self.decode[n.at()];
-            if !node.retracted.is_empty() || node.transfer.len() + node.running.len() >= node.max_running as usize {
+            if !node.retracted.is_empty() || node.slots_taken(loads_hold_slots) >= node.max_running as usize {
                 break;
             }
             let need = self.prealloc_pages(node.reqs[&r].len);
@@ -511,26 +523,43 @@ impl World {
             let t = Duration::from_ms(k.waiting_timeout_ms);
             self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
         }
-        // 3. Transfer queue: poll, then commit. Only the requests whose status has come are
-        //    copied out (usually none): a status arrives by event, never while this loop runs, and
-        //    the others stay queued untouched. Under sglang's retraction nothing is polled while a
-        //    retracted request waits to resume: `process_decode_queue` returns after
-        //    `resume_retracted_reqs` when the retracted queue is not empty, before
-        //    `pop_transferred` (0.5.16 and 0.5.22 wheels, `disaggregation/decode.py`), so a landed
-        //    transfer is committed, and a failed one failed, only after the resumption. (vLLM's
-        //    preempted request heads the waiting queue instead; its transfers are still polled.)
+        // 3. Transfer queue: poll, then commit (vLLM's were promoted above).
+        if loads_hold_slots && !self.decode_poll_transfers(n, &k) {
+            return;
+        }
+        // 4. A decode step over the running batch.
+        self.decode_start_step(n);
+    }
+
+    /// Polls the transfer queue and commits the landed requests, fails the failed ones; false
+    /// when the node died meanwhile (nothing more to do this tick). Only the requests whose
+    /// status has come are copied out (usually none): a status arrives by event, never while this
+    /// loop runs, and the others stay queued untouched. Under sglang's retraction nothing is
+    /// polled while a retracted request waits to resume: `process_decode_queue` returns after
+    /// `resume_retracted_reqs` when the retracted queue is not empty, before `pop_transferred`
+    /// (0.5.16 and 0.5.22 wheels, `disaggregation/decode.py`), so a landed transfer is committed,
+    /// and a failed one failed, only after the resumption. (vLLM's preempted request heads the
+    /// waiting queue instead; its transfers are still polled.) Under `decode_loads_hold_slots =
+    /// off` the walk stops once the running batch is full: vLLM 0.34.0 `schedule` then scans no
+    /// waiting queue (`loads_only`), so a landed load keeps its pages and waits, and a failed one
+    /// is failed when the walk reaches it.
+    fn decode_poll_transfers(&mut self, n: DecodeIdx, k: &Knobs) -> bool {
         let node = &self.decode[n.at()];
         let sglang_retraction =
             matches!(k.decode_out_of_pages, DecodeOutOfPages::RetractToHost | DecodeOutOfPages::RetractAbort);
         if sglang_retraction && !node.retracted.is_empty() {
-            self.decode_start_step(n);
-            return;
+            return true;
         }
+        let bounded = k.decode_loads_hold_slots == LoadsHoldSlots::Off;
         let polled: Vec<(RequestId, bool)> =
             node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))).collect();
         for (r, ok) in polled {
-            if !self.decode[n.at()].life.alive() {
-                return;
+            let node = &self.decode[n.at()];
+            if !node.life.alive() {
+                return false;
+            }
+            if bounded && node.running.len() >= node.max_running as usize {
+                break;
             }
             if ok {
                 self.decode_try_commit(n, r);
@@ -538,8 +567,7 @@ impl World {
                 self.decode_transfer_failed(n, r, 500);
             }
         }
-        // 4. A decode step over the running batch.
-        self.decode_start_step(n);
+        true
     }
 
     /// `World::run_step_tick`'s shortcut for the usual tick after a decode step: no tick is
@@ -998,7 +1026,9 @@ impl World {
         let reserve = self.cfg.knobs.reserved_decode_tokens;
         while let Some(&r) = self.decode[n.at()].retracted.front() {
             let node = &self.decode[n.at()];
-            if node.transfer.len() + node.running.len() >= node.max_running as usize {
+            if node.slots_taken(self.cfg.knobs.decode_loads_hold_slots == LoadsHoldSlots::On)
+                >= node.max_running as usize
+            {
                 return;
             }
             let d = &node.reqs[&r];

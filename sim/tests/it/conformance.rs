@@ -2112,3 +2112,71 @@ prefix_blocks = [60, 61]
     assert!(!evicted.is_empty(), "request 2's allocation needed request 0's blocks");
     assert!(evicted.iter().all(|t| *t == two_in), "evicted at {evicted:?}, request 2 admitted at {two_in}");
 }
+
+/// vLLM 0.34.0 `v1/core/sched/scheduler.py` `schedule` (`decode_loads_hold_slots = off`): an
+/// asynchronous KV load takes no running slot, so with one running slot two requests arriving
+/// together both start their loads (new loads start while the running batch has room), request 0
+/// is promoted, and request 1's landed KV waits (holding its pages) until the slot frees. With
+/// sglang's shared request pool (`on`) request 1 is preallocated only once request 0 is gone.
+/// Before, the model ran vLLM as sglang: a run whose `max_running_requests` loads were stuck held
+/// every later request out of preallocation, a hang the engine does not have.
+#[test]
+fn s4_2_vllm_loads_take_no_running_slot_until_promoted() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "vllm-load-slots"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+max_running_requests = 1
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 600
+output_tokens = 100
+[[request]]
+at_ms = 1
+tenant = 1
+prompt_tokens = 600
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 1000
+"#;
+    let alloc_at = |w: &World, r: u32| {
+        w.tracer
+            .collected
+            .as_ref()
+            .expect("collected")
+            .iter()
+            .find_map(|(t, rec)| match rec {
+                TraceRecord::Mem(MemOp::Alloc { pool, r: q, .. }) if pool.role == Role::Decode && q.0 == r => Some(t.0),
+                _ => None,
+            })
+            .expect("allocated on decode")
+    };
+    let first_token = |w: &World, r: u32| w.reqs[r as usize].first_token_at().expect("a token").0;
+    for (value, load_waits) in [("off", false), ("on", true)] {
+        let w = collect(text, "vllm-nixl", &[("decode_loads_hold_slots", value)]);
+        assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 200), "{value}");
+        assert!(w.oracle.violations.is_empty(), "{value}: {:?}", w.oracle.violations.first());
+        // Request 0's transfer is delayed a second: under `off` request 1's load starts beside it.
+        let zero_done = w.reqs[0].response().expect("answered").at.0;
+        let one_in = alloc_at(&w, 1);
+        if load_waits {
+            assert!(
+                one_in > zero_done - 50_000_000,
+                "{value}: request 1's pages at {one_in} ns, request 0 done at {zero_done} ns"
+            );
+        } else {
+            assert!(one_in < first_token(&w, 0), "{value}: request 1's pages at {one_in} ns, during request 0's load");
+        }
+        // Either way the two decode one after the other in the one running slot.
+        let (t0, t1) = (first_token(&w, 0), first_token(&w, 1));
+        assert!(t0.max(t1) > t0.min(t1) + 30_000_000, "{value}: first tokens at {t0} and {t1} ns");
+    }
+}

@@ -422,8 +422,14 @@ fn knob_values(name: String) -> KnobValues {
 /// Knobs the blind swarm draws from a generator of their own ([`draw_own_stream_knobs`], after
 /// every other knob), not from the swarm's: added after campaign tables were pinned, so every
 /// other value of a blind run is drawn as before (the swarm's stream does not move).
-pub const OWN_STREAM_KNOBS: &[&str] =
-    &["decode_radix_cache", "zero_page_last_chunk", "pp_metadata_writer", "pp_bootstrap_consensus", "decode_admission"];
+pub const OWN_STREAM_KNOBS: &[&str] = &[
+    "decode_radix_cache",
+    "zero_page_last_chunk",
+    "pp_metadata_writer",
+    "pp_bootstrap_consensus",
+    "decode_admission",
+    "decode_loads_hold_slots",
+];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
 /// columns; [`OWN_STREAM_KNOBS`] kept: [`draw_own_stream_knobs`] draws them).
@@ -464,6 +470,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "zero_page_last_chunk",
     "decode_reject_releases_prefill",
     "decode_admission",
+    "decode_loads_hold_slots",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
