@@ -245,6 +245,7 @@ impl DecodeNode {
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
+        self.prefix.invariants(&format!("decode-{}", self.index));
         let ps = self.pool.page_size;
         // One pass over the request table: pages held and borrowed, requests queued, and the
         // first request out of its own bounds (asserted last, as the separate walks did).
@@ -484,7 +485,13 @@ impl World {
                 break;
             };
             while self.decode[n.at()].pool.free_pages() < new && self.decode_prefix_evict_one(n) {}
-            let fresh = self.dnode(n).pool.alloc(new, Holder::Req(r)).expect("checked free pages");
+            let Some(fresh) = self.dnode(n).pool.alloc(new, Holder::Req(r)) else {
+                // Never while every unused cached block is evictable (`PrefixIndex::unused_pages`):
+                // the request waits, as when it does not fit.
+                self.dnode(n).meta.untake(slot);
+                self.decode_prefix_unlock(n, &borrowed);
+                break;
+            };
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
                 self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
@@ -1057,7 +1064,8 @@ impl World {
                 return;
             }
             while self.decode[n.at()].pool.free_pages() < need && self.decode_prefix_evict_one(n) {}
-            let pages = self.dnode(n).pool.alloc(need, Holder::Req(r)).expect("checked free pages");
+            // None never while every unused cached block is evictable (`PrefixIndex::unused_pages`).
+            let Some(pages) = self.dnode(n).pool.alloc(need, Holder::Req(r)) else { return };
             let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
             let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);

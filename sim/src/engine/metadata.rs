@@ -57,6 +57,13 @@ impl MetaSlots {
         self.is_free[slot as usize] = false;
         Some(slot)
     }
+    /// Gives back the slot `take` just returned, as if it had not been taken (it is taken first
+    /// again).
+    pub fn untake(&mut self, slot: u32) {
+        assert!(!self.is_free[slot as usize], "metadata slot {slot} given back while free");
+        self.is_free[slot as usize] = true;
+        self.free.push_front(slot);
+    }
     pub fn release(&mut self, slot: u32) {
         assert!(!self.is_free[slot as usize], "metadata slot {slot} released twice");
         self.is_free[slot as usize] = true;

@@ -356,6 +356,7 @@ impl PrefillNode {
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
+        self.prefix.invariants(&format!("prefill-{}", self.index));
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
         let ps = self.pool.page_size;
         // One pass over the request table: requests queued, pages held and borrowed.
@@ -560,6 +561,12 @@ impl World {
         }
     }
 
+    /// Pages eviction could free: the plain cache's entries and the prefix index's unused blocks.
+    fn prefill_evictable_pages(&self, n: PrefillIdx) -> u64 {
+        let node = &self.prefill[n.at()];
+        node.cache.iter().map(|(_, _, pages)| pages_in(pages)).sum::<u64>() + node.prefix.unused_pages()
+    }
+
     /// Frees cached pages, least recently used first, until `need` pages are free: the plain
     /// cache's entries and the prefix index's unused blocks in one order (sglang's radix cache
     /// evicts its least recently used leaves, `LRUStrategy` over `evictable_device_leaves`). Before
@@ -708,6 +715,16 @@ impl World {
             }
             let (from, to) = (prefilled, (vfrom + chunk).max(prefilled));
             let need = self.pages_for(to) - held;
+            // Cached pages nobody uses count as free, and are evicted only for a chunk that fits
+            // with them: sglang 0.5.22 `managers/schedule_policy.py` `PrefillAdder` budgets the
+            // allocator's available size plus the tree's evictable size and refuses the request
+            // with nothing evicted, the allocation evicting only its shortfall; vLLM 0.34.0
+            // `allocate_slots` returns None before it takes a block. Before, the model evicted the
+            // whole cache for a chunk that then did not fit.
+            if self.prefill[n.at()].pool.free_pages() + self.prefill_evictable_pages(n) < need {
+                self.prefix_pin(n, &keys, false);
+                break;
+            }
             self.evict_cache_for(n, need);
             let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
                 self.prefix_pin(n, &keys, false);

@@ -159,6 +159,17 @@ impl PrefixIndex {
         self.blocks.values().filter(|b| b.refs == 0).map(|b| pages_in(&b.pages)).sum()
     }
 
+    /// The index's own invariant behind `unused_pages`: a block in use has its cached parent in
+    /// use too (a request locks the chain it matched from its first block), so every unused
+    /// block can be evicted, leaves first.
+    pub fn invariants(&self, node: &str) {
+        for (k, b) in self.blocks.iter().filter(|(_, b)| b.refs > 0) {
+            if let Some(p) = b.parent.and_then(|p| self.blocks.get(&p)) {
+                assert!(p.refs > 0, "{node}: block {k:?} in use under an unused parent");
+            }
+        }
+    }
+
     /// The last use of the least recently used block nobody is using.
     pub fn oldest_evictable(&self) -> Option<u64> {
         self.lru_unused().map(|(t, _)| t)

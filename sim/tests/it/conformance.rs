@@ -2180,3 +2180,76 @@ delay_ms = 1000
         assert!(t0.max(t1) > t0.min(t1) + 30_000_000, "{value}: first tokens at {t0} and {t1} ns");
     }
 }
+
+/// sglang 0.5.22 `managers/schedule_policy.py` `PrefillAdder` (vLLM 0.34.0 `allocate_slots`
+/// alike): prefill budgets its free pages plus the radix cache's evictable ones, and a chunk that
+/// does not fit even so is refused with nothing evicted. Request 0's two prompt blocks stay cached
+/// on prefill while request 2 (2,500 tokens) waits for request 1's delayed transfer to give back
+/// its pages; then request 2 fits beside them. Before, the model evicted request 0's blocks for
+/// request 2's first attempt, which still did not fit.
+#[test]
+fn s3_prefill_evicts_its_radix_cache_only_for_a_chunk_that_fits() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "prefill-cache-evicts-at-allocation"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 1000
+tenant = 2
+prompt_tokens = 2000
+output_tokens = 4
+[[request]]
+at_ms = 1500
+tenant = 3
+prompt_tokens = 2500
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 3000
+"#;
+    let w = collect(text, "sglang-0.5.22", &[]);
+    for r in 0..3 {
+        assert_eq!(answer(&w, r).0, 200, "request {r}");
+    }
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let freed_late: Vec<u64> = recs
+        .iter()
+        .filter_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Free { pool, r, .. })
+                if pool.role == Role::Prefill && r.0 == 0 && t.0 > 1_000_000_000 =>
+            {
+                Some(t.0)
+            }
+            _ => None,
+        })
+        .collect();
+    // Request 2 first fits when request 1 has gone (its pages released into the cache, newer
+    // than request 0's blocks, which go first): evicted then, for that allocation only.
+    let two_in = recs
+        .iter()
+        .find_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Alloc { pool, r, .. }) if pool.role == Role::Prefill && r.0 == 2 => Some(t.0),
+            _ => None,
+        })
+        .expect("request 2 allocated on prefill");
+    assert!(two_in > 4_000_000_000, "request 2 waited for request 1's delayed transfer: {two_in} ns");
+    assert!(
+        freed_late.iter().all(|t| *t == two_in),
+        "request 0's blocks evicted at {freed_late:?}, request 2 in at {two_in}"
+    );
+}
