@@ -348,3 +348,18 @@ fn run_check_oracle_flag() {
     let hash = |t: &str| t.lines().find(|l| l.contains("trace hash")).map(str::to_string);
     assert_eq!(hash(&text), hash(&plain));
 }
+
+/// A late write into a request's decode pages before they joined decode's radix cache: the
+/// cached block carries it, so a later locker's bad read is named after the late write (the known
+/// sync-timeout-still-writing row), not `…/decode_prefix_cache` (a campaign's two false "new"
+/// signatures).
+#[test]
+fn a_late_write_before_caching_names_the_lockers_read() {
+    let w = run_checked(config("late-write-before-decode-cache.toml", &[]));
+    let v = violation(&w, Kind::CrossRequestRead, 20);
+    assert_eq!(v.cause, "late_write", "{v:?}");
+    assert!(w.reqs[20].late_written() && w.reqs[20].decode_prefix_tokens() > 0);
+    let sigs = kvsim::fuzz::signatures(&w);
+    assert!(sigs.contains("cross_request_read/late_write/sync_timeout"), "{sigs:?}");
+    assert!(!sigs.iter().any(|s| s.contains("decode_prefix_cache")), "{sigs:?}");
+}

@@ -496,6 +496,7 @@ impl World {
         let (keys, parent) = (self.block_keys(r, from, full), self.parent_key(r, from));
         let ins =
             self.prefill[n.at()].prefix_mut().insert_own(&keys, parent, &own, BLOCK_TOKENS / ps, (tenant, r, public));
+        self.carry_late_writes(self.prefill[n.at()].id(), r, &ins.cached);
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
         // cache, and so do the pages of blocks indexed before.
         let mut rest = ins.tail;
@@ -551,6 +552,9 @@ impl World {
         let node = &mut self.prefill[n.at()];
         let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
         debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
+        let pool = node.id();
+        self.carry_late_writes(pool, r, &ins.cached);
+        let node = &mut self.prefill[n.at()];
         for key in &keys {
             node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
         }
@@ -641,6 +645,29 @@ impl World {
         }
     }
 
+    /// Pages of request `r` that just joined `pool`'s prefix index (`cached`) keep what late writes
+    /// left in them while `r` held them: the new blocks are marked late-written, as a block a late
+    /// write lands in while cached is, so a later locker's bad read is named after the late write,
+    /// not after the cache (`…/decode_prefix_cache`: a campaign's new signature that was the known
+    /// sync-timeout-still-writing row, surfacing through decode's radix cache).
+    fn carry_late_writes(&mut self, pool: crate::types::PoolId, r: RequestId, cached: &[Run]) {
+        let q = &self.reqs[r.idx()];
+        if !q.late_written() || cached.is_empty() {
+            return;
+        }
+        let (late, zeros) = q.late_pages_in(pool);
+        let hit = crate::pool::runs_intersect(&late, cached);
+        if hit.is_empty() {
+            return;
+        }
+        let (lagged, timed_out) = (q.late_writers().0, q.late_write_timed_out());
+        let idx = match pool.idx() {
+            crate::types::NodeIdx::Decode(d) => self.decode[d.at()].prefix_mut(),
+            crate::types::NodeIdx::Prefill(p) => self.prefill[p.at()].prefix_mut(),
+        };
+        idx.mark_late_written(&hit, lagged, timed_out, &zeros);
+    }
+
     /// At release of a request whose KV was committed: its locked blocks are given back and its own
     /// full prompt blocks join the index (held by the cache from now on; a block already indexed
     /// under the same key keeps the older pages). Returns the request's own pages that are not
@@ -660,6 +687,7 @@ impl World {
         let (keys, parent) = (self.block_keys(r, from, full), self.parent_key(r, from));
         let ins =
             self.decode[n.at()].prefix_mut().insert_own(&keys, parent, &own, BLOCK_TOKENS / ps, (tenant, r, public));
+        self.carry_late_writes(self.decode[n.at()].id(), r, &ins.cached);
         let node = &mut self.decode[n.at()];
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {

@@ -276,7 +276,7 @@ impl Req {
 
     /// The pages of `pool` late writes landed in (`late_pages`) and, of those, where they copied
     /// zeros (`late_zero_pages`).
-    fn late_pages_in(&self, pool: PoolId) -> (Vec<Run>, Vec<Run>) {
+    pub(crate) fn late_pages_in(&self, pool: PoolId) -> (Vec<Run>, Vec<Run>) {
         let of = |pages: &[(PoolId, Run)]| pages.iter().filter(|(p, _)| *p == pool).map(|(_, r)| *r).collect();
         (of(&self.late_pages), of(&self.late_zero_pages))
     }
