@@ -29,6 +29,10 @@ pub use formats::{report, scenario, scenario_doc, trace, tracefile, workload_tra
 /// (`CampaignError::OtherModel`): the version number stays 0.1.0 while the model changes.
 pub const MODEL: &str = env!("KVSIM_MODEL");
 
+// The stamp's digest, compiled here only for its test (`build.rs` computes the stamp).
+#[cfg(test)]
+mod model_stamp;
+
 /// `kvsim --version`'s line: the version number and the model stamp.
 pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (model ", env!("KVSIM_MODEL"), ")");
 
