@@ -199,6 +199,7 @@ impl DecodeNode {
     /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     /// Running slots taken: by the running batch, and by the requests in transfer when loads
     /// hold slots (`decode_loads_hold_slots`).
+    #[inline]
     fn slots_taken(&self, loads_hold_slots: bool) -> usize {
         self.running.len() + if loads_hold_slots { self.transfer.len() } else { 0 }
     }
@@ -550,6 +551,7 @@ impl World {
     /// off` the walk stops once the running batch is full: vLLM 0.34.0 `schedule` then scans no
     /// waiting queue (`loads_only`), so a landed load keeps its pages and waits, and a failed one
     /// is failed when the walk reaches it.
+    #[inline]
     fn decode_poll_transfers(&mut self, n: DecodeIdx, k: &Knobs) -> bool {
         let node = &self.decode[n.at()];
         let sglang_retraction =

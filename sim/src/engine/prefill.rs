@@ -721,7 +721,8 @@ impl World {
             // with nothing evicted, the allocation evicting only its shortfall; vLLM 0.34.0
             // `allocate_slots` returns None before it takes a block. Before, the model evicted the
             // whole cache for a chunk that then did not fit.
-            if self.prefill[n.at()].pool.free_pages() + self.prefill_evictable_pages(n) < need {
+            let free = self.prefill[n.at()].pool.free_pages();
+            if free < need && free + self.prefill_evictable_pages(n) < need {
                 self.prefix_pin(n, &keys, false);
                 break;
             }
