@@ -1049,6 +1049,20 @@ fn collect(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
     kvsim::simulate_collect(cfg(text, profile, set), true)
 }
 
+/// When request `r`'s pages on `role`'s pools were allocated (`free`: freed), from the collected
+/// trace, in order.
+fn mem_times(w: &World, role: kvsim::types::Role, r: u32, free: bool) -> Vec<u64> {
+    use kvsim::trace::{MemOp, TraceRecord};
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    recs.iter()
+        .filter_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Alloc { pool, r: q, .. }) if !free && pool.role == role && q.0 == r => Some(t.0),
+            TraceRecord::Mem(MemOp::Free { pool, r: q, .. }) if free && pool.role == role && q.0 == r => Some(t.0),
+            _ => None,
+        })
+        .collect()
+}
+
 /// sglang 0.5.16 and 0.5.22 wheels, `disaggregation/decode.py` `process_decode_queue`: while a
 /// retracted request waits to resume, the scheduler returns right after `resume_retracted_reqs`,
 /// before `pop_transferred`: a transfer that landed meanwhile is committed only after the
@@ -2049,7 +2063,6 @@ fn a_transfer_job_ends_once_in_the_trace() {
 /// 0's blocks went at request 2's first attempt, while it still did not fit.
 #[test]
 fn s4_1_decode_radix_cache_evicts_only_for_an_allocation_that_fits() {
-    use kvsim::trace::{MemOp, TraceRecord};
     use kvsim::types::Role;
     let text = r#"
 name = "decode-cache-evicts-at-allocation"
@@ -2086,29 +2099,12 @@ prefix_blocks = [60, 61]
         assert_eq!(answer(&w, r).0, 200, "request {r}");
     }
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    let recs = w.tracer.collected.as_ref().expect("collected");
-    let on_decode = |pool: &kvsim::types::PoolId| pool.role == Role::Decode;
-    let admitted = |r: u32| {
-        recs.iter()
-            .find_map(|(t, rec)| match rec {
-                TraceRecord::Mem(MemOp::Alloc { pool, r: q, .. }) if on_decode(pool) && q.0 == r => Some(t.0),
-                _ => None,
-            })
-            .expect("admitted on decode")
-    };
+    let admitted = |r: u32| mem_times(&w, Role::Decode, r, false)[0];
     // Request 2 waited while request 1 decoded (its 200 tokens take seconds), refused each tick.
     let (one_in, two_in) = (admitted(1), admitted(2));
     assert!(two_in > one_in + 1_000_000_000, "request 2 waited for request 1 ({two_in} ns, {one_in} ns)");
     // Request 0's cached blocks are freed (evicted) only as request 2's allocation needs them.
-    let evicted: Vec<u64> = recs
-        .iter()
-        .filter_map(|(t, rec)| match rec {
-            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if on_decode(pool) && r.0 == 0 && t.0 > 1_000_000_000 => {
-                Some(t.0)
-            }
-            _ => None,
-        })
-        .collect();
+    let evicted: Vec<u64> = mem_times(&w, Role::Decode, 0, true).into_iter().filter(|t| *t > 1_000_000_000).collect();
     assert!(!evicted.is_empty(), "request 2's allocation needed request 0's blocks");
     assert!(evicted.iter().all(|t| *t == two_in), "evicted at {evicted:?}, request 2 admitted at {two_in}");
 }
@@ -2122,7 +2118,6 @@ prefix_blocks = [60, 61]
 /// every later request out of preallocation, a hang the engine does not have.
 #[test]
 fn s4_2_vllm_loads_take_no_running_slot_until_promoted() {
-    use kvsim::trace::{MemOp, TraceRecord};
     use kvsim::types::Role;
     let text = r#"
 name = "vllm-load-slots"
@@ -2147,18 +2142,7 @@ kind = "delay"
 request = 0
 delay_ms = 1000
 "#;
-    let alloc_at = |w: &World, r: u32| {
-        w.tracer
-            .collected
-            .as_ref()
-            .expect("collected")
-            .iter()
-            .find_map(|(t, rec)| match rec {
-                TraceRecord::Mem(MemOp::Alloc { pool, r: q, .. }) if pool.role == Role::Decode && q.0 == r => Some(t.0),
-                _ => None,
-            })
-            .expect("allocated on decode")
-    };
+    let alloc_at = |w: &World, r: u32| mem_times(w, Role::Decode, r, false)[0];
     let first_token = |w: &World, r: u32| w.reqs[r as usize].first_token_at().expect("a token").0;
     for (value, load_waits) in [("off", false), ("on", true)] {
         let w = collect(text, "vllm-nixl", &[("decode_loads_hold_slots", value)]);
@@ -2189,7 +2173,6 @@ delay_ms = 1000
 /// request 2's first attempt, which still did not fit.
 #[test]
 fn s3_prefill_evicts_its_radix_cache_only_for_a_chunk_that_fits() {
-    use kvsim::trace::{MemOp, TraceRecord};
     use kvsim::types::Role;
     let text = r#"
 name = "prefill-cache-evicts-at-allocation"
@@ -2226,27 +2209,11 @@ delay_ms = 3000
         assert_eq!(answer(&w, r).0, 200, "request {r}");
     }
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    let recs = w.tracer.collected.as_ref().expect("collected");
-    let freed_late: Vec<u64> = recs
-        .iter()
-        .filter_map(|(t, rec)| match rec {
-            TraceRecord::Mem(MemOp::Free { pool, r, .. })
-                if pool.role == Role::Prefill && r.0 == 0 && t.0 > 1_000_000_000 =>
-            {
-                Some(t.0)
-            }
-            _ => None,
-        })
-        .collect();
+    let freed_late: Vec<u64> =
+        mem_times(&w, Role::Prefill, 0, true).into_iter().filter(|t| *t > 1_000_000_000).collect();
     // Request 2 first fits when request 1 has gone (its pages released into the cache, newer
     // than request 0's blocks, which go first): evicted then, for that allocation only.
-    let two_in = recs
-        .iter()
-        .find_map(|(t, rec)| match rec {
-            TraceRecord::Mem(MemOp::Alloc { pool, r, .. }) if pool.role == Role::Prefill && r.0 == 2 => Some(t.0),
-            _ => None,
-        })
-        .expect("request 2 allocated on prefill");
+    let two_in = mem_times(&w, Role::Prefill, 2, false)[0];
     assert!(two_in > 4_000_000_000, "request 2 waited for request 1's delayed transfer: {two_in} ns");
     assert!(
         freed_late.iter().all(|t| *t == two_in),
