@@ -196,7 +196,6 @@ impl DecodeNode {
         !self.life.alive() || (self.nothing_waits() && (self.busy || self.running.is_empty()))
     }
 
-    /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     /// Running slots taken: by the running batch, and by the requests in transfer when loads
     /// hold slots (`decode_loads_hold_slots`).
     #[inline]
@@ -204,6 +203,7 @@ impl DecodeNode {
         self.running.len() + if loads_hold_slots { self.transfer.len() } else { 0 }
     }
 
+    /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     fn nothing_waits(&self) -> bool {
         self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
     }

@@ -1411,10 +1411,10 @@ impl World {
     }
 
     /// An event past the horizon that would do nothing (a timer whose request moved on, an idle
-    /// node's tick, a job's stale end) is consumed as `step` consumes a moot event, and is no reason to stop watching:
-    /// a run whose only events left are such ends with its last event, not at the horizon (its
-    /// reported end moved with `liveness_bound_s`, the run unchanged). The state it is judged
-    /// against is the one it would meet later: no event comes before it.
+    /// node's tick, a job's stale end) is consumed as `step` consumes a moot event, and is no
+    /// reason to stop watching: a run whose only events left are such ends with its last event,
+    /// not at the horizon (its reported end moved with `liveness_bound_s`, the run unchanged). The
+    /// state it is judged against is the one it would meet later: no event comes before it.
     fn moot_past_horizon(&mut self, s: &crate::engine::queue::Scheduled) -> bool {
         // A stale `TransferDone`'s request, read before `moot` retires its job: it may fold then.
         let job_req = match s.ev {
@@ -1496,11 +1496,11 @@ impl World {
 
     /// An event that would change nothing if processed: a timer whose request has moved on (left
     /// the node, changed phase, or belongs to a crashed incarnation), a tick of a node with no
-    /// work, or the second end of a transfer job that already ended. It is dropped unprocessed: not traced, not counted, and it does not move the clock, so
-    /// virtual time ends with the last event that did something. Each predicate lives beside its
-    /// handler, which uses it too, so the two cannot drift apart. Such events stay queued until
-    /// popped (lazy cancellation), so the horizon's view of armed timers (`pending_ending_event`)
-    /// is what it was.
+    /// work, or the second end of a transfer job that already ended. It is dropped unprocessed:
+    /// not traced, not counted, and it does not move the clock, so virtual time ends with the last
+    /// event that did something. Each predicate lives beside its handler, which uses it too, so
+    /// the two cannot drift apart. Such events stay queued until popped (lazy cancellation), so
+    /// the horizon's view of armed timers (`pending_ending_event`) is what it was.
     #[inline(always)]
     fn moot(&mut self, ev: &Ev, at: Instant) -> bool {
         match *ev {
