@@ -548,9 +548,11 @@ impl World {
     /// (0.5.16 and 0.5.22 wheels, `disaggregation/decode.py`), so a landed transfer is committed,
     /// and a failed one failed, only after the resumption. (vLLM's preempted request heads the
     /// waiting queue instead; its transfers are still polled.) Under `decode_loads_hold_slots =
-    /// off` the walk stops once the running batch is full: vLLM 0.34.0 `schedule` then scans no
-    /// waiting queue (`loads_only`), so a landed load keeps its pages and waits, and a failed one
-    /// is failed when the walk reaches it.
+    /// off` a landed load is promoted only while the running batch has a free slot: vLLM 0.34.0
+    /// `schedule` scans no waiting queue once it is full (`loads_only`), so the load keeps its
+    /// pages and waits. A failed load is failed at once all the same: under the default
+    /// `kv_load_failure_policy = "fail"` `update_from_output` finishes it with an error
+    /// (`_handle_failed_recving` → `finish_requests`), outside the waiting queue's scan.
     #[inline]
     fn decode_poll_transfers(&mut self, n: DecodeIdx, k: &Knobs) -> bool {
         let node = &self.decode[n.at()];
@@ -567,10 +569,10 @@ impl World {
             if !node.life.alive() {
                 return false;
             }
-            if bounded && node.running.len() >= node.max_running as usize {
-                break;
-            }
             if ok {
+                if bounded && node.running.len() >= node.max_running as usize {
+                    continue;
+                }
                 self.decode_try_commit(n, r);
             } else {
                 self.decode_transfer_failed(n, r, 500);

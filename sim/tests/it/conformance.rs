@@ -2220,3 +2220,45 @@ delay_ms = 3000
         "request 0's blocks evicted at {freed_late:?}, request 2 in at {two_in}"
     );
 }
+
+/// vLLM 0.34.0 (`decode_loads_hold_slots = off`): a load that fails while the one running slot is
+/// taken is failed at once (`update_from_output` finishes it under `kv_load_failure_policy =
+/// "fail"`, outside the waiting queue's scan), not when the slot frees.
+#[test]
+fn s4_2_vllm_a_failed_load_fails_while_the_running_batch_is_full() {
+    let text = r#"
+name = "vllm-failed-load"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+max_running_requests = 1
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 600
+output_tokens = 300
+[[request]]
+at_ms = 1
+tenant = 1
+prompt_tokens = 600
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 300
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 1000
+[[faults.script]]
+kind = "transfer_fail"
+request = 1
+"#;
+    let w = run(text, "vllm-nixl", &[]);
+    assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 500));
+    let (zero, one) = (w.reqs[0].response().expect("answered").at.0, w.reqs[1].response().expect("answered").at.0);
+    assert!(one + 1_000_000_000 < zero, "request 1 failed at {one} ns, request 0 answered at {zero} ns");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
