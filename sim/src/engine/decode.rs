@@ -410,6 +410,22 @@ impl World {
         required.saturating_add(reserved.saturating_mul(admitted).max(single))
     }
 
+    /// Whether decode `n` has `want` tokens free, counting the unused blocks of its radix cache
+    /// (evicted on demand; walked only when the free pages alone fall short).
+    fn decode_has_room(&self, n: DecodeIdx, want: u64) -> bool {
+        let (ps, node) = (self.page_size(), &self.decode[n.at()]);
+        let room = |evictable: u64| (node.pool.free_pages() + evictable) * ps >= want;
+        room(0) || (self.cfg.knobs.decode_radix_cache.on() && room(node.prefix().unused_pages()))
+    }
+
+    /// `count` new pages for request `r`, evicting the radix cache's least recently used unused
+    /// blocks for the shortfall only; `None` when even that falls short (never after
+    /// `decode_has_room`: every unused block is evictable, `PrefixIndex::unused_pages`).
+    fn decode_alloc_evicting(&mut self, n: DecodeIdx, count: u64, r: RequestId) -> Option<Vec<Run>> {
+        while self.decode[n.at()].pool.free_pages() < count && self.decode_prefix_evict_one(n) {}
+        self.dnode(n).pool.alloc(count, Holder::Req(r))
+    }
+
     pub(crate) fn decode_tick(&mut self, n: DecodeIdx) {
         self.dnode(n).life.disarm_tick();
         let node = &self.decode[n.at()];
@@ -475,9 +491,7 @@ impl World {
             // 0.34.0 `allocate_slots` counts cached free blocks as free and evicts one per block
             // it takes. Before, the model evicted up to the whole budget before the check, on a
             // refusal too, and kept fewer blocks cached than the engine.
-            let evictable = if k.decode_radix_cache.on() { self.decode[n.at()].prefix().unused_pages() } else { 0 };
-            let free_tokens = (self.decode[n.at()].pool.free_pages() + evictable) * ps;
-            if free_tokens < want {
+            if !self.decode_has_room(n, want) {
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
             }
@@ -485,10 +499,8 @@ impl World {
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
             };
-            while self.decode[n.at()].pool.free_pages() < new && self.decode_prefix_evict_one(n) {}
-            let Some(fresh) = self.dnode(n).pool.alloc(new, Holder::Req(r)) else {
-                // Never while every unused cached block is evictable (`PrefixIndex::unused_pages`):
-                // the request waits, as when it does not fit.
+            let Some(fresh) = self.decode_alloc_evicting(n, new, r) else {
+                // Never after `decode_has_room`; the request waits, as when it does not fit.
                 self.dnode(n).meta.untake(slot);
                 self.decode_prefix_unlock(n, &borrowed);
                 break;
@@ -1059,17 +1071,12 @@ impl World {
                     need * ps + reserve + reserve.saturating_mul(self.admitted(n).count() as u64)
                 }
             };
-            // Cached blocks nobody uses count as free, and only the allocation's shortfall is
-            // evicted, as for an admission (sglang's budget adds the tree's evictable size; the
-            // allocation evicts the tree cache first: `alloc_token_slots`'s `evict`).
-            let evictable =
-                if self.cfg.knobs.decode_radix_cache.on() { self.decode[n.at()].prefix().unused_pages() } else { 0 };
-            if (self.decode[n.at()].pool.free_pages() + evictable) * ps < want {
+            // As for an admission (sglang's budget adds the tree's evictable size; the allocation
+            // evicts the tree cache first: `alloc_token_slots`'s `evict`).
+            if !self.decode_has_room(n, want) {
                 return;
             }
-            while self.decode[n.at()].pool.free_pages() < need && self.decode_prefix_evict_one(n) {}
-            // None never while every unused cached block is evictable (`PrefixIndex::unused_pages`).
-            let Some(pages) = self.dnode(n).pool.alloc(need, Holder::Req(r)) else { return };
+            let Some(pages) = self.decode_alloc_evicting(n, need, r) else { return };
             let pool_id = self.decode[n.at()].id();
             self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
             let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);

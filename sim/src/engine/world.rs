@@ -1381,15 +1381,7 @@ impl World {
             s = self.choose_simultaneous(s);
         }
         let named = s.ev.request();
-        // A transfer event's request, for folding it afterwards (the job may leave meanwhile).
-        let job_req = match s.ev {
-            Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
-                if self.fold_finished || self.liveness.is_some() =>
-            {
-                self.jobs.get(job).map(|j| j.request())
-            }
-            _ => None,
-        };
+        let job_req = self.job_request(&s.ev);
         if self.moot(&s.ev, s.at) {
             self.consumed(named, job_req);
             return true;
@@ -1417,17 +1409,26 @@ impl World {
     /// state it is judged against is the one it would meet later: no event comes before it.
     fn moot_past_horizon(&mut self, s: &crate::engine::queue::Scheduled) -> bool {
         // A stale `TransferDone`'s request, read before `moot` retires its job: it may fold then.
-        let job_req = match s.ev {
-            Ev::TransferDone { job, .. } if self.fold_finished || self.liveness.is_some() => {
-                self.jobs.get(job).map(|j| j.request())
-            }
-            _ => None,
-        };
+        let job_req = self.job_request(&s.ev);
         if !self.moot(&s.ev, s.at) {
             return false;
         }
         self.consumed(s.ev.request(), job_req);
         true
+    }
+
+    /// A transfer event's request, for folding it once the event is consumed (read before it is
+    /// handled: the job may leave meanwhile); `None` when nothing folds.
+    #[inline(always)]
+    fn job_request(&self, ev: &Ev) -> Option<RequestId> {
+        match *ev {
+            Ev::TransferRead { job, .. } | Ev::TransferLand { job, .. } | Ev::TransferDone { job, .. }
+                if self.fold_finished || self.liveness.is_some() =>
+            {
+                self.jobs.get(job).map(|j| j.request())
+            }
+            _ => None,
+        }
     }
 
     /// Handles an event that is not moot: its coverage probe (guided campaigns), its handler, and

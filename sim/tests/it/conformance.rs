@@ -2050,7 +2050,8 @@ fn a_transfer_job_ends_once_in_the_trace() {
     }
     assert!(!ends.is_empty(), "the scenario transfers");
     assert!(ends.values().all(|n| *n == 1), "jobs ending more than once: {ends:?}");
-    // The abort did end a job whose own end was still queued (the case above).
+    // Request 0 was aborted while its job's end was queued (the case above; the previous model
+    // traced job 0's end twice here).
     assert_eq!(answer(&w, 0).0, 499);
 }
 
