@@ -6,9 +6,9 @@ fn data(name: &str) -> String {
     format!("{}/audit/{name}", crate::sim_data().display())
 }
 
+/// Runs `kvsim audit` in a working directory of its own.
 fn audit(args: &[&str]) -> (Option<i32>, String, String) {
-    let dir = std::env::temp_dir().join(format!("kvsim-audit-{}", std::process::id()));
-    audit_in(&dir, args)
+    audit_in(&crate::Scratch::new("audit"), args)
 }
 
 /// Runs `kvsim audit` with `dir` as the working directory.
@@ -23,11 +23,8 @@ fn audit_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, Strin
 }
 
 /// A fresh, empty working directory for one test.
-fn empty_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kvsim-audit-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn empty_dir(tag: &str) -> crate::Scratch {
+    crate::Scratch::new(&format!("audit-{tag}"))
 }
 
 fn files_in(dir: &std::path::Path) -> Vec<String> {
@@ -36,8 +33,8 @@ fn files_in(dir: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn incident_pools_leak_on_the_vulnerable_profile() {
-    let scen = std::env::temp_dir().join(format!("kvsim-audit-glm-{}.toml", std::process::id()));
-    let _ = std::fs::remove_file(&scen);
+    let dir = crate::Scratch::new("audit-glm");
+    let scen = dir.join("glm.toml");
     let (code, out, err) =
         audit(&[&data("glm_prefill_gap.log"), &data("glm_decode.log"), "--scenario-out", scen.to_str().unwrap()]);
     assert_eq!(code, Some(10), "{out}{err}");

@@ -131,7 +131,8 @@ fn a_trace_that_gives_no_requests_is_named() {
         "context_len = 8192\n[[prefill]]\npool_tokens = 4096\n[[decode]]\npool_tokens = 8192\n[trace]\nfile = {:?}\nlimit = 0\n",
         data.to_str().unwrap()
     );
-    let f = std::env::temp_dir().join(format!("kvsim-trace-none-{}.toml", std::process::id()));
+    let dir = crate::Scratch::new("trace-none");
+    let f = dir.join("s.toml");
     std::fs::write(&f, &text).unwrap();
     let out =
         std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(["run", f.to_str().unwrap()]).output().unwrap();
@@ -153,7 +154,8 @@ fn a_trace_that_gives_no_requests_is_named() {
 fn vacuous_or_contradictory_flags_are_refused() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
     let scen = crate::scenarios_dir().join("small/stub-leak.toml");
-    let corpus = std::env::temp_dir().join(format!("kvsim-runs0-{}", std::process::id()));
+    let dir = crate::Scratch::new("runs0");
+    let corpus = dir.join("corpus");
     for args in [
         vec!["fuzz", "--runs", "0", "--corpus", corpus.to_str().unwrap()],
         vec!["run", scen.to_str().unwrap(), "--json", "--format", "csv"],
@@ -191,8 +193,7 @@ fn impossible_configurations() {
 #[test]
 fn cli_exit_codes() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("bad");
     let f = dir.join("bad.toml");
     std::fs::write(&f, GOOD.replace("page_size = 16", "page_size = 0")).unwrap();
     let out = std::process::Command::new(bin).args(["run", f.to_str().unwrap()]).output().unwrap();

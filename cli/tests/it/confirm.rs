@@ -12,23 +12,18 @@ fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-/// Records `scenario`'s trace (with `extra` flags) to a file of its own. The name carries a
-/// per-call counter: tests run in parallel in one process, and two of them recording the same
-/// scenario with different flags (`--profile sglang-0.5.22`, `--set zero_on_free=true`) into one
-/// path made a reader see the other's trace (a flaky "nothing to confirm").
-fn trace_of(scenario: &str, extra: &[&str]) -> String {
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let t = std::env::temp_dir().join(format!(
-        "kvsim-confirm-{}-{n}-{}.jsonl",
-        std::process::id(),
-        scenario.replace('/', "_")
-    ));
+/// Records `scenario`'s trace (with `extra` flags) to a file in a scratch folder of its own:
+/// tests run in parallel in one process, and two of them recording the same scenario with
+/// different flags (`--profile sglang-0.5.22`, `--set zero_on_free=true`) into one path made a
+/// reader see the other's trace (a flaky "nothing to confirm"). The folder goes when the returned
+/// value drops.
+fn trace_of(scenario: &str, extra: &[&str]) -> crate::ScratchFile {
+    let t = crate::ScratchFile::new("confirm-trace", &format!("{}.jsonl", scenario.replace('/', "_")));
     let s = crate::scenarios_dir().join(scenario);
-    let mut args = vec!["run", s.to_str().unwrap(), "--trace", t.to_str().unwrap()];
+    let mut args = vec!["run", s.to_str().unwrap(), "--trace", &t];
     args.extend_from_slice(extra);
     kvsim(&args);
-    t.to_string_lossy().into_owned()
+    t
 }
 
 fn share(out: &str, what: &str) -> f64 {
@@ -53,8 +48,7 @@ fn the_stub_leak_is_confirmed_on_real_kv_arithmetic() {
 fn tenant_ids_past_a_programs_range_confirm_under_their_own_names() {
     let text = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
     let big = text.replace("tenant = 2", "tenant = 4000000000").replace("tenant = 1", "tenant = 70000");
-    let dir = std::env::temp_dir().join(format!("kvsim-confirm-big-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("confirm-big");
     let s = dir.join("big.toml");
     std::fs::write(&s, big).unwrap();
     let t = dir.join("big.jsonl");
@@ -158,8 +152,7 @@ fn cuda_without_a_gpu_is_a_clean_exit_3_and_bad_input_is_2() {
 
 #[test]
 fn the_incidents_shrunk_trace_is_a_confirmed_leak() {
-    let dir = std::env::temp_dir().join(format!("kvsim-confirm-shrunk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("confirm-shrunk");
     let (shrunk, trace) = (dir.join("shrunk.toml"), dir.join("shrunk.jsonl"));
     let scen = crate::scenarios_dir().join("glm53-incident.toml");
     let (code, out, err) = kvsim(&["shrink", scen.to_str().unwrap(), "--out", shrunk.to_str().unwrap()]);
@@ -189,8 +182,7 @@ fn zero_on_free_reads_zeros_and_is_not_confirmed() {
 /// the pre-crash tenant's KV on the other 374 pages.
 #[test]
 fn a_restarted_nodes_pool_is_zeros_in_the_replay() {
-    let dir = std::env::temp_dir().join(format!("kvsim-confirm-restart-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("confirm-restart");
     let base = std::fs::read_to_string(crate::scenarios_dir().join("small/stub-leak.toml")).unwrap();
     let scen = dir.join("restart.toml");
     std::fs::write(
@@ -221,8 +213,7 @@ fn an_invalid_or_oversized_memory_log_is_bad_input_with_its_line() {
     let text = std::fs::read_to_string(&t).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let first_alloc = lines.iter().position(|l| l.contains("\"op\":\"alloc\"")).unwrap();
-    let dir = std::env::temp_dir().join(format!("kvsim-confirm-badlog-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("confirm-badlog");
     let write = |name: &str, lines: &[String]| {
         let p = dir.join(name);
         std::fs::write(&p, lines.join("\n") + "\n").unwrap();
@@ -314,7 +305,7 @@ fn gpu_runtime_failures_exit_4_unlike_bad_input_and_unavailable() {
         assert_eq!(out.status.code(), Some(code), "{kind}: {err}");
         assert!(err.contains(says) && !err.contains("panicked"), "{kind}: {err}");
         if code == 4 {
-            assert!(err.contains("GPU failure while replaying") && err.contains(&t), "{kind}: {err}");
+            assert!(err.contains("GPU failure while replaying") && err.contains(&*t), "{kind}: {err}");
         }
     }
 }
@@ -342,7 +333,8 @@ fn run_confirm_prints_a_verdict_per_read() {
 /// shows the verdict per signature; `--confirm off` leaves it out.
 #[test]
 fn fuzz_confirms_read_signatures_by_default() {
-    let corpus = std::env::temp_dir().join(format!("kvsim-fuzz-confirm-{}", std::process::id()));
+    let scratch = crate::Scratch::new("fuzz-confirm");
+    let corpus = scratch.join("corpus");
     let c = corpus.to_str().unwrap();
     let (code, out, err) = kvsim(&["fuzz", "--runs", "60", "--profile", "sglang-0.5.16", "--corpus", c]);
     assert_eq!(code, Some(10), "{out}{err}");
@@ -427,7 +419,8 @@ fn an_edited_trace_is_refused_and_close_shares_are_told_apart() {
 /// confirmed (it read the drawn case's `trace.jsonl` and could disagree with the table).
 #[test]
 fn a_seed_folder_is_confirmed_on_its_shrunk_trace() {
-    let dir = std::env::temp_dir().join(format!("kvsim-confirm-folder-{}/seed-7", std::process::id()));
+    let scratch = crate::Scratch::new("confirm-folder");
+    let dir = scratch.join("seed-7");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(trace_of("small/stub-leak.toml", &[]), dir.join("trace.jsonl")).unwrap();
     let (_, out, err) = kvsim(&["confirm", dir.to_str().unwrap(), "--backend", "cpu"]);

@@ -177,8 +177,7 @@ fn any_number_of_workers_gives_the_same_answer_and_a_checkpoint_resumes() {
     let one = run(&["--jobs", "1"]);
     assert_eq!(run(&["--jobs", "3"]), one);
     assert!(one["schedules"].as_u64().unwrap() > 100, "{one}");
-    let dir = std::env::temp_dir().join(format!("kvsim-explore-ckpt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("explore-ckpt");
     let ck = dir.join("ck.json");
     let ck = ck.to_str().unwrap();
     assert_eq!(run(&["--checkpoint", ck]), one);
@@ -303,8 +302,7 @@ fn catalogue(name: &str) -> String {
 #[test]
 fn a_counterexample_is_written_as_a_shrunk_scenario_that_replays_its_violation() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-explore-out-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("explore-out");
     let out = dir.join("cex.toml");
     let src = catalogue("abort-after-forward.toml");
     let r = Command::new(bin)
@@ -385,7 +383,8 @@ fn explore_refuses_flags_it_would_ignore_or_that_clash() {
     let (code, err) = run(&["explore", &row, "--faults", "none,crash"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("`none` stands alone"), "{err}");
-    let ck = std::env::temp_dir().join(format!("kvsim-explore-ck-{}.json", std::process::id()));
+    let ck_dir = crate::Scratch::new("explore-ck");
+    let ck = ck_dir.join("ck.json");
     let ck = ck.to_str().unwrap();
     let (code, err) = run(&["explore", &row, "--out", ck, "--checkpoint", ck]);
     assert_eq!(code, Some(2));
@@ -416,8 +415,7 @@ fn explore_refuses_flags_it_would_ignore_or_that_clash() {
     assert!(err.contains("the folder no-such-folder does not exist"), "{err}");
     // A dangling symbolic link to the checkpoint: refused (a link is never an --out, which is
     // written whole and renamed into place; it was refused as the checkpoint itself).
-    let d = std::env::temp_dir().join(format!("kvsim-explore-link-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = crate::Scratch::new("explore-link");
     std::os::unix::fs::symlink("real.json", d.join("link")).unwrap();
     let (link, real) = (d.join("link"), d.join("real.json"));
     let (code, err) = run(&["explore", &row, "--out", link.to_str().unwrap(), "--checkpoint", real.to_str().unwrap()]);
@@ -457,8 +455,7 @@ fn catalogue_mode_tells_buggy_found_fixed_verified_and_the_bound_reached() {
     let text = String::from_utf8_lossy(&r.stdout).into_owned();
     assert_eq!(r.status.code(), Some(0), "{text}");
     assert!(text.contains("| verified ") && text.contains("(the entry's explore_faults: transfer_fail)"), "{text}");
-    let dir = std::env::temp_dir().join(format!("kvsim-explore-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("explore-faults");
     let bad = dir.join("bad.toml");
     let src = std::fs::read_to_string(&pre).unwrap();
     std::fs::write(&bad, src.replace("explore_faults = [\"transfer_fail\"]", "explore_faults = [\"meteor\"]")).unwrap();
@@ -508,8 +505,8 @@ fn the_reproduce_command_replays_the_explored_run() {
 #[test]
 fn explore_out_keeps_the_counterexamples_kind() {
     let src = super::scenarios_dir().join("catalogue/stub-admission.toml");
-    let out = std::env::temp_dir().join(format!("kvsim-explore-kind-{}.toml", std::process::id()));
-    let _ = std::fs::remove_file(&out);
+    let dir = crate::Scratch::new("explore-kind");
+    let out = dir.join("cex.toml");
     let bin = env!("CARGO_BIN_EXE_kvsim");
     let o =
         Command::new(bin).args(["explore", src.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
@@ -530,8 +527,7 @@ fn explore_out_keeps_the_counterexamples_kind() {
 fn explore_out_keeps_the_pins_and_the_input() {
     let src = super::scenarios_dir().join("catalogue/stub-admission.toml");
     let src = src.to_str().unwrap();
-    let dir = std::env::temp_dir().join(format!("kvsim-explore-pins-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("explore-pins");
     let out = dir.join("ce.toml");
     let _ = std::fs::remove_file(&out);
     let bin = env!("CARGO_BIN_EXE_kvsim");
@@ -604,7 +600,8 @@ fn a_verdict_says_content_channels_are_not_explored() {
 #[test]
 fn an_interrupted_exploration_says_how_to_resume() {
     let src = super::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
-    let ck = std::env::temp_dir().join(format!("kvsim-explore-int-{}.json", std::process::id()));
+    let ck_dir = crate::Scratch::new("explore-int");
+    let ck = ck_dir.join("ck.json");
     let child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
         .args([
             "explore",
@@ -642,8 +639,7 @@ fn an_interrupted_exploration_says_how_to_resume() {
 #[test]
 fn a_chosen_schedule_is_traced_drawn_confirmed_and_replayed() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-choices-out-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("choices-out");
     let at = |f: &str| dir.join(f).to_string_lossy().into_owned();
     let src = catalogue("abort-after-forward.toml");
     let run = |choices: &str, extra: &[&str]| {
@@ -710,8 +706,7 @@ fn a_chosen_schedule_is_traced_drawn_confirmed_and_replayed() {
 #[test]
 fn a_written_counterexample_keeps_its_signature() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-explore-sig-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("explore-sig");
     let out = dir.join("cex.toml");
     let r = Command::new(bin)
         .args(["explore", &catalogue("rdma-visibility-lag.toml"), "--max-reorders", "0", "--shrink-budget", "100"])

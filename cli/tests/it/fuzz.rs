@@ -8,12 +8,6 @@ fn kvsim(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).output().unwrap()
 }
 
-fn tmp(name: &str) -> String {
-    let d = std::env::temp_dir().join(format!("kvsim-fuzz-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d.to_string_lossy().into_owned()
-}
-
 fn table(corpus: &str) -> serde_json::Value {
     let c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(Path::new(corpus).join("campaign.json")).unwrap()).unwrap();
@@ -45,6 +39,8 @@ fn announced(out: &std::process::Output) -> Vec<String> {
 
 #[test]
 fn shards_and_jobs_give_the_same_signatures() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let whole = tmp("whole");
     let out = kvsim(&["fuzz", "--runs", RUNS, "--corpus", &whole, "--no-shrink", "--seed-start", "7000"]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
@@ -93,6 +89,8 @@ fn shards_and_jobs_give_the_same_signatures() {
 
 #[test]
 fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let fresh = tmp("fresh");
     kvsim(&["fuzz", "--runs", "3000", "--corpus", &fresh, "--no-shrink", "--seed-start", "500"]);
     let resumed = tmp("resumed");
@@ -147,6 +145,8 @@ fn an_interrupted_campaign_resumes_without_loss_or_repeats() {
 
 #[test]
 fn a_blind_campaign_finds_the_stub_leak() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("blind");
     let out =
         kvsim(&["fuzz", "--runs", "10000", "--corpus", &c, "--no-shrink", "--until", "cross_tenant_read/stub_commit"]);
@@ -187,6 +187,8 @@ fn a_blind_campaign_finds_the_stub_leak() {
 /// the overrides its header's configuration cannot take are refused, not dropped.
 #[test]
 fn shrink_takes_a_trace_of_any_name_and_refuses_overrides_of_it() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("small/stub-leak.toml");
     let trace = tmp("leak.trace");
     let out = kvsim(&["run", scen.to_str().unwrap(), "--trace", &trace]);
@@ -207,6 +209,8 @@ fn shrink_takes_a_trace_of_any_name_and_refuses_overrides_of_it() {
 /// attempt the spent budget refused used to count as the knob being needed).
 #[test]
 fn knobs_the_budget_leaves_untried_are_not_called_necessary() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("small/mixed-faults.toml");
     let out = kvsim(&["shrink", scen.to_str().unwrap(), "--out", &tmp("budget.toml"), "--budget", "20"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -220,6 +224,8 @@ fn knobs_the_budget_leaves_untried_are_not_called_necessary() {
 
 #[test]
 fn the_incident_shrinks_to_its_minimal_form_deterministically() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("glm53-incident.toml");
     let (a, b) = (tmp("shrunk-a.toml"), tmp("shrunk-b.toml"));
     let out = kvsim(&["shrink", scen.to_str().unwrap(), "--out", &a]);
@@ -249,6 +255,8 @@ fn the_incident_shrinks_to_its_minimal_form_deterministically() {
 
 #[test]
 fn merge_refuses_overlapping_corpora_and_relocates_failures() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let mut shards = Vec::new();
     for i in 0..2 {
         let d = tmp(&format!("ov-shard{i}"));
@@ -298,6 +306,8 @@ fn merge_refuses_overlapping_corpora_and_relocates_failures() {
 
 #[test]
 fn leftovers_of_a_killed_campaign_are_cleaned_and_never_merged() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("leftovers");
     let out = kvsim(&["fuzz", "--runs", "200", "--corpus", &c, "--no-shrink", "--seed-start", "9300"]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
@@ -340,7 +350,7 @@ fn leftovers_of_a_killed_campaign_are_cleaned_and_never_merged() {
 }
 
 /// A known-bugs file listing `sigs`, each tied to a catalogue row.
-fn known_file(name: &str, profile: &str, sigs: &[&String]) -> String {
+fn known_file(at: &str, profile: &str, sigs: &[&String]) -> String {
     let mut t = format!("profile = \"{profile}\"\n");
     for s in sigs {
         // A row the signature is a symptom of (the file is refused otherwise).
@@ -353,7 +363,7 @@ fn known_file(name: &str, profile: &str, sigs: &[&String]) -> String {
             "\n[[known]]\nsignature = \"{s}\"\nrow = \"{row}\"\nreference = \"test\"\nnote = \"test\"\n"
         ));
     }
-    let p = format!("{}.toml", tmp(name));
+    let p = format!("{at}.toml");
     std::fs::write(&p, t).unwrap();
     p
 }
@@ -363,6 +373,8 @@ fn known_file(name: &str, profile: &str, sigs: &[&String]) -> String {
 /// file or one for another profile is refused with exit 2 and the file, line and field.
 #[test]
 fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let args = |corpus: &str, known: &str| -> Vec<String> {
         ["fuzz", "--profile", "sglang-0.5.22", "--runs", "30", "--no-shrink", "--confirm", "off", "--corpus", corpus]
             .iter()
@@ -392,7 +404,7 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
         sigs.iter().copied().filter(|s| !s.starts_with("page_leak/") && !s.starts_with("request_hang/")).collect();
     assert!(safety.len() >= 2 && safety.len() < sigs.len(), "30 runs find safety and liveness signatures: {sigs:?}");
 
-    let all = known_file("known-all", "sglang-0.5.22", &sigs);
+    let all = known_file(&tmp("known-all"), "sglang-0.5.22", &sigs);
     let (code, out, err, _) = run("triage-all", &all);
     assert_eq!(code, Some(0), "only known signatures: {out}{err}");
     // Announced as found, triaged: the log of a nightly job says what is new before the table.
@@ -402,7 +414,7 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
     assert!(out.contains(&format!("{} known, 0 new (exit 0)", sigs.len())), "{out}");
     assert!(out.lines().filter(|l| l.contains(" known (")).count() == sigs.len(), "{out}");
 
-    let (code, out, _, _) = run("triage-liveness", &known_file("known-safety", "sglang-0.5.22", &safety));
+    let (code, out, _, _) = run("triage-liveness", &known_file(&tmp("known-safety"), "sglang-0.5.22", &safety));
     assert_eq!(code, Some(11), "only liveness signatures are new: {out}");
     let new = sigs.len() - safety.len();
     assert!(out.contains(&format!("{} known, {new} new", safety.len())), "{out}");
@@ -411,14 +423,14 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
         "{out}"
     );
 
-    let (code, out, err, _) = run("triage-safety", &known_file("known-one", "sglang-0.5.22", &sigs[1..]));
+    let (code, out, err, _) = run("triage-safety", &known_file(&tmp("known-one"), "sglang-0.5.22", &sigs[1..]));
     assert_eq!(code, Some(if safety.contains(&sigs[0]) { 10 } else { 11 }), "{} is new: {out}", sigs[0]);
     let new_line = format!(": {} [new", sigs[0]);
     assert_eq!(err.lines().filter(|l| l.starts_with("fuzz: signature ") && l.contains(&new_line)).count(), 1, "{err}");
     assert_eq!(err.lines().filter(|l| l.contains(" [new")).count(), 1, "{err}");
 
     // Bad files: exit 2, file:line: field: what, and no campaign run.
-    let bad = known_file("known-bad", "sglang-0.5.22", &sigs[..1]).replace(".toml", "-bad.toml");
+    let bad = known_file(&tmp("known-bad"), "sglang-0.5.22", &sigs[..1]).replace(".toml", "-bad.toml");
     let text: String = std::fs::read_to_string(bad.replace("-bad.toml", ".toml"))
         .unwrap()
         .lines()
@@ -429,7 +441,7 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(err.contains(&format!("{bad}:5: known[0].row: `rdma-lag` is not a row")), "{err}");
     assert!(!err.contains("panicked") && out.is_empty(), "{out}{err}");
-    let (code, _, err, _) = run("triage-other", &known_file("known-other", "vllm-nixl", &sigs));
+    let (code, _, err, _) = run("triage-other", &known_file(&tmp("known-other"), "vllm-nixl", &sigs));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("the file is for profile vllm-nixl, the campaign runs sglang-0.5.22"), "{err}");
     let (code, _, err, _) = run("triage-missing", "/nonexistent/known.toml");
@@ -441,6 +453,8 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
 /// the merged table the same way (exit 0 when only known, 10/11 on new; 0 with `--known none`).
 #[test]
 fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("shipped");
     let out = kvsim(&[
         "fuzz",
@@ -468,7 +482,7 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
     assert_eq!(out.status.code(), fuzz_code, "the merge of one corpus exits like its campaign: {m}");
     let t = table(&c);
     let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
-    let all = known_file("shipped-all", "sglang-0.5.22", &sigs);
+    let all = known_file(&tmp("shipped-all"), "sglang-0.5.22", &sigs);
     let merged2 = tmp("shipped-merged2");
     let out = kvsim(&["corpus", "merge", &c, "--into", &merged2, "--known", &all]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
@@ -485,6 +499,8 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
 /// resume continues (it would skip the missing shard's seeds). `--into` must be new or empty.
 #[test]
 fn merges_exit_like_the_unsharded_campaign_and_partial_ones_say_so() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let args = |corpus: &str, shard: &str| {
         let mut a = vec!["fuzz", "--runs", "300", "--no-shrink", "--confirm", "off", "--seed-start", "9500"];
         a.extend(["--corpus", corpus]);
@@ -531,6 +547,8 @@ fn merges_exit_like_the_unsharded_campaign_and_partial_ones_say_so() {
 /// as with `--profile`.
 #[test]
 fn a_known_bugs_file_must_match_a_base_scenarios_profile() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let base = crate::scenarios_dir().join("small/stub-leak.toml");
     let known = crate::scenarios_dir().join("../known-bugs/sglang-0.5.22.toml");
     let c = tmp("known-base");
@@ -557,6 +575,8 @@ fn a_known_bugs_file_must_match_a_base_scenarios_profile() {
 /// resumed there reports commands that point at the copy.
 #[test]
 fn a_folder_that_is_not_the_campaigns_corpus_is_refused_and_left_as_it_is() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("own");
     let args = |corpus: &str| {
         kvsim(&["fuzz", "--runs", "200", "--no-shrink", "--confirm", "off", "--seed-start", "9700", "--corpus", corpus])
@@ -594,6 +614,8 @@ fn a_folder_that_is_not_the_campaigns_corpus_is_refused_and_left_as_it_is() {
 /// signature (not the first cross-tenant one the run also shows).
 #[test]
 fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("shrink-folder");
     let out = kvsim(&[
         "fuzz",
@@ -639,6 +661,8 @@ fn shrink_accepts_a_signature_folder_and_keeps_its_signature() {
 /// `profile:P+hardware`), and the table labels those signatures `hardware`.
 #[test]
 fn a_profile_campaign_draws_the_hardware_fault_only_with_hardware_faults() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let run = |name: &str, extra: &[&str]| {
         let c = tmp(name);
         let mut args = vec!["fuzz", "--profile", "sglang-0.5.22", "--runs", "60", "--no-shrink", "--confirm", "off"];
@@ -671,6 +695,8 @@ fn a_profile_campaign_draws_the_hardware_fault_only_with_hardware_faults() {
 /// link resolves to a file the campaign wrote (the Perfetto JSON and SVG page map included).
 #[test]
 fn the_campaign_writes_an_html_report_whose_links_resolve() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("html");
     let elsewhere = tmp("html-elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
@@ -722,6 +748,8 @@ fn the_campaign_writes_an_html_report_whose_links_resolve() {
 /// liveness campaign saves scenarios that carry the bound, so they reproduce without the flag.
 #[test]
 fn liveness_mode_from_the_command_line() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("catalogue/router-waits-for-decode.toml");
     let scen = scen.to_str().unwrap();
     let out = kvsim(&["run", scen, "--liveness", "60s"]);
@@ -806,6 +834,8 @@ fn liveness_mode_from_the_command_line() {
 /// the failure does not need (the shrinker set it back to the profile's value before).
 #[test]
 fn liveness_hangs_are_triaged_and_shrunk_cases_keep_the_pins() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("liveness-pinned");
     let out = kvsim(&[
         "fuzz",
@@ -874,6 +904,8 @@ fn liveness_hangs_are_triaged_and_shrunk_cases_keep_the_pins() {
 /// resume with other pins is refused.
 #[test]
 fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
     for (flag, says) in [
         ("prefix_cache_scop=per_tenant", "did you mean `prefix_cache_scope`"),
@@ -977,6 +1009,8 @@ fn guided_state(corpus: &str) -> serde_json::Value {
 /// mutated entries (runs after the warm-up are partly mutations, not seeds).
 #[test]
 fn guided_campaigns_are_deterministic_across_jobs_and_resume() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let args = |c: &str, runs: &'static str, jobs: &'static str| {
         let mut a = vec!["fuzz", "--guided", "--runs", runs, "--no-shrink", "--confirm", "off", "--seed-start", "900"];
         a.extend(["--jobs", jobs, "--corpus"]);
@@ -1048,6 +1082,8 @@ fn example_files(corpus: &str) -> std::collections::BTreeMap<String, String> {
 /// --examples or a checkpoint of the one-example format is refused (exit 2).
 #[test]
 fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let args = |c: &str, jobs: &str| -> Vec<String> {
         ["fuzz", "--runs", "160", "--seed-start", "7000", "--confirm", "off", "--shrink-budget", "40", "--jobs", jobs]
             .iter()
@@ -1158,6 +1194,8 @@ fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
 /// 3, as `kvsim confirm`; it was "confirm failed" in every row, kept by any resume).
 #[test]
 fn a_campaign_refuses_before_it_runs() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("locked");
     std::fs::create_dir_all(&c).unwrap();
     let lock = std::fs::File::create(Path::new(&c).join("campaign.lock")).unwrap();
@@ -1240,6 +1278,8 @@ fn a_campaign_refuses_before_it_runs() {
 /// was named), and `--time 0s` is refused as `--runs 0` is.
 #[test]
 fn resuming_says_what_it_does() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("resume-note");
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "30", "--corpus", &c]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
@@ -1262,6 +1302,8 @@ fn resuming_says_what_it_does() {
 /// older model resumed silently, counting two models' verdicts in one table.
 #[test]
 fn a_corpus_of_another_model_is_not_resumed_or_merged() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let version = String::from_utf8_lossy(&kvsim(&["--version"]).stdout).into_owned();
     let model = version.trim().strip_prefix("kvsim 0.1.0 (model ").and_then(|m| m.strip_suffix(')')).expect("stamp");
     assert_eq!(model.len(), 16, "{version}");
@@ -1315,6 +1357,8 @@ fn first_example(corpus: &str) -> (String, u64) {
 /// although no folder held it.
 #[test]
 fn a_merge_lists_only_the_examples_it_holds() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let (s0, s1, m) = (tmp("ms0"), tmp("ms1"), tmp("mm"));
     for (i, c) in [&s0, &s1].iter().enumerate() {
         let shard = format!("{i}/2");
@@ -1339,6 +1383,8 @@ fn a_merge_lists_only_the_examples_it_holds() {
 /// save it, leaving a row with no example and a checkpoint naming a missing folder.
 #[test]
 fn a_removed_example_is_dropped_on_resume() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("removed");
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--corpus", &c]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)));
@@ -1357,6 +1403,8 @@ fn a_removed_example_is_dropped_on_resume() {
 /// same command resumes it (it ended silently); the resume then runs (the lock went with it).
 #[test]
 fn an_interrupted_campaign_says_how_to_resume() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("sigterm");
     let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "2000000", "--corpus", &c];
     let child = Command::new(env!("CARGO_BIN_EXE_kvsim"))
@@ -1389,6 +1437,8 @@ fn an_interrupted_campaign_says_how_to_resume() {
 /// campaign that confirms; it stayed "confirm failed" for good.
 #[test]
 fn a_failed_confirmation_is_tried_again_on_resume() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("reconfirm");
     let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "100", "--confirm", "cpu", "--corpus", &c];
     let out = Command::new(env!("CARGO_BIN_EXE_kvsim"))
@@ -1408,6 +1458,8 @@ fn a_failed_confirmation_is_tried_again_on_resume() {
 /// silently, or kept with a command naming the missing file).
 #[test]
 fn a_damaged_example_is_completed_again_on_resume() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let c = tmp("damaged");
     let args = ["fuzz", "--profile", "sglang-0.5.16", "--runs", "60", "--confirm", "off", "--shrink-budget", "40"];
     let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
@@ -1447,6 +1499,8 @@ fn a_damaged_example_is_completed_again_on_resume() {
 /// another place points every example's commands at it, those finished before too.
 #[test]
 fn a_base_campaign_is_its_bases_content_and_a_moved_corpus_is_relocated() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let dir = std::path::PathBuf::from(tmp("base-content"));
     std::fs::create_dir_all(&dir).unwrap();
     let base = dir.join("b.toml");
@@ -1504,6 +1558,8 @@ fn a_base_campaign_is_its_bases_content_and_a_moved_corpus_is_relocated() {
 /// a regular file (`--html /dev/null` replaced the device): both are refused before any run.
 #[test]
 fn html_refuses_a_link_or_a_device() {
+    let scratch = crate::Scratch::new("fuzz");
+    let tmp = |n: &str| scratch.at(n);
     let dir = std::path::PathBuf::from(tmp("html-link"));
     std::fs::create_dir_all(&dir).unwrap();
     let target = dir.join("target.html");

@@ -16,14 +16,12 @@ fn err(text: &str) -> ScenarioError {
     resolve(text, &Overrides::default()).expect_err("must be refused")
 }
 
-/// The 1-based line of the first line of `text` that starts with `prefix`.
-/// A scratch folder of this test process, `kvsim-<tag>-<pid>` in the temporary folder.
-fn scratch(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kvsim-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch folder for one test (removed when it passes).
+fn scratch(tag: &str) -> crate::Scratch {
+    crate::Scratch::new(tag)
 }
 
+/// The 1-based line of the first line of `text` that starts with `prefix`.
 fn line_of(text: &str, prefix: &str) -> usize {
     text.lines().position(|l| l.starts_with(prefix)).expect("line present") + 1
 }
@@ -253,15 +251,9 @@ fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-fn tmp(name: &str) -> String {
-    let d = std::env::temp_dir().join(format!("kvsim-hostile-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name).to_string_lossy().into_owned()
-}
-
-/// A trace of scenarios/small/stub-leak.toml (a leak: exit 10).
-fn stub_trace(name: &str) -> (String, Vec<String>) {
-    let t = tmp(name);
+/// A trace of scenarios/small/stub-leak.toml (a leak: exit 10), recorded at `at`.
+fn stub_trace(at: &str) -> (String, Vec<String>) {
+    let t = at.to_string();
     let scen = crate::scenarios_dir().join("small/stub-leak.toml");
     let (code, _, err) = kvsim(&["run", scen.to_str().unwrap(), "--trace", &t]);
     assert_eq!(code, Some(10), "{err}");
@@ -271,7 +263,9 @@ fn stub_trace(name: &str) -> (String, Vec<String>) {
 
 #[test]
 fn replay_compares_the_footer_too() {
-    let (_, lines) = stub_trace("footer.jsonl");
+    let scratch = crate::Scratch::new("hostile-cli");
+    let tmp = |n: &str| scratch.at(n);
+    let (_, lines) = stub_trace(&tmp("footer.jsonl"));
     let mut footer: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
     footer["exit_code"] = 0.into();
     footer["violations"] = serde_json::Value::Array(vec![]);
@@ -292,7 +286,9 @@ fn replay_compares_the_footer_too() {
 #[test]
 #[allow(clippy::disallowed_methods)] // a guard against drawing 2^32 requests, not a benchmark
 fn headers_with_huge_generators_are_refused_at_once_by_every_reader() {
-    let (_, lines) = stub_trace("gen.jsonl");
+    let scratch = crate::Scratch::new("hostile-cli");
+    let tmp = |n: &str| scratch.at(n);
+    let (_, lines) = stub_trace(&tmp("gen.jsonl"));
     let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     header["config"]["generator"] = serde_json::json!({
         "requests": u32::MAX, "tenants": 2, "mean_interarrival_us": 1000,
@@ -317,6 +313,8 @@ fn headers_with_huge_generators_are_refused_at_once_by_every_reader() {
 
 #[test]
 fn names_with_any_characters_replay() {
+    let scratch = crate::Scratch::new("hostile-cli");
+    let tmp = |n: &str| scratch.at(n);
     let text =
         GOOD.replacen("context_len", "name = \"cafe\u{301} \u{200b} \\u0000 \\u007f \\u001b[31m\"\ncontext_len", 1);
     let s = tmp("named.toml");
@@ -334,6 +332,8 @@ fn names_with_any_characters_replay() {
 
 #[test]
 fn campaign_flags_are_bounded() {
+    let scratch = crate::Scratch::new("hostile-cli");
+    let tmp = |n: &str| scratch.at(n);
     for args in [
         ["fuzz", "--jobs", "4294967295", "--runs", "1"],
         ["fuzz", "--jobs", "0", "--runs", "1"],
@@ -355,6 +355,8 @@ fn campaign_flags_are_bounded() {
 /// silently replaced).
 #[test]
 fn shrink_refuses_to_overwrite_its_input_or_an_existing_file() {
+    let scratch = crate::Scratch::new("hostile-cli");
+    let tmp = |n: &str| scratch.at(n);
     let scen = crate::scenarios_dir().join("small/stub-leak.toml");
     let input = tmp("shrink-input.toml");
     std::fs::copy(&scen, &input).unwrap();
@@ -677,7 +679,8 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     let hash = |s: &str| s.lines().find(|l| l.contains("trace hash")).map(str::to_string);
     assert_eq!(hash(&String::from_utf8_lossy(&out.stdout)), hash(&from_file));
     // `shrink` looks at its input's first bytes before it reads it (a trace or a scenario?).
-    let shrunk = scratch("piped-shrink").join("s.toml");
+    let shrink_dir = scratch("piped-shrink");
+    let shrunk = shrink_dir.join("s.toml");
     let out = piped(&["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(shrunk.is_file());

@@ -93,8 +93,7 @@ fn the_schema_rejects_what_the_parser_rejects() {
 #[test]
 fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
     let v = schema();
-    let dir = std::env::temp_dir().join(format!("kvsim-new-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("new");
     // `new foo.toml` writes foo.toml (not foo.toml.toml); an empty name is refused.
     let new_in = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(args).current_dir(&dir).output().unwrap()
@@ -228,8 +227,7 @@ fn new_from_log(dir: &std::path::Path, name: &str, fixture: &str, out: &str) -> 
 
 #[test]
 fn kvsim_new_from_a_log_uses_the_measured_deployment() {
-    let dir = std::env::temp_dir().join(format!("kvsim-new-log-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("new-log");
     let (o, out) = new_from_log(&dir, "glm", "glm_prefill_gap.log", "from-log.toml");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&out).unwrap();

@@ -55,7 +55,7 @@ fn mitigation_matrix() {
 #[test]
 fn matrix_rows_of_files_with_one_name_are_told_apart() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-matrix-names-{}", std::process::id()));
+    let dir = crate::Scratch::new("matrix-names");
     let row = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/stub-admission.toml")).unwrap();
     for sub in ["a", "b"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
@@ -88,7 +88,7 @@ fn matrix_rows_of_files_with_one_name_are_told_apart() {
 #[test]
 fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     let bin = env!("CARGO_BIN_EXE_kvsim");
-    let dir = std::env::temp_dir().join(format!("kvsim-check-empty-{}", std::process::id()));
+    let dir = crate::Scratch::new("check-empty");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::write(dir.join("sub/notes.txt"), "not a scenario").unwrap();
     let plain = dir.join("plain.scenario");
@@ -290,7 +290,8 @@ fn catalogue_expectations_hold() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains(" 0 failed"), "{text}");
     // A wrong expectation makes `kvsim check` fail with exit 1.
-    let bad = std::env::temp_dir().join(format!("kvsim-check-{}.toml", std::process::id()));
+    let bad_dir = crate::Scratch::new("check");
+    let bad = bad_dir.join("bad.toml");
     let src = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/stub-admission.toml")).unwrap();
     std::fs::write(&bad, src.replace("\"2\" = 400 }", "\"2\" = 200 }")).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))

@@ -6,19 +6,12 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_kvsim")
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("kvsim-it-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
 fn scen(rel: &str) -> String {
     crate::scenarios_dir().join(rel).to_string_lossy().into_owned()
 }
 
-/// The stub-leak scenario's trace, written to `name`: its path and text.
-fn stub_trace(name: &str) -> (std::path::PathBuf, String) {
-    let t = tmp(name);
+/// The stub-leak scenario's trace, written to `t`: its path and text.
+fn stub_trace(t: std::path::PathBuf) -> (std::path::PathBuf, String) {
     let out = Command::new(bin())
         .args(["run", &scen("small/stub-leak.toml"), "--trace", t.to_str().unwrap()])
         .output()
@@ -30,7 +23,9 @@ fn stub_trace(name: &str) -> (std::path::PathBuf, String) {
 
 #[test]
 fn trace_replays_and_detects_divergence() {
-    let (t, text) = stub_trace("stub.jsonl");
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
+    let (t, text) = stub_trace(tmp("stub.jsonl"));
     let lines: Vec<&str> = text.lines().collect();
     let header: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(header["kind"], "header");
@@ -147,7 +142,9 @@ fn trace_replays_and_detects_divergence() {
 /// read a cut file's header alone). Blank lines carry nothing and are skipped.
 #[test]
 fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
-    let (t, text) = stub_trace("hdr.jsonl");
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
+    let (t, text) = stub_trace(tmp("hdr.jsonl"));
     assert!(text.contains("\"profile\":\"sglang-0.5.16\""));
     let relabelled = tmp("hdr-profile.jsonl");
     std::fs::write(&relabelled, text.replacen("\"profile\":\"sglang-0.5.16\"", "\"profile\":\"vllm-nixl\"", 1))
@@ -194,7 +191,9 @@ fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
 /// edit could not show (it passed silently, exit 10, "replay matches").
 #[test]
 fn a_footer_without_its_digest_says_what_replay_cannot_check() {
-    let (_, text) = stub_trace("nodigest.jsonl");
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
+    let (_, text) = stub_trace(tmp("nodigest.jsonl"));
     let lines: Vec<&str> = text.lines().collect();
     let last = lines.len() - 1;
     let mut footer: serde_json::Value = serde_json::from_str(lines[last]).unwrap();
@@ -210,7 +209,7 @@ fn a_footer_without_its_digest_says_what_replay_cannot_check() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("the footer has no `config` digest") && err.contains("would not show"), "{err}");
     // With its digest, no note.
-    let (t, _) = stub_trace("digest.jsonl");
+    let (t, _) = stub_trace(tmp("digest.jsonl"));
     let o = Command::new(bin()).args(["replay", t.to_str().unwrap()]).output().unwrap();
     assert!(!String::from_utf8_lossy(&o.stderr).contains("digest"));
 }
@@ -233,7 +232,9 @@ fn an_unwritable_standard_output_is_an_error_not_a_panic() {
 /// message gave only a column: "invalid type: integer `5`, expected a string at line 1 column 2843").
 #[test]
 fn a_mistyped_header_or_footer_field_is_named() {
-    let (_, text) = stub_trace("typed.jsonl");
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
+    let (_, text) = stub_trace(tmp("typed.jsonl"));
     let lines: Vec<&str> = text.lines().collect();
     let edit = |name: &str, at: usize, f: &dyn Fn(&mut serde_json::Value)| {
         let mut v: serde_json::Value = serde_json::from_str(lines[at]).unwrap();
@@ -266,6 +267,8 @@ fn a_mistyped_header_or_footer_field_is_named() {
 
 #[test]
 fn filtered_trace_keeps_the_violation_and_replays() {
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
     let full = tmp("mixed.jsonl");
     let filt = tmp("mixed-filtered.jsonl");
     let s = scen("small/mixed-faults.toml");
@@ -294,6 +297,8 @@ fn check_determinism_flag_for_every_shipped_scenario() {
 
 #[test]
 fn pictures_are_written() {
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
     let (p, s) = (tmp("stub.perfetto.json"), tmp("stub.svg"));
     let out = Command::new(bin())
         .args(["run", &scen("small/stub-leak.toml"), "--perfetto", p.to_str().unwrap(), "--svg", s.to_str().unwrap()])
@@ -313,6 +318,8 @@ fn pictures_are_written() {
 
 #[test]
 fn every_record_line_reads_back_exactly() {
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
     let t = tmp("roundtrip.jsonl");
     Command::new(bin())
         .args(["run", &scen("small/mixed-faults.toml"), "--trace", t.to_str().unwrap()])
@@ -331,6 +338,8 @@ fn every_record_line_reads_back_exactly() {
 
 #[test]
 fn per_request_records_and_latency_in_json_csv_and_footer() {
+    let scratch = crate::Scratch::new("trace");
+    let tmp = |n: &str| scratch.join(n);
     let t = tmp("latency.jsonl");
     let c = tmp("latency.csv");
     let run = |extra: &[&str]| {

@@ -11,15 +11,13 @@ fn kvsim(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-fn scenario_with(trace_section: &str) -> String {
+fn scenario_with(trace_section: &str) -> crate::ScratchFile {
     scenario_with_decodes(trace_section, 1)
 }
 
 /// The same scenario with `decodes` decode nodes.
-fn scenario_with_decodes(trace_section: &str, decodes: u32) -> String {
-    let dir = std::env::temp_dir().join(format!("kvsim-wt-{}-{}-{decodes}", std::process::id(), trace_section.len()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("s.toml");
+fn scenario_with_decodes(trace_section: &str, decodes: u32) -> crate::ScratchFile {
+    let p = crate::ScratchFile::new("wt", "s.toml");
     std::fs::write(
         &p,
         format!(
@@ -27,7 +25,7 @@ fn scenario_with_decodes(trace_section: &str, decodes: u32) -> String {
         ),
     )
     .unwrap();
-    p.to_string_lossy().into_owned()
+    p
 }
 
 fn mooncake_dir() -> String {
@@ -84,8 +82,7 @@ fn bad_traces_name_the_file_and_line() {
     let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {bad:?}"))]);
     assert_eq!(code, Some(2));
     assert!(err.contains("vidur_backwards.csv:5"), "{err}");
-    let dir = std::env::temp_dir().join(format!("kvsim-wt-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("wt-bad");
     let f = dir.join("t.jsonl");
     std::fs::write(&f, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n{\"timestamp\": 5, \"input_length\": -3, \"output_length\": 2, \"hash_ids\": [1]}\n").unwrap();
     let (code, _, err) = kvsim(&["run", &scenario_with(&format!("file = {:?}", f.to_string_lossy()))]);
@@ -147,8 +144,7 @@ fn prefix_reuse_crosses_tenants_only_without_a_salt() {
 /// send is exactly a probe of the other's prompt (a two-tenant trace's probe was never reported).
 #[test]
 fn a_two_tenant_traces_probe_is_a_cross_tenant_hit() {
-    let dir = std::env::temp_dir().join(format!("kvsim-wt-probe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::Scratch::new("wt-probe");
     let lines = [
         r#"{"timestamp": 0, "input_length": 1600, "output_length": 4, "hash_ids": [100, 101, 102, 103]}"#,
         r#"{"timestamp": 6000, "input_length": 2000, "output_length": 4, "hash_ids": [100, 101, 102, 200]}"#,
