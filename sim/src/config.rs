@@ -171,6 +171,12 @@ knob_enum!(
     PrefillCache { Radix, Chunk }
 );
 knob_enum!(
+    /// What prefill's radix cache does with a block the request computed that another request
+    /// indexed meanwhile, when the request's chunk is checkpointed: `tree_copy` (sglang) frees the
+    /// request's copy and reads and sends the tree's from then on; `own_copy` keeps the request's.
+    CheckpointDuplicates { TreeCopy, OwnCopy }
+);
+knob_enum!(
     /// What the router does when the prefill leg fails first (the three released routers).
     RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
@@ -276,6 +282,18 @@ pub struct Knobs {
     /// TTFT. (Delaying only the response would leave the queueing channel open: a hit frees the
     /// node sooner and the requests behind it see that.)
     pub prefix_hit_timing: PrefixHitTiming,
+    /// With `prefill_cache = radix`: what a chunk's checkpoint does with a computed block another
+    /// request indexed meanwhile. `tree_copy` (sglang 0.5.16 `radix_cache.py`
+    /// `cache_unfinished_req`; 0.5.22 `unified_radix_cache.py` `checkpoint_into_tree`): the
+    /// request's copy is freed at once, its block table takes the tree's copy (locked), later
+    /// chunks read it and prefill sends it, and the request's later blocks are indexed after it;
+    /// a block any page of which was already sent keeps the request's copy and ends the checkpoint
+    /// (the engine checkpoints page by page before each send and never frees a sent page).
+    /// `own_copy` (vLLM 0.34.0 `v1/core/block_pool.py` `cache_full_blocks` keeps the request's
+    /// block, a second cached copy under the same hash): the request keeps its copy, and the
+    /// model's one-copy-per-key index stops the checkpoint there; the later blocks join the index
+    /// at release.
+    pub prefill_checkpoint_duplicates: CheckpointDuplicates,
     /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
     /// decode (vLLM proxy).
     pub router_mode: RouterMode,
@@ -456,6 +474,11 @@ fn sglang_0_5_16() -> Knobs {
         prefill_cache: PrefillCache::Radix,
         prefix_cache_scope: PrefixCacheScope::Global,
         prefix_hit_timing: PrefixHitTiming::AsComputed,
+        // sglang 0.5.16 `mem_cache/radix_cache.py` `cache_unfinished_req` frees the duplicate
+        // slots (`kv_indices[cache_protected_len:new_prefix_len]`) and rewrites the request's
+        // `req_to_token` row to the tree's; 0.5.22's default tree (`unified_radix_cache.py`
+        // `checkpoint_into_tree`) does the same through `FreeDeviceKV` and the row rewrite.
+        prefill_checkpoint_duplicates: CheckpointDuplicates::TreeCopy,
         router_mode: RouterMode::Concurrent,
         router_on_prefill_error: RouterOnPrefillError::ReturnDecodeLeg,
         prefill_abort_notifies_decode: OnOff::Off,
@@ -596,6 +619,10 @@ fn vllm_nixl() -> Knobs {
         free_list_policy: FreeListPolicy::LruUnhashedFirst,
         page_size: 16,
         prefill_cache: PrefillCache::Radix,
+        // vLLM 0.34.0 `v1/core/block_pool.py` `cache_full_blocks`: a request's full block is
+        // cached under its hash even when another block has it (`BlockHashToBlockMap` keeps
+        // both); the request keeps reading and sending its own.
+        prefill_checkpoint_duplicates: CheckpointDuplicates::OwnCopy,
         router_mode: RouterMode::Sequential,
         reserved_decode_tokens: 0,
         // vLLM `v1/core/sched/scheduler.py` `schedule`: when `allocate_slots` fails for a running

@@ -736,12 +736,13 @@ mod tests {
     // them; no other space moves. Then for `decode_admission` (thirty-ninth session): the
     // configuration's hash gained a field; the blind swarm draws it from the own-stream generator
     // after the others (`table::OWN_STREAM_KNOBS`), so no other drawn value moves. Then for
-    // `decode_loads_hold_slots` (fortieth session), likewise.
+    // `decode_loads_hold_slots` (fortieth session), likewise, and for
+    // `prefill_checkpoint_duplicates` (forty-first session).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 7ad08c3bac14b4df",
-        "sglang-0.5.22: 292b3c39b1602e0f",
-        "prefix: 267f681aeae6ff91",
-        "vllm-nixl prefix: e85231e1943be982",
+        "blind: 331301968181d765",
+        "sglang-0.5.22: 62a2395115c517b9",
+        "prefix: e7b1d5c5ead9fa05",
+        "vllm-nixl prefix: 5fdf0dc341fc19a9",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -780,13 +781,14 @@ mod tests {
             c.knobs.pp_bootstrap_consensus = base.pp_bootstrap_consensus;
             c.knobs.decode_admission = base.decode_admission;
             c.knobs.decode_loads_hold_slots = base.decode_loads_hold_slots;
+            c.knobs.prefill_checkpoint_duplicates = base.prefill_checkpoint_duplicates;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 12, "{seen:?}");
+        assert_eq!(seen.len(), 14, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -888,12 +890,13 @@ mod tests {
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
-    /// the `decode_admission` and `decode_loads_hold_slots` fields).
+    /// the `decode_admission`, `decode_loads_hold_slots` and `prefill_checkpoint_duplicates`
+    /// fields).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: c56d8444d7e3a5de",
-        "sglang-0.5.22: ae24892f934c71bd",
-        "prefix: a6eddb38f1a9b3c3",
-        "vllm-nixl prefix: 31b86275c0ec2fec",
+        "blind: 789e38674d9dbd11",
+        "sglang-0.5.22: cba05d5c5d3bbf7a",
+        "prefix: 0b59e68f9738af78",
+        "vllm-nixl prefix: d4729806ae46c229",
     ];
 
     #[test]

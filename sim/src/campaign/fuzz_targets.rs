@@ -496,8 +496,8 @@ mod tests {
     // when `vllm-nixl` took `pp_bootstrap_consensus = follow_rank0` and `pp_metadata_writer =
     // last_stage`: the bytes order those knobs' values by the profiles that use them. Then for
     // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
-    // for `decode_loads_hold_slots` likewise.
-    const PINNED_DECODING: [&str; 2] = ["None: f9ee606dd2691ded", "Some(\"sglang-0.5.16\"): 6d1335e860ae11b5"];
+    // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`.
+    const PINNED_DECODING: [&str; 2] = ["None: e49975f9f5c6cdce", "Some(\"sglang-0.5.16\"): 291e777613905620"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -64,6 +64,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_out_of_pages",
     "decode_admission",
     "decode_loads_hold_slots",
+    "prefill_checkpoint_duplicates",
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",

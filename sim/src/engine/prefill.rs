@@ -225,6 +225,25 @@ impl PReq {
     pub(crate) fn checkpoint_blocks(&mut self, keys: &[crate::prefix::BlockKey]) {
         self.borrowed.extend_from_slice(keys);
     }
+
+    /// Pages of its block table already handed to the transfer engine (from the table's start).
+    #[inline]
+    pub fn sent_pages(&self) -> u64 {
+        self.sent_pages
+    }
+
+    /// Its block table's `count` pages from page `at` become `tree` (the radix cache's copy of a
+    /// block it computed too, `World::prefix_checkpoint`): returns its own pages they replace.
+    pub(crate) fn take_tree_copy(&mut self, at: u64, count: u64, tree: &[Run]) -> Vec<Run> {
+        let all = pages_in(&self.pages);
+        let own = slice_pages(&self.pages, at, count);
+        let mut table = slice_pages(&self.pages, 0, at);
+        for run in tree.iter().chain(&slice_pages(&self.pages, at + count, all - at - count)) {
+            push_run(&mut table, *run);
+        }
+        self.pages = table;
+        own
+    }
 }
 
 #[derive(Debug)]

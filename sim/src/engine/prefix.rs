@@ -513,9 +513,14 @@ impl World {
     /// `allocate_slots` → `cache_blocks` as each chunk is scheduled). So a request arriving while
     /// it still chunks, or while its KV is sent, hits them; before the thirty-ninth session the
     /// model indexed a request's blocks only at its release, and missed those hits (and their
-    /// `cross_tenant_prefix_hit`). A block someone else indexed meanwhile stops the checkpoint
-    /// there (the engine would swap the request's copy for the tree's; the model keeps its copy
-    /// and indexes the rest at release, `prefix_release`). Nothing under the chunk cache.
+    /// `cross_tenant_prefix_hit`). A block someone else indexed meanwhile is a duplicate:
+    /// `prefill_checkpoint_duplicates = tree_copy` (sglang) frees the request's copy, puts the
+    /// tree's in its block table (locked, as a matched prefix is) and goes on indexing the blocks
+    /// after it (`checkpoint_tree_copy`); a duplicate with a page already sent, or any duplicate
+    /// under `own_copy`, ends the checkpoint there (the request keeps its copy; the rest is
+    /// indexed at release, `prefix_release`). Before the forty-first session every duplicate
+    /// ended it, and an sglang request kept reading and sending its own copy. Nothing under the
+    /// chunk cache.
     pub(crate) fn prefix_checkpoint(&mut self, n: PrefillIdx, r: RequestId) {
         let ps = self.page_size();
         if self.cfg.knobs.prefill_cache != crate::config::PrefillCache::Radix || !BLOCK_TOKENS.is_multiple_of(ps) {
@@ -524,7 +529,7 @@ impl World {
         let chain_len = self.reqs[r.idx()].chain().len();
         let Some(pr) = self.prefill[n.at()].reqs().get(&r) else { return };
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
-        let from = pr.borrowed().len();
+        let (from, sent) = (pr.borrowed().len(), pr.sent_pages());
         if full <= from {
             return;
         }
@@ -540,29 +545,87 @@ impl World {
                 b.senders.insert(tenant);
             }
         }
-        let keys: Vec<BlockKey> = computed.into_iter().take_while(|k| !idx.blocks.contains_key(k)).collect();
+        let tree_copy = self.cfg.knobs.prefill_checkpoint_duplicates == crate::config::CheckpointDuplicates::TreeCopy;
+        let per = BLOCK_TOKENS / ps;
+        let mut keys: Vec<BlockKey> = Vec::new();
+        // The request's own blocks indexed as new, a run at a time (`insert_own` over the run).
+        let mut new_from = from;
+        let mut swapped = false;
+        for (pos, key) in (from..).zip(computed) {
+            if !self.prefill[n.at()].prefix().blocks.contains_key(&key) {
+                keys.push(key);
+                continue;
+            }
+            if !tree_copy || pos as u64 * per < sent {
+                break;
+            }
+            self.checkpoint_own_blocks(n, r, new_from, &keys[new_from - from..]);
+            self.checkpoint_tree_copy(n, r, pos as u64 * per, key);
+            keys.push(key);
+            new_from = pos + 1;
+            swapped = true;
+        }
+        self.checkpoint_own_blocks(n, r, new_from, &keys[new_from - from..]);
         if keys.is_empty() {
             return;
         }
-        let per = BLOCK_TOKENS / ps;
+        self.prefill[n.at()].req_mut(r).expect("present").checkpoint_blocks(&keys);
+        if swapped {
+            // The replay's block table: its own duplicate pages were freed (`MemOp::Free` ends
+            // the table there), so the whole new table is stated again, the tree's copies in place.
+            let pool = self.prefill[n.at()].id();
+            let table = self.prefill[n.at()].reqs()[&r].pages().to_vec();
+            self.mem(MemOp::Lock { pool, r, pages: table });
+        }
+    }
+
+    /// `prefix_checkpoint`'s new blocks `keys`, blocks `at..` of request `r`'s chain: indexed
+    /// with its own pages, held by the cache and locked by it.
+    fn checkpoint_own_blocks(&mut self, n: PrefillIdx, r: RequestId, at: usize, keys: &[BlockKey]) {
+        if keys.is_empty() {
+            return;
+        }
+        let per = BLOCK_TOKENS / self.page_size();
         let pr = self.prefill[n.at()].reqs().get(&r).expect("present");
-        let own = slice_pages(pr.pages(), from as u64 * per, keys.len() as u64 * per);
-        let parent = self.parent_key(r, from);
-        let public = self.reqs[r.idx()].public_blocks();
+        let own = slice_pages(pr.pages(), at as u64 * per, keys.len() as u64 * per);
+        let parent = self.parent_key(r, at);
+        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
         let node = &mut self.prefill[n.at()];
-        let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
+        let ins = node.prefix_mut().insert_own(keys, parent, &own, per, (tenant, r, public));
         debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
         let pool = node.id();
         self.carry_late_writes(pool, r, &ins.cached);
         let node = &mut self.prefill[n.at()];
-        for key in &keys {
+        for key in keys {
             node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
         }
         node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &ins.cached, Holder::Cache(r));
         }
-        self.prefill[n.at()].req_mut(r).expect("present").checkpoint_blocks(&keys);
+    }
+
+    /// `prefix_checkpoint` under `tree_copy`: request `r` computed block `key` (its table's pages
+    /// from `at`), which another request indexed meanwhile. Its own copy is freed, and the tree's
+    /// takes its place in the block table, locked (`refs`) and touched as the insert walk touches
+    /// every node it passes (sglang 0.5.22 `unified_cache/unified_tree_core.py`
+    /// `_insert_walk_step`: `FreeDeviceKV` of the overlap, then `checkpoint_into_tree` rewrites
+    /// `req_to_token` to the tree's indices and moves the lock). A late write the block holds is
+    /// the request's to read from now on.
+    fn checkpoint_tree_copy(&mut self, n: PrefillIdx, r: RequestId, at: u64, key: BlockKey) {
+        let per = BLOCK_TOKENS / self.page_size();
+        let idx = self.prefill[n.at()].prefix_mut();
+        idx.touch(key);
+        let b = idx.blocks.get_mut(&key).expect("indexed");
+        b.refs += 1;
+        let (tree, late) = (b.pages.clone(), b.late.clone());
+        let node = &mut self.prefill[n.at()];
+        let own = node.req_mut(r).expect("present").take_tree_copy(at, per, &tree);
+        let bad = node.pool_mut().free(&own, Holder::Req(r));
+        let pool = node.id();
+        self.mem(MemOp::Free { pool, r, pages: own });
+        self.note_bad_frees(pool, r, bad);
+        self.reqs[r.idx()].note_late_writes(&late, pool);
     }
 
     /// Frees the least recently used unused block; false when none can be evicted.

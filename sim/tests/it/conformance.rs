@@ -1115,6 +1115,106 @@ prefix_blocks = [11, 12, 99]
     }
 }
 
+/// A block the request computed that another request checkpointed first (both were in one
+/// forward batch): sglang frees the request's copy at its checkpoint, rewrites its block table to
+/// the tree's copy, which it then reads and sends, and indexes its later blocks behind it (0.5.16
+/// `radix_cache.py` `cache_unfinished_req`; 0.5.22 `unified_radix_cache.py`
+/// `checkpoint_into_tree`: `prefill_checkpoint_duplicates = tree_copy`). Request 2 arrives while
+/// request 1's KV is still in flight (delayed a second) and reuses its fourth block. Under
+/// `own_copy` (vLLM keeps its own copy) request 1 keeps its pages, its checkpoint stops at the
+/// first duplicate, and request 2 reuses only the three blocks request 0 indexed. Before the
+/// forty-first session every profile behaved as `own_copy`.
+#[test]
+fn s3_3_a_checkpoint_takes_the_trees_copy_of_a_duplicate_block() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "checkpoint-duplicate"
+context_len = 16384
+[[prefill]]
+pool_tokens = 16384
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1600
+output_tokens = 5
+prefix_blocks = [100, 101, 102]
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2100
+output_tokens = 5
+prefix_blocks = [100, 101, 102, 103]
+[[request]]
+at_ms = 500
+tenant = 1
+prompt_tokens = 2600
+output_tokens = 5
+prefix_blocks = [100, 101, 102, 103]
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 1000
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        for (value, reused) in [("tree_copy", 2048), ("own_copy", 1536)] {
+            let w = collect(text, profile, &[("prefill_checkpoint_duplicates", value)]);
+            assert!((0..3).all(|r| answer(&w, r).0 == 200), "{profile} {value}");
+            assert!(w.oracle.violations.is_empty(), "{profile} {value}: {:?}", w.oracle.violations.first());
+            assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile} {value}");
+            assert_eq!(w.reqs[2].prefix_reused(), reused, "{profile} {value}: request 2's reuse");
+            // Request 1's prefill pages: freed before its KV is even sent (its three duplicate
+            // blocks) only under `tree_copy`, and its block table restated with request 0's pages.
+            let recs = w.tracer.collected.as_ref().expect("collected");
+            let prefill_op = |r: u32| {
+                move |(_, rec): &&(kvsim::types::Instant, TraceRecord)| match rec {
+                    TraceRecord::Mem(
+                        MemOp::Alloc { pool, r: q, .. }
+                        | MemOp::Free { pool, r: q, .. }
+                        | MemOp::Lock { pool, r: q, .. },
+                    ) => pool.role == Role::Prefill && q.0 == r,
+                    _ => false,
+                }
+            };
+            let zero: Vec<_> = recs.iter().filter(prefill_op(0)).collect();
+            let one: Vec<_> = recs.iter().filter(prefill_op(1)).collect();
+            let Some((_, TraceRecord::Mem(MemOp::Alloc { pages: zero_pages, .. }))) = zero.first() else {
+                panic!("{profile} {value}: request 0's allocation first: {zero:?}")
+            };
+            let lock = one.iter().find_map(|(_, rec)| match rec {
+                TraceRecord::Mem(MemOp::Lock { pages, .. }) => Some(pages.clone()),
+                _ => None,
+            });
+            let freed_early = one
+                .iter()
+                .filter(|(t, rec)| matches!(rec, TraceRecord::Mem(MemOp::Free { .. })) && t.0 < answer(&w, 0).1);
+            if value == "tree_copy" {
+                let lock = lock.unwrap_or_else(|| panic!("{profile}: request 1's table restated: {one:?}"));
+                let tree = kvsim::pool::slice_pages(zero_pages, 0, 96);
+                assert_eq!(kvsim::pool::slice_pages(&lock, 0, 96), tree, "{profile}: request 0's three blocks lead");
+                assert_eq!(kvsim::pool::pages_in(&lock), 132, "{profile}: and its own pages follow");
+                assert_eq!(
+                    freed_early
+                        .map(|(_, rec)| match rec {
+                            TraceRecord::Mem(MemOp::Free { pages, .. }) => kvsim::pool::pages_in(pages),
+                            _ => 0,
+                        })
+                        .sum::<u64>(),
+                    96,
+                    "{profile}: its three duplicate blocks' pages"
+                );
+            } else {
+                assert!(lock.is_none(), "{profile}: {one:?}");
+                assert_eq!(freed_early.count(), 0, "{profile}: {one:?}");
+            }
+        }
+    }
+}
+
 /// Decode's radix cache (`decode_radix_cache = on`, sglang's
 /// `--disaggregation-decode-enable-radix-cache`) shared without a per-tenant salt: request 1 of
 /// tenant 2 locks the two prompt blocks request 0 of tenant 1 left there, and prefill sends only

@@ -429,6 +429,7 @@ pub const OWN_STREAM_KNOBS: &[&str] = &[
     "pp_bootstrap_consensus",
     "decode_admission",
     "decode_loads_hold_slots",
+    "prefill_checkpoint_duplicates",
 ];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
@@ -471,6 +472,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_reject_releases_prefill",
     "decode_admission",
     "decode_loads_hold_slots",
+    "prefill_checkpoint_duplicates",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
