@@ -139,6 +139,16 @@ impl PrefixIndex {
         self.clock
     }
 
+    /// Refreshes the indexed blocks among `keys`, in their order (a request's chain: its first
+    /// block ends oldest).
+    fn touch_indexed(&mut self, keys: &[BlockKey]) {
+        for key in keys {
+            if self.blocks.contains_key(key) {
+                self.touch(*key);
+            }
+        }
+    }
+
     /// The least recently used leaf nobody is using: (last use, key). Only a chain's last cached
     /// block is evictable, as in both engines: sglang's radix tree evicts leaves, and a parent
     /// joins the heap once its last child is gone (0.5.22 wheel, `mem_cache/radix_cache.py`
@@ -258,8 +268,12 @@ impl PrefixIndex {
                 break;
             }
             let pages = slice_pages(own, page, per);
-            if let Some(b) = self.blocks.get_mut(&key) {
-                b.senders.insert(tenant);
+            if self.blocks.contains_key(&key) {
+                // The insert walks the existing node and refreshes it (sglang 0.5.22
+                // `unified_tree_core.py` `_insert_walk_step` → `_touch_node`; vLLM's freed copy
+                // goes to the free queue's tail: recently used either way).
+                self.touch(key);
+                self.blocks.get_mut(&key).expect("indexed").senders.insert(tenant);
                 out.dup.extend(pages);
             } else {
                 self.clock += 1;
@@ -484,6 +498,11 @@ impl World {
                 b.refs -= 1;
             }
         }
+        // The release refreshes the whole path the request used, its borrowed blocks first (sglang:
+        // `release_kv_cache` checkpoints, and the insert walk touches every node it passes; vLLM
+        // 0.34.0 `kv_cache_manager.py` `free` puts the request's blocks on the free queue's tail).
+        // Before the forty-first session a borrowed block kept the age of its last match.
+        node.prefix_mut().touch_indexed(pr.borrowed());
         node.pool_mut().rehold(&own, Holder::Cache(r));
         if let Some(rf) = self.reference.as_mut() {
             rf.rehold(node.id(), &own, Holder::Cache(r));
@@ -738,6 +757,8 @@ impl World {
     pub(crate) fn decode_prefix_insert(&mut self, n: DecodeIdx, r: RequestId, d: &crate::decode::DReq) -> Vec<Run> {
         let ps = self.page_size();
         self.decode_prefix_unlock(n, d.borrowed());
+        // Refreshed as on prefill (`prefix_release`): decode's release checkpoint walks the path.
+        self.decode[n.at()].prefix_mut().touch_indexed(d.borrowed());
         let borrowed_pages = d.borrowed().len() as u64 * BLOCK_TOKENS / ps;
         let own = slice_pages(d.pages(), borrowed_pages, pages_in(d.pages()).saturating_sub(borrowed_pages));
         let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());

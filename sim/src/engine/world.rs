@@ -686,6 +686,12 @@ pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId)
 }
 
 impl World {
+    /// Every prefix-cache eviction so far: (time, prefill node, the evicted block's cacher
+    /// tenant), oldest first (report only).
+    pub fn prefix_evictions(&self) -> &[(Instant, PrefillIdx, TenantId)] {
+        &self.prefix_evictions
+    }
+
     /// Virtual time: the time of the event being handled (of the last one, after the run).
     #[inline]
     pub fn now(&self) -> Instant {

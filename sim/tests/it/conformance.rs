@@ -1115,6 +1115,63 @@ prefix_blocks = [11, 12, 99]
     }
 }
 
+/// A release refreshes the blocks the request used (sglang: its release checkpoint walks the
+/// whole path and touches every node; vLLM: `free` puts its blocks on the free queue's tail), so
+/// they outlive blocks cached while it ran. Request 1 of tenant 1 reuses request 0's two blocks
+/// and releases them at ~2.1 s (its KV delayed 2 s); request 2 of tenant 2 cached its own two at
+/// ~0.6 s (two decode nodes: its transfer does not queue behind request 1's). Request 3's prompt
+/// needs more than the free pages: the first cached block evicted is
+/// tenant 2's. Before the forty-first session a borrowed block kept the age of its match (0.1 s),
+/// and tenant 1's went first.
+#[test]
+fn s3_3_a_release_refreshes_the_blocks_it_used() {
+    let text = r#"
+name = "release-refresh"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+count = 2
+pool_tokens = 16384
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 100
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 500
+tenant = 2
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [5, 6]
+[[request]]
+at_ms = 3000
+tenant = 3
+prompt_tokens = 2000
+output_tokens = 2
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 2000
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
+        let w = run(text, profile, &[]);
+        assert!((0..4).all(|r| answer(&w, r).0 == 200), "{profile}");
+        assert_eq!(w.reqs[1].prefix_reused(), 1024, "{profile}: request 1 reuses request 0's blocks");
+        let first = w.prefix_evictions().first().unwrap_or_else(|| panic!("{profile}: request 3 evicts a block"));
+        assert_eq!(first.2 .0, 2, "{profile}: tenant 2's block goes first: {:?}", w.prefix_evictions());
+    }
+}
+
 /// A block the request computed that another request checkpointed first (both were in one
 /// forward batch): sglang frees the request's copy at its checkpoint, rewrites its block table to
 /// the tree's copy, which it then reads and sends, and indexes its later blocks behind it (0.5.16
