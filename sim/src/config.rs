@@ -365,13 +365,13 @@ pub struct Knobs {
     /// only), and two requests never over-commit decode. The client's `max_new_tokens` is the
     /// request's `output_tokens`.
     pub decode_admission: DecodeAdmission,
-    /// Whether a preallocated request holds a running slot while its KV transfers. `on`: decode
-    /// preallocates only while requests in transfer and running number fewer than
-    /// `max_running_requests`, and commits a landed transfer at once (sglang's decode request
-    /// pool with no extra slots: 0.5.22 `arg_groups/pd_disaggregation_hook.py` gives
-    /// `disaggregation_decode_extra_slots` 0 when `max_running_requests` per worker is over 32;
-    /// at 32 or fewer it adds twice that many for preallocated and in-transfer requests, which
-    /// the model does not draw). `off` (vLLM 0.34.0 `v1/core/sched/scheduler.py` `schedule`):
+    /// Whether a preallocated request holds a request slot while its KV transfers. `on` (sglang's
+    /// decode request pool): decode preallocates only while requests in transfer and running
+    /// number fewer than `max_running_requests` plus the extra slots, and a landed transfer joins
+    /// the running batch while it has fewer than `max_running_requests`. The extra slots are both
+    /// wheels' default `disaggregation_decode_extra_slots` (0.5.16 and 0.5.22
+    /// `arg_groups/pd_disaggregation_hook.py`): twice `max_running_requests` when it is at most 32
+    /// (per worker), else none, so above 32 a landed transfer always finds its slot. `off` (vLLM 0.34.0 `v1/core/sched/scheduler.py` `schedule`):
     /// loads start while the running batch has room however many are in flight ("async KV loads
     /// take neither [a running slot nor token budget] until their KV has arrived"), landed loads
     /// (`kv_holding_waiting`) are promoted first, before preempted and new requests, and only

@@ -203,6 +203,24 @@ impl DecodeNode {
         self.running.len() + if loads_hold_slots { self.transfer.len() } else { 0 }
     }
 
+    /// Request slots past `max_running_requests` for preallocated and in-transfer requests, when
+    /// loads hold slots (sglang): `disaggregation_decode_extra_slots`, which both wheels default to
+    /// twice the per-worker running batch when `max_running_requests` is given and at most 32, else
+    /// 0 (0.5.16 and 0.5.22 `arg_groups/pd_disaggregation_hook.py`); the decode request pool is
+    /// `max_running_requests` plus them (`_get_num_req_slots`), preallocation stops when it is
+    /// empty (`pop_preallocated`: `req_to_token_pool.available_size() <= 0`), and the running
+    /// batch still takes at most `max_running_requests` (`_get_new_prebuilt_batch`), so a landed
+    /// request can wait for a running slot. Before the forty-first session the model had no
+    /// extra slots, and a small deployment preallocated less than the engine does.
+    #[inline]
+    fn extra_slots(&self, loads_hold_slots: bool) -> usize {
+        if loads_hold_slots && self.max_running <= 32 {
+            2 * self.max_running as usize
+        } else {
+            0
+        }
+    }
+
     /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     fn nothing_waits(&self) -> bool {
         self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
@@ -466,7 +484,8 @@ impl World {
         let ps = self.page_size();
         while let Some(&r) = self.decode[n.at()].prealloc.front() {
             let node = &self.decode[n.at()];
-            if !node.retracted.is_empty() || node.slots_taken(loads_hold_slots) >= node.max_running as usize {
+            let slots = node.max_running as usize + node.extra_slots(loads_hold_slots);
+            if !node.retracted.is_empty() || node.slots_taken(loads_hold_slots) >= slots {
                 break;
             }
             let need = self.prealloc_pages(node.reqs[&r].len);
@@ -573,7 +592,10 @@ impl World {
         if sglang_retraction && !node.retracted.is_empty() {
             return true;
         }
-        let bounded = k.decode_loads_hold_slots == LoadsHoldSlots::Off;
+        // A landed load waits for a running slot where loads do not hold one (vLLM) or where
+        // extra request slots let more requests in transfer than the running batch takes (sglang).
+        let loads_hold_slots = k.decode_loads_hold_slots == LoadsHoldSlots::On;
+        let bounded = !loads_hold_slots || node.extra_slots(loads_hold_slots) > 0;
         let polled: Vec<(RequestId, bool)> =
             node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))).collect();
         for (r, ok) in polled {
@@ -1049,9 +1071,9 @@ impl World {
         let reserve = self.cfg.knobs.reserved_decode_tokens;
         while let Some(&r) = self.decode[n.at()].retracted.front() {
             let node = &self.decode[n.at()];
-            if node.slots_taken(self.cfg.knobs.decode_loads_hold_slots == LoadsHoldSlots::On)
-                >= node.max_running as usize
-            {
+            let loads_hold_slots = self.cfg.knobs.decode_loads_hold_slots == LoadsHoldSlots::On;
+            let slots = node.max_running as usize + node.extra_slots(loads_hold_slots);
+            if node.running.len() >= node.max_running as usize || node.slots_taken(loads_hold_slots) >= slots {
                 return;
             }
             let d = &node.reqs[&r];

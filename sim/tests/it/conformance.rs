@@ -2270,10 +2270,13 @@ prefix_blocks = [60, 61]
 /// vLLM 0.34.0 `v1/core/sched/scheduler.py` `schedule` (`decode_loads_hold_slots = off`): an
 /// asynchronous KV load takes no running slot, so with one running slot two requests arriving
 /// together both start their loads (new loads start while the running batch has room), request 0
-/// is promoted, and request 1's landed KV waits (holding its pages) until the slot frees. With
-/// sglang's shared request pool (`on`) request 1 is preallocated only once request 0 is gone.
-/// Before, the model ran vLLM as sglang: a run whose `max_running_requests` loads were stuck held
-/// every later request out of preallocation, a hang the engine does not have.
+/// is promoted, and request 1's landed KV waits (holding its pages) until the slot frees. sglang
+/// (`on`) shares its decode request pool between preallocated, in-transfer and running requests,
+/// but with `max_running_requests` at most 32 the pool has twice as many extra slots
+/// (`disaggregation_decode_extra_slots`, both wheels' default), so request 1 is preallocated
+/// beside request 0 there too and waits for the running slot. Before, the model ran vLLM as
+/// sglang (a run whose `max_running_requests` loads were stuck held every later request out of
+/// preallocation, a hang the engine does not have), and gave sglang no extra slots.
 #[test]
 fn s4_2_vllm_loads_take_no_running_slot_until_promoted() {
     use kvsim::types::Role;
@@ -2302,24 +2305,49 @@ delay_ms = 1000
 "#;
     let alloc_at = |w: &World, r: u32| mem_times(w, Role::Decode, r, false)[0];
     let first_token = |w: &World, r: u32| w.reqs[r as usize].first_token_at().expect("a token").0;
-    for (value, load_waits) in [("off", false), ("on", true)] {
-        let w = collect(text, "vllm-nixl", &[("decode_loads_hold_slots", value)]);
-        assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 200), "{value}");
-        assert!(w.oracle.violations.is_empty(), "{value}: {:?}", w.oracle.violations.first());
-        // Request 0's transfer is delayed a second: under `off` request 1's load starts beside it.
-        let zero_done = w.reqs[0].response().expect("answered").at.0;
+    for (profile, value) in [("vllm-nixl", "off"), ("vllm-nixl", "on"), ("sglang-0.5.22", "on")] {
+        let w = collect(text, profile, &[("decode_loads_hold_slots", value)]);
+        assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 200), "{profile} {value}");
+        assert!(w.oracle.violations.is_empty(), "{profile} {value}: {:?}", w.oracle.violations.first());
+        // Request 0's transfer is delayed a second: request 1's load starts beside it.
         let one_in = alloc_at(&w, 1);
-        if load_waits {
-            assert!(
-                one_in > zero_done - 50_000_000,
-                "{value}: request 1's pages at {one_in} ns, request 0 done at {zero_done} ns"
-            );
-        } else {
-            assert!(one_in < first_token(&w, 0), "{value}: request 1's pages at {one_in} ns, during request 0's load");
-        }
-        // Either way the two decode one after the other in the one running slot.
+        assert!(
+            one_in < first_token(&w, 0),
+            "{profile} {value}: request 1's pages at {one_in} ns, during request 0's load"
+        );
+        // The two decode one after the other in the one running slot (whichever landed first).
         let (t0, t1) = (first_token(&w, 0), first_token(&w, 1));
-        assert!(t0.max(t1) > t0.min(t1) + 30_000_000, "{value}: first tokens at {t0} and {t1} ns");
+        assert!(t0.max(t1) > t0.min(t1) + 30_000_000, "{profile} {value}: first tokens at {t0} and {t1} ns");
+    }
+}
+
+/// sglang's decode request pool without extra slots (`max_running_requests` over 32: both wheels'
+/// `disaggregation_decode_extra_slots` default is 0 there): preallocated, in-transfer and running
+/// requests together fill `max_running_requests`. 34 requests arrive together on 33 slots, the
+/// first 33 with their KV delayed a second; the last is preallocated only once one of them is gone.
+/// vLLM (`off`) starts every load at once.
+#[test]
+fn s4_2_sglang_request_pool_without_extra_slots_is_shared_by_loads() {
+    use kvsim::types::Role;
+    let mut text = String::from(
+        "name = \"request-pool\"\ncontext_len = 8192\n[[prefill]]\npool_tokens = 65536\n[[decode]]\npool_tokens = 65536\nmax_running_requests = 33\n",
+    );
+    for _ in 0..34 {
+        text.push_str("[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 600\noutput_tokens = 4\n");
+    }
+    for r in 0..33 {
+        text.push_str(&format!("[[faults.script]]\nkind = \"delay\"\nrequest = {r}\ndelay_ms = 1000\n"));
+    }
+    for (profile, waits) in [("sglang-0.5.16", true), ("sglang-0.5.22", true), ("vllm-nixl", false)] {
+        let w = collect(&text, profile, &[]);
+        assert!((0..34).all(|r| answer(&w, r).0 == 200), "{profile}");
+        let last_in = mem_times(&w, Role::Decode, 33, false)[0];
+        let first_done = (0..33).map(|r| answer(&w, r).1).min().expect("answered");
+        assert_eq!(
+            last_in >= first_done - 50_000_000,
+            waits,
+            "{profile}: request 33's pages at {last_in} ns, first answer at {first_done} ns"
+        );
     }
 }
 
