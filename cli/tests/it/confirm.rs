@@ -108,6 +108,25 @@ fn reads_through_cached_prefix_blocks_replay_over_their_locked_pages() {
     assert_eq!(share(&out, "own"), 100.0, "after the land it reads its chain's KV: {out}");
 }
 
+/// sglang's checkpoint hands a request the tree's copy of a block another request indexed first
+/// (`prefill_checkpoint_duplicates = tree_copy`), and prefill sends that copy: in
+/// `self-sent-block-in-flight.toml` request 1 (tenant 2) computed blocks [100, 101] beside request
+/// 0 (tenant 1), so the KV decode receives for them is tenant 1's bytes (the same content: the
+/// oracle calls the read clean, and the replay, which attributes KV to its writer, counts it as
+/// foreign, as README's "GPU confirmation" says). Keeping its own copy, it reads only its own.
+#[test]
+fn a_checkpoints_tree_copy_is_what_prefill_sends() {
+    let path = crate::sim_data().join("oracle/self-sent-block-in-flight.toml");
+    for (value, foreign) in [("tree_copy", true), ("own_copy", false)] {
+        let set = format!("prefill_checkpoint_duplicates={value}");
+        let t = trace_of(path.to_str().unwrap(), &["--set", &set]);
+        let (code, out, err) = kvsim(&["confirm", &t, "--backend", "cpu", "--request", "1"]);
+        assert!(out.contains("request 1 (tenant 2) on decode-0, 1101 tokens"), "{value}: {out}{err}");
+        assert_eq!(share(&out, "foreign") > 90.0, foreign, "{value}: {out}");
+        assert_eq!(code, Some(if foreign { 10 } else { 0 }), "{value}: {out}{err}");
+    }
+}
+
 #[test]
 fn never_written_slots_are_zeros_only() {
     let t = trace_of("small/stub-cold.toml", &[]);
