@@ -1172,6 +1172,66 @@ delay_ms = 2000
     }
 }
 
+/// Decode's radix cache refreshes at release too (`decode_radix_cache = on`, sglang: the
+/// release checkpoint walks the request's path). Request 1 locks request 0's two cached blocks
+/// at ~0.1 s and decodes for ~3 s; request 2 of tenant 2 caches its own two at ~0.6 s. Request 3
+/// needs more than the free pages, and the first cached block evicted is request 2's. Before the
+/// forty-first session request 0's blocks kept the age of request 1's lock and went first.
+#[test]
+fn s3_4_a_decode_release_refreshes_the_blocks_it_used() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "decode-release-refresh"
+context_len = 8192
+[[prefill]]
+pool_tokens = 16384
+[[decode]]
+pool_tokens = 4096
+[knobs]
+page_size = 16
+decode_radix_cache = "on"
+prefill_cache = "chunk"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 100
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 300
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 500
+tenant = 2
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [5, 6]
+[[request]]
+at_ms = 8000
+tenant = 3
+prompt_tokens = 3000
+output_tokens = 2
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(text, profile, &[]);
+        assert!((0..4).all(|r| answer(&w, r).0 == 200), "{profile}");
+        assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "{profile}: request 1 locks request 0's blocks");
+        assert!(answer(&w, 1).1 > answer(&w, 2).1 + 1_000_000_000, "{profile}: request 1 outlives request 2");
+        let recs = w.tracer.collected.as_ref().expect("collected");
+        let first_evicted = recs.iter().find_map(|(t, rec)| match rec {
+            TraceRecord::Mem(MemOp::Free { pool, r, .. }) if pool.role == Role::Decode && t.0 >= 8_000_000_000 => {
+                Some(r.0)
+            }
+            _ => None,
+        });
+        assert_eq!(first_evicted, Some(2), "{profile}: request 2's cached block goes first");
+    }
+}
+
 /// A block the request computed that another request checkpointed first (both were in one
 /// forward batch): sglang frees the request's copy at its checkpoint, rewrites its block table to
 /// the tree's copy, which it then reads and sends, and indexes its later blocks behind it (0.5.16
