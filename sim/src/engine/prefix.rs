@@ -548,7 +548,10 @@ impl World {
         let chain_len = self.reqs[r.idx()].chain().len();
         let Some(pr) = self.prefill[n.at()].reqs().get(&r) else { return };
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
-        let (from, sent) = (pr.borrowed().len(), pr.sent_pages());
+        // Pages handed to the transfer engine: from decode's reported prefix (never sent) to
+        // `sent_pages`.
+        let sent = (self.reqs[r.idx()].decode_prefix_tokens() / ps, pr.sent_pages());
+        let from = pr.borrowed().len();
         if full <= from {
             return;
         }
@@ -575,7 +578,8 @@ impl World {
                 keys.push(key);
                 continue;
             }
-            if !tree_copy || pos as u64 * per < sent {
+            let first = pos as u64 * per;
+            if !tree_copy || (first < sent.1 && first + per > sent.0) {
                 break;
             }
             self.checkpoint_own_blocks(n, r, new_from, &keys[new_from - from..]);

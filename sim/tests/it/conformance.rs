@@ -1115,6 +1115,76 @@ prefix_blocks = [11, 12, 99]
     }
 }
 
+/// Pages below decode's reported prefix (`decode_radix_cache = on`: `decode_prefix_len`) are never
+/// sent, so a duplicate block there still takes the tree's copy at the checkpoint. Request 0's
+/// blocks [1, 2] stay cached on decode after request 1 pushed them out of prefill's cache; requests
+/// 2 and 3 lock them on decode and compute [1, 2, 3] side by side on prefill: request 3's
+/// checkpoint finds request 2's three blocks and takes all three (its `sent_pages` already stood
+/// at decode's prefix, which the model first read as sent).
+#[test]
+fn s3_3_a_duplicate_below_decodes_prefix_takes_the_trees_copy() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "checkpoint-duplicate-decode-prefix"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+decode_radix_cache = "on"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2
+prefix_blocks = [1, 2]
+[[request]]
+at_ms = 200
+tenant = 3
+prompt_tokens = 4000
+output_tokens = 2
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1700
+output_tokens = 2
+prefix_blocks = [1, 2, 3]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1700
+output_tokens = 2
+prefix_blocks = [1, 2, 3]
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        let w = collect(text, profile, &[]);
+        assert!((0..4).all(|r| answer(&w, r).0 == 200), "{profile}");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+        assert_eq!((w.reqs[2].decode_prefix_tokens(), w.reqs[3].decode_prefix_tokens()), (1024, 1024), "{profile}");
+        assert_eq!(
+            (w.reqs[2].prefix_reused(), w.reqs[3].prefix_reused()),
+            (0, 0),
+            "{profile}: prefill's cache lost them"
+        );
+        let recs = w.tracer.collected.as_ref().expect("collected");
+        let freed_before_answer: u64 = recs
+            .iter()
+            .filter_map(|(t, rec)| match rec {
+                TraceRecord::Mem(MemOp::Free { pool, r, pages })
+                    if pool.role == Role::Prefill && r.0 == 3 && t.0 < answer(&w, 3).1 =>
+                {
+                    Some(kvsim::pool::pages_in(pages))
+                }
+                _ => None,
+            })
+            .sum();
+        assert_eq!(freed_before_answer, 96, "{profile}: request 3's copies of the three blocks");
+    }
+}
+
 /// A release refreshes the blocks the request used (sglang: its release checkpoint walks the
 /// whole path and touches every node; vLLM: `free` puts its blocks on the free queue's tail), so
 /// they outlive blocks cached while it ran. Request 1 of tenant 1 reuses request 0's two blocks
