@@ -221,6 +221,14 @@ impl DecodeNode {
         }
     }
 
+    /// Whether the decode request pool is full: the slots taken (`slots_taken`) reach
+    /// `max_running_requests` plus the extra slots (`extra_slots`). Preallocation and resumption
+    /// both stop there.
+    #[inline]
+    fn request_pool_full(&self, loads_hold_slots: bool) -> bool {
+        self.slots_taken(loads_hold_slots) >= self.max_running as usize + self.extra_slots(loads_hold_slots)
+    }
+
     /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     fn nothing_waits(&self) -> bool {
         self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
@@ -484,8 +492,7 @@ impl World {
         let ps = self.page_size();
         while let Some(&r) = self.decode[n.at()].prealloc.front() {
             let node = &self.decode[n.at()];
-            let slots = node.max_running as usize + node.extra_slots(loads_hold_slots);
-            if !node.retracted.is_empty() || node.slots_taken(loads_hold_slots) >= slots {
+            if !node.retracted.is_empty() || node.request_pool_full(loads_hold_slots) {
                 break;
             }
             let need = self.prealloc_pages(node.reqs[&r].len);
@@ -1069,11 +1076,11 @@ impl World {
     fn decode_resume(&mut self, n: DecodeIdx) {
         let ps = self.page_size();
         let reserve = self.cfg.knobs.reserved_decode_tokens;
+        let loads_hold_slots = self.cfg.knobs.decode_loads_hold_slots == LoadsHoldSlots::On;
         while let Some(&r) = self.decode[n.at()].retracted.front() {
             let node = &self.decode[n.at()];
-            let loads_hold_slots = self.cfg.knobs.decode_loads_hold_slots == LoadsHoldSlots::On;
-            let slots = node.max_running as usize + node.extra_slots(loads_hold_slots);
-            if node.running.len() >= node.max_running as usize || node.slots_taken(loads_hold_slots) >= slots {
+            // A resumed request runs at once: it needs a running slot as well as a request slot.
+            if node.running.len() >= node.max_running as usize || node.request_pool_full(loads_hold_slots) {
                 return;
             }
             let d = &node.reqs[&r];

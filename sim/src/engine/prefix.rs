@@ -550,7 +550,7 @@ impl World {
         let full = ((pr.prefilled() / BLOCK_TOKENS) as usize).min(chain_len);
         // Pages handed to the transfer engine: from decode's reported prefix (never sent) to
         // `sent_pages`.
-        let sent = (self.reqs[r.idx()].decode_prefix_tokens() / ps, pr.sent_pages());
+        let (sent_from, sent_to) = (self.reqs[r.idx()].decode_prefix_tokens() / ps, pr.sent_pages());
         let from = pr.borrowed().len();
         if full <= from {
             return;
@@ -579,11 +579,11 @@ impl World {
                 continue;
             }
             let first = pos as u64 * per;
-            if !tree_copy || (first < sent.1 && first + per > sent.0) {
+            if !tree_copy || (first < sent_to && first + per > sent_from) {
                 break;
             }
             self.checkpoint_own_blocks(n, r, new_from, &keys[new_from - from..]);
-            self.checkpoint_tree_copy(n, r, pos as u64 * per, key);
+            self.checkpoint_tree_copy(n, r, first, key);
             keys.push(key);
             new_from = pos + 1;
             swapped = true;
