@@ -9,7 +9,8 @@ For each profile, campaign seed k = 0..N-1 (N = `--seeds`, 5 by default; `--seed
 first run of every signature from DIR/campaign.json (`first_seed - seed_start + 1`). Prints, per
 profile and mode, the signatures per seed and the mean new-signature curve, then the run counts
 at which guided's mean is strictly above the swarm's on every profile. `--out` keeps the first
-runs (JSON) so a later call with `--reuse` compares another binary's guided column to them.
+runs (JSON) so a later call with `--reuse` compares another binary's guided column to them, or,
+with `--extend` and a larger `--seeds`, adds campaign seeds to the same binary's table.
 """
 import argparse
 import concurrent.futures as cf
@@ -48,6 +49,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=5, help="campaign seeds per profile and mode (the done-when uses 5)")
     ap.add_argument("--out")
     ap.add_argument("--reuse", help="a JSON from --out whose columns fill the modes not run")
+    ap.add_argument("--extend", action="store_true",
+                    help="with --reuse: run only the campaign seeds the JSON lacks (more seeds for the same binary)")
     a = ap.parse_args()
     seeds = a.seeds
     profiles = a.profiles.split(",")
@@ -58,6 +61,8 @@ def main():
         for p in profiles:
             for m in modes:
                 for k in range(seeds):
+                    if a.extend and str(k) in firsts.get(p, {}).get(m, {}):
+                        continue
                     jobs[(p, m, k)] = ex.submit(one, os.path.abspath(a.binary), p, k, m, a.runs)
         for (p, m, k), f in jobs.items():
             firsts.setdefault(p, {}).setdefault(m, {})[str(k)] = f.result()

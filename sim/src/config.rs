@@ -292,7 +292,9 @@ pub struct Knobs {
     /// `own_copy` (vLLM 0.34.0 `v1/core/block_pool.py` `cache_full_blocks` keeps the request's
     /// block, a second cached copy under the same hash): the request keeps its copy, and the
     /// model's one-copy-per-key index stops the checkpoint there; the later blocks join the index
-    /// at release.
+    /// at release. At release a duplicate still held (one the checkpoint could not swap) is freed
+    /// at once under `tree_copy` (sglang's release checkpoint frees "the duplicates that were
+    /// already in the tree") and stays cached, evictable, under `own_copy`.
     pub prefill_checkpoint_duplicates: CheckpointDuplicates,
     /// `concurrent` legs with a bootstrap room (sglang router), or `sequential`: prefill first, then
     /// decode (vLLM proxy).

@@ -517,9 +517,25 @@ impl World {
             self.prefill[n.at()].prefix_mut().insert_own(&keys, parent, &own, BLOCK_TOKENS / ps, (tenant, r, public));
         self.carry_late_writes(self.prefill[n.at()].id(), r, &ins.cached);
         // The whole of `own` is already the cache's (reheld above): the tail goes to the plain
-        // cache, and so do the pages of blocks indexed before.
+        // cache. The pages of blocks indexed before (a duplicate the last checkpoint could not
+        // swap: one with a page already sent, or any under `own_copy`) are freed at once under
+        // `tree_copy` (sglang 0.5.16 `mem_cache/radix_cache.py` `cache_finished_req` and 0.5.22
+        // `_insert_cache`, called by the release's `checkpoint`: the row's slice from the protected
+        // prefix to the tree's match is freed as "the duplicates that were already in the tree");
+        // vLLM keeps its copy as a cached block on the free queue (`own_copy`: the plain cache).
+        // Before the forty-second session they went to the plain cache on every profile.
         let mut rest = ins.tail;
-        rest.extend(ins.dup);
+        if self.cfg.knobs.prefill_checkpoint_duplicates == crate::config::CheckpointDuplicates::TreeCopy {
+            if !ins.dup.is_empty() {
+                let node = &mut self.prefill[n.at()];
+                let bad = node.pool_mut().free(&ins.dup, Holder::Cache(r));
+                assert!(bad.is_empty(), "prefill-{n}: a released duplicate's pages were not held by the cache");
+                let pool = node.id();
+                self.mem(MemOp::Free { pool, r, pages: ins.dup });
+            }
+        } else {
+            rest.extend(ins.dup);
+        }
         rest
     }
 

@@ -1402,6 +1402,72 @@ delay_ms = 1000
     }
 }
 
+/// A duplicate block the checkpoint could not swap (a page of it already sent) is freed at the
+/// release under `tree_copy`: sglang's release checkpoint frees the row's slice from the
+/// protected prefix to the tree's match, "the duplicates that were already in the tree" (0.5.16
+/// `radix_cache.py` `cache_finished_req`; 0.5.22 `_insert_cache`). vLLM keeps its copy as a cached
+/// block on its free queue (`own_copy`: the plain cache, freed only by an eviction). Request 1's
+/// prompt is exactly request 0's cached block, so the `len - 1` cap leaves it no match: it
+/// recomputes the block in two 256-token chunks, the first of which is sent before the second
+/// finds the block cached. Before the forty-second session the pages went to the plain cache on
+/// every profile.
+#[test]
+fn s3_3_a_released_duplicate_is_freed_under_tree_copy() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "release-duplicate"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+page_size = 16
+chunked_prefill_size = 256
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 600
+output_tokens = 2
+prefix_blocks = [5]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 512
+output_tokens = 2
+prefix_blocks = [5]
+"#;
+    for profile in ["sglang-0.5.16", "sglang-0.5.22"] {
+        for value in ["tree_copy", "own_copy"] {
+            let w = collect(text, profile, &[("prefill_checkpoint_duplicates", value)]);
+            assert!((0..2).all(|r| answer(&w, r).0 == 200), "{profile} {value}");
+            assert!(w.oracle.violations.is_empty(), "{profile} {value}: {:?}", w.oracle.violations.first());
+            assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile} {value}");
+            assert_eq!(w.reqs[1].prefix_reused(), 0, "{profile} {value}: the len - 1 cap leaves no match");
+            let recs = w.tracer.collected.as_ref().expect("collected");
+            let freed: u64 = recs
+                .iter()
+                .filter_map(|(_, rec)| match rec {
+                    TraceRecord::Mem(MemOp::Free { pool, r, pages }) if pool.role == Role::Prefill && r.0 == 1 => {
+                        Some(kvsim::pool::pages_in(pages))
+                    }
+                    _ => None,
+                })
+                .sum();
+            // Request 1 held 32 pages on prefill; request 0's block keeps its own pages cached.
+            let expected = if value == "tree_copy" { 32 } else { 0 };
+            assert_eq!(freed, expected, "{profile} {value}: request 1's prefill pages freed");
+            if value == "tree_copy" {
+                // The same pages the plain cache keeps under `own_copy` are free at the end.
+                let own = collect(text, profile, &[("prefill_checkpoint_duplicates", "own_copy")]);
+                let free = |w: &World| w.prefill[0].pool().free_pages();
+                assert_eq!(free(&w), free(&own) + 32, "{profile}: 32 more pages free");
+            }
+        }
+    }
+}
+
 /// Decode's radix cache (`decode_radix_cache = on`, sglang's
 /// `--disaggregation-decode-enable-radix-cache`) shared without a per-tenant salt: request 1 of
 /// tenant 2 locks the two prompt blocks request 0 of tenant 1 left there, and prefill sends only
