@@ -177,6 +177,11 @@ knob_enum!(
     CheckpointDuplicates { TreeCopy, OwnCopy }
 );
 knob_enum!(
+    /// The rules of decode's prefix cache (with `decode_radix_cache = on`): sglang's `radix_tree`
+    /// or vLLM's `block_pool`.
+    DecodePrefixRules { RadixTree, BlockPool }
+);
+knob_enum!(
     /// What the router does when the prefill leg fails first (the three released routers).
     RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
@@ -389,6 +394,16 @@ pub struct Knobs {
     /// pages, reserves only the rest and reports the matched length to prefill
     /// (`decode_prefix_len`), which sends only from there.
     pub decode_radix_cache: OnOff,
+    /// With `decode_radix_cache = on`, whose rules decode's prefix cache follows. `radix_tree`
+    /// (sglang `disaggregation/decode.py` `_match_prefix_and_lock`): every full prompt block may
+    /// match, a lookup refreshes the blocks it matched (an admission that did not fit too), and a
+    /// request's blocks are indexed at its release. `block_pool` (vLLM 0.34.0, prefix caching on
+    /// by default): a hit is capped at the prompt less one token (`kv_cache_manager.py`
+    /// `get_computed_blocks`), a lookup refreshes nothing (a block's age is when it was last freed),
+    /// and a loaded request's full prompt blocks are indexed when its KV has arrived
+    /// (`sched/scheduler.py` `_update_waiting_for_remote_kv` → `cache_blocks`), so a request
+    /// arriving while it decodes can hit them.
+    pub decode_prefix_rules: DecodePrefixRules,
     /// Whether prefill sends a last chunk with zero pages (decode's reported prefix covers the
     /// whole prompt): `skip` never sends it and the request sits in prefill's inflight queue
     /// (sglang #28652: `BaseKVSender.should_send_kv_chunk` is `num_pages > 0`), `send` sends the
@@ -520,6 +535,7 @@ fn sglang_0_5_16() -> Knobs {
         // `--disaggregation-decode-enable-radix-cache` defaults to False (0.5.16 wheel
         // `server_args.py`, 0.5.22 wheel `arg_groups/fields/disagg.py`).
         decode_radix_cache: OnOff::Off,
+        decode_prefix_rules: DecodePrefixRules::RadixTree,
         // Both wheels' real senders (Mooncake, NIXL, Mori, Ascend) inherit
         // `disaggregation/common/conn.py` `CommonKVSender.should_send_kv_chunk` (`num_pages > 0 or
         // last_chunk`): a zero-page last chunk is sent (#28652's fix). Only the base class
@@ -659,6 +675,12 @@ fn vllm_nixl() -> Knobs {
         // profile reported sglang's deadlock.)
         pp_bootstrap_consensus: PpBootstrapConsensus::FollowRank0,
         pp_metadata_writer: PpMetadataWriter::LastStage,
+        // vLLM 0.34.0 caches prefixes on decode too (`enable_prefix_caching` defaults on; the
+        // NIXL connector pulls only the blocks not hit locally: `nixl/pull_scheduler.py`
+        // `get_num_new_matched_tokens` counts from `num_computed_tokens`), under the block pool's
+        // rules. Before the forty-second session the profile kept decode's cache off.
+        decode_radix_cache: OnOff::On,
+        decode_prefix_rules: DecodePrefixRules::BlockPool,
         ..sglang_0_5_16()
     }
 }

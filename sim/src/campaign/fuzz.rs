@@ -737,12 +737,14 @@ mod tests {
     // configuration's hash gained a field; the blind swarm draws it from the own-stream generator
     // after the others (`table::OWN_STREAM_KNOBS`), so no other drawn value moves. Then for
     // `decode_loads_hold_slots` (fortieth session), likewise, and for
-    // `prefill_checkpoint_duplicates` (forty-first session).
+    // `prefill_checkpoint_duplicates` (forty-first session). Then for `decode_prefix_rules`
+    // (forty-second session; own stream as well), when `vllm-nixl` also took `decode_radix_cache =
+    // on`: that profile's draws carry both.
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 331301968181d765",
-        "sglang-0.5.22: 62a2395115c517b9",
-        "prefix: e7b1d5c5ead9fa05",
-        "vllm-nixl prefix: 5fdf0dc341fc19a9",
+        "blind: 146d71cf7cf95e89",
+        "sglang-0.5.22: 0cf4b24c4074b46e",
+        "prefix: 94cf73132e26b12a",
+        "vllm-nixl prefix: 0461b5d8d7bd1feb",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -782,13 +784,14 @@ mod tests {
             c.knobs.decode_admission = base.decode_admission;
             c.knobs.decode_loads_hold_slots = base.decode_loads_hold_slots;
             c.knobs.prefill_checkpoint_duplicates = base.prefill_checkpoint_duplicates;
+            c.knobs.decode_prefix_rules = base.decode_prefix_rules;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 14, "{seen:?}");
+        assert_eq!(seen.len(), 16, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -890,13 +893,13 @@ mod tests {
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
-    /// the `decode_admission`, `decode_loads_hold_slots` and `prefill_checkpoint_duplicates`
-    /// fields).
+    /// the `decode_admission`, `decode_loads_hold_slots`, `prefill_checkpoint_duplicates` and
+    /// `decode_prefix_rules` fields, and `vllm-nixl`'s decode prefix cache).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: 789e38674d9dbd11",
-        "sglang-0.5.22: cba05d5c5d3bbf7a",
-        "prefix: 0b59e68f9738af78",
-        "vllm-nixl prefix: d4729806ae46c229",
+        "blind: be469a36e70a2221",
+        "sglang-0.5.22: 405f582065cd4b75",
+        "prefix: 67e3812d0ca294ae",
+        "vllm-nixl prefix: d3da1c580a87f9ae",
     ];
 
     #[test]

@@ -496,8 +496,9 @@ mod tests {
     // when `vllm-nixl` took `pp_bootstrap_consensus = follow_rank0` and `pp_metadata_writer =
     // last_stage`: the bytes order those knobs' values by the profiles that use them. Then for
     // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
-    // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`.
-    const PINNED_DECODING: [&str; 2] = ["None: e49975f9f5c6cdce", "Some(\"sglang-0.5.16\"): 291e777613905620"];
+    // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`, and for
+    // `decode_prefix_rules` (and `vllm-nixl`'s `decode_radix_cache = on`).
+    const PINNED_DECODING: [&str; 2] = ["None: d7d53b582f105efa", "Some(\"sglang-0.5.16\"): d06034d107d06f4e"];
 
     #[test]
     fn short_and_empty_input_decode() {

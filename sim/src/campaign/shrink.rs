@@ -65,6 +65,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_admission",
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
+    "decode_prefix_rules",
     "retracted_abort",
     "decode_radix_cache",
     "zero_page_last_chunk",

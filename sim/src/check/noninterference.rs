@@ -173,11 +173,18 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     // it reused, or whose cached blocks it hit: the secret's request served from another
     // tenant's copy of a block in one run and from its own in the other is batched differently),
     // and the first eviction that went another way: the run-level causes.
+    // Both radix caches count: prefill's and decode's (`decode_radix_cache = on`, which vLLM has
+    // by default). Before the forty-second session a decode hit was not looked at, and a
+    // difference it made was named `allocation`.
+    let served = |r: &Req| r.prefix_reused() + r.decode_prefix_tokens();
+    let owner = |r: &Req| r.prefix_hit_owner().or(r.decode_prefix_owner());
     let first_reuse = a
         .reqs
         .iter()
         .zip(&b.reqs)
-        .filter(|(x, y)| x.prefix_reused() != y.prefix_reused() || x.prefix_hit_owner() != y.prefix_hit_owner())
+        .filter(|(x, y)| {
+            served(x) != served(y) || owner(x) != owner(y) || x.decode_prefix_owner() != y.decode_prefix_owner()
+        })
         .min_by_key(|(x, _)| (x.arrival(), x.id()))
         .map(|(x, _)| x.id());
     let ev_div = {
@@ -209,12 +216,12 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         ];
         let (delta, difference) = largest_difference(&pairs);
         let kind = if sa.status != sb.status { Kind::StatusChannel } else { Kind::TimingChannel };
-        let more = if x.prefix_reused() >= y.prefix_reused() { x } else { y };
+        let more = if served(x) >= served(y) { x } else { y };
         let (cause, culprit): (&str, Option<RequestId>) =
             if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {
                 ("memory_safety", None)
-            } else if x.prefix_reused() != y.prefix_reused() {
-                match more.prefix_hit_owner() {
+            } else if served(x) != served(y) {
+                match owner(more) {
                     Some((r, t)) if t.0 == secret => ("prefix_hit", Some(r)),
                     _ if ev_div.is_some_and(|t| t.0 <= sa.end.unwrap_or(u64::MAX)) => ("prefix_eviction", None),
                     owner => ("prefix_hit", owner.map(|o| o.0)),
@@ -251,15 +258,15 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         match cause {
             "prefix_hit" => detail.push_str(&format!(
                 "; the prefix cache served {} vs {} of its prompt tokens{}",
-                x.prefix_reused(),
-                y.prefix_reused(),
+                served(x),
+                served(y),
                 culprit.map_or(String::new(), |r| format!(", blocks request {} had cached", r.0))
             )),
             "prefix_hit_queueing" => detail.push_str(&format!(
                 "; request {} was served {} vs {} prompt tokens from the prefix cache, which changed the queue",
                 first_reuse.map_or(0, |r| r.0),
-                first_reuse.map_or(0, |r| a.reqs[r.idx()].prefix_reused()),
-                first_reuse.map_or(0, |r| b.reqs[r.idx()].prefix_reused())
+                first_reuse.map_or(0, |r| served(&a.reqs[r.idx()])),
+                first_reuse.map_or(0, |r| served(&b.reqs[r.idx()]))
             )),
             "prefix_eviction" => detail
                 .push_str(&format!("; the prefix cache's evictions went another way from {}", ms(ev_div.map(|t| t.0)))),

@@ -72,8 +72,9 @@ pub struct DReq {
     /// Pages of this request's KV backed up in host memory (retracted with
     /// `decode_out_of_pages = retract_to_host`; still counted after a leaking abort).
     host_pages: u64,
-    /// Decode-side radix-cache blocks this request locked at admission (`decode_radix_cache =
-    /// on`): their pages start its block table and belong to the cache, not to the request.
+    /// Decode-side radix-cache blocks this request locked (`decode_radix_cache = on`): at
+    /// admission, and its own when its KV arrived under `decode_prefix_rules = block_pool`; their
+    /// pages start its block table and belong to the cache, not to the request.
     borrowed: Vec<crate::prefix::BlockKey>,
     /// It joined the running batch while a decode step was running: that step's batch was formed
     /// (and its cost computed) without it, so it gets no token when that step ends; it joins the
@@ -116,10 +117,17 @@ impl DReq {
         &self.pages
     }
 
-    /// Decode-side radix-cache blocks it locked at admission.
+    /// Decode-side radix-cache blocks it locked at admission (and, under `decode_prefix_rules =
+    /// block_pool`, its own blocks indexed when its KV arrived).
     #[inline]
     pub fn borrowed(&self) -> &[crate::prefix::BlockKey] {
         &self.borrowed
+    }
+
+    /// Its own next prompt blocks `keys` joined decode's prefix index, which it keeps locked
+    /// (`World::decode_prefix_index_loaded`): they join its borrowed blocks.
+    pub(crate) fn borrow_more(&mut self, keys: &[crate::prefix::BlockKey]) {
+        self.borrowed.extend_from_slice(keys);
     }
 
     /// A write landed in its pages since decode last read them.
@@ -533,7 +541,8 @@ impl World {
             };
             let pool = self.decode[n.at()].id();
             if !borrowed.is_empty() {
-                self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS);
+                let owner = self.decode_prefix_owner(n, &borrowed);
+                self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS, owner);
                 self.decode_prefix_commit(n, r, &borrowed, pages_in(&pages));
             }
             if pages.is_empty() {
@@ -742,6 +751,9 @@ impl World {
         d.dirty = true;
         node.running_kv += d.len;
         self.phase(r, Lane::Decode(n), Phase::Running);
+        if k.decode_radix_cache.on() && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool {
+            self.decode_prefix_index_loaded(n, r);
+        }
     }
 
     pub(crate) fn decode_step_done(&mut self, n: DecodeIdx, epoch: u32) {

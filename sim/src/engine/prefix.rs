@@ -670,7 +670,7 @@ impl World {
     /// Frees the least recently used unused block; false when none can be evicted.
     pub(crate) fn prefix_evict_one(&mut self, n: PrefillIdx) -> bool {
         let Some(b) = self.prefill[n.at()].prefix_mut().evict_one() else { return false };
-        self.prefix_evictions.push((self.now, n, b.tenant));
+        self.prefix_evictions.push((self.now, n.node(), b.tenant));
         let bad = self.prefill[n.at()].pool_mut().free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "prefill-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.prefill[n.at()].id();
@@ -686,7 +686,10 @@ impl World {
 /// `disaggregation/decode.py` `_match_prefix_and_lock`: the whole device match, with no
 /// `len - 1` cap — that cap only bounds prefill's own match), reserves pages for the rest, and
 /// reports the matched length to prefill as `decode_prefix_len`. Eviction frees the least recently
-/// used unlocked block when an admission needs pages (`_pre_alloc`'s `tree_cache.evict`).
+/// used unlocked block when an admission needs pages (`_pre_alloc`'s `tree_cache.evict`). Under
+/// `decode_prefix_rules = block_pool` (vLLM 0.34.0) the match is capped at the prompt less one
+/// token, refreshes nothing, and a loaded request's blocks are indexed when its KV has arrived
+/// (`decode_prefix_index_loaded`).
 impl World {
     /// Locks the cached blocks the request's prompt starts with (every full block of the prompt
     /// may match) and returns their keys and pages, in block-table order.
@@ -697,7 +700,10 @@ impl World {
         }
         let tenant = self.reqs[r.idx()].tenant();
         let public = self.reqs[r.idx()].public_blocks();
-        let max_blocks = (len / BLOCK_TOKENS) as usize;
+        // vLLM's hit leaves the prompt's last token to compute (`block_pool` rules); sglang's
+        // decode match has no such cap.
+        let block_pool = self.cfg.knobs.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool;
+        let max_blocks = (if block_pool { len.saturating_sub(1) } else { len } / BLOCK_TOKENS) as usize;
         let blocks: Vec<u64> = self.reqs[r.idx()].chain().iter().take(max_blocks).copied().collect();
         let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
         let idx = self.decode[n.at()].prefix_mut();
@@ -709,7 +715,12 @@ impl World {
             if !idx.blocks.contains_key(&key) {
                 break;
             }
-            idx.touch(key);
+            if !block_pool {
+                // sglang's `match_prefix` refreshes what it matched, whether or not the request
+                // then fits; vLLM's lookup touches nothing (a block is refreshed when it is freed:
+                // `decode_prefix_insert`).
+                idx.touch(key);
+            }
             let blk = idx.blocks.get_mut(&key).expect("matched");
             late.add(&blk.late);
             blk.refs += 1;
@@ -737,6 +748,12 @@ impl World {
         self.record_prefix_hit(r, pool, (pages, keys.len() as u64 * BLOCK_TOKENS), victims, culprit);
     }
 
+    /// The owner (request, tenant) of the deepest of the locked blocks `keys` (report only: the
+    /// noninterference check's attribution, as prefill's `note_prefix_match`).
+    pub(crate) fn decode_prefix_owner(&self, n: DecodeIdx, keys: &[BlockKey]) -> Option<(RequestId, TenantId)> {
+        keys.last().and_then(|k| self.decode[n.at()].prefix().blocks.get(k)).map(|b| (b.request, b.tenant))
+    }
+
     /// Gives locked blocks back (a finish, an abort, a retraction, or an admission that did not fit).
     pub(crate) fn decode_prefix_unlock(&mut self, n: DecodeIdx, keys: &[BlockKey]) {
         let idx = self.decode[n.at()].prefix_mut();
@@ -745,6 +762,63 @@ impl World {
                 b.refs -= 1;
             }
         }
+    }
+
+    /// Under `decode_prefix_rules = block_pool`: request `r`'s KV has arrived on decode `n`, and
+    /// its own full prompt blocks join the index now, as vLLM 0.34.0 caches a loaded request's
+    /// blocks when it leaves `WAITING_FOR_REMOTE_KV` (`sched/scheduler.py`
+    /// `_update_waiting_for_remote_kv` → `kv_cache_manager.cache_blocks`), not when it finishes:
+    /// a request arriving while it decodes hits them. The new blocks are held by the cache and
+    /// locked by the request (they join its `borrowed` blocks, which its release unlocks and
+    /// refreshes). The index keeps one copy per key, so indexing stops at the first block someone
+    /// else indexed meanwhile (vLLM keeps a second copy under the same hash); the rest is
+    /// indexed at release (`decode_prefix_insert`), as before.
+    pub(crate) fn decode_prefix_index_loaded(&mut self, n: DecodeIdx, r: RequestId) {
+        let ps = self.page_size();
+        let chain_len = self.reqs[r.idx()].chain().len();
+        if !BLOCK_TOKENS.is_multiple_of(ps) || chain_len == 0 {
+            return;
+        }
+        let Some(d) = self.decode[n.at()].reqs().get(&r) else { return };
+        let full = ((d.len_tokens() / BLOCK_TOKENS) as usize).min(chain_len);
+        let from = d.borrowed().len();
+        if full <= from {
+            return;
+        }
+        let per = BLOCK_TOKENS / ps;
+        let keys: Vec<BlockKey> = {
+            let idx = self.decode[n.at()].prefix();
+            let all = self.block_keys(r, from, full);
+            all.into_iter().take_while(|k| !idx.blocks.contains_key(k)).collect()
+        };
+        if keys.is_empty() {
+            return;
+        }
+        let own = slice_pages(d.pages(), from as u64 * per, keys.len() as u64 * per);
+        let parent = self.parent_key(r, from);
+        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
+        let node = &mut self.decode[n.at()];
+        let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
+        debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
+        for key in &keys {
+            node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
+        }
+        node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
+        let pool = node.id();
+        if let Some(rf) = self.reference.as_mut() {
+            rf.rehold(pool, &ins.cached, Holder::Cache(r));
+        }
+        self.carry_late_writes(pool, r, &ins.cached);
+        if self.reqs[r.idx()].lagged() {
+            // Its KV was acknowledged before it was visible (`visibility_lag`): vLLM caches the
+            // blocks when the connector reports the load done, so they are indexed with data still
+            // to land, a late write of the lag's. A request locking them reads what the lag has not
+            // written yet, and is named after the lag (the rdma-visibility-lag row), not after the
+            // cache. (A landing already done left the request's own KV there: nothing to read
+            // wrong, and the mark only names what a bad read there came from.)
+            self.decode[n.at()].prefix_mut().mark_late_written(&ins.cached, true, false, &[]);
+        }
+        self.decode[n.at()].req_mut(r).expect("present").borrow_more(&keys);
     }
 
     /// Pages of request `r` that just joined `pool`'s prefix index (`cached`) keep what late writes
@@ -805,6 +879,7 @@ impl World {
     /// Frees decode's least recently used unlocked cached block; false when none can be evicted.
     pub(crate) fn decode_prefix_evict_one(&mut self, n: DecodeIdx) -> bool {
         let Some(b) = self.decode[n.at()].prefix_mut().evict_one() else { return false };
+        self.prefix_evictions.push((self.now, n.node(), b.tenant));
         let bad = self.decode[n.at()].pool_mut().free(&b.pages, Holder::Cache(b.request));
         assert!(bad.is_empty(), "decode-{n}: evicted prefix block pages were not held by the cache");
         let pool = self.decode[n.at()].id();

@@ -147,6 +147,9 @@ pub struct Req {
     /// (sglang `disaggregation/common/conn.py` `pop_decode_prefix_len`), which sends KV only from
     /// there. Kept on the request rather than in `DstInfo` so the trace encoding is unchanged.
     decode_prefix_tokens: u64,
+    /// The owner of the deepest block decode's radix cache served it (report only, as
+    /// `prefix_hit_owner`).
+    decode_prefix_owner: Option<(RequestId, TenantId)>,
     response: Option<Response>,
     caught_by: Option<Mitigation>,
     detected_by: Option<Mitigation>,
@@ -197,6 +200,7 @@ impl Req {
             prefix_reused: 0,
             prefix_hit_owner: None,
             decode_prefix_tokens: 0,
+            decode_prefix_owner: None,
             response: None,
             caught_by: None,
             detected_by: None,
@@ -316,8 +320,9 @@ impl Req {
     }
 
     /// Prompt tokens decode already holds in its radix cache, set at preallocation.
-    pub(crate) fn note_decode_prefix(&mut self, tokens: u64) {
+    pub(crate) fn note_decode_prefix(&mut self, tokens: u64, owner: Option<(RequestId, TenantId)>) {
         self.decode_prefix_tokens = tokens;
+        self.decode_prefix_owner = owner;
     }
 
     /// Decode produced an output token at `now` (report only).
@@ -529,6 +534,12 @@ impl Req {
         self.decode_prefix_tokens
     }
 
+    /// The owner of the deepest block decode's radix cache served it (report only).
+    #[inline]
+    pub fn decode_prefix_owner(&self) -> Option<(RequestId, TenantId)> {
+        self.decode_prefix_owner
+    }
+
     #[inline]
     pub fn response(&self) -> Option<Response> {
         self.response
@@ -623,9 +634,10 @@ pub struct World {
     pub read_audit: Option<Vec<crate::check::oracle::ReadAudit>>,
     /// The reference oracle, when the differential check is on (`enable_reference`).
     pub reference: Option<Box<crate::check::reference::Reference>>,
-    /// Every prefix-cache eviction: (time, prefill node, the evicted block's owner) — report only
-    /// (never traced, hashed or read by the model), for the noninterference check's attribution.
-    pub(crate) prefix_evictions: Vec<(Instant, PrefillIdx, TenantId)>,
+    /// Every prefix-cache eviction: (time, node, the evicted block's owner), prefill's radix cache
+    /// and decode's — report only (never traced, hashed or read by the model), for the
+    /// noninterference check's attribution.
+    pub(crate) prefix_evictions: Vec<(Instant, NodeId, TenantId)>,
     /// Exhaustive exploration (`explore`): when `Some`, every random draw of the run (message
     /// latencies, fault decisions, random router picks, the order of simultaneous events) is a
     /// choice taken from this chooser instead of the seeded generators. `None` in every ordinary
@@ -686,9 +698,9 @@ pub fn common_chain_tokens(reqs: &crate::reqs::Reqs, a: RequestId, b: RequestId)
 }
 
 impl World {
-    /// Every prefix-cache eviction so far: (time, prefill node, the evicted block's cacher
-    /// tenant), oldest first (report only).
-    pub fn prefix_evictions(&self) -> &[(Instant, PrefillIdx, TenantId)] {
+    /// Every prefix-cache eviction so far: (time, node, the evicted block's cacher tenant), prefill's
+    /// and decode's, oldest first (report only).
+    pub fn prefix_evictions(&self) -> &[(Instant, NodeId, TenantId)] {
         &self.prefix_evictions
     }
 
@@ -1302,9 +1314,14 @@ impl World {
         }
     }
 
-    /// A read's mechanism after `stub_commit` and `late_write` (`read_ctx`).
+    /// A read's mechanism after `stub_commit` and `late_write` (`read_ctx`). A reader whose
+    /// locked cached blocks a lagged transfer writes into (`late_writers.0`) reads there what the
+    /// lag has not made visible yet, as a lagged reader does in its own pages: vLLM's decode
+    /// caches a loaded request's blocks when the connector reports the load done
+    /// (`decode_prefix_index_loaded`), so a request hitting them before the data is visible reads
+    /// zeros or stale KV; before the forty-second session such a read was `decode_prefix_cache`.
     fn cause_but_late_write(r: &Req) -> &'static str {
-        if r.lagged {
+        if r.lagged || r.late_writers.0 {
             "visibility_lag"
         } else if r.decode_prefix_tokens > 0 {
             // Its prefix came from decode's radix cache (`decode_radix_cache = on`), which holds

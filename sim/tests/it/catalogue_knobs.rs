@@ -72,7 +72,9 @@ fn every_profile_keeps_todays_behaviour_for_the_new_knobs() {
         assert_eq!(k.prefill_failed_check, FailedCheck::EveryQueue, "{}", p.name);
         assert_eq!(k.cancel_mid_transfer, CancelMidTransfer::Free, "{}", p.name);
         assert_eq!(k.decode_lookahead_tokens, 0, "{}", p.name);
-        assert_eq!(k.decode_radix_cache, OnOff::Off, "{}", p.name);
+        // vLLM caches prefixes on decode (forty-second session); sglang's decode cache is opt-in.
+        let decode_cache = if p.name == "vllm-nixl" { OnOff::On } else { OnOff::Off };
+        assert_eq!(k.decode_radix_cache, decode_cache, "{}", p.name);
         assert_eq!(k.zero_page_last_chunk, ZeroPageLastChunk::Send, "{}", p.name);
     }
 }

@@ -1515,6 +1515,140 @@ prefix_blocks = [7, 8]
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "still a hit, on a declared public prompt");
 }
 
+/// vLLM's decode prefix cache (`decode_prefix_rules = block_pool`, the `vllm-nixl` profile's;
+/// vLLM 0.34.0 caches prefixes on decode by default) against sglang's (`radix_tree`). First: a
+/// loaded request's blocks are indexed when its KV arrives (`_update_waiting_for_remote_kv` →
+/// `cache_blocks`), so request 1, arriving while request 0 still decodes, hits them; sglang's
+/// decode indexes them at release, so request 1 pulls its whole prompt. Second: vLLM's hit is
+/// capped at the prompt less one token (`get_computed_blocks`), so a 1,024-token prompt over two
+/// cached blocks reuses one; sglang's decode match takes both. Prefill runs the chunk cache so
+/// that only decode's cache can hit. Before the forty-second session `vllm-nixl` kept decode's
+/// cache off, and the one decode cache the model had followed sglang's rules.
+#[test]
+fn s3_4_vllm_decode_caches_a_loaded_prompt_at_once_and_leaves_the_last_token() {
+    let running = r#"
+name = "decode-prefix-while-running"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+prefill_cache = "chunk"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 2000
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+"#;
+    let exact = r#"
+name = "decode-prefix-exact-blocks"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+prefill_cache = "chunk"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1024
+output_tokens = 4
+prefix_blocks = [7, 8]
+"#;
+    let cases = [
+        ("vllm-nixl", "block_pool", 1024, 512),
+        ("vllm-nixl", "radix_tree", 0, 1024),
+        ("sglang-0.5.22", "radix_tree", 0, 1024),
+    ];
+    for (profile, rules, while_running, exact_hit) in cases {
+        let set = [("decode_radix_cache", "on"), ("decode_prefix_rules", rules)];
+        let w = run(running, profile, &set);
+        assert!((0..2).all(|r| answer(&w, r).0 == 200), "{profile} {rules}");
+        assert!(w.oracle.violations.is_empty(), "{profile} {rules}: {:?}", w.oracle.violations.first());
+        assert!(answer(&w, 0).1 > answer(&w, 1).1, "{profile} {rules}: request 0 still decodes");
+        assert_eq!(w.reqs[1].decode_prefix_tokens(), while_running, "{profile} {rules}: request 1's decode hit");
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile} {rules}");
+        let w = run(exact, profile, &set);
+        assert!((0..2).all(|r| answer(&w, r).0 == 200), "{profile} {rules}");
+        assert!(w.oracle.violations.is_empty(), "{profile} {rules}: {:?}", w.oracle.violations.first());
+        assert_eq!(w.reqs[1].decode_prefix_tokens(), exact_hit, "{profile} {rules}: a prompt of two whole blocks");
+    }
+    // The profile itself: decode's cache on, under the block pool's rules.
+    let w = run(running, "vllm-nixl", &[("prefill_cache", "chunk")]);
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "vllm-nixl caches prefixes on decode");
+}
+
+/// The rdma-visibility-lag row through vLLM's decode prefix cache (shrunk from a 60 s
+/// `vllm-nixl --hardware-faults` campaign, seed 53,033,433, which reported it as the new
+/// `uninitialized_read/decode_prefix_cache`): request 0's KV is acknowledged 50 ms before it is
+/// visible, decode caches its block when the load is reported done, and request 1 hits the block
+/// before the data lands. Its read of zeros is the lag's, named as the row's known signature; without
+/// the lag nothing is wrong.
+#[test]
+fn s3_4_a_block_cached_before_its_lagged_data_lands_is_read_as_the_lags() {
+    let text = r#"
+name = "decode-cache-before-the-lag-lands"
+context_len = 2048
+[[prefill]]
+pool_tokens = 520
+[[decode]]
+pool_tokens = 520
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+decode_step_base_us = 10000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+kv_bytes_per_token = 70000
+[knobs]
+chunked_prefill_size = 256
+page_size = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 512
+output_tokens = 1
+prefix_blocks = [2]
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 513
+output_tokens = 1
+prefix_blocks = [2]
+[[faults.script]]
+kind = "visibility_lag"
+request = 0
+lag_ms = 50
+"#;
+    let w = run(text, "vllm-nixl", &[]);
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "request 1 hits request 0's block on decode");
+    use kvsim::check::oracle::Kind;
+    use kvsim::types::RequestId;
+    assert!(w.oracle.has(Kind::UninitializedRead, RequestId(1)), "request 1 reads the block's zeros");
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
+    assert!(sigs.contains(&"uninitialized_read/visibility_lag".to_string()), "{sigs:?}");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 0\nlag_ms = 50\n", "");
+    let w = run(&no_lag, "vllm-nixl", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
+}
+
 #[test]
 fn s4_4_sglang_commits_no_landed_transfer_while_a_retracted_request_waits() {
     let text = r#"

@@ -430,6 +430,7 @@ pub const OWN_STREAM_KNOBS: &[&str] = &[
     "decode_admission",
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
+    "decode_prefix_rules",
 ];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
@@ -473,6 +474,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_admission",
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
+    "decode_prefix_rules",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
