@@ -230,10 +230,14 @@ fn a_land_into_cached_pages_marks_the_requests_reading_them() {
     let uaf = violation(&w, Kind::UseAfterFree, 3);
     assert!(uaf.detail.contains("512 of them held by decode's radix cache and read by request(s) 2"), "{}", uaf.detail);
     assert!(w.reqs[2].late_written(), "the reader is a victim of the late write");
-    // Request 2's stale read came before the land (the lag's own consequence, through the cache).
+    // Request 2's stale read came before the land (the lag's own consequence, through the cache):
+    // the blocks it locked were cached by a lagged request, so it is named after the lag's late
+    // write (`cross_request_read/late_write/visibility_lag`; `decode_prefix_cache` before the
+    // forty-second session).
     let read = violation(&w, Kind::CrossRequestRead, 2);
     assert!(read.at < uaf.at, "read at {:?}, land at {:?}", read.at, uaf.at);
-    assert_eq!(read.cause, "decode_prefix_cache");
+    assert_eq!(read.cause, "late_write");
+    assert_eq!(w.reqs[2].late_writers(), (true, false), "its late writer is the lag");
 }
 
 /// The same land, then a fifth request of the chain that locks the cached blocks only after it:

@@ -809,15 +809,6 @@ impl World {
             rf.rehold(pool, &ins.cached, Holder::Cache(r));
         }
         self.carry_late_writes(pool, r, &ins.cached);
-        if self.reqs[r.idx()].lagged() {
-            // Its KV was acknowledged before it was visible (`visibility_lag`): vLLM caches the
-            // blocks when the connector reports the load done, so they are indexed with data still
-            // to land, a late write of the lag's. A request locking them reads what the lag has not
-            // written yet, and is named after the lag (the rdma-visibility-lag row), not after the
-            // cache. (A landing already done left the request's own KV there: nothing to read
-            // wrong, and the mark only names what a bad read there came from.)
-            self.decode[n.at()].prefix_mut().mark_late_written(&ins.cached, true, false, &[]);
-        }
         self.decode[n.at()].req_mut(r).expect("present").borrow_more(&keys);
     }
 
@@ -826,9 +817,26 @@ impl World {
     /// write lands in while cached is, so a later locker's bad read is named after the late write,
     /// not after the cache (`…/decode_prefix_cache`: a campaign's new signature that was the known
     /// sync-timeout-still-writing row, surfacing through decode's radix cache).
+    ///
+    /// On decode, a request whose own load was acknowledged before its data was visible
+    /// (`visibility_lag`) leaves the lag's doing in every page it caches: indexed when its load is
+    /// reported done (`block_pool` rules), the data is still to land; indexed at release, a
+    /// landing after a preemption may have left its KV at other positions there. Those blocks are
+    /// marked as the lag's late write, so a request locking them is named after the lag (the
+    /// rdma-visibility-lag row), not after the cache (a 60 s `vllm-nixl --hardware-faults`
+    /// campaign's `…/decode_prefix_cache` reads, forty-second session; each needs the lag). A
+    /// landing already done in place left the request's own KV there: nothing reads wrong, and
+    /// the mark only names what a bad read there came from.
     fn carry_late_writes(&mut self, pool: crate::types::PoolId, r: RequestId, cached: &[Run]) {
         let q = &self.reqs[r.idx()];
-        if !q.late_written() || cached.is_empty() {
+        if cached.is_empty() {
+            return;
+        }
+        if let (true, crate::types::NodeIdx::Decode(d)) = (q.lagged(), pool.idx()) {
+            self.decode[d.at()].prefix_mut().mark_late_written(cached, true, false, &[]);
+        }
+        let q = &self.reqs[r.idx()];
+        if !q.late_written() {
             return;
         }
         let (late, zeros) = q.late_pages_in(pool);

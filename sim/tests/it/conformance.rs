@@ -1649,6 +1649,96 @@ lag_ms = 50
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
 }
 
+/// The same row through a block indexed at release: request 3's load is acknowledged 50 ms
+/// before it is visible; it is preempted and recomputed into new pages, the late landing writes
+/// its KV at other positions into pages it holds again (the known `own_kv_misplaced`), and its
+/// release caches the first of them as block [2], which request 5 then locks and reads. Shrunk
+/// from a 60 s `vllm-nixl --hardware-faults --prefix-heavy` campaign (seed 54,140,950, reported as
+/// the new `cross_request_read/decode_prefix_cache`): every signature is the lag's, and without
+/// the lag the run is clean.
+#[test]
+fn s3_4_a_block_cached_after_a_lagged_landing_is_read_as_the_lags() {
+    let text = r#"
+name = "decode-cache-after-a-lagged-landing"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4672
+[[decode]]
+pool_tokens = 5760
+[router]
+policy = "least_loaded"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+decode_step_base_us = 10000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+[knobs]
+chunked_prefill_size = 1024
+max_transfer_batch_pages = 4
+page_size = 64
+prefix_cache_scope = "public_only"
+prefix_hit_timing = "padded_to_miss"
+transfer_sync_timeout_ms = 5000
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 3971
+output_tokens = 5
+prefix_blocks = [1]
+public_blocks = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 573
+output_tokens = 4
+prefix_blocks = [2]
+public_blocks = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 577
+output_tokens = 8
+prefix_blocks = [1]
+public_blocks = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 1473
+output_tokens = 6
+prefix_blocks = [2]
+public_blocks = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 3073
+output_tokens = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 513
+output_tokens = 1
+prefix_blocks = [2]
+public_blocks = 1
+[[faults.script]]
+kind = "visibility_lag"
+request = 3
+lag_ms = 50
+"#;
+    use kvsim::check::oracle::Kind;
+    use kvsim::types::RequestId;
+    let w = run(text, "vllm-nixl", &[]);
+    assert!(w.oracle.has(Kind::OwnKvMisplaced, RequestId(3)), "request 3's landing after its preemption");
+    assert!(w.oracle.has(Kind::CrossRequestRead, RequestId(5)), "request 5 reads it through decode's cache");
+    assert_eq!(w.reqs[5].decode_prefix_tokens(), 512);
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 50\n", "");
+    let w = run(&no_lag, "vllm-nixl", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
 #[test]
 fn s4_4_sglang_commits_no_landed_transfer_while_a_retracted_request_waits() {
     let text = r#"
