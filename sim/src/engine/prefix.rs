@@ -625,22 +625,47 @@ impl World {
             return;
         }
         let per = BLOCK_TOKENS / self.page_size();
-        let pr = self.prefill[n.at()].reqs().get(&r).expect("present");
-        let own = slice_pages(pr.pages(), at as u64 * per, keys.len() as u64 * per);
-        let parent = self.parent_key(r, at);
+        let node = &self.prefill[n.at()];
+        let own = slice_pages(node.reqs()[&r].pages(), at as u64 * per, keys.len() as u64 * per);
+        self.index_own_locked(node.id(), r, at, keys, &own);
+    }
+
+    /// Request `r`'s own new blocks `keys` (blocks `from..` of its chain, on pages `own`) join the
+    /// prefix index of node `pool`, held by the cache and locked by the request (a prefill
+    /// checkpoint, `checkpoint_own_blocks`; decode's index when a load arrives under `block_pool`,
+    /// `decode_prefix_index_loaded`). The caller adds them to the request's borrowed blocks.
+    fn index_own_locked(
+        &mut self,
+        pool: crate::types::PoolId,
+        r: RequestId,
+        from: usize,
+        keys: &[BlockKey],
+        own: &[Run],
+    ) {
+        let per = BLOCK_TOKENS / self.page_size();
+        let parent = self.parent_key(r, from);
         let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
-        let node = &mut self.prefill[n.at()];
-        let ins = node.prefix_mut().insert_own(keys, parent, &own, per, (tenant, r, public));
+        let idx = self.prefix_index_mut(pool);
+        let ins = idx.insert_own(keys, parent, own, per, (tenant, r, public));
         debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
-        let pool = node.id();
-        self.carry_late_writes(pool, r, &ins.cached);
-        let node = &mut self.prefill[n.at()];
         for key in keys {
-            node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
+            idx.blocks.get_mut(key).expect("indexed").refs += 1;
         }
-        node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
+        match pool.idx() {
+            crate::types::NodeIdx::Decode(d) => self.decode[d.at()].pool_mut().rehold(&ins.cached, Holder::Cache(r)),
+            crate::types::NodeIdx::Prefill(p) => self.prefill[p.at()].pool_mut().rehold(&ins.cached, Holder::Cache(r)),
+        }
         if let Some(rf) = self.reference.as_mut() {
-            rf.rehold(node.id(), &ins.cached, Holder::Cache(r));
+            rf.rehold(pool, &ins.cached, Holder::Cache(r));
+        }
+        self.carry_late_writes(pool, r, &ins.cached);
+    }
+
+    /// The prefix index of node `pool` (prefill's or decode's radix cache).
+    fn prefix_index_mut(&mut self, pool: crate::types::PoolId) -> &mut PrefixIndex {
+        match pool.idx() {
+            crate::types::NodeIdx::Decode(d) => self.decode[d.at()].prefix_mut(),
+            crate::types::NodeIdx::Prefill(p) => self.prefill[p.at()].prefix_mut(),
         }
     }
 
@@ -795,20 +820,7 @@ impl World {
             return;
         }
         let own = slice_pages(d.pages(), from as u64 * per, keys.len() as u64 * per);
-        let parent = self.parent_key(r, from);
-        let (tenant, public) = (self.reqs[r.idx()].tenant(), self.reqs[r.idx()].public_blocks());
-        let node = &mut self.decode[n.at()];
-        let ins = node.prefix_mut().insert_own(&keys, parent, &own, per, (tenant, r, public));
-        debug_assert!(ins.dup.is_empty() && ins.tail.is_empty(), "whole new blocks only");
-        for key in &keys {
-            node.prefix_mut().blocks.get_mut(key).expect("indexed").refs += 1;
-        }
-        node.pool_mut().rehold(&ins.cached, Holder::Cache(r));
-        let pool = node.id();
-        if let Some(rf) = self.reference.as_mut() {
-            rf.rehold(pool, &ins.cached, Holder::Cache(r));
-        }
-        self.carry_late_writes(pool, r, &ins.cached);
+        self.index_own_locked(self.decode[n.at()].id(), r, from, &keys, &own);
         self.decode[n.at()].req_mut(r).expect("present").borrow_more(&keys);
     }
 
@@ -832,8 +844,8 @@ impl World {
         if cached.is_empty() {
             return;
         }
-        if let (true, crate::types::NodeIdx::Decode(d)) = (q.lagged(), pool.idx()) {
-            self.decode[d.at()].prefix_mut().mark_late_written(cached, true, false, &[]);
+        if q.lagged() && matches!(pool.idx(), crate::types::NodeIdx::Decode(_)) {
+            self.prefix_index_mut(pool).mark_late_written(cached, true, false, &[]);
         }
         let q = &self.reqs[r.idx()];
         if !q.late_written() {
@@ -845,11 +857,7 @@ impl World {
             return;
         }
         let (lagged, timed_out) = (q.late_writers().0, q.late_write_timed_out());
-        let idx = match pool.idx() {
-            crate::types::NodeIdx::Decode(d) => self.decode[d.at()].prefix_mut(),
-            crate::types::NodeIdx::Prefill(p) => self.prefill[p.at()].prefix_mut(),
-        };
-        idx.mark_late_written(&hit, lagged, timed_out, &zeros);
+        self.prefix_index_mut(pool).mark_late_written(&hit, lagged, timed_out, &zeros);
     }
 
     /// At release of a request whose KV was committed: its locked blocks are given back and its own
