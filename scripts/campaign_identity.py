@@ -11,7 +11,8 @@ Per space (blind, sglang-0.5.16, sglang-0.5.22, vllm-nixl) it runs a 600-run swa
 `--guided` campaign and a 300-run `--check-oracle` campaign with each binary (`--no-shrink
 --confirm off --jobs 1`), then compares the printed tables and every corpus file byte for byte
 after masking what legitimately differs: the corpus path, wall times, rates, and the progress line
-about queued example jobs. Exit 1 on any difference (listed), 0 when all twelve are identical.
+about queued example jobs, and the model stamp (a digest of the model's sources: any source change
+changes it, behaviour or not). Exit 1 on any difference (listed), 0 when all twelve are identical.
 """
 
 import pathlib
@@ -29,6 +30,7 @@ def mask(text: str, corpus: str) -> str:
     text = re.sub(r"fuzz: runs done; finishing \d+ queued[^\n]*\n", "", text)
     text = re.sub(r"\d+(\.\d+)?\s*(ms|s|µs)\b", "T", text)
     text = re.sub(r"\d+ runs/s", "R", text)
+    text = re.sub(r'"model"\s*:\s*"[0-9a-f]+"', '"model":"M"', text)
     return re.sub(r'"(wall|elapsed|secs|seconds|started|finished)[a-z_]*"\s*:\s*[-0-9.e]+', '"W":0', text)
 
 

@@ -385,6 +385,18 @@ impl Oracle {
         self.seen.insert((kind, request, pool, cause));
     }
 
+    /// Whether a violation with this key (`record` keeps one per kind, request, pool and cause)
+    /// is already kept; if so it is counted as `record` would count it, and the caller need not
+    /// build it (its detail is formatted text).
+    pub fn counted_again(&mut self, kind: Kind, request: RequestId, pool: PoolId, cause: &str) -> bool {
+        let key = (kind, Some(request), Some(pool), cause.to_string());
+        let again = self.seen.contains(&key);
+        if again {
+            *self.counts.entry(kind).or_default() += 1;
+        }
+        again
+    }
+
     pub fn has(&self, kind: Kind, request: RequestId) -> bool {
         self.requests.contains(&(kind, request))
     }
@@ -460,6 +472,29 @@ mod tests {
 
     fn leak(pool: PoolId) -> Violation {
         Violation::new(Kind::PageLeak, pool.role_name(), Instant(0)).pool(pool).page_count(3)
+    }
+
+    /// `counted_again` answers for exactly `record`'s key and counts as `record` would, so a
+    /// caller that skips building a repeated violation leaves the same oracle behind.
+    #[test]
+    fn a_repeat_is_counted_as_record_counts_it() {
+        let pool = PoolId { role: Role::Decode, index: 0 };
+        let uaf = |cause: &str, r: u32| {
+            Violation::new(Kind::UseAfterFree, cause, Instant(0)).request(RequestId(r), TenantId(1)).pool(pool)
+        };
+        let (mut built, mut skipping) = (Oracle::default(), Oracle::default());
+        for (cause, r) in [("transfer_write", 1), ("transfer_write", 1), ("decode_write", 1), ("transfer_write", 2)] {
+            built.record(uaf(cause, r).detail("a formatted detail"));
+            if !skipping.counted_again(Kind::UseAfterFree, RequestId(r), pool, cause) {
+                skipping.record(uaf(cause, r).detail("a formatted detail"));
+            }
+        }
+        assert_eq!(built.counts, skipping.counts);
+        assert_eq!(built.counts[&Kind::UseAfterFree], 4);
+        assert_eq!(built.violations.len(), 3);
+        assert_eq!(built.violations.len(), skipping.violations.len());
+        assert!(!skipping.counted_again(Kind::UseAfterFree, RequestId(3), pool, "transfer_write"));
+        assert_eq!(skipping.counts[&Kind::UseAfterFree], 4, "a new key is not counted by the question");
     }
 
     #[test]

@@ -280,7 +280,7 @@ impl DecodeNode {
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
-        self.prefix.invariants(&format!("decode-{}", self.index));
+        self.prefix.invariants(&format_args!("decode-{}", self.index));
         let ps = self.pool.page_size;
         // One pass over the request table: pages held and borrowed, requests queued, and the
         // first request out of its own bounds (asserted last, as the separate walks did).

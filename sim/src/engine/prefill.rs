@@ -375,7 +375,7 @@ impl PrefillNode {
     pub fn invariants(&self, now: Instant) {
         self.pool.invariants();
         self.meta.invariants();
-        self.prefix.invariants(&format!("prefill-{}", self.index));
+        self.prefix.invariants(&format_args!("prefill-{}", self.index));
         let queued = self.bootstrap.len() + self.waiting.len() + self.inflight.len();
         let ps = self.pool.page_size;
         // One pass over the request table: requests queued, pages held and borrowed.

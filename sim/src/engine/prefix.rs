@@ -172,7 +172,9 @@ impl PrefixIndex {
     /// The index's own invariant behind `unused_pages`: a block in use has its cached parent in
     /// use too (a request locks the chain it matched from its first block), so every unused
     /// block can be evicted, leaves first.
-    pub fn invariants(&self, node: &str) {
+    /// `node` names the node in a failure's message (a `Display`, formatted only on failure: the
+    /// checked campaign runs call this after every event).
+    pub fn invariants(&self, node: &dyn std::fmt::Display) {
         for (k, b) in self.blocks.iter().filter(|(_, b)| b.refs > 0) {
             if let Some(p) = b.parent.and_then(|p| self.blocks.get(&p)) {
                 assert!(p.refs > 0, "{node}: block {k:?} in use under an unused parent");

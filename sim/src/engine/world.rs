@@ -1207,6 +1207,10 @@ impl World {
                 }
             }
         }
+        let cause = what.replace(' ', "_");
+        if self.oracle.counted_again(Kind::UseAfterFree, writer, pool, &cause) {
+            return;
+        }
         let req = &self.reqs[writer.idx()];
         let victim_tenants = {
             let mut t: Vec<TenantId> = victims.iter().map(|v| self.reqs.tenant(v.idx())).collect();
@@ -1221,7 +1225,7 @@ impl World {
             where_it_landed(&victims, &readers, (held, crate::pool::pages_in(&cached), total), pool.role_name())
         );
         self.oracle.record(
-            Violation::new(Kind::UseAfterFree, what.replace(' ', "_"), self.now)
+            Violation::new(Kind::UseAfterFree, cause, self.now)
                 .request(writer, req.tenant)
                 .victims(victim_tenants)
                 .pool(pool)
