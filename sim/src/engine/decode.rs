@@ -1085,6 +1085,19 @@ impl World {
     /// something else writes into its pages. kvsim simplifies: the restore takes no time, and a
     /// foreign write that landed in its device pages after its last read and before the retraction
     /// is not carried into the copy (every earlier read was checked).
+    ///
+    /// Under vLLM's decode prefix cache (`decode_radix_cache = on`, `decode_prefix_rules =
+    /// block_pool`) a recomputed request first hits the cache like any waiting request: a
+    /// preemption freed its blocks with their hashes kept (vLLM 0.34.0 `v1/core/sched/scheduler.py`
+    /// `_preempt_request` → `kv_cache_manager.free`; `num_computed_tokens = 0`), the NIXL
+    /// connector loads nothing more (`nixl/pull_scheduler.py` `update_state_after_alloc` cleared
+    /// `do_remote_prefill` at the first load), so `schedule` takes `get_computed_blocks`' hit,
+    /// capped at the sequence less one token, and recomputes only the rest. The request locks the
+    /// cached prompt blocks its chain starts with (its own, or another request's under the same
+    /// key), reads them as they are, and only the rest is allocated and written; the blocks it
+    /// then computes are cached at once (`decode_prefix_index_loaded`), as vLLM caches what it
+    /// computes. (kvsim indexes prompt blocks of a prefix chain only: a request's unique blocks
+    /// and its generated ones are recomputed.)
     fn decode_resume(&mut self, n: DecodeIdx) {
         let ps = self.page_size();
         let reserve = self.cfg.knobs.reserved_decode_tokens;
@@ -1098,9 +1111,16 @@ impl World {
             let d = &node.reqs[&r];
             let (seq_len, generated, upto) = (d.seq_len, d.generated, d.chain_upto);
             let need = self.pages_for(seq_len + 1);
+            let k = &self.cfg.knobs;
+            let rehit = k.decode_radix_cache.on()
+                && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool
+                && d.host_pages == 0;
+            let (borrowed, locked) =
+                if rehit { self.decode_prefix_lock(n, r, seq_len) } else { (Vec::new(), Vec::new()) };
+            let new = need - pages_in(&locked);
             let want = match self.cfg.knobs.decode_admission {
                 DecodeAdmission::PagesAndReserve => {
-                    need * ps + reserve.saturating_sub(generated) + self.outstanding_reserve(n)
+                    new * ps + reserve.saturating_sub(generated) + self.outstanding_reserve(n)
                 }
                 // sglang 0.5.16 and 0.5.22 `disaggregation/decode.py` `resume_retracted_reqs`: the
                 // request's KV in whole pages plus the reserve (`_prealloc_required_tokens`),
@@ -1109,20 +1129,40 @@ impl World {
                 // shrink as they generate. With the shrinking reserve a request resumed beside a
                 // long running one and was retracted again at once (a walkthrough's finding).
                 DecodeAdmission::MaxNewTokens => {
-                    need * ps + reserve + reserve.saturating_mul(self.admitted(n).count() as u64)
+                    new * ps + reserve + reserve.saturating_mul(self.admitted(n).count() as u64)
                 }
             };
             // As for an admission (sglang's budget adds the tree's evictable size; the allocation
             // evicts the tree cache first: `alloc_token_slots`'s `evict`).
             if !self.decode_has_room(n, want) {
+                self.decode_prefix_unlock(n, &borrowed);
                 return;
             }
-            let Some(pages) = self.decode_alloc_evicting(n, need, r) else { return };
+            let Some(fresh) = self.decode_alloc_evicting(n, new, r) else {
+                self.decode_prefix_unlock(n, &borrowed);
+                return;
+            };
             let pool_id = self.decode[n.at()].id();
-            self.mem(MemOp::Alloc { pool: pool_id, r, pages: pages.clone() });
+            let hit = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
+            let pages = if borrowed.is_empty() {
+                self.mem(MemOp::Alloc { pool: pool_id, r, pages: fresh.clone() });
+                fresh
+            } else {
+                self.decode_prefix_commit(n, r, &borrowed, pages_in(&locked));
+                // The locked blocks' pages start its block table, as at an admission's hit.
+                self.mem(MemOp::Lock { pool: pool_id, r, pages: locked.clone() });
+                let mut pages = locked;
+                for run in &fresh {
+                    push_run(&mut pages, *run);
+                }
+                if new > 0 {
+                    self.mem(MemOp::Alloc { pool: pool_id, r, pages: fresh });
+                }
+                pages
+            };
             let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);
             let node = self.dnode(n);
-            let mut rep = node.pool.write(&pages, 0, seq_len, tenant, r, now, upto);
+            let mut rep = node.pool.write(&pages, hit, seq_len, tenant, r, now, upto);
             node.retracted.pop_front();
             node.running.push(r);
             node.running_kv += seq_len;
@@ -1135,10 +1175,14 @@ impl World {
             d.phase = DPhase::Running;
             d.read_upto = 0;
             d.dirty = true;
+            d.borrowed = borrowed;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             self.note_foreign_writes(pool_id, r, rep, "decode restore");
             self.phase(r, Lane::Decode(n), Phase::Running);
+            if rehit {
+                self.decode_prefix_index_loaded(n, r);
+            }
         }
     }
 

@@ -1649,15 +1649,20 @@ lag_ms = 50
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
 }
 
-/// The same row through a block indexed at release: request 3's load is acknowledged 50 ms
-/// before it is visible; it is preempted and recomputed into new pages, the late landing writes
-/// its KV at other positions into pages it holds again (the known `own_kv_misplaced`), and its
-/// release caches the first of them as block [2], which request 5 then locks and reads. Shrunk
-/// from a 60 s `vllm-nixl --hardware-faults --prefix-heavy` campaign (seed 54,140,950, reported as
-/// the new `cross_request_read/decode_prefix_cache`): every signature is the lag's, and without
-/// the lag the run is clean.
+/// The same row through a preemption: request 3's load is acknowledged 50 ms before it is
+/// visible and it is preempted at once. Under vLLM's decode prefix cache its resumption hits the
+/// cache like any waiting request (`decode_resume`): it locks the chain block [2] it cached when
+/// the load was reported done and recomputes the rest into other pages, where the late landing
+/// then writes its KV at other positions (`own_kv_misplaced`) and a source page's stale tail
+/// (`cross_request_read`). Shrunk from a 60 s `vllm-nixl --hardware-faults --prefix-heavy`
+/// campaign (seed 54,140,950, first reported as the new `cross_request_read/decode_prefix_cache`):
+/// every signature is the lag's, request 5 hits the same clean block [2], and without the lag the
+/// run is clean. (Before the forty-third session the resumption hit nothing and reallocated the
+/// whole sequence; the release then cached the landing's mess as block [2] for request 5.)
 #[test]
-fn s3_4_a_block_cached_after_a_lagged_landing_is_read_as_the_lags() {
+fn s3_4_a_lagged_request_preempted_and_resumed_reads_the_lags() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
     let text = r#"
 name = "decode-cache-after-a-lagged-landing"
 context_len = 8192
@@ -1728,15 +1733,180 @@ lag_ms = 50
 "#;
     use kvsim::check::oracle::Kind;
     use kvsim::types::RequestId;
-    let w = run(text, "vllm-nixl", &[]);
+    let w = collect(text, "vllm-nixl", &[]);
     assert!(w.oracle.has(Kind::OwnKvMisplaced, RequestId(3)), "request 3's landing after its preemption");
-    assert!(w.oracle.has(Kind::CrossRequestRead, RequestId(5)), "request 5 reads it through decode's cache");
+    assert!(w.oracle.has(Kind::CrossRequestRead, RequestId(3)), "the landing's stale source tail");
     assert_eq!(w.reqs[5].decode_prefix_tokens(), 512);
+    assert!(w.oracle.violations.iter().all(|v| v.request == Some(RequestId(3))), "{:?}", w.oracle.violations);
     let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
     assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
+    // Request 3 locks block [2] twice: at admission, and again at its resumption.
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let locks: Vec<&Vec<kvsim::pool::Run>> = recs
+        .iter()
+        .filter_map(|(_, rec)| match rec {
+            TraceRecord::Mem(MemOp::Lock { pool, r, pages }) if pool.role == Role::Decode && r.0 == 3 => Some(pages),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(locks.len(), 2, "{locks:?}");
+    assert_eq!(locks[0], locks[1], "the same block's pages");
     let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 50\n", "");
     let w = run(&no_lag, "vllm-nixl", &[]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
+/// The rdma-visibility-lag row over decode's own tokens (sglang 0.5.22; shrunk from a 10-minute
+/// `--liveness 30s --prefix-heavy --hardware-faults` campaign, seed 57,543,351, which reported
+/// `own_kv_misplaced/visibility_lag` as new): request 2's KV is acknowledged 50 ms before it is
+/// visible; decode commits and writes its next tokens into the prompt's last page, and the lagged
+/// landing copies that whole page over them. Prefill's source page was one a `tree_copy`
+/// checkpoint freed and the request took again for its last token, so the page's tail still
+/// holds the request's own KV of positions 1..3: decode then reads its own KV at other positions.
+/// Without the lag the landing precedes decode's tokens and nothing is wrong.
+#[test]
+fn s3_4_a_lagged_last_page_lands_over_decodes_own_tokens() {
+    let text = r#"
+name = "lagged-last-page-over-decode-tokens"
+context_len = 16384
+[[prefill]]
+pool_tokens = 5124
+[[decode]]
+pool_tokens = 5128
+[router]
+policy = "round_robin"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+[knobs]
+chunked_prefill_size = 4096
+page_size = 4
+prefix_cache_scope = "public_only"
+transfer_sync_timeout_ms = 5000
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 2057
+output_tokens = 1
+prefix_blocks = [2, 6]
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 2045
+output_tokens = 1
+prefix_blocks = [3]
+public_blocks = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 2053
+output_tokens = 5
+prefix_blocks = [3]
+public_blocks = 1
+[[faults.script]]
+kind = "visibility_lag"
+request = 2
+lag_ms = 50
+"#;
+    use kvsim::check::oracle::Kind;
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert!(w.oracle.has(Kind::OwnKvMisplaced, RequestId(2)), "{:?}", w.oracle.violations);
+    let misplaced = w.oracle.violations.iter().find(|v| v.kind == Kind::OwnKvMisplaced).expect("found");
+    assert_eq!((misplaced.slots, misplaced.pages), (3, 1), "the three tokens decode wrote into the last page");
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert!(sigs.contains(&"own_kv_misplaced/visibility_lag".to_string()), "{sigs:?}");
+    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 2\nlag_ms = 50\n", "");
+    let w = run(&no_lag, "sglang-0.5.22", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
+/// vLLM's preempted request hits decode's prefix cache when it is scheduled again (vLLM 0.34.0
+/// `_preempt_request` frees its blocks with their hashes, `schedule` takes
+/// `get_computed_blocks`' hit before it recomputes): request 1's chain blocks [7, 8] were cached
+/// when its load arrived; request 0's growth preempts it, evicts block [8], and when request 0
+/// finishes request 1 locks block [7]'s pages again, allocates the rest and recomputes from
+/// position 512; the block it recomputes is cached at once. sglang's rules (`radix_tree`) keep the
+/// recompute of the whole sequence.
+#[test]
+fn s4_4_vllm_a_preempted_request_rehits_its_cached_blocks_on_resumption() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "vllm-preempted-request-rehits-its-blocks"
+context_len = 4096
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 2048
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 500
+output_tokens = 600
+[[request]]
+at_ms = 100
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 400
+prefix_blocks = [7, 8]
+"#;
+    let decode_ops = |w: &World| -> Vec<MemOp> {
+        let recs = w.tracer.collected.as_ref().expect("collected");
+        recs.iter()
+            .filter_map(|(_, rec)| match rec {
+                TraceRecord::Mem(
+                    op @ (MemOp::Alloc { pool, r, .. } | MemOp::Lock { pool, r, .. } | MemOp::Free { pool, r, .. }),
+                ) if pool.role == Role::Decode && r.0 == 1 => Some(op.clone()),
+                TraceRecord::Mem(op @ MemOp::Write { pool, r, .. }) if pool.role == Role::Decode && r.0 == 1 => {
+                    Some(op.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    for rules in ["block_pool", "radix_tree"] {
+        let w = collect(text, "vllm-nixl", &[("decode_prefix_rules", rules)]);
+        assert!((0..2).all(|r| answer(&w, r).0 == 200), "{rules}");
+        assert!(w.oracle.violations.is_empty(), "{rules}: {:?}", w.oracle.violations.first());
+        assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{rules}");
+        let ops = decode_ops(&w);
+        let first = match &ops[0] {
+            MemOp::Alloc { pages, .. } => pages.clone(),
+            op => panic!("{rules}: request 1's admission allocates first: {op:?}"),
+        };
+        // The resumption: the last allocation, after the preemption's free.
+        let resumed = ops.iter().rposition(|op| matches!(op, MemOp::Alloc { .. })).expect("resumed");
+        assert!(resumed > 1, "{rules}: preempted and resumed: {ops:?}");
+        let written = ops[resumed + 1..].iter().find_map(|op| match op {
+            MemOp::Write { slots, .. } => Some(slots.clone()),
+            _ => None,
+        });
+        let written = written.unwrap_or_else(|| panic!("{rules}: the resumption writes: {ops:?}"));
+        let write_from = written.iter().map(|&(_, _, pos)| pos).min();
+        let seq_len = written.iter().map(|&(_, len, pos)| pos + len).max().expect("slots");
+        if rules == "block_pool" {
+            let MemOp::Lock { pages, .. } = &ops[resumed - 1] else {
+                panic!("block_pool: the resumption locks its cached block first: {ops:?}")
+            };
+            assert_eq!(*pages, kvsim::pool::slice_pages(&first, 0, 32), "block [7]: its first 32 pages");
+            let MemOp::Alloc { pages: fresh, .. } = &ops[resumed] else { unreachable!() };
+            assert!(seq_len > 1100, "preempted while it decoded: {seq_len}");
+            assert_eq!(kvsim::pool::pages_in(fresh), (seq_len + 1).div_ceil(16) - 32, "the rest of its sequence");
+            assert_eq!(write_from, Some(512), "recomputed from block [8]");
+            assert_eq!(w.decode[0].prefix().blocks.len(), 2, "block [8] is cached again");
+        } else {
+            assert!(!ops.iter().any(|op| matches!(op, MemOp::Lock { .. })), "radix_tree: {ops:?}");
+            assert_eq!(write_from, Some(0), "radix_tree: the whole sequence recomputed");
+        }
+    }
 }
 
 #[test]
