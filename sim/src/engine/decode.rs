@@ -1109,14 +1109,21 @@ impl World {
                 return;
             }
             let d = &node.reqs[&r];
-            let (seq_len, generated, upto) = (d.seq_len, d.generated, d.chain_upto);
+            let (seq_len, generated, upto, prompt) = (d.seq_len, d.generated, d.chain_upto, d.len);
             let need = self.pages_for(seq_len + 1);
             let k = &self.cfg.knobs;
             let rehit = k.decode_radix_cache.on()
                 && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool
                 && d.host_pages == 0;
+            // vLLM's hit is capped at the sequence less one token; kvsim's blocks are prompt
+            // blocks, so the hit takes the prompt's full blocks only: a chain block the prompt
+            // ends inside holds generated tokens past the prompt in this request, other content
+            // than the cached block under that key (a 10-minute `vllm-nixl --hardware-faults
+            // --prefix-heavy` campaign's fault-free `cross_request_read/decode_prefix_cache`, seed
+            // 58,148,412, when the cap was the sequence's).
+            let hit_len = seq_len.min(prompt + 1);
             let (borrowed, locked) =
-                if rehit { self.decode_prefix_lock(n, r, seq_len) } else { (Vec::new(), Vec::new()) };
+                if rehit { self.decode_prefix_lock(n, r, hit_len) } else { (Vec::new(), Vec::new()) };
             let new = need - pages_in(&locked);
             let want = match self.cfg.knobs.decode_admission {
                 DecodeAdmission::PagesAndReserve => {

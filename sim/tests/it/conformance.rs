@@ -1828,6 +1828,54 @@ lag_ms = 50
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 
+/// A resumed request hits only the chain blocks its prompt fills: request 1's prompt (1,023
+/// tokens, chain [7, 8]) ends inside block [8], so its positions 512..1,023 are its own prompt
+/// tail and a generated token, not request 0's block [8] (vLLM hashes the tokens a block holds).
+/// Request 0 keeps both blocks locked while request 1 is preempted and resumed; the resumption
+/// locks block [7] again and nothing else. When the hit took the sequence's blocks it locked
+/// block [8] too and read request 0's KV as its own (`cross_request_read/decode_prefix_cache`,
+/// fault-free: a 10-minute `vllm-nixl --hardware-faults --prefix-heavy` campaign, seed
+/// 58,148,412).
+#[test]
+fn s4_4_vllm_a_resumed_request_hits_no_block_its_prompt_ends_inside() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let text = r#"
+name = "vllm-resumed-request-hits-no-block-its-prompt-ends-in"
+context_len = 4096
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 2592
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 700
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 100
+tenant = 1
+prompt_tokens = 1023
+output_tokens = 600
+prefix_blocks = [7, 8]
+"#;
+    let w = collect(text, "vllm-nixl", &[]);
+    assert!((0..2).all(|r| answer(&w, r).0 == 200));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    let recs = w.tracer.collected.as_ref().expect("collected");
+    let locks: Vec<u64> = recs
+        .iter()
+        .filter_map(|(_, rec)| match rec {
+            TraceRecord::Mem(MemOp::Lock { pool, r, pages }) if pool.role == Role::Decode && r.0 == 1 => {
+                Some(kvsim::pool::pages_in(pages))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(locks, [32, 32], "block [7] at admission and at the resumption, never block [8]");
+}
+
 /// vLLM's preempted request hits decode's prefix cache when it is scheduled again (vLLM 0.34.0
 /// `_preempt_request` frees its blocks with their hashes, `schedule` takes
 /// `get_computed_blocks`' hit before it recomputes): request 1's chain blocks [7, 8] were cached
