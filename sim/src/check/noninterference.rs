@@ -175,15 +175,23 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     // and the first eviction that went another way: the run-level causes.
     // Both radix caches count: prefill's and decode's (`decode_radix_cache = on`, which vLLM has
     // by default). Before the forty-second session a decode hit was not looked at, and a
-    // difference it made was named `allocation`.
+    // difference it made was named `allocation`; before the forty-third, a hit at a preempted
+    // request's resumption (vLLM's rules) was not looked at either.
+    // `served`: prompt tokens the caches served at admission; `resumed`: what decode's cache
+    // served at the request's resumptions (counted apart: they serve the same prompt again).
     let served = |r: &Req| r.prefix_reused() + r.decode_prefix_tokens();
-    let owner = |r: &Req| r.prefix_hit_owner().or(r.decode_prefix_owner());
+    let resumed = |r: &Req| r.resumed_prefix().0;
+    let owner = |r: &Req| r.prefix_hit_owner().or(r.decode_prefix_owner()).or(r.resumed_prefix().1);
     let first_reuse = a
         .reqs
         .iter()
         .zip(&b.reqs)
         .filter(|(x, y)| {
-            served(x) != served(y) || owner(x) != owner(y) || x.decode_prefix_owner() != y.decode_prefix_owner()
+            served(x) != served(y)
+                || resumed(x) != resumed(y)
+                || owner(x) != owner(y)
+                || x.decode_prefix_owner() != y.decode_prefix_owner()
+                || x.resumed_prefix().1 != y.resumed_prefix().1
         })
         .min_by_key(|(x, _)| (x.arrival(), x.id()))
         .map(|(x, _)| x.id());
@@ -216,11 +224,11 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         ];
         let (delta, difference) = largest_difference(&pairs);
         let kind = if sa.status != sb.status { Kind::StatusChannel } else { Kind::TimingChannel };
-        let more = if served(x) >= served(y) { x } else { y };
+        let more = if (served(x), resumed(x)) >= (served(y), resumed(y)) { x } else { y };
         let (cause, culprit): (&str, Option<RequestId>) =
             if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {
                 ("memory_safety", None)
-            } else if served(x) != served(y) {
+            } else if served(x) != served(y) || resumed(x) != resumed(y) {
                 match owner(more) {
                     Some((r, t)) if t.0 == secret => ("prefix_hit", Some(r)),
                     _ if ev_div.is_some_and(|t| t.0 <= sa.end.unwrap_or(u64::MAX)) => ("prefix_eviction", None),
@@ -257,9 +265,14 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         }
         match cause {
             "prefix_hit" => detail.push_str(&format!(
-                "; the prefix cache served {} vs {} of its prompt tokens{}",
+                "; the prefix cache served {} vs {} of its prompt tokens{}{}",
                 served(x),
                 served(y),
+                if resumed(x) != resumed(y) {
+                    format!(" (at its resumptions {} vs {})", resumed(x), resumed(y))
+                } else {
+                    String::new()
+                },
                 culprit.map_or(String::new(), |r| format!(", blocks request {} had cached", r.0))
             )),
             "prefix_hit_queueing" => detail.push_str(&format!(

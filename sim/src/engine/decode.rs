@@ -1155,6 +1155,8 @@ impl World {
                 self.mem(MemOp::Alloc { pool: pool_id, r, pages: fresh.clone() });
                 fresh
             } else {
+                let owner = self.decode_prefix_owner(n, &borrowed);
+                self.reqs[r.idx()].note_resumed_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS, owner);
                 self.decode_prefix_commit(n, r, &borrowed, pages_in(&locked));
                 // The locked blocks' pages start its block table, as at an admission's hit.
                 self.mem(MemOp::Lock { pool: pool_id, r, pages: locked.clone() });

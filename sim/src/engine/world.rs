@@ -150,6 +150,12 @@ pub struct Req {
     /// The owner of the deepest block decode's radix cache served it (report only, as
     /// `prefix_hit_owner`).
     decode_prefix_owner: Option<(RequestId, TenantId)>,
+    /// Prompt tokens decode's radix cache served it when it resumed after a preemption, over
+    /// all its resumptions (`decode_prefix_rules = block_pool`: vLLM's preempted request hits the
+    /// cache before it recomputes), and the owner of the deepest block of the latest such hit
+    /// (report only, as `prefix_hit_owner`: the noninterference check and the read's mechanism).
+    resumed_prefix_tokens: u64,
+    resumed_prefix_owner: Option<(RequestId, TenantId)>,
     response: Option<Response>,
     caught_by: Option<Mitigation>,
     detected_by: Option<Mitigation>,
@@ -201,6 +207,8 @@ impl Req {
             prefix_hit_owner: None,
             decode_prefix_tokens: 0,
             decode_prefix_owner: None,
+            resumed_prefix_tokens: 0,
+            resumed_prefix_owner: None,
             response: None,
             caught_by: None,
             detected_by: None,
@@ -323,6 +331,12 @@ impl Req {
     pub(crate) fn note_decode_prefix(&mut self, tokens: u64, owner: Option<(RequestId, TenantId)>) {
         self.decode_prefix_tokens = tokens;
         self.decode_prefix_owner = owner;
+    }
+
+    /// Decode's radix cache served `tokens` of its prompt when it resumed (report only).
+    pub(crate) fn note_resumed_prefix(&mut self, tokens: u64, owner: Option<(RequestId, TenantId)>) {
+        self.resumed_prefix_tokens += tokens;
+        self.resumed_prefix_owner = owner;
     }
 
     /// Decode produced an output token at `now` (report only).
@@ -538,6 +552,12 @@ impl Req {
     #[inline]
     pub fn decode_prefix_owner(&self) -> Option<(RequestId, TenantId)> {
         self.decode_prefix_owner
+    }
+
+    /// Prompt tokens decode's radix cache served it at its resumptions, and the owner of the
+    /// deepest block of the latest (report only).
+    pub fn resumed_prefix(&self) -> (u64, Option<(RequestId, TenantId)>) {
+        (self.resumed_prefix_tokens, self.resumed_prefix_owner)
     }
 
     #[inline]
@@ -1327,7 +1347,7 @@ impl World {
     fn cause_but_late_write(r: &Req) -> &'static str {
         if r.lagged || r.late_writers.0 {
             "visibility_lag"
-        } else if r.decode_prefix_tokens > 0 {
+        } else if r.decode_prefix_tokens > 0 || r.resumed_prefix_tokens > 0 {
             // Its prefix came from decode's radix cache (`decode_radix_cache = on`), which holds
             // what the blocks' first request left there: a stub-committed request's blocks were
             // never written (blind campaign seed 1,000,363: three readers of zeros and a

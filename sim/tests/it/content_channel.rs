@@ -223,3 +223,71 @@ prefix_blocks = [2]
     let w = kvsim::simulate(salted.clone(), None, false);
     assert!(kvsim::check::noninterference::check(&salted, &w, Some(0)).is_empty());
 }
+
+/// A hit at a preempted request's resumption (vLLM's rules: `decode_resume`) counts as a prefix
+/// hit too. Shrunk from a 5-minute `vllm-nixl --check noninterference --prefix-heavy` campaign
+/// (seed 59,101,697): tenant 0's request is preempted and, resuming, locks block [3] that tenant
+/// 1's request cached on decode (no cache salt), so tenant 1's timing depends on tenant 0's
+/// prompt. The first report named it `allocation` (the resumption's hit was not counted).
+#[test]
+fn a_resumptions_decode_prefix_hit_is_named_as_a_prefix_hit() {
+    let text = r#"
+name = "resumed-prefix-channel"
+profile = "vllm-nixl"
+context_len = 4096
+[[prefill]]
+pool_tokens = 1088
+[[prefill]]
+pool_tokens = 1088
+[[decode]]
+pool_tokens = 2112
+[router]
+policy = "least_loaded"
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+prefill_ns_per_token_per_kctx = 20
+decode_step_base_us = 10000
+decode_ns_per_kkv = 2000
+kv_bytes_per_token = 70000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+message_latency_us = 200
+[knobs]
+chunked_prefill_size = 1024
+page_size = 64
+transfer_sync_timeout_ms = 500
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 1025
+output_tokens = 3
+prefix_blocks = [3]
+[[request]]
+at_ns = 589000
+tenant = 1
+prompt_tokens = 1021
+output_tokens = 5
+prefix_blocks = [3]
+"#;
+    let resolve = |set: &[(&str, &str)]| {
+        let o = kvsim::scenario::Overrides {
+            set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        };
+        Scenario::parse("resumed-prefix-channel.toml", text).and_then(|s| s.resolve(&o)).expect("resolves")
+    };
+    let c = resolve(&[]);
+    let w = kvsim::simulate(c.clone(), None, false);
+    let (tokens, owner) = w.reqs[0].resumed_prefix();
+    assert_eq!(tokens, 512, "tenant 0's request hits block [3] when it resumes");
+    assert_eq!(owner.map(|(r, t)| (r.0, t.0)), Some((1, 1)), "tenant 1's copy");
+    let found = kvsim::check::noninterference::check(&c, &w, Some(0));
+    assert!(!found.is_empty(), "tenant 1's timing depends on tenant 0's prompt");
+    for v in &found {
+        assert!(v.cause.starts_with("prefix_hit"), "{v:?}");
+    }
+    let salted = resolve(&[("prefix_cache_scope", "per_tenant")]);
+    let w = kvsim::simulate(salted.clone(), None, false);
+    assert!(kvsim::check::noninterference::check(&salted, &w, Some(0)).is_empty());
+}
