@@ -1766,7 +1766,8 @@ lag_ms = 50
 /// Without the lag the landing precedes decode's tokens and nothing is wrong.
 #[test]
 fn s3_4_a_lagged_last_page_lands_over_decodes_own_tokens() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "lagged-last-page-over-decode-tokens"
 context_len = 16384
 [[prefill]]
@@ -1775,16 +1776,6 @@ pool_tokens = 5124
 pool_tokens = 5128
 [router]
 policy = "round_robin"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [knobs]
 chunked_prefill_size = 4096
 page_size = 4
@@ -1814,7 +1805,10 @@ public_blocks = 1
 kind = "visibility_lag"
 request = 2
 lag_ms = 50
-"#;
+"#,
+        FUZZ_COST,
+    ]
+    .concat();
     use kvsim::check::oracle::Kind;
     let w = run(text, "sglang-0.5.22", &[]);
     assert!(w.oracle.has(Kind::OwnKvMisplaced, RequestId(2)), "{:?}", w.oracle.violations);

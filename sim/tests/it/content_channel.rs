@@ -231,7 +231,8 @@ prefix_blocks = [2]
 /// prompt. The first report named it `allocation` (the resumption's hit was not counted).
 #[test]
 fn a_resumptions_decode_prefix_hit_is_named_as_a_prefix_hit() {
-    let text = r#"
+    let text = &[
+        r#"
 name = "resumed-prefix-channel"
 profile = "vllm-nixl"
 context_len = 4096
@@ -243,16 +244,6 @@ pool_tokens = 1088
 pool_tokens = 2112
 [router]
 policy = "least_loaded"
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-prefill_ns_per_token_per_kctx = 20
-decode_step_base_us = 10000
-decode_ns_per_kkv = 2000
-kv_bytes_per_token = 70000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-message_latency_us = 200
 [knobs]
 chunked_prefill_size = 1024
 page_size = 64
@@ -269,7 +260,10 @@ tenant = 1
 prompt_tokens = 1021
 output_tokens = 5
 prefix_blocks = [3]
-"#;
+"#,
+        crate::FUZZ_COST,
+    ]
+    .concat();
     let resolve = |set: &[(&str, &str)]| {
         let o = kvsim::scenario::Overrides {
             set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
