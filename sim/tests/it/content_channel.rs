@@ -201,13 +201,7 @@ prompt_tokens = 513
 output_tokens = 1
 prefix_blocks = [2]
 "#;
-    let resolve = |set: &[(&str, &str)]| {
-        let o = kvsim::scenario::Overrides {
-            set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..Default::default()
-        };
-        Scenario::parse("decode-prefix-channel.toml", text).and_then(|s| s.resolve(&o)).expect("resolves")
-    };
+    let resolve = |set: &[(&str, &str)]| resolve_with("decode-prefix-channel.toml", text, set);
     let c = resolve(&[]);
     let w = kvsim::simulate(c.clone(), None, false);
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "tenant 1 hits tenant 0's block on decode");
@@ -222,6 +216,15 @@ prefix_blocks = [2]
     let salted = resolve(&[("prefix_cache_scope", "per_tenant")]);
     let w = kvsim::simulate(salted.clone(), None, false);
     assert!(kvsim::check::noninterference::check(&salted, &w, Some(0)).is_empty());
+}
+
+/// `text` (named `name` in errors) resolved with the knobs `set`.
+fn resolve_with(name: &str, text: &str, set: &[(&str, &str)]) -> SimConfig {
+    let o = kvsim::scenario::Overrides {
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Default::default()
+    };
+    Scenario::parse(name, text).and_then(|s| s.resolve(&o)).expect("resolves")
 }
 
 /// A hit at a preempted request's resumption (vLLM's rules: `decode_resume`) counts as a prefix
@@ -264,13 +267,7 @@ prefix_blocks = [3]
         crate::FUZZ_COST,
     ]
     .concat();
-    let resolve = |set: &[(&str, &str)]| {
-        let o = kvsim::scenario::Overrides {
-            set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..Default::default()
-        };
-        Scenario::parse("resumed-prefix-channel.toml", text).and_then(|s| s.resolve(&o)).expect("resolves")
-    };
+    let resolve = |set: &[(&str, &str)]| resolve_with("resumed-prefix-channel.toml", text, set);
     let c = resolve(&[]);
     let w = kvsim::simulate(c.clone(), None, false);
     let (tokens, owner) = w.reqs[0].resumed_prefix();
