@@ -182,17 +182,12 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     let served = |r: &Req| r.prefix_reused() + r.decode_prefix_tokens();
     let resumed = |r: &Req| r.resumed_prefix().0;
     let owner = |r: &Req| r.prefix_hit_owner().or(r.decode_prefix_owner()).or(r.resumed_prefix().1);
+    let service = |r: &Req| (served(r), resumed(r), owner(r), r.decode_prefix_owner(), r.resumed_prefix().1);
     let first_reuse = a
         .reqs
         .iter()
         .zip(&b.reqs)
-        .filter(|(x, y)| {
-            served(x) != served(y)
-                || resumed(x) != resumed(y)
-                || owner(x) != owner(y)
-                || x.decode_prefix_owner() != y.decode_prefix_owner()
-                || x.resumed_prefix().1 != y.resumed_prefix().1
-        })
+        .filter(|(x, y)| service(x) != service(y))
         .min_by_key(|(x, _)| (x.arrival(), x.id()))
         .map(|(x, _)| x.id());
     let ev_div = {

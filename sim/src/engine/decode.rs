@@ -506,7 +506,7 @@ impl World {
             let need = self.prealloc_pages(node.reqs[&r].len);
             // The decode-side radix cache: lock the cached blocks the prompt starts with; only the
             // rest is allocated (and evicted for, least recently used first).
-            let (borrowed, mut pages) = if k.decode_radix_cache.on() && node.reqs[&r].pending_abort.is_none() {
+            let (borrowed, pages) = if k.decode_radix_cache.on() && node.reqs[&r].pending_abort.is_none() {
                 let len = node.reqs[&r].len;
                 self.decode_prefix_lock(n, r, len)
             } else {
@@ -545,19 +545,7 @@ impl World {
                 self.reqs[r.idx()].note_decode_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS, owner);
                 self.decode_prefix_commit(n, r, &borrowed, pages_in(&pages));
             }
-            if pages.is_empty() {
-                pages = fresh.clone();
-                self.mem(MemOp::Alloc { pool, r, pages: fresh });
-            } else {
-                // The locked blocks' pages start its block table (the replay's reads need them).
-                self.mem(MemOp::Lock { pool, r, pages: pages.clone() });
-                for run in &fresh {
-                    push_run(&mut pages, *run);
-                }
-                if new > 0 {
-                    self.mem(MemOp::Alloc { pool, r, pages: fresh });
-                }
-            }
+            let pages = self.decode_table(pool, r, pages, fresh);
             let now = self.now;
             let epoch = self.decode[n.at()].life.epoch();
             let node = self.dnode(n);
@@ -584,6 +572,32 @@ impl World {
         }
         // 4. A decode step over the running batch.
         self.decode_start_step(n);
+    }
+
+    /// The block table of request `r`'s allocation on decode pool `pool` (an admission or a
+    /// resumption): the pages of the cached blocks it locked (`locked`) first, then the pages it
+    /// took (`fresh`), with their memory records: `Lock` of the locked pages (the replay's reads
+    /// need them), then `Alloc` of the pages taken (always, when it locked nothing).
+    fn decode_table(
+        &mut self,
+        pool: crate::types::PoolId,
+        r: RequestId,
+        locked: Vec<Run>,
+        fresh: Vec<Run>,
+    ) -> Vec<Run> {
+        if locked.is_empty() {
+            self.mem(MemOp::Alloc { pool, r, pages: fresh.clone() });
+            return fresh;
+        }
+        self.mem(MemOp::Lock { pool, r, pages: locked.clone() });
+        let mut pages = locked;
+        for run in &fresh {
+            push_run(&mut pages, *run);
+        }
+        if pages_in(&fresh) > 0 {
+            self.mem(MemOp::Alloc { pool, r, pages: fresh });
+        }
+        pages
     }
 
     /// Polls the transfer queue and commits the landed requests, fails the failed ones; false
@@ -1151,24 +1165,12 @@ impl World {
             };
             let pool_id = self.decode[n.at()].id();
             let hit = borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS;
-            let pages = if borrowed.is_empty() {
-                self.mem(MemOp::Alloc { pool: pool_id, r, pages: fresh.clone() });
-                fresh
-            } else {
+            if !borrowed.is_empty() {
                 let owner = self.decode_prefix_owner(n, &borrowed);
-                self.reqs[r.idx()].note_resumed_prefix(borrowed.len() as u64 * crate::prefix::BLOCK_TOKENS, owner);
+                self.reqs[r.idx()].note_resumed_prefix(hit, owner);
                 self.decode_prefix_commit(n, r, &borrowed, pages_in(&locked));
-                // The locked blocks' pages start its block table, as at an admission's hit.
-                self.mem(MemOp::Lock { pool: pool_id, r, pages: locked.clone() });
-                let mut pages = locked;
-                for run in &fresh {
-                    push_run(&mut pages, *run);
-                }
-                if new > 0 {
-                    self.mem(MemOp::Alloc { pool: pool_id, r, pages: fresh });
-                }
-                pages
-            };
+            }
+            let pages = self.decode_table(pool_id, r, locked, fresh);
             let (tenant, now) = (self.reqs[r.idx()].tenant(), self.now);
             let node = self.dnode(n);
             let mut rep = node.pool.write(&pages, hit, seq_len, tenant, r, now, upto);
