@@ -435,7 +435,7 @@ pub struct Knobs {
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub bootstrap_timeout_ms: u64,
     /// How long decode waits for a transfer to finish before failing the request (sglang default 300
-    /// s).
+    /// s). Not armed behind the sequential router (vLLM times no load out).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub waiting_timeout_ms: u64,
     /// Interval of the prefill↔decode heartbeat (default 5 s).
@@ -454,7 +454,8 @@ pub struct Knobs {
     /// profiles carry 480 s and never use it (their router is concurrent).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub source_lease_ms: u64,
-    /// How long a synchronous transfer call waits before returning a timeout (default 60 s).
+    /// How long a synchronous transfer call waits before returning a timeout (default 60 s). Not
+    /// applied to decode's pulls behind the sequential router (a NIXL read has no timeout).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub transfer_sync_timeout_ms: u64,
 }

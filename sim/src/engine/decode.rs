@@ -84,6 +84,15 @@ pub struct DReq {
     /// KV lands during `run_batch` is taken up by the next iteration's `process_decode_queue` and
     /// first decoded in the batch formed after it.
     late: bool,
+    /// Its landed KV passed the commit (sglang `pop_transferred` → `_commit_transfer_to_req`) and
+    /// it waits, still in `transfer`, for a running slot. sglang 0.5.22 commits every request
+    /// whose status is Success when it polls, running batch full or not, frees its metadata slot
+    /// then, and moves it to the scheduler's waiting queue (`disaggregation/decode.py`
+    /// `pop_transferred`, `process_decode_queue`): its receiver is concluded, so no waiting
+    /// timeout, no prefill failure and no later status touches it (`common/conn.py`
+    /// `CommonKVReceiver._poll` returns `conclude_state`; `_handle_node_failure` skips Success
+    /// rooms). Never set under `decode_loads_hold_slots = off` (vLLM commits at promotion).
+    committed: bool,
 }
 
 impl DReq {
@@ -367,6 +376,7 @@ impl World {
                 pages: Vec::new(),
                 meta_slot: None,
                 status_ok: None,
+                committed: false,
                 status_pages: 0,
                 seq_len: 0,
                 generated: 0,
@@ -563,8 +573,14 @@ impl World {
             let lat = self.msg_latency();
             let dst = DstInfo { decode: n, epoch, pages, meta_slot: slot };
             self.after(lat, Ev::DstInfo { r, prefill, dst: Box::new(dst) });
-            let t = Duration::from_ms(k.waiting_timeout_ms);
-            self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
+            // sglang's waiting timeout (`SGLANG_DISAGGREGATION_WAITING_TIMEOUT`). vLLM's decode
+            // times no load out: a request in WAITING_FOR_REMOTE_KVS waits until its read is
+            // reported received or failed (0.34.0 `v1/core/sched/scheduler.py`
+            // `_handle_blocked_waiting_request`), and a read from a dead prefill fails.
+            if !self.decode_pulls() {
+                let t = Duration::from_ms(k.waiting_timeout_ms);
+                self.after(t, Ev::Timeout { r, timer: TimeoutKind::Waiting, node: pool, epoch });
+            }
         }
         // 3. Transfer queue: poll, then commit (vLLM's were promoted above).
         if loads_hold_slots && !self.decode_poll_transfers(n, &k) {
@@ -634,10 +650,20 @@ impl World {
                 return false;
             }
             if ok {
+                // sglang commits what landed at once and it waits for a running slot committed
+                // (`DReq::committed`); vLLM's landed load waits uncommitted.
+                let committed = node.reqs[&r].committed;
+                if loads_hold_slots && !committed && !self.decode_commit(n, r) {
+                    continue;
+                }
+                let node = &self.decode[n.at()];
                 if bounded && node.running.len() >= node.max_running as usize {
                     continue;
                 }
-                self.decode_try_commit(n, r);
+                if !loads_hold_slots && !self.decode_commit(n, r) {
+                    continue;
+                }
+                self.decode_promote(n, r);
             } else {
                 self.decode_transfer_failed(n, r, 500);
             }
@@ -684,7 +710,15 @@ impl World {
         }
     }
 
-    fn decode_try_commit(&mut self, n: DecodeIdx, r: RequestId) {
+    /// The commit of request `r`'s landed KV: the room, coverage and checksum checks and decode's
+    /// own pending abort. True when it passed and waits to run; false when it was finished, its
+    /// node crashed, or its metadata row is still to come (polled again). Under sglang
+    /// (`decode_loads_hold_slots = on`) a passed commit frees the request's metadata slot, as
+    /// `pop_transferred` does for every request it removes from the transfer queue (0.5.22
+    /// `disaggregation/decode.py`; the room is reset to 0 for the next owner), so a running
+    /// request holds no slot; a late row of a later PP stage then lands in a slot that may have a
+    /// new owner (sglang #22716).
+    fn decode_commit(&mut self, n: DecodeIdx, r: RequestId) -> bool {
         let k = self.cfg.knobs.clone();
         let d = &self.decode[n.at()].reqs[&r];
         // The bootstrap-room check exists only on sglang's concurrent path, where decode learns
@@ -698,12 +732,12 @@ impl World {
         if k.router_mode == RouterMode::Concurrent {
             let row = self.decode[n.at()].meta.row(d.meta_slot.expect("admitted"));
             if row.room == 0 {
-                return; // metadata not written yet: keep polling
+                return false; // metadata not written yet: keep polling
             }
             if row.room != self.reqs[r.idx()].room() {
                 self.reqs[r.idx()].room_mismatched();
                 self.decode_finish(n, r, 500, None);
-                return;
+                return false;
             }
         }
         let reserved = self.pages_for(d.len.saturating_add(k.decode_lookahead_tokens));
@@ -713,14 +747,14 @@ impl World {
             match k.decode_commit_check {
                 CommitCheck::Coverage => {
                     self.decode_finish(n, r, 500, Some(Mitigation::CoverageCheck));
-                    return;
+                    return false;
                 }
                 CommitCheck::AssertCrash => {
                     // vLLM asserts: the decode worker dies loudly instead of reading stale blocks.
                     self.reqs[r.idx()].caught_by_crash();
                     let restart_after_ms = self.cfg.faults.crash_restart_ms;
                     self.crash(n.node(), restart_after_ms);
-                    return;
+                    return false;
                 }
                 CommitCheck::RoomOnly => {}
             }
@@ -739,7 +773,7 @@ impl World {
             }
             if !s.clean() {
                 self.decode_finish(n, r, 500, Some(Mitigation::KvChecksum));
-                return;
+                return false;
             }
         }
         if let Some(status) = self.decode[n.at()].reqs[&r].pending_abort {
@@ -751,8 +785,27 @@ impl World {
             // `managers/schedule_batch.py` `to_finish`; lifecycle reference §4.1, §11). ≥0.5.21
             // (`aborted_too`) turned it away at the door in the prealloc sweep.
             self.decode_finish(n, r, status, None);
-            return;
+            return false;
         }
+        if k.decode_loads_hold_slots == LoadsHoldSlots::On {
+            let node = self.dnode(n);
+            let d = node.reqs.get_mut(&r).expect("present");
+            d.committed = true;
+            if let Some(s) = d.meta_slot.take() {
+                // The prealloc queue sees the slot at its next tick, as sglang's next
+                // `process_decode_queue` does (`pop_preallocated` runs before `pop_transferred`);
+                // one always comes: the batch this request joins or waits behind steps.
+                node.meta.release(s);
+            }
+        }
+        true
+    }
+
+    /// Request `r`, committed, joins the running batch.
+    fn decode_promote(&mut self, n: DecodeIdx, r: RequestId) {
+        let k = &self.cfg.knobs;
+        let block_pool =
+            k.decode_radix_cache.on() && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool;
         let node = self.dnode(n);
         node.transfer.retain(|x| *x != r);
         node.running.push(r);
@@ -765,7 +818,7 @@ impl World {
         d.dirty = true;
         node.running_kv += d.len;
         self.phase(r, Lane::Decode(n), Phase::Running);
-        if k.decode_radix_cache.on() && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool {
+        if block_pool {
             self.decode_prefix_index_loaded(n, r);
         }
     }
@@ -1323,6 +1376,8 @@ impl World {
                 self.phase(r, Lane::Decode(n), Phase::Leaked);
                 self.leg_result(r, Role::Decode, status);
             }
+            // Committed, it is past the transfer queue (sglang's waiting queue): released at once.
+            DPhase::Transfer if d.committed => self.decode_finish(n, r, status, None),
             DPhase::Transfer => self.decode_transfer_failed(n, r, status),
             DPhase::Releasing | DPhase::Leaked => {}
         }
@@ -1356,8 +1411,12 @@ impl World {
             return true;
         };
         match (kind, d.phase) {
+            // A request whose KV landed waits for no transfer: sglang's receiver checks the
+            // waiting timeout only while the status is not Success (0.5.22 `common/conn.py`
+            // `CommonKVReceiver._poll`: a concluded Success is returned before any timeout
+            // check), and vLLM times no load out. It may still wait for a running slot.
             (TimeoutKind::Waiting, DPhase::Transfer) => {
-                at.since(d.entered) < Duration::from_ms(self.cfg.knobs.waiting_timeout_ms)
+                d.status_ok == Some(true) || at.since(d.entered) < Duration::from_ms(self.cfg.knobs.waiting_timeout_ms)
             }
             (TimeoutKind::DeferredRelease, DPhase::Releasing) => false,
             _ => true,
@@ -1415,7 +1474,7 @@ impl World {
         let Some(d) = self.dnode(n).reqs.get_mut(&r) else {
             return;
         };
-        if d.phase != DPhase::Transfer {
+        if d.phase != DPhase::Transfer || d.committed {
             return;
         }
         // Failed wins; status only rises.
@@ -1445,7 +1504,12 @@ impl World {
             self.reqs[r.idx()].touched_by_fault();
             self.decode_finish(n, r, 500, None);
         }
-        let rs: Vec<RequestId> = self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r)).collect();
+        // Only the rooms whose KV has not landed: sglang 0.5.22 `common/conn.py`
+        // `_handle_node_failure` fails the affected rooms whose status is not Success, and a
+        // vLLM read that completed is done whatever happens to its source afterwards.
+        let landed = |w: &World, r: &RequestId| w.decode[n.at()].reqs.get(r).is_some_and(|d| d.status_ok == Some(true));
+        let rs: Vec<RequestId> =
+            self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r) && !landed(self, r)).collect();
         let mut any = false;
         for r in rs {
             self.reqs[r.idx()].touched_by_fault();

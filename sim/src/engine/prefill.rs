@@ -950,6 +950,21 @@ impl World {
         if self.pp_abort_blocked(n, r) {
             return;
         }
+        if self.decode_pulls() && self.prefill[n.at()].reqs[&r].phase == PPhase::Held {
+            // Behind vLLM's proxy a request held for decode's read has finished on prefill, and an
+            // abort of a finished request does nothing there (vLLM 0.34.0 `v1/core/sched/
+            // scheduler.py` `finish_requests` skips `request.is_finished()`). Decode's abort sends
+            // prefill nothing either (`nixl/pull_scheduler.py` `request_finished` stops the
+            // request's heartbeat and returns no message for a request still loading). So the
+            // source stays held until the read's notice or the lease, and the lease is no longer
+            // pushed on (`decode_still_loads`): a read still running when it ends reads blocks
+            // prefill freed (`_reap_expired_send_leases`). Decode keeps its blocks until its read
+            // ends (`delay_free_blocks`), which the job's end stands for here.
+            if from_decode && !self.transfer_ack_on_end(n, r) {
+                ack(self);
+            }
+            return;
+        }
         let pr = self.pnode(n).reqs.get_mut(&r).expect("present");
         pr.sender = SenderState::Failed;
         if matches!(pr.phase, PPhase::Draining | PPhase::Orphaned) {

@@ -521,7 +521,14 @@ impl World {
         // (Sharing of the link's bandwidth between reads in flight is not modelled.)
         let pulls = self.decode_pulls();
         let mut t = if pulls { self.now } else { self.now.max(self.prefill[node].xfer_free_at(job.decode)) };
-        let timeout = Duration::from_ms(self.cfg.knobs.transfer_sync_timeout_ms);
+        // The sync timeout is sglang's (Mooncake's `batch_transfer_sync` returns on its wall-clock
+        // timeout). A NIXL read has none: vLLM 0.34.0 `nixl/base_worker.py` `_pop_done_transfers`
+        // only asks each handle's state (done, in progress, or an error), the one NIXL timer is
+        // prefill's send lease (`_reap_expired_send_leases`), and the scheduler keeps a load
+        // waiting until it is reported received or failed (`v1/core/sched/scheduler.py`
+        // `_handle_blocked_waiting_request`). A slow read is slow, not failed.
+        let timeout =
+            if pulls { Duration(u64::MAX) } else { Duration::from_ms(self.cfg.knobs.transfer_sync_timeout_ms) };
         let bytes_per_page = self.page_size().saturating_mul(self.cfg.cost.kv_bytes_per_token);
         // Prefill pushes into a decode incarnation that is already gone (it died after sending
         // its destination): the first write fails like any failed batch (the room goes Failed and
@@ -599,9 +606,10 @@ impl World {
         self.transfer_skip_queued(n, r, false);
     }
 
-    /// `prefill_abort_release = ack_after_drain`: marks the request's jobs on `n` that have not
-    /// ended, so that decode's abort is acknowledged when the last of them ends
-    /// (`ack_when_drained`). False when none is left: the caller acknowledges now.
+    /// `prefill_abort_release = ack_after_drain`, and decode's abort of a vLLM read still running
+    /// (`prefill_abort`): marks the request's jobs on `n` that have not ended, so that decode's
+    /// abort is acknowledged when the last of them ends (`ack_when_drained`). False when none is
+    /// left: the caller acknowledges now.
     pub(crate) fn transfer_ack_on_end(&mut self, n: PrefillIdx, r: RequestId) -> bool {
         let epoch = self.prefill[n.at()].epoch();
         let mut any = false;

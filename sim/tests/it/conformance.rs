@@ -286,7 +286,8 @@ fn s2_timeouts_a_request_the_engine_ends_at_its_waiting_timeout_is_no_hang() {
 /// 5 bytes/µs link (a 28 s transfer), decode's waiting timer at 5 s, a 10 s liveness bound:
 /// decode answers 500 at 5 s and the transfer ends at 28 s. On the fixed builds nothing is held at
 /// the end; on 0.5.16 decode freed its pages at the timeout and the transfer writes into them (the
-/// catalogue's decode-free-before-late-write). (Before, the run stopped at the 10 s horizon and
+/// catalogue's decode-free-before-late-write). vLLM has no waiting timer: it answers 200 after the
+/// read. (Before, the run stopped at the 10 s horizon and
 /// reported prefill's in-flight pages, and on 0.5.22 and vLLM decode's deferred ones, as leaks:
 /// false alarms on the fixed builds, and 0.5.16's use after free was never reached.)
 const TRANSFER_PAST_HORIZON: &str = r#"
@@ -315,6 +316,15 @@ fn s2_timeouts_pages_under_a_transfer_in_flight_at_the_horizon_are_no_leak() {
     for profile in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
         let w = run(TRANSFER_PAST_HORIZON, profile, &[]);
         let (status, at) = answer(&w, 0);
+        if profile == "vllm-nixl" {
+            // vLLM's decode times no load out (`s4_2_vllm_a_slow_read_is_not_timed_out`).
+            assert_eq!(status, 200, "{profile}");
+            assert!(at > 28 * S, "{profile}: answered at {at} ns, after the read");
+            assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+            assert!(w.prefill.iter().all(|p| p.leaks().is_none()), "{profile}");
+            assert!(w.decode.iter().all(|d| d.leaks().is_none()), "{profile}");
+            continue;
+        }
         assert_eq!(status, 500, "{profile}");
         assert!(at < 6 * S, "{profile}: answered at {at} ns, at decode's waiting timer");
         assert!(w.now().0 > 28 * S, "{profile}: the run stopped at {} ns, before the transfer ended", w.now().0);
@@ -2437,7 +2447,7 @@ fn s7_vllm_decode_heartbeats_extend_the_source_lease_while_it_waits_to_load() {
 }
 
 /// Reference §7: a request aborted while its load is in flight keeps its decode blocks until the
-/// read ends; vLLM has no fallback timer (vLLM 0.33.0 `v1/core/sched/scheduler.py`
+/// read ends (prefill's source does not: see the next test's lease); vLLM has no fallback timer (vLLM 0.33.0 `v1/core/sched/scheduler.py`
 /// `finish_requests` → `delay_free_blocks`, freed in `_update_from_kv_xfer_finished`;
 /// `nixl/base_worker.py` `_pop_done_transfers` retains a handle until it is released). Request 0's
 /// one 56 s transfer batch is in flight when the client aborts at 2 s; request 1 (40 s) gets
@@ -2470,10 +2480,21 @@ output_tokens = 4
 
 #[test]
 fn s7_vllm_decode_holds_an_aborted_loads_blocks_until_the_read_ends_with_no_fallback_timer() {
+    use kvsim::types::Role;
     let w = run(ABORT_DURING_LOAD, "vllm-nixl", &[]);
     assert_eq!(answer(&w, 0).0, 499);
     assert_eq!(answer(&w, 1).0, 200);
-    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
+    // Decode's side is clean. Prefill's is not: the abort stopped decode's heartbeats, the 30 s
+    // lease freed the source under the 56 s read (`s4_2_vllm_an_aborted_requests_lease_ends_…`).
+    assert!(!w.oracle.violations.is_empty());
+    assert!(
+        w.oracle
+            .violations
+            .iter()
+            .all(|v| v.cause == "transfer_read_of_a_source_page" && v.pool.is_some_and(|p| p.role == Role::Prefill)),
+        "{:?}",
+        w.oracle.violations
+    );
     assert!(w.decode.iter().all(|d| d.leaks().is_none()));
     // sglang's concurrent path keeps its 30 s fallback: the late write lands in request 1's blocks.
     let w = run(ABORT_DURING_LOAD, "vllm-nixl", &[("router_mode", "concurrent")]);
@@ -3043,6 +3064,42 @@ fn s4_2_sglang_request_pool_without_extra_slots_is_shared_by_loads() {
     }
 }
 
+/// sglang 0.5.22 commits a landed request at its first poll, running batch full or not, and it
+/// waits for a running slot in the scheduler's waiting queue (`disaggregation/decode.py`
+/// `pop_transferred` → `process_decode_queue`): its receiver is concluded, so the 300 s waiting
+/// timeout (`common/conn.py` `CommonKVReceiver._poll` returns `conclude_state` first) and a lost
+/// prefill (`_handle_node_failure` skips Success rooms) no longer touch it, and its metadata slot
+/// is freed at the commit, not at its finish. Request 0 decodes for about 750 s on the only
+/// running slot (or the only metadata slot); request 1 arrives at 1 s. Before, the model kept
+/// request 1 uncommitted in the transfer queue and failed it with 500 at the timeout or at the
+/// prefill's crash, and with one metadata slot preallocated it only after request 0 finished.
+#[test]
+fn s4_2_sglang_commits_a_landed_request_before_a_running_slot_frees() {
+    let base = |decode: &str, fault: &str| {
+        format!(
+            "name = \"landed-waits\"\ncontext_len = 8192\n[[prefill]]\npool_tokens = 8192\n[[decode]]\n\
+             pool_tokens = 65536\n{decode}\n[knobs]\npage_size = 16\n[[request]]\nat_ms = 0\ntenant = 1\n\
+             prompt_tokens = 100\noutput_tokens = 30000\n[[request]]\nat_ms = 1000\ntenant = 2\n\
+             prompt_tokens = 100\noutput_tokens = 4\n{fault}"
+        )
+    };
+    let crash = "[[faults.script]]\nkind = \"crash\"\nat_ms = 5000\nnode = \"prefill-0\"\nrestart_after_ms = 600000\n";
+    for (what, text) in [
+        ("one running slot", base("max_running_requests = 1", "")),
+        ("one running slot, prefill crashes", base("max_running_requests = 1", crash)),
+    ] {
+        let w = run(&text, "sglang-0.5.22", &[]);
+        assert_eq!(answer(&w, 0).0, 200, "{what}");
+        assert_eq!(answer(&w, 1).0, 200, "{what}: request 1's KV landed; it waits for the running slot");
+        assert!(answer(&w, 1).1 > answer(&w, 0).1, "{what}: request 1 runs after request 0");
+        assert!(answer(&w, 1).1 > 300_000_000_000, "{what}: past the waiting timeout");
+    }
+    let w = run(&base("metadata_slots = 1", ""), "sglang-0.5.22", &[]);
+    assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 200));
+    assert!(answer(&w, 1).1 < 5_000_000_000, "request 1 takes the slot request 0 freed at its commit");
+    assert!(answer(&w, 0).1 > 300_000_000_000);
+}
+
 /// sglang 0.5.22 `managers/schedule_policy.py` `PrefillAdder` (vLLM 0.34.0 `allocate_slots`
 /// alike): prefill budgets its free pages plus the radix cache's evictable ones, and a chunk that
 /// does not fit even so is refused with nothing evicted. Request 0's two prompt blocks stay cached
@@ -3097,6 +3154,91 @@ delay_ms = 3000
         freed_late.iter().all(|t| *t == two_in),
         "request 0's blocks evicted at {freed_late:?}, request 2 in at {two_in}"
     );
+}
+
+/// A NIXL read has no timeout (vLLM 0.34.0 `nixl/base_worker.py` `_pop_done_transfers` asks each
+/// handle's state only; the scheduler keeps the load waiting until it is received or failed), and
+/// vLLM's decode has no waiting timeout: a read delayed 10 s under a 5 s sync timeout is slow, and
+/// the request is answered 200. sglang's Mooncake call returns at its sync timeout and the request
+/// fails. Before, the model timed vLLM's reads out like sglang's pushes.
+#[test]
+fn s4_2_vllm_a_slow_read_is_not_timed_out() {
+    let text = r#"
+name = "nixl-slow-read"
+context_len = 8192
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 4096
+[knobs]
+transfer_sync_timeout_ms = 5000
+waiting_timeout_ms = 8000
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 10000
+"#;
+    let w = run(text, "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 200);
+    assert!(answer(&w, 0).1 > 10_000_000_000, "answered after the slow read");
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    let w = run(text, "sglang-0.5.22", &[]);
+    assert_eq!(answer(&w, 0).0, 500, "sglang's call returns at its sync timeout");
+}
+
+/// vLLM 0.34.0: once prefill finished a request and holds its blocks for decode's read, an abort
+/// does nothing on prefill (`scheduler.py` `finish_requests` skips a finished request), and
+/// decode's abort sends prefill nothing; it only stops the request's heartbeats
+/// (`nixl/pull_scheduler.py` `request_finished`). The lease is then no longer pushed on and
+/// prefill frees the blocks at its end (`nixl/base_worker.py` `_reap_expired_send_leases`) while
+/// decode's read, delayed 45 s, still reads them: `use_after_free/transfer_read_of_a_source_page`.
+/// Before, the model held the source until the read drained. Without the abort the heartbeats keep
+/// the lease alive, and with a read that ends within the lease the abort frees nothing early.
+#[test]
+fn s4_2_vllm_an_aborted_requests_lease_ends_under_its_read() {
+    let text = r#"
+name = "nixl-abort-long-read"
+context_len = 4096
+[[prefill]]
+pool_tokens = 2048
+[[decode]]
+pool_tokens = 4096
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 4
+abort_at_ms = 3000
+[[request]]
+at_ms = 35000
+tenant = 2
+prompt_tokens = 2000
+output_tokens = 4
+[[faults.script]]
+kind = "delay"
+request = 0
+delay_ms = 45000
+"#;
+    let w = run(text, "vllm-nixl", &[]);
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert_eq!(sigs, ["use_after_free/transfer_read_of_a_source_page"], "{:?}", w.oracle.violations);
+    assert_eq!(answer(&w, 1).0, 200);
+    // Request 1 (prefill's pool holds one prompt) is prefilled once the lease freed request 0's
+    // blocks, before request 0's read ends at about 45 s.
+    assert!(answer(&w, 1).1 < 45_000_000_000, "request 1 answered at {} ns", answer(&w, 1).1);
+    let no_abort = text.replace("abort_at_ms = 3000\n", "");
+    assert_ne!(no_abort, text);
+    let w = run(&no_abort, "vllm-nixl", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 200));
+    let short = text.replace("delay_ms = 45000", "delay_ms = 15000");
+    let w = run(&short, "vllm-nixl", &[]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
 
 /// vLLM 0.34.0 (`decode_loads_hold_slots = off`): a load that fails while the one running slot is
