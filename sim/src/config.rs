@@ -257,7 +257,8 @@ pub struct Knobs {
     /// writes land later: Mooncake #4247) or `quiesced`.
     pub transfer_timeout_semantics: TimeoutSemantics,
     /// Pages per transfer batch; 0 = unbounded (sglang PR #32758, 0.5.21+, default unbounded).
-    /// Tokens-scale limit `MAX_TOKENS`.
+    /// Tokens-scale limit `MAX_TOKENS`. Not applied to decode's pulls behind the sequential router
+    /// (a NIXL read is one transfer).
     #[schemars(range(max = crate::scenario::MAX_TOKENS))]
     pub max_transfer_batch_pages: u64,
     /// Reuse order of the paged allocator's free list, which decides whose stale page a new request
@@ -339,7 +340,9 @@ pub struct Knobs {
     /// `v1/engine/async_llm.py` `notify_kv_transfer_request_rejected` submits a pre-aborted request
     /// whose `nixl/pull_scheduler.py` `request_finished` sends prefill an empty read notice). The
     /// model delivers it as prefill's lease ending early (the trace shows the `source_lease` timer
-    /// one message latency after decode's 4xx). No effect on sglang's concurrent legs.
+    /// one message latency after decode's 4xx). The same notice follows an abort of a request
+    /// decode has not scheduled yet (the same `request_finished` branch). No effect on sglang's
+    /// concurrent legs.
     pub decode_reject_releases_prefill: OnOff,
     /// Tokens decode reserves beyond the prompt when it allocates for remote KV (vLLM's speculative
     /// lookahead, `num_lookahead_tokens`): a reservation past the prompt's last block asks for more

@@ -398,9 +398,10 @@ impl World {
         self.tick(node_id);
     }
 
-    /// Decode turned the request away before admission: behind vLLM's sequential proxy, with
-    /// `decode_reject_releases_prefill`, prefill hears of it one message later and frees the
-    /// source blocks it holds for decode's read, as if their lease had ended (see the knob).
+    /// Decode turned the request away before admission, or it was aborted before decode scheduled
+    /// it: behind vLLM's sequential proxy, with `decode_reject_releases_prefill`, prefill hears of
+    /// it one message later and frees the source blocks it holds for decode's read, as if their
+    /// lease had ended (see the knob).
     fn decode_reject_notifies_prefill(&mut self, r: RequestId) {
         let k = &self.cfg.knobs;
         if k.router_mode != RouterMode::Sequential || !k.decode_reject_releases_prefill.on() {
@@ -1356,7 +1357,16 @@ impl World {
             return;
         };
         match d.phase {
-            DPhase::Prealloc | DPhase::Running => self.decode_finish(n, r, status, None),
+            DPhase::Prealloc => {
+                // Behind vLLM's proxy an abort before decode scheduled the request notifies
+                // prefill as a rejection does: `request_finished` finds `do_remote_prefill` still
+                // set and queues an empty read, whose notice frees prefill's blocks (vLLM 0.34.0
+                // `nixl/pull_scheduler.py`). Prefill ignores the client's abort of a request it
+                // finished (`prefill_abort`), so without it the blocks would wait for the lease.
+                self.decode_finish(n, r, status, None);
+                self.decode_reject_notifies_prefill(r);
+            }
+            DPhase::Running => self.decode_finish(n, r, status, None),
             DPhase::Retracted if d.host_pages > 0 && self.cfg.knobs.retracted_abort == RetractedAbort::Leak => {
                 // sglang #18701 / #21652: the abort answers the client but nothing discards the
                 // request's host backup (nor its metadata slot): it is held forever.

@@ -451,7 +451,11 @@ impl World {
     /// Queues a job on the prefill node's transfer worker and schedules its batches.
     pub(crate) fn transfer_submit(&mut self, mut job: TransferJob, src: Vec<Run>, dst: Vec<Run>) {
         let n = pages_in(&src);
-        let most = self.cfg.knobs.max_transfer_batch_pages;
+        // Batches are sglang's (the Mooncake sender's `SGLANG_MOONCAKE_MAX_TRANSFER_BATCH_INDICES`).
+        // A NIXL read is one transfer of every block (vLLM 0.34.0 `nixl/pull_worker.py`
+        // `_read_blocks`: one `make_prepped_xfer` and `transfer(handle)` per remote rank), so a
+        // pull is one batch whatever the knob says.
+        let most = if self.decode_pulls() { 0 } else { self.cfg.knobs.max_transfer_batch_pages };
         let per = if most == 0 { n.max(1) } else { most };
         // A job always has at least one batch: an empty last chunk still carries the metadata row.
         let batches = n.div_ceil(per).max(1) as usize;

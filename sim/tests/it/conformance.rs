@@ -1719,8 +1719,8 @@ lag_ms = 50
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
 }
 
-/// The same row through a preemption: request 3's load is acknowledged 50 ms before it is
-/// visible and it is preempted at once. Under vLLM's decode prefix cache its resumption hits the
+/// The same row through a preemption: request 3's load is acknowledged 300 ms before it is
+/// visible and it is preempted meanwhile. Under vLLM's decode prefix cache its resumption hits the
 /// cache like any waiting request (`decode_resume`): it locks the chain block [2] it cached when
 /// the load was reported done and recomputes the rest into other pages, where the late landing
 /// then writes its KV at other positions (`own_kv_misplaced`) and a source page's stale tail
@@ -1728,7 +1728,10 @@ lag_ms = 50
 /// campaign (seed 54,140,950, first reported as the new `cross_request_read/decode_prefix_cache`):
 /// every signature is the lag's, request 5 hits the same clean block [2], and without the lag the
 /// run is clean. (Before the forty-third session the resumption hit nothing and reallocated the
-/// whole sequence; the release then cached the landing's mess as block [2] for request 5.)
+/// whole sequence; the release then cached the landing's mess as block [2] for request 5. Since the
+/// forty-fourth session a read is one transfer, not 4-page batches landing one after another, so
+/// the case needs a lag that outlasts the preemption: 300 ms, and 100 output tokens for requests 0
+/// and 3, where the shrunk case had 50 ms and 5 and 6.)
 #[test]
 fn s3_4_a_lagged_request_preempted_and_resumed_reads_the_lags() {
     use kvsim::trace::{MemOp, TraceRecord};
@@ -1760,7 +1763,7 @@ transfer_sync_timeout_ms = 5000
 at_ms = 0
 tenant = 0
 prompt_tokens = 3971
-output_tokens = 5
+output_tokens = 100
 prefix_blocks = [1]
 public_blocks = 1
 [[request]]
@@ -1781,7 +1784,7 @@ public_blocks = 1
 at_ms = 0
 tenant = 0
 prompt_tokens = 1473
-output_tokens = 6
+output_tokens = 100
 prefix_blocks = [2]
 public_blocks = 1
 [[request]]
@@ -1799,7 +1802,7 @@ public_blocks = 1
 [[faults.script]]
 kind = "visibility_lag"
 request = 3
-lag_ms = 50
+lag_ms = 300
 "#;
     use kvsim::check::oracle::Kind;
     use kvsim::types::RequestId;
@@ -1821,7 +1824,8 @@ lag_ms = 50
         .collect();
     assert_eq!(locks.len(), 2, "{locks:?}");
     assert_eq!(locks[0], locks[1], "the same block's pages");
-    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 50\n", "");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 300\n", "");
+    assert_ne!(no_lag, text);
     let w = run(&no_lag, "vllm-nixl", &[]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
@@ -2542,6 +2546,44 @@ fn s7_vllm_decode_rejection_before_admission_frees_prefills_source_blocks_at_onc
     assert_eq!(kinds(&w), vec!["page_leak"]);
 }
 
+/// vLLM 0.34.0 `nixl/pull_scheduler.py` `request_finished`: a request aborted before decode
+/// scheduled it (still `do_remote_prefill`) queues an empty read whose notice frees prefill's blocks
+/// at once, as a rejection's does. Request 1 waits in decode's queue behind request 0 (decode holds
+/// one prompt) and its client aborts at 1 s: prefill frees its source within the message latency,
+/// not at the 30 s lease (prefill itself ignores the abort of a request it finished).
+#[test]
+fn s7_vllm_an_abort_in_decodes_queue_frees_prefills_source_at_once() {
+    use kvsim::types::Role;
+    let text = r#"
+name = "abort-in-decode-queue"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 2560
+[knobs]
+page_size = 16
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 2000
+output_tokens = 400
+[[request]]
+at_ms = 10
+tenant = 2
+prompt_tokens = 2000
+output_tokens = 4
+abort_at_ms = 1000
+"#;
+    let w = collect(text, "vllm-nixl", &[]);
+    assert_eq!((answer(&w, 0).0, answer(&w, 1).0), (200, 499));
+    assert!(mem_times(&w, Role::Decode, 1, false).is_empty(), "request 1 never got decode pages");
+    let freed = mem_times(&w, Role::Prefill, 1, true);
+    assert_eq!(freed.len(), 1, "{freed:?}");
+    assert!((S..S + S / 100).contains(&freed[0]), "prefill freed request 1's source at {} ns", freed[0]);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+}
+
 /// Reference §7 and §4.1: with no fallback timer, an aborted load whose prefill then dies is
 /// released when decode learns of the death (the heartbeat loss): NIXL's read from a dead peer
 /// ends failed and vLLM frees the blocks with it. Request 0 is aborted at 2 s during its 56 s
@@ -3189,6 +3231,31 @@ delay_ms = 10000
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     let w = run(text, "sglang-0.5.22", &[]);
     assert_eq!(answer(&w, 0).0, 500, "sglang's call returns at its sync timeout");
+}
+
+/// A NIXL read is one transfer of every block (vLLM 0.34.0 `nixl/pull_worker.py` `_read_blocks`:
+/// one `make_prepped_xfer` per remote rank), so `max_transfer_batch_pages`, the Mooncake sender's
+/// batch bound, does not split it. Before, the model read vLLM's KV in sequential batches, each
+/// with its own delay spikes, and a 10-minute `vllm-nixl` campaign reported
+/// `use_after_free/transfer_read_of_a_source_page` as new: aborted reads of 4- and 64-page batches
+/// whose spikes added up past prefill's lease (three shrunk examples, each needing the bound).
+#[test]
+fn s7_vllm_a_read_is_one_transfer_whatever_the_batch_bound() {
+    let text = "name = \"one-read\"\ncontext_len = 8192\n[[prefill]]\npool_tokens = 8192\n[[decode]]\n\
+                pool_tokens = 8192\n[knobs]\npage_size = 16\nmax_transfer_batch_pages = 4\n[[request]]\n\
+                at_ms = 0\ntenant = 1\nprompt_tokens = 2000\noutput_tokens = 4\n";
+    for (profile, batches) in [("vllm-nixl", 1), ("sglang-0.5.22", 2000usize.div_ceil(16).div_ceil(4))] {
+        let mut w = World::new(cfg(text, profile, &[]), kvsim::trace::Tracer::new(None));
+        let mut most = 0;
+        while w.step() {
+            if let Some(j) = w.jobs.last_id().and_then(|id| w.jobs.get(id)) {
+                most = most.max(j.batches().len());
+            }
+        }
+        w.finish();
+        assert_eq!(most, batches, "{profile}");
+        assert_eq!(answer(&w, 0).0, 200, "{profile}");
+    }
 }
 
 /// vLLM 0.34.0: once prefill finished a request and holds its blocks for decode's read, an abort
