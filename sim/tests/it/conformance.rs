@@ -1603,6 +1603,67 @@ prefix_blocks = [7, 8]
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "vllm-nixl caches prefixes on decode");
 }
 
+/// Request 0's KV (a 512-token prompt, prefix block [2]) is acknowledged 50 ms before it is
+/// visible; request 1 (513 tokens, the same block) arrives `second_at_ms` later. `pool_tokens`
+/// for both nodes.
+fn lagged_block_then_a_hit(pool_tokens: u64, second_at_ms: u64) -> String {
+    format!(
+        r#"
+name = "decode-cache-before-the-lag-lands"
+context_len = 2048
+[[prefill]]
+pool_tokens = {pool_tokens}
+[[decode]]
+pool_tokens = {pool_tokens}
+[cost]
+prefill_base_us = 1000
+prefill_ns_per_token = 20000
+decode_step_base_us = 10000
+transfer_latency_us = 500
+transfer_bytes_per_us = 25000
+kv_bytes_per_token = 70000
+[knobs]
+chunked_prefill_size = 256
+page_size = 1
+[[request]]
+at_ms = 0
+tenant = 0
+prompt_tokens = 512
+output_tokens = 1
+prefix_blocks = [2]
+[[request]]
+at_ms = {second_at_ms}
+tenant = 0
+prompt_tokens = 513
+output_tokens = 1
+prefix_blocks = [2]
+[[faults.script]]
+kind = "visibility_lag"
+request = 0
+lag_ms = 50
+"#
+    )
+}
+
+/// Request 1 of `lagged_block_then_a_hit`'s `text` hits request 0's block on decode and reads its
+/// zeros, named after the lag (the rdma-visibility-lag row's known signature); without the lag the
+/// run is clean and request 1 hits the same block.
+fn assert_the_hit_reads_the_lag(text: &str, profile: &str, set: &[(&str, &str)]) {
+    use kvsim::check::oracle::Kind;
+    use kvsim::types::RequestId;
+    let w = run(text, profile, set);
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "{profile}: request 1 hits request 0's block on decode");
+    assert!(w.oracle.has(Kind::UninitializedRead, RequestId(1)), "{profile}: request 1 reads the block's zeros");
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{profile}: {sigs:?}");
+    assert!(sigs.contains(&"uninitialized_read/visibility_lag".to_string()), "{profile}: {sigs:?}");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 0\nlag_ms = 50\n", "");
+    assert_ne!(no_lag, text);
+    let w = run(&no_lag, profile, set);
+    assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "{profile}");
+}
+
 /// The rdma-visibility-lag row through vLLM's decode prefix cache (shrunk from a 60 s
 /// `vllm-nixl --hardware-faults` campaign, seed 53,033,433, which reported it as the new
 /// `uninitialized_read/decode_prefix_cache`): request 0's KV is acknowledged 50 ms before it is
@@ -1611,112 +1672,20 @@ prefix_blocks = [7, 8]
 /// the lag nothing is wrong.
 #[test]
 fn s3_4_a_block_cached_before_its_lagged_data_lands_is_read_as_the_lags() {
-    let text = r#"
-name = "decode-cache-before-the-lag-lands"
-context_len = 2048
-[[prefill]]
-pool_tokens = 520
-[[decode]]
-pool_tokens = 520
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-decode_step_base_us = 10000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-kv_bytes_per_token = 70000
-[knobs]
-chunked_prefill_size = 256
-page_size = 1
-[[request]]
-at_ms = 0
-tenant = 0
-prompt_tokens = 512
-output_tokens = 1
-prefix_blocks = [2]
-[[request]]
-at_ms = 0
-tenant = 0
-prompt_tokens = 513
-output_tokens = 1
-prefix_blocks = [2]
-[[faults.script]]
-kind = "visibility_lag"
-request = 0
-lag_ms = 50
-"#;
-    let w = run(text, "vllm-nixl", &[]);
-    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "request 1 hits request 0's block on decode");
-    use kvsim::check::oracle::Kind;
-    use kvsim::types::RequestId;
-    assert!(w.oracle.has(Kind::UninitializedRead, RequestId(1)), "request 1 reads the block's zeros");
-    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
-    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
-    assert!(sigs.contains(&"uninitialized_read/visibility_lag".to_string()), "{sigs:?}");
-    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 0\nlag_ms = 50\n", "");
-    let w = run(&no_lag, "vllm-nixl", &[]);
-    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
+    assert_the_hit_reads_the_lag(&lagged_block_then_a_hit(520, 0), "vllm-nixl", &[]);
 }
 
 /// The same row through sglang's decode radix cache (`decode_radix_cache = on`, `radix_tree`
 /// rules), which indexes a request's blocks at its release rather than when its load is reported
-/// done: request 0's KV is acknowledged 50 ms before it is visible, it decodes its one token over
-/// the zeros and is released, and its release caches block [2] while the landing is still to
-/// come. Request 1 hits that block on decode before the data lands. The release-time marking
-/// (`carry_late_writes` at release) names request 1's read of zeros after the lag, the row's known
-/// signature; without it the read would be `…/decode_prefix_cache`, a new one. Without the lag the
-/// run is clean and request 1 hits the same block.
+/// done: request 0 decodes its one token over the zeros and is released, and its release caches
+/// block [2] while the landing is still to come. Request 1 (30 ms later) hits that block on decode
+/// before the data lands. The release-time marking (`carry_late_writes` at release) names its read
+/// of zeros after the lag; without the marking the read would be `…/decode_prefix_cache`, a new
+/// signature (checked by removing it).
 #[test]
 fn s3_4_a_block_cached_at_release_before_its_lagged_data_lands_is_read_as_the_lags() {
-    let text = r#"
-name = "decode-cache-at-release-before-the-lag-lands"
-context_len = 2048
-[[prefill]]
-pool_tokens = 1040
-[[decode]]
-pool_tokens = 1040
-[cost]
-prefill_base_us = 1000
-prefill_ns_per_token = 20000
-decode_step_base_us = 10000
-transfer_latency_us = 500
-transfer_bytes_per_us = 25000
-kv_bytes_per_token = 70000
-[knobs]
-chunked_prefill_size = 256
-page_size = 1
-[[request]]
-at_ms = 0
-tenant = 0
-prompt_tokens = 512
-output_tokens = 1
-prefix_blocks = [2]
-[[request]]
-at_ms = 30
-tenant = 0
-prompt_tokens = 513
-output_tokens = 1
-prefix_blocks = [2]
-[[faults.script]]
-kind = "visibility_lag"
-request = 0
-lag_ms = 50
-"#;
-    use kvsim::check::oracle::Kind;
-    use kvsim::types::RequestId;
     let set = [("decode_radix_cache", "on"), ("decode_prefix_rules", "radix_tree")];
-    let w = run(text, "sglang-0.5.22", &set);
-    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512, "request 1 hits request 0's block on decode");
-    assert!(w.oracle.has(Kind::UninitializedRead, RequestId(1)), "request 1 reads the block's zeros");
-    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
-    assert!(sigs.iter().all(|s| s.ends_with("/visibility_lag")), "{sigs:?}");
-    assert!(sigs.contains(&"uninitialized_read/visibility_lag".to_string()), "{sigs:?}");
-    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 0\nlag_ms = 50\n", "");
-    assert_ne!(no_lag, text);
-    let w = run(&no_lag, "sglang-0.5.22", &set);
-    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
-    assert_eq!(w.reqs[1].decode_prefix_tokens(), 512);
+    assert_the_hit_reads_the_lag(&lagged_block_then_a_hit(1040, 30), "sglang-0.5.22", &set);
 }
 
 /// The same row through a preemption: request 3's load is acknowledged 300 ms before it is
