@@ -135,6 +135,12 @@ knob_enum!(
     RetractedAbort { Leak, Discard }
 );
 knob_enum!(
+    /// Where sglang's decode retraction backs a request's KV up: `unbounded` (a CPU copy per
+    /// request, sglang 0.5.16) or `sized` (0.5.22's host pool, bounded; a backup that does not fit
+    /// aborts the request with 500).
+    RetractionHostPool { Unbounded, Sized }
+);
+knob_enum!(
     /// Whether prefill's KV sender sends a last chunk that has no pages (decode already holds every
     /// page of the prompt): `skip` never sends it, so the request never concludes (sglang #28652),
     /// `send` sends it with the metadata row.
@@ -391,6 +397,17 @@ pub struct Knobs {
     /// What a client abort does to a request retracted to host memory: `leak` answers the client and
     /// keeps its host copy (and metadata slot) forever (sglang #18701, #21652), `discard` drops it.
     pub retracted_abort: RetractedAbort,
+    /// With `decode_out_of_pages = retract_to_host`: whether the host memory the retracted
+    /// requests' KV is backed up to is bounded. `unbounded`: each backup is a CPU copy of its own
+    /// (sglang 0.5.16 `managers/schedule_batch.py` `offload_kv_cache` → `get_cpu_copy`).
+    /// `sized`: sglang 0.5.22 backs up to a host pool (`--disaggregation-decode-retraction-backup`
+    /// resolves to `host_pool` when decode's radix cache is off) of `max(0.2 × pool,
+    /// ceil_align(min(context − 1, pool), page))` tokens (`mem_cache/kv_cache_builder.py`
+    /// `resolve_decode_retraction_backup`, `decode_retraction_max_tokens`), shared by every
+    /// backup still held; a retraction whose backup does not fit aborts the request with 500
+    /// (`managers/schedule_batch.py` `retract_decode`: "Retraction host KV pool exhausted"). With
+    /// decode's radix cache on, 0.5.22 falls back to CPU copies: unbounded.
+    pub retraction_host_pool: RetractionHostPool,
     /// Decode-side radix (prefix) cache (sglang `--disaggregation-decode-enable-radix-cache`,
     /// default off in the 0.5.16 and 0.5.22 wheels): a request's full 512-token prompt blocks stay
     /// cached on decode after it finishes; a later request whose leading blocks match reuses those
@@ -536,6 +553,9 @@ fn sglang_0_5_16() -> Knobs {
         // `disagg_decode_prealloc_queue.retracted_queue` and discards the aborted request's backup
         // (0.5.22: `discard_kv_cache_backup`): the #18701 / #21652 leak is the what-if value.
         retracted_abort: RetractedAbort::Discard,
+        // 0.5.16 copies a retracted request's KV to a CPU tensor of its own
+        // (`managers/schedule_batch.py` `offload_kv_cache`): no shared bound.
+        retraction_host_pool: RetractionHostPool::Unbounded,
         // `--disaggregation-decode-enable-radix-cache` defaults to False (0.5.16 wheel
         // `server_args.py`, 0.5.22 wheel `arg_groups/fields/disagg.py`).
         decode_radix_cache: OnOff::Off,
@@ -575,6 +595,9 @@ fn sglang_0_5_16() -> Knobs {
 
 fn sglang_0_5_22() -> Knobs {
     Knobs {
+        // 0.5.22 backs retractions up to a bounded host pool (`mem_cache/kv_cache_builder.py`
+        // `resolve_decode_retraction_backup`; the knob's doc gives its size).
+        retraction_host_pool: RetractionHostPool::Sized,
         pd_admission_check: AbortCheck::AbortedToo,
         prefill_post_forward_abort_check: OnOff::On,
         inflight_success_keeps_abort: OnOff::On,

@@ -739,12 +739,13 @@ mod tests {
     // `decode_loads_hold_slots` (fortieth session), likewise, and for
     // `prefill_checkpoint_duplicates` (forty-first session). Then for `decode_prefix_rules`
     // (forty-second session; own stream as well), when `vllm-nixl` also took `decode_radix_cache =
-    // on`: that profile's draws carry both.
+    // on`: that profile's draws carry both. Then for `retraction_host_pool` (forty-fourth session,
+    // own stream).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 146d71cf7cf95e89",
-        "sglang-0.5.22: 0cf4b24c4074b46e",
-        "prefix: 94cf73132e26b12a",
-        "vllm-nixl prefix: 0461b5d8d7bd1feb",
+        "blind: 4f763f0ea2b63215",
+        "sglang-0.5.22: 50e40989aab99977",
+        "prefix: f46e06658ac41a26",
+        "vllm-nixl prefix: 807cd7e55719dd86",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -785,13 +786,14 @@ mod tests {
             c.knobs.decode_loads_hold_slots = base.decode_loads_hold_slots;
             c.knobs.prefill_checkpoint_duplicates = base.prefill_checkpoint_duplicates;
             c.knobs.decode_prefix_rules = base.decode_prefix_rules;
+            c.knobs.retraction_host_pool = base.retraction_host_pool;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 16, "{seen:?}");
+        assert_eq!(seen.len(), 18, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -893,13 +895,14 @@ mod tests {
     /// merge of the pipeline-stage knobs, before issue 15 drew them; re-pinned with `PINNED_DRAWS`
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
-    /// the `decode_admission`, `decode_loads_hold_slots`, `prefill_checkpoint_duplicates` and
-    /// `decode_prefix_rules` fields, and `vllm-nixl`'s decode prefix cache).
+    /// the `decode_admission`, `decode_loads_hold_slots`, `prefill_checkpoint_duplicates`,
+    /// `decode_prefix_rules` and `retraction_host_pool` fields, and `vllm-nixl`'s decode prefix
+    /// cache).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: be469a36e70a2221",
-        "sglang-0.5.22: 405f582065cd4b75",
-        "prefix: 67e3812d0ca294ae",
-        "vllm-nixl prefix: d3da1c580a87f9ae",
+        "blind: af8e7ad8746e0ef1",
+        "sglang-0.5.22: 950ed739dbb61e4b",
+        "prefix: 7682cfd407ea966c",
+        "vllm-nixl prefix: 84223edb76ae2154",
     ];
 
     #[test]

@@ -497,8 +497,9 @@ mod tests {
     // last_stage`: the bytes order those knobs' values by the profiles that use them. Then for
     // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
     // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`, and for
-    // `decode_prefix_rules` (and `vllm-nixl`'s `decode_radix_cache = on`).
-    const PINNED_DECODING: [&str; 2] = ["None: d7d53b582f105efa", "Some(\"sglang-0.5.16\"): d06034d107d06f4e"];
+    // `decode_prefix_rules` (and `vllm-nixl`'s `decode_radix_cache = on`), and for
+    // `retraction_host_pool`.
+    const PINNED_DECODING: [&str; 2] = ["None: 5cf4c7cc9b9652d2", "Some(\"sglang-0.5.16\"): 6632ee35e69e9c19"];
 
     #[test]
     fn short_and_empty_input_decode() {

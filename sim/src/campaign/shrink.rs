@@ -67,6 +67,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
     "retracted_abort",
+    "retraction_host_pool",
     "decode_radix_cache",
     "zero_page_last_chunk",
     "pp_metadata_writer",

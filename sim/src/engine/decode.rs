@@ -8,7 +8,7 @@
 use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{
     AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeOutOfPages, DecodeRelease, Knobs, LoadsHoldSlots,
-    NodeConfig, RetractedAbort, RouterMode, TransferredAbort,
+    NodeConfig, RetractedAbort, RetractionHostPool, RouterMode, TransferredAbort,
 };
 use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -1098,12 +1098,36 @@ impl World {
                         // "Retracted under decode memory pressure without a KV backup", 503.
                         self.reqs[victim.idx()].time_out();
                         self.decode_finish(n, victim, 503, None);
+                    } else if !self.decode_host_backup_fits(n, victim) {
+                        // sglang 0.5.22 `retract_decode`: the device KV is freed and no backup
+                        // exists, "Retraction host KV pool exhausted. Aborting the request.", 500
+                        // (capacity, not a wrong status).
+                        self.reqs[victim.idx()].time_out();
+                        self.decode_finish(n, victim, 500, None);
                     } else {
                         self.decode_retract(n, victim, true);
                     }
                 }
             }
         }
+    }
+
+    /// Whether request `r`'s KV fits in decode `n`'s retraction host pool beside the backups it
+    /// holds (retracted requests', and a leaked abort's): always under `retraction_host_pool =
+    /// unbounded` or with decode's radix cache on (sglang 0.5.22 then copies to CPU tensors); else
+    /// the pool holds `max(0.2 × pool, ceil_align(min(context − 1, pool), page))` tokens (the
+    /// knob's doc).
+    fn decode_host_backup_fits(&self, n: DecodeIdx, r: RequestId) -> bool {
+        let k = &self.cfg.knobs;
+        if k.retraction_host_pool == RetractionHostPool::Unbounded || k.decode_radix_cache.on() {
+            return true;
+        }
+        let (ps, node) = (self.page_size(), &self.decode[n.at()]);
+        let pool_tokens = u64::from(node.pool.pages) * ps;
+        let one_request = self.cfg.context_len.saturating_sub(1).min(pool_tokens).div_ceil(ps) * ps;
+        let host_pages = (pool_tokens / 5).max(one_request) / ps;
+        let held: u64 = node.reqs.values().map(|d| d.host_pages).sum();
+        held + node.reqs[&r].page_count <= host_pages
     }
 
     /// Takes a running request out of the batch and frees its device pages (block-table order,

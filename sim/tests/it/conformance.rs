@@ -2080,6 +2080,50 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
 }
 
+/// sglang 0.5.22 backs a retraction up to a bounded host pool (`retraction_host_pool = sized`:
+/// `max(0.2 × pool, ceil_align(min(context − 1, pool), page))` = 4,096 tokens here, decode's radix
+/// cache off): 12 requests of 1,500-2,000 prompt and 1,800-2,000 output tokens on a 16,384-token
+/// decode pool retract several at once, and a retraction whose backup does not fit is aborted with
+/// 500 ("Retraction host KV pool exhausted", `managers/schedule_batch.py` `retract_decode`), a
+/// capacity failure and no wrong status. 0.5.16's per-request CPU copies, and 0.5.22 with decode's
+/// radix cache on (CPU copies too), resume every one.
+#[test]
+fn s4_4_sglang_0_5_22_aborts_a_retraction_its_host_pool_cannot_hold() {
+    let text = r#"
+name = "retract-host"
+seed = 1
+context_len = 4096
+[[prefill]]
+pool_tokens = 32768
+[[decode]]
+pool_tokens = 16384
+[knobs]
+page_size = 16
+[workload]
+requests = 12
+tenants = 3
+mean_interarrival_ms = 50
+prompt_tokens = [{ weight = 1, min = 1500, max = 2000 }]
+output_tokens = [{ weight = 1, min = 1800, max = 2000 }]
+"#;
+    let w = run(text, "sglang-0.5.22", &[]);
+    let failed: Vec<usize> = (0..12).filter(|&r| answer(&w, r as u32).0 != 200).collect();
+    assert!(!failed.is_empty(), "some retraction does not fit the host pool");
+    for &r in &failed {
+        assert_eq!(answer(&w, r as u32).0, 500, "request {r}");
+        assert!(w.reqs[r].timed_out(), "request {r}: a capacity failure");
+    }
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    for (profile, set) in [
+        ("sglang-0.5.16", vec![]),
+        ("sglang-0.5.22", vec![("decode_radix_cache", "on")]),
+        ("sglang-0.5.22", vec![("retraction_host_pool", "unbounded")]),
+    ] {
+        let w = run(text, profile, &set);
+        assert!((0..12).all(|r| answer(&w, r).0 == 200), "{profile} {set:?}");
+    }
+}
+
 /// Two requests whose KV lands 3 ms apart (one prefill node sends one transfer at a time) while
 /// a small request (0) keeps the decode node stepping: both join the running batch during the
 /// same step, so both are first decoded in the next one and decode in lockstep.

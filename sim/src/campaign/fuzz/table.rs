@@ -431,6 +431,7 @@ pub const OWN_STREAM_KNOBS: &[&str] = &[
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
+    "retraction_host_pool",
 ];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
@@ -475,6 +476,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
+    "retraction_host_pool",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
