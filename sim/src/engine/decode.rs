@@ -108,6 +108,12 @@ impl DReq {
         self.status_ok
     }
 
+    /// Its KV status is Success: its transfer is over, whatever it still waits for.
+    #[inline]
+    fn landed(&self) -> bool {
+        self.status_ok == Some(true)
+    }
+
     /// An abort that arrived while it could not yet be acted on (its status code).
     #[inline]
     pub fn pending_abort(&self) -> Option<u16> {
@@ -1401,9 +1407,7 @@ impl World {
                 self.leg_result(r, Role::Decode, status);
             }
             DPhase::Retracted => self.decode_finish(n, r, status, None),
-            DPhase::Transfer
-                if d.status_ok == Some(true) && self.cfg.knobs.decode_transferred_abort == TransferredAbort::Leak =>
-            {
+            DPhase::Transfer if d.landed() && self.cfg.knobs.decode_transferred_abort == TransferredAbort::Leak => {
                 let node = self.dnode(n);
                 node.transfer.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;
@@ -1450,7 +1454,7 @@ impl World {
             // `CommonKVReceiver._poll`: a concluded Success is returned before any timeout
             // check), and vLLM times no load out. It may still wait for a running slot.
             (TimeoutKind::Waiting, DPhase::Transfer) => {
-                d.status_ok == Some(true) || at.since(d.entered) < Duration::from_ms(self.cfg.knobs.waiting_timeout_ms)
+                d.landed() || at.since(d.entered) < Duration::from_ms(self.cfg.knobs.waiting_timeout_ms)
             }
             (TimeoutKind::DeferredRelease, DPhase::Releasing) => false,
             _ => true,
@@ -1541,7 +1545,7 @@ impl World {
         // Only the rooms whose KV has not landed: sglang 0.5.22 `common/conn.py`
         // `_handle_node_failure` fails the affected rooms whose status is not Success, and a
         // vLLM read that completed is done whatever happens to its source afterwards.
-        let landed = |w: &World, r: &RequestId| w.decode[n.at()].reqs.get(r).is_some_and(|d| d.status_ok == Some(true));
+        let landed = |w: &World, r: &RequestId| w.decode[n.at()].reqs.get(r).is_some_and(DReq::landed);
         let rs: Vec<RequestId> =
             self.decode[n.at()].transfer.iter().copied().filter(|r| bound(self, r) && !landed(self, r)).collect();
         let mut any = false;
