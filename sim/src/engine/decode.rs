@@ -252,6 +252,29 @@ impl DecodeNode {
         self.slots_taken(loads_hold_slots) >= self.max_running as usize + self.extra_slots(loads_hold_slots)
     }
 
+    /// The pages the running batch's next tokens take: one for each request whose last page is
+    /// full. Only the step's batch writes a token (a `late` joiner waits for the next step).
+    fn step_need(&self, ps: u64) -> u64 {
+        let full = |r: &RequestId| self.reqs.get(r).is_some_and(|d| !d.late && d.seq_len == d.page_count * ps);
+        self.running.iter().filter(|r| full(r)).count() as u64
+    }
+
+    /// The pages the running batch takes before a request admitted now first runs: at a step
+    /// boundary, its next tokens' (`step_need`); during a step, that step's tokens and the next
+    /// step's too (a mid-step admission stands for the engine's next scheduling pass, which gives
+    /// the batch its slots for that step before it admits anyone: vLLM 0.34.0 `schedule`), and a
+    /// `late` joiner's first token.
+    fn batch_need(&self, ps: u64) -> u64 {
+        if !self.busy {
+            return self.step_need(ps);
+        }
+        let need = |d: &DReq| {
+            let tokens = d.seq_len + if d.late { 1 } else { 2 };
+            tokens.div_ceil(ps).saturating_sub(d.page_count)
+        };
+        self.running.iter().filter_map(|r| self.reqs.get(r)).map(need).sum()
+    }
+
     /// Nothing waits for admission, KV or resumption (a tick's parts 1-3 have nothing to do).
     fn nothing_waits(&self) -> bool {
         self.prealloc.is_empty() && self.transfer.is_empty() && self.retracted.is_empty()
@@ -465,6 +488,16 @@ impl World {
     /// (evicted on demand; walked only when the free pages alone fall short).
     fn decode_has_room(&self, n: DecodeIdx, want: u64) -> bool {
         let (ps, node) = (self.page_size(), &self.decode[n.at()]);
+        // vLLM allocates the running batch's slots before a waiting request's
+        // (`decode_room_before_admission`): the pages the batch's next tokens take (`batch_need`)
+        // are not free for an admission or a resumption. sglang checks its running batch only at the
+        // retraction, after admission (its reserve covers the batch's growth instead).
+        let batch = if self.cfg.knobs.decode_out_of_pages == DecodeOutOfPages::PreemptRecompute {
+            node.batch_need(ps)
+        } else {
+            0
+        };
+        let want = want + batch * ps;
         let room = |evictable: u64| (node.pool.free_pages() + evictable) * ps >= want;
         room(0) || (self.cfg.knobs.decode_radix_cache.on() && room(node.prefix().unused_pages()))
     }
@@ -483,7 +516,17 @@ impl World {
         if !node.life.alive() {
             return;
         }
-        if node.nothing_waits() {
+        // vLLM gives the running batch its pages before it looks at a waiting request, and a pass
+        // that preempted schedules no waiting request at all (0.34.0 `v1/core/sched/scheduler.py`
+        // `schedule`: the RUNNING loop's `allocate_slots`, preempting `self.running.pop()` until it
+        // succeeds, then the WAITING requests only `if not preempted_reqs`). Before the forty-fifth
+        // session the model admitted first and made room at the step's end, so a request it had
+        // just admitted or promoted could take the pages the batch needed and be preempted for
+        // them in the same pass. With the batch emptied, the engine's next pass comes at once, with
+        // nothing to run: the tick goes on.
+        let preempted = self.decode_room_before_admission(n) && !self.decode[n.at()].running.is_empty();
+        let node = &self.decode[n.at()];
+        if node.nothing_waits() || preempted {
             // The usual tick, after a decode step: nothing waits for admission, KV or resumption,
             // so parts 1-3 below have nothing to do; only the next step starts.
             self.decode_start_step(n);
@@ -689,8 +732,27 @@ impl World {
         if node.life.tick_pending() || !node.life.alive() || !node.nothing_waits() {
             return false;
         }
+        // As `decode_tick` does (nothing waits, so a preemption gates nothing).
+        self.decode_room_before_admission(n);
         self.decode_start_step(n);
         true
+    }
+
+    /// Under `decode_out_of_pages = preempt_recompute` (vLLM), at a step boundary: the pages the
+    /// next step's batch needs, made before any admission (`decode_make_room`). Whether it
+    /// preempted a request. Under the other values (sglang admits first: 0.5.22
+    /// `event_loop_normal_disagg_decode` runs `process_decode_queue` before
+    /// `update_running_batch` retracts) room is made at the step's end only.
+    #[inline]
+    fn decode_room_before_admission(&mut self, n: DecodeIdx) -> bool {
+        let node = &self.decode[n.at()];
+        if self.cfg.knobs.decode_out_of_pages != DecodeOutOfPages::PreemptRecompute
+            || node.busy
+            || node.running.len() as u64 <= node.pool.free_pages()
+        {
+            return false;
+        }
+        self.decode_make_room(n)
     }
 
     /// The pages decode preallocates for a `len`-token prompt (before its reserved decode tokens,
@@ -1028,24 +1090,21 @@ impl World {
     /// Before a decode step: if the running requests that need a new page this step (their last
     /// page is full) outnumber the free pages, take requests out of the batch until they fit
     /// (`decode_out_of_pages`; lifecycle reference §4.4), after evicting reclaimable cache. `stall`
-    /// only evicts: the requests still without a page skip the step.
-    fn decode_make_room(&mut self, n: DecodeIdx) {
+    /// only evicts: the requests still without a page skip the step. Whether it preempted a
+    /// request (`preempt_recompute`).
+    fn decode_make_room(&mut self, n: DecodeIdx) -> bool {
         let mode = self.cfg.knobs.decode_out_of_pages;
         let ps = self.page_size();
+        let mut preempted = false;
         loop {
             let node = &self.decode[n.at()];
             if node.running.len() as u64 <= node.pool.free_pages() {
                 // At most every running request needs a page: room enough, without looking each up.
-                return;
+                return preempted;
             }
-            // Only the step's batch writes a token now (a `late` joiner waits for the next step).
-            let need = node
-                .running
-                .iter()
-                .filter(|r| node.reqs.get(r).is_some_and(|d| !d.late && d.seq_len == d.page_count * ps))
-                .count() as u64;
+            let need = node.step_need(ps);
             if need <= node.pool.free_pages() || node.running.is_empty() {
-                return;
+                return preempted;
             }
             // Reclaimable cache goes before any request: sglang 0.5.22 `schedule_batch.py`
             // `check_decode_mem` → `mem_cache/allocator/base.py` `check_decode_capacity` ("fits
@@ -1058,7 +1117,7 @@ impl World {
             }
             let node = &self.decode[n.at()];
             match mode {
-                DecodeOutOfPages::Stall => return,
+                DecodeOutOfPages::Stall => return false,
                 DecodeOutOfPages::PreemptRecompute => {
                     // vLLM `v1/core/sched/scheduler.py` `schedule`: `preempted_req =
                     // self.running.pop()` until `allocate_slots` succeeds (FCFS policy).
@@ -1073,6 +1132,7 @@ impl World {
                         self.decode_finish(n, victim, 500, None);
                     } else {
                         self.decode_retract(n, victim, false);
+                        preempted = true;
                     }
                 }
                 DecodeOutOfPages::RetractToHost | DecodeOutOfPages::RetractAbort => {
@@ -1083,7 +1143,7 @@ impl World {
                         let last = node.running[0];
                         self.reqs[last.idx()].time_out();
                         self.decode_finish(n, last, 500, None);
-                        return;
+                        return false;
                     }
                     // sglang `_get_decode_retraction_order`: sorted by (output tokens, -prompt
                     // length), most preferred to keep first, stable; the loop pops the last: the

@@ -1688,8 +1688,8 @@ fn s3_4_a_block_cached_at_release_before_its_lagged_data_lands_is_read_as_the_la
     assert_the_hit_reads_the_lag(&lagged_block_then_a_hit(1040, 30), "sglang-0.5.22", &set);
 }
 
-/// The same row through a preemption: request 3's load is acknowledged 300 ms before it is
-/// visible and it is preempted meanwhile. Under vLLM's decode prefix cache its resumption hits the
+/// The same row through a preemption: request 3's load is acknowledged 1.2 s before it is
+/// visible; it decodes over the zeros (`uninitialized_read`) and is preempted meanwhile. Under vLLM's decode prefix cache its resumption hits the
 /// cache like any waiting request (`decode_resume`): it locks the chain block [2] it cached when
 /// the load was reported done and recomputes the rest into other pages, where the late landing
 /// then writes its KV at other positions (`own_kv_misplaced`) and a source page's stale tail
@@ -1700,7 +1700,11 @@ fn s3_4_a_block_cached_at_release_before_its_lagged_data_lands_is_read_as_the_la
 /// whole sequence; the release then cached the landing's mess as block [2] for request 5. Since the
 /// forty-fourth session a read is one transfer, not 4-page batches landing one after another, so
 /// the case needs a lag that outlasts the preemption: 300 ms, and 100 output tokens for requests 0
-/// and 3, where the shrunk case had 50 ms and 5 and 6.)
+/// and 3, where the shrunk case had 50 ms and 5 and 6. Since the forty-fifth session vLLM's batch
+/// gets its pages before an admission: the 300 ms case had request 3 admitted into the page
+/// request 0 needed and preempted for it at once, which vLLM does not do; request 3 now waits for
+/// room, and on a 5,632-token decode pool with a 1.2 s lag it is preempted when its own next page
+/// does not fit.)
 #[test]
 fn s3_4_a_lagged_request_preempted_and_resumed_reads_the_lags() {
     use kvsim::trace::{MemOp, TraceRecord};
@@ -1711,7 +1715,7 @@ context_len = 8192
 [[prefill]]
 pool_tokens = 4672
 [[decode]]
-pool_tokens = 5760
+pool_tokens = 5632
 [router]
 policy = "least_loaded"
 [cost]
@@ -1771,7 +1775,7 @@ public_blocks = 1
 [[faults.script]]
 kind = "visibility_lag"
 request = 3
-lag_ms = 300
+lag_ms = 1200
 "#;
     use kvsim::check::oracle::Kind;
     use kvsim::types::RequestId;
@@ -1793,7 +1797,7 @@ lag_ms = 300
         .collect();
     assert_eq!(locks.len(), 2, "{locks:?}");
     assert_eq!(locks[0], locks[1], "the same block's pages");
-    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 300\n", "");
+    let no_lag = text.replace("[[faults.script]]\nkind = \"visibility_lag\"\nrequest = 3\nlag_ms = 1200\n", "");
     assert_ne!(no_lag, text);
     let w = run(&no_lag, "vllm-nixl", &[]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
@@ -2054,6 +2058,112 @@ fn s4_4_vllm_preempts_the_last_admitted_request_and_recomputes_it() {
     let checked = kvsim::simulate_checked(cfg(OUT_OF_PAGES, "vllm-nixl", &[]), None, true);
     let rf = checked.reference.as_ref().expect("checked");
     assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+}
+
+/// vLLM gives the running batch its slots before it schedules anything else, preempting the
+/// last-admitted request while one does not fit: the preemption is in the scheduling pass before
+/// the step that needs the page, so the victim takes no part in that step, and the pass admits
+/// nothing from the waiting queues (0.34.0 `v1/core/sched/scheduler.py` `schedule`: the RUNNING
+/// loop, then the WAITING requests `if not preempted_reqs`). Until the forty-fifth session the
+/// model made room at the end of that step: the victim was preempted one step after its last
+/// token, having paid for a step it did not take part in.
+#[test]
+fn s4_4_vllm_preempts_in_the_pass_before_the_step_that_needs_the_page() {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let w = collect(OUT_OF_PAGES, "vllm-nixl", &[]);
+    let recs = kvsim::trace::expand_records(w.tracer.collected.as_ref().expect("collected"));
+    let freed = recs.iter().position(|(_, rec)| {
+        matches!(rec, TraceRecord::Mem(MemOp::Free { pool, r, .. }) if pool.role == Role::Decode && r.0 == 1)
+    });
+    let freed = freed.expect("request 1 is preempted");
+    let last_token = recs[..freed].iter().rev().find_map(|(t, rec)| match rec {
+        TraceRecord::Mem(MemOp::Write { pool, r, .. }) if pool.role == Role::Decode && r.0 == 1 => Some(t.0),
+        _ => None,
+    });
+    let last_token = last_token.expect("request 1 decoded before its preemption");
+    assert_eq!(recs[freed].0 .0, last_token, "preempted in the pass right after its last token");
+    let steps_between = recs[..freed]
+        .iter()
+        .filter(|(t, rec)| t.0 > last_token && matches!(rec, TraceRecord::Event(kvsim::event::Ev::StepDone { .. })))
+        .count();
+    assert_eq!(steps_between, 0);
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert!((0..2).all(|r| answer(&w, r).0 == 200));
+}
+
+/// A waiting request is not given the page the running batch needs next: vLLM allocates the
+/// batch's slots first, and the waiting request's `allocate_slots` fails on what is left, so it
+/// waits (0.34.0 `v1/core/sched/scheduler.py` `schedule`). Request 0 (63 full pages) needs its
+/// 64th page at its first decode step; request 1 (64 pages) reaches decode during that step, when
+/// 64 pages are free. Until the forty-fifth session the model admitted request 1 into them, and
+/// request 0, left without a page, preempted itself (its KV recomputed later).
+#[test]
+fn s4_4_vllm_a_waiting_request_does_not_take_the_running_batchs_next_page() {
+    let text = r#"
+name = "vllm-waiting-behind-the-batchs-page"
+context_len = 4096
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 2048
+[knobs]
+decode_radix_cache = "off"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1008
+output_tokens = 100
+[[request]]
+at_ms = 425
+tenant = 3
+prompt_tokens = 1024
+output_tokens = 50
+"#;
+    let w = collect(text, "vllm-nixl", &[]);
+    assert_eq!(early_frees(&w), vec![], "nobody is preempted");
+    assert!((0..2).all(|r| answer(&w, r).0 == 200));
+    let admitted = mem_times(&w, kvsim::types::Role::Decode, 1, false);
+    let first_freed = mem_times(&w, kvsim::types::Role::Decode, 0, true);
+    assert!(admitted[0] >= first_freed[0], "request 1 waits for request 0's pages: {admitted:?} {first_freed:?}");
+}
+
+/// The same during a step: a request that reaches decode mid-step is admitted by the engine's
+/// next scheduling pass, which first gives the batch its slots for the coming step. Request 0
+/// (24 tokens in 2 of the 3 pages) is at 31 tokens when request 1 (one page, its load then slow
+/// for 2 s) arrives; its 32nd token needs the last page. Before the forty-fifth session the model
+/// admitted request 1 into it, and request 0 preempted itself and was recomputed only after
+/// request 1's load ended (answered at 2.6 s instead of 0.5 s).
+#[test]
+fn s4_4_vllm_a_request_reaching_decode_mid_step_leaves_the_batchs_next_page() {
+    let text = r#"
+name = "vllm-mid-step-arrival"
+context_len = 4096
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = 48
+[knobs]
+decode_radix_cache = "off"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 24
+output_tokens = 20
+[[request]]
+at_ms = 180
+tenant = 3
+prompt_tokens = 16
+output_tokens = 5
+[[faults.script]]
+kind = "delay"
+request = 1
+delay_ms = 2000
+"#;
+    let w = collect(text, "vllm-nixl", &[]);
+    assert_eq!(early_frees(&w), vec![], "nobody is preempted");
+    assert!((0..2).all(|r| answer(&w, r).0 == 200));
+    assert!(answer(&w, 0).1 < S, "request 0 is answered without waiting for request 1's slow load");
 }
 
 #[test]
