@@ -366,7 +366,8 @@ pub struct Knobs {
     /// and restored without recompute before any new admission; the last request that still does
     /// not fit is aborted with 500), `retract_abort` (the same, with no host backup: 503),
     /// `preempt_recompute` (vLLM: the last-admitted running request is preempted, its blocks freed,
-    /// and it is recomputed from the front of the waiting queue).
+    /// and it is recomputed from the front of the waiting queue; the batch gets its pages before
+    /// any admission, which leaves them free, and a pass that preempted admits nothing).
     pub decode_out_of_pages: DecodeOutOfPages,
     /// How decode decides that a request fits before it preallocates it: `pages_and_reserve` (its
     /// prompt's pages and the reserved decode tokens, each admitted request's reserve shrinking as
