@@ -527,8 +527,9 @@ impl World {
         let preempted = self.decode_room_before_admission(n) && !self.decode[n.at()].running.is_empty();
         let node = &self.decode[n.at()];
         if node.nothing_waits() || preempted {
-            // The usual tick, after a decode step: nothing waits for admission, KV or resumption,
-            // so parts 1-3 below have nothing to do; only the next step starts.
+            // The usual tick, after a decode step: nothing waits for admission, KV or resumption
+            // (or, after a preemption, nothing may be admitted), so parts 1-3 below have nothing to
+            // do; only the next step starts.
             self.decode_start_step(n);
             return;
         }

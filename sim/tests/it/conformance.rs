@@ -2082,12 +2082,8 @@ fn s4_4_vllm_preempts_in_the_pass_before_the_step_that_needs_the_page() {
         _ => None,
     });
     let last_token = last_token.expect("request 1 decoded before its preemption");
+    // Records are in time order: the same instant means no step ended in between.
     assert_eq!(recs[freed].0 .0, last_token, "preempted in the pass right after its last token");
-    let steps_between = recs[..freed]
-        .iter()
-        .filter(|(t, rec)| t.0 > last_token && matches!(rec, TraceRecord::Event(kvsim::event::Ev::StepDone { .. })))
-        .count();
-    assert_eq!(steps_between, 0);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     assert!((0..2).all(|r| answer(&w, r).0 == 200));
 }
