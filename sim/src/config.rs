@@ -188,6 +188,12 @@ knob_enum!(
     DecodePrefixRules { RadixTree, BlockPool }
 );
 knob_enum!(
+    /// Which position a request's first decode step writes: `after_prompt` (sglang: the first
+    /// output token came from prefill, and decode computes it at the position after the prompt)
+    /// or `last_prompt_token` (vLLM: decode recomputes the loaded prompt's last position).
+    DecodeFirstWrite { AfterPrompt, LastPromptToken }
+);
+knob_enum!(
     /// What the router does when the prefill leg fails first (the three released routers).
     RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
@@ -425,6 +431,21 @@ pub struct Knobs {
     /// (`sched/scheduler.py` `_update_waiting_for_remote_kv` → `cache_blocks`), so a request
     /// arriving while it decodes can hit them.
     pub decode_prefix_rules: DecodePrefixRules,
+    /// Which position a request's first decode step writes once its KV has landed, and so where
+    /// every later step writes and where its page boundaries fall. `after_prompt` (sglang 0.5.16
+    /// and 0.5.22 `disaggregation/decode.py`: the prefill's first output token arrives with the KV
+    /// and is decode's first input): step j writes the position after the prompt plus j − 1.
+    /// `last_prompt_token` (vLLM 0.34.0 `v1/core/sched/scheduler.py`
+    /// `_update_waiting_for_remote_kv`: a load that brought the whole prompt sets
+    /// `num_computed_tokens = num_tokens - 1`, so the first step recomputes the prompt's last
+    /// position before it samples): step j writes one position earlier, the first step rewrites the
+    /// request's own loaded token (with the prompt's content), and the last output token's position
+    /// is never written, so a request whose last token would start a page never takes that page.
+    /// Under `last_prompt_token` decode's prefix-cache hit leaves that position to compute whatever
+    /// `decode_prefix_rules` says (vLLM's own cap, `get_computed_blocks`): the rewrite lands in a
+    /// page of the request's own.
+    /// In both a step reads the positions before the one it writes (that one is the reader's own).
+    pub decode_first_write: DecodeFirstWrite,
     /// Whether prefill sends a last chunk with zero pages (decode's reported prefix covers the
     /// whole prompt): `skip` never sends it and the request sits in prefill's inflight queue
     /// (sglang #28652: `BaseKVSender.should_send_kv_chunk` is `num_pages > 0`), `send` sends the
@@ -561,6 +582,7 @@ fn sglang_0_5_16() -> Knobs {
         // `server_args.py`, 0.5.22 wheel `arg_groups/fields/disagg.py`).
         decode_radix_cache: OnOff::Off,
         decode_prefix_rules: DecodePrefixRules::RadixTree,
+        decode_first_write: DecodeFirstWrite::AfterPrompt,
         // Both wheels' real senders (Mooncake, NIXL, Mori, Ascend) inherit
         // `disaggregation/common/conn.py` `CommonKVSender.should_send_kv_chunk` (`num_pages > 0 or
         // last_chunk`): a zero-page last chunk is sent (#28652's fix). Only the base class
@@ -709,6 +731,9 @@ fn vllm_nixl() -> Knobs {
         // rules. Before the forty-second session the profile kept decode's cache off.
         decode_radix_cache: OnOff::On,
         decode_prefix_rules: DecodePrefixRules::BlockPool,
+        // vLLM 0.34.0 `v1/core/sched/scheduler.py` `_update_waiting_for_remote_kv`: a finished
+        // load of the whole prompt leaves `num_computed_tokens = num_tokens - 1`.
+        decode_first_write: DecodeFirstWrite::LastPromptToken,
         ..sglang_0_5_16()
     }
 }

@@ -740,12 +740,13 @@ mod tests {
     // `prefill_checkpoint_duplicates` (forty-first session). Then for `decode_prefix_rules`
     // (forty-second session; own stream as well), when `vllm-nixl` also took `decode_radix_cache =
     // on`: that profile's draws carry both. Then for `retraction_host_pool` (forty-fourth session,
-    // own stream).
+    // own stream), and for `decode_first_write` (forty-sixth session, own stream; `vllm-nixl`'s
+    // draws carry its `last_prompt_token`).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: 4f763f0ea2b63215",
-        "sglang-0.5.22: 50e40989aab99977",
-        "prefix: f46e06658ac41a26",
-        "vllm-nixl prefix: 807cd7e55719dd86",
+        "blind: ad8bc512b3d9df52",
+        "sglang-0.5.22: 667364b881b5828d",
+        "prefix: f472efa94946afcf",
+        "vllm-nixl prefix: 54cf8887cd6485d3",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -787,13 +788,14 @@ mod tests {
             c.knobs.prefill_checkpoint_duplicates = base.prefill_checkpoint_duplicates;
             c.knobs.decode_prefix_rules = base.decode_prefix_rules;
             c.knobs.retraction_host_pool = base.retraction_host_pool;
+            c.knobs.decode_first_write = base.decode_first_write;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 18, "{seen:?}");
+        assert_eq!(seen.len(), 20, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -896,13 +898,13 @@ mod tests {
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
     /// the `decode_admission`, `decode_loads_hold_slots`, `prefill_checkpoint_duplicates`,
-    /// `decode_prefix_rules` and `retraction_host_pool` fields, and `vllm-nixl`'s decode prefix
-    /// cache).
+    /// `decode_prefix_rules`, `retraction_host_pool` and `decode_first_write` fields, and
+    /// `vllm-nixl`'s decode prefix cache).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: af8e7ad8746e0ef1",
-        "sglang-0.5.22: 950ed739dbb61e4b",
-        "prefix: 7682cfd407ea966c",
-        "vllm-nixl prefix: 84223edb76ae2154",
+        "blind: b28db354ee5fc912",
+        "sglang-0.5.22: 9527572cc59a4987",
+        "prefix: 7bafede063be28f3",
+        "vllm-nixl prefix: 2a9b4be877a2879a",
     ];
 
     #[test]

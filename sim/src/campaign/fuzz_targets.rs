@@ -498,8 +498,8 @@ mod tests {
     // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
     // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`, and for
     // `decode_prefix_rules` (and `vllm-nixl`'s `decode_radix_cache = on`), and for
-    // `retraction_host_pool`.
-    const PINNED_DECODING: [&str; 2] = ["None: 5cf4c7cc9b9652d2", "Some(\"sglang-0.5.16\"): 6632ee35e69e9c19"];
+    // `retraction_host_pool`, and for `decode_first_write`.
+    const PINNED_DECODING: [&str; 2] = ["None: 26fe8869f2f39dc8", "Some(\"sglang-0.5.16\"): c508052efe9df4dc"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -66,6 +66,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_loads_hold_slots",
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
+    "decode_first_write",
     "retracted_abort",
     "retraction_host_pool",
     "decode_radix_cache",

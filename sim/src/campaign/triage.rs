@@ -304,19 +304,21 @@ note = "prefix_cache_scope = global in the profile"
     /// A `--hardware-faults` campaign on `vllm-nixl` reported `own_kv_misplaced/visibility_lag` as
     /// new (14 runs in 419,731): decode committed on an early Success, was preempted and recomputed,
     /// and the lagged landing wrote its own KV over blocks it held again at other positions: the
-    /// rdma-visibility-lag row. Seed 456,751's signatures are all known, and it needs the lag.
+    /// rdma-visibility-lag row. Seed 484,039's signatures are all known, and it needs the lag.
     /// (Seed 212,397 was the test's until the forty-second session: with decode's prefix cache on,
     /// as vLLM has it, its preempted request's prompt blocks stay cached, and the lagged landing
     /// now meets them as a `use_after_free` and a cross-tenant read, both known, instead of its own
     /// recomputed blocks. Seed 350,695 was until the forty-fourth: a read is one transfer since, not
     /// batches landing one after another, and its landing no longer outlasts the preemption; a
-    /// scan of seeds 400,000..600,000 found three, 419,308, 456,751 and 541,761; this one has the
-    /// fewest signatures.)
+    /// scan of seeds 400,000..600,000 found three, 419,308, 456,751 and 541,761, and 456,751 has
+    /// the fewest signatures. Until the forty-sixth session: since vLLM's decode writes one
+    /// position earlier, `decode_first_write = last_prompt_token`, the same scan finds only
+    /// 484,039.)
     #[test]
-    fn vllm_nixl_hardware_seed_456751_is_known_and_needs_the_lag() {
+    fn vllm_nixl_hardware_seed_484039_is_known_and_needs_the_lag() {
         use crate::fuzz::{draw, run_case, Space};
         let space = Space::Hardware(Box::new(Space::Profile("vllm-nixl".into())));
-        let cfg = draw(456_751, &space);
+        let cfg = draw(484_039, &space);
         let (_, sigs) = run_case(cfg.clone());
         assert!(sigs.contains("own_kv_misplaced/visibility_lag"), "{sigs:?}");
         let known = KnownBugs::shipped("vllm-nixl").expect("shipped");

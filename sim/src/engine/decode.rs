@@ -7,8 +7,8 @@
 
 use crate::check::oracle::{equal_content, summarize, Tally};
 use crate::config::{
-    AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeOutOfPages, DecodeRelease, Knobs, LoadsHoldSlots,
-    NodeConfig, RetractedAbort, RetractionHostPool, RouterMode, TransferredAbort,
+    AbortCheck, Canary, CommitCheck, DecodeAdmission, DecodeFirstWrite, DecodeOutOfPages, DecodeRelease, Knobs,
+    LoadsHoldSlots, NodeConfig, RetractedAbort, RetractionHostPool, RouterMode, TransferredAbort,
 };
 use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -876,6 +876,7 @@ impl World {
         let k = &self.cfg.knobs;
         let block_pool =
             k.decode_radix_cache.on() && k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool;
+        let first_write = k.decode_first_write;
         let node = self.dnode(n);
         node.transfer.retain(|x| *x != r);
         node.running.push(r);
@@ -883,10 +884,15 @@ impl World {
         let d = node.reqs.get_mut(&r).expect("present");
         d.late = busy;
         d.phase = DPhase::Running;
-        d.seq_len = d.len;
+        // Where its first step writes (`decode_first_write`): after the prompt (sglang), or over
+        // the prompt's last position (vLLM's `num_computed_tokens = num_tokens - 1`).
+        d.seq_len = match first_write {
+            DecodeFirstWrite::AfterPrompt => d.len,
+            DecodeFirstWrite::LastPromptToken => d.len.saturating_sub(1),
+        };
         d.read_upto = 0;
         d.dirty = true;
-        node.running_kv += d.len;
+        node.running_kv += d.seq_len;
         self.phase(r, Lane::Decode(n), Phase::Running);
         if block_pool {
             self.decode_prefix_index_loaded(n, r);
@@ -1280,7 +1286,9 @@ impl World {
             // than the cached block under that key (a 10-minute `vllm-nixl --hardware-faults
             // --prefix-heavy` campaign's fault-free `cross_request_read/decode_prefix_cache`, seed
             // 58,148,412, when the cap was the sequence's).
-            let hit_len = seq_len.min(prompt + 1);
+            // (The sequence's tokens are the prompt and the generated ones: under
+            // `decode_first_write = last_prompt_token` the last of them has no KV yet.)
+            let hit_len = (prompt + generated).min(prompt + 1);
             let (borrowed, locked) =
                 if rehit { self.decode_prefix_lock(n, r, hit_len) } else { (Vec::new(), Vec::new()) };
             let new = need - pages_in(&locked);
@@ -1688,6 +1696,35 @@ enum TokenWrite {
     Written { grown: Option<u32>, rep: WriteReport, generated: u64 },
 }
 
+/// `write_token` of a position inside the prompt (`decode_first_write = last_prompt_token`: a
+/// request's first step after its KV landed, or after a resumption before its first token): vLLM
+/// computes the prompt's last position again, with the prompt's content (its chain bound), in a
+/// page the request already has. Its report is a plain write's: the token takes
+/// `token_written`'s unusual path, once per request.
+#[cold]
+#[inline(never)]
+fn rewrite_prompt_token(
+    pool: &mut Pool,
+    d: &mut DReq,
+    running_kv: &mut u64,
+    r: RequestId,
+    tenant: crate::types::TenantId,
+    now: Instant,
+    seen: Option<Box<Tally>>,
+) -> TokenWrite {
+    let seq_len = d.seq_len;
+    let rep = pool.rewrite(&d.pages, seq_len, seq_len + 1, tenant, r, now, d.chain_upto);
+    d.seq_len += 1;
+    *running_kv += 1;
+    d.generated += 1;
+    d.read_upto = d.seq_len;
+    d.dirty = false;
+    if seen.is_some() {
+        d.seen = seen;
+    }
+    TokenWrite::Written { grown: None, rep, generated: d.generated }
+}
+
 /// The pool side of running request `r`'s next token, at position `d.seq_len` of its block
 /// table: a page taken at a page boundary, the append (`Pool::append`), and the request's
 /// progress (and the running batch's KV, `DecodeNode::running_kv`). Takes the node's pool and
@@ -1708,6 +1745,9 @@ fn write_token(
     check: Option<DecodeIdx>,
 ) -> TokenWrite {
     let seq_len = d.seq_len;
+    if seq_len < d.len {
+        return rewrite_prompt_token(pool, d, running_kv, r, tenant, now, seen);
+    }
     let mut grown = None;
     if seq_len == d.page_count * ps {
         let Some(page) = pool.alloc_page(Holder::Req(r)) else {

@@ -766,6 +766,41 @@ impl Pool {
         at: Instant,
         chain_upto: u64,
     ) -> WriteReport {
+        self.write_checked(table, (from, to), tenant, request, at, chain_upto, None)
+    }
+
+    /// `write` of positions `[from, to)` that `request` computed again (`decode_first_write =
+    /// last_prompt_token`: vLLM's decode recomputes the last loaded prompt position), with the
+    /// same content: a page of its own that the prefix cache holds under its name (`Holder::Cache`
+    /// of `request`: vLLM cached the loaded block, which the request keeps using) is its own here,
+    /// not a foreign page.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rewrite(
+        &mut self,
+        table: &[Run],
+        from: u64,
+        to: u64,
+        tenant: TenantId,
+        request: RequestId,
+        at: Instant,
+        chain_upto: u64,
+    ) -> WriteReport {
+        self.write_checked(table, (from, to), tenant, request, at, chain_upto, Some(request))
+    }
+
+    /// `write`, with the pages the prefix cache holds for `cached_own` (if any) counted as the
+    /// writer's.
+    #[allow(clippy::too_many_arguments)]
+    fn write_checked(
+        &mut self,
+        table: &[Run],
+        (from, to): (u64, u64),
+        tenant: TenantId,
+        request: RequestId,
+        at: Instant,
+        chain_upto: u64,
+        cached_own: Option<RequestId>,
+    ) -> WriteReport {
         self.checked.set(false);
         let mut rep = WriteReport::default();
         self.write_epoch += 1;
@@ -773,7 +808,7 @@ impl Pool {
         let mut pieces = Vec::new();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
         for &(slot, len, _) in &pieces {
-            self.foreign_pages(slot, len, request, (None, &[]), &mut rep);
+            self.foreign_pages(slot, len, request, (cached_own, &[]), &mut rep);
         }
         let owners = self.owners.get_mut();
         for &(slot, len, _) in &pieces {

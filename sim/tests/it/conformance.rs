@@ -1533,7 +1533,9 @@ prefix_blocks = [7, 8]
 /// capped at the prompt less one token (`get_computed_blocks`), so a 1,024-token prompt over two
 /// cached blocks reuses one; sglang's decode match takes both. Prefill runs the chunk cache so
 /// that only decode's cache can hit. Before the forty-second session `vllm-nixl` kept decode's
-/// cache off, and the one decode cache the model had followed sglang's rules.
+/// cache off, and the one decode cache the model had followed sglang's rules. (`vllm-nixl` with
+/// sglang's rules still leaves the last prompt token: its decode computes that position itself,
+/// `decode_first_write = last_prompt_token`, since the forty-sixth session.)
 #[test]
 fn s3_4_vllm_decode_caches_a_loaded_prompt_at_once_and_leaves_the_last_token() {
     let running = r#"
@@ -1582,7 +1584,7 @@ prefix_blocks = [7, 8]
 "#;
     let cases = [
         ("vllm-nixl", "block_pool", 1024, 512),
-        ("vllm-nixl", "radix_tree", 0, 1024),
+        ("vllm-nixl", "radix_tree", 0, 512),
         ("sglang-0.5.22", "radix_tree", 0, 1024),
     ];
     for (profile, rules, while_running, exact_hit) in cases {
@@ -2126,10 +2128,13 @@ output_tokens = 50
 
 /// The same during a step: a request that reaches decode mid-step is admitted by the engine's
 /// next scheduling pass, which first gives the batch its slots for the coming step. Request 0
-/// (24 tokens in 2 of the 3 pages) is at 31 tokens when request 1 (one page, its load then slow
-/// for 2 s) arrives; its 32nd token needs the last page. Before the forty-fifth session the model
-/// admitted request 1 into it, and request 0 preempted itself and was recomputed only after
-/// request 1's load ended (answered at 2.6 s instead of 0.5 s).
+/// (24 tokens in 2 of the 3 pages) is writing position 31 when request 1 (one page, its load then
+/// slow for 2 s) arrives; its next step writes position 32, in the last page. Before the
+/// forty-fifth session the model admitted request 1 into it, and request 0 preempted itself and
+/// was recomputed only after request 1's load ended (answered at 2.6 s instead of 0.5 s). (Request
+/// 1 arrived 25 ms earlier, one step, until vLLM's decode wrote one position earlier,
+/// `decode_first_write = last_prompt_token`: arriving then, it is admitted, as in vLLM, and
+/// request 0 preempts itself a step later.)
 #[test]
 fn s4_4_vllm_a_request_reaching_decode_mid_step_leaves_the_batchs_next_page() {
     let text = r#"
@@ -2147,7 +2152,7 @@ tenant = 1
 prompt_tokens = 24
 output_tokens = 20
 [[request]]
-at_ms = 180
+at_ms = 205
 tenant = 3
 prompt_tokens = 16
 output_tokens = 5
@@ -2160,6 +2165,121 @@ delay_ms = 2000
     assert_eq!(early_frees(&w), vec![], "nobody is preempted");
     assert!((0..2).all(|r| answer(&w, r).0 == 200));
     assert!(answer(&w, 0).1 < S, "request 0 is answered without waiting for request 1's slow load");
+}
+
+/// The positions of request `r`'s one-slot writes on decode (its decode tokens: a transfer lands
+/// whole pages) and the pages decode allocated it, from the collected trace.
+fn decode_positions_and_pages(w: &World, r: u32) -> (Vec<u64>, u64) {
+    use kvsim::trace::{MemOp, TraceRecord};
+    use kvsim::types::Role;
+    let recs = kvsim::trace::expand_records(w.tracer.collected.as_ref().expect("collected"));
+    let (mut positions, mut pages) = (Vec::new(), 0);
+    for (_, rec) in recs.iter() {
+        match rec {
+            TraceRecord::Mem(MemOp::Write { pool, r: q, slots, .. }) if pool.role == Role::Decode && q.0 == r => {
+                if let [(_, 1, pos)] = slots.as_slice() {
+                    positions.push(*pos);
+                }
+            }
+            TraceRecord::Mem(MemOp::Alloc { pool, r: q, pages: p }) if pool.role == Role::Decode && q.0 == r => {
+                pages += kvsim::pool::pages_in(p);
+            }
+            _ => {}
+        }
+    }
+    (positions, pages)
+}
+
+/// Where decode's steps write (`decode_first_write`). sglang's first decode input is the token
+/// prefill sampled, so its steps write from the position after the prompt on. vLLM's finished
+/// load leaves `num_computed_tokens = num_tokens - 1` (0.34.0 `v1/core/sched/scheduler.py`
+/// `_update_waiting_for_remote_kv`): its first step computes the prompt's last position again,
+/// and step j writes one position earlier than sglang's. A 32-token prompt with 17 output tokens:
+/// vLLM writes positions 31..=47 in the three pages of 16 it has, sglang 32..=48 and takes a
+/// fourth page for the last (pages of 16 tokens in both). On a decode pool of three pages vLLM
+/// answers without preempting anyone. Until the forty-sixth session vLLM's steps wrote where
+/// sglang's do: the last token took a fourth page, and the request, alone on decode, preempted
+/// itself and was answered 500.
+#[test]
+fn s4_vllm_decode_recomputes_the_last_prompt_position_and_never_writes_the_last_tokens() {
+    let text = |pool: u64| {
+        format!(
+            r#"
+name = "first-decode-write"
+context_len = 4096
+[[prefill]]
+pool_tokens = 4096
+[[decode]]
+pool_tokens = {pool}
+[knobs]
+decode_radix_cache = "off"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 32
+output_tokens = 17
+"#
+        )
+    };
+    for (profile, first, pages) in [("vllm-nixl", 31, 3), ("sglang-0.5.22", 32, 4)] {
+        let w = collect(&text(4096), profile, &[("page_size", "16")]);
+        assert_eq!(answer(&w, 0).0, 200, "{profile}");
+        assert!(w.oracle.violations.is_empty(), "{profile}: {:?}", w.oracle.violations.first());
+        let (positions, got) = decode_positions_and_pages(&w, 0);
+        assert_eq!(positions, (first..first + 17).collect::<Vec<_>>(), "{profile}");
+        assert_eq!(got, pages, "{profile}: decode's pages");
+    }
+    // Each profile's value set on the other gives the other's positions.
+    let w = collect(&text(4096), "sglang-0.5.22", &[("page_size", "16"), ("decode_first_write", "last_prompt_token")]);
+    assert_eq!(decode_positions_and_pages(&w, 0), ((31..48).collect(), 3));
+    let w = collect(&text(48), "vllm-nixl", &[]);
+    assert_eq!(answer(&w, 0).0, 200, "three pages are enough for vLLM");
+    assert_eq!(early_frees(&w), vec![], "nobody is preempted");
+    let checked = kvsim::simulate_checked(cfg(&text(48), "vllm-nixl", &[]), None, true);
+    let rf = checked.reference.as_ref().expect("checked");
+    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+}
+
+/// vLLM's first decode step writes the prompt's last position again, into a block its decode
+/// prefix cache indexed when the load finished (`decode_prefix_rules = block_pool`): the request
+/// still uses the block, the content is the same, and a request that hits the block reads it
+/// clean. Request 0's 1,024-token prompt is two whole blocks, both indexed at its load, so its
+/// first step writes position 1,023 into a page the cache holds; request 1 (the same blocks, more
+/// prompt) arrives while request 0 decodes and hits both. A write there that counted the cache's
+/// page as foreign would report request 0's token as a `use_after_free/decode_write`.
+#[test]
+fn s4_vllm_the_recomputed_last_prompt_position_is_the_requests_own_in_its_cached_block() {
+    let text = r#"
+name = "first-decode-write-cached"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+prefill_cache = "chunk"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = 1024
+output_tokens = 2000
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+"#;
+    let w = collect(text, "vllm-nixl", &[]);
+    assert!((0..2).all(|r| answer(&w, r).0 == 200));
+    assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    assert!(answer(&w, 0).1 > answer(&w, 1).1, "request 0 still decodes");
+    assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "request 1 hits both blocks");
+    assert_eq!(decode_positions_and_pages(&w, 0).0.first(), Some(&1023));
+    let checked = kvsim::simulate_checked(cfg(text, "vllm-nixl", &[]), None, true);
+    let rf = checked.reference.as_ref().expect("checked");
+    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
 }
 
 #[test]

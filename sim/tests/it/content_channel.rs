@@ -231,7 +231,10 @@ fn resolve_with(name: &str, text: &str, set: &[(&str, &str)]) -> SimConfig {
 /// hit too. Shrunk from a 5-minute `vllm-nixl --check noninterference --prefix-heavy` campaign
 /// (seed 59,101,697): tenant 0's request is preempted and, resuming, locks block [3] that tenant
 /// 1's request cached on decode (no cache salt), so tenant 1's timing depends on tenant 0's
-/// prompt. The first report named it `allocation` (the resumption's hit was not counted).
+/// prompt. The first report named it `allocation` (the resumption's hit was not counted). Tenant
+/// 1's prompt was 1,021 tokens until vLLM's decode wrote one position earlier
+/// (`decode_first_write = last_prompt_token`, forty-sixth session): it needed its next page a
+/// step later, after tenant 0's request had finished, and nobody was preempted.
 #[test]
 fn a_resumptions_decode_prefix_hit_is_named_as_a_prefix_hit() {
     let text = &[
@@ -260,7 +263,7 @@ prefix_blocks = [3]
 [[request]]
 at_ns = 589000
 tenant = 1
-prompt_tokens = 1021
+prompt_tokens = 1022
 output_tokens = 5
 prefix_blocks = [3]
 "#,

@@ -432,6 +432,7 @@ pub const OWN_STREAM_KNOBS: &[&str] = &[
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
     "retraction_host_pool",
+    "decode_first_write",
 ];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
@@ -477,6 +478,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
     "retraction_host_pool",
+    "decode_first_write",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
