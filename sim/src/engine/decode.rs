@@ -96,6 +96,21 @@ pub struct DReq {
 }
 
 impl DReq {
+    /// Its progress once its token at `seq_len` is written: the sequence, the running batch's KV
+    /// (`running_kv`) and its output grow by one, and it has read everything up to the new token
+    /// (`seen`: what the differential oracle's read found, if it ran).
+    #[inline(always)]
+    fn token_done(&mut self, running_kv: &mut u64, seen: Option<Box<Tally>>) {
+        self.seq_len += 1;
+        *running_kv += 1;
+        self.generated += 1;
+        self.read_upto = self.seq_len;
+        self.dirty = false;
+        if seen.is_some() {
+            self.seen = seen;
+        }
+    }
+
     /// Its phase in the node's queues.
     #[inline]
     pub fn phase(&self) -> DPhase {
@@ -1713,15 +1728,8 @@ fn rewrite_prompt_token(
     seen: Option<Box<Tally>>,
 ) -> TokenWrite {
     let seq_len = d.seq_len;
-    let rep = pool.rewrite(&d.pages, seq_len, seq_len + 1, tenant, r, now, d.chain_upto);
-    d.seq_len += 1;
-    *running_kv += 1;
-    d.generated += 1;
-    d.read_upto = d.seq_len;
-    d.dirty = false;
-    if seen.is_some() {
-        d.seen = seen;
-    }
+    let rep = pool.write_checked(&d.pages, (seq_len, seq_len + 1), tenant, r, now, d.chain_upto, Some(r));
+    d.token_done(running_kv, seen);
     TokenWrite::Written { grown: None, rep, generated: d.generated }
 }
 
@@ -1762,14 +1770,7 @@ fn write_token(
     }
     let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
     let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
-    d.seq_len += 1;
-    *running_kv += 1;
-    d.generated += 1;
-    d.read_upto = d.seq_len;
-    d.dirty = false;
-    if seen.is_some() {
-        d.seen = seen;
-    }
+    d.token_done(running_kv, seen);
     match rep.token {
         Some((slot, pos)) if pos == seq_len && rep.foreign.is_empty() && rep.slots.is_empty() => {
             TokenWrite::Usual { page: grown, slot, generated: d.generated }

@@ -769,29 +769,13 @@ impl Pool {
         self.write_checked(table, (from, to), tenant, request, at, chain_upto, None)
     }
 
-    /// `write` of positions `[from, to)` that `request` computed again (`decode_first_write =
-    /// last_prompt_token`: vLLM's decode recomputes the last loaded prompt position), with the
-    /// same content: a page of its own that the prefix cache holds under its name (`Holder::Cache`
-    /// of `request`: vLLM cached the loaded block, which the request keeps using) is its own here,
-    /// not a foreign page.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rewrite(
-        &mut self,
-        table: &[Run],
-        from: u64,
-        to: u64,
-        tenant: TenantId,
-        request: RequestId,
-        at: Instant,
-        chain_upto: u64,
-    ) -> WriteReport {
-        self.write_checked(table, (from, to), tenant, request, at, chain_upto, Some(request))
-    }
-
     /// `write`, with the pages the prefix cache holds for `cached_own` (if any) counted as the
-    /// writer's.
+    /// writer's. `Some(request)` is a rewrite of positions `request` computed again with the same
+    /// content (`decode_first_write = last_prompt_token`: vLLM's decode recomputes the last
+    /// loaded prompt position): a page of its own that the prefix cache holds under its name
+    /// (vLLM cached the loaded block, which the request keeps using) is not a foreign page.
     #[allow(clippy::too_many_arguments)]
-    fn write_checked(
+    pub fn write_checked(
         &mut self,
         table: &[Run],
         (from, to): (u64, u64),

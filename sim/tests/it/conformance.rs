@@ -1055,6 +1055,14 @@ fn early_frees(w: &World) -> Vec<(u32, u64)> {
     out
 }
 
+/// The run of `text` under `profile`, checked against the reference oracle read by read: no
+/// disagreement.
+fn assert_oracles_agree(text: &str, profile: &str) {
+    let checked = kvsim::simulate_checked(cfg(text, profile, &[]), None, true);
+    let rf = checked.reference.as_ref().expect("checked");
+    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+}
+
 fn collect(text: &str, profile: &str, set: &[(&str, &str)]) -> World {
     kvsim::simulate_collect(cfg(text, profile, set), true)
 }
@@ -1525,6 +1533,36 @@ prefix_blocks = [7, 8]
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "still a hit, on a declared public prompt");
 }
 
+/// Request 0 (`first_prompt` tokens over prefix blocks [7, 8], 2,000 output tokens) still decodes
+/// when request 1 (1,100 tokens, the same blocks) arrives 2 s later; prefill runs the chunk cache,
+/// so that only decode's cache can hit.
+fn decode_prefix_while_running(first_prompt: u64) -> String {
+    format!(
+        r#"
+name = "decode-prefix-while-running"
+context_len = 8192
+[[prefill]]
+pool_tokens = 8192
+[[decode]]
+pool_tokens = 8192
+[knobs]
+prefill_cache = "chunk"
+[[request]]
+at_ms = 0
+tenant = 1
+prompt_tokens = {first_prompt}
+output_tokens = 2000
+prefix_blocks = [7, 8]
+[[request]]
+at_ms = 2000
+tenant = 1
+prompt_tokens = 1100
+output_tokens = 4
+prefix_blocks = [7, 8]
+"#
+    )
+}
+
 /// vLLM's decode prefix cache (`decode_prefix_rules = block_pool`, the `vllm-nixl` profile's;
 /// vLLM 0.34.0 caches prefixes on decode by default) against sglang's (`radix_tree`). First: a
 /// loaded request's blocks are indexed when its KV arrives (`_update_waiting_for_remote_kv` →
@@ -1538,28 +1576,7 @@ prefix_blocks = [7, 8]
 /// `decode_first_write = last_prompt_token`, since the forty-sixth session.)
 #[test]
 fn s3_4_vllm_decode_caches_a_loaded_prompt_at_once_and_leaves_the_last_token() {
-    let running = r#"
-name = "decode-prefix-while-running"
-context_len = 8192
-[[prefill]]
-pool_tokens = 8192
-[[decode]]
-pool_tokens = 8192
-[knobs]
-prefill_cache = "chunk"
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 1100
-output_tokens = 2000
-prefix_blocks = [7, 8]
-[[request]]
-at_ms = 2000
-tenant = 1
-prompt_tokens = 1100
-output_tokens = 4
-prefix_blocks = [7, 8]
-"#;
+    let running = &decode_prefix_while_running(1100);
     let exact = r#"
 name = "decode-prefix-exact-blocks"
 context_len = 8192
@@ -2057,9 +2074,7 @@ fn s4_4_vllm_preempts_the_last_admitted_request_and_recomputes_it() {
     assert!(frees.iter().all(|(r, _)| *r == 1), "only the last-admitted request is preempted: {frees:?}");
     assert_eq!(w.reqs[1].decode_tokens(), 300, "the recomputed request still generates every token");
     assert!(answer(&w, 0).1 < answer(&w, 1).1, "request 1 waited for request 0's pages");
-    let checked = kvsim::simulate_checked(cfg(OUT_OF_PAGES, "vllm-nixl", &[]), None, true);
-    let rf = checked.reference.as_ref().expect("checked");
-    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+    assert_oracles_agree(OUT_OF_PAGES, "vllm-nixl");
 }
 
 /// vLLM gives the running batch its slots before it schedules anything else, preempting the
@@ -2235,9 +2250,7 @@ output_tokens = 17
     let w = collect(&text(48), "vllm-nixl", &[]);
     assert_eq!(answer(&w, 0).0, 200, "three pages are enough for vLLM");
     assert_eq!(early_frees(&w), vec![], "nobody is preempted");
-    let checked = kvsim::simulate_checked(cfg(&text(48), "vllm-nixl", &[]), None, true);
-    let rf = checked.reference.as_ref().expect("checked");
-    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+    assert_oracles_agree(&text(48), "vllm-nixl");
 }
 
 /// vLLM's first decode step writes the prompt's last position again, into a block its decode
@@ -2249,37 +2262,14 @@ output_tokens = 17
 /// page as foreign would report request 0's token as a `use_after_free/decode_write`.
 #[test]
 fn s4_vllm_the_recomputed_last_prompt_position_is_the_requests_own_in_its_cached_block() {
-    let text = r#"
-name = "first-decode-write-cached"
-context_len = 8192
-[[prefill]]
-pool_tokens = 8192
-[[decode]]
-pool_tokens = 8192
-[knobs]
-prefill_cache = "chunk"
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 1024
-output_tokens = 2000
-prefix_blocks = [7, 8]
-[[request]]
-at_ms = 2000
-tenant = 1
-prompt_tokens = 1100
-output_tokens = 4
-prefix_blocks = [7, 8]
-"#;
+    let text = &decode_prefix_while_running(1024);
     let w = collect(text, "vllm-nixl", &[]);
     assert!((0..2).all(|r| answer(&w, r).0 == 200));
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
     assert!(answer(&w, 0).1 > answer(&w, 1).1, "request 0 still decodes");
     assert_eq!(w.reqs[1].decode_prefix_tokens(), 1024, "request 1 hits both blocks");
     assert_eq!(decode_positions_and_pages(&w, 0).0.first(), Some(&1023));
-    let checked = kvsim::simulate_checked(cfg(text, "vllm-nixl", &[]), None, true);
-    let rf = checked.reference.as_ref().expect("checked");
-    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+    assert_oracles_agree(text, "vllm-nixl");
 }
 
 #[test]
@@ -2301,9 +2291,7 @@ fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_
     v.finish();
     assert_eq!(ids.len(), 1, "{ids:?}");
     assert_eq!(v.events(), w.events());
-    let checked = kvsim::simulate_checked(cfg(OUT_OF_PAGES, "sglang-0.5.22", &[]), None, true);
-    let rf = checked.reference.as_ref().expect("checked");
-    assert_eq!(rf.disagreement_count, 0, "{:?}", rf.disagreements.first());
+    assert_oracles_agree(OUT_OF_PAGES, "sglang-0.5.22");
 }
 
 /// sglang 0.5.22 backs a retraction up to a bounded host pool (`retraction_host_pool = sized`:
