@@ -276,8 +276,7 @@ pub struct Knobs {
     /// Reuse order of the paged allocator's free list, which decides whose stale page a new request
     /// gets: `sorted_on_merge` (sglang), `lifo`, `fifo`, `lru` (vLLM ≤0.11: every freed block to the
     /// tail, tail first), `lru_unhashed_first` (later vLLM: blocks without a prefix hash to the head,
-    /// reused first; hashed ones to the tail). Both vLLM orders free a request's blocks one by one,
-    /// its last block first.
+    /// reused first; hashed ones to the tail).
     pub free_list_policy: FreeListPolicy,
     /// Whether freed pages are zeroed (a stale read then reads zeros, never another tenant's KV).
     pub zero_on_free: bool,

