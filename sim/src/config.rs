@@ -443,8 +443,8 @@ pub struct Knobs {
     /// is never written, so a request whose last token would start a page never takes that page.
     /// Under `last_prompt_token` decode's prefix-cache hit leaves that position to compute whatever
     /// `decode_prefix_rules` says (vLLM's own cap, `get_computed_blocks`): the rewrite lands in a
-    /// page of the request's own.
-    /// In both a step reads the positions before the one it writes (that one is the reader's own).
+    /// page of the request's own. In both a step reads the positions before the one it writes
+    /// (that one is the reader's own).
     pub decode_first_write: DecodeFirstWrite,
     /// Whether prefill sends a last chunk with zero pages (decode's reported prefix covers the
     /// whole prompt): `skip` never sends it and the request sits in prefill's inflight queue

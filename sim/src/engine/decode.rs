@@ -1301,9 +1301,9 @@ impl World {
             // than the cached block under that key (a 10-minute `vllm-nixl --hardware-faults
             // --prefix-heavy` campaign's fault-free `cross_request_read/decode_prefix_cache`, seed
             // 58,148,412, when the cap was the sequence's).
-            // (The sequence's tokens are the prompt and the generated ones: under
+            // (Counted in the sequence's tokens, the prompt and the generated ones: under
             // `decode_first_write = last_prompt_token` the last of them has no KV yet.)
-            let hit_len = (prompt + generated).min(prompt + 1);
+            let hit_len = prompt + generated.min(1);
             let (borrowed, locked) =
                 if rehit { self.decode_prefix_lock(n, r, hit_len) } else { (Vec::new(), Vec::new()) };
             let new = need - pages_in(&locked);

@@ -732,9 +732,8 @@ impl World {
         // (`decode_first_write = last_prompt_token`) leaves it under either rules: its first step
         // writes there, in a page of its own, never in a block another request cached.
         let k = &self.cfg.knobs;
-        let capped = k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool
-            || k.decode_first_write == crate::config::DecodeFirstWrite::LastPromptToken;
         let block_pool = k.decode_prefix_rules == crate::config::DecodePrefixRules::BlockPool;
+        let capped = block_pool || k.decode_first_write == crate::config::DecodeFirstWrite::LastPromptToken;
         let max_blocks = (if capped { len.saturating_sub(1) } else { len } / BLOCK_TOKENS) as usize;
         let blocks: Vec<u64> = self.reqs[r.idx()].chain().iter().take(max_blocks).copied().collect();
         let salts: Vec<u64> = (0..blocks.len()).map(|i| self.salt(tenant, i, public)).collect();
