@@ -52,8 +52,8 @@ pub struct FuzzOpts {
     /// not hold what the model saw is reported as a model/replay DISAGREEMENT.
     #[arg(long, value_enum, default_value = "auto")]
     pub confirm: super::confirm::ConfirmArg,
-    /// Simulation runs each shrink may use.
-    #[arg(long, default_value_t = 1500)]
+    /// Simulation runs each shrink may use (at least 1; `--no-shrink` turns shrinking off).
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..))]
     pub shrink_budget: u32,
     #[arg(long)]
     pub no_shrink: bool,
@@ -199,7 +199,8 @@ fn load_known(o: &FuzzOpts) -> Result<Option<KnownBugs>, String> {
     let k = match o.known.as_deref() {
         Some("none") => return Ok(None),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            // Bounded and checked as every input is (`--known /dev/zero` read until memory ran out).
+            let text = super::read_text(path).map_err(|e| format!("--known {path}: {e}"))?;
             KnownBugs::parse(path, &text).map_err(|e| e.to_string())?
         }
         None => match o.profile.as_deref().and_then(KnownBugs::shipped) {
@@ -634,12 +635,19 @@ pub fn run(o: &FuzzOpts) -> i32 {
 fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let shard = o.shard.as_deref().map(parse_shard).transpose()?.unwrap_or((0, 1));
     let deadline = o.time.as_deref().map(parse_time).transpose()?;
-    let known = load_known(o)?;
+    let mut known = load_known(o)?;
     let (space, space_name, liveness, pins) = campaign_space(o)?;
     // A base scenario's campaign runs the base's profile: a known-bugs file for another is refused
-    // as it is for `--profile` (its rows would triage another engine's signatures).
-    if let (Some(k), Some(base)) = (&known, base_config(&space)) {
-        camp_lib::check_known_profile(k, Some(&base.profile)).map_err(|e| e.to_string())?;
+    // as it is for `--profile` (its rows would triage another engine's signatures), and without
+    // `--known` that profile's shipped file triages it, as `--profile` would (a base naming
+    // `profile = "sglang-0.5.22"` exited 10 on known rows unless `--profile` repeated it).
+    let base_profile = base_config(&space).map(|b| b.profile.clone());
+    if let Some(p) = &base_profile {
+        match &known {
+            Some(k) => camp_lib::check_known_profile(k, Some(p)).map_err(|e| e.to_string())?,
+            None if o.known.is_none() => known = KnownBugs::shipped(p),
+            None => {}
+        }
     }
     // A GPU backend asked for by name is there before any run (as `kvsim confirm`: exit 3), not
     // a "confirm failed" in every row of the table, which a resume would keep.
@@ -700,6 +708,26 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 h.trim_end_matches('/')
             ));
         }
+        // The page replaces what is there: never an input of the campaign (the known-bugs file,
+        // the base scenario) or a file the campaign keeps (its checkpoint and lock, its examples'
+        // folders): `--html CORPUS/campaign.json` lost the whole campaign at the next resume.
+        for (flag, input) in [("--known", o.known.as_deref()), ("--base", o.base.as_deref())] {
+            if let Some(i) = input.filter(|i| super::same_file(h, i)) {
+                return Err(format!(
+                    "--html {h}: that is the campaign's {flag} file ({i}); write the report elsewhere"
+                ));
+            }
+        }
+        let below_corpus = std::iter::successors(dir.parent(), |d| d.parent().filter(|p| !p.as_os_str().is_empty()))
+            .any(|d| super::same_file(d, &o.corpus));
+        let name = Path::new(h).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let owned = name == "campaign.json" || name == LOCK_FILE || camp_lib::is_scratch(&name);
+        if below_corpus || (super::same_file(dir, &o.corpus) && owned) {
+            return Err(format!(
+                "--html {h}: a file the campaign keeps (its checkpoint, its lock, its examples' folders); give \
+                 the report another name (default: report.html in the corpus folder)"
+            ));
+        }
         // The corpus folder itself is made by the campaign: a report inside it is fine (checked
         // for writing once the corpus exists).
         if super::same_file(dir, &o.corpus) {
@@ -726,7 +754,17 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let _lock = lock_corpus(&corpus)?;
     say_how_to_resume_when_interrupted(&o.corpus);
     let mut camp = open_campaign(o, &corpus, &ckpt_path, &space_name, shard)?;
+    // Recorded for a merge of its shards, which triages by it (the space names the base alone).
+    camp.base_profile = base_profile;
     let resumed_jobs = resumed_jobs(o, &corpus, &mut camp)?;
+    // The report is written when the campaign ends. An earlier run's page would outlive an
+    // interruption of this one: stale (its counts, its exit status), its links into example
+    // folders this run replaces broken. It goes now; the end writes the new one.
+    let html = o.html.as_ref().map(PathBuf::from).unwrap_or_else(|| corpus.join("report.html"));
+    if html.is_file() {
+        std::fs::remove_file(&html)
+            .map_err(|e| format!("{}: cannot replace the earlier report: {e}", html.display()))?;
+    }
     let runs_before = camp.runs_done;
     // The corpus the runs of the current epoch are planned from (guided campaigns), published
     // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
@@ -905,7 +943,8 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
     } else {
         (space, space_name)
     };
-    let liveness = o.liveness.as_deref().map(super::parse_bound).transpose()?;
+    let liveness =
+        o.liveness.as_deref().map(|b| super::parse_bound(b).map_err(|e| format!("--liveness {b}: {e}"))).transpose()?;
     let mut space = space;
     if let (Some(ms), Space::Base(b)) = (liveness, &mut space) {
         let faults = kvsim::config::FaultConfig { liveness_after_heal_ms: Some(ms), ..b.faults.clone() };
@@ -1099,6 +1138,13 @@ fn open_campaign(
 /// the interruption). An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
 /// completed: it is dropped from its list, with a warning, and a later run that shows its
 /// signature may take its place.
+/// Whether a saved example's folder holds every file its `failure.json` names (its trace, and
+/// its shrunk case when it was shrunk): what a resume and a merge take as completed.
+fn example_whole(dir: &Path, f: &Failure) -> bool {
+    let has = |name: &str| dir.join(name).is_file();
+    (f.shrunk.is_none() || (has("shrunk.toml") && has("shrunk.jsonl"))) && has("trace.jsonl")
+}
+
 fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
     let (mut gone, mut reconfirm) = (0, 0);
@@ -1114,9 +1160,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 .and_then(|t| serde_json::from_str::<Failure>(&t).ok());
             let has = |f: &str| dir.join(f).is_file();
             let (saved, scenario) = (has("failure.json"), has("scenario.toml"));
-            let whole = failure.as_ref().is_some_and(|f| {
-                (f.shrunk.is_none() || (has("shrunk.toml") && has("shrunk.jsonl"))) && has("trace.jsonl")
-            });
+            let whole = failure.as_ref().is_some_and(|f| example_whole(&dir, f));
             if saved && !scenario {
                 // Its scenario is what everything else is made from: without it the example
                 // cannot be completed again (its table line named files that were gone).
@@ -1438,16 +1482,17 @@ pub fn merge(dirs: &[String], into: &str, known: Option<&str>) -> i32 {
 
 /// The known-bugs file of a merge: `--known FILE`, `--known none`, or the shipped file of the
 /// campaign space's profile.
-fn merge_known(space: &str, known: Option<&str>) -> Result<Option<KnownBugs>, String> {
+fn merge_known(space: &str, base_profile: Option<&str>, known: Option<&str>) -> Result<Option<KnownBugs>, String> {
     let given = match known {
         Some("none") => return Ok(None),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--known {path}: {e}"))?;
+            // Bounded and checked as every input is (`--known /dev/zero` read until memory ran out).
+            let text = super::read_text(path).map_err(|e| format!("--known {path}: {e}"))?;
             Some(KnownBugs::parse(path, &text).map_err(|e| e.to_string())?)
         }
         None => None,
     };
-    camp_lib::merge_known(space, given).map_err(|e| e.to_string())
+    camp_lib::merge_known(space, base_profile, given).map_err(|e| e.to_string())
 }
 
 fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(String, i32), String> {
@@ -1478,7 +1523,19 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         }
     }
     for d in dirs {
+        // Say what the folder is before what its file is not ("nonexist/campaign.json: No such
+        // file or directory" read as a missing file of an existing corpus).
+        if !Path::new(d).is_dir() {
+            return Err(if Path::new(d).exists() {
+                format!("{d}: a file, not a campaign's corpus folder (give the folders `kvsim fuzz --corpus` wrote)")
+            } else {
+                format!("{d}: no such folder (give the folders `kvsim fuzz --corpus` wrote)")
+            });
+        }
         let p = Path::new(d).join("campaign.json");
+        if !p.is_file() {
+            return Err(format!("{d}: not a campaign's corpus (it has no campaign.json)"));
+        }
         let c: Campaign = std::fs::read_to_string(&p)
             .map_err(|e| e.to_string())
             .and_then(|t| kvsim::formats::from_json(&t))
@@ -1490,7 +1547,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         m.add(d, c).map_err(|e| e.to_string())?;
     }
     let mut merged = m.campaign().map_err(|e| e.to_string())?;
-    let known = merge_known(&merged.space, known)?;
+    let known = merge_known(&merged.space, merged.base_profile.as_deref(), known)?;
     if into.trim().is_empty() {
         // It merged into the working folder, beside whatever it held.
         return Err("--into: an empty path; give the merged corpus's folder".to_string());
@@ -1498,13 +1555,31 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     if out.exists() && !out.is_dir() {
         return Err(format!("--into {into}: a file, not a folder; merge into a new or empty folder"));
     }
+    // Not inside an input: the merged corpus would be written into a shard's folder.
+    let out_parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    for d in dirs {
+        if std::iter::successors(Some(out_parent), |p| p.parent().filter(|q| !q.as_os_str().is_empty()))
+            .any(|p| super::same_file(p, d))
+        {
+            return Err(format!("--into {into}: inside the input corpus {d}; merge into a folder outside the inputs"));
+        }
+    }
     // A new folder: merging over a corpus would replace its signatures' examples and checkpoint.
     if std::fs::read_dir(out).is_ok_and(|mut rd| rd.next().is_some()) {
-        return Err(format!("--into {into}: the folder is not empty; merge into a new or empty folder"));
+        let why = if out.join("campaign.json").is_file() {
+            "the folder is not empty".to_string()
+        } else {
+            // What an interrupted merge leaves: examples copied, no checkpoint yet.
+            "the folder is not empty, and holds no campaign.json (a merge interrupted before its end leaves such a folder: remove it, then merge again)".to_string()
+        };
+        return Err(format!("--into {into}: {why}; merge into a new or empty folder"));
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     // Each signature's N smallest examples of all shards (the unsharded campaign's), copied from
-    // the shard that found each; an example its shard had not completed is reported, not copied.
+    // the shard that found each; an example its shard had not completed is reported, not copied,
+    // and makes the merge partial: the unsharded campaign would hold it, and the merged corpus
+    // cannot complete it (a merge of a shard stopped while saving its examples read as whole).
+    let mut incomplete: BTreeMap<String, usize> = BTreeMap::new();
     for (sig, list) in &m.examples {
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
@@ -1514,11 +1589,15 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
             let Some(mut f) = std::fs::read_to_string(src.join("failure.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+                .filter(|f| example_whole(&src, f))
             else {
+                // Not completed, or damaged since (a file its failure.json names is gone: its
+                // command named a missing file): the shard's resume completes it again.
                 eprintln!(
-                    "warning: {d}: example seed {} of {sig} was not completed (resume that shard first)",
+                    "warning: {d}: example seed {} of {sig} was not completed, or a file of it is missing (resume that shard first)",
                     key.seed
                 );
+                *incomplete.entry(d.to_string()).or_default() += 1;
                 // Not listed either: the merged checkpoint names only examples it holds.
                 if let Some(l) = merged.examples.get_mut(sig) {
                     l.retain(|e| e.seed != key.seed);
@@ -1534,13 +1613,29 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         write_best(out, sig)?;
     }
     merged.examples.retain(|_, l| !l.is_empty());
+    let runs_partial = merged.partial.is_some();
+    if !incomplete.is_empty() {
+        let shards: Vec<String> = incomplete.iter().map(|(d, n)| format!("{n} in {d}")).collect();
+        let why = format!("examples not completed: {}", shards.join(", "));
+        merged.partial = Some(match merged.partial.take() {
+            Some(p) => format!("{p}; {why}"),
+            None => why,
+        });
+    }
     write_atomic(&out.join("campaign.json"), serde_json::to_string_pretty(&merged).expect("json").as_bytes())
         .map_err(|e| format!("{into}: {e}"))?;
     if let Some(why) = &merged.partial {
-        eprintln!(
-            "warning: a partial merge ({why}): the table is the union of the runs the shards did, \
-             not the campaign's first N runs, and {into} cannot be resumed (resume the shards, then merge again)"
-        );
+        if runs_partial {
+            eprintln!(
+                "warning: a partial merge ({why}): the table is the union of the runs the shards did, \
+                 not the campaign's first N runs, and {into} cannot be resumed (resume the shards, then merge again)"
+            );
+        } else {
+            eprintln!(
+                "warning: a partial merge ({why}): the table is whole, but signatures lack the examples those \
+                 shards had not saved, and {into} cannot be resumed (resume the shards, then merge again)"
+            );
+        }
     }
     let mut text = format!(
         "merged {} {}: {} runs, {} signature(s) into {into}\n{}",

@@ -266,6 +266,20 @@ fn merge_refuses_overlapping_corpora_and_relocates_failures() {
         assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
         shards.push(d);
     }
+    // A folder that is not there, or is no corpus, is named as such.
+    let missing = tmp("ov-missing");
+    let out = kvsim(&["corpus", "merge", &missing, &shards[1], "--into", &tmp("ov-none")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no such folder"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let empty = tmp("ov-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = kvsim(&["corpus", "merge", &empty, &shards[1], "--into", &tmp("ov-none")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a campaign's corpus"));
     // The same corpus twice: refused (its runs would be counted twice).
     let twice = tmp("ov-twice");
     let out = kvsim(&["corpus", "merge", &shards[0], &shards[0], "--into", &twice]);
@@ -302,6 +316,28 @@ fn merge_refuses_overlapping_corpora_and_relocates_failures() {
         checked += 1;
     }
     assert!(checked >= 2, "merged failures: {checked}");
+    // A shard stopped while it saved its examples (one has no failure.json yet): the merge is
+    // partial, says why, and cannot be resumed (it exited 10 as a whole merge, its examples lost).
+    let cut = tmp("ov-cut");
+    assert!(Command::new("cp").args(["-r", &shards[1], &cut]).status().unwrap().success());
+    let seed = std::fs::read_dir(&cut)
+        .unwrap()
+        .flatten()
+        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")) && p.join("failure.json").is_file()
+        })
+        .expect("a saved example");
+    std::fs::remove_file(seed.join("failure.json")).unwrap();
+    let cut_merged = tmp("ov-cut-merged");
+    let out = kvsim(&["corpus", "merge", &shards[0], &cut, "--into", &cut_merged]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{err}");
+    assert!(err.contains("a partial merge (examples not completed: 1 in"), "{err}");
+    let ckpt: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&cut_merged).join("campaign.json")).unwrap()).unwrap();
+    assert!(ckpt["partial"].as_str().is_some_and(|p| p.contains("examples not completed")), "{ckpt}");
 }
 
 #[test]
@@ -766,7 +802,12 @@ fn liveness_mode_from_the_command_line() {
     // A bare number has no unit: refused, not read as seconds (the TOML key is milliseconds).
     let out = kvsim(&["run", scen, "--liveness", "30"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no unit"), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no unit") && err.matches("--liveness").count() == 1, "{err}");
+    // A fraction is a positive duration, in a unit too large: said so.
+    let out = kvsim(&["run", scen, "--liveness", "1.5s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1500ms"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = kvsim(&["run", scen, "--liveness", "99999999999h"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("too long"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1247,6 +1288,30 @@ fn a_campaign_refuses_before_it_runs() {
     let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "3", "--corpus", &h, "--html", &inside]);
     assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(Path::new(&inside).is_file());
+    // Never over the campaign's own files or its inputs (`--html CORPUS/campaign.json` replaced the
+    // checkpoint with the page, and the next resume failed).
+    let known = tmp("html-known.toml");
+    let shipped = std::fs::read_to_string(crate::manifest_dir().join("../known-bugs/sglang-0.5.22.toml")).unwrap();
+    std::fs::write(&known, &shipped).unwrap();
+    let ckpt_before = std::fs::read(format!("{h}/campaign.json")).unwrap();
+    let hk = tmp("html-k");
+    for (html, extra) in [
+        (format!("{h}/campaign.json"), None),
+        (format!("{h}/campaign.lock"), None),
+        (known.clone(), Some(known.as_str())),
+    ] {
+        let mut args = vec!["fuzz", "--profile", "sglang-0.5.16", "--runs", "3", "--corpus", &h, "--html", &html];
+        if let Some(k) = extra {
+            args = vec!["fuzz", "--profile", "sglang-0.5.22", "--runs", "3", "--corpus", &hk, "--html", &html];
+            args.extend(["--known", k]);
+        }
+        let out = kvsim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{html}: {err}");
+        assert!(err.contains(&format!("--html {html}:")), "{err}");
+    }
+    assert_eq!(std::fs::read(format!("{h}/campaign.json")).unwrap(), ckpt_before);
+    assert_eq!(std::fs::read_to_string(&known).unwrap(), shipped);
     // A misspelt --until kind, and a --time without a unit, are refused (the first ran the whole
     // campaign and said "not found"; the second ran 5 seconds for a user meaning minutes).
     let typo = tmp("until-typo");
@@ -1325,7 +1390,8 @@ fn a_corpus_of_another_model_is_not_resumed_or_merged() {
     let out = kvsim(&["corpus", "merge", &c, &d, "--into", &tmp("model-m")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("only shards judged by one model can be merged"), "{err}");
+    // Refused as the resume is: this build's known bugs would triage another model's runs.
+    assert!(err.contains(&format!("judged by model 0123456789abcdef; this kvsim is model {model}")), "{err}");
     ck.as_object_mut().unwrap().remove("model");
     std::fs::write(&path, serde_json::to_string(&ck).unwrap()).unwrap();
     let out = resume();

@@ -30,9 +30,6 @@ pub enum CampaignError {
     /// The checkpoint in `corpus` was judged by another model (`model`; `None`: a kvsim that did
     /// not record it): resuming it would count runs of two models in one table.
     OtherModel { corpus: String, model: Option<String> },
-    /// Corpus `name`'s runs were judged by model `model`, the first corpus `first`'s by
-    /// `first_model`.
-    ShardModels { name: String, model: Option<String>, first: String, first_model: Option<String> },
     /// The checkpoint in `corpus` keeps `keeps` examples per signature; the resume asked `asked`.
     OtherExamples { corpus: String, keeps: usize, asked: usize },
     /// The checkpoint in `corpus` shrinks its examples as `keeps` says (`--no-shrink`, `--shrink-budget N`); the
@@ -77,7 +74,7 @@ impl fmt::Display for CampaignError {
             }
             E::KnownForBlind { source, file_profile } => write!(
                 f,
-                "--known {source}: the file is for profile {file_profile}, and a blind campaign draws every profile: its signatures cannot be triaged against one engine's rows (give --profile {file_profile}, or --known none)"
+                "--known {source}: the file is for profile {file_profile}, and a blind campaign draws every profile: its signatures cannot be triaged against one engine's rows (a campaign: give --profile {file_profile}; a campaign or a merge: --known none)"
             ),
             E::CorpusFormat { path, format } => write!(
                 f,
@@ -91,15 +88,9 @@ impl fmt::Display for CampaignError {
             ),
             E::OtherModel { corpus, model } => write!(
                 f,
-                "{corpus}: its runs were judged by {}; this kvsim is model {} (the model changed since: resuming would count runs of two models in one table); use another --corpus, or the kvsim that made it",
+                "{corpus}: its runs were judged by {}; this kvsim is model {} (the model changed since: resuming it would count runs of two models in one table, merging it would triage its runs by this model's known bugs); use another --corpus, or the kvsim that made it",
                 model_name(model),
                 crate::MODEL
-            ),
-            E::ShardModels { name, model, first, first_model } => write!(
-                f,
-                "{name}: its runs were judged by {}, {first}'s by {}; only shards judged by one model can be merged",
-                model_name(model),
-                model_name(first_model)
             ),
             E::OtherExamples { corpus, keeps, asked } => write!(
                 f,

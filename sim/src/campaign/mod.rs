@@ -136,6 +136,12 @@ pub struct Campaign {
     /// recorded, whose model is unknown: refused too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// A base campaign's profile (the base scenario's, `--profile` applied): its space names the
+    /// base, not the profile, and a merge of its shards triages by this profile's shipped
+    /// known-bugs file as the campaign did. `None` for other spaces (their name says) and in
+    /// base checkpoints written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_profile: Option<String>,
 }
 
 impl Campaign {
@@ -155,6 +161,7 @@ impl Campaign {
             partial: None,
             shrink: None,
             model: Some(crate::MODEL.to_string()),
+            base_profile: None,
         }
     }
 
@@ -642,8 +649,12 @@ pub fn check_known_blind(k: &KnownBugs, space: &str) -> Result<(), CampaignError
 
 /// The known-bugs file of a merge: `given` (read from `--known FILE`) must be for the merged
 /// campaign's profile; without one, the shipped file of that profile, if any.
-pub fn merge_known(space: &str, given: Option<KnownBugs>) -> Result<Option<KnownBugs>, CampaignError> {
-    let profile = space_profile(space);
+pub fn merge_known(
+    space: &str,
+    base_profile: Option<&str>,
+    given: Option<KnownBugs>,
+) -> Result<Option<KnownBugs>, CampaignError> {
+    let profile = space_profile(space).or(base_profile);
     match given {
         Some(k) => match profile {
             Some(p) if p != k.profile => Err(CampaignError::KnownForOtherSpace {
@@ -700,14 +711,25 @@ pub fn unseen_known<'k>(
             let sig = b.signature.as_str();
             let after_heal = sig.starts_with("request_hang/after_heal/");
             let hardware = crate::fuzz::hardware_fault(sig).is_some() || b.hardware;
-            let why = if hardware && !has("hardware") {
-                Some("needs --hardware-faults")
-            } else if after_heal && !has("liveness") {
-                Some("needs --liveness")
+            // Every mode the entry needs and the campaign lacks (a vLLM `memory_safety` channel
+            // needs the hardware faults and the noninterference check: it named the first alone).
+            let needs = (
+                hardware && !has("hardware"),
+                after_heal && !has("liveness"),
+                crate::fuzz::is_channel(sig) && !has("check:noninterference"),
+            );
+            let why = if needs != (false, false, false) {
+                Some(match needs {
+                    (true, false, false) => "needs --hardware-faults",
+                    (false, true, false) => "needs --liveness",
+                    (false, false, true) => "needs --check noninterference",
+                    (true, true, false) => "needs --hardware-faults and --liveness",
+                    (true, false, true) => "needs --hardware-faults and --check noninterference",
+                    (false, true, true) => "needs --liveness and --check noninterference",
+                    _ => "needs --hardware-faults, --liveness and --check noninterference",
+                })
             } else if sig.starts_with("request_hang/") && !after_heal && has("liveness") {
                 Some("an ordinary run's hang: not in a --liveness campaign")
-            } else if crate::fuzz::is_channel(sig) && !has("check:noninterference") {
-                Some("needs --check noninterference")
             } else if fix_pinned(&b.row) {
                 Some("the campaign pins the row's fix (--set)")
             } else {
@@ -811,8 +833,11 @@ impl Merger {
         Ok(())
     }
 
-    /// Adds corpus `name` (its checkpoint).
+    /// Adds corpus `name` (its checkpoint). Runs judged by another model than this kvsim's, or by
+    /// a kvsim that did not record its model, are refused as a resume refuses them: the merge
+    /// triages the table with this build's known bugs (it accepted them, exit 0).
     pub fn add(&mut self, name: &str, c: Campaign) -> Result<(), CampaignError> {
+        c.check_model(name)?;
         if let Some((d0, c0)) = &self.first {
             if c.space == c0.space && c.seed_start == c0.seed_start && c.shard.1 != c0.shard.1 {
                 // A partial merge (one corpus of the whole range) with a shard of the same
@@ -838,14 +863,6 @@ impl Merger {
                         seed_start: c0.seed_start,
                         shard_count: c0.shard.1,
                     }),
-                });
-            }
-            if c.model != c0.model {
-                return Err(CampaignError::ShardModels {
-                    name: name.to_string(),
-                    model: c.model.clone(),
-                    first: d0.clone(),
-                    first_model: c0.model.clone(),
                 });
             }
             if c.examples_per_signature != c0.examples_per_signature {
@@ -932,6 +949,7 @@ impl Merger {
             partial,
             shrink: c0.shrink.clone(),
             model: c0.model.clone(),
+            base_profile: c0.base_profile.clone(),
         })
     }
 }
@@ -1190,13 +1208,16 @@ mod tests {
         let unrecorded: Campaign = serde_json::from_value(unrecorded).unwrap();
         let e = unrecorded.check_resumes("corp", "blind", 7, (0, 1)).unwrap_err().to_string();
         assert!(e.contains("judged by a kvsim that did not record its model"), "{e}");
-        // Shards of two models are not merged; the merge keeps its shards' model.
+        // Corpora of another model, or of none recorded, are not merged either (they were, and
+        // triaged with this build's known bugs); the merge keeps its shards' model.
         let (a, mut b) = (Campaign::new("blind", 7, (0, 2)), Campaign::new("blind", 7, (1, 2)));
         let mut m = Merger::default();
         m.add("a", a.clone()).unwrap();
         b.model = other.model.clone();
         let e = m.add("b", b).unwrap_err().to_string();
-        assert!(e.starts_with("b: its runs were judged by model 0123456789abcdef, a's by model"), "{e}");
+        assert!(e.contains("judged by model 0123456789abcdef; this kvsim is model"), "{e}");
+        let e = Merger::default().add("u", unrecorded.clone()).unwrap_err().to_string();
+        assert!(e.contains("judged by a kvsim that did not record its model"), "{e}");
         let mut m = Merger::default();
         m.add("a", a).unwrap();
         m.add("b", Campaign::new("blind", 7, (1, 2))).unwrap();
@@ -1317,6 +1338,9 @@ mod tests {
         let ni = unseen_known(&BTreeMap::new(), &v, "profile:vllm-nixl+check:noninterference");
         let why = |sig: &str| ni.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
         assert_eq!(why(sig), Some(Some("needs --hardware-faults")));
+        let plain = unseen_known(&BTreeMap::new(), &v, "profile:vllm-nixl");
+        let why_plain = |sig: &str| plain.iter().find(|(b, _)| b.signature == sig).map(|(_, w)| *w);
+        assert_eq!(why_plain(sig), Some(Some("needs --hardware-faults and --check noninterference")));
         assert_eq!(why("timing_channel/prefix_hit"), Some(None));
         // On sglang-0.5.22 the same signature arises without the lag: not hardware.
         assert!(!k.hardware(sig));
@@ -1330,14 +1354,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("the file is for profile sglang-0.5.22"));
-        assert_eq!(merge_known("profile:vllm-nixl", None).unwrap().unwrap().profile, "vllm-nixl");
-        assert_eq!(merge_known("prefix:blind", None).unwrap(), None);
+        assert_eq!(merge_known("profile:vllm-nixl", None, None).unwrap().unwrap().profile, "vllm-nixl");
+        assert_eq!(merge_known("prefix:blind", None, None).unwrap(), None);
         // A blind campaign draws every profile: one engine's rows would triage another's cases.
-        let e = merge_known("blind", Some(k.clone())).unwrap_err().to_string();
+        let e = merge_known("blind", None, Some(k.clone())).unwrap_err().to_string();
         assert!(e.contains("a blind campaign draws every profile"), "{e}");
-        assert!(merge_known("prefix:blind+check:noninterference", Some(k.clone())).is_err());
-        assert_eq!(merge_known("base:x.toml", Some(k.clone())).unwrap(), Some(k.clone()));
-        assert!(merge_known("profile:vllm-nixl", Some(k)).is_err());
+        assert!(merge_known("prefix:blind+check:noninterference", None, Some(k.clone())).is_err());
+        assert_eq!(merge_known("base:x.toml", None, Some(k.clone())).unwrap(), Some(k.clone()));
+        assert!(merge_known("profile:vllm-nixl", None, Some(k.clone())).is_err());
+        // A base campaign's shards triage by its profile's shipped file, as the campaign did (the
+        // merge skipped triage: exit 10 where the campaign exited 0), and refuse another's.
+        assert_eq!(merge_known("base:x@0123", Some("sglang-0.5.22"), None).unwrap().unwrap().profile, "sglang-0.5.22");
+        assert_eq!(merge_known("base:x@0123", None, None).unwrap(), None);
+        assert!(merge_known("base:x@0123", Some("vllm-nixl"), Some(k)).is_err());
         assert_eq!(space_profile("base:x.toml"), None);
         assert_eq!(space_profile("profile:sglang-0.5.22+liveness=60000ms"), Some("sglang-0.5.22"));
     }

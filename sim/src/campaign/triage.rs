@@ -134,7 +134,10 @@ impl KnownBugs {
             let message = e.message().trim_end().to_string();
             let here = usize::from(text[at..].starts_with("[[known]]"));
             let entry = (text[..at].matches("[[known]]").count() + here).checked_sub(1);
-            let key = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
+            // (`profile` is the file's own key, never an entry's: a file without it was reported
+            // as `known[0].profile`.)
+            let key =
+                message.strip_prefix("missing field `").and_then(|m| m.split('`').next()).filter(|k| *k != "profile");
             KnownBugsError {
                 file: name.to_string(),
                 line: e.span().map_or(1, |_| line_of(text, at)),
@@ -170,7 +173,13 @@ impl KnownBugs {
             }
             let mut parts = sig.split('/');
             let kind = parts.next().and_then(Kind::parse);
-            if kind.is_none() || parts.next().is_none_or(str::is_empty) {
+            // Every part is a word: an empty one (a trailing `/`) or one with spaces never matches
+            // a signature a run reports, and the entry would be "not found" forever.
+            let word = |p: &str| {
+                !p.is_empty()
+                    && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'=' || b == b'-')
+            };
+            if kind.is_none() || parts.next().is_none_or(|m| !word(m)) || !sig.split('/').all(word) {
                 return Err(err(
                     &b.signature.span(),
                     f("signature"),
@@ -354,6 +363,17 @@ note = "prefix_cache_scope = global in the profile"
             (r#"signature = "oracle_disagreement/read""#, "k.toml:4: known[0].signature: `oracle_disagreement", "sig"),
             (r#"signature = "leak/x""#, "k.toml:4: known[0].signature: `leak/x`: not a signature", "sig"),
             (r#"signature = "page_leak""#, "k.toml:4: known[0].signature: `page_leak`: not a signature", "sig"),
+            // An empty part (a trailing slash) or a space never matches a reported signature.
+            (
+                r#"signature = "cross_tenant_prefix_hit/global_prefix_cache/""#,
+                "k.toml:4: known[0].signature: `cross_tenant_prefix_hit/global_prefix_cache/`: not a signature",
+                "sig",
+            ),
+            (
+                r#"signature = "cross_tenant_prefix_hit/global prefix""#,
+                "k.toml:4: known[0].signature: `cross_tenant_prefix_hit/global prefix`: not a signature",
+                "sig",
+            ),
             (r#"note = " ""#, "k.toml:7: known[0].note: must not be empty", "note"),
             (r#"rwo = "x""#, "k.toml:4: unknown field `rwo`", "unknown"),
             // A real signature under a row that cannot produce it (a leak is no prefix hit).
@@ -396,6 +416,14 @@ note = "prefix_cache_scope = global in the profile"
         assert!(e.starts_with("k.toml:2: known[0].row: missing field `row`"), "{e}");
         let e = KnownBugs::parse("k.toml", "profile = \n").unwrap_err().to_string();
         assert!(e.starts_with("k.toml:1: "), "{e}");
+        // The file's own `profile` missing is the file's, not its first entry's.
+        let e = KnownBugs::parse(
+            "k.toml",
+            "[[known]]\nsignature = \"a/b\"\nrow = \"x\"\nreference = \"r\"\nnote = \"n\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, None, "{e}");
+        assert!(e.to_string().contains("missing field `profile`"), "{e}");
     }
 
     #[test]
