@@ -181,6 +181,8 @@ pub struct Log {
     /// The file line of each memory record (empty when the log did not come from a file).
     pub lines: Vec<usize>,
     pub violations: Vec<ViolationOut>,
+    /// The requests a `--trace-filter` trace kept (`None`: the whole run's trace).
+    pub filtered_to: Option<Vec<u32>>,
 }
 
 pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
@@ -227,6 +229,7 @@ pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
         mem: log.mem,
         lines: log.lines,
         violations: log.footer.violations,
+        filtered_to: log.header.filter.map(|f| f.requests.into_iter().collect()),
     })
 }
 
@@ -271,12 +274,26 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
             return Ok(Verdict { confirmed: 0, reads: 0, disagreements: 0, backend: "none".into(), text: out });
         }
         Err(LowerError::NoRead(_)) => {
-            return Err(bad(format!(
-                "{path}: --request {}: no attention read of {} in the trace (its requests are 0 to {})",
-                o.request.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" --request "),
-                if o.request.len() == 1 { "it" } else { "them" },
-                super::fuzz::case_requests(&log.config).saturating_sub(1)
-            )))
+            let asked = o.request.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" --request ");
+            let them = if o.request.len() == 1 { "it" } else { "them" };
+            return Err(bad(match &log.filtered_to {
+                // A filtered trace holds the violating requests' records alone: another request's
+                // reads were dropped, not missing from the run.
+                Some(kept) if o.request.iter().any(|r| !kept.contains(r)) => format!(
+                    "{path}: --request {asked}: no attention read of {them} in the trace: it was recorded with \
+                     --trace-filter, which keeps the violating requests alone ({}); record the trace without \
+                     --trace-filter to confirm another request",
+                    if kept.is_empty() {
+                        "none".to_string()
+                    } else {
+                        kept.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+                    }
+                ),
+                _ => format!(
+                    "{path}: --request {asked}: no attention read of {them} in the trace (its requests are 0 to {})",
+                    super::fuzz::case_requests(&log.config).saturating_sub(1)
+                ),
+            }));
         }
         Err(e @ LowerError::Invalid { .. }) => return Err(bad(format!("{}: invalid memory log: {e}", at(&e)))),
     };

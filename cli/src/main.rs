@@ -127,27 +127,34 @@ pub fn read_failure(path: &std::path::Path) -> Result<kvsim::campaign::Failure, 
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is refused), in ms.
+/// `--liveness BOUND`: `500ms`, `30s`, `10m`, `2h` (a bare number is refused), in ms. The
+/// message names no flag: callers say which (it read "--liveness: `60`: --liveness 60: no unit").
 pub fn parse_bound(s: &str) -> Result<u64, String> {
-    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1)
+    let (num, mul, unit) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1, "ms")
     } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1_000)
+        (n, 1_000, "s")
     } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60_000)
+        (n, 60_000, "m")
     } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3_600_000)
+        (n, 3_600_000, "h")
     } else {
         // A bare number is refused rather than read in some unit: `[faults]
         // liveness_after_heal_ms` is milliseconds, so "30" would be ambiguous.
-        return Err(format!("--liveness {s}: no unit; write it with one, e.g. {s}s, {s}ms or {s}m"));
+        return Err(format!("no unit; write it with one, e.g. {s}s, {s}ms or {s}m"));
     };
-    let bad = || format!("--liveness {s}: expected a positive duration such as 500ms, 30s or 10m");
-    let n: u64 = num.trim().parse().map_err(|_| bad())?;
+    let n: u64 = num.trim().parse().map_err(|_| {
+        if num.contains('.') && num.trim().parse::<f64>().is_ok_and(|x| x > 0.0) {
+            // A positive duration, but not a whole number of its unit.
+            format!("not a whole number of {unit}: write it in a smaller unit (1.5s as 1500ms)")
+        } else {
+            "expected a positive duration such as 500ms, 30s or 10m".to_string()
+        }
+    })?;
     match n.checked_mul(mul) {
-        Some(0) => Err(bad()),
+        Some(0) => Err("expected a positive duration such as 500ms, 30s or 10m".to_string()),
         Some(ms) if ms <= kvsim::scenario::MAX_TIME_MS => Ok(ms),
-        _ => Err(format!("--liveness {s}: too long (at most {} h)", kvsim::scenario::MAX_TIME_MS / 3_600_000)),
+        _ => Err(format!("too long (at most {} h)", kvsim::scenario::MAX_TIME_MS / 3_600_000)),
     }
 }
 
@@ -458,12 +465,19 @@ pub fn is_stream(path: &str) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
+/// A stream's bytes (at most [`MAX_INPUT_BYTES`]), read once for the process: a trace piped into
+/// `confirm` or `shrink`, which read it more than once (a second read of the pipe gave nothing:
+/// "empty trace").
+pub fn read_stream(path: &str) -> std::io::Result<Vec<u8>> {
+    read_bounded(path, |_| None)
+}
+
 /// Says on stderr, when the scenario `path` is a stream, that the reproduce line printed for it
 /// names something no later command can read again (`what`: what to reproduce, and how).
 pub fn note_if_stream(path: &str, what: &str) {
     if is_stream(path) {
         eprintln!(
-            "note: {path} is a stream (a pipe or a terminal), which no later command can read again: save the \
+            "note: {path} is a stream (a pipe, a terminal or a device), which no later command can read again: save the \
              scenario to a file to reproduce {what}"
         );
     }
@@ -593,6 +607,17 @@ fn run() -> i32 {
             return if e.use_stderr() { exit::BAD_INPUT } else { exit::CLEAN };
         }
     };
+    // A knob `--set` twice takes its last value: said once, whatever reads the flags after.
+    let set: &[String] = match &cli.cmd {
+        Cmd::Run { opts, .. } => &opts.set,
+        Cmd::Explore(o) => &o.opts.set,
+        Cmd::Shrink(o) => &o.opts.set,
+        Cmd::Fuzz(o) => &o.set,
+        _ => &[],
+    };
+    for note in kvsim::scenario::set_twice(set) {
+        eprintln!("note: {note}");
+    }
     match cli.cmd {
         Cmd::Explore(o) => explore::run(&o),
         Cmd::Reach(o) => reach::run(&o),
@@ -610,6 +635,11 @@ fn run() -> i32 {
             choices,
         } => {
             let format = if json { Format::Json } else { format };
+            if secret_tenant.is_some() && check != Some(PropertyCheck::Noninterference) {
+                // clap requires some --check; another check would drop the tenant without a word.
+                eprintln!("error: --secret-tenant is the secret-holding tenant of `--check noninterference`, not of `--check invariants`");
+                return exit::BAD_INPUT;
+            }
             if check == Some(PropertyCheck::Invariants) {
                 if let Some(code) = check_invariants(&scenario, &opts) {
                     return code;
@@ -1059,6 +1089,10 @@ fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choi
         repro.push_str(&format!(" --choices {}", kvsim::shell_word(&cs.to_string())));
     }
     let sched = sched.as_ref();
+    if topts.check_oracle {
+        // A disagreement (exit 12) is found only with the reference oracle on.
+        repro.push_str(" --check-oracle");
+    }
     if let Some(secret) = noninterference {
         if let Some(t) = secret {
             if !kvsim::check::noninterference::content_tenants(&cfg).contains(&t) {
@@ -1188,6 +1222,7 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, j
         mem,
         lines: Vec::new(),
         violations: report.violations.clone(),
+        filtered_to: None,
     };
     let o = confirm::ConfirmOpts::defaults(String::new(), backend, 64);
     match confirm::confirm_log(&log, &o) {

@@ -115,18 +115,24 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<S
                 env!("CARGO_PKG_VERSION")
             ));
         }
-        if written_by == env!("CARGO_PKG_VERSION") {
-            // The trace must be its own configuration's run, as `replay` and `confirm` check: an
-            // edited header shrank another bug, and a cut or corrupted file was shrunk unread.
-            match super::replay_trace(&path, false) {
-                Ok(_) => {}
-                Err(super::ReplayProblem::Bad(m)) => return Err(m),
-                Err(super::ReplayProblem::Diverged(lines)) => {
-                    return Err(format!(
-                        "{path}: the trace is not its own configuration's run (edited, or written by another build): {}; `kvsim replay {path}` shows the difference",
-                        lines[0].trim_start_matches("replay ")
-                    ))
-                }
+        if written_by != env!("CARGO_PKG_VERSION") {
+            // Another version's records cannot be compared, but the file must still be a whole
+            // trace: a cut or corrupted one is bad input here as everywhere (`replay --force`
+            // refuses it too).
+            let config = reader.header.config.clone();
+            reader.read_to_footer().map_err(|e| e.to_string())?;
+            return Ok(config);
+        }
+        // The trace must be its own configuration's run, as `replay` and `confirm` check: an
+        // edited header shrank another bug, and a cut or corrupted file was shrunk unread.
+        match super::replay_trace(&path, false) {
+            Ok(_) => {}
+            Err(super::ReplayProblem::Bad(m)) => return Err(m),
+            Err(super::ReplayProblem::Diverged(lines)) => {
+                return Err(format!(
+                    "{path}: the trace is not its own configuration's run (edited, or written by another build): {}; `kvsim replay {path}` shows the difference",
+                    lines[0].trim_start_matches("replay ")
+                ))
             }
         }
         return Ok(reader.header.config);

@@ -83,7 +83,7 @@ pub struct Comparer {
 }
 
 pub struct CompareState {
-    pub reader: TraceReader<BufReader<File>>,
+    pub reader: TraceReader<Box<dyn std::io::BufRead>>,
     pub compared: u64,
     /// (line, recorded, replayed)
     pub divergence: Option<(usize, String, String)>,
@@ -92,7 +92,7 @@ pub struct CompareState {
 }
 
 impl Comparer {
-    pub fn new(reader: TraceReader<BufReader<File>>) -> (Comparer, Rc<RefCell<CompareState>>) {
+    pub fn new(reader: TraceReader<Box<dyn std::io::BufRead>>) -> (Comparer, Rc<RefCell<CompareState>>) {
         let filter = reader.header.filter.clone().map(Filter::normalized);
         let page_size = reader.header.config.knobs.page_size;
         let state = Rc::new(RefCell::new(CompareState { reader, compared: 0, divergence: None, error: None }));
@@ -144,11 +144,15 @@ impl Comparer {
 }
 
 /// Opens a trace file and reads its header (see `TraceReader::open`).
-pub fn open(path: &str, opts: ReadOptions) -> Result<TraceReader<BufReader<File>>, TraceError> {
-    let f = File::open(path).map_err(|e| TraceError {
-        file: path.to_string(),
-        line: 0,
-        message: format!("cannot read: {e}"),
-    })?;
-    TraceReader::open(path, BufReader::new(f), opts)
+pub fn open(path: &str, opts: ReadOptions) -> Result<TraceReader<Box<dyn std::io::BufRead>>, TraceError> {
+    let unreadable =
+        |e: std::io::Error| TraceError { file: path.to_string(), line: 0, message: format!("cannot read: {e}") };
+    // A pipe gives its bytes once, and `confirm` and `shrink` read a trace more than once: a
+    // stream is read whole, once for the process (`read_stream`).
+    let src: Box<dyn std::io::BufRead> = if super::is_stream(path) {
+        Box::new(std::io::Cursor::new(super::read_stream(path).map_err(unreadable)?))
+    } else {
+        Box::new(BufReader::new(File::open(path).map_err(unreadable)?))
+    };
+    TraceReader::open(path, src, opts)
 }

@@ -327,3 +327,49 @@ fn a_page_size_from_a_flag_is_named_as_the_cause() {
     let e = resolve(&GOOD.replace("pool_tokens = 4096", "pool_tokens = 4095"), &[]).unwrap_err();
     assert!(!e.message.contains("(page_size 16 is"), "{e}");
 }
+
+/// `liveness_bound_s = 0` made the horizon the last arrival itself: a one-request run stopped at
+/// its first event and reported a `request_hang` on nodes it called gone. It is refused (at least
+/// one second), naming the key.
+#[test]
+fn a_zero_liveness_bound_is_refused() {
+    let e = resolve(&format!("liveness_bound_s = 0\n{GOOD}"), &[]).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+    assert!(e.to_string().contains("liveness_bound_s") && e.to_string().contains("1..="), "{e}");
+    resolve(&format!("liveness_bound_s = 1\n{GOOD}"), &[]).unwrap();
+}
+
+/// `--secret-tenant` names the secret of `--check noninterference`; with `--check invariants` it
+/// was dropped without a word (clap only required some `--check`).
+#[test]
+fn a_secret_tenant_without_the_noninterference_check_is_refused() {
+    let src = crate::scenarios_dir().join("small/stub-leak.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["run", src.to_str().unwrap(), "--check", "invariants", "--secret-tenant", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--secret-tenant") && err.contains("noninterference"), "{err}");
+}
+
+/// A knob given twice with `--set` takes its last value, as a later flag overrides an earlier one,
+/// and says so (it did without a word).
+#[test]
+fn a_knob_set_twice_takes_the_last_value_and_says_so() {
+    let src = crate::scenarios_dir().join("small/stub-leak.toml");
+    let run = |set: &[&str]| {
+        let mut args = vec!["run", src.to_str().unwrap(), "--json"];
+        for s in set {
+            args.extend(["--set", s]);
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(&args).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v["trace_hash"].clone(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (twice, err) = run(&["page_size=16", "page_size=32"]);
+    assert!(err.contains("note: --set gives knob `page_size` 2 times (16, 32): the last, `32`, is used"), "{err}");
+    let (once, err) = run(&["page_size=32"]);
+    assert_eq!(twice, once);
+    assert!(!err.contains("--set gives"), "{err}");
+}

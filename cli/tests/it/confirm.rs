@@ -300,6 +300,15 @@ fn a_filtered_trace_confirms_exactly_like_the_full_one() {
         assert_eq!(ca, cb, "{scenario}");
         assert!(a.contains("read 0:"), "{scenario}: {a}");
         assert_eq!(verdict_lines(&a), verdict_lines(&b), "{scenario}\nfull:\n{a}\nfiltered:\n{b}");
+        if *scenario == "small/mixed-faults.toml" && extra.is_empty() {
+            // A request the filter dropped is named as dropped, not as one the run never read
+            // for ("no attention read of it in the trace (its requests are 0 to 119)").
+            let (cf, _, ef) = kvsim(&["confirm", &full, "--backend", "cpu", "--request", "0"]);
+            assert_eq!(cf, Some(0), "{ef}");
+            let (code, _, err) = kvsim(&["confirm", &filtered, "--backend", "cpu", "--request", "0"]);
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("recorded with --trace-filter") && err.contains("without --trace-filter"), "{err}");
+        }
     }
 }
 

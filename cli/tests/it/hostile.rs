@@ -692,6 +692,42 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
     assert!(err.contains("is a stream") && err.contains("save the scenario to a file"), "{err}");
 }
 
+/// A trace read from a pipe (`cat T | kvsim confirm /dev/stdin`) is read as the file is:
+/// `confirm` and `shrink` read a trace more than once (its records against a re-run, then its
+/// memory log or configuration), and the pipe's second read gave nothing ("empty trace", exit 2).
+#[test]
+fn a_trace_from_a_pipe_is_confirmed_and_shrunk_as_the_file_is() {
+    use std::io::Write as _;
+    let dir = scratch("piped-trace");
+    let trace = dir.join("t.jsonl");
+    let src = crate::scenarios_dir().join("small/stub-leak.toml");
+    let (code, _, err) = kvsim(&["run", src.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{err}");
+    let text = std::fs::read(&trace).unwrap();
+    let piped = |args: &[&str]| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&text).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = piped(&["confirm", "/dev/stdin", "--backend", "cpu"]);
+    let (code, from_file, _) = kvsim(&["confirm", trace.to_str().unwrap(), "--backend", "cpu"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), code, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("CONFIRMED"), "{stdout}");
+    let verdicts = |s: &str| s.lines().filter(|l| l.contains("CONFIRMED")).count();
+    assert_eq!(verdicts(&stdout), verdicts(&from_file));
+    let shrunk = dir.join("s.toml");
+    let out = piped(&["shrink", "/dev/stdin", "--force", "--budget", "20", "--out", shrunk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(shrunk.is_file());
+}
+
 /// A scenario reached through a symbolic link reads the files it names by a relative path
 /// (`[trace] file`) from its own folder, the link target's (it joined them to the link's folder:
 /// the shipped Mooncake scenario, linked elsewhere, failed with "No such file").

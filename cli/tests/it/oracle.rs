@@ -352,6 +352,8 @@ fn run_check_oracle_flag() {
     let (code, text) = run(&["--check-oracle"]);
     assert_eq!(code, Some(10), "{text}");
     assert!(text.contains("compared with the reference oracle; 0 disagreement(s)"), "{text}");
+    // A disagreement shows only with the reference on: the reproduce line keeps the flag.
+    assert!(text.lines().any(|l| l.starts_with("reproduce:") && l.ends_with(" --check-oracle")), "{text}");
     let (code2, plain) = run(&[]);
     assert_eq!(code2, Some(10));
     let hash = |t: &str| t.lines().find(|l| l.contains("trace hash")).map(str::to_string);

@@ -175,6 +175,18 @@ fn edited_headers_diverge_and_shrink_checks_its_trace_as_replay_does() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--any-version"), "{err}");
     assert_eq!(shrink(&other, &["--any-version"]).0, Some(10));
+    // --any-version skips the comparison of records, not the check that the file is a whole trace.
+    let other_lines: Vec<String> = std::fs::read_to_string(&other).unwrap().lines().map(String::from).collect();
+    let other_cut = tmp("hdr-other-cut.jsonl");
+    std::fs::write(&other_cut, other_lines[..20].join("\n") + "\n").unwrap();
+    let (code, err) = shrink(&other_cut, &["--any-version"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cut short"), "{err}");
+    let other_junk = tmp("hdr-other-junk.jsonl");
+    std::fs::write(&other_junk, format!("{}\ngarbage{{{{{{\n", other_lines[0])).unwrap();
+    let (code, err) = shrink(&other_junk, &["--any-version"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(":2: not a trace record"), "{err}");
     assert_eq!(shrink(&t, &[]).0, Some(10), "the trace itself shrinks");
     // Blank lines, in the middle and after the footer, are skipped: the replay matches.
     let mut spaced: Vec<&str> = lines.clone();

@@ -94,6 +94,16 @@ fn bad_traces_name_the_file_and_line() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("tenants"), "{err}");
+    // A column the trace lacks is the scenario's `tenants` key's fault: named there, with the file
+    // (the message named the trace file alone).
+    let good = dir.join("g.jsonl");
+    std::fs::write(&good, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n")
+        .unwrap();
+    let s = scenario_with(&format!("file = {:?}\ntenants = \"column:nope\"", good.to_string_lossy()));
+    let (code, _, err) = kvsim(&["run", &s]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("s.toml:") && err.contains("trace.tenants") && err.contains("`column:nope`"), "{err}");
+    assert!(err.contains("g.jsonl: request #0 has no column `nope`"), "{err}");
 }
 
 #[test]

@@ -165,6 +165,22 @@ fn ms(ns: Option<u64>) -> String {
     ns.map_or("none".to_string(), |n| format!("{}.{:03} ms", n / 1_000_000, n / 1_000 % 1_000))
 }
 
+/// Prompt tokens served by both caches: prefill's and decode's.
+fn total((prefill, decode): (u64, u64)) -> u64 {
+    prefill + decode
+}
+
+/// What the caches served in the real run `a` and the varied run `b`: "the prefix cache served A
+/// vs B {what}" when only prefill's served any, else each cache's count apart (decode's cache
+/// serves prompt tokens prefill's may have served too: their sum is no count of tokens).
+fn service_text(a: (u64, u64), b: (u64, u64), what: &str) -> String {
+    if a.1 == 0 && b.1 == 0 {
+        format!("the prefix cache served {} vs {} {what}", a.0, b.0)
+    } else {
+        format!("prefill's prefix cache served {} vs {} {what} and decode's {} vs {}", a.0, b.0, a.1, b.1)
+    }
+}
+
 /// Compares what every request of a tenant other than `secret` observed in `a` (the real
 /// content) and `b` (the varied content). One violation per observer request that differs.
 pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
@@ -177,9 +193,10 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
     // by default). Before the forty-second session a decode hit was not looked at, and a
     // difference it made was named `allocation`; before the forty-third, a hit at a preempted
     // request's resumption (vLLM's rules) was not looked at either.
-    // `served`: prompt tokens the caches served at admission; `resumed`: what decode's cache
-    // served at the request's resumptions (counted apart: they serve the same prompt again).
-    let served = |r: &Req| r.prefix_reused() + r.decode_prefix_tokens();
+    // `served`: prompt tokens prefill's and decode's caches served at admission, apart (both may
+    // serve the same prompt tokens: prefill computes fewer, decode loads fewer); `resumed`: what
+    // decode's cache served at the request's resumptions (apart: they serve the same prompt again).
+    let served = |r: &Req| (r.prefix_reused(), r.decode_prefix_tokens());
     let resumed = |r: &Req| r.resumed_prefix().0;
     let owner = |r: &Req| r.prefix_hit_owner().or(r.decode_prefix_owner()).or(r.resumed_prefix().1);
     let service = |r: &Req| (served(r), resumed(r), owner(r), r.decode_prefix_owner(), r.resumed_prefix().1);
@@ -219,7 +236,7 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         ];
         let (delta, difference) = largest_difference(&pairs);
         let kind = if sa.status != sb.status { Kind::StatusChannel } else { Kind::TimingChannel };
-        let more = if (served(x), resumed(x)) >= (served(y), resumed(y)) { x } else { y };
+        let more = if (total(served(x)), resumed(x)) >= (total(served(y)), resumed(y)) { x } else { y };
         let (cause, culprit): (&str, Option<RequestId>) =
             if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {
                 ("memory_safety", None)
@@ -260,9 +277,8 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
         }
         match cause {
             "prefix_hit" => detail.push_str(&format!(
-                "; the prefix cache served {} vs {} of its prompt tokens{}{}",
-                served(x),
-                served(y),
+                "; {}{}{}",
+                service_text(served(x), served(y), "of its prompt tokens"),
                 if resumed(x) != resumed(y) {
                     format!(" (at its resumptions {} vs {})", resumed(x), resumed(y))
                 } else {
@@ -270,12 +286,14 @@ pub fn compare(secret: u32, a: &World, b: &World) -> Vec<Violation> {
                 },
                 culprit.map_or(String::new(), |r| format!(", blocks request {} had cached", r.0))
             )),
-            "prefix_hit_queueing" => detail.push_str(&format!(
-                "; request {} was served {} vs {} prompt tokens from the prefix cache, which changed the queue",
-                first_reuse.map_or(0, |r| r.0),
-                first_reuse.map_or(0, |r| served(&a.reqs[r.idx()])),
-                first_reuse.map_or(0, |r| served(&b.reqs[r.idx()]))
-            )),
+            "prefix_hit_queueing" => {
+                let r = first_reuse.unwrap_or(x.id());
+                detail.push_str(&format!(
+                    "; for request {}, {}, which changed the queue",
+                    r.0,
+                    service_text(served(&a.reqs[r.idx()]), served(&b.reqs[r.idx()]), "of its prompt tokens")
+                ))
+            }
             "prefix_eviction" => detail
                 .push_str(&format!("; the prefix cache's evictions went another way from {}", ms(ev_div.map(|t| t.0)))),
             "memory_safety" => detail.push_str(if x.caught_by() != y.caught_by() || x.detected_by() != y.detected_by() {

@@ -61,6 +61,15 @@ impl World {
                         "faults.script[{i}] (crash of {node} at {at_ms} ms) never applied: {node} is down then, crashed by faults.script[{j}] from {a} ms until its restart at {} ms",
                         a.saturating_add(*r)
                     ));
+                } else if self.responses == self.reqs.len() as u64 && at > self.last_response_at {
+                    // Before the horizon the run goes on to a scripted crash, whose reset clears
+                    // the pools; every response was given before it.
+                    let last = self.last_response_at.0;
+                    out.push(format!(
+                        "faults.script[{i}] (crash of {node} at {at_ms} ms) came after every request had its response (the last at {}.{:03} s): the run went on to it, and it changed no response",
+                        last / 1_000_000_000,
+                        last / 1_000_000 % 1000
+                    ));
                 }
                 continue;
             }

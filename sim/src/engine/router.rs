@@ -137,6 +137,8 @@ impl World {
         if !self.reqs[r.idx()].record_response(Response { status, at: now, tokens }) {
             return;
         }
+        self.responses += 1;
+        self.last_response_at = now;
         self.tracer.record(now, TraceRecord::Response { r, status, tokens });
         self.phase(r, Lane::Router, Phase::Responded { status, tokens });
     }

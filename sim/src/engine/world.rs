@@ -636,6 +636,10 @@ pub struct World {
     pub(crate) events: u64,
     pub(crate) horizon: Instant,
     pub(crate) ended_at: Instant,
+    /// Responses given so far and the time of the latest (report only: never traced, hashed or
+    /// read by the model): a scripted crash after the last one changed no response.
+    pub(crate) responses: u64,
+    pub(crate) last_response_at: Instant,
     pub(crate) event_limit_hit: bool,
     /// The run stopped because more than [`MAX_IN_FLIGHT`] requests were in flight (then
     /// `event_limit_hit` too: the same inconclusive verdict).
@@ -789,6 +793,8 @@ impl World {
             events: 0,
             horizon: Instant(0),
             ended_at: Instant(0),
+            responses: 0,
+            last_response_at: Instant(0),
             event_limit_hit: false,
             max_events,
             in_flight_limit_hit: false,

@@ -65,9 +65,10 @@ pub struct ScenarioFile {
     pub context_len: u64,
     /// After the last arrival, how long every request may take to reach a final status before it
     /// counts as a hang (liveness); a request whose engine timer (bootstrap, waiting for KV) is
-    /// still armed then is given until that timer plus this bound again. Seconds; default 3,600.
+    /// still armed then is given until that timer plus this bound again. Seconds, at least 1 (with
+    /// 0 a request that arrives last would count as a hang before it could start); default 3,600.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = MAX_TIME_MS / 1000))]
+    #[schemars(range(min = 1, max = MAX_TIME_MS / 1000))]
     pub liveness_bound_s: Option<u64>,
     /// Prefill node groups (at least one; at most 1,024 nodes in all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -203,7 +204,7 @@ pub struct WorkloadSection {
     #[schemars(range(max = MAX_REQUESTS))]
     pub requests: u32,
     /// How many tenants the requests are spread over (at least 1).
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = u32::MAX))]
     pub tenants: u32,
     /// Mean time between arrivals, ms; `mean_interarrival_us` for finer values (give exactly one).
     /// `requests` × mean must fit in the time bound.
@@ -246,6 +247,7 @@ pub struct RequestEntry {
     #[schemars(range(max = MAX_TIME_NS))]
     pub at_ns: Option<u64>,
     /// The tenant, 0 to 4,294,967,295 (tenants are compared, never interpreted).
+    #[schemars(range(max = u32::MAX))]
     pub tenant: u32,
     /// Prompt length in tokens, as tokenized (at least 1).
     #[schemars(range(min = 1, max = MAX_TOKENS))]
@@ -297,9 +299,11 @@ pub struct TraceSection {
     /// (`arrived_at` seconds, `num_prefill_tokens`, `num_decode_tokens`, optional tenant column).
     /// Default: from the file.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(mooncake|csv)$"))]
     pub format: Option<String>,
     /// Time scale in ‰: 1000 = as recorded, 500 = twice as fast. Default 1000.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub time_scale_permille: Option<u64>,
     /// Skip arrivals before this time of the trace, ms. Default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -317,8 +321,8 @@ pub struct TraceSection {
     pub tenants: Option<String>,
 }
 
-/// Random faults (integer probabilities `"N/D"`, drawn per transfer batch or per node) and a script
-/// of exact ones. Random faults stop at `heal_at_ms`.
+/// Random faults (integer probabilities `"N/D"` with `D` ≥ 1 and `N` ≤ `D`, drawn per transfer
+/// batch or per arrival) and a script of exact ones. Random faults stop at `heal_at_ms`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSection {
@@ -343,7 +347,10 @@ pub struct FaultSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS))]
     pub visibility_lag_ms: Option<u64>,
-    /// Probability per node that it crashes during the run. Default `"0/1"`.
+    /// Probability, drawn at each request's arrival until the faults heal, that one node (any
+    /// prefill or decode node, drawn uniformly) crashes then; a crash of a node that is down does
+    /// nothing. So the expected number of crashes grows with the number of requests: `"1/100"`
+    /// over 1,000 arrivals crashes about 10 times. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
     pub node_crash: Option<String>,
@@ -401,8 +408,11 @@ pub struct ScriptEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(prefill|decode)-[0-9]+$"))]
     pub node: Option<String>,
-    /// `crash`: when, ms. The run ends when nothing is left to do: a crash after that never
-    /// happens, and the report says so in a `note:` line.
+    /// `crash`: when, ms. A scripted crash is work of the run: the run goes on to it even when
+    /// every request has its response by then (the report says so in a `note:` line), unless it
+    /// is past the run's horizon (the last arrival plus `liveness_bound_s`) or the run stops
+    /// earlier (a liveness stop, the event limit): then it never happens, and a `note:` line says
+    /// that instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_TIME_MS))]
     pub at_ms: Option<u64>,
@@ -413,6 +423,7 @@ pub struct ScriptEntry {
     /// `transfer_fail`, `delay`, `visibility_lag`, `metadata_lag`: the request (0-based, arrival
     /// order).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = u32::MAX))]
     pub request: Option<u32>,
     /// `transfer_fail`, `delay`, `visibility_lag`, optional: only the request's `batch`-th
     /// transfer batch (0-based, in the order its batches are scheduled, retries included) is hit,
@@ -421,6 +432,7 @@ pub struct ScriptEntry {
     /// applies (a batch its request never schedules, a request that never transfers) changes
     /// nothing, and the run's report says so in a `note:` line.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = u32::MAX))]
     pub batch: Option<u32>,
     /// `delay`: extra transfer time, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -555,8 +567,8 @@ impl KnobOrigins<'_> {
 fn unknown_knob(k: &str) -> String {
     let names = config::knob_names();
     let hint =
-        did_you_mean(k, names.iter().map(String::as_str)).map(|m| format!("did you mean `{m}`? ")).unwrap_or_default();
-    format!("unknown knob `{k}`: {hint}(known: {})", names.join(", "))
+        did_you_mean(k, names.iter().map(String::as_str)).map(|m| format!(": did you mean `{m}`?")).unwrap_or_default();
+    format!("unknown knob `{k}`{hint} (known: {})", names.join(", "))
 }
 
 /// The value of one `--set KNOB=VALUE` pair, parsed as TOML (a bare word is a string), with an
@@ -633,7 +645,9 @@ fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), KnobFault>
     Knobs::deserialize(one).map(|_| ()).map_err(|e| KnobFault::from_message(e.message().trim()))
 }
 
-/// Splits `--set KNOB=VALUE` flags into pairs (a flag without `=` is an error naming it).
+/// Splits `--set KNOB=VALUE` flags into pairs (a flag without `=` is an error naming it). A knob
+/// given twice takes its last value, as a later flag overrides an earlier one (a script appends
+/// its override to a base command); [`set_twice`] says so.
 pub fn parse_set_flags(flags: &[String]) -> Result<Vec<(String, String)>, ScenarioError> {
     flags
         .iter()
@@ -647,6 +661,24 @@ pub fn parse_set_flags(flags: &[String]) -> Result<Vec<(String, String)>, Scenar
             }),
         })
         .collect()
+}
+
+/// A note for each knob `--set` gives more than once: which value won (it won without a word).
+pub fn set_twice(flags: &[String]) -> Vec<String> {
+    let pairs = parse_set_flags(flags).unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, (k, _)) in pairs.iter().enumerate() {
+        let values: Vec<&str> = pairs.iter().filter(|(x, _)| x == k).map(|(_, v)| v.as_str()).collect();
+        if values.len() > 1 && pairs[..i].iter().all(|(x, _)| x != k) {
+            out.push(format!(
+                "--set gives knob `{k}` {} times ({}): the last, `{}`, is used",
+                values.len(),
+                values.join(", "),
+                values[values.len() - 1]
+            ));
+        }
+    }
+    out
 }
 
 /// Knobs pinned on every configuration a campaign draws (`kvsim fuzz --set KNOB=VALUE`), checked
@@ -993,7 +1025,11 @@ impl Scenario {
                 ))
             }
         };
-        let tenants = wt::assign_tenants(&reqs, &how, &shown).map_err(tr)?;
+        // The scenario's `tenants` asked for what the trace lacks: named at the key, with the file.
+        let tenants = wt::assign_tenants(&reqs, &how, &shown).map_err(|e| {
+            let asked = t.tenants.as_deref().unwrap_or("conversation");
+            self.err("trace", 0, "tenants", format!("`{asked}`: {}: {}", e.file, e.kind))
+        })?;
         let mut specs: Vec<RequestSpec> = reqs
             .into_iter()
             .zip(tenants)
@@ -1095,7 +1131,11 @@ impl Scenario {
                     table,
                     i,
                     "pool_tokens",
-                    format!("pool of {} tokens is smaller than one page ({ps} tokens)", g.pool_tokens),
+                    format!(
+                        "pool of {} token(s) is smaller than one page ({ps} token{})",
+                        g.pool_tokens,
+                        if ps == 1 { "" } else { "s" }
+                    ),
                 ));
             }
             if g.pool_tokens % ps != 0 {
@@ -1556,7 +1596,7 @@ impl Scenario {
         }
         let faults = self.faults(prefill.len(), decode.len(), total)?;
         let liveness_bound_s =
-            self.in_range("", 0, "liveness_bound_s", s.liveness_bound_s.unwrap_or(3_600), 0, MAX_TIME_MS / 1000, " s")?;
+            self.in_range("", 0, "liveness_bound_s", s.liveness_bound_s.unwrap_or(3_600), 1, MAX_TIME_MS / 1000, " s")?;
         let name = s.name.clone().unwrap_or_else(|| {
             std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
         });

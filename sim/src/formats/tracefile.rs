@@ -378,6 +378,26 @@ impl<R: std::io::BufRead> TraceReader<R> {
         }
     }
 
+    /// Reads to the end, checking that every line is a record and the footer is there (what a
+    /// reader that uses only the header, such as `shrink --any-version`, still owes the file).
+    pub fn read_to_footer(mut self) -> Result<Footer, TraceError> {
+        let mut footer = None;
+        while let Some(item) = self.next_item()? {
+            if let Item::Footer(f) = item {
+                footer = Some(*f);
+            }
+        }
+        footer.ok_or_else(|| self.cut_short())
+    }
+
+    fn cut_short(&self) -> TraceError {
+        TraceError {
+            file: self.file.clone(),
+            line: self.line,
+            message: "the file ends without its footer (the trace was cut short)".into(),
+        }
+    }
+
     /// Reads to the end: the memory operations (time, op) and the footer, which must be there.
     pub fn mem_log(mut self) -> Result<TraceMemLog, TraceError> {
         let mut mem = Vec::new();
@@ -404,11 +424,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
                 Item::Footer(f) => footer = Some(*f),
             }
         }
-        let footer = footer.ok_or_else(|| TraceError {
-            file: self.file.clone(),
-            line: self.line,
-            message: "the file ends without its footer (the trace was cut short)".into(),
-        })?;
+        let footer = footer.ok_or_else(|| self.cut_short())?;
         Ok(TraceMemLog { header: self.header, mem, lines, footer })
     }
 }

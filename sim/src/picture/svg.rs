@@ -413,6 +413,8 @@ fn page_map_svg_with(
     for (i, t) in trackers.iter_mut().enumerate() {
         t.reset(t_end, &mut held[i]);
     }
+    let runs: Vec<usize> = held.iter().map(Vec::len).collect();
+    let after = split_at_responses(records, &mut held);
     // A little room on the right for markers at the very end.
     let t_scale = t_end.0 as f64 * 1.02;
 
@@ -420,7 +422,7 @@ fn page_map_svg_with(
     let mut area: BTreeMap<Option<u32>, f64> = BTreeMap::new();
     for (i, hs) in held.iter().enumerate() {
         let pages = (pools[i].1 + 1) as f64;
-        for s in hs {
+        for s in hs.iter().chain(&after[i]) {
             let t = tenants.get(s.r.idx()).copied().flatten();
             *area.entry(t).or_default() += f64::from(s.count) / pages * (s.until.0 - s.since.0) as f64;
         }
@@ -461,7 +463,7 @@ fn page_map_svg_with(
     };
     let lanes_top = TOP + 18.0 + n as f64 * (PANEL_H + PANEL_GAP);
     let width = LEFT + PLOT_W + 24.0 + LEGEND_W;
-    let legend_h = TOP + 40.0 + 18.0 * (order.len().min(LEGEND_TENANTS) as f64 + 8.0);
+    let legend_h = TOP + 40.0 + 18.0 * (order.len().min(LEGEND_TENANTS) as f64 + 10.0);
     let lanes_h = if lane_reqs.is_empty() { 0.0 } else { lanes_height(lane_reqs.len()) + PANEL_GAP };
     let height = (TOP + n as f64 * (PANEL_H + PANEL_GAP) + 10.0 + lanes_h).max(legend_h);
     let mut s = String::new();
@@ -489,6 +491,8 @@ fn page_map_svg_with(
     for (i, (pool, usable)) in pools.iter().enumerate() {
         let p = Panel { top: TOP + 18.0 + i as f64 * (PANEL_H + PANEL_GAP), pages: usable + 1, t_end: t_scale };
         let (rects, raster) = rects_for(&p, &held[i], &tenants, max_rects);
+        let (after_rects, after_raster) = rects_for(&p, &after[i], &tenants, max_rects);
+        let raster = raster || after_raster;
         let pool_v: Vec<&Violation> = violations.iter().filter(|v| v.pool == Some(*pool)).collect();
         let labels = place_labels(&p, &pool_v);
         let _ = writeln!(
@@ -497,7 +501,7 @@ fn page_map_svg_with(
             p.top - 6.0,
             group(*usable),
             cfg.knobs.page_size,
-            held[i].len(),
+            runs[i],
             if raster { " (rasterised)" } else { "" },
             match (pool_v.len(), labels.iter().flatten().count()) {
                 (0, _) => String::new(),
@@ -511,17 +515,22 @@ fn page_map_svg_with(
             p.top
         );
         // Rectangles grouped by tenant.
-        let mut by_tenant: BTreeMap<Option<u32>, Vec<&Rect>> = BTreeMap::new();
-        for r in &rects {
-            by_tenant.entry(r.tenant).or_default().push(r);
-        }
+        // Rectangles grouped by tenant; pages still held after their request's response lighter.
         let _ = writeln!(s, r#"<g shape-rendering="crispEdges">"#);
-        for (t, rs) in by_tenant {
-            let _ = writeln!(s, r#"<g fill="{}">"#, tenant_colour(t));
-            for r in rs {
-                let _ = writeln!(s, r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}"/>"#, r.x, r.y, r.w, r.h);
+        let lighter = format!(r#" fill-opacity="{AFTER_OPACITY}""#);
+        for (rects, opacity) in [(&rects, ""), (&after_rects, lighter.as_str())] {
+            let mut by_tenant: BTreeMap<Option<u32>, Vec<&Rect>> = BTreeMap::new();
+            for r in rects {
+                by_tenant.entry(r.tenant).or_default().push(r);
             }
-            s.push_str("</g>\n");
+            for (t, rs) in by_tenant {
+                let _ = writeln!(s, r#"<g fill="{}"{opacity}>"#, tenant_colour(t));
+                for r in rs {
+                    let _ =
+                        writeln!(s, r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}"/>"#, r.x, r.y, r.w, r.h);
+                }
+                s.push_str("</g>\n");
+            }
         }
         s.push_str("</g>\n");
         axes(&mut s, &p, t_end);
@@ -986,6 +995,41 @@ fn lane_legend(s: &mut String, x: f64, top: f64, lanes: usize, named: usize) {
     );
 }
 
+/// How opaque a page run is drawn after its request's response.
+const AFTER_OPACITY: &str = "0.4";
+
+/// Splits every held run at its request's response: the part before stays in `held`, the part
+/// after (pages a radix cache keeps once the request ended, or leaked) is returned, per pool. A
+/// radix-cached prefill page looked like a page its request still held for minutes (an operator
+/// took three requests' cached prefixes for a leak).
+fn split_at_responses(records: &[(Instant, TraceRecord)], held: &mut [Vec<Held>]) -> Vec<Vec<Held>> {
+    let mut responded: BTreeMap<RequestId, Instant> = BTreeMap::new();
+    for (at, rec) in records {
+        if let TraceRecord::Response { r, .. } = rec {
+            responded.entry(*r).or_insert(*at);
+        }
+    }
+    held.iter_mut()
+        .map(|hs| {
+            let mut after = Vec::new();
+            let mut kept = Vec::with_capacity(hs.len());
+            for h in hs.drain(..) {
+                match responded.get(&h.r) {
+                    Some(&t) if t < h.until => {
+                        if h.since < t {
+                            kept.push(Held { until: t, ..h });
+                        }
+                        after.push(Held { since: t.max(h.since), ..h });
+                    }
+                    _ => kept.push(h),
+                }
+            }
+            *hs = kept;
+            after
+        })
+        .collect()
+}
+
 fn legend(s: &mut String, order: &[(Option<u32>, &str)], x: f64) {
     let mut y = TOP + 18.0;
     let _ = writeln!(s, r#"<text x="{x:.1}" y="{y:.1}" font-size="12" font-weight="bold">Legend</text>"#);
@@ -994,6 +1038,19 @@ fn legend(s: &mut String, order: &[(Option<u32>, &str)], x: f64) {
         s,
         r##"<g class="legend"><rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{FREE_FILL}" stroke="#888" stroke-width="0.5"/><text x="{:.1}" y="{y:.1}">free page</text>"##,
         y - 9.0,
+        x + 20.0
+    );
+    y += 16.0;
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="#666" fill-opacity="{AFTER_OPACITY}"/><text x="{:.1}" y="{y:.1}">lighter: held after its request's response</text>"##,
+        y - 9.0,
+        x + 20.0
+    );
+    y += 14.0;
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="{y:.1}" fill="#555" font-size="10">(a prefix cache keeps it, or it leaked)</text>"##,
         x + 20.0
     );
     for (t, role) in order.iter().take(LEGEND_TENANTS) {
@@ -1078,6 +1135,35 @@ pub(crate) mod tests {
         let recs = w.tracer.collected.take().expect("collecting tracer");
         let phases = w.lifecycle.take().expect("on with a collecting tracer");
         (cfg, recs, phases, std::mem::take(&mut w.oracle.violations))
+    }
+
+    /// A run held past its request's response is split there: the part after is drawn lighter
+    /// (a radix-cached prefix looked like a page its request still held: an operator read it as a
+    /// leak); runs freed before the response, and runs of requests with none, are kept whole.
+    #[test]
+    fn held_runs_split_at_their_requests_response() {
+        let h = |r: u32, since: u64, until: u64| Held {
+            first: 1,
+            count: 4,
+            r: RequestId(r),
+            since: Instant(since),
+            until: Instant(until),
+        };
+        let records = vec![
+            (Instant(10), TraceRecord::Response { r: RequestId(1), status: 200, tokens: 1 }),
+            (Instant(30), TraceRecord::Response { r: RequestId(1), status: 500, tokens: 0 }),
+            (Instant(50), TraceRecord::Response { r: RequestId(2), status: 200, tokens: 1 }),
+        ];
+        let mut held = vec![vec![h(1, 0, 40), h(1, 12, 20), h(2, 0, 50), h(3, 0, 90)]];
+        let after = split_at_responses(&records, &mut held);
+        assert_eq!(held, vec![vec![h(1, 0, 10), h(2, 0, 50), h(3, 0, 90)]], "the first response counts");
+        assert_eq!(after, vec![vec![h(1, 10, 40), h(1, 12, 20)]]);
+        let (cfg, recs, phases, vs) = run_phased("small/stub-leak.toml", None, None);
+        let svg = page_map_svg(&cfg, &recs, &phases, &vs, None);
+        assert!(
+            svg.contains(&format!("fill-opacity=\"{AFTER_OPACITY}\""))
+                && svg.contains("held after its request's response")
+        );
     }
 
     #[test]

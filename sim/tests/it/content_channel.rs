@@ -211,7 +211,12 @@ prefix_blocks = [2]
     for v in &found {
         assert_eq!((v.cause.as_str(), v.request.map(|r| r.0)), ("prefix_hit", Some(1)), "{v:?}");
         assert_eq!(v.culprit.map(|c| c.request.0), Some(0), "{v:?}");
-        assert!(v.detail.contains("served 512 vs 0"), "{}", v.detail);
+        // Each cache's count apart (their sum counted the same prompt tokens twice).
+        assert!(
+            v.detail.contains("prefill's prefix cache served 0 vs 0 of its prompt tokens and decode's 512 vs 0"),
+            "{}",
+            v.detail
+        );
     }
     let salted = resolve(&[("prefix_cache_scope", "per_tenant")]);
     let w = kvsim::simulate(salted.clone(), None, false);

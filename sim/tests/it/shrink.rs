@@ -267,6 +267,20 @@ fn a_one_batch_fault_hits_only_its_batch() {
     let (early, _) =
         run("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = 1\nrestart_after_ms = 10\n");
     assert!(early.unapplied_script().is_empty(), "{:?}", early.unapplied_script());
+    // Before the horizon the run goes on to a crash after every response; the note says it
+    // changed none (the docs said "a crash after that never happens", and no note came).
+    let (idle, _) =
+        run("[[faults.script]]\nkind = \"crash\"\nnode = \"prefill-0\"\nat_ms = 999999\nrestart_after_ms = 10\n");
+    assert_eq!(status(&idle), Some(200));
+    assert!(idle.ended_at().0 >= 999_999_000_000, "the run went on to the crash");
+    let notes = idle.unapplied_script();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("faults.script[0] (crash of prefill-0 at 999999 ms) came after every request had its response (the last at 0.")
+            && notes[0].ends_with("it changed no response"),
+        "{}",
+        notes[0]
+    );
     // A crash of a node an earlier scripted crash keeps down does nothing, and says so.
     let crash = |at: u64, back: u64| {
         format!("[[faults.script]]\nkind = \"crash\"\nnode = \"decode-0\"\nat_ms = {at}\nrestart_after_ms = {back}\n")
@@ -277,7 +291,12 @@ fn a_one_batch_fault_hits_only_its_batch() {
         vec!["faults.script[1] (crash of decode-0 at 500 ms) never applied: decode-0 is down then, crashed by faults.script[0] from 0 ms until its restart at 1000 ms".to_string()]
     );
     let (after, _) = run(&format!("{}{}", crash(0, 100), crash(500, 10)));
-    assert!(after.unapplied_script().is_empty(), "{:?}", after.unapplied_script());
+    // The second crash applies (decode-0 is back by then): not "never applied". The first one
+    // failed the request at once, so the second came after its response, and says so.
+    assert_eq!(
+        after.unapplied_script(),
+        vec!["faults.script[1] (crash of decode-0 at 500 ms) came after every request had its response (the last at 0.000 s): the run went on to it, and it changed no response".to_string()]
+    );
     // `batch` is a field of request faults only.
     let bad = Scenario::parse(
         "one-batch.toml",
