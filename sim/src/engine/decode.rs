@@ -96,6 +96,15 @@ pub struct DReq {
 }
 
 impl DReq {
+    /// Whether every page of `runs` is in the request's block table now (a late batch landing
+    /// into pages the request still attends over, whoever else holds them too: vLLM's cache
+    /// indexes a loaded block at once).
+    pub(crate) fn table_holds(&self, runs: &[Run]) -> bool {
+        runs.iter().all(|r| {
+            (r.first..r.first + r.count).all(|p| self.pages.iter().any(|t| t.first <= p && p < t.first + t.count))
+        })
+    }
+
     /// Its progress once its token at `seq_len` is written: the sequence, the running batch's KV
     /// (`running_kv`) and its output grow by one, and it has read everything up to the new token
     /// (`seen`: what the differential oracle's read found, if it ran).

@@ -24,6 +24,9 @@ impl World {
         });
         let Some((i, lag_ms)) = found else { return Duration::default() };
         self.script_seen[i].1 = true;
+        if lag_ms > 0 {
+            self.reqs[r.idx()].metadata_lag_applied();
+        }
         Duration::from_ms(lag_ms)
     }
 

@@ -2272,6 +2272,45 @@ fn s4_vllm_the_recomputed_last_prompt_position_is_the_requests_own_in_its_cached
     assert_oracles_agree(text, "vllm-nixl");
 }
 
+/// vLLM caches a loaded request's blocks on decode when its load is reported done
+/// (`decode_prefix_rules = block_pool`); under a visibility lag the data lands after that. The
+/// landing is the request's own KV into blocks it still attends over: no use after free (a
+/// `--hardware-faults` campaign's shrunk `use_after_free/transfer_write/visibility_lag`, one
+/// request alone, which then read its own KV). With decode's cache off the pages are the
+/// request's alone, as before.
+#[test]
+fn s4_vllm_a_lagged_load_into_blocks_decode_cached_at_once_is_the_requests_own() {
+    let text = r#"
+context_len = 2048
+[[prefill]]
+pool_tokens = 576
+[[decode]]
+pool_tokens = 576
+[knobs]
+page_size = 64
+[[request]]
+at_ns = 0
+tenant = 0
+prompt_tokens = 512
+output_tokens = 1
+prefix_blocks = [3]
+[[faults.script]]
+kind = "visibility_lag"
+request = 0
+lag_ms = 1
+"#;
+    for set in [&[][..], &[("decode_radix_cache", "off")][..]] {
+        let w = collect(text, "vllm-nixl", set);
+        assert_eq!(answer(&w, 0).0, 200, "{set:?}");
+        assert!(w.oracle.violations.is_empty(), "{set:?}: {:?}", w.oracle.violations.first());
+    }
+    assert_oracles_agree(text, "vllm-nixl");
+    // Other requests hit those blocks before the land: they are still told of it, so their next
+    // reads re-read what changed under them (the fast oracle agrees with the reference).
+    let text = std::fs::read_to_string(crate::sim_data().join("lagged-land-into-cached-blocks.toml")).unwrap();
+    assert_oracles_agree(&text, "vllm-nixl");
+}
+
 #[test]
 fn s4_4_sglang_retracts_the_fewest_output_tokens_and_restores_from_host_without_recompute() {
     // Request 1 started decoding later: it has fewer output tokens when the pool runs out.
