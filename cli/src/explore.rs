@@ -173,7 +173,14 @@ pub fn run(o: &ExploreOpts) -> i32 {
         }
     };
     super::note_if_stream(&o.scenario, "a counterexample (its reproduce line with FILE for the stream)");
-    let kinds = explore::parse_kinds(o.kinds.as_deref().unwrap_or("")).map_err(|e| e.to_string()).and_then(|ks| {
+    let kinds = match o.kinds.as_deref() {
+        // An empty list meant "any kind" without a word (--faults '' is refused as an empty name).
+        Some(k) if k.trim().is_empty() => {
+            Err("--kinds: an empty list; give violation kinds, or leave --kinds out for any violation".to_string())
+        }
+        k => explore::parse_kinds(k.unwrap_or("")).map_err(|e| format!("--kinds: {e}")),
+    };
+    let kinds = kinds.and_then(|ks| {
         // A content channel is judged by comparing two runs (the noninterference check), which a
         // schedule's one run cannot show: exploring for it alone would say "verified" vacuously.
         match ks.iter().find(|k| matches!(k, Kind::TimingChannel | Kind::StatusChannel)) {
@@ -552,6 +559,12 @@ pub fn run_catalogue(o: &ExploreOpts) -> i32 {
         );
         return exit::BAD_INPUT;
     }
+    // As a single exploration: an interruption says what it left (it died without a word, or,
+    // started in the background with SIGINT ignored, ran on to its end).
+    super::fuzz::say_when_interrupted(
+        "\nkvsim explore --catalogue: interrupted; the rows printed above are complete, the rest were not explored\n"
+            .to_string(),
+    );
     let files = match super::check::collect(std::slice::from_ref(&o.scenario)) {
         Ok(f) => f,
         Err(e) => {

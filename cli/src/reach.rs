@@ -42,6 +42,16 @@ pub fn run(o: &ReachOpts) -> i32 {
         }
         None => Space::Blind,
     };
+    // As `kvsim fuzz` refuses it: seeds past the last u64 wrapped to 0 silently.
+    if o.seed_start.checked_add(o.runs).is_none() {
+        eprintln!(
+            "error: --seed-start {} with --runs {}: the seeds would pass {} (the largest); start lower",
+            o.seed_start,
+            o.runs,
+            u64::MAX
+        );
+        return exit::BAD_INPUT;
+    }
     let name = match &o.profile {
         Some(p) if o.hardware_faults => format!("{p}+hardware"),
         Some(p) => p.clone(),

@@ -650,27 +650,30 @@ fn the_default_profile_named_gets_no_knobs_note() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// kvsim run with `bytes` written into its standard input.
+fn piped_into(args: &[&str], bytes: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// A scenario read from a pipe (`cat S | kvsim run /dev/stdin`) runs as the file does: kvsim
 /// reads an input more than once (its header's notes, then the scenario), and a pipe gives its
 /// bytes once ("an empty file", exit 2, before). The run (and an exploration) says its reproduce
 /// line cannot work.
 #[test]
 fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
-    use std::io::Write as _;
     let src = crate::scenarios_dir().join("small/stub-leak.toml");
     let text = std::fs::read(&src).unwrap();
     // kvsim with the scenario written into its standard input.
-    let piped = |args: &[&str]| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&text).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let piped = |args: &[&str]| piped_into(args, &text);
     let out = piped(&["run", "/dev/stdin"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(10), "{err}");
@@ -697,24 +700,13 @@ fn a_scenario_from_a_pipe_runs_and_says_it_must_be_saved_to_reproduce() {
 /// memory log or configuration), and the pipe's second read gave nothing ("empty trace", exit 2).
 #[test]
 fn a_trace_from_a_pipe_is_confirmed_and_shrunk_as_the_file_is() {
-    use std::io::Write as _;
     let dir = scratch("piped-trace");
     let trace = dir.join("t.jsonl");
     let src = crate::scenarios_dir().join("small/stub-leak.toml");
     let (code, _, err) = kvsim(&["run", src.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
     assert_eq!(code, Some(10), "{err}");
     let text = std::fs::read(&trace).unwrap();
-    let piped = |args: &[&str]| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&text).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let piped = |args: &[&str]| piped_into(args, &text);
     let out = piped(&["confirm", "/dev/stdin", "--backend", "cpu"]);
     let (code, from_file, _) = kvsim(&["confirm", trace.to_str().unwrap(), "--backend", "cpu"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -417,7 +417,10 @@ impl Row {
         match space {
             Space::Blind => self.blind_drawable(),
             Space::Profile(p) => config::profile(p).is_some_and(|p| self.had_by_profile(p)),
-            Space::Hardware(_) | Space::Prefix(_) => self.measured_on(space) || self.blind_drawable(),
+            // The hardware faults and the prefix-heavy workload add faults and prompts, not knob
+            // values: a profile's space can have what the profile has (every blind-drawable row
+            // read as "another profile has it", "not reached").
+            Space::Hardware(inner) | Space::Prefix(inner) => self.measured_on(space) || self.possible_on(inner),
             Space::Base(b) => self.applies(b),
         }
     }
@@ -541,6 +544,27 @@ impl Reach {
 mod tests {
     use super::*;
     use crate::scenario::{Overrides, Scenario};
+
+    /// The hardware faults and the prefix-heavy workload add faults and prompts, not knob values:
+    /// a profile's space with them can have what the profile has, and the hardware row besides
+    /// (13 rows of `reach --profile sglang-0.5.16 --hardware-faults` read "another profile has
+    /// it", "not reached").
+    #[test]
+    fn modes_over_a_profile_have_what_the_profile_has() {
+        for p in ["sglang-0.5.16", "sglang-0.5.22", "vllm-nixl"] {
+            let plain = Space::Profile(p.to_string());
+            for space in [Space::Hardware(Box::new(plain.clone())), Space::Prefix(Box::new(plain.clone()))] {
+                for r in ROWS {
+                    let hardware_row = r.fix == Fix::NoVisibilityLag && matches!(space, Space::Hardware(_));
+                    assert_eq!(r.possible_on(&space), r.possible_on(&plain) || hardware_row, "{p}: {}", r.id);
+                }
+            }
+        }
+        assert_eq!(
+            ROWS.iter().filter(|r| r.possible_on(&Space::Prefix(Box::new(Space::Blind)))).count(),
+            ROWS.iter().filter(|r| r.possible_on(&Space::Blind)).count()
+        );
+    }
 
     fn scenario(id: &str) -> Scenario {
         let p = std::path::Path::new(&crate::test_manifest_dir()).join(format!("../scenarios/catalogue/{id}.toml"));
