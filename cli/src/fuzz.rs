@@ -1133,11 +1133,6 @@ fn open_campaign(
     Ok(camp)
 }
 
-/// Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
-/// Each signature's `failure.json` is rewritten too (it may name an example pushed out before
-/// the interruption). An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
-/// completed: it is dropped from its list, with a warning, and a later run that shows its
-/// signature may take its place.
 /// Whether a saved example's folder holds every file its `failure.json` names (its trace, and
 /// its shrunk case when it was shrunk): what a resume and a merge take as completed.
 fn example_whole(dir: &Path, f: &Failure) -> bool {
@@ -1145,6 +1140,11 @@ fn example_whole(dir: &Path, f: &Failure) -> bool {
     (f.shrunk.is_none() || (has("shrunk.toml") && has("shrunk.jsonl"))) && has("trace.jsonl")
 }
 
+/// Examples the checkpoint lists but an interrupted campaign had not completed: shrunk first.
+/// Each signature's `failure.json` is rewritten too (it may name an example pushed out before
+/// the interruption). An example whose folder lost the scenario it was saved from (deleted by hand) cannot be
+/// completed: it is dropped from its list, with a warning, and a later run that shows its
+/// signature may take its place.
 fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
     let (mut gone, mut reconfirm) = (0, 0);
