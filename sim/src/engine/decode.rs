@@ -99,10 +99,9 @@ impl DReq {
     /// Whether every page of `runs` is in the request's block table now (a late batch landing
     /// into pages the request still attends over, whoever else holds them too: vLLM's cache
     /// indexes a loaded block at once).
+    /// (`runs` disjoint, as the table's runs are.)
     pub(crate) fn table_holds(&self, runs: &[Run]) -> bool {
-        runs.iter().all(|r| {
-            (r.first..r.first + r.count).all(|p| self.pages.iter().any(|t| t.first <= p && p < t.first + t.count))
-        })
+        crate::pool::pages_in(&crate::pool::runs_intersect(runs, &self.pages)) == crate::pool::pages_in(runs)
     }
 
     /// Its progress once its token at `seq_len` is written: the sequence, the running batch's KV
