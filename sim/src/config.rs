@@ -194,6 +194,12 @@ knob_enum!(
     DecodeFirstWrite { AfterPrompt, LastPromptToken }
 );
 knob_enum!(
+    /// Behind vLLM's sequential proxy, how long decode heartbeats prefill's source lease for a
+    /// request aborted while its read is in flight: `stop` at the abort (vLLM 0.34.0), or
+    /// `until_read_ends` (the read's blocks stay leased until decode stops reading).
+    AbortHeartbeat { Stop, UntilReadEnds }
+);
+knob_enum!(
     /// What the router does when the prefill leg fails first (the three released routers).
     RouterOnPrefillError { ReturnDecodeLeg, CancelDecode, CancelDecodeWhenStreaming }
 );
@@ -496,6 +502,17 @@ pub struct Knobs {
     /// profiles carry 480 s and never use it (their router is concurrent).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
     pub source_lease_ms: u64,
+    /// Behind vLLM's sequential proxy: whether decode keeps heartbeating prefill's source lease
+    /// for a request aborted while its KV read is in flight. `stop` (vLLM 0.34.0
+    /// `nixl/pull_scheduler.py` `request_finished` calls `_stop_heartbeat` for every finished
+    /// request, aborted ones included, while `v1/core/sched/scheduler.py` `finish_requests` keeps
+    /// the load's blocks and its read running: `delay_free_blocks`): prefill frees the source
+    /// blocks when the lease runs out (`nixl/base_worker.py` `_reap_expired_send_leases`) and a
+    /// read still in flight reads freed, possibly reused blocks (catalogue row
+    /// lease-expires-mid-read). `until_read_ends`: decode heartbeats the request until its read
+    /// ends, as it does for a request it still waits to load. The sglang profiles never use it
+    /// (their router is concurrent and has no lease).
+    pub decode_abort_heartbeat: AbortHeartbeat,
     /// How long a synchronous transfer call waits before returning a timeout (default 60 s). Not
     /// applied to decode's pulls behind the sequential router (a NIXL read has no timeout).
     #[schemars(range(max = crate::scenario::MAX_TIME_MS))]
@@ -583,6 +600,7 @@ fn sglang_0_5_16() -> Knobs {
         decode_radix_cache: OnOff::Off,
         decode_prefix_rules: DecodePrefixRules::RadixTree,
         decode_first_write: DecodeFirstWrite::AfterPrompt,
+        decode_abort_heartbeat: AbortHeartbeat::Stop,
         // Both wheels' real senders (Mooncake, NIXL, Mori, Ascend) inherit
         // `disaggregation/common/conn.py` `CommonKVSender.should_send_kv_chunk` (`num_pages > 0 or
         // last_chunk`): a zero-page last chunk is sent (#28652's fix). Only the base class
@@ -734,6 +752,11 @@ fn vllm_nixl() -> Knobs {
         // vLLM 0.34.0 `v1/core/sched/scheduler.py` `_update_waiting_for_remote_kv`: a finished
         // load of the whole prompt leaves `num_computed_tokens = num_tokens - 1`.
         decode_first_write: DecodeFirstWrite::LastPromptToken,
+        // vLLM 0.34.0 `nixl/pull_scheduler.py` `request_finished`: "Stop heartbeating for aborted
+        // requests that never reached finished_recving" — at the abort, while the read goes on
+        // (`v1/core/sched/scheduler.py` `finish_requests`, `delay_free_blocks`). Found by kvsim's
+        // guided campaigns (forty-seventh session); no upstream report.
+        decode_abort_heartbeat: AbortHeartbeat::Stop,
         ..sglang_0_5_16()
     }
 }

@@ -741,12 +741,13 @@ mod tests {
     // (forty-second session; own stream as well), when `vllm-nixl` also took `decode_radix_cache =
     // on`: that profile's draws carry both. Then for `retraction_host_pool` (forty-fourth session,
     // own stream), and for `decode_first_write` (forty-sixth session, own stream; `vllm-nixl`'s
-    // draws carry its `last_prompt_token`).
+    // draws carry its `last_prompt_token`). Then for `decode_abort_heartbeat` (forty-eighth
+    // session, own stream; the blind swarm draws both values, every profile carries `stop`).
     const PINNED_DRAWS: [&str; 4] = [
-        "blind: ad8bc512b3d9df52",
-        "sglang-0.5.22: 667364b881b5828d",
-        "prefix: f472efa94946afcf",
-        "vllm-nixl prefix: 54cf8887cd6485d3",
+        "blind: be74ac23f9019027",
+        "sglang-0.5.22: 398f522d3372903f",
+        "prefix: 278ea1942a6258fd",
+        "vllm-nixl prefix: 8d6624a346226f56",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -789,13 +790,14 @@ mod tests {
             c.knobs.decode_prefix_rules = base.decode_prefix_rules;
             c.knobs.retraction_host_pool = base.retraction_host_pool;
             c.knobs.decode_first_write = base.decode_first_write;
+            c.knobs.decode_abort_heartbeat = base.decode_abort_heartbeat;
             assert_eq!(c.knobs, want, "seed {seed}");
             // Every prefill instance of a run has the same stages; decode has one.
             stages.insert(c.prefill[0].pp_stages);
             assert!(c.prefill.iter().all(|p| p.pp_stages == c.prefill[0].pp_stages), "seed {seed}");
             assert!(c.decode.iter().all(|d| d.pp_stages == 1), "seed {seed}");
         }
-        assert_eq!(seen.len(), 20, "{seen:?}");
+        assert_eq!(seen.len(), 22, "{seen:?}");
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [1, 2, 4]);
     }
 
@@ -898,13 +900,13 @@ mod tests {
     /// for `vllm-nixl`'s 30 s lease and sglang-0.5.22's room-only commit, ack after the drain and
     /// timeout that returns while writing, and `vllm-nixl`'s fixed pipeline-stage values, and for
     /// the `decode_admission`, `decode_loads_hold_slots`, `prefill_checkpoint_duplicates`,
-    /// `decode_prefix_rules`, `retraction_host_pool` and `decode_first_write` fields, and
-    /// `vllm-nixl`'s decode prefix cache).
+    /// `decode_prefix_rules`, `retraction_host_pool`, `decode_first_write` and
+    /// `decode_abort_heartbeat` fields, and `vllm-nixl`'s decode prefix cache).
     const PINNED_DRAWS_BEFORE_THE_SHORT_BOUND: [&str; 4] = [
-        "blind: b28db354ee5fc912",
-        "sglang-0.5.22: 9527572cc59a4987",
-        "prefix: 7bafede063be28f3",
-        "vllm-nixl prefix: 2a9b4be877a2879a",
+        "blind: 7caaa12cbab85a54",
+        "sglang-0.5.22: 3297680737afc865",
+        "prefix: 5e7ffa5d0e50b14e",
+        "vllm-nixl prefix: 75a6b5cd4cf1a886",
     ];
 
     #[test]

@@ -498,8 +498,8 @@ mod tests {
     // `decode_admission` (one more field, appended to the bytes' order: `BYTES_APPENDED_KNOBS`), and
     // for `decode_loads_hold_slots` likewise, and for `prefill_checkpoint_duplicates`, and for
     // `decode_prefix_rules` (and `vllm-nixl`'s `decode_radix_cache = on`), and for
-    // `retraction_host_pool`, and for `decode_first_write`.
-    const PINNED_DECODING: [&str; 2] = ["None: 26fe8869f2f39dc8", "Some(\"sglang-0.5.16\"): c508052efe9df4dc"];
+    // `retraction_host_pool`, and for `decode_first_write`, and for `decode_abort_heartbeat`.
+    const PINNED_DECODING: [&str; 2] = ["None: f9fae3f9e16be78e", "Some(\"sglang-0.5.16\"): 0923ae0f82bb369b"];
 
     #[test]
     fn short_and_empty_input_decode() {

@@ -198,6 +198,16 @@ pub const ROWS: &[Row] = &[
         partial: &[],
     },
     Row {
+        // Found by kvsim (vLLM 0.34.0 `nixl/pull_scheduler.py` `request_finished`): decode stops
+        // heartbeating an aborted request's lease while its read still runs.
+        id: "lease-expires-mid-read",
+        buggy: &[("router_mode", "sequential"), ("decode_abort_heartbeat", "stop")],
+        fix: Fix::Knobs(&[("decode_abort_heartbeat", "until_read_ends")]),
+        kinds: &["use_after_free/transfer_read_of_a_source_page"],
+        needs_pp_stages: false,
+        partial: &[],
+    },
+    Row {
         id: "rdma-visibility-lag",
         buggy: &[],
         fix: Fix::NoVisibilityLag,

@@ -67,6 +67,7 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "prefill_checkpoint_duplicates",
     "decode_prefix_rules",
     "decode_first_write",
+    "decode_abort_heartbeat",
     "retracted_abort",
     "retraction_host_pool",
     "decode_radix_cache",

@@ -5,8 +5,8 @@
 
 use crate::check::oracle::{equal_content, summarize};
 use crate::config::{
-    AbortCheck, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease, RouterMode,
-    ZeroPageLastChunk,
+    AbortCheck, AbortHeartbeat, CancelMidTransfer, FailedCheck, Knobs, NodeConfig, PrefillCache, PrefillRelease,
+    RouterMode, ZeroPageLastChunk,
 };
 use crate::engine::incarnation::Incarnation;
 use crate::event::{DstInfo, Ev, TimeoutKind};
@@ -1108,16 +1108,22 @@ impl World {
     }
 
     /// Behind vLLM's sequential proxy: whether the request's decode node (alive) still waits to
-    /// load its KV (admission queue or transfer), i.e. still heartbeats prefill's lease.
+    /// load its KV (admission queue or transfer), i.e. still heartbeats prefill's lease. An
+    /// aborted request whose read is still in flight (`Releasing`) is heartbeated only under
+    /// `decode_abort_heartbeat = until_read_ends`: vLLM 0.34.0 stops at the abort.
     fn decode_still_loads(&self, r: RequestId) -> bool {
+        use crate::decode::DPhase;
         if self.cfg.knobs.router_mode != RouterMode::Sequential {
             return false;
         }
+        let until_read_ends = self.cfg.knobs.decode_abort_heartbeat == AbortHeartbeat::UntilReadEnds;
         let d = &self.decode[self.reqs[r.idx()].decode().at()];
         d.alive()
-            && d.reqs()
-                .get(&r)
-                .is_some_and(|q| matches!(q.phase(), crate::decode::DPhase::Prealloc | crate::decode::DPhase::Transfer))
+            && d.reqs().get(&r).is_some_and(|q| match q.phase() {
+                DPhase::Prealloc | DPhase::Transfer => true,
+                DPhase::Releasing => until_read_ends,
+                _ => false,
+            })
     }
 
     pub(crate) fn prefill_crash(&mut self, n: PrefillIdx) {

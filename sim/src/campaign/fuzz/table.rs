@@ -243,6 +243,7 @@ pub const CATALOGUE_KNOB_VALUES: &[(&str, &str)] = &[
     ("source_lease_ms", "10000"),
     ("source_lease_ms", "480000"),
     ("reserved_decode_tokens", "16"),
+    ("decode_abort_heartbeat", "until_read_ends"),
 ];
 
 /// Knobs the swarm draws with weights of its own instead of evenly among the profiles' and the
@@ -433,6 +434,7 @@ pub const OWN_STREAM_KNOBS: &[&str] = &[
     "decode_prefix_rules",
     "retraction_host_pool",
     "decode_first_write",
+    "decode_abort_heartbeat",
 ];
 
 /// The swarm's blind draw of every knob over `base` (deployment knobs kept: they come from their
@@ -479,6 +481,7 @@ pub const BYTES_APPENDED_KNOBS: &[&str] = &[
     "decode_prefix_rules",
     "retraction_host_pool",
     "decode_first_write",
+    "decode_abort_heartbeat",
 ];
 
 /// The knobs in the order the bytes index them: `config::knob_names` order without
