@@ -246,6 +246,7 @@ fn draw_space(seed: u64, space: &Space) -> SimConfig {
     draw_long_outputs(&mut c, seed);
     if space.from_profile() {
         draw_release_fallback(&mut c, seed);
+        draw_source_lease(&mut c, seed);
     }
     c
 }
@@ -267,6 +268,25 @@ fn draw_release_fallback(c: &mut SimConfig, seed: u64) {
     let mut rng = Prng::child(seed, "release-fallback");
     if rng.below(2) == 1 {
         k.deferred_release_timeout_ms = table::SHORT_DEFERRED_RELEASE_TIMEOUT_MS.pick(&mut rng);
+    }
+}
+
+/// A profile's source lease (reach): where prefill leases a finished request's source blocks for
+/// decode's read (behind the sequential router: vLLM's NIXL `kv_lease_duration`, 30 s by default
+/// in `nixl/base_scheduler.py`, an operator's setting in `kv_connector_extra_config`), half the
+/// runs keep the profile's value and half a shorter one from [`table::SHORT_SOURCE_LEASE_MS`], from
+/// a generator of their own so that no other value of the run moves. With only the 30 s default
+/// the swarm's delays (10 s at most) never outlast the lease, so the lease-expires-mid-read row (an
+/// aborted request's read still stalled when its lease runs out) was reachable only by guided
+/// nudges.
+fn draw_source_lease(c: &mut SimConfig, seed: u64) {
+    let k = &mut c.knobs;
+    if k.router_mode != config::RouterMode::Sequential {
+        return;
+    }
+    let mut rng = Prng::child(seed, "source-lease");
+    if rng.below(2) == 1 {
+        k.source_lease_ms = table::SHORT_SOURCE_LEASE_MS.pick(&mut rng);
     }
 }
 
@@ -742,12 +762,15 @@ mod tests {
     // on`: that profile's draws carry both. Then for `retraction_host_pool` (forty-fourth session,
     // own stream), and for `decode_first_write` (forty-sixth session, own stream; `vllm-nixl`'s
     // draws carry its `last_prompt_token`). Then for `decode_abort_heartbeat` (forty-eighth
-    // session, own stream; the blind swarm draws both values, every profile carries `stop`).
+    // session, own stream; the blind swarm draws both values, every profile carries `stop`). Then
+    // when half of `vllm-nixl`'s runs took a 5 s source lease (`draw_source_lease`, a generator of
+    // its own: with it set back the draws meet `PINNED_DRAWS_BEFORE_THE_SHORT_BOUND`'s digest as
+    // before); no other space moves.
     const PINNED_DRAWS: [&str; 4] = [
         "blind: be74ac23f9019027",
         "sglang-0.5.22: 398f522d3372903f",
         "prefix: 278ea1942a6258fd",
-        "vllm-nixl prefix: 8d6624a346226f56",
+        "vllm-nixl prefix: 8243f338cba8696f",
     ];
 
     /// The knobs drawn from their own generator leave the swarm's stream alone: a blind draw with
@@ -852,9 +875,13 @@ mod tests {
                     g.output_tokens[0].max = drawn_output_max(seed, &space);
                     long_runs += 1;
                 }
-                // The release fallback (drawn after them, on its own), set back to the profile's.
+                // The release fallback and the source lease (drawn after them, each on its own),
+                // set back to the profile's.
                 if space.from_profile() {
                     c.knobs.deferred_release_timeout_ms = 30_000;
+                    if c.knobs.router_mode == config::RouterMode::Sequential {
+                        c.knobs.source_lease_ms = 30_000;
+                    }
                 }
                 std::hash::Hash::hash(&c, &mut h);
             }
@@ -893,6 +920,21 @@ mod tests {
         let nixl = Space::Profile("vllm-nixl".into());
         assert!((0..200).all(|s| draw(s, &nixl).knobs.deferred_release_timeout_ms == 30_000));
         assert!((0..200).all(|s| draw(s, &Space::Blind).knobs.deferred_release_timeout_ms == 30_000));
+    }
+
+    /// Half of a profile's runs whose prefill leases its source blocks for decode's read (vLLM's
+    /// NIXL) take a shorter lease, from a generator of their own (`draw_source_lease`); a profile
+    /// behind the concurrent router (no lease) and the blind swarm keep their values.
+    #[test]
+    fn a_profile_with_a_source_lease_draws_shorter_ones() {
+        let nixl = Space::Profile("vllm-nixl".into());
+        let drawn: Vec<u64> = (0..400).map(|seed| draw(seed, &nixl).knobs.source_lease_ms).collect();
+        let seen: BTreeSet<u64> = drawn.iter().copied().collect();
+        let shorter = drawn.iter().filter(|ms| **ms < 30_000).count();
+        assert_eq!(seen, BTreeSet::from([5_000, 30_000]));
+        assert!((160..240).contains(&shorter), "{shorter} of 400 with a shorter lease (expect ~200)");
+        let p22 = Space::Profile("sglang-0.5.22".into());
+        assert!((0..200).all(|s| draw(s, &p22).knobs.source_lease_ms == 480_000));
     }
 
     /// `PINNED_DRAWS` without the short liveness bound and the long outputs (as pinned at the

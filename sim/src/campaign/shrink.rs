@@ -83,6 +83,9 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     // says so ("necessary knobs: deferred_release_timeout_ms=1000"), one that does not is set back
     // to the release's 30 s.
     "deferred_release_timeout_ms",
+    // Likewise the source lease of a profile behind the sequential router
+    // (`fuzz::draw_source_lease`): set back to the profile's 30 s unless the case needs the 5 s.
+    "source_lease_ms",
 ];
 
 struct Shrinker<'a> {

@@ -126,6 +126,11 @@ pub const TRANSFER_SYNC_TIMEOUT_MS: Column<u64> =
 /// `SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT`, 30 s by default): shorter than
 /// the swarm's 10 s delay spike, and shorter than its transfer sync timeouts of 2 s and more.
 pub const SHORT_DEFERRED_RELEASE_TIMEOUT_MS: Column<u64> = Column { rows: &[(1_000, Swarm), (5_000, Swarm)] };
+/// A shorter `source_lease_ms` that half of a profile's runs take where prefill leases a finished
+/// request's source blocks for decode's read (`fuzz::draw_source_lease`; vLLM's NIXL
+/// `kv_lease_duration`, 30 s by default, an operator's setting): shorter than the swarm's 10 s
+/// delay spike.
+pub const SHORT_SOURCE_LEASE_MS: Column<u64> = Column { rows: &[(5_000, Swarm)] };
 /// The knobs drawn with the deployment (from the columns above), never with the other knobs.
 pub const DEPLOYMENT_KNOBS: [&str; 4] =
     ["page_size", "chunked_prefill_size", "max_transfer_batch_pages", "transfer_sync_timeout_ms"];
