@@ -1229,7 +1229,12 @@ impl World {
         if self.coverage.is_some() {
             self.cover_foreign_write(pool, writer, &victims, lagged_writer);
         }
-        for v in &victims {
+        // A source read changes nothing in the pages it read: their holders are the violation's
+        // victims (whose KV it read), not late-written (a `--hardware-faults` vllm-nixl campaign's
+        // seed 59,688: request 0's stalled read of a source page request 1 then held marked
+        // request 1 late-written, and its decode read of stale KV under its own visibility lag
+        // was named `cross_tenant_read/late_write` instead of `…/visibility_lag`).
+        for v in victims.iter().filter(|_| wrote) {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
                 let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();

@@ -3615,3 +3615,22 @@ request = 1
     assert!(one + 1_000_000_000 < zero, "request 1 failed at {one} ns, request 0 answered at {zero} ns");
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
 }
+
+/// vLLM: request 0's stalled read outlives its 5 s source lease and reads a freed source page
+/// that request 1 (another tenant) holds by then; request 1's own load is lagged 50 ms, so its
+/// decode step reads request 0's stale KV in its blocks (`--hardware-faults` campaign, seed
+/// 59,688, shrunk). The source read changes nothing in request 1's pages: it is no late write into
+/// them, so request 1's stale read is named after its own lag (the rdma-visibility-lag row, known),
+/// not `…/late_write` (which made the campaign report it `new`).
+#[test]
+fn s7_vllm_a_source_read_of_a_held_page_is_no_late_write_into_its_holder() {
+    let text = std::fs::read_to_string(crate::sim_data().join("source-read-of-a-held-page.toml")).unwrap();
+    let w = collect(&text, "vllm-nixl", &[]);
+    let sigs: Vec<String> = kvsim::fuzz::signatures(&w).into_iter().collect();
+    assert!(sigs.contains(&"cross_tenant_read/visibility_lag".to_string()), "{sigs:?}");
+    assert!(sigs.contains(&"use_after_free/transfer_read_of_a_source_page".to_string()), "{sigs:?}");
+    assert!(!sigs.iter().any(|s| s.contains("late_write")), "{sigs:?}");
+    // The source read still names request 1's tenant as a victim (request 0 read its KV).
+    let uaf = w.oracle.violations.iter().find(|v| v.cause == "transfer_read_of_a_source_page").expect("read");
+    assert_eq!(uaf.victim_tenants.iter().map(|t| t.0).collect::<Vec<_>>(), [1]);
+}
