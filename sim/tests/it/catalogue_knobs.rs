@@ -311,28 +311,11 @@ delay_ms = {delay_ms}
     }
 }
 
-/// vLLM behind its sequential proxy: request 0's NIXL read is stalled 60 s and its client aborts
-/// at 1 s (the lease-expires-mid-read row, whose catalogue scenario adds a second tenant).
-const ABORT_DURING_STALLED_READ: &str = r#"
-name = "stalled-read"
-context_len = 8192
-[[prefill]]
-pool_tokens = 4096
-[[decode]]
-pool_tokens = 4096
-[knobs]
-page_size = 16
-[[request]]
-at_ms = 0
-tenant = 1
-prompt_tokens = 2000
-output_tokens = 4
-abort_at_ms = 1000
-[[faults.script]]
-kind = "delay"
-request = 0
-delay_ms = 60000
-"#;
+/// vLLM behind its sequential proxy: `CANCEL_DURING_TRANSFER` with request 0's NIXL read stalled
+/// `delay_ms` (the lease-expires-mid-read row, whose catalogue scenario adds a second tenant).
+fn abort_during_stalled_read(delay_ms: u64) -> String {
+    CANCEL_DURING_TRANSFER.replace("delay_ms = 5000", &format!("delay_ms = {delay_ms}"))
+}
 
 #[test]
 fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
@@ -342,7 +325,8 @@ fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
         (kvsim::config::profile("vllm-nixl").expect("profile").knobs)().decode_abort_heartbeat,
         kvsim::config::AbortHeartbeat::Stop
     );
-    let w = run(ABORT_DURING_STALLED_READ, "vllm-nixl", &[]);
+    let stalled = abort_during_stalled_read(60_000);
+    let w = run(&stalled, "vllm-nixl", &[]);
     assert_eq!(w.reqs[0].response().map(|r| r.status), Some(499));
     let uaf = of_kind(&w, Kind::UseAfterFree);
     assert_eq!(uaf.len(), 1, "{:?}", w.oracle.violations);
@@ -351,7 +335,7 @@ fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
     // Heartbeating until the read ends keeps the lease: nothing read after its free. The read's
     // notice then frees the source into prefill's prefix cache (evictable: no request holds it),
     // and decode frees the aborted load's blocks.
-    let fixed = run(ABORT_DURING_STALLED_READ, "vllm-nixl", &[("decode_abort_heartbeat", "until_read_ends")]);
+    let fixed = run(&stalled, "vllm-nixl", &[("decode_abort_heartbeat", "until_read_ends")]);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     let pool = fixed.prefill[0].pool();
     let by_cache = (0..pool.usable_pages() as u32)
@@ -360,7 +344,6 @@ fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
     assert_eq!((pool.held_pages(), by_cache), (125, 125));
     assert_eq!(fixed.decode[0].pool().held_pages(), 0);
     // A read stalled less than the lease ends before it runs out: clean either way.
-    let short = ABORT_DURING_STALLED_READ.replace("delay_ms = 60000", "delay_ms = 20000");
-    let w = run(&short, "vllm-nixl", &[]);
+    let w = run(&abort_during_stalled_read(20_000), "vllm-nixl", &[]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
 }
