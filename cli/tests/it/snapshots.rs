@@ -202,6 +202,9 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         ("status = { \"5\" = 200 }", "status", "no request `5`"),
         ("requests = { \"0\" = [\"page_leak\"] }", "requests", "never a request's"),
         ("violations = [\"wrong_stat\"]", "violations", "did you mean `wrong_status`?"),
+        ("violations = [\"page_leak\", \"page_leak\"]", "violations", "`page_leak` is listed twice"),
+        ("absent = [\"wrong_status\", \"wrong_status\"]", "absent", "`wrong_status` is listed twice"),
+        ("requests = { \"0\" = [\"use_after_free\", \"use_after_free\"] }", "requests", "is listed twice"),
     ] {
         let f = dir.join("bad-expect.toml");
         std::fs::write(&f, format!("{}\n[[expect]]\nname = \"x\"\n{body}\n", crate::bad_input::GOOD)).unwrap();

@@ -26,13 +26,13 @@ pub struct Expectation {
     /// pin "no channel", add `absent = ["timing_channel", "status_channel"]`.
     #[serde(default)]
     pub clean: bool,
-    /// Kinds that must occur.
+    /// Kinds that must occur (each listed once).
     #[serde(default)]
     pub violations: Vec<String>,
-    /// Kinds that must not occur.
+    /// Kinds that must not occur (each listed once).
     #[serde(default)]
     pub absent: Vec<String>,
-    /// Request id → kinds that must occur for that request.
+    /// Request id → kinds that must occur for that request (each listed once).
     #[serde(default)]
     pub requests: BTreeMap<String, Vec<String>>,
     /// Request id → the HTTP status its client must get (`0` = no response).
@@ -182,6 +182,15 @@ impl Expectation {
                         requests,
                     })
                 }
+            }
+        }
+        // A kind listed twice in one list asserts nothing more the second time: a typo for
+        // another kind, most likely (the forty-seventh session's walkthrough).
+        let per_request = self.requests.values().map(|l| ("requests", l));
+        for (field, list) in [("violations", &self.violations), ("absent", &self.absent)].into_iter().chain(per_request)
+        {
+            if let Some((_, k)) = list.iter().enumerate().find(|(i, k)| list[..*i].contains(k)) {
+                return invalid(field, format!("`{k}` is listed twice: list each kind once"));
             }
         }
         if let Some((r, _)) = self.requests.iter().find(|(_, kinds)| kinds.is_empty()) {
