@@ -265,10 +265,16 @@ fn draw_release_fallback(c: &mut SimConfig, seed: u64) {
     if k.decode_abort_release != config::DecodeRelease::Deferred || k.router_mode != config::RouterMode::Concurrent {
         return;
     }
-    let mut rng = Prng::child(seed, "release-fallback");
-    if rng.below(2) == 1 {
-        k.deferred_release_timeout_ms = table::SHORT_DEFERRED_RELEASE_TIMEOUT_MS.pick(&mut rng);
+    if let Some(ms) = half_shorter(seed, "release-fallback", &table::SHORT_DEFERRED_RELEASE_TIMEOUT_MS) {
+        k.deferred_release_timeout_ms = ms;
     }
+}
+
+/// A shorter operator setting for half the runs: from a generator of its own (`stream`), one
+/// run in two takes a value of `shorter` (else `None`: the run keeps its profile's value).
+fn half_shorter(seed: u64, stream: &str, shorter: &table::Column<u64>) -> Option<u64> {
+    let mut rng = Prng::child(seed, stream);
+    (rng.below(2) == 1).then(|| shorter.pick(&mut rng))
 }
 
 /// A profile's source lease (reach): where prefill leases a finished request's source blocks for
@@ -284,9 +290,8 @@ fn draw_source_lease(c: &mut SimConfig, seed: u64) {
     if k.router_mode != config::RouterMode::Sequential {
         return;
     }
-    let mut rng = Prng::child(seed, "source-lease");
-    if rng.below(2) == 1 {
-        k.source_lease_ms = table::SHORT_SOURCE_LEASE_MS.pick(&mut rng);
+    if let Some(ms) = half_shorter(seed, "source-lease", &table::SHORT_SOURCE_LEASE_MS) {
+        k.source_lease_ms = ms;
     }
 }
 

@@ -1234,7 +1234,8 @@ impl World {
         // seed 59,688: request 0's stalled read of a source page request 1 then held marked
         // request 1 late-written, and its decode read of stale KV under its own visibility lag
         // was named `cross_tenant_read/late_write` instead of `…/visibility_lag`).
-        for v in victims.iter().filter(|_| wrote) {
+        let late_written: &[RequestId] = if wrote { &victims } else { &[] };
+        for v in late_written {
             // A holder that has finished and been folded (its pages leaked) keeps no flags.
             if let Some(q) = self.reqs.get_mut(v.idx()) {
                 let pages = landed.iter().filter(|(r, _)| r == v).map(|(_, p)| *p).collect();

@@ -37,6 +37,13 @@ fn run_with_jobs_of(
     crate::run_with_jobs_of(cfg, r)
 }
 
+/// The pages of `pool` a radix cache holds (evictable: no request holds them).
+fn cached_pages(pool: &kvsim::pool::Pool) -> u64 {
+    (0..pool.usable_pages() as u32)
+        .filter(|p| matches!(pool.holder_of(*p), Some(kvsim::pool::Holder::Cache(_))))
+        .count() as u64
+}
+
 fn of_kind(w: &World, k: Kind) -> Vec<&kvsim::check::Violation> {
     w.oracle.violations.iter().filter(|v| v.kind == k).collect()
 }
@@ -179,10 +186,7 @@ fn cancel_mid_transfer_tears_the_transfer_down_and_never_frees_the_source_blocks
         assert!(fixed.oracle.violations.is_empty(), "{cache}: {:?}", fixed.oracle.violations);
         let pool = fixed.prefill[0].pool();
         assert_eq!(pool.held_pages(), cached, "{cache}");
-        let by_cache = (0..pool.usable_pages() as u32)
-            .filter(|p| matches!(pool.holder_of(*p), Some(kvsim::pool::Holder::Cache(_))))
-            .count() as u64;
-        assert_eq!(by_cache, cached, "{cache}: the held pages are the cache's");
+        assert_eq!(cached_pages(pool), cached, "{cache}: the held pages are the cache's");
     }
     // A cancel before any transfer started goes through the engine's cleanup either way.
     let early = CANCEL_DURING_TRANSFER.replace("abort_at_ms = 1000", "abort_at_ms = 1");
@@ -338,10 +342,7 @@ fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
     let fixed = run(&stalled, "vllm-nixl", &[("decode_abort_heartbeat", "until_read_ends")]);
     assert!(fixed.oracle.violations.is_empty(), "{:?}", fixed.oracle.violations);
     let pool = fixed.prefill[0].pool();
-    let by_cache = (0..pool.usable_pages() as u32)
-        .filter(|p| matches!(pool.holder_of(*p), Some(kvsim::pool::Holder::Cache(_))))
-        .count() as u64;
-    assert_eq!((pool.held_pages(), by_cache), (125, 125));
+    assert_eq!((pool.held_pages(), cached_pages(pool)), (125, 125));
     assert_eq!(fixed.decode[0].pool().held_pages(), 0);
     // A read stalled less than the lease ends before it runs out: clean either way.
     let w = run(&abort_during_stalled_read(20_000), "vllm-nixl", &[]);
