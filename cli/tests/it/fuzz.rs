@@ -984,7 +984,10 @@ fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--set page_size=3: with it, the --base scenario is invalid: `prefill.pool_tokens`"), "{err}");
+    assert!(
+        err.contains("--set page_size=3: with it, the --base scenario is invalid: `prefill[0].pool_tokens`"),
+        "{err}"
+    );
 
     let c = tmp("pinned");
     let args = |set: &[&'static str]| {

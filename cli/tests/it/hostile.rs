@@ -31,7 +31,7 @@ fn metadata_slots_are_bounded_before_anything_is_allocated() {
     for (key, v) in [("metadata_slots", "4294967295"), ("max_running_requests", "4294967295")] {
         let text = GOOD.replace("pool_tokens = 8192", &format!("pool_tokens = 8192\n{key} = {v}"));
         let e = err(&text);
-        assert_eq!(e.key, format!("decode.{key}"), "{e}");
+        assert_eq!(e.key, format!("decode[0].{key}"), "{e}");
         assert_eq!(e.line, Some(line_of(&text, key)), "{e}");
     }
     // Many nodes each with many slots: bounded in total.
@@ -106,9 +106,9 @@ fn cost_values_are_range_checked_not_wrapped() {
 fn every_time_value_has_the_time_bound() {
     let big_ns = u64::MAX - 5;
     for (from, to, key) in [
-        ("at_ms = 0", format!("at_ns = {big_ns}"), "request.at_ns"),
-        ("output_tokens = 4", format!("output_tokens = 4\nabort_at_ns = {big_ns}"), "request.abort_at_ns"),
-        ("at_ms = 0", format!("at_ms = {}", MAX_TIME_MS + 1), "request.at_ms"),
+        ("at_ms = 0", format!("at_ns = {big_ns}"), "request[0].at_ns"),
+        ("output_tokens = 4", format!("output_tokens = 4\nabort_at_ns = {big_ns}"), "request[0].abort_at_ns"),
+        ("at_ms = 0", format!("at_ms = {}", MAX_TIME_MS + 1), "request[0].at_ms"),
     ] {
         let text = GOOD.replace(from, &to);
         let e = err(&text);

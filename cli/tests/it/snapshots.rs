@@ -227,7 +227,7 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     .unwrap();
     let (code, err) = run(&["check", base.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("`request.at_ms`") && !err.contains("with [[expect]]"), "{err}");
+    assert!(err.contains("`request[0].at_ms`") && !err.contains("with [[expect]]"), "{err}");
     let ps = dir.join("entry-page-size.toml");
     std::fs::write(
         &ps,

@@ -819,8 +819,13 @@ pub fn locate(text: &str, table: &str, nth: usize, key: &str) -> Option<usize> {
     find(&t, key).map(|(k, _)| line_of(text, k.start)).or(header)
 }
 
-/// The dotted key (`decode.pool_tokens`; an array of tables by its name, `requests.tenant`) of the
-/// entry at byte `at`, for naming where a parse error is: the deepest key whose entry (key to the
+/// The tables of a scenario that are arrays of tables (`[[request]]`): an error in one names the
+/// element's index (`request[1].at_ms`). `faults.script` and `expect` name theirs in their own
+/// checks.
+const ARRAY_TABLES: [&str; 3] = ["prefill", "decode", "request"];
+
+/// The dotted key (`knobs.page_size`; an array of tables' element with its index,
+/// `request[1].tenant`) of the entry at byte `at`, for naming where a parse error is: the deepest key whose entry (key to the
 /// end of its value) or whose line (a value that did not parse, a table's header) holds `at`. Read from the spans of the `toml` crate's own parse, recovering past a
 /// syntax error so that its key is named too; empty when `at` is in no entry (a blank line).
 pub fn key_at(text: &str, at: usize) -> String {
@@ -837,25 +842,41 @@ pub fn key_at(text: &str, at: usize) -> String {
         let (from, to) = (k.span().start, v.span().end.max(k.span().end));
         (from <= at && at < to) || (same_line && line_of(text, from) == line_of(text, at))
     }
-    /// The tables a value holds (itself, or an array's table elements).
-    fn tables<'a, 'i>(v: &'a DeValue<'i>) -> Vec<&'a DeTable<'i>> {
+    /// The tables a value holds: itself (no index), or an array's table elements with their
+    /// index and span.
+    fn tables<'a, 'i>(v: &'a DeValue<'i>) -> Vec<(Option<usize>, std::ops::Range<usize>, &'a DeTable<'i>)> {
         match v {
-            DeValue::Table(t) => vec![t],
+            DeValue::Table(t) => vec![(None, 0..0, t)],
             DeValue::Array(a) => a
                 .iter()
-                .filter_map(|e| match e.get_ref() {
-                    DeValue::Table(t) => Some(t),
+                .enumerate()
+                .filter_map(|(i, e)| match e.get_ref() {
+                    DeValue::Table(t) => Some((Some(i), e.span(), t)),
                     _ => None,
                 })
                 .collect(),
             _ => vec![],
         }
     }
+    /// `name`, with the index of the array element when there is one (`request[1]`).
+    fn named(name: &str, i: Option<usize>) -> String {
+        i.map_or_else(|| name.to_string(), |i| format!("{name}[{i}]"))
+    }
     fn find(text: &str, t: &DeTable<'_>, at: usize) -> Option<Vec<String>> {
         for (k, v) in t.iter() {
-            let name = k.get_ref().to_string();
-            if let Some(mut inner) = tables(v.get_ref()).into_iter().find_map(|sub| find(text, sub, at)) {
-                inner.insert(0, name);
+            let name = k.get_ref();
+            let subs = tables(v.get_ref());
+            // An element whose span holds `at` first: an inline array's elements share a line,
+            // and the line alone named the first element (`[{…}, {min = -16}]` reported as
+            // element 0's last key). A `[[request]]` element's span is its header: an error
+            // there (a missing field) names the element.
+            if let Some((i, _, sub)) = subs.iter().find(|(i, span, _)| i.is_some() && span.contains(&at)) {
+                let mut inner = find(text, sub, at).unwrap_or_default();
+                inner.insert(0, named(name, *i));
+                return Some(inner);
+            }
+            if let Some((i, mut inner)) = subs.iter().find_map(|(i, _, sub)| Some((*i, find(text, sub, at)?))) {
+                inner.insert(0, named(name, i));
                 return Some(inner);
             }
         }
@@ -902,10 +923,13 @@ impl Scenario {
     }
 
     fn err(&self, table: &str, nth: usize, key: &str, message: impl Into<String>) -> ScenarioError {
+        // An array of tables' element by its index (`request[1].at_ms`), as parse errors,
+        // `faults.script[i]` and `expect[i]` name theirs.
+        let indexed = if ARRAY_TABLES.contains(&table) { format!("{table}[{nth}]") } else { table.to_string() };
         let shown = match (table, key) {
             ("", k) => k.to_string(),
-            (t, "") => t.to_string(),
-            (t, k) => format!("{t}.{k}"),
+            (_, "") => table.to_string(),
+            (_, k) => format!("{indexed}.{k}"),
         };
         ScenarioError {
             file: self.file.clone(),
@@ -1860,24 +1884,31 @@ at_ms = 2
             let e = super::Scenario::parse("t.toml", text).err().expect("an error");
             (e.key, e.line)
         };
-        let cases: [(&str, &str, usize); 10] = [
+        let cases: [(&str, &str, usize); 14] = [
             // Syntax errors: the value did not parse; the key is on the error's line.
-            ("name = \"t\"\n[[decode]]\npool_tokens = 12 34\n", "decode.pool_tokens", 3),
-            ("name = \"t\"\n[[decode]]\npool_tokens = \n", "decode.pool_tokens", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokens = 12 34\n", "decode[0].pool_tokens", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokens = \n", "decode[0].pool_tokens", 3),
             (
                 "name = \"t\"\n[[faults.script]]\nkind = \"crash\"\n[[faults.script]]\nat_ms = 1x\n",
-                "faults.script.at_ms",
+                "faults.script[1].at_ms",
                 5,
             ),
             // A key in a comment or a multi-line string is not a key (the old text scan named them).
-            ("description = \"\"\"\n[decode]\n\"\"\"\n# prefill = 1\n[[prefill]]\nx = [1,\n", "prefill.x", 6),
+            ("description = \"\"\"\n[decode]\n\"\"\"\n# prefill = 1\n[[prefill]]\nx = [1,\n", "prefill[0].x", 6),
             // Shape errors on a valid file: the wrong type, an unknown key, a quoted key, a header.
-            ("name = \"t\"\n[[decode]]\npool_tokens = \"many\"\n", "decode.pool_tokens", 3),
-            ("name = \"t\"\n[[decode]]\npool_tokenz = 1\n", "decode.pool_tokenz", 3),
-            ("name = \"t\"\n[[decode]]\n\"pool_tokenz\" = 1\n", "decode.pool_tokenz", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokens = \"many\"\n", "decode[0].pool_tokens", 3),
+            ("name = \"t\"\n[[decode]]\npool_tokenz = 1\n", "decode[0].pool_tokenz", 3),
+            ("name = \"t\"\n[[decode]]\n\"pool_tokenz\" = 1\n", "decode[0].pool_tokenz", 3),
             ("name = \"t\"\n[decode]\npool_tokens = 1\n", "decode", 2),
             ("name = \"t\"\n[decoed]\npool_tokens = 1\n", "decoed", 2),
             ("name = 5\n", "name", 1),
+            // An array of tables' element by its index: a key of the second `[[request]]`, a
+            // field missing from it (the error's span is its header), and the second element of
+            // an inline array on one line (named as the first element's last key before).
+            ("[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 1\noutput_tokens = 1\n[[request]]\nat_ms = \"soon\"\n", "request[1].at_ms", 7),
+            ("[[request]]\nat_ms = 0\ntenant = 1\nprompt_tokens = 1\noutput_tokens = 1\n[[request]]\nat_ms = 0\n", "request[1]", 6),
+            ("[workload]\nprompt_tokens = [{min = 1, max = 2, weight = 1}, {min = -16, max = 2, weight = 1}]\n", "workload.prompt_tokens[1].min", 2),
+            ("[[decode]]\npool_tokens = 1\n[[decode]]\npool_tokenz = 1\n", "decode[1].pool_tokenz", 4),
         ];
         for (text, key, line) in cases {
             assert_eq!(parse(text), (key.to_string(), Some(line)), "{text}");

@@ -177,7 +177,7 @@ pub fn format_reference_md() -> String {
     let _ = writeln!(out, "{}\n", one_line(root.get("description").and_then(Value::as_str).unwrap_or("")));
     let _ = writeln!(
         out,
-        "A scenario is a TOML file. Unknown keys are errors (with a \"did you mean\"); every number is range-checked where it is read, with an error naming file, line and key (exit 2). Times are virtual. Editors validate and complete scenarios with the JSON Schema `docs/scenario.schema.json` (add `#:schema ../docs/scenario.schema.json`, relative to the scenario, as its first line; taplo and Even Better TOML read it). `kvsim new NAME --like small|incident|mooncake` writes a commented starting point.\n"
+        "A scenario is a TOML file. Unknown keys are errors (with a \"did you mean\"); every number is range-checked where it is read, with an error naming file, line and key (exit 2; an element of an array of tables by its index from 0, `request[1].at_ms`). Times are virtual. Editors validate and complete scenarios with the JSON Schema `docs/scenario.schema.json` (add `#:schema ../docs/scenario.schema.json`, relative to the scenario, as its first line; taplo and Even Better TOML read it). `kvsim new NAME --like small|incident|mooncake` writes a commented starting point.\n"
     );
     let _ = writeln!(out, "## Top level\n");
     let props = root.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();

@@ -130,7 +130,7 @@ fn prefix_blocks_beyond_the_prompt_is_an_error() {
     };
     let e = resolve("[3, 4, 5]").unwrap_err().to_string();
     assert!(
-        e.contains("x.toml:13: `request.prefix_blocks`")
+        e.contains("x.toml:13: `request[0].prefix_blocks`")
             && e.contains("3 prefix block(s) but a 600-token prompt has 2 block(s) of 512 tokens"),
         "{e}"
     );
