@@ -694,6 +694,20 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 names.join(", ")
             ));
         }
+        // Past the kind, the mechanism too (`kvsim::fuzz::mechanisms`: a typo there also ran the
+        // whole campaign and said "not found").
+        if let Some(k) = kvsim::check::Kind::parse(kind).filter(|_| u.contains('/')) {
+            let sigs: Vec<String> = kvsim::fuzz::mechanisms(k).iter().map(|m| format!("{kind}/{m}")).collect();
+            if !sigs.iter().any(|s| s.starts_with(u)) {
+                let hint = kvsim::scenario::did_you_mean(u, sigs.iter().map(String::as_str))
+                    .map(|m| format!("did you mean `{m}`? "))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "--until {u}: no signature starts with it: {hint}(those of {kind}: {})",
+                    sigs.join(", ")
+                ));
+            }
+        }
     }
     if let Some(h) = o.html.as_deref() {
         // Checked before the campaign, not after it (the report is written at the end, and a

@@ -1323,6 +1323,15 @@ fn a_campaign_refuses_before_it_runs() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("did you mean `cross_tenant_read`?"), "{err}");
     assert!(!Path::new(&typo).exists());
+    // A misspelt mechanism likewise; a mechanism's prefix is still a prefix of signatures.
+    let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &typo, "--until", "use_after_free/transfer_wirte"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("did you mean `use_after_free/transfer_write`?"), "{err}");
+    assert!(!Path::new(&typo).exists());
+    let out = kvsim(&["fuzz", "--runs", "2", "--corpus", &typo, "--until", "use_after_free/transfer_wr"]);
+    assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&typo).unwrap();
     // A channel kind without the check that shows channels could never be found.
     let out = kvsim(&["fuzz", "--runs", "10", "--corpus", &typo, "--until", "timing_channel"]);
     assert_eq!(out.status.code(), Some(2));

@@ -507,6 +507,95 @@ pub fn violation_signatures(w: &World, v: &crate::check::oracle::Violation, s: &
     }
 }
 
+/// What an open request waits for, as a liveness hang names it (`World::waits_for`).
+pub const HANG_WAITS: [&str; 14] = [
+    "decode_prealloc",
+    "kv_arrival",
+    "decode_steps",
+    "release_ack",
+    "retracted",
+    "decode_answer",
+    "bootstrap",
+    "prefill_queue",
+    "kv_send",
+    "decode_read",
+    "transfer_drain",
+    "orphaned",
+    "prefill_answer",
+    "router",
+];
+
+/// The mechanisms `kind`'s signatures can name: every signature [`signatures`] makes for a
+/// violation of `kind` is `<kind>/<one of these>` (a test runs every profile's swarm, with
+/// hardware faults and the noninterference check, and finds no other). A known-bugs entry naming
+/// another mechanism (a typo: `late_wirte`) could never match, and the campaign would report the
+/// bug it meant as `new`: `triage` refuses it with this list.
+/// - reads: the read's cause (`World::read_ctx`), a late write's with the writer's chain;
+/// - a use after free: the write or read that outlived its pages (`World::note_foreign_writes`'
+///   `what`), with the chain `violation_signatures` names;
+/// - a hang: the leg that never answered, or (liveness) `after_heal/<wait>[/<why>]`
+///   (`World::waits_for`, `World::hang_why`);
+/// - a channel: the noninterference check's cause (`noninterference::differences`).
+pub fn mechanisms(kind: Kind) -> Vec<String> {
+    let with = |heads: &[&str], tails: &[&str]| -> Vec<String> {
+        heads
+            .iter()
+            .flat_map(|h| std::iter::once(h.to_string()).chain(tails.iter().map(move |t| format!("{h}/{t}"))))
+            .collect()
+    };
+    let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    match kind {
+        Kind::CrossTenantRead | Kind::CrossRequestRead | Kind::UninitializedRead | Kind::OwnKvMisplaced => {
+            let mut m = v(&["stub_commit", "visibility_lag", "decode_prefix_cache", "other"]);
+            m.extend(with(&["late_write"], &["visibility_lag", "sync_timeout"]));
+            m
+        }
+        Kind::UseAfterFree => {
+            let writes = [crate::world::TRANSFER_WRITE, "decode write", "decode restore", "prefill write"]
+                .map(|w| w.replace(' ', "_"));
+            let writes: Vec<&str> = writes.iter().map(String::as_str).collect();
+            let mut m = with(&writes, &["visibility_lag", "sync_timeout"]);
+            m.extend(with(&[crate::world::SOURCE_READ.replace(' ', "_").as_str()], &["sync_timeout"]));
+            m
+        }
+        Kind::DoubleFree => v(&["release"]),
+        Kind::WrongStatus => {
+            let mut m = v(&["rejected_answered_200", "rejected_answered_5xx"]);
+            m.extend(with(&["valid_request_failed"], &["room_mismatch"]));
+            m
+        }
+        Kind::CrossTenantPrefixHit => v(&["global_prefix_cache"]),
+        Kind::PageLeak => v(&["prefill", "decode"]),
+        Kind::RequestHang => {
+            let mut m = v(&["both_legs_pending", "prefill_leg_pending", "decode_leg_pending", "router_never_answered"]);
+            let waits: Vec<String> = HANG_WAITS.iter().map(|w| format!("after_heal/{w}")).collect();
+            let waits: Vec<&str> = waits.iter().map(String::as_str).collect();
+            m.extend(with(&waits, &["never_fits", "prefill_failed", "behind_prefill_failed"]));
+            m
+        }
+        Kind::TimingChannel | Kind::StatusChannel => {
+            v(&["memory_safety", "prefix_hit", "prefix_hit_queueing", "prefix_eviction", "allocation"])
+        }
+    }
+}
+
+/// Why `sig` is no signature a run can report (`mechanisms`), or `None`. Model-bug signatures
+/// (`invariant_broken/…`, `oracle_disagreement/…`) and `event_limit` are not judged here.
+pub fn signature_error(sig: &str) -> Option<String> {
+    let (kind, mechanism) = sig.split_once('/').unwrap_or((sig, ""));
+    let Some(kind) = Kind::parse(kind) else {
+        return Some(format!("`{kind}` is not a violation kind"));
+    };
+    let known = mechanisms(kind);
+    if known.iter().any(|m| m == mechanism) {
+        return None;
+    }
+    let hint = crate::scenario::did_you_mean(mechanism, known.iter().map(String::as_str))
+        .map(|m| format!("did you mean `{}/{m}`? ", kind.name()))
+        .unwrap_or_default();
+    Some(format!("`{mechanism}` is not a mechanism of {} ({hint}its mechanisms: {})", kind.name(), known.join(", ")))
+}
+
 /// The signature of a run that reached the event limit (inconclusive about liveness).
 pub const EVENT_LIMIT: &str = "event_limit";
 
@@ -669,6 +758,47 @@ pub fn is_model_bug(sig: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every signature a run reports is in the vocabulary a known-bugs file is checked against
+    /// (`mechanisms`): a known-bugs entry naming a real signature is never refused. The swarm of
+    /// every space (blind, each profile, prefix-heavy, hardware faults) with the noninterference
+    /// check; every row's symptom and every shipped known-bugs signature too.
+    #[test]
+    fn every_reported_signature_is_in_the_mechanism_vocabulary() {
+        let mut spaces = vec![Space::Blind, Space::Prefix(Box::new(Space::Blind))];
+        for p in config::PROFILES {
+            let profile = Space::Profile(p.name.to_string());
+            spaces.push(Space::Hardware(Box::new(profile.clone())));
+            spaces.push(Space::Prefix(Box::new(profile)));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, space) in spaces.iter().enumerate() {
+            for seed in 0..150u64 {
+                let (_, sigs) = run_case_with(draw(seed + 1_000 * i as u64, space), false, seed % 3 == 0);
+                for sig in sigs.into_iter().filter(|s| !is_model_bug(s) && s != EVENT_LIMIT) {
+                    assert_eq!(signature_error(&sig), None, "space {i}, seed {seed}");
+                    seen.insert(sig);
+                }
+            }
+        }
+        // The runs reached reads, uses after free, hangs and channels, so the check had teeth.
+        for kind in ["cross_tenant_read/", "use_after_free/", "request_hang/", "timing_channel/"] {
+            assert!(seen.iter().any(|s| s.starts_with(kind)), "no {kind} in {seen:?}");
+        }
+        for row in crate::reach::ROWS {
+            for sig in row.kinds.iter().filter(|k| k.contains('/')) {
+                assert_eq!(signature_error(sig), None, "row {}", row.id);
+            }
+        }
+        for (profile, text) in crate::triage::SHIPPED {
+            let k = crate::triage::KnownBugs::parse(profile, text).expect("the shipped file parses");
+            assert!(!k.known.is_empty(), "{profile}");
+        }
+        assert_eq!(signature_error("page_leak/decode"), None);
+        assert!(signature_error("page_leak/decoder").is_some_and(|e| e.contains("did you mean `page_leak/decode`?")));
+        assert!(signature_error("request_hang/after_heal/kv_arival").is_some());
+        assert!(signature_error("use_after_free/transfer_read_of_a_source_page/visibility_lag").is_some());
+    }
 
     #[test]
     fn invariants_are_sampled_evenly_and_named_by_what_broke() {

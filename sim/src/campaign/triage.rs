@@ -186,6 +186,11 @@ impl KnownBugs {
                     format!("`{sig}`: not a signature (<kind>/<mechanism>, e.g. use_after_free/transfer_write)"),
                 ));
             }
+            // A mechanism no run can report (a typo) would never match: the campaign would call
+            // the bug the entry means `new`.
+            if let Some(why) = crate::fuzz::signature_error(sig) {
+                return Err(err(&b.signature.span(), f("signature"), why));
+            }
             if let Some(first) = raw.known[..i].iter().position(|x| x.signature.get_ref() == sig) {
                 let at = line_of(text, raw.known[first].signature.span().start);
                 return Err(err(
@@ -372,6 +377,19 @@ note = "prefix_cache_scope = global in the profile"
             (
                 r#"signature = "cross_tenant_prefix_hit/global prefix""#,
                 "k.toml:4: known[0].signature: `cross_tenant_prefix_hit/global prefix`: not a signature",
+                "sig",
+            ),
+            // A mechanism no run reports: a typo (with its correction), or another kind's.
+            (
+                r#"signature = "cross_tenant_prefix_hit/global_prefx_cache""#,
+                "k.toml:4: known[0].signature: `global_prefx_cache` is not a mechanism of cross_tenant_prefix_hit (did \
+                 you mean `cross_tenant_prefix_hit/global_prefix_cache`? its mechanisms: global_prefix_cache)",
+                "sig",
+            ),
+            (
+                r#"signature = "cross_tenant_prefix_hit/late_write""#,
+                "k.toml:4: known[0].signature: `late_write` is not a mechanism of cross_tenant_prefix_hit (its \
+                 mechanisms: global_prefix_cache)",
                 "sig",
             ),
             (r#"note = " ""#, "k.toml:7: known[0].note: must not be empty", "note"),
