@@ -44,7 +44,15 @@ impl Violation {
             cause: cause.into(),
             detail: String::new(),
             delta_ns: None,
+            landed_zeros: 0,
+            landed_by: None,
         }
+    }
+
+    /// Of an uninitialised read's slots, those a transfer's land zeroed over written KV, and
+    /// the transfer (its request) that landed the first.
+    pub fn landed_zeros(self, landed_zeros: u64, landed_by: Option<RequestId>) -> Violation {
+        Violation { landed_zeros, landed_by, ..self }
     }
 
     /// The request it happened to, and its tenant.

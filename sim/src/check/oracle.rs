@@ -105,6 +105,18 @@ pub struct Violation {
     /// difference is a time in one run only); absent for every other kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_ns: Option<u64>,
+    /// For `uninitialized_read`: of `slots`, those a transfer's land zeroed over KV written
+    /// there before (its source's never-written slots); the rest were never written. Absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub landed_zeros: u64,
+    /// The transfer (its request) that landed the first of `landed_zeros`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed_by: Option<RequestId>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a read found, slot by slot, as counts.
@@ -114,6 +126,11 @@ pub struct ReadSummary {
     /// chain: a shared prefix).
     pub own: u64,
     pub uninit: u64,
+    /// Of `uninit`, the slots a transfer's land zeroed over KV written there before
+    /// (`Pool::landed_zeros_within`): not "never written" in the story.
+    pub uninit_landed: u64,
+    /// The transfer (its request) that landed the first of them.
+    pub uninit_landed_by: Option<RequestId>,
     pub cross_request: u64,
     pub foreign: u64,
     /// The reader's own KV found at another position.
@@ -247,6 +264,9 @@ pub fn summarize(
     pool.read(table, from, to, |pos, slot, len, w| match w {
         None => {
             s.uninit += len;
+            let (landed, by) = pool.landed_zeros_within(slot, len);
+            s.uninit_landed += landed;
+            s.uninit_landed_by = s.uninit_landed_by.or(by);
             note_pages(&mut s.uninit_pages, slot, len, ps);
         }
         Some(w) if w.request == reader && w.pos == pos => s.own += len,
@@ -450,7 +470,8 @@ impl Oracle {
             ));
         }
         if s.uninit > 0 {
-            self.record(base(Kind::UninitializedRead, s.uninit, &s.uninit_pages, vec![], None));
+            let v = base(Kind::UninitializedRead, s.uninit, &s.uninit_pages, vec![], None);
+            self.record(v.landed_zeros(s.uninit_landed, s.uninit_landed_by));
         }
         if s.misplaced > 0 {
             self.record(base(Kind::OwnKvMisplaced, s.misplaced, &s.misplaced_pages, vec![], None));

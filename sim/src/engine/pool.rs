@@ -202,6 +202,18 @@ impl RunValue for Holder {
     }
 }
 
+/// Slots a transfer's land left as zeros over KV written there before: the land copied its
+/// source's never-written slots (`Pool::land_copy`), e.g. a lagged transfer landing a page's
+/// unwritten tail over the tokens decode had appended meanwhile. The request is the transfer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LandedZeros(pub RequestId);
+
+impl RunValue for LandedZeros {
+    fn advanced(&self, _by: u64) -> Self {
+        *self
+    }
+}
+
 /// Pushes a run at the head, merging with the head run when contiguous (same reuse order, fewer
 /// runs: without it a churned LIFO list decays towards one entry per page).
 fn push_front_merged(q: &mut VecDeque<Run>, r: Run) {
@@ -475,6 +487,12 @@ pub struct Pool {
     /// `Debug`): the map a reader sees is always the one per-token writes would have built.
     owners: RefCell<Owners>,
     holders: IntervalMap<Holder>,
+    /// Absent slots of `owners` that a land zeroed over written KV (`LandedZeros`), for the story
+    /// of an uninitialised read only: "never written" would be false there. Cleared where a
+    /// free zeroes the slots (`zero_on_free`); a write leaves it (the slot is then present, and
+    /// only a later land, which sets it again, can make it absent without a free). Not in the
+    /// state image (`Debug`): no verdict reads it.
+    landed_zeros: IntervalMap<LandedZeros>,
     held_pages: u64,
     write_epoch: u64,
     /// The invariants held when last checked and nothing has changed since (`invariants` skips
@@ -519,6 +537,7 @@ impl Pool {
                 open: ReqMap::new(),
             }),
             holders: IntervalMap::with_universe(u64::from(pages)),
+            landed_zeros: IntervalMap::new(),
             held_pages: 0,
             write_epoch: 0,
             checked: Cell::new(false),
@@ -647,6 +666,9 @@ impl Pool {
                     .get_mut()
                     .touch(u64::from(r.first) * ps, u64::from(r.end()) * ps)
                     .clear(u64::from(r.first) * ps, u64::from(r.end()) * ps);
+                if self.landed_zeros.len_runs() > 0 {
+                    self.landed_zeros.clear(u64::from(r.first) * ps, u64::from(r.end()) * ps);
+                }
             }
         }
         ok
@@ -925,7 +947,19 @@ impl Pool {
                 let owners = &mut self.owners.get_mut().map;
                 match w {
                     Some(w) => owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
-                    None => owners.clear(dslot, dslot + n),
+                    None => {
+                        // Zeros landing over written KV: noted for the story (`landed_zeros`).
+                        let mut written = Vec::new();
+                        owners.visit(dslot, dslot + n, |a, b, w| {
+                            if w.is_some() {
+                                written.push((a, b));
+                            }
+                        });
+                        for (a, b) in written {
+                            self.landed_zeros.set(a, b, LandedZeros(copier));
+                        }
+                        self.owners.get_mut().map.clear(dslot, dslot + n);
+                    }
                 }
                 piece_at += n;
                 cur = if dlen > n { Some((dslot + n, dlen - n)) } else { dst_slots.next() };
@@ -951,6 +985,21 @@ impl Pool {
         self.map_positions(table, from, to, |pos, slot, len| {
             owners.visit(slot, slot + len, |s, e, w| f(pos + (s - slot), s, e - s, w));
         });
+    }
+
+    /// How many of the absent slots `[slot, slot + len)` a land zeroed over written KV
+    /// (`landed_zeros`), and the first one's transfer.
+    pub fn landed_zeros_within(&self, slot: u64, len: u64) -> (u64, Option<RequestId>) {
+        let (mut n, mut by) = (0, None);
+        if self.landed_zeros.len_runs() > 0 {
+            self.landed_zeros.visit(slot, slot + len, |a, b, z| {
+                if let Some(LandedZeros(r)) = z {
+                    n += b - a;
+                    by.get_or_insert(*r);
+                }
+            });
+        }
+        (n, by)
     }
 
     /// The page's current holder.
@@ -998,6 +1047,33 @@ mod tests {
 
     fn pool(policy: FreeListPolicy) -> Pool {
         Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, policy, false)
+    }
+
+    /// A land that copies never-written source slots over written KV leaves zeros that were
+    /// written before (`landed_zeros`): counted by `landed_zeros_within` with the lander; zeros
+    /// landed over never-written slots are not; a free under `zero_on_free` clears the note.
+    #[test]
+    fn zeros_landed_over_written_kv_are_told_apart_from_never_written_ones() {
+        for zero_on_free in [false, true] {
+            let mut p = Pool::new(PoolId { role: Role::Decode, index: 0 }, 64, 4, FreeListPolicy::Lifo, zero_on_free);
+            let (reader, lander, t, at) = (RequestId(1), RequestId(2), TenantId(1), Instant(0));
+            let dst = p.alloc(2, Holder::Req(reader)).expect("pages");
+            // The reader writes 6 of its 8 slots; the land brings 2 written and 6 unwritten slots.
+            p.write(&dst, 0, 6, t, reader, at, 0);
+            let base = u64::from(dst[0].first) * 4;
+            let w = Writer { tenant: t, request: lander, pos: 0, epoch: 1, at, chain_upto: 0 };
+            let contents = [(0, 2, Some(w)), (2, 8, None)];
+            p.land_copy(&contents, &dst, lander);
+            // Slots 2..6 were the reader's and are zeros now; 6..8 were never written.
+            assert_eq!(p.landed_zeros_within(base, 8), (4, Some(lander)));
+            assert_eq!(p.landed_zeros_within(base + 6, 2), (0, None));
+            let s = crate::check::oracle::summarize(&p, &dst, 0, 8, reader, t, &|_, _, _| 0);
+            assert_eq!((s.uninit, s.uninit_landed, s.uninit_landed_by), (6, 4, Some(lander)));
+            // Freed: a zeroing free clears the note, a plain one keeps it (the zeros stay).
+            p.free(&dst, Holder::Req(reader));
+            let kept = if zero_on_free { 0 } else { 4 };
+            assert_eq!(p.landed_zeros_within(base, 8).0, kept, "zero_on_free {zero_on_free}");
+        }
     }
 
     /// `invariants` skips a pool unchanged since its invariants last held, and walks it again

@@ -58,6 +58,12 @@ pub struct ViolationOut {
     /// chunks and tokens continue one run), not the slot's own write time.
     pub culprit_at_ns: Option<u64>,
     pub detail: String,
+    /// `uninitialized_read`: of `slots`, those a transfer's land zeroed over KV written there
+    /// before, and that transfer's request (the rest were never written); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed_zeros: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed_by_request: Option<u32>,
 }
 
 /// Everything a run reports.
@@ -171,6 +177,25 @@ pub fn story(w: &World, v: &Violation) -> String {
                 }
                 Kind::CrossRequestRead => "last written by other requests of the same tenant".to_string(),
                 Kind::OwnKvMisplaced => "its own KV of other positions (corrupted context)".to_string(),
+                // Zeros a land copied over KV written there (a lagged transfer landing its
+                // source's unwritten tail over decode's tokens) were written: not "never".
+                _ if v.landed_zeros > 0 => {
+                    let by = v.landed_by.map_or("a transfer".to_string(), |b| {
+                        if b == r {
+                            "its own transfer".to_string()
+                        } else {
+                            format!("request {}'s transfer", b.0)
+                        }
+                    });
+                    let landed =
+                        format!("that {by} landed over KV written there before (slots its source never wrote)");
+                    match v.slots.saturating_sub(v.landed_zeros) {
+                        0 => format!("zeros {landed}"),
+                        never => {
+                            format!("zeros: {} {landed}, {} never written", thousands(v.landed_zeros), thousands(never))
+                        }
+                    }
+                }
                 _ => "never written (zeros)".to_string(),
             };
             let _ = write!(
@@ -264,6 +289,8 @@ impl Report {
                 culprit_tenant: v.culprit.map(|c| c.tenant.0),
                 culprit_at_ns: v.culprit.map(|c| c.at.0),
                 detail: v.detail.clone(),
+                landed_zeros: Some(v.landed_zeros).filter(|&n| n > 0),
+                landed_by_request: v.landed_by.map(|r| r.0),
             })
             .collect();
         let mut stories = Vec::new();
