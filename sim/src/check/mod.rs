@@ -46,7 +46,13 @@ impl Violation {
             delta_ns: None,
             landed_zeros: 0,
             landed_by: None,
+            host_pages: 0,
         }
+    }
+
+    /// Of a leak's pages, those of host memory.
+    pub fn host_pages(self, host_pages: u64) -> Violation {
+        Violation { host_pages, ..self }
     }
 
     /// Of an uninitialised read's slots, those a transfer's land zeroed over written KV, and

@@ -113,6 +113,9 @@ pub struct Violation {
     /// The transfer (its request) that landed the first of `landed_zeros`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landed_by: Option<RequestId>,
+    /// For `page_leak`: of `pages`, those of host memory (retracted requests' KV backups).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_pages: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -16,7 +16,7 @@ use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run, WriteReport};
 use crate::trace::{DecodeEntry, MemOp};
-use crate::types::{DecodeIdx, Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
+use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
 use std::collections::VecDeque;
 
@@ -380,11 +380,12 @@ impl DecodeNode {
         }
     }
 
-    pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
-        // Host copies count as held pages: a leaked backup is memory nobody frees. Radix-cached
-        // pages do not (the cache holds them on purpose, evictable).
-        let pages =
-            self.pool.held_pages() - self.prefix.cached_pages() + self.reqs.values().map(|d| d.host_pages).sum::<u64>();
+    /// What the node still holds at the end. Host copies are held memory too (a leaked backup
+    /// is memory nobody frees), counted apart from the device pages. Radix-cached pages are not
+    /// (the cache holds them on purpose, evictable).
+    pub fn leaks(&self) -> Option<crate::engine::node::Leak> {
+        let host_pages = self.reqs.values().map(|d| d.host_pages).sum::<u64>();
+        let pages = self.pool.held_pages() - self.prefix.cached_pages();
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages, a host copy or a slot (not every request
         // the node still knows).
@@ -393,7 +394,13 @@ impl DecodeNode {
             .iter()
             .filter(|(_, d)| !d.pages.is_empty() || d.host_pages > 0 || d.meta_slot.is_some())
             .map(|(r, _)| r.0);
-        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, holders.collect()))
+        (pages + host_pages > 0 || slots > 0).then(|| crate::engine::node::Leak {
+            node: self.id(),
+            pages,
+            host_pages,
+            slots,
+            holders: holders.collect(),
+        })
     }
 }
 
@@ -1491,7 +1498,8 @@ impl World {
             DPhase::Running => self.decode_finish(n, r, status, None),
             DPhase::Retracted if d.host_pages > 0 && self.cfg.knobs.retracted_abort == RetractedAbort::Leak => {
                 // sglang #18701 / #21652: the abort answers the client but nothing discards the
-                // request's host backup (nor its metadata slot): it is held forever.
+                // request's host backup: it is held forever. (Its metadata slot went at the
+                // commit under sglang's `decode_loads_hold_slots = on`: nothing else is held.)
                 let node = self.dnode(n);
                 node.retracted.retain(|x| *x != r);
                 node.reqs.get_mut(&r).expect("present").phase = DPhase::Leaked;

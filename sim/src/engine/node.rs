@@ -76,3 +76,16 @@ macro_rules! node_parts {
 }
 
 pub(crate) use node_parts;
+
+/// What a node still holds at the end of a run (`PrefillNode::leaks`, `DecodeNode::leaks`):
+/// device pages (radix-cached ones excluded), host-memory pages (the KV backups of retracted
+/// requests, decode only: their device pages were freed at the retraction), metadata slots, and
+/// the requests holding any of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leak {
+    pub node: crate::types::NodeId,
+    pub pages: u64,
+    pub host_pages: u64,
+    pub slots: u64,
+    pub holders: Vec<u32>,
+}

@@ -15,7 +15,7 @@ use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, slice_pages, Holder, Pool, Run};
 use crate::trace::MemOp;
 use crate::transfer::TransferJob;
-use crate::types::{Duration, Instant, NodeId, PrefillIdx, RequestId, Role};
+use crate::types::{Duration, Instant, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, World};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -391,15 +391,21 @@ impl PrefillNode {
         assert_eq!(cached + owned, self.pool.held_pages(), "prefill-{} at {now}: page accounting", self.index);
     }
 
-    /// (pool, pages, metadata slots, holders) still held at the end, radix-cached pages excluded.
-    pub fn leaks(&self) -> Option<(NodeId, u64, u64, Vec<u32>)> {
+    /// What the node still holds at the end, radix-cached pages excluded.
+    pub fn leaks(&self) -> Option<crate::engine::node::Leak> {
         let cached: u64 = self.cache.iter().map(|(_, _, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages or a slot, not every request the node still
         // knows (one that waits in the bootstrap queue holds nothing).
         let holders = self.reqs.iter().filter(|(_, p)| !p.pages.is_empty() || p.meta_slot.is_some()).map(|(r, _)| r.0);
-        (pages > 0 || slots > 0).then(|| (self.id(), pages, slots, holders.collect()))
+        (pages > 0 || slots > 0).then(|| crate::engine::node::Leak {
+            node: self.id(),
+            pages,
+            host_pages: 0,
+            slots,
+            holders: holders.collect(),
+        })
     }
 }
 

@@ -1967,16 +1967,26 @@ impl World {
         for d in &self.decode {
             leaks.extend(d.leaks());
         }
-        for (pool, pages, slots, holders) in leaks {
+        for crate::engine::node::Leak { node: pool, pages, host_pages, slots, holders } in leaks {
+            // A retracted request's host backup is named as such: the trace shows its device
+            // pages freed at the retraction, so "N page(s)" of the pool alone read as a miscount.
+            let host = if host_pages > 0 {
+                format!(
+                    ", {host_pages} page(s) of host memory (KV backed up at a retraction, whose device pages were freed then)"
+                )
+            } else {
+                String::new()
+            };
             let detail = format!(
-                "{pool}: {pages} page(s) and {slots} metadata slot(s) still held at the end{}",
+                "{pool}: {pages} page(s){host} and {slots} metadata slot(s) still held at the end{}",
                 if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
             );
             self.oracle.record(
                 Violation::new(Kind::PageLeak, pool.role_name(), end)
                     .pool(pool)
-                    .page_count(pages)
+                    .page_count(pages + host_pages)
                     .slots(slots)
+                    .host_pages(host_pages)
                     .detail(detail),
             );
         }

@@ -64,6 +64,10 @@ pub struct ViolationOut {
     pub landed_zeros: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landed_by_request: Option<u32>,
+    /// `page_leak`: of `pages`, those of host memory (retracted requests' KV backups; `slots`
+    /// are then metadata slots); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_pages: Option<u64>,
 }
 
 /// Everything a run reports.
@@ -291,6 +295,7 @@ impl Report {
                 detail: v.detail.clone(),
                 landed_zeros: Some(v.landed_zeros).filter(|&n| n > 0),
                 landed_by_request: v.landed_by.map(|r| r.0),
+                host_pages: Some(v.host_pages).filter(|&n| n > 0),
             })
             .collect();
         let mut stories = Vec::new();

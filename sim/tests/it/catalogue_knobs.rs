@@ -348,3 +348,28 @@ fn decode_abort_heartbeat_stop_lets_the_lease_free_a_source_still_being_read() {
     let w = run(&abort_during_stalled_read(20_000), "vllm-nixl", &[]);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations);
 }
+
+/// leak-abort-retracted with the abort that forgets the host backup: the leak is told as host
+/// memory (the trace shows the retracted request's device pages freed), counted apart from
+/// device pages, and no metadata slot is held (sglang frees it when the KV lands); the released
+/// abort (`discard`) leaks nothing.
+#[test]
+fn a_leaked_host_backup_is_told_as_host_memory_not_device_pages() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../scenarios/catalogue/leak-abort-retracted.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let w = run(&text, "sglang-0.5.22", &[("retracted_abort", "leak")]);
+    let leaks = of_kind(&w, Kind::PageLeak);
+    assert_eq!(leaks.len(), 1, "{:?}", w.oracle.violations);
+    let v = leaks[0];
+    assert!(v.host_pages > 0 && v.pages == v.host_pages && v.slots == 0, "{v:?}");
+    assert!(
+        v.detail.starts_with(&format!("decode-0: 0 page(s), {} page(s) of host memory", v.host_pages)),
+        "{}",
+        v.detail
+    );
+    let fixed = run(&text, "sglang-0.5.22", &[("retracted_abort", "discard")]);
+    assert!(of_kind(&fixed, Kind::PageLeak).is_empty(), "{:?}", fixed.oracle.violations);
+}

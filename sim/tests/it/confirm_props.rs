@@ -83,6 +83,7 @@ fn reads_through_locks(mem: &[(u64, kvsim::trace::MemOp)]) -> Vec<kvsim::report:
             detail: String::new(),
             landed_zeros: None,
             landed_by_request: None,
+            host_pages: None,
         })
         .collect()
 }
