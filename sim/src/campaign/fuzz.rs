@@ -551,8 +551,7 @@ pub fn mechanisms(kind: Kind) -> Vec<String> {
             m
         }
         Kind::UseAfterFree => {
-            let writes = [crate::world::TRANSFER_WRITE, "decode write", "decode restore", "prefill write"]
-                .map(|w| w.replace(' ', "_"));
+            let writes = crate::world::WRITES.map(|w| w.replace(' ', "_"));
             let writes: Vec<&str> = writes.iter().map(String::as_str).collect();
             let mut m = with(&writes, &["visibility_lag", "sync_timeout"]);
             m.extend(with(&[crate::world::SOURCE_READ.replace(' ', "_").as_str()], &["sync_timeout"]));
@@ -1039,6 +1038,15 @@ mod tests {
         c.generator.expect("a generated run").output_tokens[0].max
     }
 
+    /// Over seeds 0..400 of `space`, the knob `of` takes exactly the values `seen` (the
+    /// profile's 30 s and the shorter ones), a shorter one in about half the runs.
+    fn half_drawn_shorter(space: &Space, of: impl Fn(&config::Knobs) -> u64, seen: &[u64]) {
+        let drawn: Vec<u64> = (0..400).map(|seed| of(&draw(seed, space).knobs)).collect();
+        assert_eq!(drawn.iter().copied().collect::<BTreeSet<u64>>(), seen.iter().copied().collect());
+        let shorter = drawn.iter().filter(|ms| **ms < 30_000).count();
+        assert!((160..240).contains(&shorter), "{shorter} of 400 shorter (expect ~200)");
+    }
+
     /// Half of a profile's runs whose decode frees at a deferred-release fallback take a shorter
     /// one, from a generator of their own (`draw_release_fallback`); every other value of the run
     /// is the one drawn before (`the_short_liveness_bound_and_long_outputs_are_drawn_on_their_own`
@@ -1047,11 +1055,7 @@ mod tests {
     #[test]
     fn a_profile_with_a_release_fallback_draws_shorter_ones() {
         let p22 = Space::Profile("sglang-0.5.22".into());
-        let drawn: Vec<u64> = (0..400).map(|seed| draw(seed, &p22).knobs.deferred_release_timeout_ms).collect();
-        let seen: BTreeSet<u64> = drawn.iter().copied().collect();
-        let shorter = drawn.iter().filter(|ms| **ms < 30_000).count();
-        assert_eq!(seen, BTreeSet::from([1_000, 5_000, 30_000]));
-        assert!((160..240).contains(&shorter), "{shorter} of 400 with a shorter fallback (expect ~200)");
+        half_drawn_shorter(&p22, |k| k.deferred_release_timeout_ms, &[1_000, 5_000, 30_000]);
         let nixl = Space::Profile("vllm-nixl".into());
         assert!((0..200).all(|s| draw(s, &nixl).knobs.deferred_release_timeout_ms == 30_000));
         assert!((0..200).all(|s| draw(s, &Space::Blind).knobs.deferred_release_timeout_ms == 30_000));
@@ -1063,11 +1067,7 @@ mod tests {
     #[test]
     fn a_profile_with_a_source_lease_draws_shorter_ones() {
         let nixl = Space::Profile("vllm-nixl".into());
-        let drawn: Vec<u64> = (0..400).map(|seed| draw(seed, &nixl).knobs.source_lease_ms).collect();
-        let seen: BTreeSet<u64> = drawn.iter().copied().collect();
-        let shorter = drawn.iter().filter(|ms| **ms < 30_000).count();
-        assert_eq!(seen, BTreeSet::from([5_000, 30_000]));
-        assert!((160..240).contains(&shorter), "{shorter} of 400 with a shorter lease (expect ~200)");
+        half_drawn_shorter(&nixl, |k| k.source_lease_ms, &[5_000, 30_000]);
         let p22 = Space::Profile("sglang-0.5.22".into());
         assert!((0..200).all(|s| draw(s, &p22).knobs.source_lease_ms == 480_000));
     }

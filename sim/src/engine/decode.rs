@@ -1101,7 +1101,7 @@ impl World {
                 self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
             }
         }
-        self.note_foreign_writes(pool_id, r, rep, "decode write");
+        self.note_foreign_writes(pool_id, r, rep, crate::world::DECODE_WRITE);
         if last {
             self.token_finished(n, r, generated);
         }
@@ -1372,7 +1372,7 @@ impl World {
             d.borrowed = borrowed;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
-            self.note_foreign_writes(pool_id, r, rep, "decode restore");
+            self.note_foreign_writes(pool_id, r, rep, crate::world::DECODE_RESTORE);
             self.phase(r, Lane::Decode(n), Phase::Running);
             if rehit {
                 self.decode_prefix_index_loaded(n, r);

@@ -949,16 +949,13 @@ impl Pool {
                     Some(w) => owners.set(dslot, dslot + n, w.advanced(piece_at - s)),
                     None => {
                         // Zeros landing over written KV: noted for the story (`landed_zeros`).
-                        let mut written = Vec::new();
+                        let landed = &mut self.landed_zeros;
                         owners.visit(dslot, dslot + n, |a, b, w| {
                             if w.is_some() {
-                                written.push((a, b));
+                                landed.set(a, b, LandedZeros(copier));
                             }
                         });
-                        for (a, b) in written {
-                            self.landed_zeros.set(a, b, LandedZeros(copier));
-                        }
-                        self.owners.get_mut().map.clear(dslot, dslot + n);
+                        owners.clear(dslot, dslot + n);
                     }
                 }
                 piece_at += n;

@@ -820,7 +820,7 @@ impl World {
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
             self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
-            self.note_foreign_writes(pool_id, r, rep, "prefill write");
+            self.note_foreign_writes(pool_id, r, rep, crate::world::PREFILL_WRITE);
             // A clean read records nothing: its context is built only for one that is not.
             if !s.clean() {
                 let ctx = self.read_ctx(pool_id, r, to, self.pages_for(to));

@@ -24,6 +24,15 @@ use serde::{Deserialize, Serialize};
 pub(crate) const SOURCE_READ: &str = "transfer read of a source page";
 /// A transfer batch landing its pages (`note_foreign_writes`' `what`).
 pub(crate) const TRANSFER_WRITE: &str = "transfer write";
+/// A decode step's token (`note_foreign_writes`' `what`).
+pub(crate) const DECODE_WRITE: &str = "decode write";
+/// A retracted request's KV restored into new pages (`note_foreign_writes`' `what`).
+pub(crate) const DECODE_RESTORE: &str = "decode restore";
+/// A prefill chunk's KV (`note_foreign_writes`' `what`).
+pub(crate) const PREFILL_WRITE: &str = "prefill write";
+/// Every write `note_foreign_writes` is told of (the mechanisms of `use_after_free` besides
+/// [`SOURCE_READ`], `fuzz::mechanisms`).
+pub(crate) const WRITES: [&str; 4] = [TRANSFER_WRITE, DECODE_WRITE, DECODE_RESTORE, PREFILL_WRITE];
 
 /// A mitigation that stopped a request before it read foreign KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
