@@ -1161,6 +1161,12 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
         return exit::BAD_INPUT;
     }
     let path = out.map(str::to_string).unwrap_or_else(|| format!("{name}.toml"));
+    // As `audit --scenario-out`: the file written is never one of the logs read, `--force` or not
+    // (hard links included).
+    if let Some(l) = logs.iter().find(|l| same_file(&path, l)) {
+        eprintln!("error: {path}: that is the log {l}; write the scenario elsewhere (--out)");
+        return exit::BAD_INPUT;
+    }
     if std::path::Path::new(&path).exists() && !force {
         eprintln!("error: {path} exists (use --force to overwrite, or --out another file)");
         return exit::BAD_INPUT;

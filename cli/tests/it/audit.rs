@@ -89,6 +89,15 @@ fn long_contexts_are_warmed_one_request_at_a_time_and_leak() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("that is one of the logs"), "{err}");
     assert!(std::fs::read_to_string(&log).unwrap().contains("max_total_num_tokens=3000000"));
+    // Nor is it `new --from-log`'s output (it was overwritten with --force).
+    let new = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_kvsim")).current_dir(&dir).args(args).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = new(&["new", "scout", "--from-log", "scout.log", "--out", "scout.log", "--force"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("scout.log: that is the log scout.log"), "{err}");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("max_total_num_tokens=3000000"));
 }
 
 /// An sglang log pair: server arguments and the scheduler summary of one node.
@@ -445,6 +454,28 @@ fn launches_of_different_roles_in_one_file_are_each_audited() {
         assert!(out.contains("2 launches found; auditing the last of each role"), "{out}");
         assert!(out.contains("role prefill · pool 681,280 tokens") && out.contains("role decode"), "{out}");
     }
+}
+
+/// Two launches of one server joined newest first: the audit is of the launch that runs now (the
+/// later in time), not of the one printed last. Before, the older launch's small pool was audited:
+/// "GAP LEAKS", exit 10, for a server whose pool holds the whole context.
+#[test]
+fn launches_joined_newest_first_audit_the_newest() {
+    let dir = empty_dir("rev");
+    let launch = |hour: &str, pool: u64| {
+        format!(
+            "[2026-05-11 {hour}:01:02 DP0 TP0] server_args=ServerArgs(model_path='m', context_length=131072, page_size=64, disaggregation_mode='prefill')\n\
+             [2026-05-11 {hour}:04:12 DP0 TP0] max_total_num_tokens={pool}, chunked_prefill_size=16384, max_prefill_tokens=16384, max_running_requests=64, context_len=131072\n"
+        )
+    };
+    std::fs::write(dir.join("rev.log"), format!("{}{}", launch("02", 262_144), launch("01", 100_032))).unwrap();
+    let (code, out, err) = audit_in(&dir, &["rev.log"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("pool 262,144 tokens"), "{out}");
+    assert!(
+        out.contains("2 launches found, out of time order in the file (ordered by their timestamps); auditing the latest one (line 2)"),
+        "{out}"
+    );
 }
 
 /// The version as a log of its own (`python -m sglang.check_env`, as the README says to add)

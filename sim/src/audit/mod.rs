@@ -446,7 +446,17 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
     for (name, facts, role) in files {
         let chosen = chosen_launches(facts);
         let count = facts.iter().map(|f| f.launch).max().unwrap_or(0) + 1;
-        if count > 1 && chosen.len() == 1 {
+        // Launches are numbered in time order (`parse_log`); a file that holds them out of it
+        // (two logs joined newest first) is said to, with the line the audited one starts at.
+        let first_line = |l: u32| facts.iter().filter(|f| f.launch == l).map(|f| f.line).min().unwrap_or(0);
+        let reordered = (1..count).any(|l| first_line(l) < first_line(l - 1));
+        if count > 1 && chosen.len() == 1 && reordered {
+            notes.push(format!(
+                "{name}: {count} launches found, out of time order in the file (ordered by their timestamps); \
+                 auditing the latest one (line {})",
+                first_line(chosen[0])
+            ));
+        } else if count > 1 && chosen.len() == 1 {
             notes.push(format!("{name}: {count} launches found; auditing the last one"));
         } else if count > 1 {
             // Launches with different roles in one file are different servers (two logs joined,

@@ -61,7 +61,8 @@
 //! an engine version line or a `Starting sglang|vllm …` banner, once the current
 //! launch has already seen that kind of line or has got past its argument dumps — unless the
 //! marker's timestamp is earlier than that launch's latest line: the log is out of order, and the
-//! marker belongs to the launch it predates.
+//! marker belongs to the launch it predates. Launches are numbered in time order when each prints
+//! times (logs joined newest first), else in the file's order.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -190,6 +191,9 @@ pub enum ParseErrorKind {
     /// A recognised line carries a number that does not parse: the token as written, and the
     /// value it was for (a summary key such as `max_total_num_tokens`, or a server argument).
     MalformedNumber { token: String, what: String },
+    /// A recognised line names a value no engine runs with: the value as written, the field, and
+    /// the values the engine knows.
+    UnknownValue { value: String, what: &'static str, known: &'static str },
 }
 
 impl fmt::Display for ParseErrorKind {
@@ -197,6 +201,9 @@ impl fmt::Display for ParseErrorKind {
         match self {
             ParseErrorKind::NoStartupLines => f.write_str("no sglang or vLLM start-up lines found"),
             ParseErrorKind::MalformedNumber { token, what } => write!(f, "malformed number {token:?} for {what}"),
+            ParseErrorKind::UnknownValue { value, what, known } => {
+                write!(f, "unknown {what} {value:?} (the engine knows {known})")
+            }
         }
     }
 }
@@ -307,6 +314,7 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         launch.progressed |= info.progressed;
         if let Some(t) = at_time.filter(|_| info.recognized) {
             launch.latest = Some(launch.latest.map_or(t, |last| if earlier(last, t) { t } else { last }));
+            launch.earliest = Some(launch.earliest.map_or(t, |first| if earlier(t, first) { t } else { first }));
         }
         if info.recognized {
             launch.recognized = true;
@@ -317,13 +325,25 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
         }
     }
 
-    let mut out = Vec::new();
-    let mut index = 0u32;
-    for launch in launches {
-        if launch.recognized {
-            launch.emit(source, index, &mut out);
-            index += 1;
+    // Launches are numbered in time order, so that "the last launch" is the server that runs now:
+    // two logs joined newest first hold two launches out of time order. When every launch prints
+    // times, they are ordered by their earliest line (stable: equal or unordered times keep the
+    // file's order); without times, by the file's order.
+    launches.retain(|l| l.recognized);
+    let stamps: Option<Vec<Stamp>> = launches.iter().map(|l| l.earliest).collect();
+    if let Some(stamps) = stamps {
+        // One kind of stamp throughout (with a year, or all without one): a total order. Mixed
+        // kinds cannot be ordered reliably, and keep the file's order.
+        let with_year = stamps.iter().filter(|t| t.0 != 0).count();
+        if with_year == stamps.len() || with_year == 0 {
+            let mut keyed: Vec<(Stamp, Launch)> = stamps.into_iter().zip(launches).collect();
+            keyed.sort_by_key(|(t, _)| *t);
+            launches = keyed.into_iter().map(|(_, l)| l).collect();
         }
+    }
+    let mut out = Vec::new();
+    for (index, launch) in (0u32..).zip(launches) {
+        launch.emit(source, index, &mut out);
     }
     if out.is_empty() {
         return Err(ParseError { source: source.to_string(), line: 0, kind: ParseErrorKind::NoStartupLines });
@@ -377,9 +397,10 @@ struct Entry<T> {
     val: T,
     prio: u8,
     line: usize,
-    /// The first other value offered at the same priority, and its line (two pools in one
-    /// rank's launch): kept out, and named in a note (`Slot::clash_note`).
-    clash: Option<(T, usize)>,
+    /// The first other value offered, and its line, and whether a more authoritative source
+    /// outranked it (else it was offered at the same priority: two pools in one rank's launch):
+    /// kept out, and named in a note (`Slot::clash_note`).
+    clash: Option<(T, usize, bool)>,
 }
 
 #[derive(Debug, Clone)]
@@ -396,25 +417,39 @@ impl<T: Clone + PartialEq> Slot<T> {
     /// first different one).
     fn offer(&mut self, val: T, prio: u8, line: usize) {
         match &mut self.0 {
-            Some(e) if prio == e.prio && val != e.val && line != e.line => {
-                e.clash.get_or_insert((val, line));
+            None => self.0 = Some(Entry { val, prio, line, clash: None }),
+            Some(e) if val == e.val => {
+                if prio > e.prio {
+                    (e.prio, e.line) = (prio, line);
+                }
             }
-            Some(e) if prio <= e.prio => {}
-            _ => self.0 = Some(Entry { val, prio, line, clash: None }),
+            Some(e) if prio > e.prio => {
+                // A more authoritative source outranks a different value: the value it replaces
+                // is named (a log whose argument dump and scheduler summary disagree was once
+                // audited at the summary's value without a word).
+                let old = (line != e.line).then(|| (e.val.clone(), e.line, true));
+                self.0 = Some(Entry { val, prio, line, clash: old });
+            }
+            Some(e) if line != e.line => {
+                e.clash.get_or_insert((val, line, prio < e.prio));
+            }
+            Some(_) => {}
         }
     }
 
-    /// "`what` …: line A gives X, line B gives Y; the first is audited", when a tie differed.
+    /// "`what` …: line A gives X, line B gives Y; the first is audited", when two lines differed.
     fn clash_note(&self, what: &str) -> Option<String>
     where
         T: std::fmt::Display,
     {
         let e = self.0.as_ref()?;
-        let (other, at) = e.clash.as_ref()?;
-        Some(format!(
-            "{what}: line {} gives {}, line {at} gives {other}; the first is audited (if the other is the serving value, audit the log cut there)",
-            e.line, e.val
-        ))
+        let (other, at, outranked) = e.clash.as_ref()?;
+        let why = if *outranked {
+            "the first is audited: its line outranks the other (scheduler summary > allocation or resolved config > argument dump)"
+        } else {
+            "the first is audited (if the other is the serving value, audit the log cut there)"
+        };
+        Some(format!("{what}: line {} gives {}, line {at} gives {other}; {why}", e.line, e.val))
     }
 
     fn absorb(&mut self, other: &Slot<T>) {
@@ -688,6 +723,8 @@ struct Launch {
     first_line: Option<usize>,
     /// The time of its latest recognised line (`stamp`), when lines print one.
     latest: Option<Stamp>,
+    /// The time of its earliest recognised line: launches are numbered in this order.
+    earliest: Option<Stamp>,
 }
 
 impl Launch {
@@ -1132,16 +1169,11 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
 
     // Roles, wherever they are printed.
     if let Some(c) = p.disagg_mode.captures(line) {
-        let role = match c[1].to_ascii_lowercase().as_str() {
-            "prefill" => Some(Role::Prefill),
-            "decode" => Some(Role::Decode),
-            "null" | "none" => Some(Role::Unknown),
-            _ => None,
-        };
-        if role == Some(Role::Unknown) {
+        let role = disaggregation_role(&c[1])?;
+        if role == Role::Unknown {
             info.push(Some(Fact::Standalone), P_RESOLVED);
         }
-        info.push(role.map(Fact::Role), P_RESOLVED);
+        info.push(Some(Fact::Role(role)), P_RESOLVED);
     }
     if let Some(c) = p.kv_role.captures(line) {
         let role = match &c[1] {
@@ -1163,7 +1195,13 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
 /// One server argument given as `key` and its raw value (a dump line or a command-line flag).
 fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorKind> {
     let raw = raw.trim().trim_matches(['\'', '"']);
-    let number = |what: &str| parse_count(scan_value(raw)).ok_or_else(|| malformed(raw, what));
+    let number = |what: &str| {
+        let token = scan_value(raw);
+        if let Some(spaced) = spaced_number(raw, token) {
+            return Err(malformed(spaced, what));
+        }
+        parse_count(token).ok_or_else(|| malformed(raw, what))
+    };
     match key {
         "max_model_len" => {
             let v = match human_readable(scan_value(raw)) {
@@ -1177,21 +1215,31 @@ fn arg_fact(info: &mut LineInfo, key: &str, raw: &str) -> Result<(), ParseErrorK
         "max_total_num_tokens" => info.push(number(key)?.map(Fact::Pool), P_RESOLVED),
         "max_total_tokens" => info.push(number(key)?.map(Fact::PoolCap), P_ARGS),
         "disaggregation_mode" => {
-            let mode = raw.trim_start_matches("DisaggregationMode.").to_ascii_lowercase();
-            let role = match mode.as_str() {
-                "prefill" => Some(Role::Prefill),
-                "decode" => Some(Role::Decode),
-                "null" | "none" => Some(Role::Unknown),
-                _ => None,
-            };
-            if role == Some(Role::Unknown) {
+            let role = disaggregation_role(raw.trim_start_matches("DisaggregationMode."))?;
+            if role == Role::Unknown {
                 info.push(Some(Fact::Standalone), P_ARGS);
             }
-            info.push(role.map(Fact::Role), P_ARGS);
+            info.push(Some(Fact::Role(role)), P_ARGS);
         }
         _ => {}
     }
     Ok(())
+}
+
+/// sglang's `disaggregation_mode` as a role (`Role::Unknown`: `null`, a standalone server). Any
+/// other value is refused: sglang's `DisaggregationMode` has only these three (0.5.x
+/// `srt/disaggregation/utils.py`), and a typo once read as "no role in the log".
+fn disaggregation_role(mode: &str) -> Result<Role, ParseErrorKind> {
+    match mode.to_ascii_lowercase().as_str() {
+        "prefill" => Ok(Role::Prefill),
+        "decode" => Ok(Role::Decode),
+        "null" | "none" => Ok(Role::Unknown),
+        _ => Err(ParseErrorKind::UnknownValue {
+            value: mode.to_string(),
+            what: "disaggregation_mode",
+            known: "prefill, decode and null",
+        }),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1282,8 +1330,39 @@ fn count(line: &str, key: &Regex, what: &str) -> Result<Option<u64>, ParseErrorK
     let Some(m) = key.find(line) else {
         return Ok(None);
     };
-    let token = scan_value(&line[m.end()..]);
+    let after = &line[m.end()..];
+    let token = scan_value(after);
+    if let Some(spaced) = spaced_number(after, token) {
+        return Err(malformed(spaced, what));
+    }
     parse_count(token).ok_or_else(|| malformed(token, what))
+}
+
+/// The whole number when `token` (what `scan_value` took from `s`) is the first group of a number
+/// whose thousands are separated by spaces (`200 000`, `1 048 576`, with a plain, no-break or
+/// thin space): `scan_value` stops at the space, and reading the first group alone would audit a
+/// pool a thousand times smaller. Neither engine prints such a number; a log that has one was
+/// edited or converted, so it is malformed, not read.
+fn spaced_number<'a>(s: &'a str, token: &str) -> Option<&'a str> {
+    let start = (token.as_ptr() as usize).checked_sub(s.as_ptr() as usize)?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(token) || token.len() > 3 || start + token.len() > s.len() {
+        return None;
+    }
+    let mut end = start + token.len();
+    loop {
+        let rest = &s[end..];
+        let Some(sep) = rest.chars().next().filter(|c| matches!(c, ' ' | '\u{a0}' | '\u{202f}' | '\u{2009}')) else {
+            break;
+        };
+        let group = &rest[sep.len_utf8()..];
+        let three = group.get(..3).is_some_and(digits);
+        if !three || group.as_bytes().get(3).is_some_and(u8::is_ascii_digit) {
+            break;
+        }
+        end += sep.len_utf8() + 3;
+    }
+    (end > start + token.len()).then(|| &s[start..end])
 }
 
 /// A `N.NN GB` value after `key`, if present.
@@ -1661,6 +1740,56 @@ GPU KV cache size: 9,000 tokens
     }
 
     #[test]
+    fn values_that_disagree_across_sources_are_named_with_the_one_audited() {
+        let text = "[2026-05-11 08:01:02 DP0 TP0] server_args=ServerArgs(model_path='m', context_length=65536, page_size=1)\n\
+            [2026-05-11 08:03:44 DP0 TP0] KV Cache is allocated. #tokens: 200000, KV size: 24.87 GB\n\
+            [2026-05-11 08:04:12 DP0 TP0] max_total_num_tokens=100000, chunked_prefill_size=16384, context_len=131072\n";
+        let got = parse("c5.log", text);
+        assert_eq!((got[0].context_len, got[0].pool_tokens), (Some(131_072), Some(100_000)));
+        let outranks = "the first is audited: its line outranks the other";
+        for want in [
+            format!("two context lengths: line 3 gives 131072, line 1 gives 65536; {outranks}"),
+            format!("two pools: line 3 gives 100000, line 2 gives 200000; {outranks}"),
+        ] {
+            assert!(got[0].derived.iter().any(|d| d.starts_with(&want)), "{want}\n{:?}", got[0].derived);
+        }
+        // The same value from two sources says nothing.
+        let agree = text.replace("65536", "131072").replace("200000", "100000");
+        assert!(parse("ok.log", &agree)[0].derived.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_disaggregation_mode_is_refused_not_read_as_no_role() {
+        for line in [
+            "[2026-05-11 08:01:02 DP0 TP0] server_args=ServerArgs(model_path='m', context_length=4096, disaggregation_mode='weird')",
+            "  disaggregation_mode: prefil",
+        ] {
+            let err = parse_log("b.log", line).unwrap_err();
+            assert_eq!(err.line, 1, "{line}");
+            assert!(matches!(err.kind, ParseErrorKind::UnknownValue { what: "disaggregation_mode", .. }), "{err}");
+            assert!(err.to_string().contains("(the engine knows prefill, decode and null)"), "{err}");
+        }
+    }
+
+    #[test]
+    fn launches_joined_newest_first_are_numbered_in_time_order() {
+        let launch = |hour: &str, pool: u64| {
+            format!(
+                "[2026-05-11 {hour}:01:02 DP0 TP0] server_args=ServerArgs(model_path='m', context_length=131072, page_size=64)\n\
+                 [2026-05-11 {hour}:04:12 DP0 TP0] max_total_num_tokens={pool}, chunked_prefill_size=16384, context_len=131072\n"
+            )
+        };
+        // The newer launch (02:xx) first in the file: it was numbered 0, and the older one,
+        // numbered 1, was audited as "the last launch".
+        let got = parse("rev.log", &format!("{}{}", launch("02", 262_144), launch("01", 100_032)));
+        let by_launch: Vec<(u32, Option<u64>, usize)> = got.iter().map(|f| (f.launch, f.pool_tokens, f.line)).collect();
+        assert_eq!(by_launch, vec![(0, Some(100_032), 4), (1, Some(262_144), 2)]);
+        // In time order already: the file's order.
+        let got = parse("fwd.log", &format!("{}{}", launch("01", 100_032), launch("02", 262_144)));
+        assert_eq!(got.iter().map(|f| f.pool_tokens).collect::<Vec<_>>(), vec![Some(100_032), Some(262_144)]);
+    }
+
+    #[test]
     fn sglang_two_launches_first_crashed() {
         let got = parse("two.log", TWO);
         let base = NodeFacts {
@@ -1763,6 +1892,22 @@ GPU KV cache size: 9,000 tokens
         let err = parse_log("bad.log", text).unwrap_err();
         assert_eq!(err.line, 2);
         assert_eq!(err.to_string(), "bad.log:2: malformed number \"68l280\" for max_total_num_tokens");
+
+        // A number grouped by spaces is not read as its first group (it was once: `200 000` read
+        // as a 200-token pool).
+        for (line, token, what) in [
+            ("GPU KV cache size: 200 000 tokens", "200 000", "GPU KV cache size"),
+            ("KV Cache is allocated. #tokens: 681\u{a0}280, KV size: 24.87 GB", "681\u{a0}280", "#tokens"),
+            ("max_total_num_tokens=1 048 576, context_len=2048", "1 048 576", "max_total_num_tokens"),
+            ("  context_length: 131 072", "131 072", "context_length"),
+        ] {
+            let err = parse_log("bad.log", line).unwrap_err();
+            let want = ParseErrorKind::MalformedNumber { token: token.to_string(), what: what.to_string() };
+            assert_eq!(err.kind, want, "{line}");
+        }
+        // A three-digit number and a word after it is still a number.
+        let ok = parse("ok.log", "GPU KV cache size: 200 tokens\nmax_model_len: 100\n");
+        assert_eq!(ok[0].pool_tokens, Some(200));
 
         for bad in [
             "GPU KV cache size: 1,23,456 tokens",
