@@ -1590,21 +1590,26 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{into}: {e}"))?;
     // Each signature's N smallest examples of all shards (the unsharded campaign's), copied from
-    // the shard that found each; an example its shard had not completed is reported, not copied,
-    // and makes the merge partial: the unsharded campaign would hold it, and the merged corpus
-    // cannot complete it (a merge of a shard stopped while saving its examples read as whole).
+    // the shard that found each. One its shard had not completed is reported, not copied, and
+    // makes the merge partial: the unsharded campaign would hold it, and the merged corpus cannot
+    // complete it (a merge of a shard stopped while saving its examples read as whole). The next
+    // smallest examples that other shards saved whole take its place (they were dropped, and a
+    // signature lost its reproduction although a shard held one).
     let mut incomplete: BTreeMap<String, usize> = BTreeMap::new();
-    for (sig, list) in &m.examples {
+    let sigs: Vec<String> = m.examples.keys().cloned().collect();
+    for sig in &sigs {
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
-        for key in list {
-            let Some(d) = m.origin(key.seed) else { continue };
-            let src = seed_dir(Path::new(d), sig, key.seed);
-            let Some(mut f) = std::fs::read_to_string(src.join("failure.json"))
+        let saved = |key: &kvsim::campaign::ExampleKey| -> Option<(PathBuf, Failure)> {
+            let src = seed_dir(Path::new(m.origin(key.seed)?), sig, key.seed);
+            std::fs::read_to_string(src.join("failure.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
                 .filter(|f| example_whole(&src, f))
-            else {
+                .map(|f| (src, f))
+        };
+        for key in &m.examples[sig] {
+            if let (None, Some(d)) = (saved(key), m.origin(key.seed)) {
                 // Not completed, or damaged since (a file its failure.json names is gone: its
                 // command named a missing file): the shard's resume completes it again.
                 eprintln!(
@@ -1612,18 +1617,19 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
                     key.seed
                 );
                 *incomplete.entry(d.to_string()).or_default() += 1;
-                // Not listed either: the merged checkpoint names only examples it holds.
-                if let Some(l) = merged.examples.get_mut(sig) {
-                    l.retain(|e| e.seed != key.seed);
-                }
-                continue;
-            };
+            }
+        }
+        // The merged checkpoint names only examples it holds.
+        let list = m.complete_examples(sig, |k| saved(k).is_some());
+        for key in &list {
+            let (src, mut f) = saved(key).expect("complete");
             let to = seed_dir(out, sig, key.seed);
             copy_dir(&src, &to).map_err(|e| format!("copying {}: {e}", src.display()))?;
             f.relocate(&dst);
             write_atomic(&to.join("failure.json"), serde_json::to_string_pretty(&f).expect("json").as_bytes())
                 .map_err(|e| format!("{}: {e}", to.display()))?;
         }
+        merged.examples.insert(sig.clone(), list);
         write_best(out, sig)?;
     }
     merged.examples.retain(|_, l| !l.is_empty());

@@ -1432,7 +1432,9 @@ fn first_example(corpus: &str) -> (String, u64) {
 
 /// A merge lists only the examples it copied: one its shard had not completed (here, its
 /// failure.json removed) is warned about and left out of the merged checkpoint, which named it
-/// although no folder held it.
+/// although no folder held it. The next smallest examples the shards saved whole take its place:
+/// a partial merge once kept fewer examples than the shards held (a signature whose only merged
+/// example was unfinished had none, while the other shard held three).
 #[test]
 fn a_merge_lists_only_the_examples_it_holds() {
     let scratch = crate::Scratch::new("fuzz");
@@ -1451,9 +1453,18 @@ fn a_merge_lists_only_the_examples_it_holds() {
     assert!(err.contains(&format!("example seed {seed} of {sig} was not completed")), "{err}");
     let listed = listed_seeds(&checkpoint(&m), &sig);
     assert!(!listed.contains(&seed), "{listed:?}");
-    for s in listed {
+    for s in &listed {
         assert!(Path::new(&m).join(&slug).join(format!("seed-{s}")).join("failure.json").exists());
     }
+    // As many as the shards saved whole, up to N, of distinct runs.
+    let n = checkpoint(&m)["examples_per_signature"].as_u64().unwrap() as usize;
+    let whole: std::collections::BTreeSet<String> = [&s0, &s1]
+        .iter()
+        .flat_map(|c| checkpoint(c)["examples"][&sig].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["seed"].as_u64() != Some(seed))
+        .map(|e| e["hash"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed.len(), n.min(whole.len()), "{listed:?} of {whole:?}");
 }
 
 /// A resumed campaign whose corpus lost an example's folder (removed by hand) says so and drops

@@ -817,6 +817,9 @@ pub struct Merger {
     /// Per signature, the smallest distinct examples of every shard added (`offer_example`
     /// over the shards' lists: the unsharded campaign's list, whatever the order of adding).
     pub examples: BTreeMap<String, Vec<ExampleKey>>,
+    /// Per signature, every example of every shard added (each shard's whole list): where a
+    /// merge finds the next smallest saved example when one of `examples` was not completed.
+    candidates: BTreeMap<String, Vec<ExampleKey>>,
     /// Which corpus holds each example seed (shards are disjoint: a seed is in one).
     origin: BTreeMap<u64, String>,
     pub corpora: usize,
@@ -898,10 +901,24 @@ impl Merger {
                 self.origin.insert(key.seed, name.to_string());
                 offer_example(merged, key.clone(), n);
             }
+            self.candidates.entry(sig.clone()).or_default().extend(list.iter().cloned());
         }
         self.corpora += 1;
         self.first.get_or_insert((name.to_string(), c));
         Ok(())
+    }
+
+    /// Signature `sig`'s `n` smallest distinct examples among the shards' examples that
+    /// `complete` accepts (an example its shard saved whole): `examples[sig]` when every one of
+    /// those is complete, else the next smallest saved ones fill in for those that are not (a
+    /// partial merge dropped them, and kept fewer examples than the shards had saved).
+    pub fn complete_examples(&self, sig: &str, complete: impl Fn(&ExampleKey) -> bool) -> Vec<ExampleKey> {
+        let n = self.first.as_ref().map_or(1, |(_, c)| c.examples_per_signature.max(1));
+        let mut list = Vec::new();
+        for key in self.candidates.get(sig).into_iter().flatten().filter(|k| complete(k)) {
+            offer_example(&mut list, key.clone(), n);
+        }
+        list
     }
 
     /// The corpus that holds example `seed`.
