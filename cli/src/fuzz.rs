@@ -657,9 +657,12 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
             return Ok(exit::DIVERGED);
         }
     }
-    if let Some(n) = o.runs {
-        // Seeds past the last u64 wrapped to 0 silently ("seeds 18446744073709551615..9").
-        if o.seed_start.checked_add(n).is_none() {
+    // Seeds past the last u64 wrapped to 0 silently ("seeds 18446744073709551615..9"): a
+    // campaign has the runs `k < seed_room` (seed `seed_start + k`), a `--time` one stops there.
+    let seed_room = (u64::MAX - o.seed_start).saturating_add(1);
+    if deadline.is_none() {
+        let n = o.runs.unwrap_or(1000);
+        if n > seed_room {
             return Err(format!(
                 "--seed-start {} with --runs {n}: the seeds would pass {} (the largest); start lower",
                 o.seed_start,
@@ -784,7 +787,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     // by the accounting thread at each epoch's end; a worker waits for its run's epoch.
     let snapshot = Mutex::new(camp.guided.clone().map(std::sync::Arc::new));
     let epoch_done = std::sync::Condvar::new();
-    let range_end = if deadline.is_some() { u64::MAX } else { o.runs.unwrap_or(1000) };
+    let range_end = if deadline.is_some() { seed_room } else { o.runs.unwrap_or(1000) };
     let ctx = Ctx {
         corpus: corpus.clone(),
         space,
@@ -954,6 +957,9 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
     // campaign (its own table name, so shards of the two never merge).
     let (space, space_name) = if o.hardware_faults && space.from_profile() {
         (Space::Hardware(Box::new(space)), format!("{space_name}+hardware"))
+    } else if o.hardware_faults {
+        // As `kvsim reach` refuses it: the flag was accepted and did nothing.
+        return Err("--hardware-faults needs --profile (the blind swarm draws them anyway)".to_string());
     } else {
         (space, space_name)
     };

@@ -1423,6 +1423,39 @@ fn listed_seeds(ck: &serde_json::Value, sig: &str) -> Vec<u64> {
     ck["examples"][sig].as_array().map(|l| l.iter().map(|e| e["seed"].as_u64().unwrap()).collect()).unwrap_or_default()
 }
 
+/// The largest seed is a campaign's last: `--runs` may reach it and not pass it, and a `--time`
+/// campaign stops there. Before, `--seed-start MAX --runs 1` was refused (one seed too early), and
+/// a `--time` campaign wrapped to seed 0 and ran another campaign's seeds.
+#[test]
+fn seeds_end_at_the_largest_seed() {
+    let scratch = crate::Scratch::new("fuzz");
+    let max = u64::MAX.to_string();
+    let (c1, c2, c3) = (scratch.at("top1"), scratch.at("top2"), scratch.at("top3"));
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.22", "--runs", "1", "--seed-start", &max, "--corpus", &c1]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(checkpoint(&c1)["runs_done"].as_u64(), Some(1));
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.22", "--runs", "2", "--seed-start", &max, "--corpus", &c2]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the seeds would pass"));
+    let start = (u64::MAX - 2).to_string();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.22", "--time", "60s", "--seed-start", &start, "--corpus", &c3]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(checkpoint(&c3)["runs_done"].as_u64(), Some(3), "{text}");
+    assert!(text.contains(&format!("seeds {start}..={max}")), "{text}");
+}
+
+/// `--hardware-faults` without `--profile` is refused, as `kvsim reach` refuses it (it was
+/// accepted and did nothing: the blind swarm draws the hardware faults anyway).
+#[test]
+fn hardware_faults_without_a_profile_is_refused() {
+    let scratch = crate::Scratch::new("fuzz");
+    let c = scratch.at("hw-blind");
+    let out = kvsim(&["fuzz", "--hardware-faults", "--runs", "10", "--corpus", &c]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hardware-faults needs --profile"));
+    assert!(!Path::new(&c).join("campaign.json").exists());
+}
+
 /// A corpus's first signature with examples, and its first example's seed.
 fn first_example(corpus: &str) -> (String, u64) {
     let ck = checkpoint(corpus);

@@ -280,7 +280,12 @@ impl Campaign {
         // A shard's range rounded up to whole rounds of the n shards, so that the shards of one
         // campaign print the same range (shard 0/2 of 100,000 runs said 0..99999, 1/2 0..100000).
         let end = if n > 1 { self.range_end().div_ceil(n).saturating_mul(n) } else { self.range_end() };
-        let range = format!("seeds {}..{}", self.seed_start, self.seed_start.wrapping_add(end));
+        // A range that ends at the largest seed is written with its last seed (its end, one past
+        // it, wrapped to `..0`).
+        let range = match self.seed_start.checked_add(end) {
+            Some(e) => format!("seeds {}..{e}", self.seed_start),
+            None => format!("seeds {}..={}", self.seed_start, self.seed_start.saturating_add(end.saturating_sub(1))),
+        };
         if let Some(why) = &self.partial {
             return format!("{range}, PARTIAL: {} of them run ({why})", self.runs_done);
         }
@@ -1112,6 +1117,12 @@ mod tests {
         assert_eq!(in_order(10, (0, 2)).seeds_text(), "seeds 100..110, one in 2 from 100 (shard 0/2)");
         assert_eq!(in_order(10, (1, 2)).seeds_text(), "seeds 100..110, one in 2 from 101 (shard 1/2)");
         assert_eq!(whole.seeds_text(), "seeds 100..130");
+        // Up to the largest seed: its end, one past it, is not written as `..0`.
+        let mut a = Accounting::new(Campaign::new("blind", u64::MAX - 2, (0, 1)), None);
+        for k in 0..3 {
+            a.finished_with(k, found(k), None, Some(facts(k)));
+        }
+        assert_eq!(a.camp.seeds_text(), format!("seeds {}..={}", u64::MAX - 2, u64::MAX));
         let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
         let why = ragged.partial.unwrap();
         assert!(why.starts_with("the shards stopped at different runs"), "{why}");

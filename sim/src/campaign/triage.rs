@@ -212,7 +212,7 @@ impl KnownBugs {
                     &b.signature.span(),
                     f("signature"),
                     format!(
-                        "`{sig}` is not a symptom of row `{}` (its symptoms: {}; src/campaign/reach.rs)",
+                        "`{sig}` is not a symptom of row `{}` (its symptoms: {}; sim/src/campaign/reach.rs)",
                         b.row.get_ref(),
                         symptoms.join(", ")
                     ),
