@@ -178,6 +178,21 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     let (code, err) = run(&["check", typed.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`expect[0].set` (`t`): `page_size`: invalid type: string \"32\""), "{err}");
+    // `kvsim run` refuses the entries `check` refuses (it ran the file and passed over them).
+    for (file, want) in [
+        (&prof, "`expect[0].profile` (`p`): unknown profile `sglang-9`"),
+        (&typed, "`expect[0].set` (`t`): `page_size`: invalid type"),
+    ] {
+        let (code, err) = run(&["run", file.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+    let knob = dir.join("knob.toml");
+    let body = "\n[[expect]]\nname = \"x\"\nclean = true\nset = { page_sise = 16 }\n";
+    std::fs::write(&knob, format!("{}{body}", crate::bad_input::GOOD)).unwrap();
+    let (code, err) = run(&["run", knob.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`expect[0].set` (`x`): `page_sise`: unknown knob"), "{err}");
     // The matrix checks its `buggy` entry as `check` does: an unknown kind is bad input.
     let typo = dir.join("typo.toml");
     std::fs::write(
