@@ -47,12 +47,19 @@ impl Violation {
             landed_zeros: 0,
             landed_by: None,
             host_pages: 0,
+            holders: vec![],
         }
     }
 
     /// Of a leak's pages, those of host memory.
     pub fn host_pages(self, host_pages: u64) -> Violation {
         Violation { host_pages, ..self }
+    }
+
+    /// A leak's holders: the requests that still hold its pages or slots at the end (a leak is
+    /// its pool's, and names no one request).
+    pub fn holders(self, holders: Vec<RequestId>) -> Violation {
+        Violation { holders, ..self }
     }
 
     /// Of an uninitialised read's slots, those a transfer's land zeroed over written KV, and

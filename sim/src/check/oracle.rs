@@ -116,6 +116,9 @@ pub struct Violation {
     /// For `page_leak`: of `pages`, those of host memory (retracted requests' KV backups).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub host_pages: u64,
+    /// For `page_leak`: the requests that hold its pages or slots at the end, when known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<RequestId>,
 }
 
 fn is_zero(n: &u64) -> bool {

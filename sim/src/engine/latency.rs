@@ -38,7 +38,8 @@ pub struct RequestRecord {
     pub output_tokens: u64,
     /// Output tokens in the response.
     pub generated_tokens: u64,
-    /// Violation kinds recorded against this request.
+    /// Violation kinds recorded against this request (a `page_leak` against each request that
+    /// holds its pages or slots at the end).
     pub violations: Vec<String>,
 }
 
@@ -129,7 +130,9 @@ impl Latency {
 pub fn records(w: &World) -> Vec<RequestRecord> {
     let mut kinds: BTreeMap<u32, BTreeSet<&'static str>> = BTreeMap::new();
     for v in &w.oracle.violations {
-        if let Some(r) = v.request {
+        // A leak names no request but its holders: it is recorded against each (the CSV's row of
+        // the request that holds a leaked page said nothing of it).
+        for r in v.request.iter().chain(&v.holders) {
             kinds.entry(r.0).or_default().insert(v.kind.name());
         }
     }

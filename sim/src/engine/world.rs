@@ -1990,12 +1990,14 @@ impl World {
                 "{pool}: {pages} page(s){host} and {slots} metadata slot(s) still held at the end{}",
                 if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
             );
+            let holders = holders.iter().map(|&r| RequestId(r)).collect();
             self.oracle.record(
                 Violation::new(Kind::PageLeak, pool.role_name(), end)
                     .pool(pool)
                     .page_count(pages + host_pages)
                     .slots(slots)
                     .host_pages(host_pages)
+                    .holders(holders)
                     .detail(detail),
             );
         }

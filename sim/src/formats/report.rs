@@ -68,6 +68,10 @@ pub struct ViolationOut {
     /// are then metadata slots); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_pages: Option<u64>,
+    /// `page_leak`: the requests that still hold its pages or slots at the end (a leak is its
+    /// pool's, so `request` is null); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<u32>,
 }
 
 /// Everything a run reports.
@@ -296,6 +300,7 @@ impl Report {
                 landed_zeros: Some(v.landed_zeros).filter(|&n| n > 0),
                 landed_by_request: v.landed_by.map(|r| r.0),
                 host_pages: Some(v.host_pages).filter(|&n| n > 0),
+                holders: v.holders.iter().map(|r| r.0).collect(),
             })
             .collect();
         let mut stories = Vec::new();

@@ -370,6 +370,13 @@ fn a_leaked_host_backup_is_told_as_host_memory_not_device_pages() {
         "{}",
         v.detail
     );
+    // The leak names its holder for JSON and the per-request table (`request` stays null: a leak
+    // is its pool's): request 2, the retracted request whose abort kept the backup.
+    assert!(v.request.is_none() && v.detail.ends_with("by request(s) [2]"), "{v:?}");
+    assert_eq!(v.holders, vec![kvsim::types::RequestId(2)]);
+    let records = kvsim::latency::records(&w);
+    assert!(records[2].violations.contains(&"page_leak".to_string()), "{:?}", records[2]);
+    assert!(records.iter().filter(|r| r.violations.iter().any(|k| k == "page_leak")).count() == 1);
     let fixed = run(&text, "sglang-0.5.22", &[("retracted_abort", "discard")]);
     assert!(of_kind(&fixed, Kind::PageLeak).is_empty(), "{:?}", fixed.oracle.violations);
 }

@@ -84,6 +84,7 @@ fn reads_through_locks(mem: &[(u64, kvsim::trace::MemOp)]) -> Vec<kvsim::report:
             landed_zeros: None,
             landed_by_request: None,
             host_pages: None,
+            holders: vec![],
         })
         .collect()
 }
