@@ -37,7 +37,10 @@ pub fn fixed_profile_for(cfg: &SimConfig) -> &'static config::Profile {
     config::profile(name).expect("a profile's fixed build is shipped")
 }
 
-/// Knobs the shrinker may switch to the fixed profile's value (`fixed_profile_for`).
+/// Knobs the shrinker may switch to the fixed profile's value (`fixed_profile_for`): the
+/// engine's behaviour, not the deployment's shape (`fuzz::table::DEPLOYMENT_KNOBS`:
+/// `max_transfer_batch_pages` was listed, and "necessary against sglang-0.5.22" read as a fix
+/// where both builds have the same value and the campaign drew another).
 const BEHAVIOUR_KNOBS: &[&str] = &[
     "reject_mode",
     "pd_admission_check",
@@ -48,7 +51,6 @@ const BEHAVIOUR_KNOBS: &[&str] = &[
     "decode_abort_release",
     "prefill_abort_release",
     "transfer_timeout_semantics",
-    "max_transfer_batch_pages",
     "free_list_policy",
     "zero_on_free",
     "prefill_cache",
@@ -658,6 +660,18 @@ fn run_shrinker(mut s: Shrinker<'_>, mut cur: SimConfig) -> Shrunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Necessary knobs" are the engine's behaviour (README): no deployment knob is judged, and
+    /// every judged name is a knob.
+    #[test]
+    fn necessary_knobs_are_behaviour_knobs_only() {
+        let knobs =
+            toml::Table::try_from((config::profile("sglang-0.5.16").expect("shipped").knobs)()).expect("serialise");
+        for k in BEHAVIOUR_KNOBS {
+            assert!(!crate::fuzz::table::DEPLOYMENT_KNOBS.contains(k), "{k} is the deployment's shape");
+            assert!(knobs.contains_key(*k), "{k} is not a knob");
+        }
+    }
 
     #[test]
     fn pinned_knobs_are_read_from_a_space_name() {
