@@ -157,7 +157,12 @@ pub fn pick_signature(sigs: &std::collections::BTreeSet<String>) -> Option<Strin
 
 /// The necessary knobs, and those the spent budget left unjudged (`none` when neither).
 fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
-    let mut t = if s.necessary_knobs.is_empty() { none.to_string() } else { s.necessary_knobs.join(", ") };
+    let mut t = match (s.necessary_knobs.is_empty(), s.unjudged_knobs.is_empty()) {
+        (false, _) => s.necessary_knobs.join(", "),
+        (true, true) => none.to_string(),
+        // "none; not judged …: a, b" read as a contradiction: none of those judged.
+        (true, false) => "none among the knobs judged".to_string(),
+    };
     if !s.unjudged_knobs.is_empty() {
         t.push_str(&format!(
             "; not judged, the run budget was spent (raise `kvsim shrink --budget`, or a campaign's --shrink-budget): {}",

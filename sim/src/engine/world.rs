@@ -2084,7 +2084,8 @@ fn wrong_status(r: &Req) -> Option<Violation> {
             format!("{node} rejected it ({why}, {status}) but the client got HTTP {} (at {})", resp.status, resp.at)
         }
         Some((status, node, why)) if resp.status == 200 => {
-            format!("{node} rejected it ({why}, {status}) but the client got HTTP 200 with {} tokens", resp.tokens)
+            let tokens = if resp.tokens == 1 { "1 token".to_string() } else { format!("{} tokens", resp.tokens) };
+            format!("{node} rejected it ({why}, {status}) but the client got HTTP 200 with {tokens}")
         }
         None if resp.status != 200
             && !r.client_aborted
