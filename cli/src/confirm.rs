@@ -364,13 +364,13 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         let top: Vec<String> = shares.iter().take(6).map(|(t, s)| format!("tenant {t} {:.1}%", s * 100.0)).collect();
         let largest_foreign = shares.iter().filter(|(x, _)| *x != t.tenant).map(|(_, s)| *s).fold(0.0f64, f64::max);
         out.push_str(&format!(
-            "read {}: request {} (tenant {}) on {}, {} tokens at {:.3}s [{}]\n  foreign {:.digits$}% · own {:.1}% · zeros {:.1}% · largest single foreign tenant {:.1}% · {}\n  {verdict} (threshold: foreign share > {:.digits$}%)",
+            "read {}: request {} (tenant {}) on {}, {} tokens at {} [{}]\n  foreign {:.digits$}% · own {:.1}% · zeros {:.1}% · largest single foreign tenant {:.1}% · {}\n  {verdict} (threshold: foreign share > {:.digits$}%)",
             t.id,
             t.request,
             t.tenant,
             t.pool,
             t.seq_len,
-            t.at_ns as f64 / 1e9,
+            kvsim::report::secs(t.at_ns),
             t.kind,
             r.foreign_share * 100.0,
             r.own_share * 100.0,

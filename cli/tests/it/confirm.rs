@@ -26,6 +26,30 @@ fn trace_of(scenario: &str, extra: &[&str]) -> crate::ScratchFile {
     t
 }
 
+/// `confirm` writes a read's time as the report's story writes it (truncated): it rounded, and
+/// one read showed at 2.890s in the story and 2.891s in `confirm`.
+#[test]
+fn a_read_shows_the_same_time_in_confirm_as_in_the_report() {
+    let t = trace_of("catalogue/sync-timeout-still-writing.toml", &[]);
+    let s = crate::scenarios_dir().join("catalogue/sync-timeout-still-writing.toml");
+    let (_, json, _) = kvsim(&["run", s.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let (_, out, err) = kvsim(&["confirm", &t, "--backend", "cpu"]);
+    let mut checked = 0;
+    for v in report["violations"].as_array().unwrap().iter().filter(|v| v["request"].is_u64()) {
+        let at = v["at_ns"].as_u64().unwrap();
+        if at % 1_000_000 >= 500_000 {
+            // Where rounding and truncation differ.
+            let want = format!(" at {}.{:03}s ", at / 1_000_000_000, at / 1_000_000 % 1000);
+            if out.contains(&format!("request {} ", v["request"])) {
+                assert!(out.contains(&want), "{want}\n{out}{err}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no read where rounding differs: {out}");
+}
+
 fn share(out: &str, what: &str) -> f64 {
     let i = out.find(&format!("{what} ")).unwrap_or_else(|| panic!("no {what} in {out}"));
     out[i + what.len() + 1..].split('%').next().unwrap().parse().unwrap()

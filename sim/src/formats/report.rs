@@ -143,7 +143,9 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-fn secs(ns: u64) -> String {
+/// A time as every output writes it: seconds with three decimals, truncated (not rounded), so that
+/// one event never shows two times (a story's 2.890s was `confirm`'s 2.891s).
+pub fn secs(ns: u64) -> String {
     format!("{}.{:03}s", ns / 1_000_000_000, ns / 1_000_000 % 1000)
 }
 

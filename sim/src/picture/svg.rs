@@ -927,7 +927,12 @@ fn lane_summary<'a>(
         match rec.phase {
             Phase::Arrived => arrived = Some(rec.at),
             Phase::Responded { status, .. } => {
-                let took = arrived.map_or(String::new(), |a| format!(" after {:.3} s", (rec.at.0 - a.0) as f64 / 1e9));
+                // Truncated as every other output writes times (the tooltip's end said 2.065 s
+                // where this label, rounded, said 2.066 s).
+                let took = arrived.map_or(String::new(), |a| {
+                    let s = crate::report::secs(rec.at.0 - a.0);
+                    format!(" after {} s", s.trim_end_matches('s'))
+                });
                 text = format!("{status}{took}");
             }
             _ => {}
