@@ -290,3 +290,50 @@ fn the_schema_knows_expectation_kinds_and_statuses() {
     let unnamed = as_json(&format!("{head}[[expect]]\nname = \"\"\nclean = true\n"));
     assert!(!v.is_valid(&unnamed));
 }
+
+/// Every field `kvsim run --json` prints is named in docs/report-format.md (the JSON report had
+/// no reference: `caught_by`, `culprit_at_ns` or `generated_tokens` were named nowhere). The runs
+/// cover the optional fields: a landed-zeros read, a leak of host memory with its holder, the
+/// reference oracle's check, an unapplied scripted fault.
+#[test]
+fn report_json_fields_are_documented() {
+    let doc = std::fs::read_to_string(repo().join("docs/report-format.md")).unwrap();
+    let scenarios = repo().join("scenarios");
+    let runs: [(&str, &[&str]); 4] = [
+        ("glm53-incident.toml", &["--check-oracle"]),
+        ("catalogue/leak-abort-retracted.toml", &["--set", "retracted_abort=leak"]),
+        ("catalogue/rdma-visibility-lag.toml", &[]),
+        ("catalogue/prefix-timing-channel.toml", &["--check", "noninterference"]),
+    ];
+    let mut keys = std::collections::BTreeSet::new();
+    fn walk(v: &serde_json::Value, maps: bool, keys: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    // Maps keyed by data (status, tenant, kind, mitigation) are not fields.
+                    let data = maps || k.parse::<u64>().is_ok();
+                    if !data {
+                        keys.insert(k.clone());
+                    }
+                    let keyed = ["outcomes", "caught_by", "detected_by", "violation_counts", "per_tenant"];
+                    walk(x, keyed.contains(&k.as_str()), keys);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, false, keys)),
+            _ => {}
+        }
+    }
+    for (s, extra) in runs {
+        let path = scenarios.join(s);
+        let mut args = vec!["run", path.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(&args).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{s}: {e}"));
+        walk(&v, false, &mut keys);
+    }
+    for want in ["holders", "host_pages", "landed_zeros", "oracle_check", "culprit_at_ns", "generated_tokens"] {
+        assert!(keys.contains(want), "the runs no longer print `{want}`: {keys:?}");
+    }
+    let missing: Vec<&String> = keys.iter().filter(|k| !doc.contains(&format!("`{k}`"))).collect();
+    assert!(missing.is_empty(), "docs/report-format.md does not name {missing:?}");
+}

@@ -55,7 +55,8 @@ pub struct ViolationOut {
     pub culprit_request: Option<u32>,
     pub culprit_tenant: Option<u32>,
     /// When the culprit's run of contiguous writes holding the first offending slot began (its
-    /// chunks and tokens continue one run), not the slot's own write time.
+    /// chunks and tokens continue one run), not the slot's own write time; for a
+    /// `cross_tenant_prefix_hit`, the hit's time (a cached block keeps no write time).
     pub culprit_at_ns: Option<u64>,
     pub detail: String,
     /// `uninitialized_read`: of `slots`, those a transfer's land zeroed over KV written there
