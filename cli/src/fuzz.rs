@@ -811,6 +811,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     let mut acc = Accounting::new(camp, o.until.clone());
     let mut errors = Vec::new();
     let mut found_after: Option<(u64, std::time::Duration)> = None;
+    // A resume of a campaign that `--until` already stopped runs nothing more (it ran one run and
+    // said "found after 21 runs" of a signature its checkpoint had at run 20).
+    let until_in_checkpoint = acc.found_after.is_some();
+    if until_in_checkpoint {
+        found_after = acc.found_after.map(|runs| (runs, std::time::Duration::ZERO));
+        stop.store(true, Ordering::Relaxed);
+    }
     let mut runs_wall = std::time::Duration::ZERO;
     std::thread::scope(|s| {
         // The shrink worker: saves, shrinks, pictures and confirms examples off the runs'
@@ -910,7 +917,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     if let Some(e) = errors.first() {
         return Err(e.clone());
     }
-    let ran = Ran { runs_wall, found_after, started, runs_before };
+    let ran = Ran { runs_wall, found_after, until_in_checkpoint, started, runs_before };
     Ok(print_summary(o, &corpus, &acc.camp, known.as_ref(), &ran))
 }
 
@@ -1422,6 +1429,8 @@ struct Ran {
     runs_wall: std::time::Duration,
     /// `--until`: the runs and time to the first find.
     found_after: Option<(u64, std::time::Duration)>,
+    /// `--until`'s signature was in the checkpoint: nothing was run.
+    until_in_checkpoint: bool,
     started: std::time::Instant,
     /// Runs the checkpoint had counted before this invocation (a resume's).
     runs_before: u64,
@@ -1458,6 +1467,9 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
     print!("{}", camp_lib::table_text(&camp.table, &saved_examples(corpus), known));
     if let Some(u) = &o.until {
         match ran.found_after {
+            Some((runs, _)) if ran.until_in_checkpoint => {
+                println!("until: `{u}` found after {runs} runs, by an earlier invocation (the checkpoint has it); nothing was run")
+            }
             Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
             None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }

@@ -138,10 +138,13 @@ pub fn parse_bound(s: &str) -> Result<u64, String> {
         (n, 60_000, "m")
     } else if let Some(n) = s.strip_suffix('h') {
         (n, 3_600_000, "h")
-    } else {
+    } else if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         // A bare number is refused rather than read in some unit: `[faults]
         // liveness_after_heal_ms` is milliseconds, so "30" would be ambiguous.
         return Err(format!("no unit; write it with one, e.g. {s}s, {s}ms or {s}m"));
+    } else {
+        // Another unit (`10d`, `1H`): the hint above read "e.g. 10ds, 10dms or 10dm".
+        return Err("unknown unit: write a whole number with ms, s, m or h, e.g. 500ms, 30s or 10m".to_string());
     };
     let n: u64 = num.trim().parse().map_err(|_| {
         if num.contains('.') && num.trim().parse::<f64>().is_ok_and(|x| x > 0.0) {
@@ -323,7 +326,7 @@ enum Cmd {
         cmd: CorpusCmd,
     },
     /// Check real engine start-up logs: each node's KV pool against the context length, and
-    /// whether the gap leaks under a profile (exit 0 no gap, 10 leaks, 11 refused, 2 bad input).
+    /// whether the gap leaks under a profile (exit 0 no gap, 10 leaks, 11 refused, 13 inconclusive, 2 bad input).
     Audit {
         #[arg(required = true)]
         logs: Vec<String>,

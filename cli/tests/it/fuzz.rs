@@ -152,6 +152,18 @@ fn a_blind_campaign_finds_the_stub_leak() {
         kvsim(&["fuzz", "--runs", "10000", "--corpus", &c, "--no-shrink", "--until", "cross_tenant_read/stub_commit"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("until: `cross_tenant_read/stub_commit` found after"), "{text}");
+    // The same command again runs nothing: the checkpoint has the signature (it ran one more run
+    // and said "found after N + 1 runs").
+    let runs = checkpoint(&c)["runs_done"].as_u64().unwrap();
+    let out =
+        kvsim(&["fuzz", "--runs", "10000", "--corpus", &c, "--no-shrink", "--until", "cross_tenant_read/stub_commit"]);
+    let again = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(checkpoint(&c)["runs_done"].as_u64(), Some(runs), "{again}");
+    let first = text.split("found after ").nth(1).and_then(|t| t.split(' ').next()).unwrap();
+    assert!(
+        again.contains(&format!("found after {first} runs, by an earlier invocation (the checkpoint has it)")),
+        "{again}"
+    );
     let saved = saved(&c);
     let (_, seed) = saved.iter().find(|(s, _)| s == "cross_tenant_read/stub_commit").unwrap();
     // The saved scenario reproduces the failure.
@@ -804,6 +816,11 @@ fn liveness_mode_from_the_command_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no unit") && err.matches("--liveness").count() == 1, "{err}");
+    // A unit kvsim does not know is named as such (the hint read "e.g. 10ds, 10dms or 10dm").
+    let out = kvsim(&["run", scen, "--liveness", "10d"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown unit") && !err.contains("10ds"), "{err}");
     // A fraction is a positive duration, in a unit too large: said so.
     let out = kvsim(&["run", scen, "--liveness", "1.5s"]);
     assert_eq!(out.status.code(), Some(2));

@@ -328,8 +328,14 @@ pub struct Accounting {
 }
 
 impl Accounting {
+    /// A checkpoint that already holds `until`'s signature (a resumed campaign that had stopped
+    /// on it) has found it: after the run of its first seed, counted in this shard's runs.
     pub fn new(camp: Campaign, until: Option<String>) -> Accounting {
-        Accounting { camp, pending: BTreeMap::new(), changes: Vec::new(), until, found_after: None }
+        let first = until
+            .as_deref()
+            .and_then(|u| camp.table.iter().filter(|(s, _)| s.starts_with(u)).map(|(_, e)| e.first_seed).min());
+        let found_after = first.map(|seed| seed.wrapping_sub(camp.seed_start) / camp.shard.1.max(1) + 1);
+        Accounting { camp, pending: BTreeMap::new(), changes: Vec::new(), until, found_after }
     }
 
     /// Records that run `k` finished with `sigs`, and counts every run of the contiguous prefix
