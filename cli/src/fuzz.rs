@@ -58,7 +58,7 @@ pub struct FuzzOpts {
     #[arg(long)]
     pub no_shrink: bool,
     /// Stop as soon as a signature starting with this is found (e.g. cross_tenant_read/stub_commit);
-    /// reports how many runs and how long it took.
+    /// reports how many runs and how long it took. A resume whose checkpoint has it runs nothing.
     #[arg(long)]
     pub until: Option<String>,
     /// Check every run's reads against the reference oracle (by default one run in 64, chosen by
