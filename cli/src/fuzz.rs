@@ -1174,7 +1174,7 @@ fn example_whole(dir: &Path, f: &Failure) -> bool {
 /// signature may take its place.
 fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
-    let (mut gone, mut reconfirm) = (0, 0);
+    let (mut gone, mut reconfirm, mut damaged) = (0, 0, 0);
     for (sig, list) in camp.examples.iter_mut() {
         list.retain(|e| {
             let dir = seed_dir(corpus, sig, e.seed);
@@ -1206,6 +1206,7 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                     o.corpus, e.seed
                 );
                 jobs.push(Job::Save { sig: sig.clone(), seed: e.seed });
+                damaged += 1;
                 return true;
             }
             if let Some(f) = failure.as_ref().filter(|_| saved) {
@@ -1247,9 +1248,12 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
         write_best(corpus, sig)?;
     }
     camp.examples.retain(|_, l| !l.is_empty());
-    if jobs.len() > reconfirm {
+    // Damaged examples were warned about one by one: they are not "found before the
+    // interruption" (a re-run that repaired two said so, with nothing interrupted).
+    let undone = jobs.len() - reconfirm - damaged;
+    if undone > 0 {
         let what = if o.no_shrink { "saved" } else { "saved and shrunk" };
-        eprintln!("{}: {} example(s) found before the interruption are {what} now", o.corpus, jobs.len() - reconfirm);
+        eprintln!("{}: {undone} example(s) found before the interruption are {what} now", o.corpus);
     }
     if reconfirm > 0 {
         eprintln!("{}: {reconfirm} example(s) whose confirmation failed are confirmed again", o.corpus);

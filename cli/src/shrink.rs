@@ -155,21 +155,20 @@ pub fn pick_signature(sigs: &std::collections::BTreeSet<String>) -> Option<Strin
         .cloned()
 }
 
-/// The necessary knobs, and those the spent budget left unjudged (`none` when neither).
+/// The necessary knobs, and those the spent budget left unjudged (`none` when neither). With none
+/// found and some unjudged it says the answer is unknown ("none; not judged …: a, b" read as a
+/// contradiction).
 fn knobs_line(s: &kvsim::shrink::Shrunk, none: &str) -> String {
-    let mut t = match (s.necessary_knobs.is_empty(), s.unjudged_knobs.is_empty()) {
-        (false, _) => s.necessary_knobs.join(", "),
+    let unjudged = s.unjudged_knobs.join(", ");
+    let raise = "raise `kvsim shrink --budget`, or a campaign's --shrink-budget";
+    match (s.necessary_knobs.is_empty(), s.unjudged_knobs.is_empty()) {
         (true, true) => none.to_string(),
-        // "none; not judged …: a, b" read as a contradiction: none of those judged.
-        (true, false) => "none among the knobs judged".to_string(),
-    };
-    if !s.unjudged_knobs.is_empty() {
-        t.push_str(&format!(
-            "; not judged, the run budget was spent (raise `kvsim shrink --budget`, or a campaign's --shrink-budget): {}",
-            s.unjudged_knobs.join(", ")
-        ));
+        (false, true) => s.necessary_knobs.join(", "),
+        (true, false) => format!("not known: the run budget was spent before these were judged ({raise}): {unjudged}"),
+        (false, false) => {
+            format!("{}; not judged, the run budget was spent ({raise}): {unjudged}", s.necessary_knobs.join(", "))
+        }
     }
-    t
 }
 
 /// What to say of a shrink the budget ended before a pass changed nothing.

@@ -228,7 +228,9 @@ fn knobs_the_budget_leaves_untried_are_not_called_necessary() {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().next().unwrap();
     assert!(
-        line.contains("necessary knobs (against sglang-0.5.22): none; not judged, the run budget was spent"),
+        line.contains(
+            "necessary knobs (against sglang-0.5.22): not known: the run budget was spent before these were judged"
+        ),
         "{line}"
     );
     assert!(line.contains("pd_admission_check=\"finished_only\""), "{line}");
@@ -1620,6 +1622,8 @@ fn a_damaged_example_is_completed_again_on_resume() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(10), "{err}");
     assert_eq!(err.matches("was damaged").count(), 3, "{err}");
+    // Nothing was interrupted: the repairs are not "found before the interruption".
+    assert!(!err.contains("before the interruption"), "{err}");
     assert_eq!(example_files(&c), before, "completed again to the same files");
     assert!(seeds[2].join("trace.jsonl").is_file());
     // Without its scenario an example cannot be made again: dropped, with a warning (the table
