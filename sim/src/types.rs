@@ -220,6 +220,10 @@ impl Ratio {
             None => (s, "1"),
         };
         let err = |why| RatioError { input: s.to_string(), why };
+        // Digits only: `u64::from_str` takes a sign ("+1/2" passed, and the schema refused it).
+        if [n, d].iter().any(|x| !x.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(err(RatioFault::NotARatio));
+        }
         let num: u64 = n.parse().map_err(|_| err(RatioFault::NotARatio))?;
         let den: u64 = d.parse().map_err(|_| err(RatioFault::NotARatio))?;
         if den == 0 {

@@ -188,6 +188,13 @@ fn impossible_configurations() {
     assert_eq!(e.line, Some(1), "{e}");
     let e = resolve(&format!("{GOOD}\n[faults]\ntransfer_fail = \"3/2\"\n"), &[]).unwrap_err();
     assert!(e.to_string().contains("exceed"), "{e}");
+    // Digits only, as the schema says (a sign passed the parser and failed in the editor); a
+    // whole number is a ratio over 1 in both.
+    for bad in ["+1/2", "1/+2", "-0/1"] {
+        let e = resolve(&format!("{GOOD}\n[faults]\ntransfer_fail = \"{bad}\"\n"), &[]).unwrap_err();
+        assert!(e.to_string().contains("is not a ratio"), "{bad}: {e}");
+    }
+    assert!(resolve(&format!("{GOOD}\n[faults]\ntransfer_fail = \"0\"\n"), &[]).is_ok());
 }
 
 #[test]

@@ -337,3 +337,26 @@ fn report_json_fields_are_documented() {
     let missing: Vec<&String> = keys.iter().filter(|k| !doc.contains(&format!("`{k}`"))).collect();
     assert!(missing.is_empty(), "docs/report-format.md does not name {missing:?}");
 }
+
+/// The schema refuses what the parser refuses, and accepts what it accepts, where the two
+/// disagreed: `pp_stages` on a decode group, a `public_blocks` past u32, a signed or a whole
+/// ratio.
+#[test]
+fn the_schema_agrees_with_the_parser_on_its_edges() {
+    let v = schema();
+    let good = crate::bad_input::GOOD;
+    let cases = [
+        (good.replace("[[decode]]\npool_tokens = 8192", "[[decode]]\npool_tokens = 8192\npp_stages = 2"), false),
+        (good.replace("[[prefill]]\npool_tokens = 4096", "[[prefill]]\npool_tokens = 4096\npp_stages = 2"), true),
+        (good.replace("output_tokens = 4", "output_tokens = 4\npublic_blocks = 4294967296"), false),
+        (format!("{good}\n[faults]\ntransfer_fail = \"+1/2\"\n"), false),
+        (format!("{good}\n[faults]\ntransfer_fail = \"0\"\n"), true),
+        (format!("{good}\n[faults]\ntransfer_fail = \"1 / 2\"\n"), true),
+    ];
+    for (text, valid) in cases {
+        assert_eq!(v.is_valid(&as_json(&text)), valid, "schema: {text}");
+        let parsed = kvsim::scenario::Scenario::parse("s.toml", &text)
+            .and_then(|sc| sc.resolve(&kvsim::scenario::Overrides::default()).map(|_| ()));
+        assert_eq!(parsed.is_ok(), valid, "parser: {text}: {parsed:?}");
+    }
+}

@@ -222,7 +222,7 @@ pub struct WorkloadSection {
     /// Probability that a client aborts its request, as an integer ratio `"N/D"` (e.g. `"1/20"`).
     /// Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
+    #[schemars(regex(pattern = r"^\s*\d+\s*(/\s*\d+\s*)?$"))]
     pub client_abort: Option<String>,
     /// An aborting client aborts uniformly within this many ms after arrival. Default 60,000.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -321,18 +321,18 @@ pub struct TraceSection {
     pub tenants: Option<String>,
 }
 
-/// Random faults (integer probabilities `"N/D"` with `D` ≥ 1 and `N` ≤ `D`, drawn per transfer
+/// Random faults (integer probabilities `"N/D"` with `D` ≥ 1 and `N` ≤ `D`, or `"0"` and `"1"`, drawn per transfer
 /// batch or per arrival) and a script of exact ones. Random faults stop at `heal_at_ms`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSection {
     /// Probability that a transfer batch fails. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
+    #[schemars(regex(pattern = r"^\s*\d+\s*(/\s*\d+\s*)?$"))]
     pub transfer_fail: Option<String>,
     /// Probability that a transfer batch is delayed by `delay_spike_ms`. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
+    #[schemars(regex(pattern = r"^\s*\d+\s*(/\s*\d+\s*)?$"))]
     pub delay_spike: Option<String>,
     /// Length of a delay spike, ms. Default 90,000.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -341,7 +341,7 @@ pub struct FaultSection {
     /// Probability that a completed write becomes visible `visibility_lag_ms` late (a hardware
     /// question: RDMA completion before visibility). Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
+    #[schemars(regex(pattern = r"^\s*\d+\s*(/\s*\d+\s*)?$"))]
     pub visibility_lag: Option<String>,
     /// How late a lagged write becomes visible, ms. Default 5.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -352,7 +352,7 @@ pub struct FaultSection {
     /// nothing. So the expected number of crashes grows with the number of requests: `"1/100"`
     /// over 1,000 arrivals crashes about 10 times. Default `"0/1"`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^\s*\d+\s*/\s*\d+\s*$"))]
+    #[schemars(regex(pattern = r"^\s*\d+\s*(/\s*\d+\s*)?$"))]
     pub node_crash: Option<String>,
     /// How long a crashed node stays down, ms. Default 30,000.
     #[serde(skip_serializing_if = "Option::is_none")]

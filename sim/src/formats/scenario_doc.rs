@@ -38,7 +38,35 @@ pub fn schema_json() -> String {
         props["name"]["minLength"] = 1.into();
         props["explore_faults"]["items"] = serde_json::json!({ "enum": faults });
     }
+    // A decode group has no pipeline stages: the parser refuses `pp_stages` there ("a [[prefill]]
+    // setting"), and the editor did not (both groups are one `NodeGroup` type).
+    if let Some(items) = v.pointer_mut("/properties/decode/items") {
+        items["properties"] = serde_json::json!({ "pp_stages": false });
+    }
+    bound_narrow_integers(&mut v);
     serde_json::to_string_pretty(&v).expect("schema serialises") + "\n"
+}
+
+/// Gives every 8-, 16- and 32-bit unsigned integer without a `maximum` its type's largest value:
+/// the parser refuses a larger one (`public_blocks = 4294967296`: "expected u32"), and an
+/// editor's validator ignores `format`.
+fn bound_narrow_integers(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            let max = match o.get("format").and_then(Value::as_str) {
+                Some("uint8") => Some(u64::from(u8::MAX)),
+                Some("uint16") => Some(u64::from(u16::MAX)),
+                Some("uint32") => Some(u64::from(u32::MAX)),
+                _ => None,
+            };
+            if let Some(m) = max.filter(|_| !o.contains_key("maximum")) {
+                o.insert("maximum".into(), m.into());
+            }
+            o.values_mut().for_each(bound_narrow_integers);
+        }
+        Value::Array(a) => a.iter_mut().for_each(bound_narrow_integers),
+        _ => {}
+    }
 }
 
 fn defs(root: &Value) -> &Map<String, Value> {
