@@ -195,6 +195,12 @@ fn impossible_configurations() {
         assert!(e.to_string().contains("is not a ratio"), "{bad}: {e}");
     }
     assert!(resolve(&format!("{GOOD}\n[faults]\ntransfer_fail = \"0\"\n"), &[]).is_ok());
+    // A name is not empty or blank.
+    for (name, want) in [("", "empty"), (" \t", "empty")] {
+        let e = resolve(&format!("name = {name:?}\n{GOOD}"), &[]).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("name", Some(1)), "{e}");
+        assert!(e.to_string().contains(want), "{e}");
+    }
 }
 
 #[test]

@@ -352,6 +352,9 @@ fn the_schema_agrees_with_the_parser_on_its_edges() {
         (format!("{good}\n[faults]\ntransfer_fail = \"+1/2\"\n"), false),
         (format!("{good}\n[faults]\ntransfer_fail = \"0\"\n"), true),
         (format!("{good}\n[faults]\ntransfer_fail = \"1 / 2\"\n"), true),
+        (format!("name = \"\"\n{good}"), false),
+        (format!("name = \"  \"\n{good}"), false),
+        (format!("name = \"a b\"\n{good}"), true),
     ];
     for (text, valid) in cases {
         assert_eq!(v.is_valid(&as_json(&text)), valid, "schema: {text}");

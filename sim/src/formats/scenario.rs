@@ -1621,6 +1621,15 @@ impl Scenario {
         let faults = self.faults(prefill.len(), decode.len(), total)?;
         let liveness_bound_s =
             self.in_range("", 0, "liveness_bound_s", s.liveness_bound_s.unwrap_or(3_600), 1, MAX_TIME_MS / 1000, " s")?;
+        // An empty or blank name left a report header with nothing between its dots.
+        if s.name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(self.err(
+                "",
+                0,
+                "name",
+                "empty: give the scenario a name (or leave `name` out: the file's name)",
+            ));
+        }
         let name = s.name.clone().unwrap_or_else(|| {
             std::path::Path::new(&self.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
         });

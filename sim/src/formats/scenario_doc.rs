@@ -40,6 +40,10 @@ pub fn schema_json() -> String {
     }
     // A decode group has no pipeline stages: the parser refuses `pp_stages` there ("a [[prefill]]
     // setting"), and the editor did not (both groups are one `NodeGroup` type).
+    if let Some(name) = v.pointer_mut("/properties/name") {
+        // Not empty nor blank (`resolve` refuses both).
+        name["pattern"] = "\\S".into();
+    }
     if let Some(items) = v.pointer_mut("/properties/decode/items") {
         items["properties"] = serde_json::json!({ "pp_stages": false });
     }
