@@ -478,6 +478,16 @@ fn launches_joined_newest_first_audit_the_newest() {
     );
 }
 
+/// A node whose scheduler accepts no prompt at all says so (it said "no gap" and nothing more).
+#[test]
+fn a_node_that_accepts_no_prompt_says_so() {
+    let dir = empty_dir("none");
+    std::fs::write(dir.join("tiny.log"), sglang_log("prefill", 7, 1, 7, None)).unwrap();
+    let (code, out, err) = audit_in(&dir, &["tiny.log"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("largest prompt accepted 0 tokens: this node serves no prompt at all"), "{out}");
+}
+
 /// The version as a log of its own (`python -m sglang.check_env`, as the README says to add)
 /// dates every node without one; it is not a node. A version for some nodes only names the
 /// nodes without one when it assumes the worst.

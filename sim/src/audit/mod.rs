@@ -728,6 +728,13 @@ pub fn node_table(a: &Audit) -> String {
                             "    no gap served: the pool is smaller than one request of the context, and the engine refused to start"
                         );
                     }
+                    None if adm.max_accepted == 0 => {
+                        // A node that accepts no prompt at all said "no gap" and nothing more.
+                        let _ = writeln!(
+                            s,
+                            "    largest prompt accepted 0 tokens: this node serves no prompt at all (its scheduler rejects every one, 400, before any KV moves); no gap: the pool holds the whole context"
+                        );
+                    }
                     None => {
                         let _ = writeln!(
                             s,

@@ -783,7 +783,13 @@ pub fn table_text(
         s.push_str("no violations found\n");
         return s;
     }
-    let label = |sig: &str| triage_label(sig, known);
+    // Without a known-bugs file a shown status (a hardware signature's) says `untriaged`, as the
+    // HTML report does (the text left it blank, or said `hardware` alone).
+    let label = |sig: &str| match (known, triage_label(sig, known)) {
+        (None, l) if l.is_empty() => "untriaged".to_string(),
+        (None, l) => format!("untriaged, {l}"),
+        (Some(_), l) => l,
+    };
     // Columns as wide as their longest entry (a chain signature is longer than a plain one).
     let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
     let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
@@ -1320,9 +1326,10 @@ mod tests {
         let labelled = table_text(&table, &BTreeMap::new(), None);
         assert!(labelled.lines().next().unwrap().contains("status"), "{labelled}");
         let hw_line = labelled.lines().find(|l| l.starts_with(&known_sig)).unwrap();
-        assert!(hw_line.contains(" hardware "), "{labelled}");
+        assert!(hw_line.contains(" untriaged, hardware "), "{labelled}");
+        // Untriaged, as the HTML report says: the status was blank.
         let leak_line = labelled.lines().find(|l| l.starts_with("page_leak/decode")).unwrap();
-        assert!(!leak_line.contains("hardware"), "{labelled}");
+        assert!(!leak_line.contains("hardware") && leak_line.contains(" untriaged "), "{labelled}");
         let triaged = table_text(&table, &BTreeMap::new(), Some(&k));
         let row = &k.known[0].row;
         assert!(triaged.contains(&format!("known ({row}), hardware")) && triaged.contains(" new "), "{triaged}");
