@@ -1618,33 +1618,36 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     // smallest examples that other shards saved whole take its place (they were dropped, and a
     // signature lost its reproduction although a shard held one).
     let mut incomplete: BTreeMap<String, usize> = BTreeMap::new();
-    let sigs: Vec<String> = m.examples.keys().cloned().collect();
-    for sig in &sigs {
+    for (sig, top) in &m.examples {
         let dst = out.join(slug(sig));
         let _ = std::fs::remove_dir_all(&dst);
-        let saved = |key: &kvsim::campaign::ExampleKey| -> Option<(PathBuf, Failure)> {
-            let src = seed_dir(Path::new(m.origin(key.seed)?), sig, key.seed);
-            std::fs::read_to_string(src.join("failure.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
-                .filter(|f| example_whole(&src, f))
-                .map(|f| (src, f))
-        };
-        for key in &m.examples[sig] {
-            if let (None, Some(d)) = (saved(key), m.origin(key.seed)) {
-                // Not completed, or damaged since (a file its failure.json names is gone: its
-                // command named a missing file): the shard's resume completes it again.
-                eprintln!(
-                    "warning: {d}: example seed {} of {sig} was not completed, or a file of it is missing (resume that shard first)",
-                    key.seed
-                );
-                *incomplete.entry(d.to_string()).or_default() += 1;
-            }
+        // Every shard's example of `sig` that its shard saved whole, each `failure.json` read once.
+        let mut whole: BTreeMap<u64, (PathBuf, Failure)> = m
+            .candidates(sig)
+            .iter()
+            .filter_map(|key| {
+                let src = seed_dir(Path::new(m.origin(key.seed)?), sig, key.seed);
+                std::fs::read_to_string(src.join("failure.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Failure>(&t).ok())
+                    .filter(|f| example_whole(&src, f))
+                    .map(|f| (key.seed, (src, f)))
+            })
+            .collect();
+        for key in top.iter().filter(|k| !whole.contains_key(&k.seed)) {
+            let Some(d) = m.origin(key.seed) else { continue };
+            // Not completed, or damaged since (a file its failure.json names is gone: its
+            // command named a missing file): the shard's resume completes it again.
+            eprintln!(
+                "warning: {d}: example seed {} of {sig} was not completed, or a file of it is missing (resume that shard first)",
+                key.seed
+            );
+            *incomplete.entry(d.to_string()).or_default() += 1;
         }
         // The merged checkpoint names only examples it holds.
-        let list = m.complete_examples(sig, |k| saved(k).is_some());
+        let list = m.complete_examples(sig, |k| whole.contains_key(&k.seed));
         for key in &list {
-            let (src, mut f) = saved(key).expect("complete");
+            let (src, mut f) = whole.remove(&key.seed).expect("complete");
             let to = seed_dir(out, sig, key.seed);
             copy_dir(&src, &to).map_err(|e| format!("copying {}: {e}", src.display()))?;
             f.relocate(&dst);

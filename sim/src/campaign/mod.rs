@@ -932,10 +932,15 @@ impl Merger {
     pub fn complete_examples(&self, sig: &str, complete: impl Fn(&ExampleKey) -> bool) -> Vec<ExampleKey> {
         let n = self.first.as_ref().map_or(1, |(_, c)| c.examples_per_signature.max(1));
         let mut list = Vec::new();
-        for key in self.candidates.get(sig).into_iter().flatten().filter(|k| complete(k)) {
+        for key in self.candidates(sig).iter().filter(|k| complete(k)) {
             offer_example(&mut list, key.clone(), n);
         }
         list
+    }
+
+    /// Every shard's example of `sig`, each shard's list in turn.
+    pub fn candidates(&self, sig: &str) -> &[ExampleKey] {
+        self.candidates.get(sig).map_or(&[], Vec::as_slice)
     }
 
     /// The corpus that holds example `seed`.
