@@ -122,6 +122,10 @@ pub struct ConfirmOpts {
     #[arg(long, default_value = "auto", value_parser = parse_cpu_check)]
     pub cpu_check: kvsim_gpu::CpuCheck,
     // --- end issue 16 ---
+    /// Print the verdict as one JSON object (docs/report-format.md, "Confirmation") instead of
+    /// text; the exit status is the same.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl ConfirmOpts {
@@ -138,24 +142,70 @@ impl ConfirmOpts {
             threshold: 0.01,
             request: vec![],
             cpu_check: kvsim_gpu::CpuCheck::Auto,
+            json: false,
         }
     }
 }
 
-/// Verdict of one confirm run, for `fuzz --confirm`.
+/// Verdict of one confirm run: its text, and its fields for `--json`, `run --confirm --json` and
+/// `fuzz --confirm` (docs/report-format.md, "Confirmation").
+#[derive(serde::Serialize)]
 pub struct Verdict {
+    /// Reads confirmed as cross-tenant leaks (foreign share over the threshold).
     pub confirmed: usize,
+    /// Reads replayed.
+    #[serde(rename = "replayed")]
     pub reads: usize,
+    /// The trace's violating reads, of which the first `replayed` were replayed (`--max-reads`).
+    pub violating_reads: usize,
     /// Reads whose replay does not show what the model saw (see `confirm_log`).
     pub disagreements: usize,
     pub backend: String,
+    /// The verdict threshold: a read is confirmed when its foreign share exceeds it.
+    pub threshold: f64,
+    /// One record per replayed read, in replay order.
+    pub reads_replayed: Vec<ReadVerdict>,
+    /// Why nothing was replayed, when nothing was (`nothing to confirm: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nothing: Option<String>,
+    #[serde(skip)]
     pub text: String,
+}
+
+/// One replayed read's measurement (a `read N:` block of the text).
+#[derive(serde::Serialize)]
+pub struct ReadVerdict {
+    pub read: u64,
+    pub request: u32,
+    pub tenant: u32,
+    pub pool: String,
+    pub seq_len: u64,
+    pub at_ns: u64,
+    /// The violation kind the model reported for the read (or `requested`, for `--request`).
+    pub kind: String,
+    /// Shares of the read's attention weight: other tenants', the reader's own, never-written
+    /// (zero) slots'.
+    pub foreign_share: f64,
+    pub own_share: f64,
+    pub zeros_share: f64,
+    pub largest_foreign_tenant_share: f64,
+    pub confirmed: bool,
+    /// What the model saw that the replayed memory does not hold, when they disagree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<String>,
+    /// The CUDA output's largest difference from the CPU reference (CUDA backend only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_abs_diff_vs_cpu: Option<f64>,
 }
 
 pub fn run(o: &ConfirmOpts) -> i32 {
     match confirm(o) {
         Ok(v) => {
-            print!("{}", v.text);
+            if o.json {
+                println!("{}", serde_json::to_string_pretty(&v).expect("verdict serialises"));
+            } else {
+                print!("{}", v.text);
+            }
             if v.confirmed > 0 {
                 exit::SAFETY
             } else {
@@ -188,8 +238,17 @@ pub struct Log {
 pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
     let log = read_log(&o.input)?;
     // The log's own checks first (a page outside its pool names its line), then the trace as a
-    // whole.
-    let verdict = confirm_log(&log, o)?;
+    // whole. A log that fails its checks is first re-run too: when the trace is not its own run
+    // (an edited record), that is what is said, with the check that failed after it (it said
+    // only "invalid memory log", where `shrink` said the trace was edited).
+    let verdict = match confirm_log(&log, o) {
+        Ok(v) => v,
+        Err(e) if e.exit_code == exit::BAD_INPUT => {
+            verify_trace(&log).map_err(|d| ReplayFailure::bad_input(format!("{d}; its memory log: {e}")))?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     verify_trace(&log)?;
     Ok(verdict)
 }
@@ -271,7 +330,17 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         Err(LowerError::NoRead(e)) if o.request.is_empty() => {
             let why = if log.violations.is_empty() { "the run has no violation".to_string() } else { e };
             out.push_str(&format!("{path}: nothing to confirm: {why}\n"));
-            return Ok(Verdict { confirmed: 0, reads: 0, disagreements: 0, backend: "none".into(), text: out });
+            return Ok(Verdict {
+                confirmed: 0,
+                reads: 0,
+                violating_reads: kvsim::confirm::violating_reads(&log.violations),
+                disagreements: 0,
+                backend: "none".into(),
+                threshold: o.threshold,
+                reads_replayed: Vec::new(),
+                nothing: Some(why),
+                text: out,
+            });
         }
         Err(LowerError::NoRead(_)) => {
             let asked = o.request.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" --request ");
@@ -328,6 +397,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         }
     }
     let (mut confirmed, mut disagreements) = (0, 0);
+    let mut reads = Vec::with_capacity(results.len());
     for (t, r) in lowered.targets.iter().zip(&results) {
         let verdict = if r.foreign_share > o.threshold {
             confirmed += 1;
@@ -392,6 +462,22 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         if let Some(d) = r.max_abs_diff_vs_cpu {
             out.push_str(&format!("; max |cuda - cpu| = {d:.2e}"));
         }
+        reads.push(ReadVerdict {
+            read: t.id,
+            request: t.request,
+            tenant: t.tenant,
+            pool: t.pool.to_string(),
+            seq_len: t.seq_len,
+            at_ns: t.at_ns,
+            kind: t.kind.clone(),
+            foreign_share: r.foreign_share,
+            own_share: r.own_share,
+            zeros_share: r.zeros_share,
+            largest_foreign_tenant_share: largest_foreign,
+            confirmed: r.foreign_share > o.threshold,
+            disagreement: disagreement.map(str::to_string),
+            max_abs_diff_vs_cpu: r.max_abs_diff_vs_cpu,
+        });
         if let Some(what) = disagreement {
             disagreements += 1;
             out.push_str(&format!(
@@ -415,7 +501,17 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
         if disagreements > 0 { format!(", {disagreements} model/replay disagreement(s)") } else { String::new() },
         if confirmed > 0 { exit::SAFETY } else { exit::CLEAN }
     ));
-    Ok(Verdict { confirmed, reads: results.len(), disagreements, backend: backend.name().to_string(), text: out })
+    Ok(Verdict {
+        confirmed,
+        reads: results.len(),
+        violating_reads: all,
+        disagreements,
+        backend: backend.name().to_string(),
+        threshold: o.threshold,
+        reads_replayed: reads,
+        nothing: None,
+        text: out,
+    })
 }
 
 /// The exit code and message of a backend error: 3 when the backend is unavailable, 4 when the

@@ -1154,15 +1154,41 @@ fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choi
             return exit::BAD_INPUT;
         }
     }
+    // With `--confirm` the replay runs before the report is printed, so that `--json` carries its
+    // verdict (`confirmation`) in the one object it prints.
+    let confirmed = confirm_on.map(|backend| confirm_run(&cfg, &report, backend, sched));
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report).expect("report serialises")),
+        Format::Json => {
+            let mut v = serde_json::to_value(&report).expect("report serialises");
+            if let (Some(Ok(verdict)), Some(m)) = (&confirmed, v.as_object_mut()) {
+                m.insert("confirmation".into(), serde_json::to_value(verdict).expect("verdict serialises"));
+            }
+            println!("{}", serde_json::to_string_pretty(&v).expect("report serialises"))
+        }
         Format::Csv => print!("{}", kvsim::latency::csv(&report.per_request)),
         Format::Text => print!("{}", report.text()),
     }
-    if let Some(backend) = confirm_on {
-        return confirm_run(&cfg, &report, backend, format == Format::Json, sched);
+    match confirmed {
+        None => report.exit_code,
+        Some(Ok(v)) => {
+            // The replay's text: after the text report, or on stderr beside the JSON and CSV
+            // forms (whose stdout is the one document).
+            let text = confirm_text(&v, report.exit_code);
+            if format == Format::Text {
+                print!("{text}");
+            } else {
+                eprint!("{text}");
+            }
+            report.exit_code
+        }
+        Some(Err(e)) => {
+            eprintln!(
+                "error: confirm: {e} (the run's verdict above is exit {}; the command exits {}: the confirmation failed)",
+                report.exit_code, e.exit_code
+            );
+            e.exit_code
+        }
     }
-    report.exit_code
 }
 
 fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Option<&str>, force: bool) -> i32 {
@@ -1228,9 +1254,15 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
 }
 
 /// `kvsim run --confirm`: replays the run's violating reads (up to 64) on `backend`, like
-/// `kvsim confirm` on its trace, and prints the verdict of each read (to stderr with `--json`).
-/// The exit code stays the run's, unless the confirmation itself fails (2, 3 or 4).
-fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, json: bool, sched: Schedule) -> i32 {
+/// `kvsim confirm` on its trace. `cmd_run` prints the verdict (`confirm_text`; in `--json`, its
+/// fields as `confirmation`). The exit code stays the run's, unless the confirmation itself fails
+/// (2, 3 or 4).
+fn confirm_run(
+    cfg: &SimConfig,
+    report: &Report,
+    backend: confirm::BackendArg,
+    sched: Schedule,
+) -> Result<confirm::Verdict, kvsim::campaign::ReplayFailure> {
     let (_, mem) = mem_log_of(cfg, sched);
     let log = confirm::Log {
         label: format!("{} (seed {})", cfg.name, cfg.seed),
@@ -1243,34 +1275,22 @@ fn confirm_run(cfg: &SimConfig, report: &Report, backend: confirm::BackendArg, j
         filtered_to: None,
     };
     let o = confirm::ConfirmOpts::defaults(String::new(), backend, 64);
-    match confirm::confirm_log(&log, &o) {
-        Ok(v) => {
-            // The replay's verdict line ends with `kvsim confirm`'s own exit status; here the run's
-            // stands, and the line says which (it read "(exit 0)" under "(exit 10)").
-            let text: Vec<String> = v
-                .text
-                .lines()
-                .map(|l| match (l.starts_with("verdict:"), l.rfind(" (exit ")) {
-                    (true, Some(i)) => format!("{} (the run's exit status stands: {})", &l[..i], report.exit_code),
-                    _ => l.to_string(),
-                })
-                .collect();
-            let text = format!("\nconfirmation on KV memory:\n{}\n", text.join("\n"));
-            if json {
-                eprint!("{text}");
-            } else {
-                print!("{text}");
-            }
-            report.exit_code
-        }
-        Err(e) => {
-            eprintln!(
-                "error: confirm: {e} (the run's verdict above is exit {}; the command exits {}: the confirmation failed)",
-                report.exit_code, e.exit_code
-            );
-            e.exit_code
-        }
-    }
+    confirm::confirm_log(&log, &o)
+}
+
+/// The text of `run --confirm`'s verdict. The replay's verdict line ends with `kvsim confirm`'s
+/// own exit status; here the run's stands (`exit`), and the line says which (it read "(exit 0)"
+/// under "(exit 10)").
+fn confirm_text(v: &confirm::Verdict, exit: i32) -> String {
+    let text: Vec<String> = v
+        .text
+        .lines()
+        .map(|l| match (l.starts_with("verdict:"), l.rfind(" (exit ")) {
+            (true, Some(i)) => format!("{} (the run's exit status stands: {exit})", &l[..i]),
+            _ => l.to_string(),
+        })
+        .collect();
+    format!("\nconfirmation on KV memory:\n{}\n", text.join("\n"))
 }
 
 fn cmd_profiles() -> i32 {

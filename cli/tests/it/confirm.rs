@@ -381,6 +381,47 @@ fn run_confirm_prints_a_verdict_per_read() {
     assert_eq!(code, Some(2), "{err}");
 }
 
+/// `run --confirm --json` carries the replay's verdict in the one object it prints
+/// (`confirmation`; it went to stderr as text only), and `kvsim confirm --json` prints the same
+/// object; the text goes to stderr beside the JSON, and the exit statuses are unchanged.
+#[test]
+fn confirm_verdicts_are_in_the_json() {
+    let scratch = crate::Scratch::new("confirm-json");
+    let s = crate::scenarios_dir().join("small/stub-leak.toml");
+    let trace = scratch.join("leak.jsonl");
+    let t = trace.to_str().unwrap();
+    let (code, out, err) = kvsim(&["run", s.to_str().unwrap(), "--confirm", "cpu", "--json", "--trace", t]);
+    assert_eq!(code, Some(10), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let c = &v["confirmation"];
+    assert_eq!(
+        (c["backend"].as_str(), c["confirmed"].as_u64(), c["replayed"].as_u64()),
+        (Some("cpu"), Some(1), Some(1)),
+        "{c}"
+    );
+    let read = &c["reads_replayed"][0];
+    assert_eq!(
+        (read["request"].as_u64(), read["tenant"].as_u64(), read["confirmed"].as_bool()),
+        (Some(2), Some(2), Some(true)),
+        "{read}"
+    );
+    let share = read["foreign_share"].as_f64().unwrap();
+    assert!(share > c["threshold"].as_f64().unwrap() && share <= 1.0, "{read}");
+    assert!(err.contains("confirmation on KV memory:") && err.contains("CONFIRMED"), "{err}");
+    // `kvsim confirm --json` on the run's trace: the same verdict, alone.
+    let (code, out, err) = kvsim(&["confirm", t, "--backend", "cpu", "--json"]);
+    assert_eq!(code, Some(10), "{err}");
+    let alone: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(alone["reads_replayed"], c["reads_replayed"], "{out}");
+    // A clean run: nothing replayed, and why.
+    let clean = crate::scenarios_dir().join("small/vllm-short-prefill.toml");
+    let (code, out, err) = kvsim(&["run", clean.to_str().unwrap(), "--confirm", "cpu", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(v["confirmation"]["replayed"].as_u64(), Some(0), "{out}");
+    assert_eq!(v["confirmation"]["nothing"].as_str(), Some("the run has no violation"), "{out}");
+}
+
 /// Issue 16: `kvsim fuzz` confirms each new read signature by default (`--confirm auto`) and
 /// shows the verdict per signature; `--confirm off` leaves it out.
 #[test]
@@ -441,12 +482,24 @@ fn an_edited_trace_is_refused_and_close_shares_are_told_apart() {
             l.remove(lines.len() / 2);
             l
         }),
+        // A page moved outside its pool: the memory log's own check fails too, and the message
+        // says first that the trace was edited (it said only "invalid memory log").
+        ("outside", {
+            let mut l = lines.clone();
+            let at = l.iter().position(|x| x.contains("\"op\":\"alloc\"")).expect("an alloc record");
+            l[at] = l[at].replacen("\"first\":1,", "\"first\":99999,", 1);
+            assert_ne!(l[at], lines[at]);
+            l
+        }),
     ] {
         let p = format!("{t}.{name}.jsonl");
         std::fs::write(&p, edited.join("\n") + "\n").unwrap();
         let (code, out, err) = kvsim(&["confirm", &p, "--backend", "cpu"]);
         assert_eq!(code, Some(2), "{name}: {out}{err}");
         assert!(err.contains("the trace is not its own configuration's run") && err.contains("kvsim replay"), "{err}");
+        if name == "outside" {
+            assert!(err.contains("its memory log:") && err.contains("outside decode-0"), "{err}");
+        }
     }
     let (code, out, _) = kvsim(&["confirm", &t, "--backend", "cpu", "--threshold", "0.99985"]);
     assert_eq!(code, Some(0), "{out}");

@@ -294,13 +294,14 @@ fn the_schema_knows_expectation_kinds_and_statuses() {
 /// Every field `kvsim run --json` prints is named in docs/report-format.md (the JSON report had
 /// no reference: `caught_by`, `culprit_at_ns` or `generated_tokens` were named nowhere). The runs
 /// cover the optional fields: a landed-zeros read, a leak of host memory with its holder, the
-/// reference oracle's check, an unapplied scripted fault.
+/// reference oracle's check, an unapplied scripted fault, a confirmation.
 #[test]
 fn report_json_fields_are_documented() {
     let doc = std::fs::read_to_string(repo().join("docs/report-format.md")).unwrap();
     let scenarios = repo().join("scenarios");
-    let runs: [(&str, &[&str]); 4] = [
+    let runs: [(&str, &[&str]); 5] = [
         ("glm53-incident.toml", &["--check-oracle"]),
+        ("small/stub-leak.toml", &["--confirm", "cpu"]),
         ("catalogue/leak-abort-retracted.toml", &["--set", "retracted_abort=leak"]),
         ("catalogue/rdma-visibility-lag.toml", &[]),
         ("catalogue/prefix-timing-channel.toml", &["--check", "noninterference"]),
@@ -331,7 +332,9 @@ fn report_json_fields_are_documented() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{s}: {e}"));
         walk(&v, false, &mut keys);
     }
-    for want in ["holders", "host_pages", "landed_zeros", "oracle_check", "culprit_at_ns", "generated_tokens"] {
+    for want in
+        ["holders", "host_pages", "landed_zeros", "oracle_check", "culprit_at_ns", "generated_tokens", "reads_replayed"]
+    {
         assert!(keys.contains(want), "the runs no longer print `{want}`: {keys:?}");
     }
     let missing: Vec<&String> = keys.iter().filter(|k| !doc.contains(&format!("`{k}`"))).collect();
