@@ -455,7 +455,14 @@ fn page_map_svg_with(
         .collect();
 
     let n = pools.len().max(1);
-    let victims = victim_requests(cfg, &held, violations);
+    // A leak's holders first (a `page_leak` names no request: its holders are whose lanes show
+    // it), then the holders of the pages the other violations covered.
+    let mut victims: Vec<RequestId> = Vec::new();
+    for h in violations.iter().flat_map(|v| &v.holders).chain(&victim_requests(cfg, &held, violations)) {
+        if !victims.contains(h) {
+            victims.push(*h);
+        }
+    }
     // No lifecycle log (an exporter that did not keep one), no lanes.
     let (lane_reqs, named) = match phases.is_empty() {
         true => (Vec::new(), 0),
@@ -553,7 +560,13 @@ fn page_map_svg_with(
         let lanes: Vec<(RequestId, Vec<lanes::Span>)> =
             lane_reqs.iter().map(|r| (*r, lanes::spans_of(phases, *r, t_end))).collect();
         request_lanes(&mut s, &p, t_end, &lanes, phases, &tenants, violations);
-        lane_legend(&mut s, LEFT + PLOT_W + 24.0, lanes_top, lane_reqs.len(), named);
+        // The lanes of a leak's holders are marked too (`request_lanes`), and counted apart.
+        let holding = lane_reqs
+            .iter()
+            .filter(|r| violations.iter().all(|v| v.request != Some(**r)))
+            .filter(|r| violations.iter().any(|v| v.holders.contains(r)))
+            .count();
+        lane_legend(&mut s, LEFT + PLOT_W + 24.0, lanes_top, lane_reqs.len(), named, holding);
     }
     s.push_str("</svg>\n");
     s
@@ -642,12 +655,13 @@ fn label_text(v: &Violation) -> String {
         Some(r) => format!("{} r{}", v.kind.name(), r.0),
         None => v.kind.name().to_string(),
     };
-    // Whose KV it read, so that a printed or rasterised picture names the victim too (the
-    // hover title says more).
+    // Whose KV it read (`←`), or whose pages its write landed in (`→`, a use after free), so
+    // that a printed or rasterised picture names the victim too (the hover title says more).
     if !v.victim_tenants.is_empty() {
         let list: Vec<String> = v.victim_tenants.iter().take(3).map(|x| format!("t{}", x.0)).collect();
         let more = if v.victim_tenants.len() > 3 { "…" } else { "" };
-        t.push_str(&format!(" ← {}{more}", list.join(",")));
+        let arrow = if v.kind == Kind::UseAfterFree { "→" } else { "←" };
+        t.push_str(&format!(" {arrow} {}{more}", list.join(",")));
     }
     t
 }
@@ -831,7 +845,10 @@ fn request_lanes(
     for (i, (r, spans)) in lanes.iter().enumerate() {
         let y0 = p.top + i as f64 * LANE_H;
         let tenant = tenants.get(r.idx()).copied().flatten();
-        let named = violations.iter().any(|v| v.request == Some(*r));
+        // Named by a violation, or holding a leak's pages at the end: its label is red and the
+        // violation is marked on its lane.
+        let of_r = |v: &&Violation| v.request == Some(*r) || v.holders.contains(r);
+        let named = violations.iter().any(|v| of_r(&v));
         if i > 0 {
             let _ = writeln!(
                 s,
@@ -876,7 +893,7 @@ fn request_lanes(
                 sp.to
             );
         }
-        for v in violations.iter().filter(|v| v.request == Some(*r)) {
+        for v in violations.iter().filter(of_r) {
             let row = match v.pool.map(|n| n.role) {
                 Some(crate::types::Role::Prefill) => PREFILL_ROW,
                 Some(crate::types::Role::Decode) => DECODE_ROW,
@@ -885,9 +902,10 @@ fn request_lanes(
             let (x, cy) = (p.x(v.at), y0 + row.0 + row.1 / 2.0);
             let _ = writeln!(
                 s,
-                r#"<g data-violation-r="{}"><title>{} at {}{}</title><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{RED}" stroke-width="1"/><path d="M{:.1} {:.1} l7 7 m0 -7 l-7 7" stroke="{RED}" stroke-width="2"/></g>"#,
+                r#"<g data-violation-r="{}"><title>{}{} at {}{}</title><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{RED}" stroke-width="1"/><path d="M{:.1} {:.1} l7 7 m0 -7 l-7 7" stroke="{RED}" stroke-width="2"/></g>"#,
                 r.0,
                 esc(&label_text(v)),
+                if v.request == Some(*r) { "" } else { " (it holds the leaked pages at the end)" },
                 v.at,
                 if v.detail.is_empty() { String::new() } else { format!(" — {}", esc(&v.detail)) },
                 y0,
@@ -897,7 +915,7 @@ fn request_lanes(
             );
         }
         // After the spans and marks, so that nothing is drawn over it; clear of both.
-        let marks: Vec<Instant> = violations.iter().filter(|v| v.request == Some(*r)).map(|v| v.at).collect();
+        let marks: Vec<Instant> = violations.iter().filter(of_r).map(|v| v.at).collect();
         lane_summary(s, p, y0, spans, &marks, phases.iter().filter(|x| x.r == *r));
     }
     time_axis(s, p, t_end, p.top + h);
@@ -946,7 +964,17 @@ fn lane_summary<'a>(
     } else if p.x(first) - 8.0 - w >= LEFT + 2.0 {
         (p.x(first) - 8.0, "end")
     } else {
-        (LEFT + PLOT_W - 3.0, "end")
+        // Inside the lane: ending left of the violation marks near the right edge (a mark's
+        // line ran through the text).
+        let mut xs: Vec<f64> = marks.iter().map(|m| p.x(*m)).collect();
+        xs.sort_by(|a, b| b.total_cmp(a));
+        let mut x = LEFT + PLOT_W - 3.0;
+        for m in xs {
+            if m - 6.0 < x && m + 6.0 > x - w && m - 7.0 - w >= LEFT + 2.0 {
+                x = m - 7.0;
+            }
+        }
+        (x, "end")
     };
     let _ = writeln!(
         s,
@@ -958,7 +986,7 @@ fn lane_summary<'a>(
 
 /// The lanes' legend beside them: the phases' colours in two columns, the rows, the violation
 /// mark, and which requests have lanes (with the cap on the others).
-fn lane_legend(s: &mut String, x: f64, top: f64, lanes: usize, named: usize) {
+fn lane_legend(s: &mut String, x: f64, top: f64, lanes: usize, named: usize, holding: usize) {
     let mut y = top + 4.0;
     let _ = writeln!(
         s,
@@ -989,8 +1017,9 @@ fn lane_legend(s: &mut String, x: f64, top: f64, lanes: usize, named: usize) {
     y += 16.0;
     let _ = writeln!(
         s,
-        r##"<text x="{x:.1}" y="{y:.1}" fill="#444">{named} named by a violation (all), {} other(s)</text>"##,
-        lanes - named
+        r##"<text x="{x:.1}" y="{y:.1}" fill="#444">{named} named by a violation (all), {}{} other(s)</text>"##,
+        if holding > 0 { format!("{holding} holding a leak, ") } else { String::new() },
+        lanes - named - holding
     );
     y += 16.0;
     let _ = writeln!(
@@ -1317,6 +1346,45 @@ pub(crate) mod tests {
         // No records, no lanes.
         let bare = page_map_svg(&cfg, &recs, &[], &vs, None);
         assert!(drawn_spans(&bare).is_empty() && !bare.contains("request lanes"));
+    }
+
+    /// A use after free's label points from the writer to the tenant whose pages its write
+    /// landed in (it read "r0 ← t2", as a read's does, backwards); a read's still points from
+    /// the tenant it read.
+    #[test]
+    fn a_use_after_free_label_points_at_whose_pages_it_wrote() {
+        let (cfg, recs, phases, vs) = run_phased("catalogue/decode-free-before-late-write.toml", None, None);
+        let uaf =
+            vs.iter().find(|v| v.kind == Kind::UseAfterFree && !v.victim_tenants.is_empty()).expect("a use after free");
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
+        let (r, t) = (uaf.request.expect("its writer").0, uaf.victim_tenants[0].0);
+        assert!(s.contains(&format!("use_after_free r{r} → t{t}")), "{}", label_text(uaf));
+        assert!(!s.contains(&format!("use_after_free r{r} ←")));
+    }
+
+    /// A leak names no request: the lanes of the requests holding its pages at the end come first
+    /// among the others, are marked on the leaked pool's row and labelled red, and the legend
+    /// counts them.
+    #[test]
+    fn a_leaks_holders_are_marked_in_their_lanes() {
+        let path = format!("{}/../scenarios/catalogue/leak-abort-retracted.toml", crate::test_manifest_dir());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let sc = Scenario::parse(&path, &text).unwrap();
+        let mut o = Overrides::default();
+        o.set.push(("retracted_abort".into(), "leak".into()));
+        let cfg = sc.resolve(&o).unwrap_or_else(|e| panic!("{e}"));
+        let mut w = crate::simulate_collect(cfg.clone(), false);
+        let recs = w.tracer.collected.take().unwrap();
+        let phases = w.lifecycle.take().unwrap();
+        let vs = std::mem::take(&mut w.oracle.violations);
+        let leak = vs.iter().find(|v| v.kind == Kind::PageLeak).expect("a leak");
+        assert!(leak.request.is_none() && !leak.holders.is_empty(), "{leak:?}");
+        let s = page_map_svg(&cfg, &recs, &phases, &vs, None);
+        for h in &leak.holders {
+            assert!(s.contains(&format!("data-violation-r=\"{}\"", h.0)), "r{} holds the leak: no mark", h.0);
+            assert!(s.contains(&format!("fill=\"{RED}\">r{} ·", h.0)), "r{}'s label is not red", h.0);
+        }
+        assert!(s.contains(&format!("{} holding a leak", leak.holders.len())), "legend");
     }
 
     /// A lane as wide as the plot keeps its status text inside the plot (it was drawn over the
