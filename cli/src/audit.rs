@@ -62,13 +62,10 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         }
         let text = String::from_utf8_lossy(&bytes);
         // A log cut off mid-line may end in half a number (`context_len=10485` of 10485760).
-        if let Some(last) = text.lines().last().filter(|_| !text.ends_with('\n')) {
-            if last.trim_end().ends_with(|c: char| c.is_ascii_digit()) {
-                println!(
-                    "note: {path}: its last line has no line end and ends in a number (`…{}`): if the log was cut off there, that number may be cut short too",
-                    last.trim_end().chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect::<String>()
-                );
-            }
+        if let Some(tail) = parse::cut_number_tail(&text) {
+            println!(
+                "note: {path}: its last line has no line end and ends in a number (`…{tail}`): if the log was cut off there, that number may be cut short too"
+            );
         }
         match parse::parse_log(path, &text) {
             Ok(f) => files.push((path.clone(), f, role)),

@@ -388,6 +388,10 @@ fn messy_logs_and_bad_input() {
     assert!(out.contains("its last line has no line end and ends in a number (`…"), "{out}");
     // No gap: nothing to write, and it says so.
     assert!(out.contains("--scenario-out not written") && !dir.join("s.toml").exists(), "{out}");
+    // A last line that ends in a word with a digit (`TP0`) is not a cut-off number.
+    std::fs::write(dir.join("word.log"), format!("{text}[2025-03-03 06:49:28 TP0")).unwrap();
+    let (_, out, _) = audit_in(&dir, &["word.log"]);
+    assert!(!out.contains("ends in a number"), "{out}");
     // vLLM blocks without a block size anywhere: the pool at vLLM's default block size, said as
     // an assumption (it was "no usable KV pool size" after the note that 16 was used).
     std::fs::write(
@@ -497,7 +501,10 @@ fn a_version_file_applies_to_every_node() {
     std::fs::write(dir.join("env.txt"), "sglang: 0.5.22\n").unwrap();
     let (code, out, err) = audit_in(&dir, &["env.txt", &data("glm_prefill_gap.log"), &data("glm_decode.log")]);
     assert_eq!(code, Some(11), "{out}{err}");
-    assert!(out.contains("env.txt: a version (0.5.22) and no server facts"), "{out}");
+    assert!(
+        out.contains("env.txt: a sglang version (0.5.22) and no server facts: applied to the 2 sglang node(s) whose log gives no version"),
+        "{out}"
+    );
     assert!(out.contains("profile: sglang-0.5.22 (sglang 0.5.22 retires"), "{out}");
     assert!(!out.contains("env.txt (line"), "not a node: {out}");
     // `pip freeze` and `pip list` lines name the version too (they were "no start-up lines").
@@ -510,6 +517,16 @@ fn a_version_file_applies_to_every_node() {
         assert_eq!(code, Some(11), "{name}: {out}{err}");
         assert!(out.contains("profile: sglang-0.5.22"), "{name}: {out}");
     }
+    // A version of the other engine dates no node, and says so (it said "applied to every node
+    // whose log gives no version" beside the node's "sglang version unknown").
+    std::fs::write(dir.join("vllm.txt"), "INFO 10-14 08:12:30 [api_server.py:1839] vLLM API server version 0.10.2\n")
+        .unwrap();
+    let (_, out, err) = audit_in(&dir, &["vllm.txt", &data("glm_prefill_gap.log")]);
+    assert!(
+        out.contains("vllm.txt: a vllm version (0.10.2) and no server facts: not applied: no node is vllm's (the 1 node(s) whose log gives no version are sglang's)"),
+        "{out}{err}"
+    );
+    assert!(out.contains("sglang version unknown"), "{out}");
     let p = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();
     std::fs::write(dir.join("p22.log"), format!("Name: sglang\nVersion: 0.5.22\n{p}")).unwrap();
     // The prefill side's build decides (a rejected prompt is retired, or not, at its intake): a
@@ -642,4 +659,38 @@ fn a_piped_log_is_named_as_one_to_save_before_the_printed_command() {
     let (code, stdout, _) = audit_in(&dir, &[file.to_str().unwrap()]);
     assert_eq!(code, Some(10));
     assert!(stdout.contains("scenario not written; to write it: kvsim audit "), "{stdout}");
+}
+
+/// Two impossible inputs named for what they are: sglang's maximum allowed length above what its
+/// context permits (it read as "no usable KV pool size"), and a vLLM pool of 0 tokens (its
+/// message explained sglang's start-up rule).
+#[test]
+fn impossible_facts_are_named_for_their_engine() {
+    let dir = empty_dir("impossible");
+    std::fs::write(
+        dir.join("max.log"),
+        "python -m sglang.launch_server --context-length 4096\n\
+         [2025-03-03 06:49:28 TP0] Input length (5000 tokens) exceeds the maximum allowed length (9000 tokens). Use a shorter input.\n",
+    )
+    .unwrap();
+    let (code, _, err) = audit_in(&dir, &["max.log"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("max.log:2: `max_req_input_len`: the maximum allowed length 9,000 tokens is impossible"),
+        "{err}"
+    );
+    assert!(err.contains("at most 4,090"), "{err}");
+    std::fs::write(
+        dir.join("v0.log"),
+        "INFO 10-14 08:12:30 [api_server.py:1839] vLLM API server version 0.10.2\n\
+         INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 0 tokens\n",
+    )
+    .unwrap();
+    let (code, _, err) = audit_in(&dir, &["v0.log"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("v0.log:2: `pool_tokens`: 0 tokens: too small to be a started vLLM server's KV cache"),
+        "{err}"
+    );
+    assert!(!err.contains("sglang"), "{err}");
 }

@@ -386,3 +386,25 @@ fn a_knob_set_twice_takes_the_last_value_and_says_so() {
     assert_eq!(twice, once);
     assert!(!err.contains("--set gives"), "{err}");
 }
+
+/// An empty array of node groups (`prefill = []`) names its line (the error had none: there is
+/// no element to point at); a worded knob given a boolean names its words (it said "invalid
+/// type: unit variant, expected string only").
+#[test]
+fn an_empty_group_list_and_a_worded_knob_given_a_boolean_are_named() {
+    let text = GOOD
+        .replace("[[prefill]]\npool_tokens = 4096\n", "")
+        .replace("context_len = 8192", "context_len = 8192\nprefill = []");
+    let e = resolve(&text, &[]).unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (Some(3), "prefill"), "{e}");
+    assert!(e.to_string().contains("at least one [[prefill]] group is required"), "{e}");
+    let e = resolve(&GOOD.replace("page_size = 16", "page_size = 16\nkv_canary = true"), &[]).unwrap_err();
+    assert_eq!(e.line, Some(9), "{e}");
+    let m = e.to_string();
+    assert!(
+        m.contains("`true` is a boolean, not one of the knob's words: expected one of `off`, `log`, `raise`"),
+        "{m}"
+    );
+    let e = resolve(GOOD, &[("kv_canary", "3")]).unwrap_err().to_string();
+    assert!(e.contains("`3` is an integer, not one of the knob's words"), "{e}");
+}

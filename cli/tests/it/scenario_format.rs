@@ -253,6 +253,13 @@ fn kvsim_new_from_a_log_uses_the_measured_deployment() {
     assert_eq!(cfg.profile, "vllm-nixl");
     let w = kvsim::simulate(cfg, None, false);
     assert!(w.oracle.violations.is_empty(), "{:?}", w.oracle.violations.first());
+    // A launch whose engine refused to start with its pool served nothing: no scenario of it
+    // serving is written (it wrote one), and the refusal's line is named.
+    let (o, refused) = new_from_log(&dir, "r", "vllm_v0_error_issue2418.log", "refused.toml");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!refused.exists(), "a scenario was written for a launch that never started");
+    assert!(err.contains("vllm_v0_error_issue2418.log:4: the engine refused to start with this pool"), "{err}");
     // A log with nothing in it is bad input naming the log.
     let (o, _) = new_from_log(&dir, "g", "garbage.log", "g.toml");
     assert_eq!(o.status.code(), Some(2));

@@ -301,17 +301,45 @@ fn check_ranges(n: &NodeFacts) -> Result<(), AuditError> {
             ));
         }
     }
+    // sglang's maximum allowed length is min(context - 1, pool - 1) - 5: never above the
+    // context less 6 (0.5.10 srt/managers/scheduler.py). One above it is not this context's
+    // server (lines of two launches joined); it read as "no usable KV pool size".
+    if let (Some(m), Some(ctx)) = (n.max_req_input_len, n.context_len) {
+        if n.engine != Some(Engine::Vllm) && m.saturating_add(6) > ctx {
+            return Err(err(
+                n.max_req_input_line.unwrap_or(n.line),
+                "max_req_input_len",
+                format!(
+                    "the maximum allowed length {} tokens is impossible with the context of {} tokens (line {}): sglang's \
+                     is min(context - 1, pool - 1) - 5, at most {}; are these lines of two launches?",
+                    thousands(m),
+                    thousands(ctx),
+                    n.context_line.unwrap_or(n.line),
+                    thousands(ctx.saturating_sub(6))
+                ),
+            ));
+        }
+    }
     if let Some(pool) = n.pool_tokens {
         let ps = n.page_size.unwrap_or(1);
         if pool < MIN_POOL_TOKENS.max(ps) {
             return Err(err(
                 n.line,
                 "pool_tokens",
-                format!(
-                    "{} tokens: smaller than any pool an engine starts with (at least {} tokens: sglang refuses to start when max_req_input_len = min(context - 1, pool - 1) - 5 is 0, and a pool holds at least one page)",
-                    thousands(pool),
-                    MIN_POOL_TOKENS.max(ps)
-                ),
+                match n.engine {
+                    // vLLM: no KV cache, no engine (it said sglang's rule to a vLLM log).
+                    Some(Engine::Vllm) => format!(
+                        "{} tokens: too small to be a started vLLM server's KV cache (vLLM refuses to start without \
+                         room for one request's KV; the audit takes pools of at least {} tokens)",
+                        thousands(pool),
+                        MIN_POOL_TOKENS.max(ps)
+                    ),
+                    _ => format!(
+                        "{} tokens: smaller than any pool sglang starts with (at least {} tokens: sglang refuses to start when max_req_input_len = min(context - 1, pool - 1) - 5 is 0, and a pool holds at least one page)",
+                        thousands(pool),
+                        MIN_POOL_TOKENS.max(ps)
+                    ),
+                },
             ));
         }
         if pool / ps > MAX_POOL_PAGES {
@@ -502,10 +530,9 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             if version_only(&f) {
                 // `python -m sglang.check_env` or `pip show sglang` output given as a log of its
                 // own: the deployment's version, not a node.
-                notes.push(format!(
-                    "{name}: a version ({}) and no server facts: applied to every node whose log gives no version",
-                    f.version.as_deref().unwrap_or_default()
-                ));
+                // Its note is written once the nodes are known: it says which nodes took it (a
+                // vLLM version said "applied to every node whose log gives no version" beside
+                // an sglang node line saying "version unknown").
                 deployment_versions.push(f);
                 continue;
             }
@@ -542,6 +569,29 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             .min()
             .map(|(_, v)| v)
     };
+    for f in &deployment_versions {
+        let engine = f.engine.unwrap_or(Engine::Sglang);
+        let v = f.version.as_deref().unwrap_or_default();
+        let bare = |e: Engine| nodes.iter().filter(|n| n.facts.version.is_none() && n.engine() == e).count();
+        let took = if oldest(engine).as_deref() == Some(v) { bare(engine) } else { 0 };
+        let what = match took {
+            0 if bare(engine) > 0 => format!("not applied: an older {engine} version given beside it is"),
+            0 if nodes.iter().all(|n| n.engine() != engine) => {
+                let without: Vec<&AuditNode> = nodes.iter().filter(|n| n.facts.version.is_none()).collect();
+                match without.first() {
+                    None => format!("not applied: no node is {engine}'s"),
+                    Some(n) => format!(
+                        "not applied: no node is {engine}'s (the {} node(s) whose log gives no version are {}'s)",
+                        without.len(),
+                        n.engine()
+                    ),
+                }
+            }
+            0 => format!("not applied: every {engine} node's log gives its own"),
+            k => format!("applied to the {k} {engine} node(s) whose log gives no version"),
+        };
+        notes.push(format!("{}: a {engine} version ({v}) and no server facts: {what}", f.source));
+    }
     for n in &mut nodes {
         if n.facts.version.is_none() {
             n.facts.version = oldest(n.engine());

@@ -160,6 +160,8 @@ pub struct NodeFacts {
     pub context_line: Option<usize>,
     /// 1-based line that provided `page_size`.
     pub page_size_line: Option<usize>,
+    /// 1-based line that provided `max_req_input_len`.
+    pub max_req_input_line: Option<usize>,
     /// How a value that the log does not print directly was obtained (blocks × block size,
     /// a block size deduced from the concurrency line, a pool from an error message).
     pub derived: Vec<String>,
@@ -647,6 +649,34 @@ impl Facts {
         if self.standalone.line().is_some() && self.role.value().is_none_or(|r| r == Role::Unknown) {
             derived.push(STANDALONE_NOTE.to_string());
         }
+        // vLLM's concurrency factor is the pool over the tokens per request, to 2 decimals
+        // (0.11 v1/core/kv_cache_utils.py `get_max_concurrency_for_kv_cache_config`): one that
+        // disagrees with the pool audited (a logged block size that is not the one the blocks
+        // were counted in, lines of two launches) is said, not passed over.
+        if let (Some(f), Some(c), Some(p), Some(line)) =
+            (self.concurrency.value(), context, pool, self.concurrency.line())
+        {
+            let implied = p as f64 / c.max(1) as f64;
+            if (implied - f).abs() > 0.005 + 1e-9 {
+                let blocks = match (self.blocks.value(), page_size) {
+                    (Some(b), Some(ps)) if pool_line == self.blocks.line() => {
+                        let fits = (f * c as f64 / b.max(1) as f64).round() as u64;
+                        format!(
+                            " ({b} GPU blocks × block size {ps}; the factor fits a block size of about {fits}: is the \
+                             logged block size this launch's?)"
+                        )
+                    }
+                    _ => String::new(),
+                };
+                derived.push(format!(
+                    "CHECK: line {line} says `Maximum concurrency for {} tokens per request: {f:.2}x`, but the pool \
+                     audited, {} tokens{blocks}, gives {implied:.2}x; the audit uses the pool (a model with \
+                     sliding-window or other special layers needs fewer tokens per request, which also raises the factor)",
+                    crate::report::thousands(c),
+                    crate::report::thousands(p)
+                ));
+            }
+        }
         derived.extend(
             [
                 self.pool.clash_note("two pools"),
@@ -677,6 +707,7 @@ impl Facts {
             refused_start: self.refused.line(),
             context_line: self.context.line(),
             page_size_line,
+            max_req_input_line: self.max_req_input.line(),
             derived,
         }
     }
@@ -1245,6 +1276,19 @@ fn disaggregation_role(mode: &str) -> Result<Role, ParseErrorKind> {
 // ---------------------------------------------------------------------------
 // Numbers
 
+/// The end of a log's last line (its last 24 characters) when the log has no final line end and
+/// the line ends in a number (`context_len=10485`, of 10485760 when the log was cut off mid-line),
+/// for the audit's note. A word that ends in a digit (`TP0`, `llama3`) is not a number.
+pub fn cut_number_tail(text: &str) -> Option<String> {
+    let last = text.lines().last().filter(|_| !text.ends_with('\n'))?.trim_end();
+    let before = last.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, ',' | '.' | '_'));
+    let number = &last[before.len()..];
+    if !number.contains(|c: char| c.is_ascii_digit()) || before.ends_with(|c: char| c.is_alphanumeric()) {
+        return None;
+    }
+    Some(last.chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect())
+}
+
 fn malformed(token: &str, what: &str) -> ParseErrorKind {
     ParseErrorKind::MalformedNumber { token: token.to_string(), what: what.to_string() }
 }
@@ -1414,6 +1458,7 @@ mod tests {
             refused_start: None,
             context_line: None,
             page_size_line: None,
+            max_req_input_line: None,
             derived: Vec::new(),
         }
     }
@@ -1510,6 +1555,24 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_number_is_a_number_at_the_end_of_an_unended_last_line() {
+        for (text, cut) in [
+            ("context_len=10485", true),
+            ("a\nmax_total_num_tokens: 1,048", true),
+            ("12345", true),
+            ("GPU KV cache size: 99,999", true),
+            ("a\n[2025-03-03 06:49:28 TP0", false),
+            ("model=llama3", false),
+            ("context_len=10485\n", false),
+            ("ends with a dot.", false),
+            ("", false),
+        ] {
+            assert_eq!(cut_number_tail(text).is_some(), cut, "{text:?}");
+        }
+        assert_eq!(cut_number_tail("x\nthe pool holds 681280").as_deref(), Some("the pool holds 681280"));
+    }
+
+    #[test]
     fn form_vllm_blocks_with_block_size_deduced_from_concurrency() {
         let f = form("blocks");
         assert_eq!(
@@ -1523,6 +1586,22 @@ mod tests {
 ";
         let f = parse("b.log", text).remove(0);
         assert_eq!((f.page_size, f.pool_tokens, f.line), (Some(32), Some(47_296), 2));
+        assert_eq!(f.derived.len(), 1, "{:?}", f.derived);
+        // A concurrency line that agrees with blocks × block size says nothing more; one that
+        // fits another block size is said (it was passed over), and the pool stays the logged one.
+        for (factor, check) in [("1.63x", false), ("0.82x", true)] {
+            let t = format!(
+                "{text}INFO 06-28 23:41:04 kv_cache_utils.py:398] Maximum concurrency for 29000 tokens per request: {factor}\n"
+            );
+            let f = parse("b.log", &t).remove(0);
+            assert_eq!(f.pool_tokens, Some(47_296));
+            let said = f.derived.iter().find(|d| d.starts_with("CHECK: line 3"));
+            assert_eq!(said.is_some(), check, "{factor}: {:?}", f.derived);
+            if let Some(d) = said {
+                assert!(d.contains("1478 GPU blocks × block size 32") && d.contains("block size of about 16"), "{d}");
+                assert!(d.contains("gives 1.63x"), "{d}");
+            }
+        }
         // Blocks alone: the pool stays unknown.
         let f = parse(
             "c.log",

@@ -642,7 +642,33 @@ const UNKNOWN_VARIANT: &str = "unknown variant `";
 fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), KnobFault> {
     let mut one = toml::Table::try_from(filler).expect("knobs serialise");
     one.insert(k.to_string(), v.clone());
-    Knobs::deserialize(one).map(|_| ()).map_err(|e| KnobFault::from_message(e.message().trim()))
+    let fault = match Knobs::deserialize(one) {
+        Ok(_) => return Ok(()),
+        Err(e) => KnobFault::from_message(e.message().trim()),
+    };
+    // A knob whose values are words, given another type (`kv_canary = true`): the deserialiser
+    // said "invalid type: unit variant, expected string only", naming neither the value nor the
+    // words. Its words are what a word it does not know lists.
+    let worded = toml::Table::try_from(filler).ok().and_then(|t| t.get(k).map(toml::Value::is_str)).unwrap_or(false);
+    match fault {
+        KnobFault::BadValue { .. } if worded && !v.is_str() => {
+            let probe = toml::Value::String("\u{1}".into());
+            match check_knob(filler, k, &probe) {
+                Err(KnobFault::UnknownValue { message, .. }) => {
+                    let words = message.split_once("expected ").map_or(message.as_str(), |(_, w)| w);
+                    Err(KnobFault::BadValue {
+                        message: format!(
+                            "`{v}` is {} {}, not one of the knob's words: expected {words}",
+                            if v.type_str().starts_with(['a', 'i']) { "an" } else { "a" },
+                            v.type_str()
+                        ),
+                    })
+                }
+                _ => Err(fault),
+            }
+        }
+        fault => Err(fault),
+    }
 }
 
 /// Splits `--set KNOB=VALUE` flags into pairs (a flag without `=` is an error naming it). A knob
@@ -1145,7 +1171,11 @@ impl Scenario {
     /// The nodes of one role.
     fn nodes(&self, groups: &[NodeGroup], table: &str, ps: u64) -> Result<Vec<NodeConfig>, ScenarioError> {
         if groups.is_empty() {
-            return Err(self.err(table, 0, "", format!("at least one [[{table}]] group is required")));
+            // Absent, or given as an empty array (`prefill = []`: named by its line, which the
+            // error lacked, there being no element to point at).
+            let mut e = self.err(table, 0, "", format!("at least one [[{table}]] group is required"));
+            e.line = locate(&self.text, "", 0, table);
+            return Err(e);
         }
         let mut out = Vec::new();
         let mut slots_total = 0u64;
@@ -1945,5 +1975,10 @@ mod knob_tests {
         assert!(matches!(&e, KnobFault::BadValue { .. }), "{e:?}");
         assert!(!e.to_string().contains("did you mean"), "{e}");
         assert!(check_knob(&filler, "page_size", &toml::Value::Integer(16)).is_ok());
+        // A worded knob given a boolean names its words (it said "invalid type: unit variant,
+        // expected string only").
+        let e = check_knob(&filler, "kv_canary", &toml::Value::Boolean(true)).unwrap_err().to_string();
+        assert!(e.contains("`true` is a boolean, not one of the knob's words: expected one of `off`"), "{e}");
+        assert!(e.contains("`raise`") && !e.contains("unit variant"), "{e}");
     }
 }

@@ -461,6 +461,14 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: 
         files.push((path.clone(), facts, None));
     }
     let a = crate::audit::analyse(&files).map_err(FromLogsError::Audit)?;
+    // A node whose engine refused to start with its pool served nothing: a scenario of it serving
+    // would simulate a deployment that never ran (it wrote one).
+    if let Some(n) = a.nodes.iter().find(|n| n.facts.refused_start.is_some()) {
+        return Err(FromLogsError::RefusedStart {
+            source: n.facts.source.clone(),
+            line: n.facts.refused_start.unwrap_or(n.facts.line),
+        });
+    }
     let sources: Vec<&str> = logs.iter().map(|(p, _)| p.as_str()).collect();
     // The engine profile the logs' build maps to (vLLM logs: `vllm-nixl`), as `kvsim audit` picks it.
     let (profile, why) = a.default_profile();
@@ -484,6 +492,9 @@ pub enum FromLogsError {
     Audit(crate::audit::AuditError),
     /// No context length or no pool in the logs.
     NoDeployment,
+    /// A node's engine refused to start with its pool (the log and the refusal's line): it
+    /// never served.
+    RefusedStart { source: String, line: usize },
     /// The audit's scenario does not read back: a kvsim bug (the `toml` error).
     Unreadable(String),
 }
@@ -497,6 +508,13 @@ impl std::fmt::Display for FromLogsError {
                 f.write_str("the logs give no context length or no pool: cannot build a deployment (see `kvsim audit`)")
             }
             FromLogsError::Unreadable(e) => write!(f, "the audit's scenario does not read (a kvsim bug): {e}"),
+            FromLogsError::RefusedStart { source, line } => write!(
+                f,
+                "{source}:{line}: the engine refused to start with this pool, so this launch served nothing and \
+                 there is no deployment to simulate (`kvsim audit {}` says why); give the log of a launch that \
+                 started, or write the scenario with `kvsim new NAME` and set its pools by hand",
+                crate::shell_path_str(source)
+            ),
         }
     }
 }
