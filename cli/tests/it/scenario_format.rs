@@ -373,3 +373,46 @@ fn the_schema_agrees_with_the_parser_on_its_edges() {
         assert_eq!(parsed.is_ok(), valid, "parser: {text}: {parsed:?}");
     }
 }
+
+/// The schema's per-kind rules for `[[faults.script]]` agree with the parser on every set of
+/// fields of every kind (the editor accepted a `crash` without `node`, or a `transfer_fail` with
+/// `lag_ms`, which `kvsim run` refuses).
+#[test]
+fn the_schema_checks_each_script_kinds_fields_as_the_parser_does() {
+    let v = schema();
+    let good = crate::bad_input::GOOD;
+    let values = [
+        ("node", "\"prefill-0\""),
+        ("at_ms", "1"),
+        ("restart_after_ms", "1"),
+        ("request", "0"),
+        ("batch", "0"),
+        ("delay_ms", "1"),
+        ("lag_ms", "1"),
+    ];
+    assert_eq!(values.map(|(k, _)| k), kvsim::scenario::SCRIPT_FIELDS);
+    let (mut accepted, mut refused) = (0, 0);
+    for kind in kvsim::scenario::ScriptKind::ALL {
+        let (name, _, _) = kind.fields();
+        for set in 0u32..1 << values.len() {
+            let mut entry = format!("[[faults.script]]\nkind = \"{name}\"\n");
+            for (i, (k, val)) in values.iter().enumerate() {
+                if set & 1 << i != 0 {
+                    entry.push_str(&format!("{k} = {val}\n"));
+                }
+            }
+            let text = format!("{good}{entry}");
+            let parsed = kvsim::scenario::Scenario::parse("s.toml", &text)
+                .and_then(|sc| sc.resolve(&kvsim::scenario::Overrides::default()));
+            assert_eq!(v.is_valid(&as_json(&text)), parsed.is_ok(), "{entry}{:?}", parsed.err());
+            if parsed.is_ok() {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+    }
+    // Every kind accepts its required fields with and without its optional ones: 3 kinds with
+    // `batch` (2 each), 2 without (1 each).
+    assert_eq!((accepted, refused), (8, 5 * 128 - 8));
+}

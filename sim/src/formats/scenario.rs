@@ -397,6 +397,32 @@ pub enum ScriptKind {
     MetadataLag,
 }
 
+impl ScriptKind {
+    pub const ALL: [ScriptKind; 5] = [
+        ScriptKind::Crash,
+        ScriptKind::TransferFail,
+        ScriptKind::Delay,
+        ScriptKind::VisibilityLag,
+        ScriptKind::MetadataLag,
+    ];
+
+    /// The kind's name, its required fields and its optional ones: what the parser checks an
+    /// entry against (`Scenario::script`) and what the schema's per-kind rules say
+    /// (`scenario_doc::schema_json`), from this one table.
+    pub fn fields(self) -> (&'static str, &'static [&'static str], &'static [&'static str]) {
+        match self {
+            ScriptKind::Crash => ("crash", &["node", "at_ms", "restart_after_ms"], &[]),
+            ScriptKind::TransferFail => ("transfer_fail", &["request"], &["batch"]),
+            ScriptKind::Delay => ("delay", &["request", "delay_ms"], &["batch"]),
+            ScriptKind::VisibilityLag => ("visibility_lag", &["request", "lag_ms"], &["batch"]),
+            ScriptKind::MetadataLag => ("metadata_lag", &["request", "lag_ms"], &[]),
+        }
+    }
+}
+
+/// Every field of a `[[faults.script]]` entry but `kind`.
+pub const SCRIPT_FIELDS: [&str; 7] = ["node", "at_ms", "restart_after_ms", "request", "batch", "delay_ms", "lag_ms"];
+
 /// One `[[faults.script]]` entry as written: a flat table, so that a bad or missing field is
 /// reported at its own line and key (an internally tagged enum would lose the field's position).
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
@@ -1443,27 +1469,18 @@ impl Scenario {
     ) -> Result<Vec<ScriptedFault>, ScenarioError> {
         let mut out = Vec::with_capacity(script.len());
         for (i, e) in script.iter().enumerate() {
-            let fields: [(&str, bool); 7] = [
-                ("node", e.node.is_some()),
-                ("at_ms", e.at_ms.is_some()),
-                ("restart_after_ms", e.restart_after_ms.is_some()),
-                ("request", e.request.is_some()),
-                ("batch", e.batch.is_some()),
-                ("delay_ms", e.delay_ms.is_some()),
-                ("lag_ms", e.lag_ms.is_some()),
+            let present = [
+                e.node.is_some(),
+                e.at_ms.is_some(),
+                e.restart_after_ms.is_some(),
+                e.request.is_some(),
+                e.batch.is_some(),
+                e.delay_ms.is_some(),
+                e.lag_ms.is_some(),
             ];
-            // Fields a kind may have without needing them.
-            let optional: &[&str] = match e.kind {
-                ScriptKind::TransferFail | ScriptKind::Delay | ScriptKind::VisibilityLag => &["batch"],
-                ScriptKind::Crash | ScriptKind::MetadataLag => &[],
-            };
-            let (kind, wanted): (&str, &[&str]) = match e.kind {
-                ScriptKind::Crash => ("crash", &["node", "at_ms", "restart_after_ms"]),
-                ScriptKind::TransferFail => ("transfer_fail", &["request"]),
-                ScriptKind::Delay => ("delay", &["request", "delay_ms"]),
-                ScriptKind::VisibilityLag => ("visibility_lag", &["request", "lag_ms"]),
-                ScriptKind::MetadataLag => ("metadata_lag", &["request", "lag_ms"]),
-            };
+            let fields = SCRIPT_FIELDS.into_iter().zip(present);
+            // The fields a kind needs, and those it may have without needing them.
+            let (kind, wanted, optional) = e.kind.fields();
             for (k, present) in fields {
                 if present && !wanted.contains(&k) && !optional.contains(&k) {
                     let all: Vec<&str> = wanted.iter().chain(optional).copied().collect();

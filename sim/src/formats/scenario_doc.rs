@@ -47,6 +47,26 @@ pub fn schema_json() -> String {
     if let Some(items) = v.pointer_mut("/properties/decode/items") {
         items["properties"] = serde_json::json!({ "pp_stages": false });
     }
+    // Each `[[faults.script]]` kind's required fields, and the fields it does not take, as the
+    // parser checks them (`ScriptKind::fields`): the editor accepted a `crash` without `node`.
+    if let Some(entry) = v.pointer_mut("/$defs/ScriptEntry").and_then(Value::as_object_mut) {
+        let rules: Vec<Value> = crate::scenario::ScriptKind::ALL
+            .iter()
+            .map(|k| {
+                let (name, wanted, optional) = k.fields();
+                let refused: Map<String, Value> = crate::scenario::SCRIPT_FIELDS
+                    .iter()
+                    .filter(|f| !wanted.contains(f) && !optional.contains(f))
+                    .map(|f| (f.to_string(), Value::Bool(false)))
+                    .collect();
+                serde_json::json!({
+                    "if": { "properties": { "kind": { "const": name } }, "required": ["kind"] },
+                    "then": { "required": wanted, "properties": refused }
+                })
+            })
+            .collect();
+        entry.insert("allOf".into(), Value::Array(rules));
+    }
     bound_narrow_integers(&mut v);
     serde_json::to_string_pretty(&v).expect("schema serialises") + "\n"
 }
