@@ -42,7 +42,14 @@ pub fn collect(paths: &[String]) -> Result<Vec<PathBuf>, String> {
     }
     out.sort();
     out.dedup();
-    Ok(out)
+    // One file by two names (a link, `./x` beside `x`) is checked once, by the first name.
+    let mut kept: Vec<PathBuf> = Vec::with_capacity(out.len());
+    for p in out {
+        if !kept.iter().any(|k| super::same_file(k, &p)) {
+            kept.push(p);
+        }
+    }
+    Ok(kept)
 }
 
 /// Parses a scenario file.

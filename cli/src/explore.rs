@@ -209,7 +209,8 @@ pub fn run(o: &ExploreOpts) -> i32 {
     // An interrupted exploration says what it kept (it ended silently, exit 130).
     super::fuzz::say_when_interrupted(match &o.checkpoint {
         Some(path) => format!(
-            "\nkvsim explore: interrupted; the subtrees finished so far are saved in {path}: run the same command again to resume\n"
+            "\nkvsim explore: interrupted; {path} keeps every subtree finished so far (it is written when the first one finishes: \
+             none yet if it does not exist): run the same command again to resume\n"
         ),
         None => "\nkvsim explore: interrupted; nothing kept (--checkpoint FILE makes an exploration resumable)\n".to_string(),
     });
@@ -360,12 +361,14 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         .map(|v| v.kind.name())
         .collect();
     let safety = replay.world.oracle.violations.iter().any(|v| !v.kind.is_liveness());
-    let mut lines = vec![format!(
-        "counterexample after {} distinct states, {} schedules: {} ({secs:.2} s)",
-        s.states,
-        s.schedules,
-        kinds.into_iter().collect::<Vec<_>>().join(", ")
-    )];
+    // States are counted where a schedule branches: a violation in the first schedule, before
+    // any branch point was met twice, is said so ("after 0 distinct states" read as if nothing ran).
+    let after = match s.states {
+        0 => format!("after {} schedule(s), before any branch point's state was counted", s.schedules),
+        n => format!("after {n} distinct states, {} schedules", s.schedules),
+    };
+    let mut lines =
+        vec![format!("counterexample {after}: {} ({secs:.2} s)", kinds.into_iter().collect::<Vec<_>>().join(", "))];
     lines.push(format!(
         "schedule: {} choices, shrunk to {} ({} not the default)",
         found.choices.len(),

@@ -952,7 +952,7 @@ pub fn same_file(a: impl AsRef<std::path::Path>, b: impl AsRef<std::path::Path>)
 fn saved_for_a_check(path: &str, check: Option<PropertyCheck>, check_oracle: bool, choices: bool) {
     if let Some(cs) = saved_choices(path).filter(|_| !choices) {
         eprintln!(
-            "note: {path} is a counterexample of kvsim explore: its violation shows under its schedule, which this run does not follow: kvsim run {} --choices {}",
+            "note: {path} is a counterexample of kvsim explore: its violation was found under its schedule, which this run does not follow (the seeded run may show it too, or not): kvsim run {} --choices {}",
             kvsim::shell_path_str(path),
             kvsim::shell_word(&cs)
         );
@@ -1160,8 +1160,14 @@ fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choi
     match format {
         Format::Json => {
             let mut v = serde_json::to_value(&report).expect("report serialises");
-            if let (Some(Ok(verdict)), Some(m)) = (&confirmed, v.as_object_mut()) {
-                m.insert("confirmation".into(), serde_json::to_value(verdict).expect("verdict serialises"));
+            if let (Some(c), Some(m)) = (&confirmed, v.as_object_mut()) {
+                // A confirmation that failed says so in the object too (a CI job that reads only
+                // the JSON saw the run's exit code and no confirmation, while the command exited 3).
+                let c = match c {
+                    Ok(verdict) => serde_json::to_value(verdict).expect("verdict serialises"),
+                    Err(e) => serde_json::json!({ "error": e.message, "exit_code": e.exit_code }),
+                };
+                m.insert("confirmation".into(), c);
             }
             println!("{}", serde_json::to_string_pretty(&v).expect("report serialises"))
         }
@@ -1203,6 +1209,11 @@ fn cmd_new(name: &str, like: kvsim::scenario_doc::Like, logs: &[String], out: Op
     // (hard links included).
     if let Some(l) = logs.iter().find(|l| same_file(&path, l)) {
         eprintln!("error: {path}: that is the log {l}; write the scenario elsewhere (--out)");
+        return exit::BAD_INPUT;
+    }
+    // A folder is no file to write, `--force` or not (it suggested `--force`, which then failed).
+    if std::path::Path::new(&path).is_dir() {
+        eprintln!("error: {path}: a folder; give a file name (--out FILE)");
         return exit::BAD_INPUT;
     }
     if std::path::Path::new(&path).exists() && !force {

@@ -238,15 +238,29 @@ pub fn run(o: &ShrinkOpts) -> i32 {
     let check = want.as_deref().is_some_and(kvsim::fuzz::is_disagreement);
     let channel = want.as_deref().is_some_and(kvsim::fuzz::is_channel);
     let (_, sigs) = kvsim::fuzz::run_case_with(cfg.clone(), check, channel);
+    // A kind alone (or a signature less its chain) names the one shown signature it begins, as
+    // `fuzz --until` takes one: `wrong_status` was refused beside `wrong_status/rejected_answered_200`.
+    let begun: Vec<&String> = match &want {
+        Some(s) if !sigs.contains(s) => sigs.iter().filter(|x| x.starts_with(&format!("{s}/"))).collect(),
+        _ => Vec::new(),
+    };
     let sig = match (&want, pick_signature(&sigs)) {
         (Some(s), _) if sigs.contains(s) => s.clone(),
+        (Some(s), _) if begun.len() == 1 => {
+            eprintln!("note: --signature {s}: the run's signature `{}`", begun[0]);
+            begun[0].clone()
+        }
         (Some(s), _) => {
             let shown: Vec<&str> = sigs.iter().map(String::as_str).collect();
+            // Against the whole signatures, then their kinds (a misspelt kind had no hint).
+            let kinds: Vec<&str> = shown.iter().map(|x| x.split('/').next().unwrap_or(x)).collect();
             let hint = kvsim::scenario::did_you_mean(s, shown.iter().copied())
-                .map(|m| format!("did you mean `{m}`? "))
+                .or_else(|| kvsim::scenario::did_you_mean(s, kinds.iter().copied()))
+                .map(|m| format!("; did you mean `{m}`?"))
                 .unwrap_or_default();
+            let several = if begun.len() > 1 { "; it begins several: give the whole `kind/mechanism`" } else { "" };
             eprintln!(
-                "error: {}: the run does not show signature `{s}`: {hint}(it shows: {})",
+                "error: {}: the run does not show signature `{s}`{several}{hint} (it shows: {})",
                 o.input,
                 if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
             );

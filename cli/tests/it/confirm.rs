@@ -413,6 +413,16 @@ fn confirm_verdicts_are_in_the_json() {
     assert_eq!(code, Some(10), "{err}");
     let alone: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(alone["reads_replayed"], c["reads_replayed"], "{out}");
+    // A confirmation that fails says so in the JSON too, with the command's exit status.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["run", s.to_str().unwrap(), "--confirm", "cpu", "--json"])
+        .env("KVSIM_INJECT_GPU_ERROR", "unavailable")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["confirmation"]["exit_code"].as_i64(), Some(3), "{v}");
+    assert!(v["confirmation"]["error"].as_str().is_some_and(|e| e.contains("unavailable")), "{v}");
     // A clean run: nothing replayed, and why.
     let clean = crate::scenarios_dir().join("small/vllm-short-prefill.toml");
     let (code, out, err) = kvsim(&["run", clean.to_str().unwrap(), "--confirm", "cpu", "--json"]);

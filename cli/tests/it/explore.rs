@@ -625,7 +625,7 @@ fn an_interrupted_exploration_says_how_to_resume() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "kvsim explore: interrupted; the subtrees finished so far are saved in {}",
+            "kvsim explore: interrupted; {} keeps every subtree finished so far (it is written when the first one finishes: none yet if it does not exist)",
             ck.display()
         )),
         "{err}"

@@ -739,3 +739,36 @@ fn a_linked_scenario_reads_its_trace_from_its_own_folder() {
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("2 requests"), "{out}");
 }
+
+/// `shrink --signature` takes a kind that begins exactly one of the run's signatures (it refused
+/// `wrong_status` beside `wrong_status/rejected_answered_200`), and a misspelt kind gets a
+/// did-you-mean (it had none, and a stray colon).
+#[test]
+fn shrink_takes_a_kind_that_names_one_signature() {
+    let dir = scratch("shrink-kind");
+    let out = dir.join("k.toml");
+    let input = crate::scenarios_dir().join("small/stub-leak.toml");
+    let args = |sig: &'static str| {
+        vec![
+            "shrink".to_string(),
+            input.to_str().unwrap().to_string(),
+            "--signature".into(),
+            sig.into(),
+            "--out".into(),
+            out.to_str().unwrap().to_string(),
+            "--force".into(),
+            "--budget".into(),
+            "30".into(),
+        ]
+    };
+    let run = |a: Vec<String>| kvsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, stdout, err) = run(args("wrong_status"));
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    assert!(err.contains("note: --signature wrong_status: the run's signature `wrong_status/"), "{err}");
+    let (code, _, err) = run(args("cross_tenant_reed"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("does not show signature `cross_tenant_reed`; did you mean `cross_tenant_read`? (it shows: "),
+        "{err}"
+    );
+}

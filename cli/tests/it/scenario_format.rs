@@ -211,6 +211,17 @@ fn kvsim_new_writes_commented_scenarios_that_run_and_validate() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    // A folder is named as one, `--force` or not (it suggested `--force`, which then failed).
+    for force in [false, true] {
+        let mut args = vec!["new", "mine", "--out", dir.to_str().unwrap()];
+        if force {
+            args.push("--force");
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvsim")).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("a folder; give a file name") && !err.contains("--force"), "{err}");
+    }
 }
 
 /// `kvsim new NAME --from-log <fixture> --out <dir>/<out>` (an earlier file of that name removed).
@@ -339,9 +350,17 @@ fn report_json_fields_are_documented() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{s}: {e}"));
         walk(&v, false, &mut keys);
     }
-    for want in
-        ["holders", "host_pages", "landed_zeros", "oracle_check", "culprit_at_ns", "generated_tokens", "reads_replayed"]
-    {
+    for want in [
+        "holders",
+        "host_pages",
+        "landed_zeros",
+        "oracle_check",
+        "culprit_at_ns",
+        "generated_tokens",
+        "reads_replayed",
+        "cause",
+        "delta_ns",
+    ] {
         assert!(keys.contains(want), "the runs no longer print `{want}`: {keys:?}");
     }
     let missing: Vec<&String> = keys.iter().filter(|k| !doc.contains(&format!("`{k}`"))).collect();

@@ -298,6 +298,17 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // One file named directly and through a link is checked once (it ran twice).
+    let link = dir.join("link.toml");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(looped.join("a.toml"), &link).unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["check", link.to_str().unwrap(), looped.join("a.toml").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("in 1 scenario(s)"), "{stdout}");
 }
 
 #[test]

@@ -59,6 +59,14 @@ pub struct ViolationOut {
     /// `cross_tenant_prefix_hit`, the hit's time (a cached block keeps no write time).
     pub culprit_at_ns: Option<u64>,
     pub detail: String,
+    /// The mechanism (`stub_commit`, `late_write`, `prefix_hit`): the second part of the
+    /// violation's signature. Absent in traces written before it was reported.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cause: String,
+    /// `timing_channel`, `content_channel`: the size of the difference the observer saw between
+    /// the runs, ns of virtual time; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_ns: Option<u64>,
     /// `uninitialized_read`: of `slots`, those a transfer's land zeroed over KV written there
     /// before, and that transfer's request (the rest were never written); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,6 +308,8 @@ impl Report {
                 culprit_tenant: v.culprit.map(|c| c.tenant.0),
                 culprit_at_ns: v.culprit.map(|c| c.at.0),
                 detail: v.detail.clone(),
+                cause: v.cause.clone(),
+                delta_ns: v.delta_ns,
                 landed_zeros: Some(v.landed_zeros).filter(|&n| n > 0),
                 landed_by_request: v.landed_by.map(|r| r.0),
                 host_pages: Some(v.host_pages).filter(|&n| n > 0),

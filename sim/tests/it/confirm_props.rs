@@ -81,6 +81,8 @@ fn reads_through_locks(mem: &[(u64, kvsim::trace::MemOp)]) -> Vec<kvsim::report:
             culprit_tenant: None,
             culprit_at_ns: None,
             detail: String::new(),
+            cause: String::new(),
+            delta_ns: None,
             landed_zeros: None,
             landed_by_request: None,
             host_pages: None,
