@@ -122,7 +122,7 @@ pub struct ConfirmOpts {
     #[arg(long, default_value = "auto", value_parser = parse_cpu_check)]
     pub cpu_check: kvsim_gpu::CpuCheck,
     // --- end issue 16 ---
-    /// Print the verdict as one JSON object (docs/report-format.md, "Confirmation") instead of
+    /// Print the verdict as one JSON object (docs/report-format.md, "The confirmation") instead of
     /// text; the exit status is the same.
     #[arg(long)]
     pub json: bool,
@@ -148,7 +148,7 @@ impl ConfirmOpts {
 }
 
 /// Verdict of one confirm run: its text, and its fields for `--json`, `run --confirm --json` and
-/// `fuzz --confirm` (docs/report-format.md, "Confirmation").
+/// `fuzz --confirm` (docs/report-format.md, "The confirmation").
 #[derive(serde::Serialize)]
 pub struct Verdict {
     /// Reads confirmed as cross-tenant leaks (foreign share over the threshold).

@@ -711,6 +711,30 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 ));
             }
         }
+        // Signatures this campaign's flags cannot produce (each ran the whole campaign and said
+        // "not found"): a mechanism of `event_limit`, which has none; a hang after the faults heal
+        // without `--liveness`; a hardware-only fault in a profile campaign without
+        // `--hardware-faults` (a `--base` scenario may set either itself).
+        let parts: Vec<&str> = u.split('/').collect();
+        let needs = if kind == kvsim::fuzz::EVENT_LIMIT && parts.len() > 1 {
+            Some(format!("`{}` names no mechanism: --until {}", kvsim::fuzz::EVENT_LIMIT, kvsim::fuzz::EVENT_LIMIT))
+        } else if o.base.is_none() && parts.get(1) == Some(&"after_heal") && o.liveness.is_none() {
+            Some("a hang after the faults heal is seen only in liveness mode: add --liveness BOUND".to_string())
+        } else if o.base.is_none()
+            && o.profile.is_some()
+            && !o.hardware_faults
+            && parts.iter().skip(1).any(|p| *p == "visibility_lag")
+        {
+            Some(
+                "a profile campaign draws the hardware-only fault `visibility_lag` only with --hardware-faults"
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        if let Some(why) = needs {
+            return Err(format!("--until {u}: this campaign never shows it: {why}"));
+        }
     }
     if let Some(h) = o.html.as_deref() {
         // Checked before the campaign, not after it (the report is written at the end, and a
@@ -1470,11 +1494,20 @@ fn print_summary(o: &FuzzOpts, corpus: &Path, camp: &Campaign, known: Option<&Kn
     );
     print!("{}", camp_lib::table_text(&camp.table, &saved_examples(corpus), known));
     if let Some(u) = &o.until {
+        // The signature that matched, when `--until` named a prefix of it (the line read as if
+        // the prefix itself was found): the first found, by seed.
+        let matched = camp
+            .table
+            .iter()
+            .filter(|(s, _)| s.starts_with(u.as_str()))
+            .min_by_key(|(_, e)| e.first_seed)
+            .filter(|(s, _)| *s != u)
+            .map_or(String::new(), |(s, e)| format!("; the signature found: `{s}` (seed {})", e.first_seed));
         match ran.found_after {
             Some((runs, _)) if ran.until_in_checkpoint => {
-                println!("until: `{u}` found after {runs} runs, by an earlier invocation (the checkpoint has it); nothing was run")
+                println!("until: `{u}` found after {runs} runs, by an earlier invocation (the checkpoint has it); nothing was run{matched}")
             }
-            Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s", t.as_secs_f64()),
+            Some((runs, t)) => println!("until: `{u}` found after {runs} runs in {:.2}s{matched}", t.as_secs_f64()),
             None => println!("until: `{u}` not found in {} runs", camp.runs_done),
         }
     }
@@ -1682,8 +1715,11 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
             );
         }
     }
+    // A partial merge says so on stdout too, where a nightly job reads the result (it was on
+    // stderr and in the HTML banner only; the exit status stays the unsharded campaign's).
+    let partial = merged.partial.as_ref().map_or(String::new(), |why| format!(" (PARTIAL: {why})"));
     let mut text = format!(
-        "merged {} {}: {} runs, {} signature(s) into {into}\n{}",
+        "merged {} {}: {} runs, {} signature(s) into {into}{partial}\n{}",
         dirs.len(),
         if dirs.len() == 1 { "corpus" } else { "corpora" },
         merged.runs_done,

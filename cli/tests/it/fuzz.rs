@@ -445,9 +445,18 @@ fn triage_exits_0_on_known_signatures_only_and_non_zero_on_new_ones() {
     };
     let (code, out, err, corpus) = run("triage-none", "none");
     assert_eq!(code, Some(10), "{out}{err}");
-    // No triage column and no triage line (signatures such as `wrong_status/…` may say "status").
+    // No triage line; the status column is there and says `untriaged` on every row (it was left
+    // out, so a CI parser could not rely on it).
     let header = out.lines().find(|l| l.starts_with("signature")).expect("a table header");
-    assert!(!header.contains("status") && !out.contains("triage against"), "{out}");
+    assert!(header.contains(" status ") && !out.contains("triage against"), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("signature"))
+        .skip(1)
+        .filter(|l| !l.starts_with(' '))
+        .take_while(|l| l.contains("kvsim run"))
+        .collect();
+    assert!(!rows.is_empty() && rows.iter().all(|l| l.contains(" untriaged")), "{out}");
     let t = table(&corpus);
     let sigs: Vec<&String> = t.as_object().unwrap().keys().collect();
     let safety: Vec<&String> =
@@ -541,7 +550,9 @@ fn the_shipped_known_bugs_file_is_the_default_and_merge_triages() {
     // Untriaged, every signature counts, as in a campaign with `--known none`: the 5xx is a
     // safety violation (wrong_status).
     assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stdout));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("triage"));
+    // No triage line (the table's status column says `untriaged`).
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.lines().any(|l| l.starts_with("triage")) && text.contains("untriaged"), "{text}");
 }
 
 /// A merge exits as the unsharded campaign does (a blind one too: exit 10 when it found a safety
@@ -1358,6 +1369,40 @@ fn a_campaign_refuses_before_it_runs() {
     let out = kvsim(&["fuzz", "--time", "5", "--corpus", &typo]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--time 5: no unit"));
+    // Signatures the campaign's flags can never show are refused too (each ran the whole
+    // campaign and said "not found").
+    for (until, extra, says) in [
+        ("event_limit/anything", &[][..], "`event_limit` names no mechanism"),
+        ("request_hang/after_heal", &[][..], "add --liveness BOUND"),
+        ("cross_tenant_read/visibility_lag", &["--profile", "vllm-nixl"][..], "only with --hardware-faults"),
+    ] {
+        let mut args = vec!["fuzz", "--runs", "10", "--corpus", &typo, "--until", until];
+        args.extend_from_slice(extra);
+        let out = kvsim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{until}: {err}");
+        assert!(err.contains("this campaign never shows it") && err.contains(says), "{until}: {err}");
+        assert!(!Path::new(&typo).exists());
+    }
+    // A prefix found names the signature it matched (the line read as if the prefix was found).
+    let out = kvsim(&[
+        "fuzz",
+        "--profile",
+        "sglang-0.5.22",
+        "--runs",
+        "300",
+        "--corpus",
+        &typo,
+        "--no-shrink",
+        "--confirm",
+        "off",
+        "--until",
+        "use_after_free/transfer_read_of_a_source_page",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("until: ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("; the signature found: `use_after_free/transfer_read_of_a_source_page/"), "{line}");
+    std::fs::remove_dir_all(&typo).unwrap();
 
     if kvsim_gpu::select(kvsim_gpu::BackendChoice::Cuda).is_err() {
         let g = tmp("cuda");

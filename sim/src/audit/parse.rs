@@ -649,31 +649,27 @@ impl Facts {
         if self.standalone.line().is_some() && self.role.value().is_none_or(|r| r == Role::Unknown) {
             derived.push(STANDALONE_NOTE.to_string());
         }
-        // vLLM's concurrency factor is the pool over the tokens per request, to 2 decimals
-        // (0.11 v1/core/kv_cache_utils.py `get_max_concurrency_for_kv_cache_config`): one that
-        // disagrees with the pool audited (a logged block size that is not the one the blocks
-        // were counted in, lines of two launches) is said, not passed over.
-        if let (Some(f), Some(c), Some(p), Some(line)) =
-            (self.concurrency.value(), context, pool, self.concurrency.line())
+        // vLLM's concurrency factor, where the pool is `# GPU blocks` × a logged block size (the
+        // blocks are counted in the engine's block size, whatever the log's argument dump says):
+        // blocks × block size / C in V0 (0.6–0.7 `executor/executor_base.py` `initialize_cache`), blocks / ⌈C / block size⌉
+        // in v1 (0.11 `v1/core/kv_cache_utils.py` `get_max_concurrency_for_kv_cache_config`),
+        // printed to 2 decimals. A factor that fits neither says the logged block size is not
+        // the one the blocks were counted in (lines of two launches). Not checked against a
+        // `GPU KV cache size` pool: a hybrid model's layers (sliding window, mamba) make both
+        // that line and the factor follow other rules.
+        if let (Some(f), Some(c), Some(b), Some(ps), Some(line)) =
+            (self.concurrency.value(), context, self.blocks.value(), page_size, self.concurrency.line())
         {
-            let implied = p as f64 / c.max(1) as f64;
-            if (implied - f).abs() > 0.005 + 1e-9 {
-                let blocks = match (self.blocks.value(), page_size) {
-                    (Some(b), Some(ps)) if pool_line == self.blocks.line() => {
-                        let fits = (f * c as f64 / b.max(1) as f64).round() as u64;
-                        format!(
-                            " ({b} GPU blocks × block size {ps}; the factor fits a block size of about {fits}: is the \
-                             logged block size this launch's?)"
-                        )
-                    }
-                    _ => String::new(),
-                };
+            let by_tokens = b.saturating_mul(ps) as f64 / c.max(1) as f64;
+            let by_blocks = b as f64 / c.div_ceil(ps.max(1)).max(1) as f64;
+            let near = |x: f64| (x - f).abs() <= 0.005 + 1e-9;
+            if pool_line == self.blocks.line() && !near(by_tokens) && !near(by_blocks) {
+                let fits = (f * c as f64 / b.max(1) as f64).round() as u64;
                 derived.push(format!(
-                    "CHECK: line {line} says `Maximum concurrency for {} tokens per request: {f:.2}x`, but the pool \
-                     audited, {} tokens{blocks}, gives {implied:.2}x; the audit uses the pool (a model with \
-                     sliding-window or other special layers needs fewer tokens per request, which also raises the factor)",
+                    "CHECK: line {line} says `Maximum concurrency for {} tokens per request: {f:.2}x`, but {b} GPU \
+                     blocks × block size {ps} give {by_tokens:.2}x; the factor fits a block size of about {fits}: is \
+                     the logged block size this launch's? (the audit uses {b} × {ps})",
                     crate::report::thousands(c),
-                    crate::report::thousands(p)
                 ));
             }
         }
@@ -1598,8 +1594,10 @@ mod tests {
             let said = f.derived.iter().find(|d| d.starts_with("CHECK: line 3"));
             assert_eq!(said.is_some(), check, "{factor}: {:?}", f.derived);
             if let Some(d) = said {
-                assert!(d.contains("1478 GPU blocks × block size 32") && d.contains("block size of about 16"), "{d}");
-                assert!(d.contains("gives 1.63x"), "{d}");
+                assert!(
+                    d.contains("1478 GPU blocks × block size 32 give 1.63x") && d.contains("block size of about 16"),
+                    "{d}"
+                );
             }
         }
         // Blocks alone: the pool stays unknown.

@@ -772,7 +772,8 @@ pub fn triage_label(sig: &str, known: Option<&KnownBugs>) -> String {
 /// The final table: signature, count, first seed, reproduce command (of the signature's
 /// smallest example), then one indented line per further example kept (`saved`: each signature's
 /// saved examples, smallest first).
-/// With a known-bugs file, a status column says `new` or `known (<row>)` for each signature.
+/// A status column says `new` or `known (<row>)` for each signature with a known-bugs file,
+/// `untriaged` without one (`, hardware` added for a hardware-only fault's signature).
 pub fn table_text(
     table: &BTreeMap<String, Entry>,
     saved: &BTreeMap<String, Vec<Failure>>,
@@ -793,10 +794,10 @@ pub fn table_text(
     // Columns as wide as their longest entry (a chain signature is longer than a plain one).
     let w = table.keys().map(String::len).max().unwrap_or(0).max(48);
     let sw = table.keys().map(|k| label(k).len()).max().unwrap_or(0).max(6);
-    // The status column: with a known-bugs file, or when a signature is labelled `hardware`.
-    let shown = known.is_some() || table.keys().any(|k| crate::fuzz::hardware_fault(k).is_some());
-    let status = |sig: &str| if shown { format!("{:<sw$} ", label(sig)) } else { String::new() };
-    let head = if shown { format!("{:<sw$} ", "status") } else { String::new() };
+    // The status column, always (it was shown only with a known-bugs file or a `hardware`
+    // signature, so a CI parser could not rely on it; README says `untriaged` without a file).
+    let status = |sig: &str| format!("{:<sw$} ", label(sig));
+    let head = format!("{:<sw$} ", "status");
     s.push_str(&format!("{:<w$} {:>8} {:>12}  {head}reproduce\n", "signature", "runs", "first seed"));
     for (sig, e) in table {
         let examples = saved.get(sig).map(Vec::as_slice).unwrap_or_default();
@@ -1318,15 +1319,18 @@ mod tests {
     }
 
     #[test]
-    fn the_table_has_a_status_column_only_with_a_known_bugs_file_or_a_hardware_signature() {
+    fn the_table_always_has_a_status_column() {
         let k = KnownBugs::shipped("sglang-0.5.22").unwrap();
         // The shipped file's first entry is an rdma-visibility-lag signature: a hardware fault's.
         let known_sig = k.known[0].signature.clone();
         assert_eq!(crate::fuzz::hardware_fault(&known_sig), Some("visibility_lag"), "{known_sig}");
         let mut table = BTreeMap::new();
         table.insert("page_leak/decode".to_string(), Entry { count: 1, first_seed: 12 });
+        // Without a known-bugs file and without a hardware signature too (it was left out, so a
+        // CI parser could not rely on it).
         let plain = table_text(&table, &BTreeMap::new(), None);
-        assert!(plain.starts_with("signature") && !plain.lines().next().unwrap().contains("status"), "{plain}");
+        assert!(plain.starts_with("signature") && plain.lines().next().unwrap().contains(" status "), "{plain}");
+        assert!(plain.lines().nth(1).unwrap().contains(" untriaged "), "{plain}");
         table.insert(known_sig.clone(), Entry { count: 4, first_seed: 9 });
         let labelled = table_text(&table, &BTreeMap::new(), None);
         assert!(labelled.lines().next().unwrap().contains("status"), "{labelled}");
