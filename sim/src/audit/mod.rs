@@ -504,6 +504,15 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
         // A dropped launch is taken for a restart of the server that launched after it. Had it a
         // gap, say so: joined logs of two servers of one role cannot be told from a restart.
         for f in facts.iter().filter(|f| !chosen.contains(&f.launch)) {
+            // A launch that refused to start served nothing: no gap to tell of (it said "had a
+            // GAP" of a launch that, audited alone, "refused to start").
+            if let Some(line) = f.refused_start {
+                notes.push(format!(
+                    "{name} (line {}): an earlier launch ({}) refused to start with its pool (line {line}) and served nothing; not audited",
+                    f.line, f.role
+                ));
+                continue;
+            }
             let ctx = f.context_len.or_else(|| facts.iter().filter_map(|g| g.context_len).max());
             if let (Some(ctx), Some(pool)) = (ctx, f.pool_tokens) {
                 if let Some((lo, hi)) = admission(f.engine.unwrap_or(Engine::Sglang), ctx, pool).band {
@@ -587,7 +596,23 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                     ),
                 }
             }
-            0 => format!("not applied: every {engine} node's log gives its own"),
+            0 => {
+                // Named, so a conflict shows (a version file of 0.5.16 beside a log whose lines
+                // imply a later build decides between a leaking and a fixed profile).
+                let mut theirs: Vec<&str> =
+                    nodes.iter().filter(|n| n.engine() == engine).filter_map(|n| n.facts.version.as_deref()).collect();
+                theirs.sort();
+                theirs.dedup();
+                let differ = if theirs.iter().any(|t| *t != v) {
+                    ", which differs: check which is the deployment's"
+                } else {
+                    ""
+                };
+                format!(
+                    "not applied: every {engine} node's log gives or implies its own ({}){differ}",
+                    theirs.join(", ")
+                )
+            }
             k => format!("applied to the {k} {engine} node(s) whose log gives no version"),
         };
         notes.push(format!("{}: a {engine} version ({v}) and no server facts: {what}", f.source));

@@ -595,20 +595,36 @@ impl Facts {
                 // vLLM prints `Maximum concurrency for C tokens per request: F x` with
                 // F = blocks × block_size / C rounded to 2 decimals: only one power-of-two block
                 // size may fit, else it stays unknown.
-                if let (Some(f), Some(c)) = (self.concurrency.value(), context) {
+                if let (Some(f), Some(c), Some(line)) = (self.concurrency.value(), context, self.concurrency.line()) {
+                    // Either of vLLM's formulas (V0 blocks × B / C, v1 blocks / ⌈C / B⌉; see
+                    // the check below).
+                    let near = |x: f64| (x - f).abs() <= 0.005 + 1e-9;
                     let fits: Vec<u64> = (0..=10)
                         .map(|e| 1u64 << e)
                         .filter(|b| {
-                            let tokens = blocks.saturating_mul(*b) as f64;
-                            (tokens / c as f64 - f).abs() <= 0.005 + 1e-9
+                            let by_tokens = blocks.saturating_mul(*b) as f64 / c.max(1) as f64;
+                            let by_blocks = blocks as f64 / c.div_ceil(*b).max(1) as f64;
+                            near(by_tokens) || near(by_blocks)
                         })
                         .collect();
-                    if let [b] = fits[..] {
-                        page_size = Some(b);
-                        page_size_line = self.concurrency.line();
-                        derived.push(format!(
-                            "block size {b} deduced from `# GPU blocks: {blocks}` and `Maximum concurrency for {c} tokens per request: {f:.2}x`"
-                        ));
+                    match fits[..] {
+                        [b] => {
+                            page_size = Some(b);
+                            page_size_line = Some(line);
+                            derived.push(format!(
+                                "block size {b} deduced from `# GPU blocks: {blocks}` and `Maximum concurrency for {c} tokens per request: {f:.2}x`"
+                            ));
+                        }
+                        // A factor no block size gives (lines of two launches, an edited log)
+                        // was dropped without a word, and the pool taken at the default block
+                        // size: said, with what a factor below 1 means.
+                        [] => derived.push(format!(
+                            "CHECK: line {line} says `Maximum concurrency for {} tokens per request: {f:.2}x`, which no \
+                             block size gives with {blocks} GPU blocks{}; are these lines of one launch?",
+                            crate::report::thousands(c),
+                            if f < 1.0 { " (below 1x: by this line one request of the context does not fit the pool)" } else { "" }
+                        )),
+                        _ => {}
                     }
                 }
             }
@@ -629,6 +645,18 @@ impl Facts {
                 derived.push(format!(
                     "pool = {} tokens: the scheduler's maximum allowed length {m} is min(context - 1, pool - 1) - 5",
                     m + 6
+                ));
+            } else if m.saturating_add(6) == c {
+                // The context's own limit: the pool holds at least the context, which is all the
+                // audit needs (any larger pool serves the same prompts). It said "no usable KV
+                // pool size".
+                pool = Some(c);
+                pool_line = self.max_req_input.line();
+                derived.push(format!(
+                    "pool ≥ {} tokens: the scheduler's maximum allowed length {m} is the context's own limit \
+                     (min(context - 1, pool - 1) - 5 with pool ≥ context); audited as {}, as any larger pool admits the same prompts",
+                    crate::report::thousands(c),
+                    crate::report::thousands(c)
                 ));
             }
         }
@@ -1530,12 +1558,23 @@ mod tests {
         assert_eq!((f.engine, f.context_len, f.context_line), (Some(Engine::Sglang), Some(163_840), Some(9)));
         assert_eq!((f.max_req_input_len, f.pool_tokens, f.line), (Some(59_862), Some(59_868), 12));
         assert!(f.derived[0].contains("min(context - 1, pool - 1) - 5"), "{:?}", f.derived);
-        // At the context's own limit the printed value does not pin the pool.
+        // At the context's own limit the printed value bounds the pool from below only: at least
+        // the context, audited as the context (any larger pool admits the same prompts; it was
+        // "no usable KV pool size").
         let text = "python -m sglang.launch_server --context-length 4096
             [2025-03-03 06:49:28 TP0] Input length (5000 tokens) exceeds the maximum allowed length (4090 tokens). Use a shorter input.
 ";
         let f = parse("ctx.log", text).remove(0);
-        assert_eq!((f.max_req_input_len, f.pool_tokens), (Some(4090), None));
+        assert_eq!((f.max_req_input_len, f.pool_tokens), (Some(4090), Some(4096)));
+        assert!(f.derived.iter().any(|d| d.starts_with("pool ≥ 4,096 tokens")), "{:?}", f.derived);
+        // A concurrency factor that no block size gives is said (it was dropped without a word,
+        // and the pool taken at the default block size); below 1x, with what that means.
+        let t = "INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 3000
+INFO 01-30 03:19:14 kv_cache_utils.py:398] Maximum concurrency for 32768 tokens per request: 0.50x
+";
+        let f = parse("vc.log", t).remove(0);
+        let d = f.derived.iter().find(|d| d.starts_with("CHECK: line 2")).unwrap_or_else(|| panic!("{:?}", f.derived));
+        assert!(d.contains("which no block size gives with 3000 GPU blocks (below 1x"), "{d}");
     }
 
     #[test]
