@@ -399,7 +399,8 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
     let (mut confirmed, mut disagreements) = (0, 0);
     let mut reads = Vec::with_capacity(results.len());
     for (t, r) in lowered.targets.iter().zip(&results) {
-        let verdict = if r.foreign_share > o.threshold {
+        let is_confirmed = r.foreign_share > o.threshold;
+        let verdict = if is_confirmed {
             confirmed += 1;
             "CONFIRMED".to_string()
         } else {
@@ -474,7 +475,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
             own_share: r.own_share,
             zeros_share: r.zeros_share,
             largest_foreign_tenant_share: largest_foreign,
-            confirmed: r.foreign_share > o.threshold,
+            confirmed: is_confirmed,
             disagreement: disagreement.map(str::to_string),
             max_abs_diff_vs_cpu: r.max_abs_diff_vs_cpu,
         });

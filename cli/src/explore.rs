@@ -361,8 +361,8 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
         .map(|v| v.kind.name())
         .collect();
     let safety = replay.world.oracle.violations.iter().any(|v| !v.kind.is_liveness());
-    // States are counted where a schedule branches: a violation in the first schedule, before
-    // any branch point was met twice, is said so ("after 0 distinct states" read as if nothing ran).
+    // States are counted at a schedule's branch points: a violation found before any state was
+    // counted (one latency, no fault) is said so ("after 0 distinct states" read as if nothing ran).
     let after = match s.states {
         0 => format!("after {} schedule(s), before any branch point's state was counted", s.schedules),
         n => format!("after {n} distinct states, {} schedules", s.schedules),

@@ -353,6 +353,24 @@ fn a_counterexample_is_written_as_a_shrunk_scenario_that_replays_its_violation()
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A counterexample found before any branch point's state was counted says so (it read
+/// "counterexample after 0 distinct states", as if nothing had run).
+#[test]
+fn a_counterexample_before_any_counted_state_says_so() {
+    let r = Command::new(env!("CARGO_BIN_EXE_kvsim"))
+        .args(["explore", &catalogue("double-release.toml"), "--set", "prefill_rejected_release=once"])
+        .args(["--latencies", "200"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("counterexample after 1 schedule(s), before any branch point's state was counted"),
+        "{text}"
+    );
+    assert!(!text.contains("after 0 distinct states"), "{text}");
+}
+
 /// Flags a mode would silently ignore, or that would clash, are refused before anything runs.
 #[test]
 fn explore_refuses_flags_it_would_ignore_or_that_clash() {

@@ -592,21 +592,12 @@ impl Facts {
         let engine = self.engine.value();
         if let (None, Some(blocks)) = (pool, self.blocks.value()) {
             if page_size.is_none() {
-                // vLLM prints `Maximum concurrency for C tokens per request: F x` with
-                // F = blocks × block_size / C rounded to 2 decimals: only one power-of-two block
-                // size may fit, else it stays unknown.
+                // vLLM prints `Maximum concurrency for C tokens per request: F x`
+                // (`concurrency_fits`): only one power-of-two block size may fit, else it stays
+                // unknown.
                 if let (Some(f), Some(c), Some(line)) = (self.concurrency.value(), context, self.concurrency.line()) {
-                    // Either of vLLM's formulas (V0 blocks × B / C, v1 blocks / ⌈C / B⌉; see
-                    // the check below).
-                    let near = |x: f64| (x - f).abs() <= 0.005 + 1e-9;
-                    let fits: Vec<u64> = (0..=10)
-                        .map(|e| 1u64 << e)
-                        .filter(|b| {
-                            let by_tokens = blocks.saturating_mul(*b) as f64 / c.max(1) as f64;
-                            let by_blocks = blocks as f64 / c.div_ceil(*b).max(1) as f64;
-                            near(by_tokens) || near(by_blocks)
-                        })
-                        .collect();
+                    let fits: Vec<u64> =
+                        (0..=10).map(|e| 1u64 << e).filter(|&b| concurrency_fits(f, blocks, b, c)).collect();
                     match fits[..] {
                         [b] => {
                             page_size = Some(b);
@@ -677,27 +668,23 @@ impl Facts {
         if self.standalone.line().is_some() && self.role.value().is_none_or(|r| r == Role::Unknown) {
             derived.push(STANDALONE_NOTE.to_string());
         }
-        // vLLM's concurrency factor, where the pool is `# GPU blocks` × a logged block size (the
-        // blocks are counted in the engine's block size, whatever the log's argument dump says):
-        // blocks × block size / C in V0 (0.6–0.7 `executor/executor_base.py` `initialize_cache`), blocks / ⌈C / block size⌉
-        // in v1 (0.11 `v1/core/kv_cache_utils.py` `get_max_concurrency_for_kv_cache_config`),
-        // printed to 2 decimals. A factor that fits neither says the logged block size is not
-        // the one the blocks were counted in (lines of two launches). Not checked against a
-        // `GPU KV cache size` pool: a hybrid model's layers (sliding window, mamba) make both
-        // that line and the factor follow other rules.
+        // vLLM's concurrency factor against the pool, where the pool is `# GPU blocks` × a logged
+        // block size (the blocks are counted in the engine's block size, whatever the log's
+        // argument dump says): a factor that does not fit says the logged block size is not the
+        // one the blocks were counted in (lines of two launches). Not checked against a `GPU KV
+        // cache size` pool: a hybrid model's layers (sliding window, mamba) make both that line
+        // and the factor follow other rules.
         if let (Some(f), Some(c), Some(b), Some(ps), Some(line)) =
             (self.concurrency.value(), context, self.blocks.value(), page_size, self.concurrency.line())
         {
-            let by_tokens = b.saturating_mul(ps) as f64 / c.max(1) as f64;
-            let by_blocks = b as f64 / c.div_ceil(ps.max(1)).max(1) as f64;
-            let near = |x: f64| (x - f).abs() <= 0.005 + 1e-9;
-            if pool_line == self.blocks.line() && !near(by_tokens) && !near(by_blocks) {
+            if pool_line == self.blocks.line() && !concurrency_fits(f, b, ps, c) {
                 let fits = (f * c as f64 / b.max(1) as f64).round() as u64;
                 derived.push(format!(
                     "CHECK: line {line} says `Maximum concurrency for {} tokens per request: {f:.2}x`, but {b} GPU \
-                     blocks × block size {ps} give {by_tokens:.2}x; the factor fits a block size of about {fits}: is \
+                     blocks × block size {ps} give {:.2}x; the factor fits a block size of about {fits}: is \
                      the logged block size this launch's? (the audit uses {b} × {ps})",
                     crate::report::thousands(c),
+                    b.saturating_mul(ps) as f64 / c.max(1) as f64,
                 ));
             }
         }
@@ -1299,6 +1286,17 @@ fn disaggregation_role(mode: &str) -> Result<Role, ParseErrorKind> {
 
 // ---------------------------------------------------------------------------
 // Numbers
+
+/// Whether vLLM prints `Maximum concurrency for {tokens} tokens per request: {factor}x` for
+/// `blocks` GPU blocks of `block_size` tokens, by either of its formulas, to 2 decimals: V0's
+/// blocks × block size / tokens (0.6–0.7 `executor/executor_base.py` `initialize_cache`) or v1's
+/// blocks / ⌈tokens / block size⌉ (0.11 `v1/core/kv_cache_utils.py`
+/// `get_max_concurrency_for_kv_cache_config`, full attention).
+fn concurrency_fits(factor: f64, blocks: u64, block_size: u64, tokens: u64) -> bool {
+    let near = |x: f64| (x - factor).abs() <= 0.005 + 1e-9;
+    near(blocks.saturating_mul(block_size) as f64 / tokens.max(1) as f64)
+        || near(blocks as f64 / tokens.div_ceil(block_size.max(1)).max(1) as f64)
+}
 
 /// The end of a log's last line (its last 24 characters) when the log has no final line end and
 /// the line ends in a number (`context_len=10485`, of 10485760 when the log was cut off mid-line),

@@ -667,15 +667,15 @@ const UNKNOWN_VARIANT: &str = "unknown variant `";
 /// deserialise (why not, otherwise).
 fn check_knob(filler: &Knobs, k: &str, v: &toml::Value) -> Result<(), KnobFault> {
     let mut one = toml::Table::try_from(filler).expect("knobs serialise");
+    // A knob whose values are words, given another type (`kv_canary = true`): the deserialiser
+    // said "invalid type: unit variant, expected string only", naming neither the value nor the
+    // words. Its words are what a word it does not know lists.
+    let worded = one.get(k).is_some_and(toml::Value::is_str);
     one.insert(k.to_string(), v.clone());
     let fault = match Knobs::deserialize(one) {
         Ok(_) => return Ok(()),
         Err(e) => KnobFault::from_message(e.message().trim()),
     };
-    // A knob whose values are words, given another type (`kv_canary = true`): the deserialiser
-    // said "invalid type: unit variant, expected string only", naming neither the value nor the
-    // words. Its words are what a word it does not know lists.
-    let worded = toml::Table::try_from(filler).ok().and_then(|t| t.get(k).map(toml::Value::is_str)).unwrap_or(false);
     match fault {
         KnobFault::BadValue { .. } if worded && !v.is_str() => {
             let probe = toml::Value::String("\u{1}".into());

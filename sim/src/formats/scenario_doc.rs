@@ -38,12 +38,12 @@ pub fn schema_json() -> String {
         props["name"]["minLength"] = 1.into();
         props["explore_faults"]["items"] = serde_json::json!({ "enum": faults });
     }
-    // A decode group has no pipeline stages: the parser refuses `pp_stages` there ("a [[prefill]]
-    // setting"), and the editor did not (both groups are one `NodeGroup` type).
     if let Some(name) = v.pointer_mut("/properties/name") {
         // Not empty nor blank (`resolve` refuses both).
         name["pattern"] = "\\S".into();
     }
+    // A decode group has no pipeline stages: the parser refuses `pp_stages` there ("a [[prefill]]
+    // setting"), and the editor did not (both groups are one `NodeGroup` type).
     if let Some(items) = v.pointer_mut("/properties/decode/items") {
         items["properties"] = serde_json::json!({ "pp_stages": false });
     }
@@ -483,11 +483,8 @@ pub fn starting_scenario_from_logs(name: &str, logs: &[(String, String)], file: 
     let a = crate::audit::analyse(&files).map_err(FromLogsError::Audit)?;
     // A node whose engine refused to start with its pool served nothing: a scenario of it serving
     // would simulate a deployment that never ran (it wrote one).
-    if let Some(n) = a.nodes.iter().find(|n| n.facts.refused_start.is_some()) {
-        return Err(FromLogsError::RefusedStart {
-            source: n.facts.source.clone(),
-            line: n.facts.refused_start.unwrap_or(n.facts.line),
-        });
+    if let Some((n, line)) = a.nodes.iter().find_map(|n| Some((n, n.facts.refused_start?))) {
+        return Err(FromLogsError::RefusedStart { source: n.facts.source.clone(), line });
     }
     let sources: Vec<&str> = logs.iter().map(|(p, _)| p.as_str()).collect();
     // The engine profile the logs' build maps to (vLLM logs: `vllm-nixl`), as `kvsim audit` picks it.
