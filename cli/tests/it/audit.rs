@@ -360,11 +360,17 @@ fn messy_logs_and_bad_input() {
     // vLLM: over-length prompts are rejected before scheduling; the gap does not leak.
     let (code, out, _) = audit(&[&data("vllm_producer.log"), &data("vllm_consumer.log"), "--profile", "vllm-nixl"]);
     assert!(matches!(code, Some(0) | Some(11)), "{out}");
-    // A vLLM log with an sglang log, under an sglang profile: both notes say so, and the
-    // vllm-nixl note (about a profile not simulated) is not printed.
-    let (_, out, _) = audit(&[&data("vllm_pool_below_context_issue39734.log"), &data("glm_decode.log")]);
-    assert!(out.contains("the logs come from different engines"), "{out}");
-    assert!(out.contains("models sglang, but") && !out.contains("vllm-nixl profile applies"), "{out}");
+    // A vLLM log with an sglang log is no deployment: refused (it was simulated as sglang with
+    // the sglang log's context, and called a leak), naming the later log's engine line and the
+    // earlier one's, whichever order they come in.
+    let (vllm, sglang) = (data("vllm_pool_below_context_issue39734.log"), data("glm_decode.log"));
+    let (code, out, err) = audit(&[&vllm, &sglang]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("glm_decode.log:3: `engine`: this log is sglang's, while"), "{err}");
+    assert!(err.contains("issue39734.log (line 4) is vllm's") && out.is_empty(), "{out}{err}");
+    let (code, _, err) = audit(&[&sglang, &vllm, "--profile", "vllm-nixl"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("issue39734.log:4: `engine`: this log is vllm's, while"), "{err}");
     // Compressed, UTF-16 and cut-off logs say what they are.
     let dir = empty_dir("messy");
     let text = std::fs::read_to_string(data("glm_prefill_gap.log")).unwrap();

@@ -735,13 +735,27 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             ));
         }
     }
-    let engines: std::collections::BTreeSet<String> = nodes.iter().map(|n| n.engine().to_string()).collect();
-    if engines.len() > 1 {
-        let list: Vec<String> = nodes.iter().map(|n| format!("{} ({})", n.facts.source, n.engine())).collect();
-        notes.push(format!(
-            "the logs come from different engines: {}; a deployment runs one, and the simulation applies one profile to every node: check that these logs belong together",
-            list.join(", ")
-        ));
+    // Logs of both engines are not one deployment: sglang's and vLLM's KV transfers do not
+    // interoperate, and one simulation applies one engine's lifecycle, context and admission to
+    // every node (a vLLM node audited with an sglang node's context and warm-ups sized to it gave
+    // a leak verdict no deployment can have). Refused, naming the first node of each engine.
+    let first_of = |e: Engine| nodes.iter().position(|n| n.facts.engine == Some(e));
+    if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
+        // The error names the node met later (nodes are in the order of the logs given).
+        let (earlier, later) = (&nodes[s.min(v)], &nodes[s.max(v)]);
+        return Err(AuditError {
+            file: later.facts.source.clone(),
+            line: later.facts.line,
+            field: "engine",
+            message: format!(
+                "this log is {}'s, while {} (line {}) is {}'s: one prefill/decode deployment runs one engine (their KV \
+                 transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own",
+                later.engine(),
+                earlier.facts.source,
+                earlier.facts.line,
+                earlier.engine()
+            ),
+        });
     }
     Ok(Audit { nodes, context_len, page_size, page_size_known, notes })
 }

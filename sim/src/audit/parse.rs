@@ -22,7 +22,9 @@
 //!   `Using max model len N`, `Chunked prefill is enabled with max_num_batched_tokens=N`,
 //!   `GPU KV cache size: N tokens` (also `XPU …`, `CPU …`, `GPU + host …`),
 //!   `Maximum concurrency for N tokens per request: F x`;
-//! * vLLM before 0.8: `Initializing an LLM engine with config: … max_seq_len=N`, the pool in
+//! * vLLM's V0 engine (`Initializing an LLM engine with config: … max_seq_len=N` before 0.7,
+//!   `Initializing a V0 LLM engine (vX) with config: …` from 0.7; printed once per launch, so a
+//!   second one opens a new launch), the pool in
 //!   blocks (`# GPU blocks: N, # CPU blocks: M`: tokens = blocks × block size, the block size
 //!   deduced from the concurrency line when no argument dump gives it), and the start-up refusal
 //!   `The model's max seq len (C) is larger than the maximum number of tokens that can be stored
@@ -301,7 +303,9 @@ pub fn parse_log(source: &str, text: &str) -> Result<Vec<NodeFacts>, ParseError>
             // launch it predates. A marker the launch has already seen always opens a new one.
             let starts_new = launches.last().is_some_and(|l| {
                 l.seen.contains(&marker)
-                    || (l.progressed && !matches!((at_time, l.latest), (Some(t), Some(last)) if earlier(t, last)))
+                    || (marker.ends_progressed_launch()
+                        && l.progressed
+                        && !matches!((at_time, l.latest), (Some(t), Some(last)) if earlier(t, last)))
             });
             if starts_new {
                 launches.push(Launch::default());
@@ -734,6 +738,20 @@ enum Marker {
     Version,
     ServerArgs,
     VllmArgs,
+    /// vLLM's V0 `LLMEngine` start (`Initializing an LLM engine` / `a V0 LLM engine`): printed
+    /// once per launch, after the argument dump and the config lines (a chunked-prefill line
+    /// comes before it), so only a second one opens a new launch (V1's line is printed by every
+    /// DP engine core: not a marker).
+    V0EngineInit,
+}
+
+impl Marker {
+    /// Whether a launch past its argument dumps (`Launch::progressed`) is ended by this marker.
+    /// V0's engine line comes after lines that count as progress, so it ends a launch only
+    /// when that launch has printed one already.
+    fn ends_progressed_launch(self) -> bool {
+        !matches!(self, Marker::V0EngineInit)
+    }
 }
 
 /// Rank of a line: its DP index (None for a TP-only prefix), the prefix text and
@@ -912,7 +930,7 @@ fn patterns() -> &'static Patterns {
         pip_version: re(r"^\s*Version:\s*v?(\d+\.\d+[\w.+\-]*)\s*$"),
         banner: re(r"(?i)^[\s=#*>\-]*starting\s+(?:the\s+)?(sglang|vllm)\b"),
         vllm_version: re(r"\bvLLM API server version\s+v?(\S+)"),
-        vllm_engine_init: re(r"\bInitializing an? (?:V1 )?LLM engine (?:\(v([^)\s]+)\) )?with config:"),
+        vllm_engine_init: re(r"\bInitializing an? (V[01] )?LLM engine (?:\(v([^)\s]+)\) )?with config:"),
         vllm_max_model_len: re(r"\bUsing max model len\s+"),
         vllm_chunked: re(r"\bChunked prefill is enabled with max_num_batched_tokens="),
         // vLLM 0.33/0.34 `v1/core/kv_cache_utils.py` `update_kv_cache_capacity`: the pool's
@@ -1122,7 +1140,12 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
     }
     if let Some(c) = p.vllm_engine_init.captures(line) {
         info.engine(Engine::Vllm, true);
-        info.push(c.get(1).map(|v| Fact::Version(v.as_str().to_string())), P_ARGS);
+        // vLLM 0.7–0.10 print `a V0 LLM engine` (engine/llm_engine.py), 0.8+ `a V1 LLM engine`
+        // (v1/engine/core.py, once per DP engine core), before 0.7 `an LLM engine` (V0).
+        if c.get(1).is_none_or(|v| v.as_str() == "V0 ") {
+            info.marker = Some(Marker::V0EngineInit);
+        }
+        info.push(c.get(2).map(|v| Fact::Version(v.as_str().to_string())), P_ARGS);
         let ctx = count(line, &p.max_seq_len, "max_seq_len")?;
         info.push(ctx.map(Fact::Context), P_RESOLVED);
     }
@@ -2120,6 +2143,37 @@ INFO 10-14 08:13:50 [kv_cache_utils.py:1087] GPU KV cache size: 99,999 tokens
         assert_eq!((got[0].context_len, got[0].line), (Some(8192), 1));
         assert_eq!((got[1].launch, got[1].pool_tokens), (1, Some(99_999)));
         assert_eq!((got[1].context_len, got[1].line), (Some(4096), 6));
+    }
+
+    /// V0's engine line is printed once per launch: a second one opens a new launch (the second
+    /// launch's refusal is its own, not the first's), while a chunked-prefill line before the
+    /// first (a progress line) does not split a launch from its own engine line. 0.7's `a V0 LLM
+    /// engine (vX)` form gives the version and the context too.
+    #[test]
+    fn a_second_v0_engine_line_opens_a_new_launch() {
+        let text = "\
+INFO 01-11 15:40:01 config.py:999] Chunked prefill is enabled with max_num_batched_tokens=512.
+INFO 01-11 15:40:02 llm_engine.py:70] Initializing an LLM engine with config: model='m', max_seq_len=4096, seed=0)
+INFO 01-11 15:40:18 llm_engine.py:275] # GPU blocks: 2000, # CPU blocks: 512
+INFO 01-11 15:51:02 llm_engine.py:70] Initializing an LLM engine with config: model='m', max_seq_len=4096, seed=0)
+INFO 01-11 15:51:18 llm_engine.py:275] # GPU blocks: 229, # CPU blocks: 512
+ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV cache (3664). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+";
+        let got = parse("v0_twice.log", text);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].launch, got[0].gpu_blocks, got[0].refused_start), (0, Some(2000), None));
+        assert_eq!((got[0].chunked_prefill_size, got[0].context_len), (Some(512), Some(4096)));
+        assert_eq!((got[1].launch, got[1].gpu_blocks, got[1].pool_tokens), (1, Some(229), Some(3664)));
+        assert_eq!(got[1].refused_start, Some(6));
+        let v07 = "INFO 03-11 02:12:12 llm_engine.py:234] Initializing a V0 LLM engine (v0.7.3) with config: model='m', max_seq_len=8192, seed=0";
+        let f = parse("v07.log", v07).remove(0);
+        assert_eq!((f.engine, f.version.as_deref(), f.context_len), (Some(Engine::Vllm), Some("0.7.3"), Some(8192)));
+        // V1's line is printed by every DP engine core of one launch: no new launch.
+        let v1 = "\
+(EngineCore_0 pid=1) INFO 05-01 10:00:00 [core.py:58] Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len=8192
+(EngineCore_1 pid=2) INFO 05-01 10:00:00 [core.py:58] Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len=8192
+";
+        assert!(parse("v1_dp.log", v1).iter().all(|n| n.launch == 0));
     }
 
     #[test]
