@@ -233,6 +233,8 @@ pub struct Log {
     pub violations: Vec<ViolationOut>,
     /// The requests a `--trace-filter` trace kept (`None`: the whole run's trace).
     pub filtered_to: Option<Vec<u32>>,
+    /// The trace's run was judged by the noninterference check too (`Header::noninterference`).
+    pub noninterference: bool,
 }
 
 pub fn confirm(o: &ConfirmOpts) -> Result<Verdict, ReplayFailure> {
@@ -272,6 +274,33 @@ fn verify_trace(log: &Log) -> Result<(), ReplayFailure> {
     }
 }
 
+/// Why a log has no read to replay: no violation (a channel's run: its findings are differences
+/// between runs, not reads), violations of kinds that are not foreign reads (own KV of other
+/// positions, a leak: it said "no matching attention read" of a misplaced read the story tells),
+/// or `e`, the lowering's own reason.
+fn no_read_why(log: &Log, e: String) -> String {
+    if log.violations.is_empty() {
+        return if log.noninterference {
+            "the run has no violation of its own; its noninterference check's findings (timing or status \
+             channels) are differences between two runs, not reads of another tenant's KV, and are not replayed"
+                .to_string()
+        } else {
+            "the run has no violation".to_string()
+        };
+    }
+    if log.violations.iter().any(|v| kvsim::campaign::is_confirmable(&v.kind)) {
+        return e;
+    }
+    let mut kinds: Vec<&str> = log.violations.iter().map(|v| v.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    format!(
+        "its violations ({}) are not reads of foreign or unwritten KV; confirm replays cross_tenant_read, \
+         cross_request_read and uninitialized_read",
+        kinds.join(", ")
+    )
+}
+
 /// Reads a trace file, or a campaign's saved example's (`super::saved_file`).
 pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
     let bad = ReplayFailure::bad_input;
@@ -289,6 +318,7 @@ pub fn read_log(input: &str) -> Result<Log, ReplayFailure> {
         lines: log.lines,
         violations: log.footer.violations,
         filtered_to: log.header.filter.map(|f| f.requests.into_iter().collect()),
+        noninterference: log.header.noninterference.is_some(),
     })
 }
 
@@ -328,7 +358,7 @@ pub fn confirm_log(log: &Log, o: &ConfirmOpts) -> Result<Verdict, ReplayFailure>
     let lowered = match lower(&log.mem, MemModel::of(&log.config), select, shape) {
         Ok(l) => l,
         Err(LowerError::NoRead(e)) if o.request.is_empty() => {
-            let why = if log.violations.is_empty() { "the run has no violation".to_string() } else { e };
+            let why = no_read_why(log, e);
             out.push_str(&format!("{path}: nothing to confirm: {why}\n"));
             return Ok(Verdict {
                 confirmed: 0,

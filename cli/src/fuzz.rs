@@ -289,9 +289,19 @@ fn confirm_signature(sig: &str, trace: &Path, backend: super::confirm::BackendAr
     Some(camp_lib::confirm_summary(sig, replay))
 }
 
-fn write_trace_file(cfg: &SimConfig, path: &Path, filter: Option<Filter>, check: bool) -> Result<(), String> {
+/// A saved example's trace: `check` (a disagreement: the reference oracle on), and a channel's
+/// (`channel`) with the noninterference check in its header, so that its replay and shrink judge
+/// it as the campaign did.
+fn write_trace_file(
+    cfg: &SimConfig,
+    path: &Path,
+    filter: Option<Filter>,
+    check: bool,
+    channel: bool,
+) -> Result<(), String> {
     let path = path.to_string_lossy();
-    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, check, None).map(|_| ())
+    let checks = super::TraceChecks { check_oracle: check, noninterference: channel.then_some(None) };
+    super::trace_to_file(cfg, "", &path, filter, &kvsim::trace::Tracer::new, checks, None).map(|_| ())
 }
 
 /// Work for the shrink worker, in the order the accounting decided it.
@@ -362,7 +372,8 @@ impl Ctx {
         let check = kvsim::fuzz::is_disagreement(sig);
         // A disagreement's trace is kept whole: the bug is in the oracle, not in given requests.
         let filter = (!check).then(|| super::filter_for(&cfg, None).1);
-        write_trace_file(&cfg, &dir.join("trace.jsonl"), filter, check)?;
+        let channel = kvsim::fuzz::is_channel(sig);
+        write_trace_file(&cfg, &dir.join("trace.jsonl"), filter, check, channel)?;
         let mut failure = Failure::new(sig, seed, &self.space_name, &dir);
         failure.requests = requests;
         failure.events = events;
@@ -381,7 +392,7 @@ impl Ctx {
             // Named as `shrunk.toml` names it (the trace's header and page map said the drawn
             // scenario's name).
             let named = SimConfig { name: format!("{}-shrunk", cfg.name), ..s.cfg.clone() };
-            write_trace_file(&named, &dir.join("shrunk.jsonl"), None, check)?;
+            write_trace_file(&named, &dir.join("shrunk.jsonl"), None, check, channel)?;
             failure.shrunk = Some(Failure::shrunk_command(sig, &dir));
             failure.shrunk_requests = Some(s.cfg.requests.len());
             // Knobs the shrink budget left unjudged are listed apart, not as necessary.

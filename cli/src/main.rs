@@ -697,17 +697,19 @@ fn run() -> i32 {
     }
 }
 
-/// Runs `cfg`, writing the trace file when asked. Returns the world and report. `fold`: fold
-/// finished requests into their compact records (`kvsim::reqs::Reqs`; memory bounded by what is
-/// in flight) — only when nothing reads them whole afterwards (not for `--check
-/// noninterference`, which compares every request of two runs; a traced run keeps them too).
+/// Runs `cfg`, writing the trace file when asked. Returns the world and report. Finished requests
+/// are folded into their compact records (`kvsim::reqs::Reqs`; memory bounded by what is in
+/// flight) only when nothing reads them whole afterwards: not under `noninterference` (`--check
+/// noninterference`, with its secret tenant if one was named), which compares every request of
+/// two runs, and which the trace's header records; a traced run keeps them too.
 fn run_with_trace(
     cfg: &SimConfig,
     repro: &str,
     t: &TraceOpts,
-    fold: bool,
+    noninterference: Option<Option<u32>>,
     sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
+    let fold = noninterference.is_none();
     let pictures = t.perfetto.is_some() || t.svg.is_some();
     let tracer = |sink: Option<Box<dyn kvsim::trace::TraceSink>>| {
         if pictures {
@@ -727,7 +729,7 @@ fn run_with_trace(
             let r = Report::build(&w, repro.to_string());
             (w, r)
         }
-        Some(path) => write_trace(cfg, repro, t, path, &tracer, sched)?,
+        Some(path) => write_trace(cfg, repro, t, path, &tracer, noninterference, sched)?,
     };
     if let Some(records) = &w.tracer.collected {
         if let Some(p) = &t.perfetto {
@@ -808,10 +810,21 @@ fn write_trace(
     t: &TraceOpts,
     path: &str,
     tracer: MakeTracer,
+    noninterference: Option<Option<u32>>,
     sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
     let filter = if t.trace_filter { Some(filter_for(cfg, sched).1) } else { None };
-    trace_to_file(cfg, repro, path, filter, tracer, t.check_oracle, sched)
+    let checks = TraceChecks { check_oracle: t.check_oracle, noninterference };
+    trace_to_file(cfg, repro, path, filter, tracer, checks, sched)
+}
+
+/// The checks a traced run is judged by beyond its own records, which its header records so that
+/// a replay (and shrink) judges it the same way: `--check-oracle`, and `--check noninterference`
+/// with its secret tenant if one was named.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceChecks {
+    pub check_oracle: bool,
+    pub noninterference: Option<Option<u32>>,
 }
 
 /// `--trace-filter`: runs `cfg` once keeping only its memory log, and returns the filter that
@@ -841,13 +854,15 @@ pub fn trace_to_file(
     path: &str,
     filter: Option<Filter>,
     tracer: MakeTracer,
-    check_oracle: bool,
+    checks: TraceChecks,
     sched: Schedule,
 ) -> Result<(kvsim::world::World, Report), String> {
     let file = std::fs::File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
     let mut out = BufWriter::new(file);
     let choices = sched.map(|cs| cs.to_string());
-    let header = Header { check_oracle, choices, ..Header::new(cfg, filter.clone()) };
+    let TraceChecks { check_oracle, noninterference } = checks;
+    let noninterference = noninterference.map(|secret_tenant| kvsim::tracefile::NoninterferenceCheck { secret_tenant });
+    let header = Header { check_oracle, choices, noninterference, ..Header::new(cfg, filter.clone()) };
     use std::io::Write as _;
     writeln!(out, "{}", serde_json::to_string(&header).expect("header serialises"))
         .map_err(|e| format!("{path}: {e}"))?;
@@ -1117,7 +1132,7 @@ fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choi
             repro.push_str(&format!(" --secret-tenant {t}"));
         }
     }
-    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts, noninterference.is_none(), sched) {
+    let (mut w, mut report) = match run_with_trace(&cfg, &repro, topts, noninterference, sched) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
@@ -1284,6 +1299,7 @@ fn confirm_run(
         lines: Vec::new(),
         violations: report.violations.clone(),
         filtered_to: None,
+        noninterference: false,
     };
     let o = confirm::ConfirmOpts::defaults(String::new(), backend, 64);
     confirm::confirm_log(&log, &o)
@@ -1331,6 +1347,7 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
         tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }).map_err(|e| bad(e.to_string()))?;
     let cfg = reader.header.config.clone();
     let check_oracle = reader.header.check_oracle;
+    let reader_ni = reader.header.noninterference;
     let sched = reader.header.schedule().map_err(|e| bad(format!("{path}:1: {e}")))?;
     let (sink, state) = tracefile::Comparer::new(reader);
     let mut w = world_of(&cfg, kvsim::trace::Tracer::new(Some(Box::new(sink))), sched.as_ref());
@@ -1400,6 +1417,17 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
     }
     let compared = st.compared;
     drop(st);
+    // The run was also judged by the noninterference check (its findings are no records of the
+    // run): judged again here, so the replay exits as the run did (it said "exit 0 as the run"
+    // of a run that exited 10).
+    let report = match reader_ni {
+        Some(ni) => {
+            let found = kvsim::check::noninterference::apply(&cfg, &mut w, ni.secret_tenant);
+            eprintln!("noninterference check (the header's): {found} observer request(s) saw a difference");
+            Report::build(&w, report.reproduce.clone())
+        }
+        None => report,
+    };
     Ok((report, compared, cfg))
 }
 

@@ -54,6 +54,9 @@ pub struct Loaded {
     pub cfg: SimConfig,
     pub signature: Option<String>,
     pub pinned: Vec<String>,
+    /// A trace whose run was judged by the noninterference check too (its header says so): its
+    /// channel shows only with the check.
+    pub noninterference: bool,
 }
 
 /// Loads a configuration from a scenario, a trace header, a seed folder or a signature folder
@@ -67,16 +70,24 @@ pub fn load_any(input: &str, opts: &super::RunOpts, any_version: bool) -> Result
     if p.is_dir() {
         if let Some((scenario, sig, space)) = signature_folder(p)? {
             let cfg = super::load(&scenario, opts).map_err(|e| e.to_string())?;
-            return Ok(Loaded { cfg, signature: Some(sig), pinned: kvsim::shrink::pinned_knobs(&space) });
+            let pinned = kvsim::shrink::pinned_knobs(&space);
+            return Ok(Loaded { cfg, signature: Some(sig), pinned, noninterference: false });
         }
     }
     // A file kvsim saved for a signature (a campaign's `scenario.toml`, a shrunk case) keeps it,
     // as its folder would: a channel's case, shrunk as a file, read "clean, nothing to shrink".
     let signature = super::saved_signature(&super::saved_file(input, "scenario.toml")?);
-    load_plain(input, opts, any_version).map(|cfg| Loaded { cfg, signature, pinned: Vec::new() })
+    load_plain(input, opts, any_version).map(|(cfg, noninterference)| Loaded {
+        cfg,
+        signature,
+        pinned: Vec::new(),
+        noninterference,
+    })
 }
 
-fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<SimConfig, String> {
+/// A scenario's or a trace's configuration, and whether the trace's header names the
+/// noninterference check.
+fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<(SimConfig, bool), String> {
     let path = super::saved_file(input, "scenario.toml")?;
     if is_trace(&path) {
         // A trace's header is the run's whole configuration: overrides would make the shrunk
@@ -120,8 +131,9 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<S
             // trace: a cut or corrupted one is bad input here as everywhere (`replay --force`
             // refuses it too).
             let config = reader.header.config.clone();
+            let ni = reader.header.noninterference.is_some();
             reader.read_to_footer().map_err(|e| e.to_string())?;
-            return Ok(config);
+            return Ok((config, ni));
         }
         // The trace must be its own configuration's run, as `replay` and `confirm` check: an
         // edited header shrank another bug, and a cut or corrupted file was shrunk unread.
@@ -135,9 +147,10 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<S
                 ))
             }
         }
-        return Ok(reader.header.config);
+        let ni = reader.header.noninterference.is_some();
+        return Ok((reader.header.config, ni));
     }
-    super::load(&path, opts).map_err(|e| e.to_string())
+    super::load(&path, opts).map(|cfg| (cfg, false)).map_err(|e| e.to_string())
 }
 
 /// Whether `path` is a trace (JSON Lines: its first non-blank byte opens an object, which no
@@ -226,17 +239,18 @@ fn shrunk_toml(cfg: &SimConfig, header: &str) -> String {
 }
 
 pub fn run(o: &ShrinkOpts) -> i32 {
-    let Loaded { cfg, signature: folder_sig, mut pinned } = match load_any(&o.input, &o.opts, o.any_version) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::BAD_INPUT;
-        }
-    };
+    let Loaded { cfg, signature: folder_sig, mut pinned, noninterference } =
+        match load_any(&o.input, &o.opts, o.any_version) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::BAD_INPUT;
+            }
+        };
     // `--signature`, else the signature of a signature folder: the shrunk case keeps it.
     let want = o.signature.clone().or(folder_sig);
     let check = want.as_deref().is_some_and(kvsim::fuzz::is_disagreement);
-    let channel = want.as_deref().is_some_and(kvsim::fuzz::is_channel);
+    let channel = noninterference || want.as_deref().is_some_and(kvsim::fuzz::is_channel);
     let (_, sigs) = kvsim::fuzz::run_case_with(cfg.clone(), check, channel);
     // A kind alone (or a signature less its chain) names the one shown signature it begins, as
     // `fuzz --until` takes one: `wrong_status` was refused beside `wrong_status/rejected_answered_200`.

@@ -492,6 +492,44 @@ fn a_channels_shrunk_case_names_its_check() {
     assert!(stdout.contains("shrunk `timing_channel/prefix_hit`"), "{stdout}");
 }
 
+/// A run traced with `--check noninterference` keeps the check in its trace's header: its replay
+/// exits as the run did (it said "exit 0 as the run" of a run that exited 10), shrink of the trace
+/// keeps the channel (it said "the run is clean"), and confirm says that a channel's findings are
+/// no reads (it said "the run has no violation").
+#[test]
+fn a_traced_channel_replays_and_shrinks_with_its_check() {
+    let dir = scratch("channel-trace");
+    let trace = dir.join("tc.jsonl");
+    let input = crate::scenarios_dir().join("catalogue/prefix-timing-channel.toml");
+    let (code, _, err) =
+        kvsim(&["run", input.to_str().unwrap(), "--check", "noninterference", "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{err}");
+    let (code, stdout, err) = kvsim(&["replay", trace.to_str().unwrap()]);
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    assert!(stdout.contains("exit 10 as the run") && err.contains("noninterference check (the header's)"), "{err}");
+    let out = dir.join("s.toml");
+    let (code, stdout, err) = kvsim(&[
+        "shrink",
+        trace.to_str().unwrap(),
+        "--signature",
+        "timing_channel/prefix_hit",
+        "--out",
+        out.to_str().unwrap(),
+        "--budget",
+        "50",
+    ]);
+    assert_eq!(code, Some(10), "{stdout}{err}");
+    assert!(stdout.contains("shrunk `timing_channel/prefix_hit`"), "{stdout}");
+    let (_, stdout, err) = kvsim(&["confirm", trace.to_str().unwrap()]);
+    assert!(stdout.contains("nothing to confirm") && !stdout.contains("the run has no violation\n"), "{stdout}{err}");
+    // The same run traced without the check replays as the plain run it was.
+    let plain = dir.join("plain.jsonl");
+    let (code, _, _) = kvsim(&["run", input.to_str().unwrap(), "--trace", plain.to_str().unwrap()]);
+    let (again, _, err) = kvsim(&["replay", plain.to_str().unwrap()]);
+    assert_eq!(again, code, "{err}");
+    assert!(!err.contains("noninterference"), "{err}");
+}
+
 /// The incident shrinks to a fixpoint within one command when the budget allows (16 passes ended
 /// it after 1,530 runs whatever `--budget` said, and the message blamed the budget); a budget that
 /// does end it is named; a budget of 0 is refused.

@@ -37,6 +37,21 @@ pub struct Header {
     /// `explore::ChoiceString` writes it): a replay follows it too. Absent for a seeded run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choices: Option<String>,
+    /// The run was also judged by the noninterference check (`kvsim run --check
+    /// noninterference`, a channel's example in a campaign): its findings are not records of the
+    /// run (the footer is the run's own), so a replay runs the check again and exits as the run
+    /// did, and shrink keeps the check. Absent when the run had no such check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noninterference: Option<NoninterferenceCheck>,
+}
+
+/// `Header::noninterference`: the check's secret tenant, when one was named (`--secret-tenant`;
+/// absent: every tenant that sends prefix blocks, in turn).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NoninterferenceCheck {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_tenant: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -87,6 +102,7 @@ impl Header {
             filter,
             check_oracle: false,
             choices: None,
+            noninterference: None,
         }
     }
 
