@@ -23,7 +23,7 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
     }
     // Options first, before any of the report is printed.
     if let Some(p) = profile.filter(|p| kvsim::config::profile(p).is_none()) {
-        return bad(format!("--profile {p}: unknown profile (known: {})", kvsim::config::profile_names()));
+        return bad(format!("--profile {p}: unknown profile{}", kvsim::config::unknown_profile_hint(p)));
     }
     if let Some(o) = out.filter(|o| std::path::Path::new(o).is_dir()) {
         return bad(format!("--scenario-out {o}: a folder; give a file name"));

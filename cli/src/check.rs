@@ -72,6 +72,12 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
     let e = &sc.spec.expect[i];
     let o = Overrides { profile: e.profile.clone(), seed: None, set: e.set_pairs() };
     sc.resolve_with(&o, Some(&super::read_file)).map_err(|err| {
+        // A file that fails on its own is the file's error, named at its own line, whatever the
+        // entry's overrides made of it (a pool out of range was blamed on an entry's `profile`
+        // line, through the override that resolving with the entry calls `--profile`).
+        if let Err(own) = sc.resolve_with(&Overrides::default(), Some(&super::read_file)) {
+            return own.to_string();
+        }
         let (key, what) = match err.file.as_str() {
             "--set" => ("set", format!("`{}`: {}", err.key.trim_start_matches("knobs."), err.message)),
             "--profile" => ("profile", err.message.clone()),
@@ -94,10 +100,6 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
                 let key = if m.contains("the entry's `set`") { "set" } else { "profile" };
                 return expectation_error(sc, f, i, key, &m);
             }
-            // The same error without the entry is the file's own: no entry to name.
-            _ if sc.resolve_with(&Overrides::default(), Some(&super::read_file)).err().as_ref() == Some(&err) => {
-                return err.to_string()
-            }
             _ => return format!("{err} (with [[expect]] `{}`)", e.name),
         };
         expectation_error(sc, f, i, key, &what)
@@ -107,8 +109,30 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
 /// Every `[[expect]]` entry of `sc` resolved and validated as `kvsim check` does (before `kvsim
 /// explore --catalogue` prints anything: it printed its table's header, then an error without
 /// the entry's line).
+/// A scenario file's `[[expect]]` entries, checked as `kvsim check` checks them, for a command
+/// that runs the file (`run`, `shrink`): an entry `check` refuses makes the file bad input there
+/// too. A file that does not parse as a scenario with entries is the caller's to judge.
+pub fn expectations_ok(path: &str) -> Result<(), String> {
+    match parse(Path::new(path)).ok().filter(|sc| !sc.spec.expect.is_empty()) {
+        Some(sc) => validate_expectations(&sc, Path::new(path)),
+        None => Ok(()),
+    }
+}
+
 pub fn validate_expectations(sc: &Scenario, f: &Path) -> Result<(), String> {
     for (i, e) in sc.spec.expect.iter().enumerate() {
+        // Entries are named in tables and picked by name (`matrix` and `explore --catalogue` read
+        // `buggy`): two of one name could not be told apart (matrix took one of two `buggy`
+        // entries without a word, and `run` and `shrink` accepted the file).
+        if let Some(j) = sc.spec.expect[..i].iter().position(|x| x.name == e.name) {
+            return Err(expectation_error(
+                sc,
+                f,
+                i,
+                "name",
+                &format!("`expect[{j}]` has this name too: names must differ"),
+            ));
+        }
         let cfg = resolve_expectation(sc, f, i)?;
         e.validate(super::fuzz::case_requests(&cfg))
             .map_err(|err| expectation_error(sc, f, i, err.field(), &err.message()))?;
@@ -163,16 +187,8 @@ pub fn run_check(paths: &[String]) -> i32 {
         for (i, e) in sc.spec.expect.iter().enumerate() {
             // The table names each entry: two of one name could not be told apart.
             if let Some(j) = sc.spec.expect[..i].iter().position(|x| x.name == e.name) {
-                eprintln!(
-                    "error: {}",
-                    expectation_error(
-                        &sc,
-                        f,
-                        i,
-                        "name",
-                        &format!("`expect[{j}]` has this name too: names must differ")
-                    )
-                );
+                let message = format!("`expect[{j}]` has this name too: names must differ");
+                eprintln!("error: {}", expectation_error(&sc, f, i, "name", &message));
                 return exit::BAD_INPUT;
             }
             let cfg = match resolve_expectation(&sc, f, i) {

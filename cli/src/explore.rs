@@ -85,9 +85,7 @@ fn fault_kinds<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Resu
                     "--faults: `none` stands alone (no fault explored); it cannot be listed with faults".to_string()
                 }
                 "" => format!("{what}: an empty name (nothing given, two commas together, or one at an end)"),
-                _ => {
-                    format!("{what}: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash{none})")
-                }
+                _ => format!("{what}: {}", FaultKind::unknown(name, none)),
             })
         })
         .collect()

@@ -801,6 +801,13 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
     }
     let corpus = PathBuf::from(&o.corpus);
     let ckpt_path = corpus.join("campaign.json");
+    // A folder that is no corpus is refused before the lock is made in it (it was refused after,
+    // and kept the lock file: not "left as it is"). Checked again under the lock.
+    if !ckpt_path.exists() {
+        if let Some(other) = foreign_entry(&corpus) {
+            return Err(not_a_corpus(&corpus, &other));
+        }
+    }
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     // Held until the campaign ends (the OS drops it if the process dies).
     let _lock = lock_corpus(&corpus)?;
@@ -921,9 +928,10 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 stop.store(true, Ordering::Relaxed);
             }
             let jobs = ctx.jobs_left.load(Ordering::Relaxed);
-            progress.announce(&acc.camp);
-            progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
-            if last_save.elapsed().as_millis() >= 500 {
+            // A signature is announced once it is in the checkpoint on disk: an interruption
+            // within the half second between checkpoints lost announced signatures (a resume
+            // removed their examples as leftovers and announced them again).
+            if progress.unannounced(&acc.camp) || last_save.elapsed().as_millis() >= 500 {
                 match write_json(&ckpt_path, &acc.camp) {
                     Ok(()) => ctx.send_removals(&mut removals, &job_tx),
                     Err(e) => {
@@ -933,6 +941,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
                 }
                 last_save = std::time::Instant::now();
             }
+            progress.announce(&acc.camp);
+            progress.tick(elapsed, finished, acc.camp.runs_done, acc.camp.table.len(), jobs);
         }
         runs_wall = started.elapsed();
         // The last removals go once the final accounting is on disk (written again below, after
@@ -968,7 +978,7 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         (None, p) if o.prefix_heavy => {
             let inner = match p {
                 Some(p) if kvsim::config::profile(p).is_none() => {
-                    return Err(format!("--profile {p}: unknown (known: {})", kvsim::config::profile_names()))
+                    return Err(format!("--profile {p}: unknown profile{}", kvsim::config::unknown_profile_hint(p)))
                 }
                 Some(p) => Space::Profile(p.clone()),
                 None => Space::Blind,
@@ -989,7 +999,7 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         }
         (None, Some(p)) => {
             if kvsim::config::profile(p).is_none() {
-                return Err(format!("--profile {p}: unknown (known: {})", kvsim::config::profile_names()));
+                return Err(format!("--profile {p}: unknown profile{}", kvsim::config::unknown_profile_hint(p)));
             }
             (Space::Profile(p.clone()), format!("profile:{p}"))
         }
@@ -1043,7 +1053,7 @@ static INTERRUPTED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 /// silently). The handler only writes prepared bytes and exits: both async-signal-safe.
 fn say_how_to_resume_when_interrupted(corpus: &str) {
     say_when_interrupted(format!(
-        "\nkvsim fuzz: interrupted; every run counted so far is in {corpus}/campaign.json: run the same command again to resume\n"
+        "\nkvsim fuzz: interrupted; every signature announced is in {corpus}/campaign.json, with the runs counted up to its last checkpoint (at most half a second ago): run the same command again to resume\n"
     ));
 }
 
@@ -1110,6 +1120,16 @@ fn foreign_entry(corpus: &Path) -> Option<PathBuf> {
         .find(|p| !p.file_name().is_some_and(|n| n == LOCK_FILE || camp_lib::is_scratch(&n.to_string_lossy())))
 }
 
+/// Why a folder with no checkpoint and `other` in it is not taken as a corpus.
+fn not_a_corpus(corpus: &Path, other: &Path) -> String {
+    format!(
+        "{}: not a campaign's corpus (no campaign.json) and not empty ({} is in it): give an empty or new folder; \
+         a corpus whose campaign.json was lost cannot be resumed",
+        corpus.display(),
+        other.display()
+    )
+}
+
 /// The space name earlier builds gave a `--base` campaign (`base:<path as given>`, then the
 /// same suffixes), for resuming their corpora.
 fn base_legacy_space(o: &FuzzOpts, space_name: &str) -> Option<String> {
@@ -1170,12 +1190,7 @@ fn open_campaign(
             // clean-up below removes what the checkpoint does not list, so a folder of other
             // files, or a corpus whose checkpoint was lost, would lose them).
             if let Some(other) = foreign_entry(corpus) {
-                return Err(format!(
-                    "{}: not a campaign's corpus (no campaign.json) and not empty ({} is in it): \
-                     give an empty or new folder; a corpus whose campaign.json was lost cannot be resumed",
-                    corpus.display(),
-                    other.display()
-                ));
+                return Err(not_a_corpus(corpus, &other));
             }
             let mut c = Campaign::new(space_name, o.seed_start, shard).with_examples(o.examples);
             c.guided = o.guided.then(Default::default);
@@ -1401,6 +1416,11 @@ impl<'k> Progress<'k> {
     fn note(&mut self, sig: &str) {
         self.announced.insert(sig.to_string());
         self.new += usize::from(self.known.is_some_and(|k| k.row(sig).is_none()));
+    }
+
+    /// Whether the table holds a signature not announced yet (`announce` would print it).
+    fn unannounced(&self, camp: &Campaign) -> bool {
+        camp.table.len() != self.announced.len()
     }
 
     /// One line per signature the table gained since the last call.

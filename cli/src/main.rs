@@ -1098,11 +1098,9 @@ fn cmd_run(path: &str, opts: &RunOpts, flags: &RunFlags, topts: &TraceOpts, choi
     // The file's `[[expect]]` entries are part of it: one that `kvsim check` refuses (an unknown
     // knob in its `set`, an unknown kind or profile) is bad input here too, not a run that
     // passes over it (`run` checked only their types).
-    if let Some(sc) = check::parse(std::path::Path::new(path)).ok().filter(|sc| !sc.spec.expect.is_empty()) {
-        if let Err(e) = check::validate_expectations(&sc, std::path::Path::new(path)) {
-            eprintln!("error: {e}");
-            return exit::BAD_INPUT;
-        }
+    if let Err(e) = check::expectations_ok(path) {
+        eprintln!("error: {e}");
+        return exit::BAD_INPUT;
     }
     let mut repro = reproduce_cmd(path, &cfg, opts);
     let sched = match choices.map(|c| choices_for(&cfg, c)).transpose() {

@@ -31,7 +31,7 @@ pub struct ReachOpts {
 pub fn run(o: &ReachOpts) -> i32 {
     let space = match &o.profile {
         Some(p) if kvsim::config::profile(p).is_none() => {
-            eprintln!("error: --profile {p}: unknown (known: {})", kvsim::config::profile_names());
+            eprintln!("error: --profile {p}: unknown profile{}", kvsim::config::unknown_profile_hint(p));
             return exit::BAD_INPUT;
         }
         Some(p) if o.hardware_faults => Space::Hardware(Box::new(Space::Profile(p.clone()))),

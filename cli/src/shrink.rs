@@ -150,7 +150,9 @@ fn load_plain(input: &str, opts: &super::RunOpts, any_version: bool) -> Result<(
         let ni = reader.header.noninterference.is_some();
         return Ok((reader.header.config, ni));
     }
-    super::load(&path, opts).map(|cfg| (cfg, false)).map_err(|e| e.to_string())
+    let cfg = super::load(&path, opts).map_err(|e| e.to_string())?;
+    super::check::expectations_ok(&path)?;
+    Ok((cfg, false))
 }
 
 /// Whether `path` is a trace (JSON Lines: its first non-blank byte opens an object, which no
@@ -292,8 +294,12 @@ pub fn run(o: &ShrinkOpts) -> i32 {
                 );
                 return exit::BAD_INPUT;
             }
-            eprintln!("{}: the run is clean; nothing to shrink", o.input);
-            return exit::CLEAN;
+            // Bad input for this command, not a success: a script saw exit 0 and no `--out` file.
+            eprintln!(
+                "error: {}: the run is clean (no signature to keep): nothing to shrink; {} not written",
+                o.input, o.out
+            );
+            return exit::BAD_INPUT;
         }
     };
     // Refused before shrinking (the input was read and checked first): shrinking takes minutes,

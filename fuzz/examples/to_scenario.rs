@@ -23,7 +23,7 @@ fn main() {
         "cross_tenant" => {
             let p = args.get(2).map_or(kvsim::fuzz_targets::DEFAULT_PROFILE, String::as_str);
             kvsim::fuzz_targets::cross_tenant_scenario_of(&data, p).unwrap_or_else(|| {
-                eprintln!("unknown profile {p} (known: {})", kvsim::config::profile_names());
+                eprintln!("unknown profile {p}{}", kvsim::config::unknown_profile_hint(p));
                 std::process::exit(2);
             })
         }

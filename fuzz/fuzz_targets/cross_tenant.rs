@@ -28,7 +28,7 @@ fn settings() -> &'static Settings {
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| kvsim::fuzz_targets::DEFAULT_PROFILE.to_string());
         if kvsim::config::profile(&profile).is_none() {
-            eprintln!("KVSIM_FUZZ_PROFILE={profile}: unknown profile (known: {})", kvsim::config::profile_names());
+            eprintln!("KVSIM_FUZZ_PROFILE={profile}: unknown profile{}", kvsim::config::unknown_profile_hint(&profile));
             std::process::exit(2);
         }
         let ignore = setting("KVSIM_FUZZ_IGNORE", option_env!("KVSIM_FUZZ_IGNORE"))

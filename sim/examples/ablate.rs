@@ -71,7 +71,7 @@ fn main() {
         // draw them as `kvsim fuzz --profile P --hardware-faults` does.
         p if kvsim::config::profile(p).is_some() => Space::Hardware(Box::new(Space::Profile(p.to_string()))),
         p => {
-            eprintln!("{p}: not a profile (known: {})", kvsim::config::profile_names());
+            eprintln!("{p}: not a profile{}", kvsim::config::unknown_profile_hint(p));
             std::process::exit(2);
         }
     };

@@ -787,8 +787,16 @@ pub fn profile(name: &str) -> Option<&'static Profile> {
     PROFILES.iter().find(|p| p.name == name)
 }
 
-pub fn profile_names() -> String {
-    PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+/// What follows "unknown profile `name`" in a message: the profile meant, when one is near
+/// (`sglang-0.5.23`: a release, and the profile that models it, as `kvsim audit` picks it; a
+/// misspelling: the closest name), then the known names.
+pub fn unknown_profile_hint(name: &str) -> String {
+    let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
+    let meant = match name.strip_prefix("sglang-").and_then(crate::audit::sglang_profile_for) {
+        Some((p, why)) if p != name => Some(format!("; sglang {} is modelled by `{p}` ({why})", &name[7..])),
+        _ => crate::scenario::did_you_mean(name, names.iter().copied()).map(|m| format!("; did you mean `{m}`?")),
+    };
+    format!("{} (known: {})", meant.unwrap_or_default(), names.join(", "))
 }
 
 /// Every knob name, for error messages and listings.

@@ -642,6 +642,15 @@ fn a_folder_that_is_not_the_campaigns_corpus_is_refused_and_left_as_it_is() {
     let args = |corpus: &str| {
         kvsim(&["fuzz", "--runs", "200", "--no-shrink", "--confirm", "off", "--seed-start", "9700", "--corpus", corpus])
     };
+    // A folder of someone's files: refused before anything is made in it (it kept a lock file).
+    let other = tmp("someones");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(Path::new(&other).join("x"), b"mine").unwrap();
+    let out = args(&other);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a campaign's corpus"));
+    let left: Vec<_> = std::fs::read_dir(&other).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("x")], "left as it is");
     args(&c);
     let before = saved(&c);
     assert!(!before.is_empty());
@@ -1611,7 +1620,7 @@ fn an_interrupted_campaign_says_how_to_resume() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{err}");
     assert!(
-        err.contains("interrupted; every run counted so far is in")
+        err.contains("interrupted; every signature announced is in")
             && err.contains("run the same command again to resume"),
         "{err}"
     );

@@ -326,8 +326,10 @@ fn names_with_any_characters_replay() {
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("replay matches"), "{out}");
     let shrunk = tmp("named-shrunk.toml");
+    // Read and run whole: the clean run is refused for what it is (nothing to shrink).
     let (code, _, err) = kvsim(&["shrink", &t, "--out", &shrunk]);
-    assert!(code == Some(0) || code == Some(1) || err.contains("no violation"), "{code:?} {err}");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("the run is clean (no signature to keep)"), "{err}");
 }
 
 #[test]
@@ -528,6 +530,19 @@ fn a_traced_channel_replays_and_shrinks_with_its_check() {
     let (again, _, err) = kvsim(&["replay", plain.to_str().unwrap()]);
     assert_eq!(again, code, "{err}");
     assert!(!err.contains("noninterference"), "{err}");
+}
+
+/// A clean input has nothing to shrink: bad input, and no `--out` file (it exited 0 and wrote
+/// nothing, which a script took for success).
+#[test]
+fn shrinking_a_clean_run_is_refused() {
+    let dir = scratch("clean-shrink");
+    let out = dir.join("fx.toml");
+    let input = crate::scenarios_dir().join("glm53-fixed-config.toml");
+    let (code, stdout, err) = kvsim(&["shrink", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stdout}{err}");
+    assert!(err.contains("the run is clean (no signature to keep): nothing to shrink"), "{err}");
+    assert!(!out.exists());
 }
 
 /// The incident shrinks to a fixpoint within one command when the budget allows (16 passes ended

@@ -286,6 +286,23 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
     let (code, err) = run(&["check", twice.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`expect[1].name` (`x`): `expect[0]` has this name too"), "{err}");
+    // Every command that reads the entries refuses them alike (matrix took one of two `buggy`
+    // entries without a word; run and shrink accepted the file).
+    let buggy = dir.join("buggy-twice.toml");
+    let cat = std::fs::read_to_string(crate::scenarios_dir().join("catalogue/stub-admission.toml")).unwrap();
+    std::fs::write(&buggy, cat.replace("name = \"fixed-mini-lb\"", "name = \"buggy\"")).unwrap();
+    let b = buggy.to_str().unwrap();
+    // A value the file itself breaks is named at its own line, not at an entry's `profile`.
+    let big = dir.join("big-pool.toml");
+    std::fs::write(&big, cat.replacen("pool_tokens = 8192", "pool_tokens = 1099511627776", 1)).unwrap();
+    let (code, err) = run(&["check", big.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("big-pool.toml:15: `decode[0].pool_tokens`") && !err.contains("expect["), "{err}");
+    for args in [vec!["matrix", b], vec!["run", b], vec!["shrink", b, "--out", "/dev/null"], vec!["check", b]] {
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("`expect[0]` has this name too"), "{args:?}: {err}");
+    }
     // A link back to its own folder is not followed (it looped forever).
     let looped = dir.join("looped");
     std::fs::create_dir_all(&looped).unwrap();

@@ -213,6 +213,16 @@ impl Audit {
     }
 }
 
+/// The shipped profile that models sglang release `version` (as `Audit::default_profile` picks
+/// it from a log's version), and why; `None` when `version` names no release.
+pub fn sglang_profile_for(version: &str) -> Option<(&'static str, &'static str)> {
+    Some(if release(version)? >= INTAKE_RETIRES_REJECTS {
+        ("sglang-0.5.22", "0.5.21 and later retire a prompt rejected at intake")
+    } else {
+        ("sglang-0.5.16", "before 0.5.21 a prompt rejected at intake walks on as a one-token stub")
+    })
+}
+
 /// A release as (major, minor, patch).
 type Release = (u32, u32, u32);
 

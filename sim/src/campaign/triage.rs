@@ -156,7 +156,7 @@ impl KnownBugs {
             return Err(err(
                 &raw.profile.span(),
                 "profile".into(),
-                format!("`{profile}` is not a profile (known: {})", crate::config::profile_names()),
+                format!("`{profile}` is not a profile{}", crate::config::unknown_profile_hint(profile)),
             ));
         }
         let rows = catalogue_rows();

@@ -226,8 +226,7 @@ impl Expectation {
         if let Some(f) =
             self.explore_faults.iter().flatten().find(|f| crate::check::explore::FaultKind::parse(f).is_none())
         {
-            let known: Vec<&str> = crate::check::explore::FaultKind::ALL.iter().map(|k| k.name()).collect();
-            return invalid("explore_faults", format!("unknown fault `{f}` (known: {})", known.join(", ")));
+            return invalid("explore_faults", crate::check::explore::FaultKind::unknown(f, ""));
         }
         Ok(())
     }

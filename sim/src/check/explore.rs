@@ -79,6 +79,15 @@ impl FaultKind {
     pub fn parse(s: &str) -> Option<FaultKind> {
         FaultKind::ALL.into_iter().find(|k| k.name() == s)
     }
+
+    /// Why `name` is no fault kind: "unknown fault `crsh`; did you mean `crash`? (known: …)",
+    /// the known list ending with `extra` (`, none` where `--faults` takes it).
+    pub fn unknown(name: &str, extra: &str) -> String {
+        let names = FaultKind::ALL.map(FaultKind::name);
+        let hint =
+            crate::scenario::did_you_mean(name, names).map(|m| format!("; did you mean `{m}`?")).unwrap_or_default();
+        format!("unknown fault `{name}`{hint} (known: {}{extra})", names.join(", "))
+    }
 }
 
 /// What kind of draw a choice point replaces.
@@ -388,9 +397,7 @@ impl fmt::Display for ChoiceStringError {
             E::Twice(key) => write!(f, "`{key}` given twice"),
             E::Missing(key) => write!(f, "missing field `{key}=`"),
             E::BadFaultCount(v) => write!(f, "f={v}: not a fault count"),
-            E::UnknownFault(name) => {
-                write!(f, "k: unknown fault `{name}` (known: transfer_fail, delay, visibility_lag, crash)")
-            }
+            E::UnknownFault(name) => write!(f, "k: {}", FaultKind::unknown(name, "")),
             E::BadLatency(v) => write!(f, "l: `{v}` is not a latency in µs"),
             E::LatencyTooLong(us) => write!(f, "l: {us} µs is over the longest time a scenario may name"),
             E::BadReorderCount(v) => write!(f, "o={v}: not a reorder count"),

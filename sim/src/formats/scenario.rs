@@ -605,10 +605,24 @@ fn set_value(k: &str, v: &str, knobs: &toml::Table) -> Result<toml::Value, Scena
     if !knobs.contains_key(k) {
         return Err(ScenarioError { file: "--set".into(), line: None, key: k.to_string(), message: unknown_knob(k) });
     }
-    Ok(toml::from_str::<toml::Table>(&format!("v = {v}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(v.to_string())))
+    match toml::from_str::<toml::Table>(&format!("v = {v}")).ok().and_then(|mut t| t.remove("v")) {
+        Some(value) => Ok(value),
+        // An integer TOML cannot hold (above i64's range) read as a string, and was refused as
+        // a wrong type ("invalid type: string, expected u64").
+        None if integer_literal(v) => Err(ScenarioError {
+            file: "--set".into(),
+            line: None,
+            key: format!("knobs.{k}"),
+            message: format!("{v} is out of range: at most {}", i64::MAX),
+        }),
+        None => Ok(toml::Value::String(v.to_string())),
+    }
+}
+
+/// Whether `v` is written as a decimal integer (a sign, digits, `_` between them).
+fn integer_literal(v: &str) -> bool {
+    let digits = v.trim().trim_start_matches(['+', '-']);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'_') && !digits.starts_with('_')
 }
 
 /// Why a `[knobs]` entry or a `--set` pin is refused, for callers that match on it. Each keeps
@@ -634,7 +648,7 @@ impl KnobFault {
             let allowed: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
             did_you_mean(word, allowed.iter().copied()).map(str::to_string)
         };
-        let message = message.to_string();
+        let message = beyond_64_bits(message).unwrap_or_else(|| message.to_string());
         if message.starts_with(UNKNOWN_FIELD) {
             KnobFault::UnknownKnob { suggestion: suggestion(UNKNOWN_FIELD), message }
         } else if message.starts_with(UNKNOWN_VARIANT) {
@@ -814,6 +828,9 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
 /// Adds "did you mean" to serde's unknown-field and unknown-variant messages ("unknown field
 /// `x`, expected one of `a`, `b`"), which already list what is allowed.
 pub fn with_suggestion(message: &str) -> String {
+    if let Some(m) = beyond_64_bits(message) {
+        return m;
+    }
     for what in [UNKNOWN_FIELD, UNKNOWN_VARIANT] {
         let Some(rest) = message.strip_prefix(what) else { continue };
         let Some((word, tail)) = rest.split_once('`') else { continue };
@@ -823,6 +840,22 @@ pub fn with_suggestion(message: &str) -> String {
         }
     }
     message.to_string()
+}
+
+/// The deserialiser's message for an integer literal beyond 64 bits ("invalid type: integer `X`
+/// as i128, expected u64"), said as the range error it is (it read as a wrong type).
+fn beyond_64_bits(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("invalid type: integer `")?;
+    let (value, want) = rest.split_once("` as i128, expected ")?;
+    let max = match want.trim() {
+        "u64" => u128::from(u64::MAX),
+        "u32" => u128::from(u32::MAX),
+        "u16" => u128::from(u16::MAX),
+        "u8" => u128::from(u8::MAX),
+        "i64" => i64::MAX as u128,
+        _ => return None,
+    };
+    Some(format!("{value} is out of range: at most {max}"))
 }
 
 /// The parsed file with its text (for locating keys).
@@ -1000,7 +1033,7 @@ impl Scenario {
 
     /// Where `--profile` or the scenario's `profile` names an unknown profile.
     fn profile_err(&self, o: &Overrides, profile: &str) -> ScenarioError {
-        let message = format!("unknown profile `{profile}` (known: {})", config::profile_names());
+        let message = format!("unknown profile `{profile}`{}", config::unknown_profile_hint(profile));
         match &o.profile {
             Some(_) => ScenarioError { file: "--profile".into(), line: None, key: profile.into(), message },
             None => self.err("", 0, "profile", message),
@@ -1997,5 +2030,19 @@ mod knob_tests {
         let e = check_knob(&filler, "kv_canary", &toml::Value::Boolean(true)).unwrap_err().to_string();
         assert!(e.contains("`true` is a boolean, not one of the knob's words: expected one of `off`"), "{e}");
         assert!(e.contains("`raise`") && !e.contains("unit variant"), "{e}");
+    }
+
+    /// A number past 64 bits in a file, or past TOML's integers in `--set`, is said to be out of
+    /// range (it read "invalid type: integer … as i128" and "invalid type: string").
+    #[test]
+    fn numbers_past_their_range_are_out_of_range() {
+        let m = with_suggestion("invalid type: integer `99999999999999999999999` as i128, expected u64");
+        assert_eq!(m, "99999999999999999999999 is out of range: at most 18446744073709551615");
+        let table = toml::Table::try_from((config::profile("sglang-0.5.16").expect("shipped").knobs)()).unwrap();
+        let e = set_value("waiting_timeout_ms", "18446744073709551615", &table).unwrap_err();
+        assert_eq!(e.message, "18446744073709551615 is out of range: at most 9223372036854775807");
+        assert_eq!(set_value("waiting_timeout_ms", "5_000", &table).unwrap(), toml::Value::Integer(5000));
+        assert_eq!(set_value("router_mode", "sequential", &table).unwrap(), toml::Value::String("sequential".into()));
+        assert!(!integer_literal("_1") && !integer_literal("-") && integer_literal("-12") && !integer_literal("1e3"));
     }
 }

@@ -319,7 +319,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
             return Err(e(
                 1,
                 format!(
-                    "written by kvsim {}, this is kvsim {mine}; a different model version may legitimately diverge (replay --force to compare anyway)",
+                    "written by kvsim {}, this is kvsim {mine}; a different model version may legitimately diverge (`kvsim replay --force` compares it anyway; `kvsim confirm` takes this version's traces only: run its scenario again with `--trace`)",
                     header.kvsim_version
                 ),
             ));

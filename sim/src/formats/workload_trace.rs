@@ -207,6 +207,9 @@ pub enum TraceErrorKind {
     EmptyCount(String),
     /// A token count of 0.
     ZeroTokens(String),
+    /// A token count above the scenario format's limit (`scenario::MAX_TOKENS`, which a
+    /// `[[request]]`'s counts are held to as well).
+    TooManyTokens { what: String, value: u64 },
     /// A Mooncake `timestamp` (ms) that overflows u64 ns.
     TimestampOverflow(u64),
     /// A CSV header that does not split into fields.
@@ -273,6 +276,9 @@ impl fmt::Display for TraceErrorKind {
             K::CountOverflow { what, value } => write!(f, "{what} {value} does not fit in u64"),
             K::EmptyCount(what) => write!(f, "{what} is empty"),
             K::ZeroTokens(what) => write!(f, "{what} is 0: a request must have at least one token"),
+            K::TooManyTokens { what, value } => {
+                write!(f, "{what} {value} is out of range: 1..={}", crate::scenario::MAX_TOKENS)
+            }
             K::TimestampOverflow(ms) => write!(f, "`timestamp` {ms} ms overflows u64 ns"),
             K::BadHeader(e) => write!(f, "bad CSV header: {e}"),
             K::UnnamedColumn(n) => write!(f, "bad CSV header: column {n} has no name"),
@@ -623,9 +629,13 @@ fn json_u64(what: &str, n: &serde_json::Number) -> Result<u64, TraceErrorKind> {
     }
 }
 
+/// A token count in `1..=MAX_TOKENS`, as a `[[request]]`'s (a count of 10^14 ran, the request
+/// answered 400, where the same count in the scenario was refused).
 fn positive(what: &str, v: u64) -> Result<u64, TraceErrorKind> {
     if v == 0 {
         Err(TraceErrorKind::ZeroTokens(what.to_string()))
+    } else if v > crate::scenario::MAX_TOKENS {
+        Err(TraceErrorKind::TooManyTokens { what: what.to_string(), value: v })
     } else {
         Ok(v)
     }
@@ -1236,6 +1246,16 @@ mod tests {
             (format!("{h}\n0,1,1\n1,0,3\n"), 3, "`num_prefill_tokens` is 0: a request must have at least one token"),
             (format!("{h}\n0,1,1\n1,2,0\n"), 3, "`num_decode_tokens` is 0: a request must have at least one token"),
             (format!("{h}\n0,1,1\n1,-2,3\n"), 3, "`num_prefill_tokens` is negative (-2)"),
+            (
+                format!("{h}\n0,1,1\n1,99999999999999,3\n"),
+                3,
+                "`num_prefill_tokens` 99999999999999 is out of range: 1..=1099511627776",
+            ),
+            (
+                format!("{h}\n0,1,1\n1,2,18446744073709551615\n"),
+                3,
+                "`num_decode_tokens` 18446744073709551615 is out of range: 1..=1099511627776",
+            ),
             (format!("{h}\n0,1,1\n1,2,3.5\n"), 3, "`num_decode_tokens` is not an integer (3.5)"),
             (format!("{h}\n0,1,1\n1,2,3.0\n"), 3, "`num_decode_tokens` is not an integer (3.0)"),
             (format!("{h}\n0,1,1\n1,,3\n"), 3, "`num_prefill_tokens` is empty"),
