@@ -1303,7 +1303,13 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
     let undone = jobs.len() - reconfirm - damaged;
     if undone > 0 {
         let what = if o.no_shrink { "saved" } else { "saved and shrunk" };
-        eprintln!("{}: {undone} example(s) found before the interruption are {what} now", o.corpus);
+        // An example whose failure.json is not written yet (an interruption while saving) and
+        // one whose failure.json was removed look alike: the message names both (it spoke of an
+        // interruption to an operator who had deleted the files).
+        eprintln!(
+            "{}: {undone} example(s) without their failure.json (not completed before an interruption, or the file removed) are {what} now from their scenario.toml",
+            o.corpus
+        );
     }
     if reconfirm > 0 {
         eprintln!("{}: {reconfirm} example(s) whose confirmation failed are confirmed again", o.corpus);
@@ -1725,7 +1731,7 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
     let runs_partial = merged.partial.is_some();
     if !incomplete.is_empty() {
         let shards: Vec<String> = incomplete.iter().map(|(d, n)| format!("{n} in {d}")).collect();
-        let why = format!("examples not completed: {}", shards.join(", "));
+        let why = format!("{}: {}", camp_lib::EXAMPLES_NOT_COMPLETED, shards.join(", "));
         merged.partial = Some(match merged.partial.take() {
             Some(p) => format!("{p}; {why}"),
             None => why,

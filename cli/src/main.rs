@@ -101,6 +101,28 @@ pub fn saved_file_of(input: &str, files: &[&str]) -> Result<String, String> {
     let own = dir.join(file);
     let fj = dir.join("failure.json");
     if !fj.is_file() {
+        // A signature folder that lost its failure.json (which names its first example): its seed
+        // folders are named, to give one of (it said only "a folder without scenario.toml").
+        let mut seeds: Vec<(u64, String)> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let n = name.strip_prefix("seed-")?.parse().ok()?;
+                        e.path().join(file).is_file().then_some((n, name))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        seeds.sort();
+        if !seeds.is_empty() {
+            let names: Vec<String> = seeds.iter().map(|(_, n)| shown(&dir.join(n))).collect();
+            return Err(format!(
+                "{}: a signature folder without its failure.json (which names its first example); give one of its seed folders: {}",
+                shown(dir),
+                names.join(", ")
+            ));
+        }
         return Err(format!("{}: a folder without {file} (nor a campaign's failure.json)", shown(dir)));
     }
     let f = read_failure(&fj)?;

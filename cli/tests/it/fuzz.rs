@@ -678,6 +678,18 @@ fn a_folder_that_is_not_the_campaigns_corpus_is_refused_and_left_as_it_is() {
     let out = kvsim(&["shrink", &copy]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a campaign's corpus; give one of its signature folders"));
+    // A signature folder that lost its failure.json names its seed folders (it said "a folder
+    // without scenario.toml").
+    let (sig, seed) = first_example(&copy);
+    let sig_dir = Path::new(&copy).join(sig.replace('/', "--"));
+    std::fs::remove_file(sig_dir.join("failure.json")).unwrap();
+    let out = kvsim(&["run", sig_dir.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a signature folder without its failure.json") && err.contains(&format!("seed-{seed}")),
+        "{err}"
+    );
 }
 
 /// Issue 15: `kvsim shrink` accepts a signature folder of a corpus and keeps that folder's
@@ -1231,7 +1243,7 @@ fn each_signature_keeps_its_smallest_examples_shrunk_off_the_critical_path() {
     let out = run(&args(&resumed, "1"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("{undone} example(s) found before the interruption are saved and shrunk now")),
+        err.contains(&format!("{undone} example(s) without their failure.json (not completed before an interruption, or the file removed) are saved and shrunk now")),
         "{err}"
     );
     // (The copy's untouched files still name the corpus they were copied from.)

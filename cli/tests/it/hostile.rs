@@ -532,6 +532,44 @@ fn a_traced_channel_replays_and_shrinks_with_its_check() {
     assert!(!err.contains("noninterference"), "{err}");
 }
 
+/// Liveness mode: the open requests whose deadlines all pass before the next event are hangs
+/// together, and the run's end is the latest of those deadlines (it was the earliest, and hangs
+/// were dated after the run's end).
+#[test]
+fn no_hang_is_dated_after_the_runs_end() {
+    let dir = scratch("hang-end");
+    let s = dir.join("s1.toml");
+    std::fs::write(
+        &s,
+        "name = \"s1\"\nseed = 3\nprofile = \"sglang-0.5.16\"\ncontext_len = 16384\nliveness_bound_s = 600\n\
+         [[prefill]]\ncount = 2\npool_tokens = 8192\nmetadata_slots = 64\nmax_running_requests = 32\n\
+         [[decode]]\npool_tokens = 32768\nmetadata_slots = 64\nmax_running_requests = 32\n\
+         [router]\npolicy = \"least_loaded\"\n\
+         [workload]\nrequests = 20\ntenants = 3\nmean_interarrival_ms = 50\nstart_ms = 10\nclient_abort = \"1/5\"\nabort_within_ms = 2000\n\
+         [[workload.prompt_tokens]]\nmin = 100\nmax = 2000\nweight = 3\n\
+         [[workload.prompt_tokens]]\nmin = 9000\nmax = 12000\nweight = 1\n\
+         [[workload.output_tokens]]\nmin = 1\nmax = 32\nweight = 1\n\
+         [[request]]\nat_ms = 5000\ntenant = 7\nprompt_tokens = 10000\noutput_tokens = 5\n\
+         [knobs]\npage_size = 16\n",
+    )
+    .unwrap();
+    let (code, out, err) =
+        kvsim(&["run", s.to_str().unwrap(), "--profile", "sglang-0.5.22", "--liveness", "60s", "--json"]);
+    assert_eq!(code, Some(11), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let end = v["virtual_end_ns"].as_u64().unwrap();
+    let hangs: Vec<u64> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["kind"] == "request_hang")
+        .map(|x| x["at_ns"].as_u64().unwrap())
+        .collect();
+    assert!(hangs.len() >= 2, "{hangs:?}");
+    assert!(hangs.iter().all(|&t| t <= end), "{hangs:?} after the end {end}");
+    assert_eq!(hangs.iter().max(), Some(&end));
+}
+
 /// A clean input has nothing to shrink: bad input, and no `--out` file (it exited 0 and wrote
 /// nothing, which a script took for success).
 #[test]

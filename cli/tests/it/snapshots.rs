@@ -220,6 +220,8 @@ fn check_matrix_and_catalogue_refuse_an_empty_selection() {
         ("violations = [\"page_leak\", \"page_leak\"]", "violations", "`page_leak` is listed twice"),
         ("absent = [\"wrong_status\", \"wrong_status\"]", "absent", "`wrong_status` is listed twice"),
         ("requests = { \"0\" = [\"use_after_free\", \"use_after_free\"] }", "requests", "is listed twice"),
+        ("clean = true\nexplore_faults = [\"crash\", \"crash\"]", "explore_faults", "`crash` is listed twice"),
+        ("clean = true\nexplore_faults = [\"crsh\"]", "explore_faults", "did you mean `crash`?"),
     ] {
         let f = dir.join("bad-expect.toml");
         std::fs::write(&f, format!("{}\n[[expect]]\nname = \"x\"\n{body}\n", crate::bad_input::GOOD)).unwrap();

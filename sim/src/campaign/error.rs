@@ -37,6 +37,13 @@ pub enum CampaignError {
     OtherShrink { corpus: String, keeps: String, asked: String },
     /// Corpus `name` keeps `keeps` examples per signature, the first corpus `first` keeps `first_keeps`.
     ShardExamples { name: String, keeps: usize, first: String, first_keeps: usize },
+    /// Corpus `name` shrinks its examples as `shrink` says, the first corpus `first` as
+    /// `first_shrink`.
+    ShardShrink { name: String, shrink: String, first: String, first_shrink: String },
+    /// The checkpoint in `corpus` contradicts itself (`why`: its run count and the seed range it
+    /// names, a signature counted in more runs than were done or first seen outside its runs):
+    /// edited or damaged.
+    Inconsistent { corpus: String, why: String },
     /// Corpus `name` is a shard of another campaign than `first` (the first corpus added).
     NotAShard { name: String, campaign: Box<CampaignKey>, first: String, first_campaign: Box<CampaignKey> },
     /// Corpus `name` is shard `shard` of `count`, already added as `other`.
@@ -103,6 +110,14 @@ impl fmt::Display for CampaignError {
             E::ShardExamples { name, keeps, first, first_keeps } => write!(
                 f,
                 "{name}: keeps {keeps} example(s) per signature, {first} keeps {first_keeps}; shards of one campaign keep the same number"
+            ),
+            E::ShardShrink { name, shrink, first, first_shrink } => write!(
+                f,
+                "{name}: was run with {shrink}, {first} with {first_shrink}; shards of one campaign shrink alike (a merge would mix shrunk and unshrunk examples)"
+            ),
+            E::Inconsistent { corpus, why } => write!(
+                f,
+                "{corpus}: its campaign.json contradicts itself ({why}): edited or damaged; a campaign's own checkpoint never does (resume it to rebuild, or use another corpus)"
             ),
             E::NotAShard { name, campaign: c, first, first_campaign: c0 } => write!(
                 f,

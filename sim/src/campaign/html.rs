@@ -84,9 +84,16 @@ pub fn render(r: &Report) -> String {
         None => (0, c.table.len()),
     };
     if let Some(why) = &c.partial {
+        // Only examples missing (the shards' runs whole): the table is whole, as the command
+        // says (the page said "the union of the runs done" of all 400 runs).
+        let what = if why.starts_with(super::EXAMPLES_NOT_COMPLETED) {
+            "the table is whole, but signatures lack the examples those shards had not saved"
+        } else {
+            "the table is the union of the runs done, not the whole seed range"
+        };
         let _ = writeln!(
             o,
-            "<p class=\"verdict\">PARTIAL merge: {} — the table is the union of the runs done, not the whole seed range, and the campaign cannot be resumed.</p>",
+            "<p class=\"verdict\">PARTIAL merge: {} — {what}, and the campaign cannot be resumed.</p>",
             esc(why)
         );
     }
@@ -523,6 +530,11 @@ mod tests {
         let page = render(&Report { corpus: "m0", camp: &c, examples: BTreeMap::new(), known: None, exit: 0 });
         assert!(page.contains("PARTIAL merge: shard(s) 1/3, 2/3 missing"), "{page}");
         assert!(page.contains("seeds 1000..21000, PARTIAL: 6667 of them run"), "{page}");
+        assert!(page.contains("the table is the union of the runs done"), "{page}");
+        // Only examples missing: the table is whole, as the command says.
+        c.partial = Some(format!("{}: 1 in d1", super::super::EXAMPLES_NOT_COMPLETED));
+        let page = render(&Report { corpus: "m0", camp: &c, examples: BTreeMap::new(), known: None, exit: 0 });
+        assert!(page.contains("the table is whole, but signatures lack the examples"), "{page}");
         c.partial = None;
         let page = render(&Report { corpus: "m0", camp: &c, examples: BTreeMap::new(), known: None, exit: 0 });
         assert!(!page.contains("PARTIAL"));

@@ -219,6 +219,36 @@ impl Campaign {
         Ok(())
     }
 
+    /// Whether the checkpoint agrees with itself, as every checkpoint a campaign writes does: a
+    /// shard `(i, n)` that reached `next_k` did the runs `k < next_k` with `k ≡ i (mod n)`, and
+    /// each signature was seen in at most that many runs, first at one of their seeds. A partial
+    /// merge's runs are no such prefix: only its signatures are checked. Refused (an edited
+    /// `runs_done = 999` merged into "1199 runs" of a 400-seed campaign).
+    pub fn check_counts(&self, corpus: &str) -> Result<(), CampaignError> {
+        let bad = |why: String| Err(CampaignError::Inconsistent { corpus: corpus.to_string(), why });
+        let (i, n) = self.shard;
+        if n == 0 || i >= n {
+            return bad(format!("shard {i}/{n}"));
+        }
+        let expected = if self.next_k > i { (self.next_k - i - 1) / n + 1 } else { 0 };
+        if self.partial.is_none() && self.runs_done != expected {
+            return bad(format!(
+                "runs_done {} where shard {i}/{n} up to run {} did {expected}",
+                self.runs_done, self.next_k
+            ));
+        }
+        for (sig, e) in &self.table {
+            let k = e.first_seed.checked_sub(self.seed_start);
+            if e.count == 0 || e.count > self.runs_done {
+                return bad(format!("`{sig}` counted in {} of {} run(s)", e.count, self.runs_done));
+            }
+            if k.is_none_or(|k| k >= self.next_k || (self.partial.is_none() && k % n != i)) {
+                return bad(format!("`{sig}` first seen at seed {}, which is not one of its runs", e.first_seed));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a resume shrinks as the checkpoint's campaign did (`shrink`);
     /// records `asked` in a checkpoint that has no record yet.
     pub fn check_shrink(&mut self, corpus: &str, asked: &str) -> Result<(), CampaignError> {
@@ -845,6 +875,10 @@ pub struct Merger {
     partial_inputs: Vec<String>,
 }
 
+/// How a merge's `partial` reason begins when examples its shards had not completed are all that
+/// is missing (`kvsim corpus merge`): the table is whole then.
+pub const EXAMPLES_NOT_COMPLETED: &str = "examples not completed";
+
 impl Merger {
     /// Checks a checkpoint's format (read from `path`).
     pub fn check_format(c: &Campaign, path: &str) -> Result<(), CampaignError> {
@@ -894,7 +928,21 @@ impl Merger {
                     first_keeps: c0.examples_per_signature,
                 });
             }
+            // As a resume refuses other shrink options (`Campaign::check_shrink`): the merged
+            // corpus would record one setting over examples of both.
+            // (A corpus that recorded none is taken as a resume takes it.)
+            if let (Some(shrink), Some(first_shrink)) = (&c.shrink, &c0.shrink) {
+                if shrink != first_shrink {
+                    return Err(CampaignError::ShardShrink {
+                        name: name.to_string(),
+                        shrink: shrink.clone(),
+                        first: d0.clone(),
+                        first_shrink: first_shrink.clone(),
+                    });
+                }
+            }
         }
+        c.check_counts(name)?;
         if let Some((other, ..)) = self.shards_seen.insert(c.shard.0, (name.to_string(), c.next_k, c.runs_done)) {
             return Err(CampaignError::OverlappingShard {
                 name: name.to_string(),
@@ -967,7 +1015,11 @@ impl Merger {
         } else if !missing.is_empty() {
             Some(format!("shard(s) {} missing", missing.join(", ")))
         } else if hi - lo >= count {
-            let ends: Vec<String> = self.shards_seen.values().map(|(d, _, n)| format!("{d} did {n} run(s)")).collect();
+            // Where each stopped (its `next_k`: it did the runs below it of its residue class);
+            // the run counts alone could be equal ("sh0 did 200 run(s), e1 did 200 run(s)"),
+            // and a checkpoint whose counts disagree with its `next_k` is refused (`check_counts`).
+            let ends: Vec<String> =
+                self.shards_seen.values().map(|(d, k, n)| format!("{d} did {n} run(s), its next run {k}")).collect();
             Some(format!("the shards stopped at different runs: {}", ends.join(", ")))
         } else {
             None
@@ -1144,7 +1196,40 @@ mod tests {
         let ragged = merge(&[(0, 30), (1, 30), (2, 12), (3, 30)]);
         let why = ragged.partial.unwrap();
         assert!(why.starts_with("the shards stopped at different runs"), "{why}");
-        assert!(why.contains("shard2 did 3 run(s)") && why.contains("shard0 did 8 run(s)"), "{why}");
+        assert!(why.contains("shard2 did 3 run(s), its next run 14"), "{why}");
+        assert!(why.contains("shard0 did 8 run(s), its next run 32"), "{why}");
+    }
+
+    /// A checkpoint that contradicts itself (edited, damaged) is refused, as are shards that
+    /// shrank differently: neither merged into impossible numbers or a mixed corpus.
+    #[test]
+    fn a_merge_refuses_an_inconsistent_checkpoint_and_shards_that_shrank_differently() {
+        let refused = |c: Campaign| {
+            let mut m = Merger::default();
+            m.add("s0", in_order(30, (0, 2))).unwrap();
+            m.add("s1", c).unwrap_err().to_string()
+        };
+        let e = refused(Campaign { runs_done: 999, ..in_order(30, (1, 2)) });
+        assert!(
+            e.contains("s1: its campaign.json contradicts itself (runs_done 999 where shard 1/2 up to run 31 did 15)"),
+            "{e}"
+        );
+        let mut c = in_order(30, (1, 2));
+        c.table.get_mut("page_leak/decode").unwrap().count = 5000;
+        assert!(refused(c).contains("`page_leak/decode` counted in 5000 of 15 run(s)"));
+        let mut c = in_order(30, (1, 2));
+        c.table.insert("page_leak/prefill".into(), Entry { count: 1, first_seed: 102 });
+        assert!(refused(c).contains("first seen at seed 102, which is not one of its runs"));
+        let mut c = in_order(30, (1, 2));
+        c.shrink = Some("--no-shrink".into());
+        let mut m = Merger::default();
+        m.add("s0", Campaign { shrink: Some("--shrink-budget 1500".into()), ..in_order(30, (0, 2)) }).unwrap();
+        let e = m.add("s1", c).unwrap_err().to_string();
+        assert!(e.contains("s1: was run with --no-shrink, s0 with --shrink-budget 1500"), "{e}");
+        // Every checkpoint the campaign itself writes agrees with itself.
+        for shard in [(0, 1), (0, 3), (1, 3), (2, 3)] {
+            in_order(30, shard).check_counts("c").unwrap();
+        }
     }
 
     #[test]

@@ -228,6 +228,12 @@ impl Expectation {
         {
             return invalid("explore_faults", crate::check::explore::FaultKind::unknown(f, ""));
         }
+        // As every other list of the entry: a fault kind named twice explores nothing more.
+        if let Some(list) = &self.explore_faults {
+            if let Some((_, f)) = list.iter().enumerate().find(|(i, f)| list[..*i].contains(f)) {
+                return invalid("explore_faults", format!("`{f}` is listed twice: list each fault kind once"));
+            }
+        }
         Ok(())
     }
 

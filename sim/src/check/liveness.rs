@@ -7,7 +7,8 @@
 //!   request's own last progress plus `B` (`World::progress_of`: liveness is progress, so a slow
 //!   request is not a hang and a stuck one is, however busy the others keep the cluster).
 //! - When the clock passes the deadline of a request that is still open, the run stops and each
-//!   overdue request is a `request_hang` whose cause names what it waits for,
+//!   overdue request (every open one whose deadline passed before the next event) is a
+//!   `request_hang` whose cause names what it waits for,
 //!   `after_heal/<what>` (e.g. `after_heal/kv_arrival`: decode holds its pages and waits for KV
 //!   that will not come). The state named is the state at the deadline: nothing happens between
 //!   the deadline and the next event. Page leaks are not judged then (the hung request holds its
@@ -53,7 +54,8 @@ pub struct Liveness {
     leak_extensions_left: u64,
     /// A request missed its deadline (the run stopped on it).
     pub failed: bool,
-    /// The earliest deadline a request missed: where the run stopped (the report's virtual end).
+    /// The latest deadline of the requests found overdue together: where the run stopped (the
+    /// report's virtual end; nothing happened between the earliest and it).
     pub missed_at: Option<Instant>,
     /// The run stopped because it was quiescent, at this time.
     pub quiescent_at: Option<Instant>,
@@ -193,7 +195,10 @@ impl World {
             let overdue: Vec<usize> =
                 (0..self.reqs.len()).filter(|&i| self.reqs[i].response().is_none() && l.deadlines[i] < at).collect();
             if !overdue.is_empty() {
-                l.missed_at = overdue.iter().map(|&i| l.deadlines[i]).min();
+                // Nothing happened before `at`, after every one of these deadlines: the run was
+                // watched up to the latest (it reported the earliest as its end, and hangs dated
+                // after it).
+                l.missed_at = overdue.iter().map(|&i| l.deadlines[i]).max();
                 for i in overdue {
                     self.record_overdue(l, i, l.deadlines[i]);
                 }

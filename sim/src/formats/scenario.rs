@@ -289,7 +289,10 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
-/// A production request trace.
+/// A production request trace. Its times are measured from its first request's timestamp (the
+/// origin: a CSV of absolute epoch seconds works as one from zero): a kept request arrives at its
+/// offset from the window's start (the origin plus `window_start_ms`), times
+/// `time_scale_permille` / 1000, at most `MAX_TIME_NS`.
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSection {
@@ -305,7 +308,9 @@ pub struct TraceSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub time_scale_permille: Option<u64>,
-    /// Skip arrivals before this time of the trace, ms. Default 0.
+    /// Skip arrivals before this long after the trace's first request, ms (not an absolute time
+    /// of the file: a CSV whose first row is at 5.0 s keeps a row at 6.5 s with 1000, not with
+    /// 6000). Default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_start_ms: Option<u64>,
     /// Keep only arrivals within this long a window, ms. Default: to the end.

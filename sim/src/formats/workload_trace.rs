@@ -189,7 +189,7 @@ pub enum TraceErrorKind {
     EmptyTenant { request: usize, column: String },
     /// A request earlier than the one before it (both in the file's unit).
     Backwards { at: String, previous: String },
-    /// The scaled arrival does not fit in u64 ns.
+    /// A kept request's arrival (from the window's start, scaled) past `scenario::MAX_TIME_NS`.
     ArrivalOverflow,
     /// A Mooncake line that is not a JSON object of the expected shape (serde's message).
     InvalidJson(String),
@@ -267,7 +267,11 @@ impl fmt::Display for TraceErrorKind {
             K::Backwards { at, previous } => {
                 write!(f, "timestamp goes backwards: {at} after {previous} on the previous request")
             }
-            K::ArrivalOverflow => f.write_str("scaled arrival time overflows u64 ns"),
+            K::ArrivalOverflow => write!(
+                f,
+                "arrival time (from the trace's first request, scaled) past the scenario limit of {} ns",
+                crate::scenario::MAX_TIME_NS
+            ),
             K::InvalidJson(m) => write!(f, "invalid JSON: {m}"),
             K::MissingField(name) => write!(f, "missing field `{name}`"),
             K::Negative { what, value } => write!(f, "{what} is negative ({value})"),
@@ -495,7 +499,12 @@ impl Window {
             return Ok(());
         }
         let arrival = (u128::from(ts_ns - start) * self.scale + 500) / 1000;
-        let arrival_ns = u64::try_from(arrival).map_err(|_| TraceErrorKind::ArrivalOverflow)?;
+        // Held to the scenario format's time limit, as a `[[request]]`'s `at_ns` (an arrival near
+        // 2^64 ns ran with the clock saturated, and its latencies came out wrong and clean).
+        let arrival_ns = u64::try_from(arrival)
+            .ok()
+            .filter(|a| *a <= crate::scenario::MAX_TIME_NS)
+            .ok_or(TraceErrorKind::ArrivalOverflow)?;
         self.kept.push(TraceRequest {
             arrival_ns,
             input_tokens: req.input_tokens,
@@ -1246,6 +1255,11 @@ mod tests {
             (format!("{h}\n0,1,1\n1,0,3\n"), 3, "`num_prefill_tokens` is 0: a request must have at least one token"),
             (format!("{h}\n0,1,1\n1,2,0\n"), 3, "`num_decode_tokens` is 0: a request must have at least one token"),
             (format!("{h}\n0,1,1\n1,-2,3\n"), 3, "`num_prefill_tokens` is negative (-2)"),
+            (
+                format!("{h}\n0,100,5\n18446744073,200,100\n"),
+                3,
+                "arrival time (from the trace's first request, scaled) past the scenario limit of 4611686018427000000 ns",
+            ),
             (
                 format!("{h}\n0,1,1\n1,99999999999999,3\n"),
                 3,
