@@ -35,8 +35,9 @@ pub struct ExploreOpts {
     /// The property: no violation of these kinds (comma list; default: no violation at all).
     #[arg(long, value_name = "KIND,...")]
     pub kinds: Option<String>,
-    /// Distinct states explored at most in each subtree (the state table's bound; the tree is
-    /// cut into about 64 subtrees).
+    /// The state table's bound in each subtree (the tree is cut into about 64): a subtree stops at
+    /// the end of the first schedule after which it holds this many distinct states (one schedule
+    /// visits several, so it may pass the bound by that many).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub max_states: u64,
     /// Turn state hashing off: every schedule runs to its end (for counting schedules).

@@ -357,6 +357,15 @@ fn messy_logs_and_bad_input() {
     let (code, out, err) = audit(&[&data("sglang_kv_only.log"), "--role", "prefill"]);
     assert!(out.contains("context unknown"), "{out}");
     assert_eq!(code, Some(2), "{err}");
+    // Beside a log that gives them, it is audited with that log's context and page size, said so
+    // (it read "page size unknown" beside a note rounding its pool to the other log's pages).
+    let (_, out, _) = audit(&[&data("sglang_kv_only.log"), &data("glm_prefill_gap.log")]);
+    assert!(out.contains("context 1,048,576 (another log's) · page size 64 (another log's)"), "{out}");
+    assert!(
+        out.contains("its log gives no context length: audited with 1,048,576 from ")
+            && out.contains("glm_prefill_gap.log (the logs are taken as one deployment's)"),
+        "{out}"
+    );
     // vLLM: over-length prompts are rejected before scheduling; the gap does not leak.
     let (code, out, _) = audit(&[&data("vllm_producer.log"), &data("vllm_consumer.log"), "--profile", "vllm-nixl"]);
     assert!(matches!(code, Some(0) | Some(11)), "{out}");

@@ -670,6 +670,32 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             1
         }
     };
+    // A node whose log gives no context length or page size is audited with the other logs'
+    // (the logs are taken as one deployment's): said, naming where they come from (the node read
+    // "page size unknown" beside a note rounding its pool to another log's 64-token pages).
+    let from = |has: &dyn Fn(&NodeFacts) -> bool| {
+        let mut files: Vec<&str> = nodes.iter().filter(|n| has(&n.facts)).map(|n| n.facts.source.as_str()).collect();
+        files.dedup();
+        files.join(", ")
+    };
+    let (ctx_from, ps_from) = (from(&|f| f.context_len.is_some()), from(&|f| f.page_size.is_some()));
+    for n in &nodes {
+        let f = &n.facts;
+        if let (None, Some(c)) = (f.context_len, context_len) {
+            notes.push(format!(
+                "{} (line {}): its log gives no context length: audited with {} from {ctx_from} (the logs are taken as one deployment's)",
+                f.source,
+                f.line,
+                thousands(c)
+            ));
+        }
+        if f.page_size.is_none() && page_size_known {
+            notes.push(format!(
+                "{} (line {}): its log gives no page size: audited with {page_size} from {ps_from} (the logs are taken as one deployment's)",
+                f.source, f.line
+            ));
+        }
+    }
     for n in &mut nodes {
         // vLLM's `# GPU blocks: N` with no block size in any log: the pool is N × the block size
         // just assumed (vLLM's default 16), said as an assumption (it read "no usable KV pool size"
@@ -808,8 +834,14 @@ pub fn node_table(a: &Audit) -> String {
             unknown(f.engine),
             f.version.clone().unwrap_or_else(|| "version unknown".into()),
             num(f.pool_tokens),
-            num(f.context_len.or(a.context_len)),
-            num(f.page_size),
+            match (f.context_len, a.context_len) {
+                (None, Some(c)) => format!("{} (another log's)", thousands(c)),
+                (c, _) => num(c),
+            },
+            match f.page_size {
+                None if a.page_size_known => format!("{} (another log's)", a.page_size),
+                ps => num(ps),
+            },
         );
         for d in &f.derived {
             let _ = writeln!(s, "    {d}");

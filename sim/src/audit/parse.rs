@@ -451,7 +451,7 @@ impl<T: Clone + PartialEq> Slot<T> {
         let e = self.0.as_ref()?;
         let (other, at, outranked) = e.clash.as_ref()?;
         let why = if *outranked {
-            "the first is audited: its line outranks the other (scheduler summary > allocation or resolved config > argument dump)"
+            "the first is audited: its line outranks the other (sglang's served-pool warning > scheduler summary > allocation or resolved config > argument dump)"
         } else {
             "the first is audited (if the other is the serving value, audit the log cut there)"
         };
@@ -769,6 +769,9 @@ struct Scope {
 struct Group {
     facts: Facts,
     label: Option<(Vec<u32>, String)>,
+    /// The rank that printed each recorded line: a node is named by the rank of the line it
+    /// cites (it read "TP1 (line 12)" of a line TP5 printed).
+    line_labels: BTreeMap<usize, String>,
 }
 
 #[derive(Debug, Default)]
@@ -793,6 +796,7 @@ impl Launch {
             Some(s) if !matches!(fact, Fact::Engine(_)) => {
                 let group = self.groups.entry((s.dp, s.pp)).or_default();
                 group.facts.record(fact, prio, line);
+                group.line_labels.entry(line).or_insert_with(|| s.label.clone());
                 if group.label.as_ref().is_none_or(|(o, _)| s.order < *o) {
                     group.label = Some((s.order.clone(), s.label.clone()));
                 }
@@ -817,7 +821,11 @@ impl Launch {
         for group in self.groups.values() {
             let facts = Facts::merged(&group.facts, &self.general);
             let rank = group.label.as_ref().map(|(_, l)| l.clone());
-            out.push(facts.node(source, index, rank, fallback));
+            let mut node = facts.node(source, index, rank, fallback);
+            if let Some(l) = group.line_labels.get(&node.line) {
+                node.rank = Some(l.clone());
+            }
+            out.push(node);
         }
     }
 }
@@ -1578,6 +1586,8 @@ mod tests {
         // `--context-length 163840` on a continuation line of the command; max_req_input_len 59,862.
         assert_eq!((f.engine, f.context_len, f.context_line), (Some(Engine::Sglang), Some(163_840), Some(9)));
         assert_eq!((f.max_req_input_len, f.pool_tokens, f.line), (Some(59_862), Some(59_868), 12));
+        // Named by the rank that printed line 12 (TP5), not the group's first rank (TP1).
+        assert_eq!(f.rank.as_deref(), Some("TP5"));
         assert!(f.derived[0].contains("min(context - 1, pool - 1) - 5"), "{:?}", f.derived);
         // At the context's own limit the printed value bounds the pool from below only: at least
         // the context, audited as the context (any larger pool admits the same prompts; it was
