@@ -1728,6 +1728,11 @@ fn merge_corpora(dirs: &[String], into: &str, known: Option<&str>) -> Result<(St
         write_best(out, sig)?;
     }
     merged.examples.retain(|_, l| !l.is_empty());
+    // A campaign lists an example for every signature it counts: one listed by no shard (an
+    // edited checkpoint) would show with an empty reproduce column and nothing said.
+    for sig in merged.table.keys().filter(|s| m.examples.get(*s).is_none_or(|l| l.is_empty())) {
+        eprintln!("warning: {sig}: no shard's checkpoint lists an example of it (an edited or damaged campaign.json?): nothing reproduces it");
+    }
     let runs_partial = merged.partial.is_some();
     if !incomplete.is_empty() {
         let shards: Vec<String> = incomplete.iter().map(|(d, n)| format!("{n} in {d}")).collect();

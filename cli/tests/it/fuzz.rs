@@ -1583,6 +1583,15 @@ fn a_merge_lists_only_the_examples_it_holds() {
         .map(|e| e["hash"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(listed.len(), n.min(whole.len()), "{listed:?} of {whole:?}");
+    // A signature a shard's checkpoint counts but lists no example of (an edit) is warned about.
+    let ckpt = Path::new(&s1).join("campaign.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ckpt).unwrap()).unwrap();
+    let first = v["seed_start"].as_u64().unwrap() + 1;
+    v["table"]["page_leak/prefill_bogus"] = serde_json::json!({ "count": 1, "first_seed": first });
+    std::fs::write(&ckpt, v.to_string()).unwrap();
+    let out = kvsim(&["corpus", "merge", &s0, &s1, "--into", &tmp("mm2")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: page_leak/prefill_bogus: no shard's checkpoint lists an example of it"), "{err}");
 }
 
 /// A resumed campaign whose corpus lost an example's folder (removed by hand) says so and drops
