@@ -106,9 +106,6 @@ fn resolve_expectation(sc: &Scenario, f: &Path, i: usize) -> Result<SimConfig, S
     })
 }
 
-/// Every `[[expect]]` entry of `sc` resolved and validated as `kvsim check` does (before `kvsim
-/// explore --catalogue` prints anything: it printed its table's header, then an error without
-/// the entry's line).
 /// A scenario file's `[[expect]]` entries, checked as `kvsim check` checks them, for a command
 /// that runs the file (`run`, `shrink`): an entry `check` refuses makes the file bad input there
 /// too. A file that does not parse as a scenario with entries is the caller's to judge.
@@ -119,6 +116,9 @@ pub fn expectations_ok(path: &str) -> Result<(), String> {
     }
 }
 
+/// Every `[[expect]]` entry of `sc` resolved and validated as `kvsim check` does (before `kvsim
+/// explore --catalogue` prints anything: it printed its table's header, then an error without
+/// the entry's line).
 pub fn validate_expectations(sc: &Scenario, f: &Path) -> Result<(), String> {
     for (i, e) in sc.spec.expect.iter().enumerate() {
         // Entries are named in tables and picked by name (`matrix` and `explore --catalogue` read
@@ -184,13 +184,13 @@ pub fn run_check(paths: &[String]) -> i32 {
             skipped += 1;
             continue;
         }
+        // Every entry checked (names, resolution, fields) before any runs, as `run`, `matrix`
+        // and `explore --catalogue` check them.
+        if let Err(err) = validate_expectations(&sc, f) {
+            eprintln!("error: {err}");
+            return exit::BAD_INPUT;
+        }
         for (i, e) in sc.spec.expect.iter().enumerate() {
-            // The table names each entry: two of one name could not be told apart.
-            if let Some(j) = sc.spec.expect[..i].iter().position(|x| x.name == e.name) {
-                let message = format!("`expect[{j}]` has this name too: names must differ");
-                eprintln!("error: {}", expectation_error(&sc, f, i, "name", &message));
-                return exit::BAD_INPUT;
-            }
             let cfg = match resolve_expectation(&sc, f, i) {
                 Ok(c) => c,
                 Err(err) => {
@@ -198,11 +198,6 @@ pub fn run_check(paths: &[String]) -> i32 {
                     return exit::BAD_INPUT;
                 }
             };
-            let n = super::fuzz::case_requests(&cfg);
-            if let Err(err) = e.validate(n) {
-                eprintln!("error: {}", expectation_error(&sc, f, i, err.field(), &err.message()));
-                return exit::BAD_INPUT;
-            }
             let profile = cfg.profile.clone();
             let mut w = kvsim::simulate(cfg.clone(), None, false);
             if e.needs_noninterference() {

@@ -1358,16 +1358,28 @@ pub enum ReplayProblem {
     Diverged(Vec<String>),
 }
 
+/// A trace that replayed to a match (`replay_trace`).
+pub struct Replayed {
+    pub world: kvsim::world::World,
+    pub report: Report,
+    /// How many records matched.
+    pub compared: u64,
+    pub cfg: SimConfig,
+    /// The header's noninterference check, which the run was judged by too (its findings are no
+    /// records of the run): `kvsim replay` runs it again; shrink and confirm, which only need the
+    /// trace to be its run's, do not.
+    pub noninterference: Option<kvsim::tracefile::NoninterferenceCheck>,
+}
+
 /// Re-runs a trace file's configuration and compares it record by record, then the footer field
-/// by field (`kvsim replay`; `kvsim confirm` checks its input with it). Returns the replayed
-/// run's report and how many records matched.
-pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig), ReplayProblem> {
+/// by field (`kvsim replay`; `kvsim confirm` and `kvsim shrink` check their input with it).
+pub fn replay_trace(path: &str, force: bool) -> Result<Replayed, ReplayProblem> {
     let bad = |m: String| ReplayProblem::Bad(m);
     let reader =
         tracefile::open(path, kvsim::tracefile::ReadOptions { any_version: force }).map_err(|e| bad(e.to_string()))?;
     let cfg = reader.header.config.clone();
     let check_oracle = reader.header.check_oracle;
-    let reader_ni = reader.header.noninterference;
+    let noninterference = reader.header.noninterference;
     let sched = reader.header.schedule().map_err(|e| bad(format!("{path}:1: {e}")))?;
     let (sink, state) = tracefile::Comparer::new(reader);
     let mut w = world_of(&cfg, kvsim::trace::Tracer::new(Some(Box::new(sink))), sched.as_ref());
@@ -1437,18 +1449,7 @@ pub fn replay_trace(path: &str, force: bool) -> Result<(Report, u64, SimConfig),
     }
     let compared = st.compared;
     drop(st);
-    // The run was also judged by the noninterference check (its findings are no records of the
-    // run): judged again here, so the replay exits as the run did (it said "exit 0 as the run"
-    // of a run that exited 10).
-    let report = match reader_ni {
-        Some(ni) => {
-            let found = kvsim::check::noninterference::apply(&cfg, &mut w, ni.secret_tenant);
-            eprintln!("noninterference check (the header's): {found} observer request(s) saw a difference");
-            Report::build(&w, report.reproduce.clone())
-        }
-        None => report,
-    };
-    Ok((report, compared, cfg))
+    Ok(Replayed { world: w, report, compared, cfg, noninterference })
 }
 
 fn cmd_replay(path: &str, force: bool) -> i32 {
@@ -1460,7 +1461,17 @@ fn cmd_replay(path: &str, force: bool) -> i32 {
         }
     };
     match replay_trace(&path, force) {
-        Ok((report, compared, cfg)) => {
+        Ok(Replayed { mut world, report, compared, cfg, noninterference }) => {
+            // The run was also judged by the noninterference check: judged again, so the replay
+            // exits as the run did (it said "exit 0 as the run" of a run that exited 10).
+            let report = match noninterference {
+                Some(ni) => {
+                    let found = kvsim::check::noninterference::apply(&cfg, &mut world, ni.secret_tenant);
+                    eprintln!("noninterference check (the header's): {found} observer request(s) saw a difference");
+                    Report::build(&world, report.reproduce.clone())
+                }
+                None => report,
+            };
             println!(
                 "replay matches: {} records and the footer compared, trace hash {} (scenario {}, seed {}, profile {}); exit {} as the run",
                 compared, report.trace_hash, cfg.name, cfg.seed, cfg.profile, report.exit_code

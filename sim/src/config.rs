@@ -792,8 +792,9 @@ pub fn profile(name: &str) -> Option<&'static Profile> {
 /// misspelling: the closest name), then the known names.
 pub fn unknown_profile_hint(name: &str) -> String {
     let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
-    let meant = match name.strip_prefix("sglang-").and_then(crate::audit::sglang_profile_for) {
-        Some((p, why)) if p != name => Some(format!("; sglang {} is modelled by `{p}` ({why})", &name[7..])),
+    let release = name.strip_prefix("sglang-");
+    let meant = match release.and_then(|v| Some((v, crate::audit::sglang_profile_for(v)?))) {
+        Some((v, (p, why))) if p != name => Some(format!("; sglang {v} is modelled by `{p}` ({why})")),
         _ => crate::scenario::did_you_mean(name, names.iter().copied()).map(|m| format!("; did you mean `{m}`?")),
     };
     format!("{} (known: {})", meant.unwrap_or_default(), names.join(", "))

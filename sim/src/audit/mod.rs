@@ -579,6 +579,29 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             nodes.push(AuditNode { facts: f, ranks, role, role_source, admission: None });
         }
     }
+    // Logs of both engines are not one deployment: sglang's and vLLM's KV transfers do not
+    // interoperate, and one simulation applies one engine's lifecycle, context and admission to
+    // every node (a vLLM node audited with an sglang node's context and warm-ups sized to it gave
+    // a leak verdict no deployment can have). Refused, naming the first node of each engine, before
+    // anything else is worked out of them.
+    let first_of = |e: Engine| nodes.iter().position(|n| n.facts.engine == Some(e));
+    if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
+        // The error names the node met later (nodes are in the order of the logs given).
+        let (earlier, later) = (&nodes[s.min(v)], &nodes[s.max(v)]);
+        return Err(AuditError {
+            file: later.facts.source.clone(),
+            line: later.facts.line,
+            field: "engine",
+            message: format!(
+                "this log is {}'s, while {} (line {}) is {}'s: one prefill/decode deployment runs one engine (their KV \
+                 transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own",
+                later.engine(),
+                earlier.facts.source,
+                earlier.facts.line,
+                earlier.engine()
+            ),
+        });
+    }
     // The oldest of the deployment-wide versions, for every node of its engine that has none.
     let oldest = |engine: Engine| {
         deployment_versions
@@ -770,28 +793,6 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                 thousands(ctx)
             ));
         }
-    }
-    // Logs of both engines are not one deployment: sglang's and vLLM's KV transfers do not
-    // interoperate, and one simulation applies one engine's lifecycle, context and admission to
-    // every node (a vLLM node audited with an sglang node's context and warm-ups sized to it gave
-    // a leak verdict no deployment can have). Refused, naming the first node of each engine.
-    let first_of = |e: Engine| nodes.iter().position(|n| n.facts.engine == Some(e));
-    if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
-        // The error names the node met later (nodes are in the order of the logs given).
-        let (earlier, later) = (&nodes[s.min(v)], &nodes[s.max(v)]);
-        return Err(AuditError {
-            file: later.facts.source.clone(),
-            line: later.facts.line,
-            field: "engine",
-            message: format!(
-                "this log is {}'s, while {} (line {}) is {}'s: one prefill/decode deployment runs one engine (their KV \
-                 transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own",
-                later.engine(),
-                earlier.facts.source,
-                earlier.facts.line,
-                earlier.engine()
-            ),
-        });
     }
     Ok(Audit { nodes, context_len, page_size, page_size_known, notes })
 }
