@@ -1784,6 +1784,12 @@ fn write_token(
         d.page_count += 1;
         grown = Some(page);
     }
+    if grown.is_none() {
+        if let Some(slot) = pool.extend_open(&d.pages, d.page_count, seq_len, tenant, r, now) {
+            d.token_done(running_kv, seen);
+            return TokenWrite::Usual { page: None, slot, generated: d.generated };
+        }
+    }
     let known = Known { table_pages: d.page_count, fresh: grown.is_some() };
     let rep = pool.append(&d.pages, known, seq_len, tenant, r, now);
     d.token_done(running_kv, seen);

@@ -677,6 +677,7 @@ impl Pool {
     /// The slot holding position `pos` of a block table of `table_pages` pages (`pages_in(table)`,
     /// which the caller keeps), or `None` past its end. A decode token lands in the table's last
     /// run: found there without walking the table; any other position as `map_positions` finds it.
+    #[inline(always)]
     fn slot_of(&self, table: &[Run], table_pages: u64, pos: u64) -> Option<u64> {
         debug_assert_eq!(table_pages, pages_in(table), "the caller's page count is the table's");
         let ps = self.page_size;
@@ -686,6 +687,13 @@ impl Pool {
                 return Some(u64::from(last.first) * ps + (pos - start));
             }
         }
+        self.slot_of_walked(table, pos)
+    }
+
+    /// `slot_of` of a position before the table's last run (or past its end): out of line, so
+    /// the decode step inlines only the common case.
+    #[inline(never)]
+    fn slot_of_walked(&self, table: &[Run], pos: u64) -> Option<u64> {
         let mut slot = None;
         self.map_positions(table, pos, pos + 1, |_, s, _| slot = Some(s));
         slot
@@ -828,6 +836,44 @@ impl Pool {
         rep
     }
 
+    /// `append`'s common token, alone and inlined into the decode step: when position `pos` (in a
+    /// page the caller did not just take) is the slot right after
+    /// `request`'s open append, in the page that append last checked, and continues its run, the
+    /// append is extended and the slot returned — exactly what `append` does and reports for it
+    /// (a report with only `token`). `None`: nothing was changed; `append` takes the token.
+    /// Kept apart from `append` so the step's loop does not pay `append`'s prologue and report
+    /// for every token (callgrind: ≈ 130 instructions a token in `append`, most of them the call,
+    /// its saved registers and the two-vector report built and dropped).
+    #[inline(always)]
+    pub fn extend_open(
+        &mut self,
+        table: &[Run],
+        table_pages: u64,
+        pos: u64,
+        tenant: TenantId,
+        request: RequestId,
+        at: Instant,
+    ) -> Option<u64> {
+        let slot = self.slot_of(table, table_pages, pos)?;
+        let ps = self.page_size;
+        let o = self.owners.get_mut().open.get_mut(&request)?;
+        // The append's last token lies in `o.page` (it moves there with the token that enters
+        // it), so the slot after it is in that page exactly when it is below the page's end: no
+        // division.
+        if o.end != slot || slot >= (o.page + 1) * ps {
+            return None;
+        }
+        debug_assert_eq!(slot / ps, o.page, "the open append's next slot is in its page");
+        let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
+        if !o.writer.continued_by(o.end - o.start, &writer) {
+            return None;
+        }
+        o.end += 1;
+        self.write_epoch += 1;
+        self.checked.set(false);
+        Some(slot)
+    }
+
     /// A decode token: position `pos` of `request` (a generated token: `chain_upto` 0) written into
     /// its block table. The same effect, report and write epoch as `write(table, pos, pos + 1, …)`,
     /// but the token only extends the request's open append (a watermark) while it is the next slot
@@ -849,24 +895,14 @@ impl Pool {
             // Beyond the table: `write` writes nothing either (but counts the epoch).
             return self.write(table, pos, pos + 1, tenant, request, at, 0);
         };
-        // The common token: the next slot of the open append, in the page it was last checked in.
-        // One lookup of the open append and nothing else. (The path below, one token per page,
-        // searches again twice: keeping the first search's index was measured 1% slower overall.)
-        // The append's last token lies in `o.page` (it moves there with the token that enters
-        // it), so the slot after it is in that page exactly when it is below the page's end: no
-        // division on the common path.
-        let ps = self.page_size;
-        if let Some(o) = self.owners.get_mut().open.get_mut(&request) {
-            if o.end == slot && slot < (o.page + 1) * ps {
-                debug_assert_eq!(slot / ps, o.page, "the open append's next slot is in its page");
-                let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
-                if o.writer.continued_by(o.end - o.start, &writer) {
-                    self.write_epoch += 1;
-                    o.end += 1;
-                    return WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) };
-                }
+        // The common token (`extend_open`, which the decode step calls itself first). Never a
+        // `fresh` page's: its first slot is not the next one of an append in another page.
+        if !fresh {
+            if let Some(slot) = self.extend_open(table, table_pages, pos, tenant, request, at) {
+                return WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) };
             }
         }
+        let ps = self.page_size;
         let page = slot / ps;
         let open = self.owners.get_mut().open.get(&request).map(|o| o.page);
         debug_assert!(

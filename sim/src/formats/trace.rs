@@ -593,22 +593,30 @@ impl Tracer {
 
     /// Adds one request's token to the decode step of `pool` at `at` (a new step record when the
     /// open one is of another time or pool).
-    #[inline]
+    /// Inlined into the decode step's loop (one call per request-token saved); opening a step
+    /// record is `open_decode_step`'s, once per step.
+    #[inline(always)]
     pub fn decode_entry(&mut self, at: Instant, pool: PoolId, e: DecodeEntry) {
         if self.step != Some((at, pool)) {
-            self.end_decode_step();
-            self.step = Some((at, pool));
-            self.step_direct = self.hash_only();
-            if self.step_direct {
-                self.step_count_at = encode::decode_step_head(&mut self.buf, at, pool, true);
-                self.step_len = 0;
-            }
+            self.open_decode_step(at, pool);
         }
         if self.step_direct {
             encode::decode_entry(&mut self.buf, &e);
             self.step_len += 1;
         } else {
             self.collect_entry(e);
+        }
+    }
+
+    /// Ends the open decode step record, if any, and opens one for `pool` at `at`.
+    #[inline(never)]
+    fn open_decode_step(&mut self, at: Instant, pool: PoolId) {
+        self.end_decode_step();
+        self.step = Some((at, pool));
+        self.step_direct = self.hash_only();
+        if self.step_direct {
+            self.step_count_at = encode::decode_step_head(&mut self.buf, at, pool, true);
+            self.step_len = 0;
         }
     }
 
