@@ -155,6 +155,24 @@ fn relative_to(from: &Path, to: &Path) -> String {
 }
 
 /// Writes the campaign's HTML report to `path` (links relative to its folder).
+/// `--html` names a file that exists: only an earlier campaign report is replaced (a nightly job
+/// writes to the same path every night). Anything else is kept and the path refused: the report
+/// replaced another corpus's `campaign.json` (that campaign could no longer resume) and the
+/// shipped known-bugs file left at its default.
+fn report_replaceable(h: &str) -> Result<(), String> {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(h) else { return Ok(()) };
+    let mut head = Vec::new();
+    let _ = f.take(512).read_to_end(&mut head);
+    if camp_lib::html::is_report(&head) {
+        return Ok(());
+    }
+    Err(format!(
+        "--html {h}: an existing file that is not a kvsim campaign report; an earlier report is replaced, \
+         anything else is kept: remove it or name another file"
+    ))
+}
+
 pub fn write_report(
     path: &Path,
     corpus: &Path,
@@ -787,6 +805,7 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         } else {
             super::output_file_ok("--html", h)?;
         }
+        report_replaceable(h)?;
     }
     if o.corpus.trim().is_empty() {
         // An empty path wrote the campaign into the working folder, beside whatever it held.
@@ -1210,6 +1229,23 @@ fn open_campaign(
     Ok(camp)
 }
 
+/// Whether an example's `scenario.toml` still shows `sig`, run with the checks the signature
+/// needs (the oracle's reference for a disagreement, the noninterference check for a channel,
+/// the invariants for a broken one), as the campaign's run that found it did.
+fn scenario_shows(dir: &Path, sig: &str) -> Result<(), String> {
+    let path = dir.join("scenario.toml");
+    let cfg = super::load(&path.to_string_lossy(), &super::RunOpts::default())
+        .map_err(|e| format!("its scenario.toml does not read ({e})"))?;
+    let invariants = sig.starts_with("invariant_broken/");
+    let check = kvsim::fuzz::is_disagreement(sig);
+    let (_, sigs) = kvsim::fuzz::run_case_full(cfg, check, kvsim::fuzz::is_channel(sig), invariants, false);
+    if sigs.contains(sig) {
+        Ok(())
+    } else {
+        Err(format!("its scenario.toml no longer shows {sig} (edited since it was saved?)"))
+    }
+}
+
 /// Whether a saved example's folder holds every file its `failure.json` names (its trace, and
 /// its shrunk case when it was shrunk): what a resume and a merge take as completed.
 fn example_whole(dir: &Path, f: &Failure) -> bool {
@@ -1249,6 +1285,20 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
                 let _ = std::fs::remove_dir_all(&dir);
                 gone += 1;
                 return false;
+            }
+            if (saved && !whole) || (!saved && scenario) {
+                // Completed again from its scenario: only while the scenario still shows the
+                // signature (an edited `scenario.toml` was shrunk, "0 accepted", and its table
+                // line kept a command that ran clean).
+                if let Err(why) = scenario_shows(&dir, sig) {
+                    eprintln!(
+                        "warning: {}: example seed {} of {sig}: {why}: dropped from the list (and its folder removed)",
+                        o.corpus, e.seed
+                    );
+                    let _ = std::fs::remove_dir_all(&dir);
+                    gone += 1;
+                    return false;
+                }
             }
             if saved && !whole {
                 eprintln!(

@@ -520,10 +520,10 @@ pub fn read_log_bytes(path: &str) -> std::io::Result<Vec<u8>> {
 /// (`kvsim::sniff`), over [`MAX_INPUT_BYTES`] (it said "stream did not contain valid UTF-8").
 pub fn read_text(path: &str) -> std::io::Result<String> {
     String::from_utf8(read_bounded(path, kvsim::sniff)?).map_err(|e| {
-        std::io::Error::other(format!(
-            "not UTF-8 text (invalid bytes at byte {}): save it as UTF-8",
-            e.utf8_error().valid_up_to()
-        ))
+        // The line too (a byte offset alone sent a user counting bytes in an editor).
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        std::io::Error::other(format!("not UTF-8 text (invalid bytes on line {line}, at byte {at}): save it as UTF-8"))
     })
 }
 

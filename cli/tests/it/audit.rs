@@ -426,8 +426,32 @@ fn messy_logs_and_bad_input() {
     )
     .unwrap();
     let (_, out, _) = audit_in(&dir, &["two.log", "./two.log"]);
-    assert!(out.contains("two pools: line 2 gives 200000, line 3 gives 150000; the first is audited"), "{out}");
+    // The smaller is audited whichever came first (the first was: the verdict hung on the order
+    // the ranks' lines were logged in, and a gap a later line showed passed).
+    assert!(
+        out.contains("two pools: line 3 gives 150000, line 2 gives 200000; the smaller, line 3's, is audited"),
+        "{out}"
+    );
+    assert!(out.contains("pool 150,000 tokens"), "{out}");
     assert!(out.contains("note: ./two.log is two.log again"), "{out}");
+}
+
+/// One file holding both engines' start-ups is refused as two files are (the earlier launch was
+/// dropped as a restart of the later one: a leaking sglang prefill node vanished behind a vLLM
+/// launch, exit 11 instead of 10).
+#[test]
+fn one_file_with_both_engines_is_refused() {
+    let dir = empty_dir("both-engines");
+    let sglang = "[2026-03-02 10:00:00] server_args=ServerArgs(context_length=1048576, page_size=64, disaggregation_mode='prefill')\n\
+                  [2026-03-02 10:00:30 TP0] max_total_num_tokens=681280, chunked_prefill_size=8192, context_len=1048576\n";
+    let vllm = "INFO 03-02 11:00:01 [api_server.py:1395] vLLM API server version 0.10.1.1\n\
+                INFO 03-02 11:00:40 [kv_cache_utils.py:716] GPU KV cache size: 50,128 tokens\n";
+    for (name, text) in [("sv.log", format!("{sglang}{vllm}")), ("vs.log", format!("{vllm}{sglang}"))] {
+        std::fs::write(dir.join(name), text).unwrap();
+        let (code, out, err) = audit_in(&dir, &[name]);
+        assert_eq!(code, Some(2), "{name}: {out}{err}");
+        assert!(err.contains("`engine`") && err.contains("one prefill/decode deployment runs one engine"), "{err}");
+    }
 }
 
 /// A log whose pool cannot be told (a zero block count) is bad input naming the log and the

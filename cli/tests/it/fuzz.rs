@@ -1366,6 +1366,19 @@ fn a_campaign_refuses_before_it_runs() {
     }
     assert_eq!(std::fs::read(format!("{h}/campaign.json")).unwrap(), ckpt_before);
     assert_eq!(std::fs::read_to_string(&known).unwrap(), shipped);
+    // Nor over any other file that is not an earlier report (another corpus's checkpoint was
+    // replaced with the page, and that campaign could not resume); an earlier report is replaced.
+    let other = tmp("html-other.json");
+    std::fs::write(&other, "{\"not\": \"a report\"}").unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "3", "--corpus", &h, "--html", &other]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("an existing file that is not a kvsim campaign report"), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "{\"not\": \"a report\"}");
+    let report = tmp("html-report.html");
+    std::fs::copy(&inside, &report).unwrap();
+    let out = kvsim(&["fuzz", "--profile", "sglang-0.5.16", "--runs", "3", "--corpus", &h, "--html", &report]);
+    assert!(matches!(out.status.code(), Some(0) | Some(10) | Some(11)), "{}", String::from_utf8_lossy(&out.stderr));
     // A misspelt --until kind, and a --time without a unit, are refused (the first ran the whole
     // campaign and said "not found"; the second ran 5 seconds for a user meaning minutes).
     let typo = tmp("until-typo");
@@ -1709,6 +1722,16 @@ fn a_damaged_example_is_completed_again_on_resume() {
     assert!(err.contains("lost its scenario.toml: dropped from the list"), "{err}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(!table.contains(seeds[3].to_str().unwrap()), "{table}");
+    // Nor from a scenario that no longer shows the signature (edited by hand): it was shrunk,
+    // "0 accepted", and the table kept a reproduce command that ran clean. Dropped, with a warning.
+    let clean = crate::scenarios_dir().join("glm53-fixed-config.toml");
+    std::fs::copy(clean, seeds[0].join("scenario.toml")).unwrap();
+    std::fs::remove_file(seeds[0].join("failure.json")).unwrap();
+    let out = kvsim(&[&args[..], &["--corpus", &c]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no longer shows") && err.contains("dropped from the list"), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains(seeds[0].to_str().unwrap()), "{table}");
 }
 
 /// A `--base` campaign is named by its base's content, not by the path it was given by: the same

@@ -482,6 +482,26 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
     let mut notes = Vec::new();
     let mut deployment_versions: Vec<NodeFacts> = Vec::new();
     for (name, facts, role) in files {
+        // One file with both engines' start-ups (two logs joined) is refused as two files are
+        // (below), before launches are chosen: the earlier engine's launch would be dropped as
+        // a restart of the later one's (a leaking sglang prefill node vanished behind a vLLM
+        // launch), or lend it facts (sglang's page size audited on the vLLM node).
+        let lines = facts.iter().flat_map(|f| f.engine.map(|e| (e, f.line)).into_iter().chain(f.other_engine));
+        let seen: Vec<(Engine, usize)> = lines.collect();
+        let first_of = |e: Engine| seen.iter().filter(|(x, _)| *x == e).map(|(_, l)| *l).min();
+        if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
+            let ((earlier, e_line), (later, l_line)) =
+                if s < v { ((Engine::Sglang, s), (Engine::Vllm, v)) } else { ((Engine::Vllm, v), (Engine::Sglang, s)) };
+            return Err(AuditError {
+                file: name.clone(),
+                line: l_line,
+                field: "engine",
+                message: format!(
+                    "{later}'s start-up is here, while line {e_line} is {earlier}'s: one prefill/decode deployment runs one engine \
+                     (their KV transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own"
+                ),
+            });
+        }
         let chosen = chosen_launches(facts);
         let count = facts.iter().map(|f| f.launch).max().unwrap_or(0) + 1;
         // Launches are numbered in time order (`parse_log`); a file that holds them out of it

@@ -126,6 +126,10 @@ pub struct NodeFacts {
     pub rank: Option<String>,
     /// Engine whose start-up lines were found.
     pub engine: Option<Engine>,
+    /// The other engine, and its line, when this launch's lines are of both (two logs joined so
+    /// that one's lines fell into the other's launch): refused by the audit.
+    #[serde(skip)]
+    pub other_engine: Option<(Engine, usize)>,
     /// Engine version, e.g. `"0.5.16"`.
     pub version: Option<String>,
     /// Disaggregation role; `Unknown` when not printed.
@@ -407,6 +411,8 @@ struct Entry<T> {
     /// outranked it (else it was offered at the same priority: two pools in one rank's launch):
     /// kept out, and named in a note (`Slot::clash_note`).
     clash: Option<(T, usize, bool)>,
+    /// Two values at the same priority and the smaller kept (`Slot::offer_smallest`).
+    smaller_kept: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -423,7 +429,7 @@ impl<T: Clone + PartialEq> Slot<T> {
     /// first different one).
     fn offer(&mut self, val: T, prio: u8, line: usize) {
         match &mut self.0 {
-            None => self.0 = Some(Entry { val, prio, line, clash: None }),
+            None => self.0 = Some(Entry { val, prio, line, clash: None, smaller_kept: false }),
             Some(e) if val == e.val => {
                 if prio > e.prio {
                     (e.prio, e.line) = (prio, line);
@@ -434,13 +440,35 @@ impl<T: Clone + PartialEq> Slot<T> {
                 // is named (a log whose argument dump and scheduler summary disagree was once
                 // audited at the summary's value without a word).
                 let old = (line != e.line).then(|| (e.val.clone(), e.line, true));
-                self.0 = Some(Entry { val, prio, line, clash: old });
+                self.0 = Some(Entry { val, prio, line, clash: old, smaller_kept: false });
             }
             Some(e) if line != e.line => {
                 e.clash.get_or_insert((val, line, prio < e.prio));
             }
             Some(_) => {}
         }
+    }
+
+    /// `offer` of a pool size: of two at the same priority the smaller is kept (the other named
+    /// in the note). The tensor-parallel ranks of one group serve one pool no larger than the
+    /// smallest rank's (sglang sizes it from the least free memory across them), and of two
+    /// pools one rank printed, keeping the first passed a log whose later line showed a gap (the
+    /// verdict then hung on the order the ranks' lines were logged in).
+    fn offer_smallest(&mut self, val: T, prio: u8, line: usize)
+    where
+        T: PartialOrd,
+    {
+        if let Some(e) = self.0.as_mut().filter(|e| prio == e.prio && val < e.val && line != e.line) {
+            let old = std::mem::replace(&mut e.val, val);
+            let old_line = std::mem::replace(&mut e.line, line);
+            e.clash = Some((old, old_line, false));
+            e.smaller_kept = true;
+            return;
+        }
+        if let Some(e) = self.0.as_mut().filter(|e| prio == e.prio && val > e.val && line != e.line) {
+            e.smaller_kept = true;
+        }
+        self.offer(val, prio, line);
     }
 
     /// "`what` …: line A gives X, line B gives Y; the first is audited", when two lines differed.
@@ -451,9 +479,14 @@ impl<T: Clone + PartialEq> Slot<T> {
         let e = self.0.as_ref()?;
         let (other, at, outranked) = e.clash.as_ref()?;
         let why = if *outranked {
-            "the first is audited: its line outranks the other (sglang's served-pool warning > scheduler summary > allocation or resolved config > argument dump)"
+            "the first is audited: its line outranks the other (sglang's served-pool warning > scheduler summary > allocation or resolved config > argument dump)".to_string()
+        } else if e.smaller_kept {
+            format!(
+                "the smaller, line {}'s, is audited (a tensor-parallel group serves no more than its smallest rank's pool; if the other is the serving value, audit the log cut there)",
+                e.line
+            )
         } else {
-            "the first is audited (if the other is the serving value, audit the log cut there)"
+            "the first is audited (if the other is the serving value, audit the log cut there)".to_string()
         };
         Some(format!("{what}: line {} gives {}, line {at} gives {other}; {why}", e.line, e.val))
     }
@@ -479,6 +512,11 @@ impl<T: Clone + PartialEq> Slot<T> {
 
     fn line(&self) -> Option<usize> {
         self.0.as_ref().map(|e| e.line)
+    }
+
+    /// The first other value offered, and its line (`Entry::clash`).
+    fn clash(&self) -> Option<(T, usize)> {
+        self.0.as_ref()?.clash.as_ref().map(|(v, l, _)| (v.clone(), *l))
     }
 }
 
@@ -509,7 +547,7 @@ impl Facts {
             Fact::Version(v) => self.version.offer(v, prio, line),
             Fact::Role(v) => self.role.offer(v, prio, line),
             Fact::PageSize(v) => self.page_size.offer(v, prio, line),
-            Fact::Pool(v) => self.pool.offer(v, prio, line),
+            Fact::Pool(v) => self.pool.offer_smallest(v, prio, line),
             Fact::Context(v) => self.context.offer(v, prio, line),
             Fact::Chunk(v) => self.chunk.offer(v, prio, line),
             Fact::MaxPrefill(v) => self.max_prefill.offer(v, prio, line),
@@ -706,6 +744,7 @@ impl Facts {
             launch,
             rank,
             engine,
+            other_engine: self.engine.clash().filter(|(e, _)| Some(*e) != engine),
             version: self.version.value(),
             role: self.role.value().unwrap_or(Role::Unknown),
             page_size,
@@ -897,6 +936,8 @@ struct Patterns {
     vllm_blocks: Regex,
     vllm_v0_too_small: Regex,
     vllm_v1_too_small: Regex,
+    /// V1's refusal goes on with the longest model length the free KV memory holds.
+    vllm_v1_estimated: Regex,
     vllm_banner_version: Regex,
     sgl_too_long: Regex,
     arg_line: Regex,
@@ -967,6 +1008,7 @@ fn patterns() -> &'static Patterns {
             r"max seq len \(([^)]*)\) is larger than the maximum number of tokens that can be stored in KV cache \(([^)]*)\)",
         ),
         vllm_v1_too_small: re(r"To serve at least one request with the models?'s max seq len \(([^)]*)\)"),
+        vllm_v1_estimated: re(r"the estimated maximum model length is (\S*?)\.?(?:\s|$)"),
         vllm_banner_version: re(r"[\u{2580}-\u{259F}].*\bversion\s+v?(\d+\.\d+[\w.+\-]*)"),
         sgl_too_long: re(r"Input length \(([^)]*?) tokens\) exceeds the maximum allowed length \(([^)]*?) tokens\)"),
         arg_line: re(
@@ -1205,6 +1247,15 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
         let ctx = parse_count(c[1].trim()).ok_or_else(|| malformed(&c[1], "max seq len"))?;
         info.push(ctx.map(Fact::Context), P_RESOLVED);
         info.push(Some(Fact::RefusedStart), P_SUMMARY);
+        // V1 gives no pool in tokens, but the longest request the free KV memory holds
+        // ("Based on the available memory, the estimated maximum model length is N", vLLM 0.10
+        // `v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory` / `estimate_max_model_len`;
+        // left out when it is 0): what the pool would have held of one request. Without it the
+        // refused launch was "no usable KV pool size", bad input.
+        if let Some(e) = p.vllm_v1_estimated.captures(line) {
+            let pool = parse_count(e[1].trim()).ok_or_else(|| malformed(&e[1], "estimated maximum model length"))?;
+            info.push(pool.filter(|&n| n > 0).map(Fact::Pool), P_SUMMARY);
+        }
     }
     // vLLM ≥ 0.10's ASCII-art banner: `▄▄ ▄█ █ … version 0.19.1`.
     if let Some(c) = p.vllm_banner_version.captures(msg) {
@@ -1495,6 +1546,7 @@ mod tests {
             launch,
             rank: rank.map(str::to_string),
             engine: None,
+            other_engine: None,
             version: None,
             role: Role::Unknown,
             page_size: None,
@@ -1618,6 +1670,10 @@ INFO 01-30 03:19:14 kv_cache_utils.py:398] Maximum concurrency for 32768 tokens 
         let f = parse("v1.log", v1).remove(0);
         assert_eq!((f.engine, f.context_len, f.pool_tokens), (Some(Engine::Vllm), Some(1_048_576), None));
         assert_eq!(f.refused_start, Some(1));
+        // With the estimate V1 adds when it can make one: the pool that held one request's worth.
+        let est = format!("{v1} Based on the available memory, the estimated maximum model length is 51216. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.");
+        let f = parse("v1.log", &est).remove(0);
+        assert_eq!((f.context_len, f.pool_tokens, f.refused_start), (Some(1_048_576), Some(51_216), Some(1)));
     }
 
     #[test]

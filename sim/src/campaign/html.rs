@@ -68,11 +68,22 @@ pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:.4em .6em;overflow-x:aut
 section.example.isnew{border-left-color:#c0392b}ul.files{margin:.3em 0;padding-left:1.2em}
 svg text{font-family:system-ui,'DejaVu Sans',sans-serif;font-size:11px;fill:#333}";
 
+/// How every report begins, up to its title.
+const REPORT_HEAD: &str =
+    "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+
+/// Whether a file beginning with `head` (its first bytes, 512 are enough) is a report `render`
+/// wrote: one `kvsim fuzz --html` may replace.
+pub fn is_report(head: &[u8]) -> bool {
+    let title = b"<title>kvsim campaign: ";
+    head.starts_with(REPORT_HEAD.as_bytes()) && head[REPORT_HEAD.len()..].starts_with(title)
+}
+
 /// Renders the report page.
 pub fn render(r: &Report) -> String {
     let c = r.camp;
     let mut o = String::new();
-    o.push_str("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
+    o.push_str(REPORT_HEAD);
     let _ = writeln!(o, "<title>kvsim campaign: {} ({} runs)</title>", esc(&c.space), c.runs_done);
     let _ = writeln!(o, "<style>{STYLE}</style>\n</head>\n<body>");
     let _ = writeln!(o, "<h1>kvsim fuzz campaign — {}</h1>", esc(&c.space));

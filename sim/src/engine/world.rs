@@ -1659,15 +1659,27 @@ impl World {
         chosen
     }
 
+    /// Whether the end of the run judges anything: a request without a response, or a node
+    /// still holding pages or metadata slots (a leak).
+    fn judged_at_horizon(&self) -> bool {
+        (0..self.reqs.len()).any(|i| self.reqs.get(i).is_some_and(|r| r.response.is_none()))
+            || self.prefill.iter().any(|p| p.leaks().is_some())
+            || self.decode.iter().any(|d| d.leaks().is_some())
+    }
+
     /// Ends the run: records the end time and checks liveness.
     pub fn finish(&mut self) {
         // A liveness-mode run that stopped on a missed deadline ends there (the clock passed it;
         // the next event, after it, was not run).
         let missed = self.liveness.as_ref().and_then(|l| l.missed_at);
         self.ended_at = missed.map_or(self.now, |d| d.max(self.now));
-        if self.past_horizon {
-            // Stopped with events left after the horizon: the run was watched up to it (a request
-            // judged there had no final status by then, not by its last event's time).
+        if self.past_horizon && self.judged_at_horizon() {
+            // Stopped with events left after the horizon and something judged there: the run
+            // was watched up to it (a request judged there had no final status by then, pages
+            // still held were held until then, not only at its last event's time). With every
+            // request answered and nothing held, what was left (a scripted fault due later,
+            // which the report notes as never applied) changed nothing: the run ended with its
+            // last event.
             self.ended_at = self.ended_at.max(self.horizon);
         }
         // A run cut short (event limit, liveness mode) still reports every request of its
@@ -1922,9 +1934,15 @@ impl World {
         let pstate = p.reqs().get(&r).map_or("gone".to_string(), |x| format!("{:?}/{:?}", x.phase(), x.sender()));
         let dstate = d.reqs().get(&r).map_or("gone".to_string(), |x| {
             format!(
-                "{:?} (status {:?}, {} of {} prealloc ahead)",
+                "{:?} (KV status {}, {} of {} prealloc ahead)",
                 x.phase(),
-                x.status_ok(),
+                // sglang's `KVPoll` names: the poll of its transfer has not ended, failed, or
+                // succeeded.
+                match x.status_ok() {
+                    None => "still polled",
+                    Some(false) => "Failed",
+                    Some(true) => "Success",
+                },
                 d.prealloc().iter().position(|y| *y == r).unwrap_or(0),
                 d.prealloc().len()
             )

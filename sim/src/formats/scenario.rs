@@ -614,12 +614,9 @@ fn set_value(k: &str, v: &str, knobs: &toml::Table) -> Result<toml::Value, Scena
         Some(value) => Ok(value),
         // An integer TOML cannot hold (above i64's range) read as a string, and was refused as
         // a wrong type ("invalid type: string, expected u64").
-        None if integer_literal(v) => Err(ScenarioError {
-            file: "--set".into(),
-            line: None,
-            key: format!("knobs.{k}"),
-            message: format!("{v} is out of range: at most {}", i64::MAX),
-        }),
+        None if integer_literal(v) => {
+            Err(ScenarioError { file: "--set".into(), line: None, key: format!("knobs.{k}"), message: past_64_bits(v) })
+        }
         None => Ok(toml::Value::String(v.to_string())),
     }
 }
@@ -852,15 +849,18 @@ pub fn with_suggestion(message: &str) -> String {
 fn beyond_64_bits(message: &str) -> Option<String> {
     let rest = message.strip_prefix("invalid type: integer `")?;
     let (value, want) = rest.split_once("` as i128, expected ")?;
-    let max = match want.trim() {
-        "u64" => u128::from(u64::MAX),
-        "u32" => u128::from(u32::MAX),
-        "u16" => u128::from(u16::MAX),
-        "u8" => u128::from(u8::MAX),
-        "i64" => i64::MAX as u128,
-        _ => return None,
-    };
-    Some(format!("{value} is out of range: at most {max}"))
+    if !matches!(want.trim(), "u64" | "u32" | "u16" | "u8" | "i64") {
+        return None;
+    }
+    Some(past_64_bits(value))
+}
+
+/// The message for a number no 64-bit integer holds. It names no bound: the field's own limit
+/// (far lower: 2^40 tokens, a pool's page count, …) is checked once the number is read, and the
+/// type's (2^64 − 1 in a file, 2^63 − 1 in `--set`) is not one a user can write to, so quoting
+/// it gave one key three different "at most" values as the input grew.
+fn past_64_bits(value: &str) -> String {
+    format!("{value} is out of range: larger than any limit (each field's is in docs/scenario-format.md)")
 }
 
 /// The parsed file with its text (for locating keys).
@@ -2042,10 +2042,11 @@ mod knob_tests {
     #[test]
     fn numbers_past_their_range_are_out_of_range() {
         let m = with_suggestion("invalid type: integer `99999999999999999999999` as i128, expected u64");
-        assert_eq!(m, "99999999999999999999999 is out of range: at most 18446744073709551615");
+        let past = "is out of range: larger than any limit (each field's is in docs/scenario-format.md)";
+        assert_eq!(m, format!("99999999999999999999999 {past}"));
         let table = toml::Table::try_from((config::profile("sglang-0.5.16").expect("shipped").knobs)()).unwrap();
         let e = set_value("waiting_timeout_ms", "18446744073709551615", &table).unwrap_err();
-        assert_eq!(e.message, "18446744073709551615 is out of range: at most 9223372036854775807");
+        assert_eq!(e.message, format!("18446744073709551615 {past}"));
         assert_eq!(set_value("waiting_timeout_ms", "5_000", &table).unwrap(), toml::Value::Integer(5000));
         assert_eq!(set_value("router_mode", "sequential", &table).unwrap(), toml::Value::String("sequential".into()));
         assert!(!integer_literal("_1") && !integer_literal("-") && integer_literal("-12") && !integer_literal("1e3"));

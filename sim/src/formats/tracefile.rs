@@ -390,7 +390,7 @@ impl<R: std::io::BufRead> TraceReader<R> {
                 self.done = true;
                 Ok(Some(Item::Footer(Box::new(f))))
             }
-            Err(e) => Err(self.err(format!("not a trace record: {e}"))),
+            Err(e) => Err(self.err(format!("not a trace record: {}", with_key(&text, &e)))),
         }
     }
 
@@ -702,10 +702,41 @@ impl Filter {
     }
 }
 
+/// A record's parse error with the key it is at, when the error names none: a record's kinds are
+/// told apart by their fields (no path through them), so serde's message gave only a column
+/// (`invalid type: string "x", expected u64 at line 1 column 104`). The key is the last `"key":`
+/// before that column.
+fn with_key(text: &str, e: &str) -> String {
+    if e.starts_with("field `") {
+        return e.to_string();
+    }
+    let col = e.rsplit_once(" column ").and_then(|(_, c)| c.trim().parse::<usize>().ok());
+    let key = col.and_then(|c| {
+        let before = text.get(..c.min(text.len()))?;
+        let colon = before.rfind("\":")?;
+        let open = before[..colon].rfind('"')?;
+        Some(&before[open + 1..colon])
+    });
+    match key {
+        Some(k) if !k.is_empty() => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::types::{Role, TenantId};
+
+    /// A wrongly typed value in a record is named by its key (it was a column only).
+    #[test]
+    fn a_bad_record_value_is_named_by_its_key() {
+        let text = r#"{"t":5,"kind":"mem","op":"alloc","pool":"decode-0","r":0,"pages":"x"}"#;
+        let e = "invalid type: string \"x\", expected u64 at line 1 column 69";
+        assert_eq!(with_key(text, e), format!("field `pages`: {e}"));
+        assert_eq!(with_key(text, "field `a`: bad"), "field `a`: bad");
+        assert_eq!(with_key("{}", "EOF while parsing at line 1 column 99"), "EOF while parsing at line 1 column 99");
+    }
 
     #[test]
     fn a_filter_whose_pages_overflow_is_a_typed_error() {

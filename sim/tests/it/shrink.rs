@@ -307,11 +307,22 @@ fn a_one_batch_fault_hits_only_its_batch() {
     assert!(e.contains("faults.script[0].batch"), "{e}");
 }
 
+/// Shrinks `cfg` keeping `sig` as `kvsim shrink` does (`shrink::shrink`, with its read-share
+/// bound), then shrinks the result again: the second shrink must accept nothing.
+fn assert_fixpoint(cfg: &kvsim::config::SimConfig, sig: &str, what: &str) {
+    let once = kvsim::shrink::shrink(cfg, sig, 3000);
+    let twice = kvsim::shrink::shrink(&once.cfg, sig, 3000);
+    assert!(once.runs < 3000, "{what}: the budget ran out");
+    assert!(once.converged && twice.converged, "{what}: a pass that changed nothing ended both");
+    assert_eq!(twice.cfg, once.cfg, "{what}, {sig}: shrinking again changed the case");
+    assert_eq!(twice.accepted, 0, "{what}, {sig}");
+}
+
 /// A shrunk case is a fixpoint: shrinking it again, keeping the same failure, changes nothing.
 /// (Before the passes ran until nothing changed, the last passes — closing idle gaps, dropping
-/// prefix blocks — could free a request that only a further pass removed.) Checked on the first
-/// blind draws that fail, with the property "the signature is still there", so that the
-/// read-share threshold of `shrink` (half the original's) does not move between the two.
+/// prefix blocks — could free a request that only a further pass removed; and while a read's
+/// shrunk share had to stay at half the original's, every shrink of a shrink halved the bound
+/// again.) Checked on the first blind draws that fail, through `shrink::shrink` itself.
 #[test]
 fn shrinking_a_shrunk_case_changes_nothing() {
     let mut checked = 0;
@@ -319,14 +330,9 @@ fn shrinking_a_shrunk_case_changes_nothing() {
         let cfg = kvsim::fuzz::draw(seed, &kvsim::fuzz::Space::Blind);
         let (_, sigs) = run_case(cfg.clone());
         let Some(sig) = sigs.iter().find(|s| !s.starts_with("event_limit")).cloned() else { continue };
-        let mut holds = |c: &kvsim::config::SimConfig| run_case(c.clone()).1.contains(&sig);
-        let once = kvsim::shrink::shrink_with(&cfg, &mut holds, 3000);
-        let twice = kvsim::shrink::shrink_with(&once.cfg, &mut holds, 3000);
-        assert!(once.runs < 3000, "seed {seed}: the budget ran out");
-        assert!(once.converged && twice.converged, "seed {seed}: a pass that changed nothing ended both");
-        assert_eq!(twice.cfg, once.cfg, "seed {seed}, {sig}: shrinking again changed the case");
-        assert_eq!(twice.accepted, 0, "seed {seed}, {sig}");
+        assert_fixpoint(&cfg, &sig, &format!("seed {seed}"));
         // A budget that ends shrinking first says so (the case may shrink further).
+        let mut holds = |c: &kvsim::config::SimConfig| run_case(c.clone()).1.contains(&sig);
         let short = kvsim::shrink::shrink_with(&cfg, &mut holds, 3);
         assert!(!short.converged && short.runs <= 3, "seed {seed}: {} runs", short.runs);
         checked += 1;
@@ -335,4 +341,12 @@ fn shrinking_a_shrunk_case_changes_nothing() {
         }
     }
     assert_eq!(checked, 6, "six failing draws in 400 seeds");
+}
+
+/// The case a walkthrough shrank twice: `stub-leak`'s cross-tenant read, 29 of 58 slots foreign
+/// after one shrink, was cut to 13 of 49 by a second while the bound was half the input's share.
+#[test]
+fn shrinking_a_shrunk_read_keeps_its_share() {
+    let cfg = load("small/stub-leak.toml", None, &[]);
+    assert_fixpoint(&cfg, "cross_tenant_read/stub_commit", "stub-leak");
 }
