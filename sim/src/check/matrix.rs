@@ -138,6 +138,26 @@ impl fmt::Display for Cell {
     }
 }
 
+/// A cell and the safety violations the mitigated run still had besides the ones the cell
+/// judges (`still`, kind names): a read-side defence stops the read, not the late write behind
+/// it (`use_after_free`), and failing a request can itself free pages a lagged transfer then
+/// lands in. A cell with any is not a safe run (it exits 10), so the table names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub cell: Cell,
+    pub still: Vec<String>,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.cell)?;
+        for k in &self.still {
+            write!(f, " + {k}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The violation kinds a mitigation must stop for a `buggy` expectation: its safety kinds other
 /// than `wrong_status`, narrowed to the reads when it has any (the question is whether the leak
 /// was stopped; the mechanism, a late write, may still happen under a read-side defence).
@@ -164,7 +184,7 @@ pub fn cell(
     buggy: &Expectation,
     m: Mitigation,
     read: Option<FileReader>,
-) -> Result<Cell, ScenarioError> {
+) -> Result<Verdict, ScenarioError> {
     let mut set = buggy.set_pairs();
     for &(k, v) in m.knobs() {
         set.retain(|(x, _)| x != k);
@@ -178,15 +198,29 @@ pub fn cell(
     }
     let occurred = |k: &String| w.oracle.counts.keys().any(|x| x.name() == k);
     let targets = targets(buggy);
+    let missed = Verdict { cell: Cell::Missed, still: Vec::new() };
+    // The safety violations (not `wrong_status`: a mitigation answers the requests it stops
+    // with an error) the run still had, once the cell's own kinds did not occur.
+    let still = || -> Vec<String> {
+        let kinds = w.oracle.counts.keys().filter(|k| !k.is_liveness() && k.name() != "wrong_status");
+        let mut names: Vec<String> = kinds.map(|k| k.name().to_string()).collect();
+        names.sort();
+        names.dedup();
+        names
+    };
     if targets.is_empty() {
         // A liveness bug: prevented when none of its kinds occurs.
-        return Ok(if buggy.violations.iter().any(occurred) { Cell::Missed } else { Cell::Prevented });
+        return Ok(if buggy.violations.iter().any(occurred) {
+            missed
+        } else {
+            Verdict { cell: Cell::Prevented, still: still() }
+        });
     }
     if targets.iter().any(occurred) {
-        return Ok(Cell::Missed);
+        return Ok(missed);
     }
     let caught = w.reqs.iter().filter(|r| r.caught_by().is_some()).find_map(|r| r.response().map(|x| x.status));
-    Ok(caught.map_or(Cell::Prevented, Cell::Detected))
+    Ok(Verdict { cell: caught.map_or(Cell::Prevented, Cell::Detected), still: still() })
 }
 
 /// Runs a scenario's `buggy` expectation with no mitigation, as `kvsim check` runs it: what the
@@ -205,7 +239,7 @@ pub fn baseline(sc: &Scenario, buggy: &Expectation, read: Option<FileReader>) ->
 #[derive(Clone, Debug, Default)]
 pub struct Matrix {
     pub mitigations: Vec<Mitigation>,
-    pub rows: Vec<(String, Vec<Cell>)>,
+    pub rows: Vec<(String, Vec<Verdict>)>,
     /// Scenarios whose `buggy` entry does not hold without a mitigation, with what the run got
     /// wrong: no row (a mitigation cannot prevent a bug the run does not have; its cells would
     /// credit it with whatever else changed).
@@ -236,20 +270,27 @@ impl Matrix {
             return self.unheld_text();
         }
         let w0 = self.rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
-        let wc = self.mitigations.iter().map(|m| m.name().len()).max().unwrap_or(8).max(14);
+        // Each column as wide as its name and its widest cell (a cell naming what the mitigated
+        // run still had is wider than the others).
+        let wc: Vec<usize> = (0..self.mitigations.len())
+            .map(|i| {
+                let cells = self.rows.iter().map(|r| r.1[i].to_string().len());
+                cells.chain([self.mitigations[i].name().len(), 14]).max().unwrap_or(14)
+            })
+            .collect();
         let mut s = format!("{:<w0$}", "bug");
-        for m in &self.mitigations {
-            s.push_str(&format!("  {:<wc$}", m.name()));
+        for (m, w) in self.mitigations.iter().zip(&wc) {
+            s.push_str(&format!("  {:<w$}", m.name()));
         }
         s.push('\n');
         for (name, cells) in &self.rows {
             s.push_str(&format!("{name:<w0$}"));
-            for c in cells {
-                s.push_str(&format!("  {:<wc$}", c.to_string()));
+            for (c, w) in cells.iter().zip(&wc) {
+                s.push_str(&format!("  {:<w$}", c.to_string()));
             }
             s.push('\n');
         }
-        s.push_str("prevented: the violation did not occur and the mitigation failed no request (one may still fail for another reason) · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred\n");
+        s.push_str("prevented: the violation did not occur and the mitigation failed no request (one may still fail for another reason) · detected (S): it did not occur because the mitigation failed the request with HTTP S · missed: it still occurred · + K: the mitigated run still had safety violation K (the late write behind a read that a read-side defence stopped, a lagged write into the pages a failed request freed, a prefix hit whose time padding hides): not a safe run\n");
         s + &self.unheld_text()
     }
 

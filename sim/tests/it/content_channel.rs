@@ -98,7 +98,8 @@ fn the_matrix_shows_which_mitigation_stops_the_timing_channel() {
     let sc = Scenario::parse(&path.to_string_lossy(), &std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut m = Matrix::new(Mitigation::ALL.to_vec());
     m.add("prefix-timing-channel", &sc, None).unwrap();
-    let row: Vec<(&str, Cell)> = m.mitigations.iter().map(|x| x.name()).zip(m.rows[0].1.iter().copied()).collect();
+    let row: Vec<(&str, Cell)> =
+        m.mitigations.iter().map(|x| x.name()).zip(m.rows[0].1.iter().map(|v| v.cell)).collect();
     for (name, cell) in row {
         let want = if ["per_tenant_salt", "public_only", "hit_padding"].contains(&name) {
             Cell::Prevented
