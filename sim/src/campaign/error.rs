@@ -53,6 +53,9 @@ pub enum CampaignError {
     /// The checkpoint in `corpus` is a partial merge (`why`): its runs are no prefix of the seed
     /// range, so no resume can continue it.
     PartialMerge { corpus: String, why: String },
+    /// `corpus merge` of a partial merge with shards: a partial merge is merged again only alone
+    /// (its table is the union of its shards' runs, which cannot be told apart again).
+    PartialMergeWithShards { corpus: String, why: String },
 }
 
 /// What makes corpora shards of one campaign: the same space, seed start and shard count.
@@ -132,6 +135,11 @@ impl fmt::Display for CampaignError {
             E::PartialMerge { corpus, why } => write!(
                 f,
                 "{corpus}: a partial merge ({why}) cannot be resumed: resume the shards themselves, then merge them again"
+            ),
+            E::PartialMergeWithShards { corpus, why } => write!(
+                f,
+                "{corpus}: a partial merge ({why}) is merged only alone, not with shards (its table is its shards' runs, \
+                 which cannot be told apart again): merge the shards it was made from, with the missing ones, instead"
             ),
         }
     }

@@ -901,7 +901,7 @@ impl Merger {
                     .into_iter()
                     .find_map(|(n, p)| p.as_ref().map(|why| (n.to_string(), why.clone())));
                 if let Some((corpus, why)) = partial {
-                    return Err(CampaignError::PartialMerge { corpus, why });
+                    return Err(CampaignError::PartialMergeWithShards { corpus, why });
                 }
             }
             if c.space != c0.space || c.seed_start != c0.seed_start || c.shard.1 != c0.shard.1 {
@@ -1175,7 +1175,8 @@ mod tests {
         let mut with_shard = Merger::default();
         with_shard.add("m", missing.clone()).unwrap();
         let e = with_shard.add("s1", in_order(30, (1, 4))).unwrap_err().to_string();
-        assert!(e.contains("m: a partial merge (shard(s) 1/4 missing)") && e.contains("merge them again"), "{e}");
+        assert!(e.contains("m: a partial merge (shard(s) 1/4 missing) is merged only alone"), "{e}");
+        assert!(e.contains("merge the shards it was made from"), "{e}");
         let e = missing.check_resumes("m", "blind", 100, (0, 1)).unwrap_err().to_string();
         assert!(e.contains("a partial merge (shard(s) 1/4 missing) cannot be resumed"), "{e}");
         // Each shard's reports give the seed range it covered every n-th of, not its next_k.
