@@ -69,6 +69,19 @@ pub fn run(logs: &[String], roles: &[String], profile: Option<&str>, out: Option
         }
         match parse::parse_log(path, &text) {
             Ok(f) => files.push((path.clone(), f, role)),
+            Err(e) if e.kind == parse::ParseErrorKind::NoStartupLines => {
+                // Say what the input is when that is why nothing was found: empty, or bytes no
+                // log holds (random data, UTF-16 without a byte-order mark). Only then: a real
+                // log may hold a run of NUL bytes where a crashed writer left a hole.
+                let what = if bytes.iter().all(u8::is_ascii_whitespace) {
+                    " (an empty file)"
+                } else if bytes.contains(&0) {
+                    " (it holds NUL bytes: binary data, or UTF-16 text without a byte-order mark; save a log as UTF-8)"
+                } else {
+                    ""
+                };
+                return bad(format!("{e}{what}"));
+            }
             Err(e) => return bad(e.to_string()),
         }
     }

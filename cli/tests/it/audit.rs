@@ -454,6 +454,27 @@ fn one_file_with_both_engines_is_refused() {
     }
 }
 
+/// An input with no start-up lines is named for what it is when that is why: empty, or bytes
+/// no log holds (it said only "no sglang or vLLM start-up lines found").
+#[test]
+fn an_empty_or_binary_log_is_named() {
+    let dir = empty_dir("not-a-log");
+    let utf16: Vec<u8> = "[2026-03-02 10:00:00] server_args=ServerArgs(context_length=4096)\n"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    for (name, bytes, says) in [
+        ("empty.log", b" \n\n".to_vec(), "(an empty file)"),
+        ("utf16.log", utf16, "(it holds NUL bytes: binary data, or UTF-16 text without a byte-order mark"),
+        ("plain.log", b"hello\n".to_vec(), "start-up lines found"),
+    ] {
+        std::fs::write(dir.join(name), bytes).unwrap();
+        let (code, out, err) = audit_in(&dir, &[name]);
+        assert_eq!(code, Some(2), "{name}: {out}{err}");
+        assert!(err.contains("no sglang or vLLM start-up lines found") && err.contains(says), "{name}: {err}");
+    }
+}
+
 /// A log whose pool cannot be told (a zero block count) is bad input naming the log and the
 /// fact it lacks, not "a node's pool or context length is unknown".
 #[test]
