@@ -1274,31 +1274,26 @@ fn resumed_jobs(o: &FuzzOpts, corpus: &Path, camp: &mut Campaign) -> Result<Vec<
             let has = |f: &str| dir.join(f).is_file();
             let (saved, scenario) = (has("failure.json"), has("scenario.toml"));
             let whole = failure.as_ref().is_some_and(|f| example_whole(&dir, f));
-            if saved && !scenario {
-                // Its scenario is what everything else is made from: without it the example
-                // cannot be completed again (its table line named files that were gone).
+            // Its scenario is what everything else is made from: without it the example cannot
+            // be completed again (its table line named files that were gone). One completed again
+            // from its scenario must still show the signature (an edited `scenario.toml` was
+            // shrunk, "0 accepted", and its table line kept a command that ran clean).
+            let unusable = if saved && !scenario {
+                Some(" lost its scenario.toml".to_string())
+            } else if (saved && !whole) || (!saved && scenario) {
+                scenario_shows(&dir, sig).err().map(|why| format!(": {why}"))
+            } else {
+                None
+            };
+            if let Some(why) = unusable {
                 eprintln!(
-                    "warning: {}: example seed {} of {sig} lost its scenario.toml: dropped from the list (and its folder removed)",
+                    "warning: {}: example seed {} of {sig}{why}: dropped from the list (and its folder removed)",
                     o.corpus, e.seed
                 );
                 // As the clean-up removes an example the checkpoint does not list.
                 let _ = std::fs::remove_dir_all(&dir);
                 gone += 1;
                 return false;
-            }
-            if (saved && !whole) || (!saved && scenario) {
-                // Completed again from its scenario: only while the scenario still shows the
-                // signature (an edited `scenario.toml` was shrunk, "0 accepted", and its table
-                // line kept a command that ran clean).
-                if let Err(why) = scenario_shows(&dir, sig) {
-                    eprintln!(
-                        "warning: {}: example seed {} of {sig}: {why}: dropped from the list (and its folder removed)",
-                        o.corpus, e.seed
-                    );
-                    let _ = std::fs::remove_dir_all(&dir);
-                    gone += 1;
-                    return false;
-                }
             }
             if saved && !whole {
                 eprintln!(
