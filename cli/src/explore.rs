@@ -432,7 +432,9 @@ fn report(o: &ExploreOpts, cfg: &SimConfig, spec: &Spec, s: &explore::Summary, s
             }
             lines.push(format!("wrote {out}"));
             let rep = explore::execute(&c, spec, &cs.choices, None, false);
-            story = first(&rep.world);
+            // The story of the case written, said as such: it followed the original's reproduce
+            // line and gave the shrunk case's tenant and prompt without a word.
+            story = first(&rep.world).map(|s| format!("(of the shrunk case, {out}) {s}"));
             let r =
                 format!("kvsim run {} --choices {}", kvsim::shell_path_str(out), kvsim::shell_word(&cs.to_string()));
             lines.push(format!("reproduce (shrunk): {r}"));

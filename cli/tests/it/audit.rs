@@ -688,6 +688,19 @@ fn verdicts_do_not_depend_on_the_order_of_the_logs() {
     let (code, out, _) = audit_in(&dir, &["pdp.log"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("an earlier launch (prefill, pool 681,280 tokens) had a GAP"), "{out}");
+    // A restart of a launch whose DP ranks agree: its note once, not once per rank; a launch
+    // with no role in its log is "either role", as the node lines say (it read "unknown").
+    let ranks = "[2025-11-03 08:12:01] server_args=ServerArgs(context_length=1048576, dp_size=2, enable_dp_attention=True, page_size=64)\n\
+                 [2025-11-03 08:13:55 DP0 TP0] max_total_num_tokens=681280, chunked_prefill_size=8192, context_len=1048576\n\
+                 [2025-11-03 08:13:55 DP1 TP1] max_total_num_tokens=681280, chunked_prefill_size=8192, context_len=1048576\n";
+    let restart = ranks.replace("08:1", "09:1").replace("681280", "2097152");
+    std::fs::write(dir.join("restarts.log"), format!("{ranks}{restart}")).unwrap();
+    let (_, out, _) = audit_in(&dir, &["restarts.log"]);
+    assert_eq!(
+        out.matches("an earlier launch (either role: none in the log, pool 681,280 tokens) had a GAP").count(),
+        1,
+        "{out}"
+    );
 }
 
 /// A log read from a pipe cannot be read again: the printed command says to save it first (it

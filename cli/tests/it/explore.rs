@@ -530,7 +530,11 @@ fn explore_out_keeps_the_counterexamples_kind() {
         Command::new(bin).args(["explore", src.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(10), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(text.contains("first violation: cross_tenant_read"), "{text}");
+    // The story is the written case's, and says so (it read as the original's).
+    assert!(
+        text.contains(&format!("first violation: (of the shrunk case, {}) cross_tenant_read", out.display())),
+        "{text}"
+    );
     let written = std::fs::read_to_string(&out).unwrap();
     let choices = written.lines().find_map(|l| l.strip_prefix("# Choice string: ")).expect("choice string line");
     let run = Command::new(bin).args(["run", out.to_str().unwrap(), "--choices", choices]).output().unwrap();

@@ -439,6 +439,15 @@ fn merge_ranks(name: &str, facts: Vec<NodeFacts>, notes: &mut Vec<String>) -> Ve
         .collect()
 }
 
+/// A launch's role as the node lines say it ("either" for one whose log states none: it read
+/// "unknown" in a note beside a node line saying "either (no role in the log)").
+fn role_of(f: &NodeFacts) -> String {
+    match f.role {
+        Role::Unknown => "either role: none in the log".to_string(),
+        r => r.to_string(),
+    }
+}
+
 /// Facts that name a version and nothing about a server (a `check_env` or `pip show` dump).
 fn version_only(f: &NodeFacts) -> bool {
     f.version.is_some()
@@ -523,7 +532,7 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                 .iter()
                 .map(|&l| {
                     let f = facts.iter().find(|f| f.launch == l).expect("a chosen launch has facts");
-                    format!("{} (line {})", f.role, f.line)
+                    format!("{} (line {})", role_of(f), f.line)
                 })
                 .collect();
             notes.push(format!(
@@ -533,13 +542,19 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
         }
         // A dropped launch is taken for a restart of the server that launched after it. Had it a
         // gap, say so: joined logs of two servers of one role cannot be told from a restart.
+        // Once per launch and pool: the ranks of one launch that agree said it once each.
+        let mut told = std::collections::BTreeSet::new();
         for f in facts.iter().filter(|f| !chosen.contains(&f.launch)) {
+            if !told.insert((f.launch, f.pool_tokens, f.refused_start.is_some())) {
+                continue;
+            }
             // A launch that refused to start served nothing: no gap to tell of (it said "had a
             // GAP" of a launch that, audited alone, "refused to start").
             if let Some(line) = f.refused_start {
                 notes.push(format!(
                     "{name} (line {}): an earlier launch ({}) refused to start with its pool (line {line}) and served nothing; not audited",
-                    f.line, f.role
+                    f.line,
+                    role_of(f)
                 ));
                 continue;
             }
@@ -549,7 +564,7 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
                     notes.push(format!(
                         "{name} (line {}): an earlier launch ({}, pool {} tokens) had a GAP ({} <= L < {}) and is not audited, as a restart of the later one; if it is another server, audit its log on its own",
                         f.line,
-                        f.role,
+                        role_of(f),
                         thousands(pool),
                         thousands(lo),
                         thousands(hi)
