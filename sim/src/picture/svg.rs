@@ -621,6 +621,9 @@ fn time_axis(s: &mut String, p: &Panel, t_end: Instant, bottom: f64) {
     );
 }
 
+/// The width a label's character is given (10-pixel sans-serif text).
+const LABEL_CHAR_W: f64 = 5.6;
+
 /// Which violations of a panel get a text label: most severe kind first, then by time, each in
 /// the first of `LABEL_ROWS` rows where it does not overlap a label already placed. Returns, per
 /// violation, its (row, text x, anchor) if labelled.
@@ -635,7 +638,7 @@ fn place_labels(p: &Panel, vs: &[&Violation]) -> Vec<Option<(usize, f64, &'stati
             break;
         }
         let x = p.x(vs[i].at);
-        let w = label_text(vs[i]).chars().count() as f64 * 5.6;
+        let w = label_text(vs[i]).chars().count() as f64 * LABEL_CHAR_W;
         let (x0, x1, tx, anchor) = if x + 6.0 + w > LEFT + PLOT_W {
             (x - 6.0 - w, x - 6.0, x - 6.0, "end")
         } else {
@@ -745,6 +748,19 @@ fn violation_marks(s: &mut String, p: &Panel, vs: &[&Violation], labels: Vec<Opt
                     ly - 3.0
                 );
             }
+            // A light backing the width `place_labels` reserved, so that the leader lines of the
+            // labels in the rows below and the pages under it do not run through the text (the
+            // halo covers the glyphs only: a walkthrough read the incident's labels struck
+            // through by their neighbours' leaders).
+            let w = label_text(v).chars().count() as f64 * LABEL_CHAR_W;
+            let bx = if anchor == "end" { tx - w } else { tx };
+            let _ = writeln!(
+                texts,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="12" fill="white" fill-opacity="0.85"/>"#,
+                bx - 2.0,
+                ly - 9.5,
+                w + 4.0
+            );
             let _ = writeln!(
                 texts,
                 r#"<text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{RED}" font-size="10" stroke="white" stroke-width="2.5" paint-order="stroke"><title>{}</title>{}</text>"#,
@@ -1334,6 +1350,12 @@ pub(crate) mod tests {
         assert!(s.contains("decode-0 pool"));
         assert!(s.contains("prefill-0 pool"));
         assert!(s.contains("cross_tenant_read r2 ← t1"), "violation label, naming whose KV it read");
+        // On a backing as wide as the label, drawn just before its text: no leader line or page
+        // runs through the words.
+        let label = s.find("</title>cross_tenant_read r2 ← t1").expect("the label's text");
+        let at = s[..label].rfind("<text ").expect("its text element");
+        let backing = s[..at].rfind("<rect ").expect("a rect before the label");
+        assert!(s[backing..at].contains(r#"fill="white" fill-opacity="0.85""#), "{}", &s[backing..at]);
         assert!(s.contains(&format!("stroke=\"{RED}\" stroke-width=\"1.3\"/>")));
         assert!(s.contains(&tenant_colour(Some(1))) && s.contains(&tenant_colour(Some(2))));
         // The violating read's request has its lanes, drawn from the phase records.
