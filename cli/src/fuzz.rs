@@ -1061,6 +1061,9 @@ fn campaign_space(o: &FuzzOpts) -> Result<(Space, String, Option<u64>, kvsim::sc
         }
         None => space_name,
     };
+    // So does checking every run against the reference oracle: a sampled campaign's table holds
+    // only the disagreements of one run in 64 (a resume or merge mixed the two without a word).
+    let space_name = if o.check_oracle { format!("{space_name}+check-oracle") } else { space_name };
     Ok((space, space_name, liveness, pins))
 }
 

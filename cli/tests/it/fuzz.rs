@@ -1089,6 +1089,12 @@ fn pinned_campaigns_carry_their_pins_and_refuse_other_pins() {
     let out = kvsim(&checked);
     assert_eq!(out.status.code(), Some(2), "resume with another --check");
     assert!(String::from_utf8_lossy(&out.stderr).contains("made by another campaign"));
+    // And so is every run checked against the reference oracle (mixed without a word before).
+    let mut oracle = args(&["prefix_cache_scope=per_tenant"]);
+    oracle.push("--check-oracle");
+    let out = kvsim(&oracle);
+    assert_eq!(out.status.code(), Some(2), "resume with --check-oracle");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("made by another campaign"));
 }
 
 fn guided_state(corpus: &str) -> serde_json::Value {
