@@ -76,6 +76,12 @@ impl<'de> Deserialize<'de> for OnOff {
         d.deserialize_any(V)
     }
 }
+/// A boolean knob read as an [`OnOff`] one (`zero_on_free`, a boolean since before the on/off
+/// words: `--set zero_on_free=on` was "expected a boolean").
+fn on_off_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    OnOff::deserialize(d).map(|v| v == OnOff::On)
+}
+
 knob_enum!(
     /// KV canary: a per-slot side record verified on every read.
     Canary { Off, Log, Raise }
@@ -285,6 +291,10 @@ pub struct Knobs {
     /// reused first; hashed ones to the tail).
     pub free_list_policy: FreeListPolicy,
     /// Whether freed pages are zeroed (a stale read then reads zeros, never another tenant's KV).
+    /// Takes the words every on/off knob takes (`on`/`off`, `yes`/`no`, a boolean); written as a
+    /// boolean.
+    #[serde(deserialize_with = "on_off_bool")]
+    #[schemars(with = "OnOff")]
     pub zero_on_free: bool,
     /// Tokens per KV page (sglang `--page-size`, vLLM `--block-size`): 1 to 65,536; pools must be
     /// multiples of it.
@@ -1046,6 +1056,28 @@ pub struct SimConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `zero_on_free` takes the words the on/off knobs take (it took a boolean only:
+    /// `--set zero_on_free=on` was "expected a boolean") and is still written as a boolean.
+    #[test]
+    fn zero_on_free_takes_on_off_words() {
+        let base =
+            toml::Table::try_from((profile("sglang-0.5.16").expect("shipped").knobs)()).expect("knobs serialise");
+        for (word, want) in [("on", true), ("yes", true), ("true", true), ("off", false), ("no", false)] {
+            let mut t = base.clone();
+            t.insert("zero_on_free".into(), toml::Value::String(word.into()));
+            let k: Knobs = t.try_into().expect(word);
+            assert_eq!(k.zero_on_free, want, "{word}");
+        }
+        let mut t = base.clone();
+        t.insert("zero_on_free".into(), toml::Value::Boolean(true));
+        let k: Knobs = t.try_into().expect("a boolean");
+        assert!(k.zero_on_free);
+        assert_eq!(toml::Table::try_from(&k).expect("serialise")["zero_on_free"], toml::Value::Boolean(true));
+        let mut t = base;
+        t.insert("zero_on_free".into(), toml::Value::String("maybe".into()));
+        assert!(t.try_into::<Knobs>().is_err());
+    }
 
     #[test]
     fn profiles_serialise_every_knob() {
