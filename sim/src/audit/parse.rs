@@ -208,6 +208,11 @@ impl fmt::Display for ParseErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParseErrorKind::NoStartupLines => f.write_str("no sglang or vLLM start-up lines found"),
+            // A well-formed count too large for any engine (past 64 bits) is out of range, not
+            // malformed (a 26-digit pool read "malformed number").
+            ParseErrorKind::MalformedNumber { token, what } if well_formed_count(token) => {
+                write!(f, "number {token:?} for {what} is out of range: it does not fit in 64 bits")
+            }
             ParseErrorKind::MalformedNumber { token, what } => write!(f, "malformed number {token:?} for {what}"),
             ParseErrorKind::UnknownValue { value, what, known } => {
                 write!(f, "unknown {what} {value:?} (the engine knows {known})")
@@ -1393,6 +1398,15 @@ pub fn cut_number_tail(text: &str) -> Option<String> {
     Some(last.chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect())
 }
 
+/// Digits, grouped by commas in threes or not at all: a count `parse_count` rejects only for
+/// its size.
+fn well_formed_count(token: &str) -> bool {
+    let mut groups = token.split(',');
+    let first = groups.next().unwrap_or_default();
+    let digits = |g: &str| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit());
+    digits(first) && (!token.contains(',') || first.len() <= 3) && groups.all(|g| g.len() == 3 && digits(g))
+}
+
 fn malformed(token: &str, what: &str) -> ParseErrorKind {
     ParseErrorKind::MalformedNumber { token: token.to_string(), what: what.to_string() }
 }
@@ -1424,14 +1438,7 @@ fn parse_count(token: &str) -> Option<Option<u64>> {
     if matches!(token, "None" | "null" | "-1") {
         return Some(None);
     }
-    let mut groups = token.split(',');
-    let first = groups.next()?;
-    let first_ok = !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit());
-    let grouped = token.contains(',');
-    if !first_ok || (grouped && first.len() > 3) {
-        return None;
-    }
-    if !groups.all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit())) {
+    if !well_formed_count(token) {
         return None;
     }
     token.replace(',', "").parse::<u64>().ok().map(Some)
@@ -2095,6 +2102,13 @@ GPU KV cache size: 9,000 tokens
         let err = parse_log("bad.log", text).unwrap_err();
         assert_eq!(err.line, 2);
         assert_eq!(err.to_string(), "bad.log:2: malformed number \"68l280\" for max_total_num_tokens");
+        // Well formed but past 64 bits: out of range, not malformed.
+        let huge = text.replace("68l280", "99,999,999,999,999,999,999,999,999");
+        let err = parse_log("huge.log", &huge).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "huge.log:2: number \"99,999,999,999,999,999,999,999,999\" for max_total_num_tokens is out of range: it does not fit in 64 bits"
+        );
 
         // A number grouped by spaces is not read as its first group (it was once: `200 000` read
         // as a 200-token pool).
