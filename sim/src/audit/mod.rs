@@ -485,32 +485,46 @@ fn chosen_launches(facts: &[NodeFacts]) -> Vec<u32> {
     chosen
 }
 
+/// Logs of both engines are not one deployment: sglang's and vLLM's KV transfers do not
+/// interoperate, and one simulation applies one engine's lifecycle, context and admission to
+/// every node (a vLLM node audited with an sglang node's context and warm-ups sized to it gave a
+/// leak verdict no deployment can have). Refused before anything else is worked out of them,
+/// whether the engines are in two files or joined in one, over every launch (the earlier engine's
+/// launch in one file was dropped as a restart of the later one's: a leaking sglang prefill node
+/// vanished behind a vLLM launch) and every line of a launch (`NodeFacts::other_engine`: one's
+/// lines fell into the other's launch and lent it sglang's page size). The error names the first
+/// start-up of the engine met second, and the first of the other. A version dump alone is no
+/// server (an older version of the other engine beside the logs gets its own note).
+fn one_engine(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<(), AuditError> {
+    let mut seen: Vec<(usize, usize, Engine, &str)> = Vec::new();
+    for (i, (name, facts, _)) in files.iter().enumerate() {
+        for f in facts.iter().filter(|f| !version_only(f)) {
+            for (e, line) in f.engine.map(|e| (e, f.line)).into_iter().chain(f.other_engine) {
+                seen.push((i, line, e, name));
+            }
+        }
+    }
+    seen.sort_by_key(|&(i, line, _, _)| (i, line));
+    let Some(&(_, line0, first, file0)) = seen.first() else { return Ok(()) };
+    let Some(&(_, line, other, file)) = seen.iter().find(|x| x.2 != first) else { return Ok(()) };
+    Err(AuditError {
+        file: file.to_string(),
+        line,
+        field: "engine",
+        message: format!(
+            "this log is {other}'s, while {file0} (line {line0}) is {first}'s: one prefill/decode deployment runs one engine \
+             (their KV transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own"
+        ),
+    })
+}
+
 /// Builds the audit from parsed logs. `role` (per file) overrides the role found in the log.
 pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit, AuditError> {
     let mut nodes: Vec<AuditNode> = Vec::new();
     let mut notes = Vec::new();
     let mut deployment_versions: Vec<NodeFacts> = Vec::new();
+    one_engine(files)?;
     for (name, facts, role) in files {
-        // One file with both engines' start-ups (two logs joined) is refused as two files are
-        // (below), before launches are chosen: the earlier engine's launch would be dropped as
-        // a restart of the later one's (a leaking sglang prefill node vanished behind a vLLM
-        // launch), or lend it facts (sglang's page size audited on the vLLM node).
-        let lines = facts.iter().flat_map(|f| f.engine.map(|e| (e, f.line)).into_iter().chain(f.other_engine));
-        let seen: Vec<(Engine, usize)> = lines.collect();
-        let first_of = |e: Engine| seen.iter().filter(|(x, _)| *x == e).map(|(_, l)| *l).min();
-        if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
-            let ((earlier, e_line), (later, l_line)) =
-                if s < v { ((Engine::Sglang, s), (Engine::Vllm, v)) } else { ((Engine::Vllm, v), (Engine::Sglang, s)) };
-            return Err(AuditError {
-                file: name.clone(),
-                line: l_line,
-                field: "engine",
-                message: format!(
-                    "{later}'s start-up is here, while line {e_line} is {earlier}'s: one prefill/decode deployment runs one engine \
-                     (their KV transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own"
-                ),
-            });
-        }
         let chosen = chosen_launches(facts);
         let count = facts.iter().map(|f| f.launch).max().unwrap_or(0) + 1;
         // Launches are numbered in time order (`parse_log`); a file that holds them out of it
@@ -613,29 +627,6 @@ pub fn analyse(files: &[(String, Vec<NodeFacts>, Option<Role>)]) -> Result<Audit
             }
             nodes.push(AuditNode { facts: f, ranks, role, role_source, admission: None });
         }
-    }
-    // Logs of both engines are not one deployment: sglang's and vLLM's KV transfers do not
-    // interoperate, and one simulation applies one engine's lifecycle, context and admission to
-    // every node (a vLLM node audited with an sglang node's context and warm-ups sized to it gave
-    // a leak verdict no deployment can have). Refused, naming the first node of each engine, before
-    // anything else is worked out of them.
-    let first_of = |e: Engine| nodes.iter().position(|n| n.facts.engine == Some(e));
-    if let (Some(s), Some(v)) = (first_of(Engine::Sglang), first_of(Engine::Vllm)) {
-        // The error names the node met later (nodes are in the order of the logs given).
-        let (earlier, later) = (&nodes[s.min(v)], &nodes[s.max(v)]);
-        return Err(AuditError {
-            file: later.facts.source.clone(),
-            line: later.facts.line,
-            field: "engine",
-            message: format!(
-                "this log is {}'s, while {} (line {}) is {}'s: one prefill/decode deployment runs one engine (their KV \
-                 transfers do not interoperate), and the audit simulates one; audit each engine's logs on their own",
-                later.engine(),
-                earlier.facts.source,
-                earlier.facts.line,
-                earlier.engine()
-            ),
-        });
     }
     // The oldest of the deployment-wide versions, for every node of its engine that has none.
     let oldest = |engine: Engine| {

@@ -463,15 +463,13 @@ impl<T: Clone + PartialEq> Slot<T> {
     where
         T: PartialOrd,
     {
-        if let Some(e) = self.0.as_mut().filter(|e| prio == e.prio && val < e.val && line != e.line) {
-            let old = std::mem::replace(&mut e.val, val);
-            let old_line = std::mem::replace(&mut e.line, line);
-            e.clash = Some((old, old_line, false));
+        if let Some(e) = self.0.as_mut().filter(|e| prio == e.prio && val != e.val && line != e.line) {
             e.smaller_kept = true;
-            return;
-        }
-        if let Some(e) = self.0.as_mut().filter(|e| prio == e.prio && val > e.val && line != e.line) {
-            e.smaller_kept = true;
+            if val < e.val {
+                let old = (std::mem::replace(&mut e.val, val), std::mem::replace(&mut e.line, line), false);
+                e.clash = Some(old);
+                return;
+            }
         }
         self.offer(val, prio, line);
     }

@@ -205,7 +205,6 @@ pub fn cell(
         let kinds = w.oracle.counts.keys().filter(|k| !k.is_liveness() && k.name() != "wrong_status");
         let mut names: Vec<String> = kinds.map(|k| k.name().to_string()).collect();
         names.sort();
-        names.dedup();
         names
     };
     if targets.is_empty() {
