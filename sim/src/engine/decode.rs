@@ -943,8 +943,13 @@ impl World {
         batch.clear();
         batch.extend_from_slice(&self.decode[n.at()].running);
         let (ps, now, check) = (self.page_size(), self.now, self.check_invariants.then_some(n));
+        // Differential, coverage and audited runs read every token's context (below); the
+        // others take the usual token's path when nothing new is to be read. Known for the step.
+        let plain = self.reference.is_none() && self.coverage.is_none() && self.read_audit.is_none();
         for &r in &batch {
-            let tenant = self.reqs[r.idx()].tenant();
+            // The request is looked up once for its tenant and its client's token.
+            let q = &mut self.reqs[r.idx()];
+            let tenant = q.tenant();
             let DecodeNode { pool, reqs, running_kv, .. } = &mut self.decode[n.at()];
             let Some(d) = reqs.get_mut(&r) else { continue };
             if d.late {
@@ -954,14 +959,25 @@ impl World {
             }
             let from = if d.dirty { 0 } else { d.read_upto };
             let (seq_len, table_pages) = (d.seq_len, d.page_count);
-            if from >= seq_len && self.reference.is_none() && self.coverage.is_none() && self.read_audit.is_none() {
+            if plain && from >= seq_len {
                 // Nothing new to read (the usual step: the previous step read everything up to
                 // its own token, and no write landed since): the summary of an empty read is
                 // clean and `check_read` records nothing for it, so neither is built, and the
                 // token is written with the request looked up once. Differential, coverage and
                 // audited runs take the path below, which does the same with an empty summary.
-                let w = write_token(pool, d, running_kv, r, tenant, ps, now, None, check);
-                self.token_written(TokenOf { n, r, tenant, seq_len }, w);
+                // The usual token (`token_usual`, fused here with the fields it needs borrowed
+                // apart: no reference oracle to feed, the pool's id known for the step).
+                match write_token(pool, d, running_kv, r, tenant, ps, now, None, check) {
+                    TokenWrite::Usual { page, slot, generated } => {
+                        q.token_out(now);
+                        let last = generated >= q.output_tokens();
+                        self.tracer.decode_entry(now, pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+                        if last {
+                            self.token_finished(n, r, generated);
+                        }
+                    }
+                    w => self.token_written_unusual(TokenOf { n, r, tenant, seq_len }, w),
+                }
                 continue;
             }
             // One lookup of the request for the read below (the map is keyed by request).

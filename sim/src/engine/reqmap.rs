@@ -6,7 +6,7 @@ use crate::types::RequestId;
 /// the same `Debug` image (`{id: value, ...}`: the state digest hashes a node's requests). A
 /// node's requests and a pool's open appends are looked up on every request-token, by a decode
 /// step that goes through its batch in admission order, which is mostly id order: a lookup first
-/// tries the entry it last found and the one after (one or two compares), then a binary search
+/// tries the entry after the one it last found, then that one (one or two compares), then a binary search
 /// over contiguous entries, where a B-tree walked its nodes. A new request has the largest id so
 /// far in the usual case, so an insert is a push; a removal shifts the entries after it (tens of
 /// entries; thousands on a node with that many queued, which makes an overloaded run quadratic:
@@ -38,8 +38,11 @@ impl<V> ReqMap<V> {
 
     #[inline(always)]
     fn find(&self, k: &RequestId) -> Result<usize, usize> {
+        // The entry after the last one found first: a decode step looks its batch up in order,
+        // so that is the usual hit (tried second, it cost two compares a lookup, two lookups a
+        // request-token); then the last one found again.
         let h = self.hint.get();
-        for i in [h, h + 1] {
+        for i in [h + 1, h] {
             if self.items.get(i).is_some_and(|(x, _)| x == k) {
                 self.hint.set(i);
                 return Ok(i);
