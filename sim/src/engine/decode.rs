@@ -384,23 +384,27 @@ impl DecodeNode {
     /// is memory nobody frees), counted apart from the device pages. Radix-cached pages are not
     /// (the cache holds them on purpose, evictable).
     pub fn leaks(&self) -> Option<crate::engine::node::Leak> {
+        self.leaks_besides(|_| false)
+    }
+
+    /// `leaks`, less what requests still open (`open`) hold themselves: their pages, host copy
+    /// and slot are their hang's (`crate::engine::node::leak_of`).
+    pub fn leaks_besides(&self, open: impl Fn(RequestId) -> bool) -> Option<crate::engine::node::Leak> {
         let host_pages = self.reqs.values().map(|d| d.host_pages).sum::<u64>();
         let pages = self.pool.held_pages() - self.prefix.cached_pages();
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages, a host copy or a slot (not every request
         // the node still knows).
-        let holders = self
-            .reqs
-            .iter()
-            .filter(|(_, d)| !d.pages.is_empty() || d.host_pages > 0 || d.meta_slot.is_some())
-            .map(|(r, _)| r.0);
-        (pages + host_pages > 0 || slots > 0).then(|| crate::engine::node::Leak {
-            node: self.id(),
-            pages,
-            host_pages,
-            slots,
-            holders: holders.collect(),
-        })
+        let shares =
+            self.reqs.iter().filter(|(_, d)| !d.pages.is_empty() || d.host_pages > 0 || d.meta_slot.is_some()).map(
+                |(r, d)| crate::engine::node::HolderShare {
+                    r: *r,
+                    own: self.pool.held_by(&d.pages, Holder::Req(*r)),
+                    host: d.host_pages,
+                    slot: d.meta_slot.is_some(),
+                },
+            );
+        crate::engine::node::leak_of(self.id(), pages, host_pages, slots, shares, open)
     }
 }
 

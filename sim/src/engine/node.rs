@@ -80,7 +80,8 @@ pub(crate) use node_parts;
 /// What a node still holds at the end of a run (`PrefillNode::leaks`, `DecodeNode::leaks`):
 /// device pages (radix-cached ones excluded), host-memory pages (the KV backups of retracted
 /// requests, decode only: their device pages were freed at the retraction), metadata slots, and
-/// the requests holding any of them.
+/// the requests holding any of them. With `leaks_besides`, what requests still open hold
+/// themselves is counted apart (`open_pages`, `open_holders`) and left out of the rest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leak {
     pub node: crate::types::NodeId,
@@ -88,4 +89,57 @@ pub struct Leak {
     pub host_pages: u64,
     pub slots: u64,
     pub holders: Vec<u32>,
+    /// Device and host pages that requests still open hold in their own block tables.
+    pub open_pages: u64,
+    /// Metadata slots that requests still open hold.
+    pub open_slots: u64,
+    /// The requests still open that hold pages, a host copy or a slot here.
+    pub open_holders: Vec<u32>,
+}
+
+/// One holder's share of a node's leak: the pages of its table it holds itself (`own`), its host
+/// copy and whether it holds a metadata slot.
+pub(crate) struct HolderShare {
+    pub r: crate::types::RequestId,
+    pub own: u64,
+    pub host: u64,
+    pub slot: bool,
+}
+
+/// A node's `Leak` from what it holds (`pages` device pages less radix-cached ones, `host_pages`,
+/// `slots`) and its holders' shares: a holder that `open` names (a request with no final status,
+/// judged as `request_hang`) holds its share for the hang, not as a leak, so its share is counted
+/// apart and the leak is what is left (`None` when nothing is).
+pub(crate) fn leak_of(
+    node: crate::types::NodeId,
+    pages: u64,
+    host_pages: u64,
+    slots: u64,
+    shares: impl Iterator<Item = HolderShare>,
+    open: impl Fn(crate::types::RequestId) -> bool,
+) -> Option<Leak> {
+    let (mut holders, mut open_holders) = (Vec::new(), Vec::new());
+    let (mut open_own, mut open_host, mut open_slots) = (0u64, 0u64, 0u64);
+    for s in shares {
+        if open(s.r) {
+            open_own += s.own;
+            open_host += s.host;
+            open_slots += u64::from(s.slot);
+            open_holders.push(s.r.0);
+        } else {
+            holders.push(s.r.0);
+        }
+    }
+    let (pages, host_pages) = (pages.saturating_sub(open_own), host_pages.saturating_sub(open_host));
+    let slots = slots.saturating_sub(open_slots);
+    (pages + host_pages > 0 || slots > 0).then(|| Leak {
+        node,
+        pages,
+        host_pages,
+        slots,
+        holders,
+        open_pages: open_own + open_host,
+        open_slots,
+        open_holders,
+    })
 }

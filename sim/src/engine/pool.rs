@@ -568,6 +568,19 @@ impl Pool {
         self.held_pages
     }
 
+    /// How many pages of `runs` `h` holds.
+    pub fn held_by(&self, runs: &[Run], h: Holder) -> u64 {
+        let mut n = 0;
+        for r in runs {
+            self.holders.visit(u64::from(r.first), u64::from(r.end()), |s, e, x| {
+                if x == Some(&h) {
+                    n += e - s;
+                }
+            });
+        }
+        n
+    }
+
     pub fn ownership_runs(&self) -> usize {
         self.checked.set(false);
         self.owners.borrow_mut().map().len_runs()

@@ -393,19 +393,26 @@ impl PrefillNode {
 
     /// What the node still holds at the end, radix-cached pages excluded.
     pub fn leaks(&self) -> Option<crate::engine::node::Leak> {
+        self.leaks_besides(|_| false)
+    }
+
+    /// `leaks`, less what requests still open (`open`) hold themselves: their pages and slot are
+    /// their hang's (`crate::engine::node::leak_of`).
+    pub fn leaks_besides(&self, open: impl Fn(RequestId) -> bool) -> Option<crate::engine::node::Leak> {
         let cached: u64 = self.cache.iter().map(|(_, _, r)| pages_in(r)).sum::<u64>() + self.prefix.cached_pages();
         let pages = self.pool.held_pages() - cached;
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages or a slot, not every request the node still
         // knows (one that waits in the bootstrap queue holds nothing).
-        let holders = self.reqs.iter().filter(|(_, p)| !p.pages.is_empty() || p.meta_slot.is_some()).map(|(r, _)| r.0);
-        (pages > 0 || slots > 0).then(|| crate::engine::node::Leak {
-            node: self.id(),
-            pages,
-            host_pages: 0,
-            slots,
-            holders: holders.collect(),
-        })
+        let shares = self.reqs.iter().filter(|(_, p)| !p.pages.is_empty() || p.meta_slot.is_some()).map(|(r, p)| {
+            crate::engine::node::HolderShare {
+                r: *r,
+                own: self.pool.held_by(&p.pages, Holder::Req(*r)),
+                host: 0,
+                slot: p.meta_slot.is_some(),
+            }
+        });
+        crate::engine::node::leak_of(self.id(), pages, 0, slots, shares, open)
     }
 }
 

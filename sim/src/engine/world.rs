@@ -1987,14 +1987,27 @@ impl World {
                 self.oracle.record(v);
             }
         }
+        // What a request with no final status holds itself (its pages, host copy and metadata
+        // slot) is held for its hang, judged above: a leak is what is held besides.
+        let open = |r: RequestId| self.reqs.get(r.idx()).is_some_and(|q| q.response.is_none());
         let mut leaks = Vec::new();
         for p in &self.prefill {
-            leaks.extend(p.leaks());
+            leaks.extend(p.leaks_besides(open));
         }
         for d in &self.decode {
-            leaks.extend(d.leaks());
+            leaks.extend(d.leaks_besides(open));
         }
-        for crate::engine::node::Leak { node: pool, pages, host_pages, slots, holders } in leaks {
+        for crate::engine::node::Leak {
+            node: pool,
+            pages,
+            host_pages,
+            slots,
+            holders,
+            open_pages,
+            open_slots,
+            open_holders,
+        } in leaks
+        {
             // A retracted request's host backup is named as such: the trace shows its device
             // pages freed at the retraction, so "N page(s)" of the pool alone read as a miscount.
             let host = if host_pages > 0 {
@@ -2004,8 +2017,15 @@ impl World {
             } else {
                 String::new()
             };
+            let besides = if open_holders.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (besides {open_pages} page(s) and {open_slots} metadata slot(s) held by request(s) {open_holders:?}, which got no final status: judged as request_hang)"
+                )
+            };
             let detail = format!(
-                "{pool}: {pages} page(s){host} and {slots} metadata slot(s) still held at the end{}",
+                "{pool}: {pages} page(s){host} and {slots} metadata slot(s) still held at the end{}{besides}",
                 if holders.is_empty() { String::new() } else { format!(" by request(s) {holders:?}") }
             );
             let holders = holders.iter().map(|&r| RequestId(r)).collect();

@@ -642,3 +642,31 @@ fn a_stalled_decode_is_still_a_hang() {
     assert!(signatures(&w).iter().any(|s| s.starts_with("request_hang/after_heal/")), "{:?}", signatures(&w));
     assert!(w.liveness.as_ref().unwrap().failed);
 }
+
+/// What a request with no final status holds itself (its pages, host copy, metadata slot) is
+/// held for its hang, judged as `request_hang`, not as a `page_leak` too (an ordinary run
+/// reported both for the same pages before the fifty-fourth session). A leak beside a hang is
+/// still one, and names the hung request's share apart.
+#[test]
+fn a_hung_requests_own_pages_are_its_hang_not_a_leak() {
+    let w = kvsim::simulate(liveness_data("hang-holds-its-pages.toml"), None, true);
+    assert!(w.reqs[1].response().is_none());
+    let sigs: Vec<String> = signatures(&w).into_iter().collect();
+    assert_eq!(sigs, ["request_hang/decode_leg_pending"]);
+    // The pages are still held at the end (the node's plain leak count, as liveness mode's
+    // quiescence test reads it): held for the hang.
+    assert!(w.prefill.iter().any(|p| p.leaks().is_some_and(|l| l.pages > 0 && l.holders == [1])));
+    assert_eq!(Report::build(&w, String::new()).exit_code, exit::LIVENESS);
+
+    let w = kvsim::simulate(liveness_data("leak-beside-a-hang.toml"), None, true);
+    let sigs: Vec<String> = signatures(&w).into_iter().collect();
+    assert_eq!(sigs, ["page_leak/prefill", "request_hang/both_legs_pending"]);
+    let leak = w.oracle.violations.iter().find(|v| v.kind == kvsim::check::Kind::PageLeak).unwrap();
+    assert_eq!(leak.holders, [kvsim::types::RequestId(0)], "{}", leak.detail);
+    assert!(
+        leak.detail.contains("1 metadata slot(s) still held at the end by request(s) [0]")
+            && leak.detail.contains("besides 0 page(s) and 1 metadata slot(s) held by request(s) [1]"),
+        "{}",
+        leak.detail
+    );
+}
