@@ -1089,12 +1089,21 @@ fn classify(p: &Patterns, line: &str, msg: &str, prev_name: Option<&str>) -> Res
     let mut info = LineInfo::default();
 
     // sglang scheduler summary.
-    // (Any line with the pool and one other key of the summary: releases differ in which keys
-    // they print, and the README gives the short form `max_total_num_tokens=…, context_len=…`.)
-    if line.contains("max_total_num_tokens=")
-        && ["max_prefill_tokens=", "context_len=", "chunked_prefill_size=", "max_running_requests="]
-            .iter()
-            .any(|k| line.contains(k))
+    // (Any line with a key only the summary prints, the pool or `context_len` (the argument dump
+    // says `context_length`), and one other key of the summary: releases differ in which keys
+    // they print, the README gives the short form `max_total_num_tokens=…, context_len=…`, and a
+    // summary wrapped over two lines, by a terminal or a log shipper, gives each half: the second
+    // half's `context_len` was lost.)
+    let summary_keys = [
+        "max_total_num_tokens=",
+        "max_prefill_tokens=",
+        "context_len=",
+        "chunked_prefill_size=",
+        "max_running_requests=",
+        "available_gpu_mem=",
+    ];
+    if (line.contains("max_total_num_tokens=") || line.contains("context_len="))
+        && summary_keys.iter().filter(|k| line.contains(*k)).count() >= 2
     {
         info.engine(Engine::Sglang, true);
         let pool = count(line, &p.max_total_num_tokens, "max_total_num_tokens")?;
@@ -1924,6 +1933,26 @@ GPU KV cache size: 9,000 tokens
         // line and its context stays unknown (context_length=None in server_args).
         let dp1 = NodeFacts { rank: Some("DP1 TP1 EP1".to_string()), line: 9, ..base };
         assert_eq!(got, vec![dp0, dp1]);
+    }
+
+    #[test]
+    fn a_summary_wrapped_over_two_lines_gives_both_halves() {
+        // A terminal or a log shipper cut the summary after `max_prefill_tokens`: the second
+        // line, with no stamp and no pool, still gives the context (it was lost).
+        let text =
+            "[2026-03-02 10:11:12] max_total_num_tokens=681280, chunked_prefill_size=8192, max_prefill_tokens=16384,\n\
+            max_running_requests=128, context_len=1048576, available_gpu_mem=12.5 GB\n";
+        let got = parse("wrapped.log", text);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].pool_tokens, got[0].context_len, got[0].max_running_requests),
+            (Some(681_280), Some(1_048_576), Some(128))
+        );
+        // A line with one summary key alone is not read as a summary (the argument dump's
+        // `context_length=` is not `context_len=`).
+        let dump = "[2026-03-02 10:11:00] server_args=ServerArgs(model_path='m', context_length=65536, chunked_prefill_size=8192, max_prefill_tokens=16384)\n";
+        let got = parse("dump.log", &format!("{dump}{text}"));
+        assert_eq!(got[0].context_len, Some(1_048_576), "the summary's context outranks the dump's: {got:?}");
     }
 
     #[test]
