@@ -982,6 +982,8 @@ fn campaign(o: &FuzzOpts) -> Result<i32, String> {
         return Err(e.clone());
     }
     let ran = Ran { runs_wall, found_after, until_in_checkpoint, started, runs_before };
+    // The summary and the report say the seed range asked for, when there is one (`--runs`).
+    acc.camp.planned_end = deadline.is_none().then_some(range_end);
     Ok(print_summary(o, &corpus, &acc.camp, known.as_ref(), &ran))
 }
 

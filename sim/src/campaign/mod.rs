@@ -142,6 +142,11 @@ pub struct Campaign {
     /// base checkpoints written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_profile: Option<String>,
+    /// The end of the seed range this invocation was asked to run (`--runs N`: runs `k < N`),
+    /// when it knows one (not with `--time`, not in a merge); not kept in the checkpoint, a
+    /// resume may ask for more. `seeds_text` reads it.
+    #[serde(skip)]
+    pub planned_end: Option<u64>,
 }
 
 impl Campaign {
@@ -162,6 +167,7 @@ impl Campaign {
             shrink: None,
             model: Some(crate::MODEL.to_string()),
             base_profile: None,
+            planned_end: None,
         }
     }
 
@@ -308,8 +314,14 @@ impl Campaign {
     pub fn seeds_text(&self) -> String {
         let (i, n) = self.shard;
         // A shard's range rounded up to whole rounds of the n shards, so that the shards of one
-        // campaign print the same range (shard 0/2 of 100,000 runs said 0..99999, 1/2 0..100000).
-        let end = if n > 1 { self.range_end().div_ceil(n).saturating_mul(n) } else { self.range_end() };
+        // campaign print the same range (shard 0/2 of 100,000 runs said 0..99999, 1/2 0..100000);
+        // with the range asked for known, a shard that did every run of its own below it prints
+        // that range, and no other shard goes past it (shard 0/3 of a 2-run campaign said 0..3).
+        let end = match (n > 1, self.planned_end) {
+            (false, _) => self.range_end(),
+            (true, Some(p)) if self.next_k >= p => p,
+            (true, p) => self.range_end().div_ceil(n).saturating_mul(n).min(p.unwrap_or(u64::MAX)),
+        };
         // A range that ends at the largest seed is written with its last seed (its end, one past
         // it, wrapped to `..0`).
         let range = match self.seed_start.checked_add(end) {
@@ -1042,6 +1054,7 @@ impl Merger {
             shrink: c0.shrink.clone(),
             model: c0.model.clone(),
             base_profile: c0.base_profile.clone(),
+            planned_end: None,
         })
     }
 }
@@ -1188,6 +1201,17 @@ mod tests {
         assert_eq!(in_order(10, (0, 2)).seeds_text(), "seeds 100..110, one in 2 from 100 (shard 0/2)");
         assert_eq!(in_order(10, (1, 2)).seeds_text(), "seeds 100..110, one in 2 from 101 (shard 1/2)");
         assert_eq!(whole.seeds_text(), "seeds 100..130");
+        // With the range asked for known (`--runs N`), a shard that did its part says that range
+        // (not rounded past it), and an interrupted one stops at it too.
+        let asked = |mut c: Campaign, p: u64| {
+            c.planned_end = Some(p);
+            c.seeds_text()
+        };
+        assert_eq!(asked(in_order(2, (0, 3)), 2), "seeds 100..102, one in 3 from 100 (shard 0/3)");
+        assert_eq!(asked(in_order(2, (2, 3)), 2), "seeds 100..102, one in 3 from 102 (shard 2/3)");
+        assert_eq!(in_order(2, (0, 3)).seeds_text(), "seeds 100..103, one in 3 from 100 (shard 0/3)");
+        assert_eq!(asked(in_order(30, (0, 4)), 30), "seeds 100..130, one in 4 from 100 (shard 0/4)");
+        assert_eq!(asked(in_order(30, (0, 4)), 1000), "seeds 100..132, one in 4 from 100 (shard 0/4)");
         // Up to the largest seed: its end, one past it, is not written as `..0`.
         let mut a = Accounting::new(Campaign::new("blind", u64::MAX - 2, (0, 1)), None);
         for k in 0..3 {
