@@ -1805,7 +1805,7 @@ fn write_token(
         grown = Some(page);
     }
     if grown.is_none() {
-        if let Some(slot) = pool.extend_open(&d.pages, d.page_count, seq_len, tenant, r, now) {
+        if let Some(slot) = pool.extend_open(&d.pages, d.page_count, seq_len, tenant, r) {
             d.token_done(running_kv, seen);
             return TokenWrite::Usual { page: None, slot, generated: d.generated };
         }

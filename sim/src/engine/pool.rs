@@ -865,7 +865,6 @@ impl Pool {
         pos: u64,
         tenant: TenantId,
         request: RequestId,
-        at: Instant,
     ) -> Option<u64> {
         let slot = self.slot_of(table, table_pages, pos)?;
         let ps = self.page_size;
@@ -877,8 +876,14 @@ impl Pool {
             return None;
         }
         debug_assert_eq!(slot / ps, o.page, "the open append's next slot is in its page");
-        let writer = Writer { tenant, request, pos, epoch: self.write_epoch + 1, at, chain_upto: 0 };
-        if !o.writer.continued_by(o.end - o.start, &writer) {
+        // The open append is `request`'s own (keyed by it: `append` opens it with the request, its
+        // tenant and chain bound 0, as every decode token has), so the token continues it (the
+        // writer's `continued_by`) exactly when it continues its positions.
+        debug_assert!(
+            o.writer.request == request && o.writer.tenant == tenant && o.writer.chain_upto == 0,
+            "an open append is its request's, of its tenant, with chain bound 0"
+        );
+        if o.writer.pos + (o.end - o.start) != pos {
             return None;
         }
         o.end += 1;
@@ -911,7 +916,7 @@ impl Pool {
         // The common token (`extend_open`, which the decode step calls itself first). Never a
         // `fresh` page's: its first slot is not the next one of an append in another page.
         if !fresh {
-            if let Some(slot) = self.extend_open(table, table_pages, pos, tenant, request, at) {
+            if let Some(slot) = self.extend_open(table, table_pages, pos, tenant, request) {
                 return WriteReport { foreign: Vec::new(), slots: Vec::new(), token: Some((slot, pos)) };
             }
         }
