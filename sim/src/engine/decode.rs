@@ -950,6 +950,9 @@ impl World {
         // Differential, coverage and audited runs read every token's context (below); the
         // others take the usual token's path when nothing new is to be read. Known for the step.
         let plain = self.reference.is_none() && self.coverage.is_none() && self.read_audit.is_none();
+        // Whether the step's trace record is open with nothing traced since (the usual token's
+        // entry then goes straight in): false again after anything that may trace other records.
+        let mut in_step = false;
         for &r in &batch {
             // The request is looked up once for its tenant and its client's token.
             let q = &mut self.reqs[r.idx()];
@@ -975,15 +978,25 @@ impl World {
                     TokenWrite::Usual { page, slot, generated } => {
                         q.token_out(now);
                         let last = generated >= q.output_tokens();
-                        self.tracer.decode_entry(now, pool_id, DecodeEntry { r, tenant, seq_len, page, slot });
+                        if !in_step {
+                            self.tracer.enter_decode_step(now, pool_id);
+                            in_step = true;
+                        }
+                        self.tracer.decode_entry_in_step(DecodeEntry { r, tenant, seq_len, page, slot });
                         if last {
                             self.token_finished(n, r, generated);
+                            in_step = false;
                         }
                     }
-                    w => self.token_written_unusual(TokenOf { n, r, tenant, seq_len }, w),
+                    w => {
+                        self.token_written_unusual(TokenOf { n, r, tenant, seq_len }, w);
+                        in_step = false;
+                    }
                 }
                 continue;
             }
+            // The read and its token below may trace other records.
+            in_step = false;
             // One lookup of the request for the read below (the map is keyed by request).
             let (d, node) = (&*d, &*pool);
             let (upto, reqs) = (d.chain_upto, &self.reqs);

@@ -608,6 +608,28 @@ impl Tracer {
         }
     }
 
+    /// Opens the decode step record for `pool` at `at` unless it is the open one (a step's loop
+    /// calls this once, then `decode_entry_in_step` for its tokens until another record may
+    /// have ended it).
+    #[inline(always)]
+    pub fn enter_decode_step(&mut self, at: Instant, pool: PoolId) {
+        if self.step != Some((at, pool)) {
+            self.open_decode_step(at, pool);
+        }
+    }
+
+    /// `decode_entry` in the step record `enter_decode_step` opened (nothing traced since).
+    #[inline(always)]
+    pub fn decode_entry_in_step(&mut self, e: DecodeEntry) {
+        debug_assert!(self.step.is_some(), "a step record is open");
+        if self.step_direct {
+            encode::decode_entry(&mut self.buf, &e);
+            self.step_len += 1;
+        } else {
+            self.collect_entry(e);
+        }
+    }
+
     /// Ends the open decode step record, if any, and opens one for `pool` at `at`.
     #[inline(never)]
     fn open_decode_step(&mut self, at: Instant, pool: PoolId) {
