@@ -1948,11 +1948,12 @@ GPU KV cache size: 9,000 tokens
             (got[0].pool_tokens, got[0].context_len, got[0].max_running_requests),
             (Some(681_280), Some(1_048_576), Some(128))
         );
-        // A line with one summary key alone is not read as a summary (the argument dump's
-        // `context_length=` is not `context_len=`).
-        let dump = "[2026-03-02 10:11:00] server_args=ServerArgs(model_path='m', context_length=65536, chunked_prefill_size=8192, max_prefill_tokens=16384)\n";
-        let got = parse("dump.log", &format!("{dump}{text}"));
-        assert_eq!(got[0].context_len, Some(1_048_576), "the summary's context outranks the dump's: {got:?}");
+        // A line with one summary key alone is no half of a summary: another line that happens
+        // to say `context_len=` gives no context.
+        let stray = "[2026-03-02 10:11:12] max_total_num_tokens=681280, chunked_prefill_size=8192\n\
+            [2026-03-02 10:12:00] decode batch context_len=999\n";
+        let got = parse("stray.log", stray);
+        assert_eq!((got[0].pool_tokens, got[0].context_len), (Some(681_280), None), "{got:?}");
     }
 
     #[test]

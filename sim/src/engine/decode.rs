@@ -395,16 +395,22 @@ impl DecodeNode {
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages, a host copy or a slot (not every request
         // the node still knows).
+        // An open holder's own pages are counted (a walk of its table's holders), the others'
+        // need not be.
         let shares =
             self.reqs.iter().filter(|(_, d)| !d.pages.is_empty() || d.host_pages > 0 || d.meta_slot.is_some()).map(
-                |(r, d)| crate::engine::node::HolderShare {
-                    r: *r,
-                    own: self.pool.held_by(&d.pages, Holder::Req(*r)),
-                    host: d.host_pages,
-                    slot: d.meta_slot.is_some(),
+                |(r, d)| {
+                    let open = open(*r);
+                    crate::engine::node::HolderShare {
+                        r: *r,
+                        open,
+                        own: if open { self.pool.held_by(&d.pages, Holder::Req(*r)) } else { 0 },
+                        host: d.host_pages,
+                        slot: d.meta_slot.is_some(),
+                    }
                 },
             );
-        crate::engine::node::leak_of(self.id(), pages, host_pages, slots, shares, open)
+        crate::engine::node::leak_of(self.id(), pages, host_pages, slots, shares)
     }
 }
 

@@ -89,7 +89,7 @@ pub struct Leak {
     pub host_pages: u64,
     pub slots: u64,
     pub holders: Vec<u32>,
-    /// Device and host pages that requests still open hold in their own block tables.
+    /// Pages of their own block tables, and host copies, that requests still open hold.
     pub open_pages: u64,
     /// Metadata slots that requests still open hold.
     pub open_slots: u64,
@@ -97,31 +97,32 @@ pub struct Leak {
     pub open_holders: Vec<u32>,
 }
 
-/// One holder's share of a node's leak: the pages of its table it holds itself (`own`), its host
-/// copy and whether it holds a metadata slot.
+/// One holder of what a node holds at the end: whether it is still open (a request with no final
+/// status, judged as `request_hang`), and, when it is, its share: the pages of its table it holds
+/// itself (`own`, 0 for a holder not open: only an open one's share is counted), its host copy
+/// and whether it holds a metadata slot.
 pub(crate) struct HolderShare {
     pub r: crate::types::RequestId,
+    pub open: bool,
     pub own: u64,
     pub host: u64,
     pub slot: bool,
 }
 
 /// A node's `Leak` from what it holds (`pages` device pages less radix-cached ones, `host_pages`,
-/// `slots`) and its holders' shares: a holder that `open` names (a request with no final status,
-/// judged as `request_hang`) holds its share for the hang, not as a leak, so its share is counted
-/// apart and the leak is what is left (`None` when nothing is).
+/// `slots`) and its holders' shares: an open holder holds its share for its hang, not as a leak,
+/// so that share is counted apart and the leak is what is left (`None` when nothing is).
 pub(crate) fn leak_of(
     node: crate::types::NodeId,
     pages: u64,
     host_pages: u64,
     slots: u64,
     shares: impl Iterator<Item = HolderShare>,
-    open: impl Fn(crate::types::RequestId) -> bool,
 ) -> Option<Leak> {
     let (mut holders, mut open_holders) = (Vec::new(), Vec::new());
     let (mut open_own, mut open_host, mut open_slots) = (0u64, 0u64, 0u64);
     for s in shares {
-        if open(s.r) {
+        if s.open {
             open_own += s.own;
             open_host += s.host;
             open_slots += u64::from(s.slot);

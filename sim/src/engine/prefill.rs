@@ -404,15 +404,19 @@ impl PrefillNode {
         let slots = self.meta.in_use() as u64;
         // The holders are the requests that hold pages or a slot, not every request the node still
         // knows (one that waits in the bootstrap queue holds nothing).
+        // An open holder's own pages are counted (a walk of its table's holders); the others'
+        // need not be (`leaks` at every quiescence test of liveness mode walks none).
         let shares = self.reqs.iter().filter(|(_, p)| !p.pages.is_empty() || p.meta_slot.is_some()).map(|(r, p)| {
+            let open = open(*r);
             crate::engine::node::HolderShare {
                 r: *r,
-                own: self.pool.held_by(&p.pages, Holder::Req(*r)),
+                open,
+                own: if open { self.pool.held_by(&p.pages, Holder::Req(*r)) } else { 0 },
                 host: 0,
                 slot: p.meta_slot.is_some(),
             }
         });
-        crate::engine::node::leak_of(self.id(), pages, 0, slots, shares, open)
+        crate::engine::node::leak_of(self.id(), pages, 0, slots, shares)
     }
 }
 

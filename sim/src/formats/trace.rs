@@ -597,15 +597,8 @@ impl Tracer {
     /// record is `open_decode_step`'s, once per step.
     #[inline(always)]
     pub fn decode_entry(&mut self, at: Instant, pool: PoolId, e: DecodeEntry) {
-        if self.step != Some((at, pool)) {
-            self.open_decode_step(at, pool);
-        }
-        if self.step_direct {
-            encode::decode_entry(&mut self.buf, &e);
-            self.step_len += 1;
-        } else {
-            self.collect_entry(e);
-        }
+        self.enter_decode_step(at, pool);
+        self.decode_entry_in_step(e);
     }
 
     /// Opens the decode step record for `pool` at `at` unless it is the open one (a step's loop
