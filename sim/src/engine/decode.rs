@@ -15,7 +15,7 @@ use crate::event::{DstInfo, Ev, TimeoutKind};
 use crate::lifecycle::{Lane, Phase};
 use crate::metadata::MetaSlots;
 use crate::pool::{pages_in, push_run, Holder, Known, Pool, Run, WriteReport};
-use crate::trace::{DecodeEntry, MemOp};
+use crate::trace::{DecodeEntry, MemOp, PageListOp};
 use crate::types::{DecodeIdx, Duration, Instant, PrefillIdx, RequestId, Role};
 use crate::world::{common_chain_tokens, LegIntake, Mitigation, World};
 use std::collections::VecDeque;
@@ -693,10 +693,10 @@ impl World {
         fresh: Vec<Run>,
     ) -> Vec<Run> {
         if locked.is_empty() {
-            self.mem(MemOp::Alloc { pool, r, pages: fresh.clone() });
+            self.mem_page_list(PageListOp::Alloc, pool, r, &fresh);
             return fresh;
         }
-        self.mem(MemOp::Lock { pool, r, pages: locked.clone() });
+        self.mem_page_list(PageListOp::Lock, pool, r, &locked);
         let mut pages = locked;
         for run in &fresh {
             push_run(&mut pages, *run);
@@ -723,6 +723,8 @@ impl World {
     /// (`_handle_failed_recving` → `finish_requests`), outside the waiting queue's scan.
     #[inline]
     fn decode_poll_transfers(&mut self, n: DecodeIdx, k: &Knobs) -> bool {
+        let mut polled = std::mem::take(&mut self.poll_scratch);
+        polled.clear();
         let node = &self.decode[n.at()];
         let sglang_retraction =
             matches!(k.decode_out_of_pages, DecodeOutOfPages::RetractToHost | DecodeOutOfPages::RetractAbort);
@@ -733,11 +735,13 @@ impl World {
         // extra request slots let more requests in transfer than the running batch takes (sglang).
         let loads_hold_slots = k.decode_loads_hold_slots == LoadsHoldSlots::On;
         let bounded = !loads_hold_slots || node.extra_slots(loads_hold_slots) > 0;
-        let polled: Vec<(RequestId, bool)> =
-            node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))).collect();
-        for (r, ok) in polled {
+        polled.extend(node.transfer.iter().filter_map(|r| node.reqs[r].status_ok.map(|ok| (*r, ok))));
+        // By index: the list goes back to `World::poll_scratch` on every way out.
+        for i in 0..polled.len() {
+            let (r, ok) = polled[i];
             let node = &self.decode[n.at()];
             if !node.life.alive() {
+                self.poll_scratch = polled;
                 return false;
             }
             if ok {
@@ -759,6 +763,7 @@ impl World {
                 self.decode_transfer_failed(n, r, 500);
             }
         }
+        self.poll_scratch = polled;
         true
     }
 

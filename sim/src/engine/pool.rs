@@ -66,6 +66,12 @@ pub fn prefix_pages(runs: &[Run], n: u64) -> Vec<Run> {
 /// Pages `[from, from+n)` of a block table (by logical page index), as runs.
 pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
     let mut out = Vec::new();
+    slice_pages_into(runs, from, n, &mut out);
+    out
+}
+
+/// `slice_pages` appended to `out` (a caller's reused buffer), unmerged with what `out` holds.
+pub fn slice_pages_into(runs: &[Run], from: u64, n: u64, out: &mut Vec<Run>) {
     let mut skip = from;
     let mut left = n;
     for r in runs {
@@ -82,7 +88,6 @@ pub fn slice_pages(runs: &[Run], from: u64, n: u64) -> Vec<Run> {
         left -= take;
         skip = 0;
     }
-    out
 }
 
 /// A block table read front to back in consecutive slices: `take_into(n, out)` appends the next
@@ -270,19 +275,19 @@ impl Allocator {
         self.parked_pages = 0;
     }
 
-    fn alloc(&mut self, n: u64) -> Option<Vec<Run>> {
+    /// `n` pages into `out` (empty), or false with nothing taken.
+    fn alloc_into(&mut self, n: u64, out: &mut Vec<Run>) -> bool {
         if n > self.available() {
-            return None;
+            return false;
         }
         if n > self.free_pages {
             self.merge_and_sort();
         }
-        let mut out = Vec::new();
         let mut left = n;
         while left > 0 {
             let head = self.free.front_mut().expect("free_pages counts the free list");
             let take = u64::from(head.count).min(left) as u32;
-            push_run(&mut out, Run { first: head.first, count: take });
+            push_run(out, Run { first: head.first, count: take });
             head.first += take;
             head.count -= take;
             if head.count == 0 {
@@ -291,7 +296,7 @@ impl Allocator {
             left -= u64::from(take);
         }
         self.free_pages -= n;
-        Some(out)
+        true
     }
 
     /// One page: what `alloc(1)` gives, without a list.
@@ -315,14 +320,18 @@ impl Allocator {
 
     /// Frees `runs` (block-table order); the pages in `unhashed` (also table order, after `runs`
     /// in the table) hold no prefix hash. Only `lru_unhashed_first` tells the two apart.
-    fn free_split(&mut self, runs: &[Run], unhashed: &[Run]) {
+    /// (`all`: a caller's reused list, for the two as one table.)
+    fn free_split(&mut self, runs: &[Run], unhashed: &[Run], all: &mut Vec<Run>) {
         if self.policy != FreeListPolicy::LruUnhashedFirst {
-            let mut all = runs.to_vec();
-            for r in unhashed {
-                push_run(&mut all, *r);
+            if unhashed.is_empty() {
+                return self.free(runs);
             }
-            self.free(&all);
-            return;
+            all.clear();
+            all.extend_from_slice(runs);
+            for r in unhashed {
+                push_run(all, *r);
+            }
+            return self.free(all);
         }
         // vLLM frees a request's blocks tail first; blocks without a hash are prepended (the
         // table's last one ends at the head, reused first), hashed ones appended to the tail.
@@ -499,6 +508,12 @@ pub struct Pool {
     /// the walk): cleared by every change, the materialisation of open appends included. Under
     /// `--check invariants` a step usually changes one pool of several.
     checked: Cell<bool>,
+    /// Reused buffers of `free_hashed` (no state: empty between calls, left out of `Debug`).
+    spare_ok: Vec<Run>,
+    spare_cut: Vec<Run>,
+    /// The list a `write` reports its pieces in (`WriteReport::slots`), handed back by a caller
+    /// done with it (`reuse_pieces`): a prefill chunk's write allocated a fresh one every time.
+    spare_pieces: Vec<(u64, u64, u64)>,
 }
 
 /// The same image as a derived `Debug` of the materialised pool (the explorer's state digest
@@ -541,6 +556,9 @@ impl Pool {
             held_pages: 0,
             write_epoch: 0,
             checked: Cell::new(false),
+            spare_ok: Vec::new(),
+            spare_cut: Vec::new(),
+            spare_pieces: Vec::new(),
         }
     }
 
@@ -587,13 +605,23 @@ impl Pool {
     }
 
     pub fn alloc(&mut self, n: u64, holder: Holder) -> Option<Vec<Run>> {
+        let mut runs = Vec::new();
+        self.alloc_into(n, holder, &mut runs).then_some(runs)
+    }
+
+    /// `alloc` into `out` (empty: a caller's reused list); false, and nothing taken, when the
+    /// pages are not there.
+    pub fn alloc_into(&mut self, n: u64, holder: Holder, out: &mut Vec<Run>) -> bool {
+        debug_assert!(out.is_empty(), "alloc_into fills an empty list");
         self.checked.set(false);
-        let runs = self.alloc.alloc(n)?;
-        for r in &runs {
+        if !self.alloc.alloc_into(n, out) {
+            return false;
+        }
+        for r in out.iter() {
             self.holders.set(u64::from(r.first), u64::from(r.end()), holder);
         }
         self.held_pages += n;
-        Some(runs)
+        true
     }
 
     /// One page for `holder`: what `alloc(1, holder)` gives, without a list (a decode step's
@@ -629,21 +657,41 @@ impl Pool {
         self.checked.set(false);
         let total = pages_in(runs);
         let mut bad = Vec::new();
-        let (ok, ok_unhashed) = if hashed >= total {
+        // The freed runs, hashed ones then unhashed ones from `split` on, in the pool's reused
+        // buffers (a free is several a request; fresh lists were a fifth of a fuzzer-sized run's
+        // allocations).
+        let mut ok = std::mem::take(&mut self.spare_ok);
+        ok.clear();
+        let split = if hashed >= total {
             // Every page hashed (the usual free, and `free`): the runs as they are.
-            (self.release_held(runs, by, &mut bad), Vec::new())
+            self.release_held(runs, by, &mut bad, &mut ok);
+            ok.len()
         } else {
-            let (head, tail) = (slice_pages(runs, 0, hashed), slice_pages(runs, hashed, total - hashed));
-            (self.release_held(&head, by, &mut bad), self.release_held(&tail, by, &mut bad))
+            let mut cut = std::mem::take(&mut self.spare_cut);
+            cut.clear();
+            slice_pages_into(runs, 0, hashed, &mut cut);
+            let head = cut.len();
+            slice_pages_into(runs, hashed, total - hashed, &mut cut);
+            self.release_held(&cut[..head], by, &mut bad, &mut ok);
+            let split = ok.len();
+            self.release_held(&cut[head..], by, &mut bad, &mut ok);
+            self.spare_cut = cut;
+            split
         };
-        self.held_pages -= pages_in(&ok) + pages_in(&ok_unhashed);
-        self.alloc.free_split(&ok, &ok_unhashed);
+        self.held_pages -= pages_in(&ok);
+        self.alloc.free_split(&ok[..split], &ok[split..], &mut self.spare_cut);
+        self.spare_ok = ok;
         bad
     }
 
-    /// Clears the holder of the pages of `runs` that `by` holds (returned); the rest are bad frees.
-    fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>) -> Vec<Run> {
-        let mut ok: Vec<Run> = Vec::with_capacity(runs.len());
+    /// Clears the holder of the pages of `runs` that `by` holds (appended to `ok` as runs, merged
+    /// with each other but not with what `ok` held before); the rest are bad frees.
+    fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>, ok: &mut Vec<Run>) {
+        let base = ok.len();
+        let push = |ok: &mut Vec<Run>, r: Run| match ok[base..].last_mut() {
+            Some(last) if last.end() == r.first => last.count += r.count,
+            _ => ok.push(r),
+        };
         // Open appends are checked against the holders they saw: materialise them before a page
         // can change hands (a freed page reused by another request must not be overwritten by a
         // stale open append later). Only the freer's pages change hands, and an open append lies
@@ -659,19 +707,19 @@ impl Pool {
         for r in runs {
             // Usually the run is one holder run of its own (a page a decode step took): no walk.
             if self.holders.exact(u64::from(r.first), u64::from(r.end())) == Some(&by) {
-                push_run(&mut ok, *r);
+                push(ok, *r);
                 continue;
             }
             self.holders.visit(u64::from(r.first), u64::from(r.end()), |s, e, h| {
                 let run = Run { first: s as u32, count: (e - s) as u32 };
                 if h == Some(&by) {
-                    push_run(&mut ok, run);
+                    push(ok, run);
                 } else {
                     bad.push(BadFree { pages: run, holder: h.copied() });
                 }
             });
         }
-        for r in &ok {
+        for r in &ok[base..] {
             self.holders.clear(u64::from(r.first), u64::from(r.end()));
             if self.zero_on_free {
                 let ps = self.page_size;
@@ -684,7 +732,6 @@ impl Pool {
                 }
             }
         }
-        ok
     }
 
     /// The slot holding position `pos` of a block table of `table_pages` pages (`pages_in(table)`,
@@ -832,7 +879,8 @@ impl Pool {
         let mut rep = WriteReport::default();
         self.write_epoch += 1;
         let epoch = self.write_epoch;
-        let mut pieces = Vec::new();
+        let mut pieces = std::mem::take(&mut self.spare_pieces);
+        pieces.clear();
         self.map_positions(table, from, to, |pos, slot, len| pieces.push((slot, len, pos)));
         for &(slot, len, _) in &pieces {
             self.foreign_pages(slot, len, request, (cached_own, &[]), &mut rep);
@@ -847,6 +895,11 @@ impl Pool {
         }
         rep.slots = pieces;
         rep
+    }
+
+    /// Takes back a `WriteReport::slots` list its caller is done with, for the next `write`.
+    pub fn reuse_pieces(&mut self, pieces: Vec<(u64, u64, u64)>) {
+        self.spare_pieces = pieces;
     }
 
     /// `append`'s common token, alone and inlined into the decode step: when position `pos` (in a

@@ -95,12 +95,18 @@ impl World {
     /// `half` being a row's normal delay (half a message latency) and `lag` the request's
     /// metadata lag, which delays the first stage that writes a row. One stage: one row at
     /// `half + lag`, as without stages.
-    pub(crate) fn pp_meta_row_delays(&self, n: PrefillIdx, half: Duration, lag: Duration) -> Vec<Duration> {
+    /// (An iterator, not a list: one row per job at one stage was an allocation per job.)
+    pub(crate) fn pp_meta_row_delays(
+        &self,
+        n: PrefillIdx,
+        half: Duration,
+        lag: Duration,
+    ) -> impl Iterator<Item = Duration> {
         let stages = self.prefill[n.at()].pp().stages;
         let writers = match self.cfg.knobs.pp_metadata_writer {
             PpMetadataWriter::EveryStage => stages.max(1),
             PpMetadataWriter::LastStage => 1,
         };
-        (0..writers).map(|i| if i == 0 { Duration(half.0 + lag.0) } else { half }).collect()
+        (0..writers).map(move |i| if i == 0 { Duration(half.0 + lag.0) } else { half })
     }
 }

@@ -676,14 +676,13 @@ impl World {
         // 2. Inflight queue: release on Success (the finish reason becomes "length"), 500 on Failed.
         //    Only the requests whose sender has ended are copied out (a sender ends by event,
         //    never while this loop runs); the others stay queued untouched.
+        let mut ended = std::mem::take(&mut self.req_scratch);
+        ended.clear();
         let node = &self.prefill[n.at()];
-        let ended: Vec<RequestId> = node
-            .inflight
-            .iter()
-            .filter(|r| matches!(node.reqs[*r].sender, SenderState::Success | SenderState::Failed))
-            .copied()
-            .collect();
-        for r in ended {
+        ended.extend(
+            node.inflight.iter().filter(|r| matches!(node.reqs[*r].sender, SenderState::Success | SenderState::Failed)),
+        );
+        for &r in &ended {
             let pr = &self.prefill[n.at()].reqs[&r];
             match pr.sender {
                 SenderState::Success => {
@@ -703,6 +702,7 @@ impl World {
                 _ => {}
             }
         }
+        self.req_scratch = ended;
         // 3. Forward: chunked prefill over the waiting queue.
         if !self.prefill[n.at()].busy && !self.prefill[n.at()].waiting.is_empty() {
             self.prefill_start_forward(n);
@@ -712,7 +712,12 @@ impl World {
     fn prefill_start_forward(&mut self, n: PrefillIdx) {
         let k = self.cfg.knobs.clone();
         let mut budget = k.chunked_prefill_size;
-        let mut batch = Vec::new();
+        // The list `prefill_forward_done` emptied and left (a forward's batch was a fresh list
+        // every pass), and the world's spare list for each chunk's pages.
+        let mut batch = std::mem::take(&mut self.pnode(n).batch);
+        debug_assert!(batch.is_empty(), "an idle node's batch was taken by its forward's end or a crash");
+        batch.clear();
+        let mut runs = std::mem::take(&mut self.spare_runs);
         let cost = self.cfg.cost.clone();
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
@@ -763,21 +768,22 @@ impl World {
                 break;
             }
             self.evict_cache_for(n, need);
-            let Some(runs) = self.pnode(n).pool.alloc(need, Holder::Req(r)) else {
+            runs.clear();
+            if !self.pnode(n).pool.alloc_into(need, Holder::Req(r), &mut runs) {
                 self.prefix_pin(n, &keys, false);
                 break;
-            };
+            }
             if first {
                 self.prefix_take(n, r, keys);
             }
             let pool = self.prefill[n.at()].id();
             if need > 0 {
-                self.mem(MemOp::Alloc { pool, r, pages: runs.clone() });
+                self.mem_page_list(crate::trace::PageListOp::Alloc, pool, r, &runs);
             }
             self.phase(r, Lane::Prefill(n), Phase::Prefill { from, to });
             let pr = self.pnode(n).reqs.get_mut(&r).expect("waiting");
-            for run in runs {
-                push_run(&mut pr.pages, run);
+            for run in &runs {
+                push_run(&mut pr.pages, *run);
             }
             pr.pad_left = pad.saturating_sub(chunk);
             cost_ns = cost_ns.saturating_add(chunk_cost_ns(&cost, vfrom, chunk));
@@ -787,7 +793,9 @@ impl World {
                 break;
             }
         }
+        self.spare_runs = runs;
         if batch.is_empty() {
+            self.pnode(n).batch = batch;
             return;
         }
         let epoch = self.prefill[n.at()].life.epoch();
@@ -803,10 +811,10 @@ impl World {
             return;
         }
         let k = self.cfg.knobs.clone();
-        let batch = std::mem::take(&mut self.pnode(n).batch);
+        let mut batch = std::mem::take(&mut self.pnode(n).batch);
         self.pnode(n).busy = false;
         let pool_id = self.prefill[n.at()].id();
-        for (r, from, to) in batch {
+        for &(r, from, to) in &batch {
             let Some(pr) = self.prefill[n.at()].reqs.get(&r) else {
                 continue;
             };
@@ -830,7 +838,11 @@ impl World {
             });
             let mut rep = rep;
             let slots = std::mem::take(&mut rep.slots);
-            self.mem(MemOp::Write { pool: pool_id, r, tenant, slots });
+            if let Some(MemOp::Write { slots, .. }) =
+                self.mem_returning(MemOp::Write { pool: pool_id, r, tenant, slots })
+            {
+                self.prefill[n.at()].pool.reuse_pieces(slots);
+            }
             self.note_foreign_writes(pool_id, r, rep, crate::world::PREFILL_WRITE);
             // A clean read records nothing: its context is built only for one that is not.
             if !s.clean() {
@@ -892,6 +904,13 @@ impl World {
                 self.prefill_send(n, r, sent, num, true);
             }
         }
+        // The emptied list back for the next forward's batch (none can have started meanwhile:
+        // the node's tick comes by event; if one had, its batch stays).
+        let node = self.pnode(n);
+        if node.batch.is_empty() {
+            batch.clear();
+            node.batch = batch;
+        }
         self.tick_after_step(pool_id);
     }
 
@@ -929,8 +948,9 @@ impl World {
                 return;
             }
         }
-        let src = slice_pages(&pr.pages, from, count);
-        let dpages = slice_pages(&dst.pages, from, count);
+        let (mut src, mut dpages) = (self.jobs.spare_run_list(), self.jobs.spare_run_list());
+        crate::pool::slice_pages_into(&pr.pages, from, count, &mut src);
+        crate::pool::slice_pages_into(&dst.pages, from, count, &mut dpages);
         let room = self.reqs[r.idx()].room();
         // The cache entries whose pages this request may read: the prefix blocks it borrowed.
         let lenders: Vec<RequestId> =

@@ -444,7 +444,7 @@ impl World {
         self.reqs[r.idx()].note_late_writes(&late, pool);
         let pages = crate::pool::pages_in(&table);
         // The matched blocks' pages start its block table (the replay's reads need them).
-        self.mem(MemOp::Lock { pool, r, pages: table.clone() });
+        self.mem_page_list(crate::trace::PageListOp::Lock, pool, r, &table);
         let padded = self.cfg.knobs.prefix_hit_timing == crate::config::PrefixHitTiming::PaddedToMiss;
         let pr = self.prefill[n.at()].req_mut(r).expect("matching a queued request");
         pr.reuse_prefix(table, keys, reused, padded);

@@ -12,7 +12,7 @@ use crate::pool::{Run, WriteReport};
 use crate::prefill::PrefillNode;
 use crate::rng::Prng;
 use crate::router::Router;
-use crate::trace::{DecodeEntry, MemOp, TraceRecord, Tracer};
+use crate::trace::{DecodeEntry, MemOp, PageListOp, TraceRecord, Tracer};
 use crate::types::{DecodeIdx, Duration, Instant, NodeId, NodeIdx, PoolId, PrefillIdx, RequestId, Role, TenantId};
 // The event enum lives in `event` (trace and world both use it, neither imports the other).
 use crate::engine::queue::{EventQueue, Scheduled};
@@ -703,6 +703,11 @@ pub struct World {
     /// Scratch for a walk over a snapshot of a queue of requests (`prefill_tick`'s bootstrap and
     /// waiting queues): taken, filled, put back; cleared before each use.
     pub(crate) req_scratch: Vec<RequestId>,
+    /// Scratch for a page list used and dropped in one handler (a prefill chunk's fresh pages):
+    /// taken, filled, put back; cleared before each use.
+    pub(crate) spare_runs: Vec<Run>,
+    /// Scratch for `decode_poll_transfers`' snapshot of the statuses come: likewise.
+    pub(crate) poll_scratch: Vec<(RequestId, bool)>,
     /// The node whose step the event being handled ended (`tick_after_step`): it ticks next.
     step_tick: Option<NodeId>,
     violations_seen: usize,
@@ -830,6 +835,8 @@ impl World {
             decode_batch: Vec::new(),
             land_scratch: Default::default(),
             req_scratch: Vec::new(),
+            spare_runs: Vec::new(),
+            poll_scratch: Vec::new(),
             step_tick: None,
             violations_seen: 0,
             folded_statuses: Default::default(),
@@ -1040,6 +1047,16 @@ impl World {
             self.mem_reference(&op);
         }
         self.tracer.record(self.now, TraceRecord::Mem(op));
+    }
+
+    /// `mem` of `op.with(pool, r, pages)` from borrowed pages: copied only where something keeps
+    /// the operation (a reference oracle, a trace sink or collector), hashed in place otherwise.
+    #[inline]
+    pub(crate) fn mem_page_list(&mut self, op: PageListOp, pool: PoolId, r: RequestId, pages: &[Run]) {
+        if self.reference.is_some() {
+            return self.mem(op.with(pool, r, pages.to_vec()));
+        }
+        self.tracer.record_page_list(self.now, op, pool, r, pages);
     }
 
     /// `mem`, handing the operation back when the trace only hashes it (every run without a

@@ -17,6 +17,35 @@ use crate::pool::Run;
 use crate::types::{Instant, NodeId, PoolId, RequestId, Role, TenantId};
 use serde::{Deserialize, Serialize};
 
+/// The memory operations that are a pool, a request and a page list: traced from borrowed pages
+/// by `Tracer::record_page_list` (a run that only hashes its trace then copies no list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageListOp {
+    Alloc,
+    Free,
+    Lock,
+}
+
+impl PageListOp {
+    /// Its `MemOp` variant byte in the trace's encoding.
+    fn variant(self) -> u8 {
+        match self {
+            PageListOp::Alloc => 1,
+            PageListOp::Free => 2,
+            PageListOp::Lock => 9,
+        }
+    }
+
+    /// The `MemOp` it is, with its own copy of the pages.
+    pub fn with(self, pool: PoolId, r: RequestId, pages: Vec<Run>) -> MemOp {
+        match self {
+            PageListOp::Alloc => MemOp::Alloc { pool, r, pages },
+            PageListOp::Free => MemOp::Free { pool, r, pages },
+            PageListOp::Lock => MemOp::Lock { pool, r, pages },
+        }
+    }
+}
+
 /// A KV memory operation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -370,18 +399,8 @@ pub mod encode {
                 u32_(b, *pages);
                 u64_(b, *page_size);
             }
-            MemOp::Alloc { pool, r, pages } => {
-                b.push(1);
-                node(b, *pool);
-                u32_(b, r.0);
-                runs(b, pages);
-            }
-            MemOp::Free { pool, r, pages } => {
-                b.push(2);
-                node(b, *pool);
-                u32_(b, r.0);
-                runs(b, pages);
-            }
+            MemOp::Alloc { pool, r, pages } => page_list_body(b, PageListOp::Alloc, *pool, *r, pages),
+            MemOp::Free { pool, r, pages } => page_list_body(b, PageListOp::Free, *pool, *r, pages),
             MemOp::Write { pool, r, tenant, slots } => {
                 b.push(3);
                 node(b, *pool);
@@ -429,13 +448,24 @@ pub mod encode {
                 u64_(b, *wire);
                 runs(b, pages);
             }
-            MemOp::Lock { pool, r, pages } => {
-                b.push(9);
-                node(b, *pool);
-                u32_(b, r.0);
-                runs(b, pages);
-            }
+            MemOp::Lock { pool, r, pages } => page_list_body(b, PageListOp::Lock, *pool, *r, pages),
         }
+    }
+
+    /// The body of an `Alloc`, `Free` or `Lock` (after `at` and the kind byte).
+    #[inline]
+    fn page_list_body(b: &mut Vec<u8>, op: PageListOp, pool: PoolId, r: RequestId, pages: &[Run]) {
+        b.push(op.variant());
+        node(b, pool);
+        u32_(b, r.0);
+        runs(b, pages);
+    }
+
+    /// `mem` of `op.with(pool, r, pages)`, from borrowed pages.
+    pub fn page_list(b: &mut Vec<u8>, at: Instant, op: PageListOp, pool: PoolId, r: RequestId, pages: &[Run]) {
+        u64_(b, at.0);
+        b.push(MEM);
+        page_list_body(b, op, pool, r, pages);
     }
 
     /// A decode step (variant 6): pool, a `u32` count, then per entry r u32, tenant u32,
@@ -702,6 +732,21 @@ impl Tracer {
         Some(rec)
     }
 
+    /// `record` of `TraceRecord::Mem(op.with(pool, r, pages))`, the pages copied only when a
+    /// sink or a collector keeps the record: the same bytes hashed.
+    #[inline]
+    pub fn record_page_list(&mut self, at: Instant, op: PageListOp, pool: PoolId, r: RequestId, pages: &[Run]) {
+        if !self.hash_only() {
+            return self.record(at, TraceRecord::Mem(op.with(pool, r, pages.to_vec())));
+        }
+        if self.step.is_some() {
+            self.end_decode_step();
+        }
+        encode::page_list(&mut self.buf, at, op, pool, r, pages);
+        self.records += 1;
+        self.flush_if_full();
+    }
+
     pub fn record(&mut self, at: Instant, rec: TraceRecord) {
         self.hash_record(at, &rec);
         if let Some(s) = self.sink.as_mut() {
@@ -849,6 +894,32 @@ mod tests {
         // Python's `xxhash` 3.x binding of the C reference: `xxh3_64_hexdigest`).
         assert_eq!(bytes.len(), 208);
         assert_eq!(spec, "ec5432b98a166dec");
+    }
+
+    /// A page list traced from borrowed pages (`record_page_list`) is the record `record` traces
+    /// for the same operation, hashed and kept alike, and closes an open decode step first.
+    #[test]
+    fn a_borrowed_page_list_traces_as_its_mem_op() {
+        let pages = [Run { first: 3, count: 2 }, Run { first: 9, count: 1 }];
+        let entry = DecodeEntry { r: RequestId(4), tenant: TenantId(1), seq_len: 17, page: None, slot: 70 };
+        for op in [PageListOp::Alloc, PageListOp::Free, PageListOp::Lock] {
+            let (mut by_op, mut borrowed) = (Tracer::collecting(None), Tracer::new(None));
+            let mut hashed = Tracer::new(None);
+            for t in [&mut by_op, &mut borrowed, &mut hashed] {
+                t.decode_entry(Instant(5), D1, entry);
+            }
+            by_op.record(Instant(6), TraceRecord::Mem(op.with(P0, RequestId(4), pages.to_vec())));
+            borrowed.record_page_list(Instant(6), op, P0, RequestId(4), &pages);
+            hashed.record(Instant(6), TraceRecord::Mem(op.with(P0, RequestId(4), pages.to_vec())));
+            assert_eq!(borrowed.hash_hex(), hashed.hash_hex(), "{op:?}");
+            assert_eq!(borrowed.hash_hex(), by_op.hash_hex(), "{op:?}");
+            assert_eq!((borrowed.records, by_op.records), (2, 2), "{op:?}");
+            // With a collector the record is kept, as `record` keeps it.
+            let mut kept = Tracer::collecting(None);
+            kept.record_page_list(Instant(6), op, P0, RequestId(4), &pages);
+            let got = kept.collected.as_ref().map(|c| c.last().cloned());
+            assert_eq!(got, Some(Some((Instant(6), TraceRecord::Mem(op.with(P0, RequestId(4), pages.to_vec()))))));
+        }
     }
 
     #[test]
