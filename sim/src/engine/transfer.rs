@@ -303,7 +303,7 @@ pub struct Jobs {
 }
 
 /// At most this many spare lists of each kind are kept (about the jobs in flight at once).
-const SPARE_LISTS: usize = 16;
+const SPARE_LISTS: usize = 8;
 
 #[derive(Clone)]
 struct JobEntry {
