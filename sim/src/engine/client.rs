@@ -134,8 +134,30 @@ pub(crate) const RUN_SEQ_BASE: u64 = 1 << 63;
 /// An event's time and sequence number.
 type Timed = (Instant, u64);
 
+/// At most this many requests' specs are kept from the pass that measures the workload (a
+/// fuzzer-sized run's few), so the run's arrivals need not draw the generator again; a larger
+/// workload is drawn again as it runs (memory bounded by what is in flight, not by the workload).
+const KEPT_SPECS: usize = 1024;
+
+/// The workload in id order: kept from the measuring pass, or drawn again.
+enum Specs {
+    Kept(std::vec::IntoIter<RequestSpec>),
+    Drawn(InIdOrder),
+}
+
+impl Iterator for Specs {
+    type Item = RequestSpec;
+    #[inline]
+    fn next(&mut self) -> Option<RequestSpec> {
+        match self {
+            Specs::Kept(k) => k.next(),
+            Specs::Drawn(d) => d.next(),
+        }
+    }
+}
+
 pub(crate) struct Arrivals {
-    specs: std::iter::Peekable<InIdOrder>,
+    specs: std::iter::Peekable<Specs>,
     /// The id and sequence number of the next arrival.
     next_id: u32,
     next_seq: u64,
@@ -165,18 +187,28 @@ impl Arrivals {
 
 impl World {
     /// Sets up the workload as a stream of arrivals, and returns the last arrival time (the
-    /// liveness horizon's base). One pass over the workload measures it without keeping it (the
-    /// generator is drawn again, in the same order, as the run takes its arrivals). A workload
+    /// liveness horizon's base). One pass over the workload measures it; up to `KEPT_SPECS`
+    /// requests it keeps what it drew for the run's arrivals, beyond that it keeps nothing and the
+    /// generator is drawn again, in the same order, as the run takes its arrivals. A workload
     /// with a client abort before its request's arrival (never from the generator; the scenario
     /// parser refuses it too) is queued whole instead, where the abort keeps its place.
     pub(crate) fn build_workload(&mut self) -> Instant {
         let mut last = Instant(0);
         let mut early_abort = false;
+        let total = self.cfg.requests.len() + self.cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
+        let mut kept = (total <= KEPT_SPECS).then(|| Vec::with_capacity(total));
         for s in InIdOrder::new(&self.cfg) {
             last = last.max(Instant(s.at_ns));
             early_abort |= s.abort_at_ns.is_some_and(|a| a < s.at_ns);
+            if let Some(k) = kept.as_mut() {
+                k.push(s);
+            }
         }
-        self.arrivals = Some(Arrivals { specs: InIdOrder::new(&self.cfg).peekable(), next_id: 0, next_seq: 1 });
+        let specs = match kept {
+            Some(k) => Specs::Kept(k.into_iter()),
+            None => Specs::Drawn(InIdOrder::new(&self.cfg)),
+        };
+        self.arrivals = Some(Arrivals { specs: specs.peekable(), next_id: 0, next_seq: 1 });
         if early_abort {
             self.materialize_arrivals();
         }
