@@ -142,7 +142,8 @@ const KEPT_SPECS: usize = 1024;
 /// The workload in id order: kept from the measuring pass, or drawn again.
 enum Specs {
     Kept(std::vec::IntoIter<RequestSpec>),
-    Drawn(InIdOrder),
+    /// Boxed: only a workload of more than `KEPT_SPECS` requests draws again.
+    Drawn(Box<InIdOrder>),
 }
 
 impl Iterator for Specs {
@@ -206,7 +207,7 @@ impl World {
         }
         let specs = match kept {
             Some(k) => Specs::Kept(k.into_iter()),
-            None => Specs::Drawn(InIdOrder::new(&self.cfg)),
+            None => Specs::Drawn(Box::new(InIdOrder::new(&self.cfg))),
         };
         self.arrivals = Some(Arrivals { specs: specs.peekable(), next_id: 0, next_seq: 1 });
         if early_abort {
