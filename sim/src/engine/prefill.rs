@@ -717,7 +717,7 @@ impl World {
         let mut batch = std::mem::take(&mut self.pnode(n).batch);
         debug_assert!(batch.is_empty(), "an idle node's batch was taken by its forward's end or a crash");
         batch.clear();
-        let mut runs = std::mem::take(&mut self.spare_runs);
+        let mut runs = std::mem::take(&mut self.runs_scratch);
         let cost = self.cfg.cost.clone();
         // Saturating: the inputs are range-checked (scenario limits), a product past the horizon stays there.
         let mut cost_ns = cost.prefill_base_us.saturating_mul(1000);
@@ -793,7 +793,7 @@ impl World {
                 break;
             }
         }
-        self.spare_runs = runs;
+        self.runs_scratch = runs;
         if batch.is_empty() {
             self.pnode(n).batch = batch;
             return;

@@ -7,11 +7,11 @@ use crate::types::RequestId;
 /// node's requests and a pool's open appends are looked up on every request-token, by a decode
 /// step that goes through its batch in admission order, which is mostly id order: a lookup first
 /// tries the entry after the one it last found, then that one (one or two compares), then a
-/// binary search over contiguous entries, where a B-tree walked its nodes. A new request has the largest id so
-/// far in the usual case, so an insert is a push; a removal shifts the entries after it (tens of
-/// entries; thousands on a node with that many queued, which makes an overloaded run quadratic:
-/// holes swept out later, or a ring buffer, were measured and cost 2–9% more instructions on
-/// every bench row, whose maps are small, so they were not kept).
+/// binary search over contiguous entries, where a B-tree walked its nodes. A new request has the
+/// largest id so far in the usual case, so an insert is a push; a removal shifts the entries
+/// after it (tens of entries; thousands on a node with that many queued, which makes an
+/// overloaded run quadratic: holes swept out later, or a ring buffer, were measured and cost 2–9%
+/// more instructions on every bench row, whose maps are small, so they were not kept).
 #[derive(Clone)]
 pub struct ReqMap<V> {
     items: Vec<(RequestId, V)>,

@@ -705,7 +705,7 @@ pub struct World {
     pub(crate) req_scratch: Vec<RequestId>,
     /// Scratch for a page list used and dropped in one handler (a prefill chunk's fresh pages):
     /// taken, filled, put back; cleared before each use.
-    pub(crate) spare_runs: Vec<Run>,
+    pub(crate) runs_scratch: Vec<Run>,
     /// Scratch for `decode_poll_transfers`' snapshot of the statuses come: likewise.
     pub(crate) poll_scratch: Vec<(RequestId, bool)>,
     /// The node whose step the event being handled ended (`tick_after_step`): it ticks next.
@@ -835,7 +835,7 @@ impl World {
             decode_batch: Vec::new(),
             land_scratch: Default::default(),
             req_scratch: Vec::new(),
-            spare_runs: Vec::new(),
+            runs_scratch: Vec::new(),
             poll_scratch: Vec::new(),
             step_tick: None,
             violations_seen: 0,
