@@ -579,6 +579,17 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     s
 }
 
+/// The command's heap is mimalloc's, not glibc's: a fuzzer-sized run makes about 200 short-lived
+/// allocations, and a campaign millions, and glibc's `malloc.c` was about 9% of such a run's
+/// instructions. Nothing in the model reads an address (its maps use a fixed hasher), so traces and
+/// hashes do not depend on the allocator. Built as mimalloc v2 with transparent huge pages off for
+/// the process: with them on (this VM's default, `always`), mimalloc's eagerly committed arena
+/// became resident in 2 MiB pages and `blis-fair-10k`'s peak RSS went from 12.8 MB to 31.9 MB,
+/// over issue 14's 20 MB (BENCHMARKS.md, "Fifty-sixth session"). The library crate (`kvsim`)
+/// and its tests keep the system allocator.
+#[global_allocator]
+static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     restore_sigpipe();
     quiet_output_failures();
