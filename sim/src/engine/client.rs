@@ -198,6 +198,9 @@ impl World {
         let mut early_abort = false;
         let total = self.cfg.requests.len() + self.cfg.generator.as_ref().map_or(0, |g| g.requests as usize);
         let mut kept = (total <= KEPT_SPECS).then(|| Vec::with_capacity(total));
+        // A configuration built in code is not validated against the scenario limit; past it
+        // the table grows as before.
+        self.reqs.reserve(total.min(crate::scenario::MAX_REQUESTS as usize));
         for s in InIdOrder::new(&self.cfg) {
             last = last.max(Instant(s.at_ns));
             early_abort |= s.abort_at_ns.is_some_and(|a| a < s.at_ns);
