@@ -302,6 +302,26 @@ mod tests {
         assert!(w.arrivals.is_none());
     }
 
+    /// The table has room for the whole workload before the first arrival, and is never moved
+    /// while the run fills it (`Reqs::reserve`: no doubling copies, no old and new table held at
+    /// once).
+    #[test]
+    fn the_request_table_is_sized_to_the_workload() {
+        let text = include_str!("../../bench-scenarios/blis-fair-10k.toml");
+        let mut cfg = crate::scenario::Scenario::parse("blis-fair-10k.toml", text)
+            .and_then(|s| s.resolve(&Default::default()))
+            .expect("parses");
+        cfg.generator.as_mut().expect("generated").requests = 3_000; // past `client::KEPT_SPECS`
+        let mut w = World::new(cfg, crate::trace::Tracer::new(None));
+        w.fold_finished = true;
+        assert_eq!(w.reqs.len(), 0);
+        assert!(w.reqs.slots.capacity() >= 3_000, "{}", w.reqs.slots.capacity());
+        let table = w.reqs.slots.as_ptr();
+        w.run();
+        assert_eq!(w.reqs.len(), 3_000);
+        assert_eq!(w.reqs.slots.as_ptr(), table, "the table moved");
+    }
+
     /// A folded record is 64 bytes and a slot at most 72: what a finished request costs for the rest of
     /// the run (BENCHMARKS.md, issue 14).
     #[test]
