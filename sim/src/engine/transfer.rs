@@ -293,7 +293,7 @@ impl TransferJob {
 /// ever seen (BENCHMARKS.md, issue 14). Ids are handed out in order and never reused.
 #[derive(Clone, Default)]
 pub struct Jobs {
-    live: Window,
+    live: Window<JobEntry>,
     next: u32,
     /// Retired jobs' page and batch lists, emptied, for the next jobs (a job's two page lists
     /// and its batch list were fresh allocations: about a sixth of a fuzzer-sized run's). No
@@ -309,33 +309,39 @@ pub struct Jobs {
 /// minutes. It was a `BTreeMap`, whose insert and remove cost about 180 and 420 instructions a
 /// job (2% of a fuzzer-sized run, callgrind); a slot here is an index. Iteration is in id order,
 /// as the map's was (`transfer_reader_died`, `transfer_pull_forward`, the state digest).
-#[derive(Clone, Default)]
-struct Window {
+#[derive(Clone)]
+struct Window<T> {
     /// The id of `slots[0]`.
     base: u32,
-    slots: std::collections::VecDeque<Option<JobEntry>>,
+    slots: std::collections::VecDeque<Option<T>>,
     /// How many slots are held.
     held: usize,
 }
 
-impl Window {
+impl<T> Default for Window<T> {
+    fn default() -> Self {
+        Window { base: 0, slots: Default::default(), held: 0 }
+    }
+}
+
+impl<T> Window<T> {
     #[inline]
     fn slot(&self, id: JobId) -> Option<usize> {
         id.0.checked_sub(self.base).map(|i| i as usize).filter(|&i| i < self.slots.len())
     }
 
     #[inline]
-    fn get(&self, id: JobId) -> Option<&JobEntry> {
+    fn get(&self, id: JobId) -> Option<&T> {
         self.slot(id).and_then(|i| self.slots[i].as_ref())
     }
 
     #[inline]
-    fn get_mut(&mut self, id: JobId) -> Option<&mut JobEntry> {
+    fn get_mut(&mut self, id: JobId) -> Option<&mut T> {
         self.slot(id).and_then(|i| self.slots[i].as_mut())
     }
 
     /// Holds the job with the next id (`base` plus the window's length).
-    fn push(&mut self, id: JobId, e: JobEntry) {
+    fn push(&mut self, id: JobId, e: T) {
         if self.held == 0 {
             // Nothing held: the window starts again at this id.
             self.slots.clear();
@@ -347,7 +353,7 @@ impl Window {
     }
 
     /// The job leaves; the window's front moves past the slots emptied before it.
-    fn remove(&mut self, id: JobId) -> Option<JobEntry> {
+    fn remove(&mut self, id: JobId) -> Option<T> {
         let i = self.slot(id)?;
         let e = self.slots[i].take()?;
         self.held -= 1;
@@ -358,16 +364,16 @@ impl Window {
         Some(e)
     }
 
-    fn values(&self) -> impl Iterator<Item = &JobEntry> {
+    fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().flatten()
     }
 
-    fn values_mut(&mut self) -> impl Iterator<Item = &mut JobEntry> {
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
         self.slots.iter_mut().flatten()
     }
 
     /// `(id, job)` in id order.
-    fn iter(&self) -> impl Iterator<Item = (JobId, &JobEntry)> {
+    fn iter(&self) -> impl Iterator<Item = (JobId, &T)> {
         let base = self.base;
         self.slots.iter().enumerate().filter_map(move |(i, e)| e.as_ref().map(|e| (JobId(base + i as u32), e)))
     }
@@ -1252,6 +1258,46 @@ impl World {
 #[cfg(test)]
 mod tests {
     use crate::fuzz::{draw, Space};
+
+    /// The job window against a `BTreeMap` model: jobs pushed in id order and removed in any
+    /// order (a pseudo-random one, and the window emptied and refilled), every lookup, the held
+    /// count and the iteration in id order the same after every step; the window's slots never
+    /// outnumber the ids from the oldest held to the last handed out.
+    #[test]
+    fn the_job_window_is_a_map_by_id() {
+        use super::{JobId, Window};
+        let mut w: Window<u64> = Window::default();
+        let mut m = std::collections::BTreeMap::new();
+        let (mut next, mut x) = (0u32, 0x2545_f491_4f6c_dd1du64);
+        for step in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Bursts of pushes, then of removals, so that the window also empties.
+            if (step / 500) % 2 == 0 && x % 3 != 0 {
+                w.push(JobId(next), u64::from(next) * 7);
+                m.insert(next, u64::from(next) * 7);
+                next += 1;
+            } else if !m.is_empty() {
+                let keys: Vec<u32> = m.keys().copied().collect();
+                let k = keys[(x % keys.len() as u64) as usize];
+                assert_eq!(w.remove(JobId(k)), m.remove(&k));
+                assert_eq!(w.remove(JobId(k)), None, "removed twice");
+            }
+            assert_eq!(w.len(), m.len());
+            let (a, b): (Vec<(u32, u64)>, Vec<(u32, u64)>) =
+                (w.iter().map(|(id, v)| (id.0, *v)).collect(), m.iter().map(|(k, v)| (*k, *v)).collect());
+            assert_eq!(a, b, "step {step}");
+            if let Some(lo) = m.keys().next() {
+                assert!(w.slots.len() <= (next - lo) as usize, "step {step}: {} slots", w.slots.len());
+            } else {
+                assert!(w.slots.is_empty());
+            }
+            for probe in [0, next / 2, next.saturating_sub(1), next, next + 5] {
+                assert_eq!(w.get(JobId(probe)), m.get(&probe), "step {step}, id {probe}");
+            }
+        }
+    }
 
     /// A job keeps its page lists exactly while something can still read them: once its
     /// `TransferDone` and every land scheduled for it were handled they are gone, and a job with
