@@ -1285,8 +1285,8 @@ mod tests {
                 assert_eq!(w.remove(JobId(k)), None, "removed twice");
             }
             assert_eq!(w.len(), m.len());
-            let (a, b): (Vec<(u32, u64)>, Vec<(u32, u64)>) =
-                (w.iter().map(|(id, v)| (id.0, *v)).collect(), m.iter().map(|(k, v)| (*k, *v)).collect());
+            let a: Vec<(u32, u64)> = w.iter().map(|(id, v)| (id.0, *v)).collect();
+            let b: Vec<(u32, u64)> = m.iter().map(|(k, v)| (*k, *v)).collect();
             assert_eq!(a, b, "step {step}");
             if let Some(lo) = m.keys().next() {
                 assert!(w.slots.len() <= (next - lo) as usize, "step {step}: {} slots", w.slots.len());
