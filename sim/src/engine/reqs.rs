@@ -260,6 +260,16 @@ mod tests {
         serde_json::to_string(&crate::report::Report::build(w, String::new())).expect("serialises")
     }
 
+    /// The peer's workload (`blis-fair-10k`) with `requests` generated requests.
+    fn blis(requests: u32) -> crate::config::SimConfig {
+        let text = include_str!("../../bench-scenarios/blis-fair-10k.toml");
+        let mut cfg = crate::scenario::Scenario::parse("blis-fair-10k.toml", text)
+            .and_then(|s| s.resolve(&Default::default()))
+            .expect("parses");
+        cfg.generator.as_mut().expect("generated").requests = requests;
+        cfg
+    }
+
     fn folding(cfg: crate::config::SimConfig) -> World {
         let mut w = World::new(cfg, crate::trace::Tracer::new(None));
         w.fold_finished = true;
@@ -290,12 +300,7 @@ mod tests {
     /// record per request.
     #[test]
     fn a_clean_run_folds_every_request_and_keeps_no_job() {
-        let text = include_str!("../../bench-scenarios/blis-fair-10k.toml");
-        let mut cfg = crate::scenario::Scenario::parse("blis-fair-10k.toml", text)
-            .and_then(|s| s.resolve(&Default::default()))
-            .expect("parses");
-        cfg.generator.as_mut().expect("generated").requests = 2_000;
-        let w = folding(cfg);
+        let w = folding(blis(2_000));
         assert!(w.oracle.violations.is_empty());
         assert_eq!((w.reqs.len(), w.reqs.folded()), (2_000, 2_000));
         assert_eq!((w.jobs.is_empty(), w.jobs.held()), (false, 0));
@@ -307,12 +312,7 @@ mod tests {
     /// once).
     #[test]
     fn the_request_table_is_sized_to_the_workload() {
-        let text = include_str!("../../bench-scenarios/blis-fair-10k.toml");
-        let mut cfg = crate::scenario::Scenario::parse("blis-fair-10k.toml", text)
-            .and_then(|s| s.resolve(&Default::default()))
-            .expect("parses");
-        cfg.generator.as_mut().expect("generated").requests = 3_000; // past `client::KEPT_SPECS`
-        let mut w = World::new(cfg, crate::trace::Tracer::new(None));
+        let mut w = World::new(blis(3_000), crate::trace::Tracer::new(None)); // past `client::KEPT_SPECS`
         w.fold_finished = true;
         assert_eq!(w.reqs.len(), 0);
         assert!(w.reqs.slots.capacity() >= 3_000, "{}", w.reqs.slots.capacity());
