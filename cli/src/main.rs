@@ -579,8 +579,8 @@ pub fn reproduce_cmd(path: &str, cfg: &SimConfig, opts: &RunOpts) -> String {
     s
 }
 
-/// The command's heap is mimalloc's, not glibc's: a fuzzer-sized run makes about 200 short-lived
-/// allocations, and a campaign millions, and glibc's `malloc.c` was about 9% of such a run's
+/// The command's heap is mimalloc's, not glibc's: a fuzzer-sized run makes about 200 allocations
+/// (dhat), and a campaign millions, and glibc's `malloc.c` was about 9% of such a run's
 /// instructions. Nothing in the model reads an address (its maps use a fixed hasher), so traces and
 /// hashes do not depend on the allocator. Built as mimalloc v2 with transparent huge pages off for
 /// the process: with them on (this VM's default, `always`), mimalloc's eagerly committed arena
