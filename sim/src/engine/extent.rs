@@ -293,12 +293,31 @@ impl<V: RunValue> Dense<V> {
         None
     }
 
+    /// The smallest run start in `[k, end)`: `succ` that does not climb the levels when `k`'s
+    /// own word shows that none lies before `end` (a page-sized range in one word of level 0, the
+    /// usual `set` and `clear`), nor past a start found beyond `end`.
+    #[inline]
+    fn succ_before(&self, k: u64, end: u64) -> Option<u64> {
+        if k >= end || k >= self.universe {
+            return None;
+        }
+        let m = self.levels[0].word(k >> 6) & (u64::MAX << (k & 63));
+        if m != 0 {
+            let s = (k & !63) | low(m);
+            return (s < end).then_some(s);
+        }
+        if end - 1 <= k | 63 {
+            return None; // the rest of `k`'s word is all of `[k, end)`
+        }
+        self.succ_above(k >> 6).filter(|&s| s < end)
+    }
+
     /// `IntervalMap::cut` (see there) over the dense runs.
     fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
         let mut tail: Option<(u64, V)> = None;
         // The runs starting inside `[start, end)`: removed; the last may reach beyond `end`.
-        let mut k = self.succ(start);
-        while let Some(s) = k.filter(|&s| s < end) {
+        let mut k = self.succ_before(start, end);
+        while let Some(s) = k {
             let (e, v) = self.run(s);
             let last = *e >= end; // runs do not overlap: the next starts at or after `end`
             if *e > end {
@@ -308,7 +327,7 @@ impl<V: RunValue> Dense<V> {
             if last {
                 break;
             }
-            k = self.succ(s + 1);
+            k = self.succ_before(s + 1, end);
         }
         // The run before `start`: cut back to `start`, then perhaps extended over `[start, end)`.
         let mut merged = false;
@@ -333,12 +352,13 @@ impl<V: RunValue> Dense<V> {
         merged
     }
 
-    /// The run that covers `k`, or else the first after it: where a walk over `[k, ..)` begins.
+    /// The run that covers `k`, or else the first after it that starts before `end`: where a
+    /// walk over `[k, end)` begins.
     #[inline]
-    fn first_touching(&self, k: u64) -> Option<u64> {
+    fn first_touching(&self, k: u64, end: u64) -> Option<u64> {
         match self.pred(k) {
             Some(p) if self.run(p).0 > k => Some(p),
-            _ => self.succ(k),
+            _ => self.succ_before(k, end),
         }
     }
 }
@@ -526,14 +546,14 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             Repr::Dense(d) => {
-                let mut k = d.first_touching(start);
-                while let Some(s) = k.filter(|&s| s < end) {
+                let mut k = d.first_touching(start, end);
+                while let Some(s) = k {
                     let (e, v) = d.run(s);
                     piece(s, *e, v);
                     if *e >= end {
                         break; // runs do not overlap: the next starts at or after `end`
                     }
-                    k = d.succ(s + 1);
+                    k = d.succ_before(s + 1, end);
                 }
             }
         }
@@ -759,6 +779,33 @@ mod tests {
             assert_eq!(m.covering(10, 21), None, "beyond the run");
             assert_eq!(m.covering(9, 12), None, "before the run");
             assert_eq!(m.covering(12, 12), None, "empty");
+        }
+    }
+
+    /// `succ_before(k, end)` is `succ(k)` when that is below `end`, else `None`: for ranges inside
+    /// one word, across words, and across empty stretches of every level, both sides of a start.
+    #[test]
+    fn succ_before_is_succ_bounded() {
+        let mut next = crate::engine::rng::test_draws(0x5851_f42d_4c95_7f2du64);
+        for universe in [64u64, 1 << 20, 1 << 34] {
+            let mut m: IntervalMap<P> = IntervalMap::with_universe(universe);
+            let span = universe.min(1 << 22);
+            for _ in 0..300 {
+                let s = next(span - 8);
+                m.set(s, s + 1 + next(6), P(1, s));
+            }
+            let Repr::Dense(d) = &m.repr else { panic!("dense") };
+            let starts: Vec<u64> = m.runs().map(|(s, _, _)| s).collect();
+            for i in 0..4_000u64 {
+                let k = match i % 3 {
+                    0 => next(span),
+                    _ => starts[next(starts.len() as u64) as usize] + next(3),
+                }
+                .saturating_sub(u64::from(i % 5 == 0));
+                let k = k.min(universe - 1);
+                let end = k + 1 + [next(4), next(64), next(5_000), next(span)][(i % 4) as usize];
+                assert_eq!(d.succ_before(k, end), d.succ(k).filter(|&s| s < end), "[{k}, {end})");
+            }
         }
     }
 
