@@ -36,6 +36,11 @@ pub struct IntervalMap<V> {
     /// (`None`: nothing), so that it checks the runs there and their neighbours instead of the
     /// whole map. Not part of the map's value (`Debug` leaves it out).
     dirty: Cell<Option<(u64, u64)>>,
+    /// The dense run `[start, end)` that `covering` or `first_touching` last found, kept until
+    /// `set` or `clear` changes the map: consecutive transfer batches read and check the pages
+    /// of one run one batch after another, and find it here without the levels' walk. Not part
+    /// of the map's value.
+    found: Cell<Option<(u64, u64)>>,
 }
 
 #[derive(Clone)]
@@ -351,16 +356,6 @@ impl<V: RunValue> Dense<V> {
         }
         merged
     }
-
-    /// The run that covers `k`, or else the first after it that starts before `end`: where a
-    /// walk over `[k, end)` begins.
-    #[inline]
-    fn first_touching(&self, k: u64, end: u64) -> Option<u64> {
-        match self.pred(k) {
-            Some(p) if self.run(p).0 > k => Some(p),
-            _ => self.succ_before(k, end),
-        }
-    }
 }
 
 /// The runs as `derive(Debug)` of the B-tree showed them: `{start: (end, value), ...}`.
@@ -382,13 +377,13 @@ impl<V: RunValue + std::fmt::Debug> std::fmt::Debug for IntervalMap<V> {
 impl<V: RunValue> IntervalMap<V> {
     /// A map over any `u64` keys (a B-tree).
     pub fn new() -> Self {
-        IntervalMap { repr: Repr::Tree(BTreeMap::new()), dirty: Cell::new(None) }
+        IntervalMap { repr: Repr::Tree(BTreeMap::new()), dirty: Cell::new(None), found: Cell::new(None) }
     }
 
     /// A map whose keys all lie below `universe` (a pool's slots or pages): the dense form. A run
     /// starting at or beyond `universe` is a model bug (it panics).
     pub fn with_universe(universe: u64) -> Self {
-        IntervalMap { repr: Repr::Dense(Dense::new(universe)), dirty: Cell::new(None) }
+        IntervalMap { repr: Repr::Dense(Dense::new(universe)), dirty: Cell::new(None), found: Cell::new(None) }
     }
 
     /// Notes that keys `[start, end]` may have changed (`invariants`).
@@ -396,6 +391,7 @@ impl<V: RunValue> IntervalMap<V> {
     fn touched(&self, start: u64, end: u64) {
         let (lo, hi) = self.dirty.get().map_or((start, end), |(lo, hi)| (lo.min(start), hi.max(end)));
         self.dirty.set(Some((lo, hi)));
+        self.found.set(None);
     }
 
     pub fn len_runs(&self) -> usize {
@@ -507,10 +503,23 @@ impl<V: RunValue> IntervalMap<V> {
         match &self.repr {
             Repr::Tree(t) => t.range(..=start).next_back().filter(|(_, (e, _))| *e >= end).map(|(&s, (_, v))| (s, v)),
             Repr::Dense(d) => {
-                let p = d.pred(start)?;
+                let p = self.dense_pred(d, start)?;
                 let (e, v) = d.run(p);
+                if *e > start {
+                    self.found.set(Some((p, *e)));
+                }
                 (*e >= end).then_some((p, v))
             }
+        }
+    }
+
+    /// `d.pred(k)`, from the run last found when it covers `k` (no other run starts between its
+    /// start and `k`: runs do not overlap).
+    #[inline(always)]
+    fn dense_pred(&self, d: &Dense<V>, k: u64) -> Option<u64> {
+        match self.found.get() {
+            Some((s, e)) if s <= k && k < e => Some(s),
+            _ => d.pred(k),
         }
     }
 
@@ -546,7 +555,13 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             Repr::Dense(d) => {
-                let mut k = d.first_touching(start, end);
+                let mut k = match self.dense_pred(d, start) {
+                    Some(p) if d.run(p).0 > start => {
+                        self.found.set(Some((p, d.run(p).0)));
+                        Some(p)
+                    }
+                    _ => d.succ_before(start, end),
+                };
                 while let Some(s) = k {
                     let (e, v) = d.run(s);
                     piece(s, *e, v);
@@ -780,6 +795,29 @@ mod tests {
             assert_eq!(m.covering(9, 12), None, "before the run");
             assert_eq!(m.covering(12, 12), None, "empty");
         }
+    }
+
+    /// The run `covering` and `visit` last found answers the next lookup inside it, and is
+    /// forgotten when `set` or `clear` changes the map: lookups after a change see the change.
+    #[test]
+    fn a_found_run_is_forgotten_when_the_map_changes() {
+        let mut m = IntervalMap::with_universe(1 << 20);
+        m.set(1_000, 5_000, P(1, 1_000));
+        assert_eq!(m.covering(1_200, 1_300), Some((1_000, &P(1, 1_000))));
+        assert_eq!(m.found.get(), Some((1_000, 5_000)), "the run is kept");
+        assert_eq!(m.covering(4_000, 4_100), Some((1_000, &P(1, 1_000))), "answered from it");
+        m.clear(3_000, 3_500);
+        assert_eq!(m.found.get(), None);
+        assert_eq!(m.covering(3_100, 3_200), None, "the cleared hole");
+        assert_eq!(m.covering(3_600, 3_700), Some((3_500, &P(1, 3_500))), "the run after the hole");
+        m.pieces(3_550, 3_560);
+        m.set(3_600, 3_610, P(2, 0));
+        assert_eq!(
+            m.pieces(3_590, 3_620),
+            vec![(3_590, 3_600, Some(P(1, 3_590))), (3_600, 3_610, Some(P(2, 0))), (3_610, 3_620, Some(P(1, 3_610))),]
+        );
+        assert_eq!(m.covering(3_605, 3_606), Some((3_600, &P(2, 0))));
+        m.invariants();
     }
 
     /// `succ_before(k, end)` is `succ(k)` when that is below `end`, else `None`: for ranges inside
