@@ -318,7 +318,10 @@ impl<V: RunValue> Dense<V> {
     }
 
     /// `IntervalMap::cut` (see there) over the dense runs.
-    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+    /// `found`: the map's kept run from before this change (`IntervalMap::found`), which is the
+    /// run before `start` when it covers `start - 1` (the runs removed first start at or after
+    /// `start`). Returns the start of the run before `start` when it was extended over the range.
+    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>, found: Option<(u64, u64)>) -> Option<u64> {
         let mut tail: Option<(u64, V)> = None;
         // The runs starting inside `[start, end)`: removed; the last may reach beyond `end`.
         let mut k = self.succ_before(start, end);
@@ -335,8 +338,12 @@ impl<V: RunValue> Dense<V> {
             k = self.succ_before(s + 1, end);
         }
         // The run before `start`: cut back to `start`, then perhaps extended over `[start, end)`.
-        let mut merged = false;
-        if let Some(p) = start.checked_sub(1).and_then(|b| self.pred(b)) {
+        let mut merged = None;
+        let pred = |b: u64| match found {
+            Some((s, e)) if s <= b && b < e => Some(s),
+            _ => self.pred(b),
+        };
+        if let Some(p) = start.checked_sub(1).and_then(pred) {
             let (e, v) = self.run_mut(p);
             if *e > start {
                 if *e > end {
@@ -347,7 +354,7 @@ impl<V: RunValue> Dense<V> {
             if let Some(m) = merge_with {
                 if *e == start && v.continued_by(start - p, m) {
                     *e = end;
-                    merged = true;
+                    merged = Some(p);
                 }
             }
         }
@@ -435,10 +442,12 @@ impl<V: RunValue> IntervalMap<V> {
     /// one B-tree walk to find the runs involved instead of one per split, lookup and removal:
     /// `sim/tests/it/pool_model.rs` (`interval_map_keeps_the_reference_runs`) holds it to that
     /// formulation run for run (explore's state digest hashes the runs, not only their values).
-    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+    /// Returns the key of that run before `start` when it was extended (`None`: the caller
+    /// inserts the new run). `found` is the kept run from before the change (`found`).
+    fn cut(&mut self, start: u64, end: u64, merge_with: Option<&V>, found: Option<(u64, u64)>) -> Option<u64> {
         match &mut self.repr {
             Repr::Tree(t) => tree_cut(t, start, end, merge_with),
-            Repr::Dense(d) => d.cut(start, end, merge_with),
+            Repr::Dense(d) => d.cut(start, end, merge_with, found),
         }
     }
 
@@ -447,6 +456,7 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        let found = self.found.get();
         self.touched(start, end);
         // The common case (a freed page that is a run of its own): one removal, no walk.
         match &mut self.repr {
@@ -463,7 +473,7 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
         }
-        self.cut(start, end, None);
+        self.cut(start, end, None, found);
     }
 
     /// The value of the run that is exactly `[start, end)`, if there is one (no run is cut).
@@ -481,15 +491,23 @@ impl<V: RunValue> IntervalMap<V> {
         if start >= end {
             return;
         }
+        let found = self.found.get();
         self.touched(start, end);
-        if !self.cut(start, end, Some(&v)) {
-            match &mut self.repr {
-                Repr::Tree(t) => {
-                    t.insert(start, (end, v));
+        let first = match self.cut(start, end, Some(&v), found) {
+            Some(p) => p,
+            None => {
+                match &mut self.repr {
+                    Repr::Tree(t) => {
+                        t.insert(start, (end, v));
+                    }
+                    Repr::Dense(d) => d.insert(start, end, v),
                 }
-                Repr::Dense(d) => d.insert(start, end, v),
+                start
             }
-        }
+        };
+        // The run just written is the one the next write, often the range after this one (the
+        // next batch of a transfer into contiguous pages), finds before its start.
+        self.found.set(Some((first, end)));
     }
 
     /// The run that covers all of `[start, end)`, if one does: its start and value (the value at
@@ -611,13 +629,18 @@ impl<V: RunValue> IntervalMap<V> {
 }
 
 /// `IntervalMap::cut` over the B-tree: one walk to find the runs involved.
-fn tree_cut<V: RunValue>(runs: &mut BTreeMap<u64, (u64, V)>, start: u64, end: u64, merge_with: Option<&V>) -> bool {
+fn tree_cut<V: RunValue>(
+    runs: &mut BTreeMap<u64, (u64, V)>,
+    start: u64,
+    end: u64,
+    merge_with: Option<&V>,
+) -> Option<u64> {
     // Keys of the runs starting inside `[start, end)`, largest first (usually none or one).
     let mut inside = [0u64; 4];
     let mut n_inside = 0usize;
     let mut overflow = false;
     let mut tail: Option<(u64, (u64, V))> = None;
-    let mut merged = false;
+    let mut merged = None;
     for (&k, (e, v)) in runs.range_mut(..end).rev() {
         if k >= start {
             if n_inside == 0 && *e > end {
@@ -643,7 +666,7 @@ fn tree_cut<V: RunValue>(runs: &mut BTreeMap<u64, (u64, V)>, start: u64, end: u6
         if let Some(m) = merge_with {
             if *e == start && v.continued_by(start - k, m) {
                 *e = end;
-                merged = true;
+                merged = Some(k);
             }
         }
         break;
@@ -659,7 +682,7 @@ fn tree_cut<V: RunValue>(runs: &mut BTreeMap<u64, (u64, V)>, start: u64, end: u6
             if let Some(m) = merge_with {
                 if *e == start && v.continued_by(start - k, m) {
                     *e = end;
-                    merged = true;
+                    merged = Some(k);
                 }
             }
         }
@@ -797,8 +820,8 @@ mod tests {
         }
     }
 
-    /// The run `covering` and `visit` last found answers the next lookup inside it, and is
-    /// forgotten when `set` or `clear` changes the map: lookups after a change see the change.
+    /// The run `covering` and `visit` last found, or `set` last wrote, answers the next lookup
+    /// inside it, and a `clear` forgets it: lookups after a change see the change.
     #[test]
     fn a_found_run_is_forgotten_when_the_map_changes() {
         let mut m = IntervalMap::with_universe(1 << 20);
@@ -817,6 +840,20 @@ mod tests {
             vec![(3_590, 3_600, Some(P(1, 3_590))), (3_600, 3_610, Some(P(2, 0))), (3_610, 3_620, Some(P(1, 3_610))),]
         );
         assert_eq!(m.covering(3_605, 3_606), Some((3_600, &P(2, 0))));
+        // A `set` keeps the run it wrote (merged or not): the next write after it finds it.
+        m.set(3_610, 3_615, P(2, 10));
+        assert_eq!(m.found.get(), Some((3_600, 3_615)), "merged into the run before");
+        m.set(3_615, 3_618, P(3, 0));
+        assert_eq!(m.found.get(), Some((3_615, 3_618)));
+        assert_eq!(
+            m.pieces(3_598, 3_621),
+            vec![
+                (3_598, 3_600, Some(P(1, 3_598))),
+                (3_600, 3_615, Some(P(2, 0))),
+                (3_615, 3_618, Some(P(3, 0))),
+                (3_618, 3_621, Some(P(1, 3_618))),
+            ]
+        );
         m.invariants();
     }
 
