@@ -36,10 +36,11 @@ pub struct IntervalMap<V> {
     /// (`None`: nothing), so that it checks the runs there and their neighbours instead of the
     /// whole map. Not part of the map's value (`Debug` leaves it out).
     dirty: Cell<Option<(u64, u64)>>,
-    /// The dense run `[start, end)` that `covering` or `first_touching` last found, kept until
-    /// `set` or `clear` changes the map: consecutive transfer batches read and check the pages
-    /// of one run one batch after another, and find it here without the levels' walk. Not part
-    /// of the map's value.
+    /// The dense run `[start, end)` that `covering` or `visit` last found, or `set` last wrote;
+    /// `clear` forgets it, and a `set` replaces it. A lookup of a key inside it, and the run
+    /// before a write that starts right after it, need not walk the levels (`Dense::pred_from`):
+    /// consecutive transfer batches read, check and write the pages of one run one batch after
+    /// another. Not part of the map's value.
     found: Cell<Option<(u64, u64)>>,
 }
 
@@ -317,6 +318,16 @@ impl<V: RunValue> Dense<V> {
         self.succ_above(k >> 6).filter(|&s| s < end)
     }
 
+    /// `pred(k)`, answered by `found` (a run of this map) when it covers `k`: no other run starts
+    /// between its start and `k`, as runs do not overlap.
+    #[inline(always)]
+    fn pred_from(&self, found: Option<(u64, u64)>, k: u64) -> Option<u64> {
+        match found {
+            Some((s, e)) if s <= k && k < e => Some(s),
+            _ => self.pred(k),
+        }
+    }
+
     /// `IntervalMap::cut` (see there) over the dense runs.
     /// `found`: the map's kept run from before this change (`IntervalMap::found`), which is the
     /// run before `start` when it covers `start - 1` (the runs removed first start at or after
@@ -339,11 +350,7 @@ impl<V: RunValue> Dense<V> {
         }
         // The run before `start`: cut back to `start`, then perhaps extended over `[start, end)`.
         let mut merged = None;
-        let pred = |b: u64| match found {
-            Some((s, e)) if s <= b && b < e => Some(s),
-            _ => self.pred(b),
-        };
-        if let Some(p) = start.checked_sub(1).and_then(pred) {
+        if let Some(p) = start.checked_sub(1).and_then(|b| self.pred_from(found, b)) {
             let (e, v) = self.run_mut(p);
             if *e > start {
                 if *e > end {
@@ -521,23 +528,13 @@ impl<V: RunValue> IntervalMap<V> {
         match &self.repr {
             Repr::Tree(t) => t.range(..=start).next_back().filter(|(_, (e, _))| *e >= end).map(|(&s, (_, v))| (s, v)),
             Repr::Dense(d) => {
-                let p = self.dense_pred(d, start)?;
+                let p = d.pred_from(self.found.get(), start)?;
                 let (e, v) = d.run(p);
                 if *e > start {
                     self.found.set(Some((p, *e)));
                 }
                 (*e >= end).then_some((p, v))
             }
-        }
-    }
-
-    /// `d.pred(k)`, from the run last found when it covers `k` (no other run starts between its
-    /// start and `k`: runs do not overlap).
-    #[inline(always)]
-    fn dense_pred(&self, d: &Dense<V>, k: u64) -> Option<u64> {
-        match self.found.get() {
-            Some((s, e)) if s <= k && k < e => Some(s),
-            _ => d.pred(k),
         }
     }
 
@@ -573,13 +570,12 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             Repr::Dense(d) => {
-                let mut k = match self.dense_pred(d, start) {
-                    Some(p) if d.run(p).0 > start => {
-                        self.found.set(Some((p, d.run(p).0)));
-                        Some(p)
-                    }
-                    _ => d.succ_before(start, end),
-                };
+                // The run covering `start`, else the first starting inside the range.
+                let covers = d.pred_from(self.found.get(), start).map(|p| (p, d.run(p).0)).filter(|&(_, e)| e > start);
+                if covers.is_some() {
+                    self.found.set(covers);
+                }
+                let mut k = covers.map(|(p, _)| p).or_else(|| d.succ_before(start, end));
                 while let Some(s) = k {
                     let (e, v) = d.run(s);
                     piece(s, *e, v);
@@ -833,7 +829,8 @@ mod tests {
         assert_eq!(m.found.get(), None);
         assert_eq!(m.covering(3_100, 3_200), None, "the cleared hole");
         assert_eq!(m.covering(3_600, 3_700), Some((3_500, &P(1, 3_500))), "the run after the hole");
-        m.pieces(3_550, 3_560);
+        assert_eq!(m.pieces(3_550, 3_560), vec![(3_550, 3_560, Some(P(1, 3_550)))]);
+        assert_eq!(m.found.get(), Some((3_500, 5_000)), "`visit` keeps the run it starts in");
         m.set(3_600, 3_610, P(2, 0));
         assert_eq!(
             m.pieces(3_590, 3_620),

@@ -305,8 +305,9 @@ pub struct Jobs {
 /// The jobs held, by id: one slot per id from the oldest held job's (`base`) to the last handed
 /// out, an emptied slot for each job that left in between. Ids are handed out in order and a job
 /// leaves once its events are handled, so the window spans the jobs submitted during the
-/// longest-lived held job's life (a job held 300 s at 8 requests a second: about 2,400 slots). It was a `BTreeMap`, whose insert and remove cost about 180 and 420 instructions a
-/// job (2% of a fuzzer-sized run, callgrind); a slot here is an index. Iteration is in id order,
+/// longest-lived held job's life (a job held 300 s at 8 requests a second: about 2,400 slots).
+/// It was a `BTreeMap`, whose insert and remove cost about 180 and 420 instructions a job (2% of
+/// a fuzzer-sized run, callgrind); a slot here is an index. Iteration is in id order,
 /// as the map's was (`transfer_reader_died`, `transfer_pull_forward`, the state digest).
 #[derive(Clone)]
 struct Window<T> {
