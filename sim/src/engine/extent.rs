@@ -230,6 +230,26 @@ impl<V: RunValue> Dense<V> {
     #[inline]
     fn remove(&mut self, k: u64) {
         self.runs.remove(&k);
+        self.unmark(k);
+    }
+
+    /// Removes the run that is exactly `[k, end)`, if there is one: one lookup of the run table
+    /// where `starting_at` then `remove` made two (a freed page that is a run of its own).
+    #[inline]
+    fn remove_exact(&mut self, k: u64, end: u64) -> bool {
+        match self.runs.entry(k) {
+            std::collections::hash_map::Entry::Occupied(o) if o.get().0 == end => {
+                o.remove();
+            }
+            _ => return false,
+        }
+        self.unmark(k);
+        true
+    }
+
+    /// Clears key `k`'s bit, and each summary bit above it whose word became empty.
+    #[inline]
+    fn unmark(&mut self, k: u64) {
         let mut i = k;
         for l in &mut self.levels {
             if !l.clear(i >> 6, i & 63) {
@@ -474,8 +494,7 @@ impl<V: RunValue> IntervalMap<V> {
                 }
             }
             Repr::Dense(d) => {
-                if d.starting_at(start).is_some_and(|(e, _)| *e == end) {
-                    d.remove(start);
+                if d.remove_exact(start, end) {
                     return;
                 }
             }

@@ -263,14 +263,22 @@ impl Allocator {
     }
 
     /// sglang's `merge_and_sort_free`: parked and free pages merged, sorted ascending, coalesced.
+    /// In the free list's own buffer (the deque turned into a vector and back, no copy), the
+    /// parked list emptied but kept: no list allocated per merge. (The stable sort, as before:
+    /// the coalescing below is `push_run`'s, pair by pair.)
     fn merge_and_sort(&mut self) {
-        let mut all: Vec<Run> = self.free.drain(..).chain(self.parked.drain(..)).collect();
+        let mut all = Vec::from(std::mem::take(&mut self.free));
+        all.extend_from_slice(&self.parked);
+        self.parked.clear();
         all.sort_by_key(|r| r.first);
-        let mut merged: Vec<Run> = Vec::with_capacity(all.len());
-        for r in all {
-            push_run(&mut merged, r);
-        }
-        self.free = merged.into();
+        all.dedup_by(|r, last| {
+            let joins = last.end() == r.first;
+            if joins {
+                last.count += r.count;
+            }
+            joins
+        });
+        self.free = all.into();
         self.free_pages += self.parked_pages;
         self.parked_pages = 0;
     }
