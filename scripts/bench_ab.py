@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Time two kvsim binaries against each other, alternating, on a machine whose speed drifts.
 
-On a shared VM one invocation of `kvsim bench` can be 10-30% slower than the next, so comparing
+On a shared VM one invocation of `kvsim bench` can be a third slower than the next (one build's
+`blis-fair-10k` took 73.7 and 98.0 ms in two rounds of the fifty-eighth session), so comparing
 one run of each binary says more about the machine than about the change. This runs `BINARY bench
 --only … --repeat R --json` for each binary in turn for a number of rounds, flipping which binary
 goes first every round, and prints per scenario each binary's median CPU time per round, the median

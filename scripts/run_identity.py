@@ -10,8 +10,8 @@ must be the same bytes. `scripts/campaign_identity.py` covers campaigns the same
 
     python3 scripts/run_identity.py OLD_BINARY NEW_BINARY [--jobs N] [--match TEXT]
 
-Exit 1 on any difference (listed), 0 when every run is identical. About ten minutes of CPU for
-each binary (`release` builds).
+Exit 1 on any difference (listed), 0 when every run is identical (and 2 when no scenario
+matches). About two and a half minutes of CPU for each binary (`release` builds).
 """
 
 import argparse

@@ -22,6 +22,18 @@ impl Run {
     pub fn end(self) -> u32 {
         self.first + self.count
     }
+
+    /// Extends this run by `next` when `next` starts where it ends (the one rule by which lists
+    /// of runs coalesce: `push_run`, the free list's merges, a free's released runs); false, and
+    /// nothing changed, otherwise.
+    #[inline(always)]
+    pub fn absorb(&mut self, next: Run) -> bool {
+        let joins = self.end() == next.first;
+        if joins {
+            self.count += next.count;
+        }
+        joins
+    }
 }
 
 /// Total pages in a list of runs.
@@ -136,13 +148,9 @@ fn holder_ok(h: Option<&Holder>, writer: RequestId, cached: (Option<RequestId>, 
 
 /// Appends `r` to a block table, merging with the last run when contiguous.
 pub fn push_run(runs: &mut Vec<Run>, r: Run) {
-    if let Some(last) = runs.last_mut() {
-        if last.end() == r.first {
-            last.count += r.count;
-            return;
-        }
+    if !runs.last_mut().is_some_and(|last| last.absorb(r)) {
+        runs.push(r);
     }
-    runs.push(r);
 }
 
 /// `runs` sorted, with overlapping and adjacent runs merged: each page once. (A write reported
@@ -233,9 +241,8 @@ fn push_front_merged(q: &mut VecDeque<Run>, r: Run) {
 
 /// Pushes a run at the tail, merging with the tail run when contiguous.
 fn push_back_merged(q: &mut VecDeque<Run>, r: Run) {
-    match q.back_mut() {
-        Some(t) if t.end() == r.first => t.count += r.count,
-        _ => q.push_back(r),
+    if !q.back_mut().is_some_and(|t| t.absorb(r)) {
+        q.push_back(r);
     }
 }
 
@@ -264,20 +271,14 @@ impl Allocator {
 
     /// sglang's `merge_and_sort_free`: parked and free pages merged, sorted ascending, coalesced.
     /// In the free list's own buffer (the deque turned into a vector and back, no copy), the
-    /// parked list emptied but kept: no list allocated per merge. (The stable sort, as before:
-    /// the coalescing below is `push_run`'s, pair by pair.)
+    /// parked list emptied but kept: no list allocated per merge. (The stable sort, as before,
+    /// and `Run::absorb`'s coalescing, pair by pair, as `push_run` did it.)
     fn merge_and_sort(&mut self) {
         let mut all = Vec::from(std::mem::take(&mut self.free));
         all.extend_from_slice(&self.parked);
         self.parked.clear();
         all.sort_by_key(|r| r.first);
-        all.dedup_by(|r, last| {
-            let joins = last.end() == r.first;
-            if joins {
-                last.count += r.count;
-            }
-            joins
-        });
+        all.dedup_by(|r, last| last.absorb(*r));
         self.free = all.into();
         self.free_pages += self.parked_pages;
         self.parked_pages = 0;
@@ -696,9 +697,10 @@ impl Pool {
     /// with each other but not with what `ok` held before); the rest are bad frees.
     fn release_held(&mut self, runs: &[Run], by: Holder, bad: &mut Vec<BadFree>, ok: &mut Vec<Run>) {
         let base = ok.len();
-        let push = |ok: &mut Vec<Run>, r: Run| match ok[base..].last_mut() {
-            Some(last) if last.end() == r.first => last.count += r.count,
-            _ => ok.push(r),
+        let push = |ok: &mut Vec<Run>, r: Run| {
+            if !ok[base..].last_mut().is_some_and(|last| last.absorb(r)) {
+                ok.push(r);
+            }
         };
         // Open appends are checked against the holders they saw: materialise them before a page
         // can change hands (a freed page reused by another request must not be overwritten by a
@@ -1148,6 +1150,28 @@ impl Pool {
 mod tests {
     use super::*;
     use crate::types::Role;
+
+    /// A run absorbs only the run that starts where it ends; the free list's merge coalesces
+    /// with that rule after sorting.
+    #[test]
+    fn a_run_absorbs_only_the_run_that_follows_it() {
+        let run = |first, count| Run { first, count };
+        let mut r = run(4, 3);
+        assert!(!r.absorb(run(8, 2)), "a gap");
+        assert!(!r.absorb(run(2, 2)), "before it");
+        assert_eq!(r, run(4, 3), "unchanged when not absorbed");
+        assert!(r.absorb(run(7, 5)));
+        assert_eq!(r, run(4, 8));
+        let mut a = Allocator::new(FreeListPolicy::SortedOnMerge, 20);
+        assert_eq!(a.free, [run(1, 19)]);
+        let mut taken = Vec::new();
+        assert!(a.alloc_into(19, &mut taken));
+        a.free(&[run(12, 3), run(3, 2), run(15, 1), run(5, 4)]);
+        a.merge_and_sort();
+        assert_eq!(a.free, [run(3, 6), run(12, 4)]);
+        assert_eq!(a.free_pages, 10);
+        assert!(a.parked.is_empty());
+    }
 
     #[test]
     fn runs_intersect_keeps_the_common_pages() {
