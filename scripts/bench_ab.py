@@ -8,7 +8,8 @@ one run of each binary says more about the machine than about the change. This r
 goes first every round, and prints per scenario each binary's median CPU time per round, the median
 of those medians, its fastest single repetition (wall time: the bench keeps every repetition's wall
 time, not its CPU time), in how many rounds the second binary was faster, and whether the two gave
-different trace hashes (a change meant to keep behaviour must not).
+different trace hashes (a change meant to keep behaviour must not). When both `mixed-10k` and
+`mixed-10k-x1000` run, it also prints each invocation's ratio of the two (the x1,000 target).
 
     python3 scripts/bench_ab.py A_BINARY B_BINARY [--rounds 5] [--repeat 5] [--only NAME ...]
 
@@ -79,7 +80,24 @@ def main() -> int:
             hashes = {r[name].get("trace_hash") for b in (a.a, a.b) for r in got[b] if name in r}
             if len(hashes) > 1:
                 print(f"  trace hashes differ: {', '.join(sorted(str(h) for h in hashes))}")
+    print_ratio(got, a.a, a.b)
     return 0
+
+
+def print_ratio(got: dict[str, list[dict]], a: str, b: str) -> None:
+    """The x1,000 target's ratio (`mixed-10k-x1000` over `mixed-10k`, CPU time) within each
+    invocation, when both rows ran: the machine's speed can change between invocations (the
+    fifty-ninth session saw one build's `mixed-10k` at 0.43 s or 0.68-0.86 s), and a ratio of two
+    rows timed back to back in one invocation is the comparison that drifts least."""
+    for label, binary in (("A", a), ("B", b)):
+        ratios = [
+            r["mixed-10k-x1000"]["cpu_s"] / r["mixed-10k"]["cpu_s"]
+            for r in got[binary]
+            if "mixed-10k" in r and "mixed-10k-x1000" in r and r["mixed-10k"]["cpu_s"]
+        ]
+        if ratios:
+            per_round = " ".join(f"{x:.3f}" for x in ratios)
+            print(f"x1,000 ratio {label} {binary}: {per_round} | median {statistics.median(ratios):.3f}")
 
 
 if __name__ == "__main__":
