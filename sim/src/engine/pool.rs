@@ -24,8 +24,8 @@ impl Run {
     }
 
     /// Extends this run by `next` when `next` starts where it ends (the one rule by which lists
-    /// of runs coalesce: `push_run`, the free list's merges, a free's released runs); false, and
-    /// nothing changed, otherwise.
+    /// of runs coalesce: `push_run`, the free list's pushes at either end and its merge, a free's
+    /// released runs); false, and nothing changed, otherwise.
     #[inline(always)]
     pub fn absorb(&mut self, next: Run) -> bool {
         let joins = self.end() == next.first;
@@ -229,14 +229,14 @@ impl RunValue for LandedZeros {
 
 /// Pushes a run at the head, merging with the head run when contiguous (same reuse order, fewer
 /// runs: without it a churned LIFO list decays towards one entry per page).
-fn push_front_merged(q: &mut VecDeque<Run>, r: Run) {
-    match q.front_mut() {
-        Some(h) if r.end() == h.first => {
-            h.first = r.first;
-            h.count += r.count;
+fn push_front_merged(q: &mut VecDeque<Run>, mut r: Run) {
+    if let Some(h) = q.front_mut() {
+        if r.absorb(*h) {
+            *h = r;
+            return;
         }
-        _ => q.push_front(r),
     }
+    q.push_front(r);
 }
 
 /// Pushes a run at the tail, merging with the tail run when contiguous.
@@ -1152,7 +1152,7 @@ mod tests {
     use crate::types::Role;
 
     /// A run absorbs only the run that starts where it ends; the free list's merge coalesces
-    /// with that rule after sorting.
+    /// with that rule after sorting, and its pushes at the head and the tail use it too.
     #[test]
     fn a_run_absorbs_only_the_run_that_follows_it() {
         let run = |first, count| Run { first, count };
@@ -1171,6 +1171,13 @@ mod tests {
         assert_eq!(a.free, [run(3, 6), run(12, 4)]);
         assert_eq!(a.free_pages, 10);
         assert!(a.parked.is_empty());
+        // The free list's pushes at either end, by the same rule.
+        let mut q = VecDeque::from([run(5, 3)]);
+        push_front_merged(&mut q, run(2, 3));
+        push_front_merged(&mut q, run(0, 1));
+        push_back_merged(&mut q, run(8, 2));
+        push_back_merged(&mut q, run(11, 1));
+        assert_eq!(q, [run(0, 1), run(2, 8), run(11, 1)]);
     }
 
     #[test]
